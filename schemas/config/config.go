@@ -1,0 +1,221 @@
+// Package config is the graygate configuration file: one YAML document that
+// all three services read, each using the sections it needs.
+//
+// The file format is a contract between the operator and every service, which
+// is why it lives under schemas/ next to the event types: the gateway, the
+// collector and the analyzer must agree on it key for key (unknown keys are
+// errors everywhere).
+package config
+
+import "time"
+
+// Config is the whole file after loading, environment expansion and defaults.
+type Config struct {
+	// NATS is the event log connection. URL empty disables events.
+	NATS NATS `yaml:"nats"`
+	// Postgres is the sample store (collector, `collector samples`).
+	Postgres Postgres `yaml:"postgres"`
+	// Gateway holds the gateway's listeners and limits.
+	Gateway Gateway `yaml:"gateway"`
+	// SamplingContract is nil when the section is omitted (contract disabled).
+	SamplingContract *SamplingContract `yaml:"sampling_contract"`
+	// Routing maps client model names to candidate deployments.
+	Routing Routing `yaml:"routing"`
+	// Deployments by name; DeploymentOrder keeps the file's order.
+	Deployments     map[string]*Deployment `yaml:"deployments"`
+	DeploymentOrder []string               `yaml:"-"`
+	// Analyzer configures gate evaluation and promotion.
+	Analyzer Analyzer `yaml:"analyzer"`
+	// Collector configures the event writer and the sample-store API.
+	Collector Collector `yaml:"collector"`
+}
+
+// NATS is the `nats` section.
+type NATS struct {
+	// URL of the NATS server; NATS_URL overrides. Empty: events disabled.
+	URL string `yaml:"url"`
+	// Replicas for streams a service creates (1 on a single server, 3 on a cluster).
+	Replicas int `yaml:"replicas"`
+}
+
+// Postgres is the `postgres` section.
+type Postgres struct {
+	// URL is a libpq connection string; DATABASE_URL overrides. Redacted when printed.
+	URL Secret `yaml:"url"`
+}
+
+// Gateway is the `gateway` section.
+type Gateway struct {
+	Listen            string        `yaml:"listen"`              // client traffic, default 127.0.0.1:8080
+	AdminListen       string        `yaml:"admin_listen"`        // /metrics, /healthz, /readyz, /admin/*; default 127.0.0.1:8081
+	MaxBodyBytes      Size          `yaml:"max_body_bytes"`      // default 8MiB
+	MaxToolSteps      int           `yaml:"max_tool_steps"`      // default 8; 0 disables
+	SpoolDir          string        `yaml:"spool_dir"`           // default .data/spool
+	SpoolMaxBytes     Size          `yaml:"spool_max_bytes"`     // default 1GiB
+	SampleMaxBytes    Size          `yaml:"sample_max_bytes"`    // default 256KiB
+	AdminToken        Secret        `yaml:"admin_token"`         // GRAYGATE_ADMIN_TOKEN overrides; empty: /admin/* answers 403
+	ClientTokensEnv   string        `yaml:"client_tokens_env"`   // name of an env var with comma-separated bearer tokens
+	ClientTokens      []Secret      `yaml:"-"`                   // read from ClientTokensEnv at load
+	RolloutStaleAfter time.Duration `yaml:"rollout_stale_after"` // default 60s
+}
+
+// Conflict policies of the sampling contract.
+const (
+	ConflictReject = "reject"
+	ConflictAllow  = "allow"
+)
+
+// SamplingContract is the `sampling_contract` section (SPEC §4).
+type SamplingContract struct {
+	// Conflict is ConflictReject (default) or ConflictAllow.
+	Conflict string `yaml:"conflict"`
+	// Params by governed parameter name (temperature, top_p, top_k, min_p,
+	// repetition_penalty, frequency_penalty, presence_penalty, n).
+	Params map[string]ParamRule `yaml:"params"`
+}
+
+// ParamRule is one governed parameter: a pinned value (Pinned true, Value set)
+// or an inclusive band [Min, Max] with an optional Default to inject.
+// For the integer parameters (top_k, n) every number is whole.
+type ParamRule struct {
+	Pinned     bool
+	Value      float64
+	Min, Max   float64
+	HasDefault bool
+	Default    float64
+}
+
+// Routing is the `routing` section.
+type Routing struct {
+	Signals Signals `yaml:"signals"`
+	Routes  []Route `yaml:"routes"`
+}
+
+// Signals holds request classifiers.
+type Signals struct {
+	// Context bands in config order (SPEC §5).
+	Context []ContextBand `yaml:"context"`
+}
+
+// ContextBand matches requests whose estimated tokens lie in [MinTokens, MaxTokens].
+type ContextBand struct {
+	Name        string `yaml:"name"`
+	MinTokens   Tokens `yaml:"min_tokens"` // unset means 0
+	MaxTokens   Tokens `yaml:"max_tokens"` // unset means open-ended
+	Description string `yaml:"description"`
+}
+
+// Tokens is a token-count bound read with the two-step rule of SPEC §5.2.
+type Tokens struct {
+	Set   bool
+	Value int64
+}
+
+// Route maps a client `model` value to deployments in order of preference.
+type Route struct {
+	Model      string      `yaml:"model"`
+	Candidates []Candidate `yaml:"candidates"`
+}
+
+// Candidate is one deployment of a route, optionally conditioned on bands.
+type Candidate struct {
+	Deployment string   `yaml:"deployment"`
+	Context    []string `yaml:"context"` // eligible only when one of these bands matched; empty: always
+}
+
+// Deployment is one entry of `deployments`.
+type Deployment struct {
+	Name          string    `yaml:"-"`
+	ContextWindow int64     `yaml:"context_window"` // 0: unknown, never filters
+	Primary       Upstream  `yaml:"primary"`
+	Gray          *Upstream `yaml:"gray"`    // nil: no gray arm
+	Rollout       Rollout   `yaml:"rollout"` // meaningful only with Gray
+}
+
+// Upstream is an OpenAI-compatible server.
+type Upstream struct {
+	URL               string        `yaml:"url"`   // base URL, e.g. http://127.0.0.1:9001 (with or without /v1)
+	Model             string        `yaml:"model"` // model name the upstream serves
+	APIKeyEnv         string        `yaml:"api_key_env"`
+	APIKey            Secret        `yaml:"-"`                   // read from APIKeyEnv at load
+	Timeout           time.Duration `yaml:"timeout"`             // until response headers; default 60s
+	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"` // longest gap between body reads; default 60s
+}
+
+// Rollout modes, sticky keys, schema targets and stream validation modes.
+const (
+	ModeCanary = "canary"
+	ModeShadow = "shadow"
+
+	TargetContent = "content"
+	TargetBody    = "body"
+
+	StreamBuffer  = "buffer"
+	StreamObserve = "observe"
+)
+
+// Rollout is a deployment's gray release policy.
+type Rollout struct {
+	Mode              string        `yaml:"mode"`               // canary (default) | shadow
+	Percentage        float64       `yaml:"percentage"`         // 0–100, at most two decimals; default 0
+	StickyKey         string        `yaml:"sticky_key"`         // user (default) | header:NAME | none
+	ForceHeader       string        `yaml:"force_header"`       // default X-Gray-Rollout
+	Timeout           time.Duration `yaml:"timeout"`            // whole gray attempt; default 2500ms
+	ShadowConcurrency int           `yaml:"shadow_concurrency"` // default 32
+	ResponseSchema    string        `yaml:"response_schema"`    // path to a JSON Schema file; empty: JSON validity only
+	SchemaTarget      string        `yaml:"schema_target"`      // content (default) | body
+	StreamValidation  string        `yaml:"stream_validation"`  // buffer (default) | observe
+}
+
+// Analyzer is the `analyzer` section (SPEC §9).
+type Analyzer struct {
+	Listen      string        `yaml:"listen"`       // default 127.0.0.1:8083
+	Interval    time.Duration `yaml:"interval"`     // default 5s
+	Window      time.Duration `yaml:"window"`       // default 5m
+	MinRequests int           `yaml:"min_requests"` // default 50
+	Gates       Gates         `yaml:"gates"`
+	Promotion   *Promotion    `yaml:"promotion"` // nil: no progressive rollout
+}
+
+// Gates are the thresholds of the four hard metrics.
+type Gates struct {
+	TokenInflationMax    float64       `yaml:"token_inflation_max"`     // default 0.30
+	SchemaFailureRateMax float64       `yaml:"schema_failure_rate_max"` // default 0
+	TTFTP99Max           time.Duration `yaml:"ttft_p99_max"`            // default 3s
+	TTFTP99RatioMax      float64       `yaml:"ttft_p99_ratio_max"`      // default 1.5
+	LatencyP99RatioMax   float64       `yaml:"latency_p99_ratio_max"`   // default 1.5
+	ToolLoopRatioMax     float64       `yaml:"tool_loop_ratio_max"`     // default 0.05
+}
+
+// Promotion advances the gray percentage along Steps after Hold with all gates passing.
+type Promotion struct {
+	Steps []float64     `yaml:"steps"`
+	Hold  time.Duration `yaml:"hold"`
+}
+
+// Collector is the `collector` section (SPEC §8).
+type Collector struct {
+	Listen          string        `yaml:"listen"`            // default 127.0.0.1:8082
+	APIToken        Secret        `yaml:"api_token"`         // GRAYGATE_API_TOKEN overrides; empty: /v1/* answers 403
+	BatchSize       int           `yaml:"batch_size"`        // default 500
+	FlushInterval   time.Duration `yaml:"flush_interval"`    // default 200ms
+	Retention       time.Duration `yaml:"retention"`         // default 720h
+	MaxPayloadBytes Size          `yaml:"max_payload_bytes"` // default 256KiB
+}
+
+// Size is a byte count written as `8MiB`, `256KiB`, `1GiB` or a plain integer.
+type Size int64
+
+// Secret is a string that prints redacted.
+type Secret string
+
+// String returns a redaction marker, never the secret.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "<redacted>"
+}
+
+// Reveal returns the secret's value for use (never for logging).
+func (s Secret) Reveal() string { return string(s) }
