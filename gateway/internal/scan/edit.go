@@ -1,0 +1,101 @@
+package scan
+
+import "strconv"
+
+// Edit replaces body[Start:End] with the bytes Text; Start == End inserts.
+type Edit struct {
+	Start, End int
+	text       Span // into Edits.buf
+}
+
+// Edits collects in-place changes to a body so that the forwarded body is
+// written once, with every byte outside the edits copied as received.
+// The zero value is ready to use; Reset makes it reusable.
+type Edits struct {
+	list []Edit
+	buf  []byte
+}
+
+// Reset empties the list, keeping its memory.
+func (e *Edits) Reset() {
+	e.list = e.list[:0]
+	e.buf = e.buf[:0]
+}
+
+// Len returns the number of edits.
+func (e *Edits) Len() int { return len(e.list) }
+
+// Replace records that body[start:end] becomes text.
+func (e *Edits) Replace(start, end int, text string) {
+	s := len(e.buf)
+	e.buf = append(e.buf, text...)
+	e.list = append(e.list, Edit{Start: start, End: end, text: Span{s, len(e.buf)}})
+}
+
+// ReplaceNumber records that body[start:end] becomes the number v written in
+// the shortest form that reads back to the same float64.
+func (e *Edits) ReplaceNumber(start, end int, v float64) {
+	s := len(e.buf)
+	e.buf = AppendNumber(e.buf, v)
+	e.list = append(e.list, Edit{Start: start, End: end, text: Span{s, len(e.buf)}})
+}
+
+// InsertMember records a new top-level member `"key":<number>` inserted
+// before the object's closing brace, with a comma when the object has
+// members already (or an earlier insertion added one).
+func (e *Edits) InsertMember(req *Request, key string, v float64) {
+	s := len(e.buf)
+	if req.Members > 0 || e.insertedAt(req.Close) {
+		e.buf = append(e.buf, ',')
+	}
+	e.buf = append(e.buf, '"')
+	e.buf = append(e.buf, key...)
+	e.buf = append(e.buf, '"', ':')
+	e.buf = AppendNumber(e.buf, v)
+	e.list = append(e.list, Edit{Start: req.Close, End: req.Close, text: Span{s, len(e.buf)}})
+}
+
+// InsertRaw records raw member text (already with any leading comma)
+// inserted before the object's closing brace.
+func (e *Edits) InsertRaw(req *Request, text string) {
+	e.Replace(req.Close, req.Close, text)
+}
+
+func (e *Edits) insertedAt(pos int) bool {
+	for _, ed := range e.list {
+		if ed.Start == pos && ed.End == pos {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply appends body with the edits applied to dst and returns it. Edits
+// must not overlap; insertions at the same offset keep the order in which
+// they were recorded. With no edits it appends body unchanged.
+func (e *Edits) Apply(dst, body []byte) []byte {
+	// Insertion sort: edit lists are a handful of entries, and a stable
+	// order keeps same-offset insertions as recorded.
+	l := e.list
+	for i := 1; i < len(l); i++ {
+		for j := i; j > 0 && l[j].Start < l[j-1].Start; j-- {
+			l[j], l[j-1] = l[j-1], l[j]
+		}
+	}
+	pos := 0
+	for _, ed := range l {
+		dst = append(dst, body[pos:ed.Start]...)
+		dst = append(dst, e.buf[ed.text.Start:ed.text.End]...)
+		pos = ed.End
+	}
+	return append(dst, body[pos:]...)
+}
+
+// AppendNumber appends v in the shortest JSON form that reads back to the
+// same float64 (whole numbers without a fraction: 40, not 40.0).
+func AppendNumber(dst []byte, v float64) []byte {
+	if v == float64(int64(v)) && v > -1e15 && v < 1e15 {
+		return strconv.AppendInt(dst, int64(v), 10)
+	}
+	return strconv.AppendFloat(dst, v, 'g', -1, 64)
+}

@@ -1,0 +1,126 @@
+// Package scan reads an OpenAI chat-completions request body in one pass.
+//
+// The scan is the only place the gateway parses a client body. It validates
+// the JSON syntax, records where the top-level keys the gateway cares about
+// live (as byte spans into the body, never copies), and measures the
+// conversation for token estimation and tool-loop detection. Everything
+// later — the sampling contract, context bands, routing and gray dispatch —
+// reads the Request it fills instead of parsing the body again, and every
+// change to the forwarded body is an Edit against those spans.
+package scan
+
+// Span is the half-open byte range [Start, End) of something in the body.
+type Span struct{ Start, End int }
+
+// Len returns the span's length in bytes.
+func (s Span) Len() int { return s.End - s.Start }
+
+// Kind is the JSON kind of a recorded value.
+type Kind uint8
+
+// Kinds of JSON values. KindAbsent means the key did not occur.
+const (
+	KindAbsent Kind = iota
+	KindNull
+	KindFalse
+	KindTrue
+	KindNumber
+	KindString
+	KindArray
+	KindObject
+)
+
+var kindNames = [...]string{"absent", "null", "false", "true", "number", "string", "array", "object"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Param identifies one governed sampling parameter (SPEC §4).
+type Param uint8
+
+// The governed parameters, in a fixed order used to index Request.Params.
+const (
+	Temperature Param = iota
+	TopP
+	TopK
+	MinP
+	RepetitionPenalty
+	FrequencyPenalty
+	PresencePenalty
+	N
+	NumParams
+)
+
+var paramNames = [NumParams]string{
+	"temperature", "top_p", "top_k", "min_p",
+	"repetition_penalty", "frequency_penalty", "presence_penalty", "n",
+}
+
+// String returns the parameter's JSON key.
+func (p Param) String() string { return paramNames[p] }
+
+// IsInt reports whether the engine reads the parameter as an integer.
+func (p Param) IsInt() bool { return p == TopK || p == N }
+
+// ParamByName returns the parameter with the given JSON key.
+func ParamByName(name string) (Param, bool) {
+	for i, n := range paramNames {
+		if n == name {
+			return Param(i), true
+		}
+	}
+	return 0, false
+}
+
+// Member is a top-level key of the request object and its value.
+type Member struct {
+	Kind  Kind
+	Key   Span // the key as written, quotes included
+	Value Span // the raw JSON value as written (quotes included for strings)
+	Index int  // 0-based position among the top-level members, for body order
+}
+
+// Present reports whether the key occurred (a JSON null counts as present).
+func (m Member) Present() bool { return m.Kind != KindAbsent }
+
+// Request is what one scan learns about a chat-completions body. The zero
+// value is ready for Scan, which resets it; a Request holds no pointers into
+// the body, only spans, so it can be reused across requests.
+type Request struct {
+	// Params holds each governed key; when a key repeats, the last one wins
+	// (as the engine's json.loads does).
+	Params [NumParams]Member
+
+	// Routing keys: a repeated one is an error.
+	Model               Member
+	Stream              Member
+	MaxTokens           Member
+	MaxCompletionTokens Member
+
+	// Other keys the gateway reads; when repeated, the last one wins.
+	User          Member
+	StreamOptions Member
+	Messages      Member
+	Tools         Member
+
+	// IncludeUsage is true when stream_options.include_usage is JSON true.
+	IncludeUsage bool
+
+	// Close is the offset of the top-level object's closing brace, and
+	// Members the number of top-level members (to know whether an inserted
+	// key needs a leading comma).
+	Close   int
+	Members int
+
+	// Conversation measurements (SPEC §5.3, §6.5).
+	MessageCount int   // elements of the messages array
+	TextBytes    int64 // UTF-8 bytes of string content, text parts, tool call arguments and tool definitions
+	ToolSteps    int   // assistant messages carrying a non-empty tool_calls array
+	// LastToolCalls is the tool_calls array of the last assistant message
+	// that has one (empty span when none), for repeated-call detection.
+	LastToolCalls Span
+}
