@@ -123,4 +123,6 @@ type Request struct {
 	// LastToolCalls is the tool_calls array of the last assistant message
 	// that has one (empty span when none), for repeated-call detection.
 	LastToolCalls Span
+
+	msgBytes, toolsBytes int64 // the two parts of TextBytes, so a repeated key replaces its own part
 }

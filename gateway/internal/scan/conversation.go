@@ -1,0 +1,217 @@
+package scan
+
+// This file reads the parts of the body that describe the conversation:
+// messages (for the token estimate and tool steps), tools, and
+// stream_options. Depths count the top-level object as 1.
+
+// object reads the object at s.i, calling member for each key with the
+// key's span; member must consume the value. depth is the object's own.
+func (s *scanner) object(depth int, member func(key Span) error) error {
+	if depth > MaxDepth {
+		return ErrTooDeep
+	}
+	s.i++ // '{'
+	s.ws()
+	if s.peek() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		if s.peek() != '"' {
+			return s.fail("expected a string key")
+		}
+		k := s.i
+		if err := s.skipString(nil); err != nil {
+			return err
+		}
+		key := Span{k, s.i}
+		s.ws()
+		if s.peek() != ':' {
+			return s.fail("expected ':' after a key")
+		}
+		s.i++
+		s.ws()
+		if err := member(key); err != nil {
+			return err
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+			s.ws()
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.fail("expected ',' or '}' after an object member")
+		}
+	}
+}
+
+// array reads the array at s.i, calling elem for each element; elem must
+// consume the element. depth is the array's own.
+func (s *scanner) array(depth int, elem func() error) error {
+	if depth > MaxDepth {
+		return ErrTooDeep
+	}
+	s.i++ // '['
+	s.ws()
+	if s.peek() == ']' {
+		s.i++
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+			s.ws()
+		case ']':
+			s.i++
+			return nil
+		default:
+			return s.fail("expected ',' or ']' after an array element")
+		}
+	}
+}
+
+// messages reads the top-level "messages" value.
+func (s *scanner) messages(r *Request) (Kind, error) {
+	if s.peek() != '[' {
+		return s.value(1, nil)
+	}
+	r.MessageCount, r.msgBytes, r.ToolSteps, r.LastToolCalls = 0, 0, 0, Span{}
+	err := s.array(2, func() error {
+		r.MessageCount++
+		if s.peek() != '{' {
+			_, err := s.value(2, nil)
+			return err
+		}
+		return s.message(r)
+	})
+	return KindArray, err
+}
+
+// message reads one message object (depth 3).
+func (s *scanner) message(r *Request) error {
+	assistant := false
+	var calls Span
+	nCalls := 0
+	err := s.object(3, func(key Span) error {
+		switch {
+		case s.keyIs(key, "role"):
+			if s.peek() == '"' {
+				v := s.i
+				if err := s.skipString(nil); err != nil {
+					return err
+				}
+				assistant = s.keyIs(Span{v, s.i}, "assistant")
+				return nil
+			}
+			assistant = false
+		case s.keyIs(key, "content"):
+			switch s.peek() {
+			case '"':
+				return s.skipString(&r.msgBytes)
+			case '[':
+				return s.contentParts(r)
+			}
+		case s.keyIs(key, "tool_calls"):
+			if s.peek() == '[' {
+				start := s.i
+				n, err := s.toolCalls(r)
+				calls, nCalls = Span{start, s.i}, n
+				return err
+			}
+			calls, nCalls = Span{}, 0
+		}
+		_, err := s.value(3, nil)
+		return err
+	})
+	if err == nil && assistant && nCalls > 0 {
+		r.ToolSteps++
+		r.LastToolCalls = calls
+	}
+	return err
+}
+
+// contentParts reads an array of content parts (depth 4), counting the
+// text of each part.
+func (s *scanner) contentParts(r *Request) error {
+	return s.array(4, func() error {
+		if s.peek() != '{' {
+			_, err := s.value(4, nil)
+			return err
+		}
+		return s.object(5, func(key Span) error {
+			if s.peek() == '"' && s.keyIs(key, "text") {
+				return s.skipString(&r.msgBytes)
+			}
+			_, err := s.value(5, nil)
+			return err
+		})
+	})
+}
+
+// toolCalls reads a tool_calls array (depth 4), counting each call's
+// arguments, and returns the number of calls.
+func (s *scanner) toolCalls(r *Request) (int, error) {
+	n := 0
+	err := s.array(4, func() error {
+		n++
+		if s.peek() != '{' {
+			_, err := s.value(4, nil)
+			return err
+		}
+		return s.object(5, func(key Span) error {
+			if s.peek() != '{' || !s.keyIs(key, "function") {
+				_, err := s.value(5, nil)
+				return err
+			}
+			return s.object(6, func(key Span) error {
+				if s.peek() == '"' && s.keyIs(key, "arguments") {
+					return s.skipString(&r.msgBytes)
+				}
+				_, err := s.value(6, nil)
+				return err
+			})
+		})
+	})
+	return n, err
+}
+
+// tools reads the top-level "tools" value, counting each definition's JSON
+// as written.
+func (s *scanner) tools(r *Request) (Kind, error) {
+	if s.peek() != '[' {
+		return s.value(1, nil)
+	}
+	r.toolsBytes = 0
+	err := s.array(2, func() error {
+		start := s.i
+		_, err := s.value(2, nil)
+		r.toolsBytes += int64(s.i - start)
+		return err
+	})
+	return KindArray, err
+}
+
+// streamOptions reads the top-level "stream_options" value.
+func (s *scanner) streamOptions(r *Request) (Kind, error) {
+	if s.peek() != '{' {
+		r.IncludeUsage = false
+		return s.value(1, nil)
+	}
+	r.IncludeUsage = false
+	err := s.object(2, func(key Span) error {
+		kind, err := s.value(2, nil)
+		if s.keyIs(key, "include_usage") {
+			r.IncludeUsage = kind == KindTrue
+		}
+		return err
+	})
+	return KindObject, err
+}

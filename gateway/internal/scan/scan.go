@@ -1,0 +1,429 @@
+package scan
+
+import (
+	"bytes"
+	"unicode/utf8"
+)
+
+// MaxDepth is the deepest nesting of arrays and objects a body may have.
+// Python's json module gives up near 1000; chat bodies nest a handful.
+const MaxDepth = 256
+
+// key identifies the top-level keys the scan records.
+type key uint8
+
+const (
+	keyOther key = iota
+	keyParam     // one of the governed parameters; the Param is returned beside it
+	keyModel
+	keyStream
+	keyMaxTokens
+	keyMaxCompletionTokens
+	keyUser
+	keyStreamOptions
+	keyMessages
+	keyTools
+)
+
+// Scan reads body once and fills r. It returns a *SyntaxError for invalid
+// JSON, ErrNotObject when the top level is not an object, ErrTooDeep,
+// ErrInvalidUTF8, or a *DuplicateKeyError for a repeated routing key.
+// Scan does not retain body.
+func Scan(body []byte, r *Request) error {
+	*r = Request{}
+	if !utf8.Valid(body) {
+		return ErrInvalidUTF8
+	}
+	s := scanner{b: body}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		if s.i < len(s.b) && s.validValue() {
+			return ErrNotObject
+		}
+		if s.i >= len(s.b) {
+			return &SyntaxError{Offset: s.i, Msg: "empty body"}
+		}
+		return ErrNotObject
+	}
+	s.i++
+	s.ws()
+	if s.peek() == '}' {
+		r.Close = s.i
+		s.i++
+		return s.end()
+	}
+	for {
+		if s.peek() != '"' {
+			return s.fail("expected a string key")
+		}
+		kStart := s.i
+		if err := s.skipString(nil); err != nil {
+			return err
+		}
+		k, p := s.classifyKey(kStart, s.i)
+		s.ws()
+		if s.peek() != ':' {
+			return s.fail("expected ':' after a key")
+		}
+		s.i++
+		s.ws()
+		m := Member{Key: Span{kStart, s.i}, Index: r.Members}
+		vStart := s.i
+		var err error
+		switch k {
+		case keyMessages:
+			m.Kind, err = s.messages(r)
+		case keyTools:
+			m.Kind, err = s.tools(r)
+		case keyStreamOptions:
+			m.Kind, err = s.streamOptions(r)
+		default:
+			m.Kind, err = s.value(0, nil)
+		}
+		if err != nil {
+			return err
+		}
+		m.Value = Span{vStart, s.i}
+		if err := r.record(k, p, m, s.b); err != nil {
+			return err
+		}
+		r.Members++
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+			s.ws()
+		case '}':
+			r.Close = s.i
+			r.TextBytes = r.msgBytes + r.toolsBytes
+			s.i++
+			return s.end()
+		default:
+			return s.fail("expected ',' or '}' after an object member")
+		}
+	}
+}
+
+func (r *Request) record(k key, p Param, m Member, b []byte) error {
+	dup := func(old Member, name string) error {
+		if old.Present() {
+			return &DuplicateKeyError{Key: name}
+		}
+		return nil
+	}
+	var err error
+	switch k {
+	case keyParam:
+		r.Params[p] = m
+	case keyModel:
+		err = dup(r.Model, "model")
+		r.Model = m
+	case keyStream:
+		err = dup(r.Stream, "stream")
+		r.Stream = m
+	case keyMaxTokens:
+		err = dup(r.MaxTokens, "max_tokens")
+		r.MaxTokens = m
+	case keyMaxCompletionTokens:
+		err = dup(r.MaxCompletionTokens, "max_completion_tokens")
+		r.MaxCompletionTokens = m
+	case keyUser:
+		r.User = m
+	case keyStreamOptions:
+		r.StreamOptions = m
+	case keyMessages:
+		r.Messages = m
+	case keyTools:
+		r.Tools = m
+	}
+	return err
+}
+
+// scanner is a cursor over the body. Its methods advance s.i past what they
+// read and report syntax errors with the offset where reading stopped.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) peek() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *scanner) fail(msg string) error {
+	if s.i >= len(s.b) {
+		return &SyntaxError{Offset: s.i, Msg: "unexpected end of body"}
+	}
+	return &SyntaxError{Offset: s.i, Msg: msg}
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) end() error {
+	s.ws()
+	if s.i != len(s.b) {
+		return s.fail("unexpected data after the top-level object")
+	}
+	return nil
+}
+
+// validValue reports whether the rest of the body is one valid JSON value,
+// to tell "not an object" from "not JSON".
+func (s *scanner) validValue() bool {
+	if _, err := s.value(0, nil); err != nil {
+		return false
+	}
+	return s.end() == nil
+}
+
+// value skips one JSON value at s.i and returns its kind. When textBytes is
+// not nil and the value is a string, the string's decoded length is added.
+func (s *scanner) value(depth int, textBytes *int64) (Kind, error) {
+	switch c := s.peek(); c {
+	case '"':
+		return KindString, s.skipString(textBytes)
+	case '{':
+		return KindObject, s.container(depth+1, '}')
+	case '[':
+		return KindArray, s.container(depth+1, ']')
+	case 't':
+		return KindTrue, s.literal("true")
+	case 'f':
+		return KindFalse, s.literal("false")
+	case 'n':
+		return KindNull, s.literal("null")
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			return KindNumber, s.number()
+		}
+		return KindAbsent, s.fail("expected a JSON value")
+	}
+}
+
+// container skips an object or array whose opening bracket is at s.i.
+func (s *scanner) container(depth int, closer byte) error {
+	if depth > MaxDepth {
+		return ErrTooDeep
+	}
+	s.i++
+	s.ws()
+	if s.peek() == closer {
+		s.i++
+		return nil
+	}
+	for {
+		if closer == '}' {
+			if s.peek() != '"' {
+				return s.fail("expected a string key")
+			}
+			if err := s.skipString(nil); err != nil {
+				return err
+			}
+			s.ws()
+			if s.peek() != ':' {
+				return s.fail("expected ':' after a key")
+			}
+			s.i++
+			s.ws()
+		}
+		if _, err := s.value(depth, nil); err != nil {
+			return err
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+			s.ws()
+		case closer:
+			s.i++
+			return nil
+		default:
+			return s.fail("expected ',' or a closing bracket")
+		}
+	}
+}
+
+func (s *scanner) literal(word string) error {
+	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
+		return s.fail("invalid literal")
+	}
+	s.i += len(word)
+	return nil
+}
+
+// number skips a JSON number (RFC 8259 grammar: no leading zeros, no
+// leading '+', no bare '.', no NaN/Infinity).
+func (s *scanner) number() error {
+	b, i := s.b, s.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		s.i = i
+		return s.fail("invalid number")
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			s.i = i
+			return s.fail("invalid number")
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			s.i = i
+			return s.fail("invalid number")
+		}
+	}
+	s.i = i
+	// A number must be followed by a delimiter, so that "01" or "1_0"
+	// is refused here rather than later.
+	if i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+		default:
+			return s.fail("invalid number")
+		}
+	}
+	return nil
+}
+
+// skipString skips the string literal at s.i. When textBytes is not nil,
+// the decoded UTF-8 length of the string is added to it.
+func (s *scanner) skipString(textBytes *int64) error {
+	s.i++
+	decoded := 0
+	for {
+		q := bytes.IndexByte(s.b[s.i:], '"')
+		if q < 0 {
+			s.i = len(s.b)
+			return s.fail("unterminated string")
+		}
+		seg := s.b[s.i : s.i+q]
+		bs := bytes.IndexByte(seg, '\\')
+		if bs < 0 {
+			if err := s.checkControl(seg); err != nil {
+				return err
+			}
+			decoded += q
+			s.i += q + 1
+			break
+		}
+		// An escape comes before the next quote: decode it and go on.
+		if err := s.checkControl(seg[:bs]); err != nil {
+			return err
+		}
+		decoded += bs
+		s.i += bs
+		n, err := s.escape()
+		if err != nil {
+			return err
+		}
+		decoded += n
+	}
+	if textBytes != nil {
+		*textBytes += int64(decoded)
+	}
+	return nil
+}
+
+// checkControl refuses raw control characters inside a string, as strict
+// JSON decoders (the engine's json.loads among them) do.
+func (s *scanner) checkControl(seg []byte) error {
+	for j, c := range seg {
+		if c < 0x20 {
+			s.i += j
+			return s.fail("control character in string")
+		}
+	}
+	return nil
+}
+
+// escape reads the backslash escape at s.i and returns the number of UTF-8
+// bytes it decodes to.
+func (s *scanner) escape() (int, error) {
+	b := s.b
+	if s.i+1 >= len(b) {
+		s.i = len(b)
+		return 0, s.fail("unterminated string")
+	}
+	switch b[s.i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		s.i += 2
+		return 1, nil
+	case 'u':
+		r, ok := hex4(b, s.i+2)
+		if !ok {
+			return 0, s.fail("invalid \\u escape")
+		}
+		s.i += 6
+		if r >= 0xD800 && r < 0xDC00 {
+			// A high surrogate pairs with a following low surrogate into
+			// one 4-byte character.
+			if s.i+1 < len(b) && b[s.i] == '\\' && b[s.i+1] == 'u' {
+				if lo, ok := hex4(b, s.i+2); ok && lo >= 0xDC00 && lo < 0xE000 {
+					s.i += 6
+					return 4, nil
+				}
+			}
+			return 3, nil
+		}
+		if n := utf8.RuneLen(r); n > 0 {
+			return n, nil
+		}
+		return 3, nil // a lone low surrogate, encoded as Python would
+	default:
+		return 0, s.fail("invalid escape")
+	}
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
