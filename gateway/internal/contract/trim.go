@@ -134,7 +134,7 @@ func hex4(s []byte) rune {
 		case c >= '0' && c <= '9':
 			c -= '0'
 		case c|0x20 >= 'a' && c|0x20 <= 'f':
-			c = c|0x20 - 'a' + 10
+			c = (c | 0x20) - 'a' + 10
 		default:
 			return -1
 		}
