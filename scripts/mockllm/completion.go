@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// handleChat answers POST /v1/chat/completions with the behaviour chosen by
+// the live settings and the request's x-mock-* headers, and counts how the
+// request ended.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	start := s.now()
+	s.stats.requests.Add(1)
+	s.stats.inFlight.Add(1)
+	defer s.stats.inFlight.Add(-1)
+
+	err := s.serveChat(w, r, start)
+	switch {
+	case errors.Is(err, errDropped):
+		s.stats.dropped.Add(1)
+	case errors.Is(err, errClientGone):
+		s.stats.cancelled.Add(1)
+	default:
+		s.stats.completed.Add(1)
+	}
+}
+
+// serveChat writes the answer. It returns nil when the answer was written
+// whole, errClientGone or errDropped otherwise.
+func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, start time.Time) error {
+	buf := getBuf()
+	defer putBuf(buf)
+	body, err := readBody(r, *buf)
+	*buf = body[:0]
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return writeError(w, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit), "invalid_request_error", "payload_too_large", "")
+		}
+		return errClientGone
+	}
+	s.rec.add(r, body, start)
+
+	set := *s.live.Load()
+	if err := set.applyHeaders(r.Header); err != nil {
+		return writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "mock_bad_header", "")
+	}
+	ctx := r.Context()
+	if set.Hang {
+		<-ctx.Done()
+		return errClientGone
+	}
+	var pause pauser
+	defer pause.stop()
+	if set.Status >= 300 {
+		if !pause.wait(ctx, set.Latency-time.Since(start)) {
+			return errClientGone
+		}
+		typ, code := errorType(set.Status)
+		return writeError(w, set.Status, "mockllm: simulated upstream status "+strconv.Itoa(set.Status), typ, code, set.RetryAfter)
+	}
+	req, err := parseRequest(body)
+	if err != nil {
+		return writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "bad_request", "")
+	}
+
+	a := answer{
+		id:           s.nextID(),
+		created:      start.Unix(),
+		model:        set.Model,
+		set:          &set,
+		req:          &req,
+		promptTokens: promptTokens(req, set.BytesPerToken),
+	}
+	if a.model == "" {
+		a.model = req.model
+	}
+	if a.model == "" {
+		a.model = defaultModel
+	}
+	if set.ToolCalls == 0 {
+		a.gen = s.content.get(&set, &req)
+	}
+
+	if req.stream {
+		st := streamer{ctx: ctx, w: w, rc: http.NewResponseController(w), a: &a, buf: *buf}
+		err := st.stream(set.Status)
+		*buf = st.buf[:0]
+		return err
+	}
+	if !pause.wait(ctx, set.Latency-time.Since(start)) {
+		return errClientGone
+	}
+	return s.writeCompletion(ctx, w, &a, buf)
+}
+
+// writeCompletion writes a non-streaming chat.completion, truncated in
+// invalid-json mode and cut after half of it with drop-after.
+func (s *Server) writeCompletion(ctx context.Context, w http.ResponseWriter, a *answer, buf *[]byte) error {
+	full := a.appendCompletion((*buf)[:0])
+	*buf = full
+	body := full
+	if a.set.Content == contentInvalidJSON && a.gen != nil {
+		body = full[:len(full)/2]
+	}
+	h := w.Header()
+	h["Content-Type"] = jsonType
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(a.set.Status)
+	if a.set.DropAfter >= 0 {
+		_, _ = w.Write(body[:len(body)/2])
+		abort(http.NewResponseController(w))
+		return errDropped
+	}
+	if _, err := w.Write(body); err != nil || ctx.Err() != nil {
+		return errClientGone
+	}
+	return nil
+}
+
+// readBody reads the whole request body into buf's storage.
+func readBody(r *http.Request, buf []byte) ([]byte, error) {
+	rd := io.Reader(r.Body)
+	if r.ContentLength > maxChatBody {
+		return buf, &http.MaxBytesError{Limit: maxChatBody}
+	}
+	if r.ContentLength > 0 && int64(cap(buf)) < r.ContentLength+1 {
+		buf = make([]byte, 0, r.ContentLength+1)
+	}
+	rd = io.LimitReader(rd, maxChatBody+1)
+	b := buf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	if len(b) > maxChatBody {
+		return b, &http.MaxBytesError{Limit: maxChatBody}
+	}
+	return b, nil
+}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Content modes: what the assistant message content looks like.
+const (
+	contentJSON        = "json"         // a valid agent action (schemas/contracts/agent-action.schema.json)
+	contentSchemaBreak = "schema-break" // valid JSON that violates the agent-action schema
+	contentText        = "text"         // plain prose, not JSON
+	contentInvalidJSON = "invalid-json" // the HTTP body (or each stream chunk) is truncated JSON
+	contentEcho        = "echo"         // the last user message, verbatim
+)
+
+// Bounds that keep a typo in a test or the demo from exhausting the machine.
+const (
+	maxCompletionTokens = 1 << 20
+	maxAnswerBytes      = 64 << 20
+	maxToolCalls        = 128
+)
+
+// headerPrefix starts every per-request override header: x-mock-<name>.
+const headerPrefix = "x-mock-"
+
+// Settings is the behaviour of the mock for one request. Every field is an
+// option settable by a flag (process default), by PUT /_mock/config (live
+// default) and by an x-mock-<name> request header, in increasing precedence.
+type Settings struct {
+	// Latency is the total time before the headers of a non-streaming answer
+	// (or of an error answer) are written. Streams ignore it.
+	Latency time.Duration
+	// TTFT is the delay between a stream's role chunk and its first content
+	// (or tool call) chunk.
+	TTFT time.Duration
+	// InterToken is the delay between consecutive content chunks of a stream.
+	InterToken time.Duration
+	// CompletionTokens is the answer's length in tokens: one content chunk per
+	// token in a stream, that many words of variable text otherwise, and the
+	// usage's completion_tokens.
+	CompletionTokens int
+	// AnswerBytes, when larger than the generated content, pads the content to
+	// exactly this many bytes (0: no padding). Echo content is never padded.
+	AnswerBytes int
+	// Usage includes the usage object in answers (and, for streams whose
+	// request asked for stream_options.include_usage, the final usage chunk).
+	Usage bool
+	// BytesPerToken is the tokenizer ratio used for usage.prompt_tokens.
+	BytesPerToken float64
+	// Content is one of the content modes above.
+	Content string
+	// ToolCalls, when positive, answers with that many tool calls and null content.
+	ToolCalls int
+	// ToolName is the function name of every tool call.
+	ToolName string
+	// ToolArgs is the arguments string of every tool call.
+	ToolArgs string
+	// Status is the HTTP status of the answer; 300 and above answer an OpenAI
+	// error envelope instead of a completion.
+	Status int
+	// RetryAfter, when set, is sent as the Retry-After header of error answers.
+	RetryAfter string
+	// Hang accepts the request and never answers until the client goes away.
+	Hang bool
+	// DropAfter, when not negative, cuts the connection abruptly: a stream after
+	// that many data events, a non-stream after half of its body.
+	DropAfter int
+	// Model is the model name in answers; empty echoes the request's model.
+	Model string
+}
+
+// defaultSettings are the process defaults before flags are applied.
+func defaultSettings() Settings {
+	return Settings{
+		CompletionTokens: 16,
+		Usage:            true,
+		BytesPerToken:    4,
+		Content:          contentJSON,
+		ToolName:         "search",
+		ToolArgs:         `{"query":"x"}`,
+		Status:           http.StatusOK,
+		DropAfter:        -1,
+	}
+}
+
+// option describes one behaviour knob: how it is parsed from text (flags,
+// headers, config JSON) and how it is shown.
+type option struct {
+	name    string
+	usage   string
+	kind    string // the value's kind as --help shows it
+	isBool  bool
+	set     func(s *Settings, v string) error
+	get     func(s *Settings) any
+	restore func(dst, src *Settings) // copies this option's value from src
+}
+
+// options lists every behaviour knob in the order --help shows them.
+var options = []option{
+	durationOption("latency", "total delay before a non-streaming answer's headers",
+		func(s *Settings) *time.Duration { return &s.Latency }),
+	durationOption("ttft", "delay before a stream's first content chunk",
+		func(s *Settings) *time.Duration { return &s.TTFT }),
+	durationOption("inter-token", "delay between a stream's content chunks",
+		func(s *Settings) *time.Duration { return &s.InterToken }),
+	intOption("completion-tokens", "answer length in tokens (one stream chunk per token)", 0, maxCompletionTokens,
+		func(s *Settings) *int { return &s.CompletionTokens }),
+	intOption("answer-bytes", "pad the content to this many bytes (0: no padding)", 0, maxAnswerBytes,
+		func(s *Settings) *int { return &s.AnswerBytes }),
+	boolOption("usage", "include usage (streams: a final usage chunk when the request asks for it)",
+		func(s *Settings) *bool { return &s.Usage }),
+	{
+		name:  "bytes-per-token",
+		usage: "UTF-8 bytes per prompt token for usage.prompt_tokens",
+		kind:  "float",
+		set: func(s *Settings, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || !(f > 0) || f > 1e6 {
+				return fmt.Errorf("want a number in (0, 1e6], got %q", v)
+			}
+			s.BytesPerToken = f
+			return nil
+		},
+		get:     func(s *Settings) any { return s.BytesPerToken },
+		restore: func(dst, src *Settings) { dst.BytesPerToken = src.BytesPerToken },
+	},
+	{
+		name:  "content",
+		usage: "content mode: json | schema-break | text | invalid-json | echo",
+		kind:  "mode",
+		set: func(s *Settings, v string) error {
+			v = strings.TrimSpace(v)
+			switch v {
+			case contentJSON, contentSchemaBreak, contentText, contentInvalidJSON, contentEcho:
+				s.Content = v
+				return nil
+			}
+			return fmt.Errorf("want json, schema-break, text, invalid-json or echo, got %q", v)
+		},
+		get:     func(s *Settings) any { return s.Content },
+		restore: func(dst, src *Settings) { dst.Content = src.Content },
+	},
+	intOption("tool-calls", "answer with this many tool calls (finish_reason tool_calls)", 0, maxToolCalls,
+		func(s *Settings) *int { return &s.ToolCalls }),
+	stringOption("tool-name", "function name of the tool calls",
+		func(s *Settings) *string { return &s.ToolName }),
+	stringOption("tool-args", "arguments string of the tool calls",
+		func(s *Settings) *string { return &s.ToolArgs }),
+	intOption("status", "HTTP status; 300 and above answer an OpenAI error envelope", 200, 599,
+		func(s *Settings) *int { return &s.Status }),
+	stringOption("retry-after", "Retry-After header value sent with error answers",
+		func(s *Settings) *string { return &s.RetryAfter }),
+	boolOption("hang", "accept the request and never answer",
+		func(s *Settings) *bool { return &s.Hang }),
+	intOption("drop-after", "cut the connection after N stream chunks, or after half a non-stream body (-1: never)", -1, maxCompletionTokens,
+		func(s *Settings) *int { return &s.DropAfter }),
+	stringOption("model", "model name in answers (empty: the request's model)",
+		func(s *Settings) *string { return &s.Model }),
+}
+
+// optionsByName indexes options by their lowercase name.
+var optionsByName = func() map[string]*option {
+	m := make(map[string]*option, len(options))
+	for i := range options {
+		m[options[i].name] = &options[i]
+	}
+	return m
+}()
+
+func durationOption(name, usage string, field func(*Settings) *time.Duration) option {
+	return option{
+		name:  name,
+		usage: usage,
+		kind:  "duration",
+		set: func(s *Settings, v string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil || d < 0 {
+				return fmt.Errorf("want a non-negative Go duration like 250ms, got %q", v)
+			}
+			*field(s) = d
+			return nil
+		},
+		get:     func(s *Settings) any { return field(s).String() },
+		restore: func(dst, src *Settings) { *field(dst) = *field(src) },
+	}
+}
+
+func intOption(name, usage string, lo, hi int, field func(*Settings) *int) option {
+	return option{
+		name:  name,
+		usage: usage,
+		kind:  "int",
+		set: func(s *Settings, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < lo || n > hi {
+				return fmt.Errorf("want an integer in [%d, %d], got %q", lo, hi, v)
+			}
+			*field(s) = n
+			return nil
+		},
+		get:     func(s *Settings) any { return *field(s) },
+		restore: func(dst, src *Settings) { *field(dst) = *field(src) },
+	}
+}
+
+func boolOption(name, usage string, field func(*Settings) *bool) option {
+	return option{
+		name:   name,
+		usage:  usage,
+		isBool: true,
+		set: func(s *Settings, v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("want true or false, got %q", v)
+			}
+			*field(s) = b
+			return nil
+		},
+		get:     func(s *Settings) any { return *field(s) },
+		restore: func(dst, src *Settings) { *field(dst) = *field(src) },
+	}
+}
+
+func stringOption(name, usage string, field func(*Settings) *string) option {
+	return option{
+		name:    name,
+		usage:   usage,
+		kind:    "string",
+		set:     func(s *Settings, v string) error { *field(s) = v; return nil },
+		get:     func(s *Settings) any { return *field(s) },
+		restore: func(dst, src *Settings) { *field(dst) = *field(src) },
+	}
+}
+
+// MarshalJSON shows the settings as the object GET /_mock/config answers:
+// one key per option name, durations as Go duration strings.
+func (s Settings) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(options))
+	for i := range options {
+		m[options[i].name] = options[i].get(&s)
+	}
+	return json.Marshal(m)
+}
+
+// applyJSON applies a PUT /_mock/config object to s. Keys are option names;
+// values are JSON strings, numbers or booleans read as the flag would read
+// them; null restores the process default from base. Every problem is
+// reported; on error s may be partly changed, so callers apply to a copy.
+func (s *Settings) applyJSON(body []byte, base *Settings) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return fmt.Errorf("config body must be a JSON object: %w", err)
+	}
+	names := make([]string, 0, len(obj))
+	for k := range obj {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		opt, ok := optionsByName[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: unknown option", name))
+			continue
+		}
+		raw := obj[name]
+		if string(raw) == "null" {
+			opt.restore(s, base)
+			continue
+		}
+		text := string(raw)
+		if len(raw) > 0 && raw[0] == '"' {
+			if err := json.Unmarshal(raw, &text); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				continue
+			}
+		} else if len(raw) > 0 && (raw[0] == '{' || raw[0] == '[') {
+			errs = append(errs, fmt.Errorf("%s: want a string, number or boolean", name))
+			continue
+		}
+		if err := opt.set(s, text); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// applyHeaders applies x-mock-<name> request headers to s. It returns an
+// error naming the first unknown or unreadable header.
+func (s *Settings) applyHeaders(h http.Header) error {
+	for key, vals := range h {
+		if len(key) <= len(headerPrefix) || !strings.EqualFold(key[:len(headerPrefix)], headerPrefix) || len(vals) == 0 {
+			continue
+		}
+		name := strings.ToLower(key[len(headerPrefix):])
+		opt, ok := optionsByName[name]
+		if !ok {
+			return fmt.Errorf("header %s%s: unknown mock option", headerPrefix, name)
+		}
+		if err := opt.set(s, vals[len(vals)-1]); err != nil {
+			return fmt.Errorf("header %s%s: %w", headerPrefix, name, err)
+		}
+	}
+	return nil
+}
+
+// flagValue adapts one option of a Settings to flag.Value.
+type flagValue struct {
+	opt *option
+	s   *Settings
+}
+
+func (f flagValue) String() string {
+	if f.opt == nil || f.s == nil {
+		return ""
+	}
+	return fmt.Sprint(f.opt.get(f.s))
+}
+
+func (f flagValue) Set(v string) error { return f.opt.set(f.s, v) }
+
+// flagUsage is the option's --help text, naming its kind the way the flag
+// package shows it.
+func (o *option) flagUsage() string {
+	if o.kind == "" {
+		return o.usage
+	}
+	return o.usage + " (`" + o.kind + "`)"
+}
+
+// IsBoolFlag lets boolean options be given as a bare --name.
+func (f flagValue) IsBoolFlag() bool { return f.opt != nil && f.opt.isBool }
