@@ -1,0 +1,163 @@
+// Package contract enforces the fleet-wide sampling contract on request
+// bodies (SPEC §4).
+//
+// A Contract is built once from the configuration and is safe for
+// concurrent use. For each request the gateway scans the body, then calls
+// Check with the scan's result: Check records the values to inject as
+// edits of the forwarded body and, under the reject policy, the violations
+// that make the gateway answer 400 sampling_contract_violation before any
+// upstream call.
+package contract
+
+import (
+	"math"
+
+	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/schemas/config"
+)
+
+// Contract is the compiled sampling contract of a configuration. A nil
+// *Contract is a disabled contract: its methods do nothing.
+type Contract struct {
+	reject bool
+	rules  [scan.NumParams]rule
+}
+
+// rule is one governed parameter, with its bounds also as exact integers
+// for top_k and n, so that a client's int64 is never rounded to a float64
+// to be compared.
+type rule struct {
+	governed bool
+	pinned   bool
+	pin      float64
+	min, max float64
+
+	intPinOK   bool // the pin is a whole number within int64
+	intPin     int64
+	intBandOK  bool // the band holds at least one int64
+	intMin     int64
+	intMax     int64
+	inject     bool // inject a value when the key is absent or null
+	injectWith float64
+}
+
+// New compiles cfg, which must have passed config validation (known
+// parameter names, values within the engine's domains). A nil cfg gives a
+// nil *Contract: no sampling contract.
+func New(cfg *config.SamplingContract) *Contract {
+	if cfg == nil {
+		return nil
+	}
+	c := &Contract{reject: cfg.Conflict != config.ConflictAllow}
+	for name, pr := range cfg.Params {
+		p, ok := scan.ParamByName(name)
+		if !ok {
+			continue
+		}
+		r := rule{governed: true, pinned: pr.Pinned}
+		if pr.Pinned {
+			r.pin, r.min, r.max = pr.Value, pr.Value, pr.Value
+			r.inject, r.injectWith = true, pr.Value
+		} else {
+			r.min, r.max = pr.Min, pr.Max
+			r.inject, r.injectWith = pr.HasDefault, pr.Default
+		}
+		r.intPin, r.intPinOK = wholeInt64(r.pin)
+		r.intMin, r.intMax, r.intBandOK = intBand(r.min, r.max)
+		c.rules[p] = r
+	}
+	return c
+}
+
+// intBand returns the int64 numbers in the inclusive band [lo, hi], as
+// their own bounds, or false when there are none.
+func intBand(lo, hi float64) (int64, int64, bool) {
+	lo, hi = math.Ceil(lo), math.Floor(hi)
+	if !(lo <= hi) || lo >= 1<<63 || hi < -(1<<63) {
+		return 0, 0, false
+	}
+	a, b := int64(math.MinInt64), int64(math.MaxInt64)
+	if lo > -(1 << 63) {
+		a = int64(lo)
+	}
+	if hi < 1<<63 {
+		b = int64(hi)
+	}
+	return a, b, true
+}
+
+// Reject reports whether the contract refuses violating requests (policy
+// reject) rather than forwarding them unchanged (policy allow).
+func (c *Contract) Reject() bool { return c != nil && c.reject }
+
+// Check applies the contract to a scanned body. It resets out, then, for
+// each governed parameter in a fixed order:
+//
+//   - absent or null, with a pinned value or a band default: records in
+//     edits the injection of that value (a null is replaced where it
+//     stands, a missing key is added before the closing brace), under
+//     either policy;
+//   - under the reject policy, a value the engine would read as a number
+//     outside the pin or band (NaN never matches), or not read as a number
+//     at all: records a violation in out.
+//
+// Under the allow policy no violation is recorded and client values are
+// never touched. When out reports violations the request must be refused,
+// and edits are then of no use. req must come from a successful scan.Scan
+// of body. Check does not allocate beyond the growth of edits.
+func (c *Contract) Check(body []byte, req *scan.Request, edits *scan.Edits, out *Outcome) {
+	out.N = 0
+	if c == nil {
+		return
+	}
+	for p := range scan.NumParams {
+		r := &c.rules[p]
+		if !r.governed {
+			continue
+		}
+		m := &req.Params[p]
+		switch m.Kind {
+		case scan.KindAbsent:
+			if r.inject {
+				edits.InsertMember(req, p.String(), r.injectWith)
+			}
+			continue
+		case scan.KindNull:
+			if r.inject {
+				edits.ReplaceNumber(m.Value.Start, m.Value.End, r.injectWith)
+			}
+			continue
+		}
+		if !c.reject {
+			continue
+		}
+		raw := body[m.Value.Start:m.Value.End]
+		v := Read(p, m.Kind, raw)
+		if r.admits(p, v) {
+			continue
+		}
+		out.add(Violation{
+			Param:  p,
+			State:  v.State,
+			Index:  m.Index,
+			Pinned: r.pinned,
+			Min:    r.min,
+			Max:    r.max,
+		}, raw)
+	}
+}
+
+// admits reports whether v satisfies the rule. Integer parameters compare
+// as exact integers.
+func (r *rule) admits(p scan.Param, v Value) bool {
+	if v.State != Number {
+		return false
+	}
+	if p.IsInt() {
+		if r.pinned {
+			return r.intPinOK && v.I == r.intPin
+		}
+		return r.intBandOK && v.I >= r.intMin && v.I <= r.intMax
+	}
+	return v.F >= r.min && v.F <= r.max
+}
