@@ -47,8 +47,8 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, start time.Ti
 	}
 	s.rec.add(r, body, start)
 
-	set := *s.live.Load()
-	if err := set.applyHeaders(r.Header); err != nil {
+	set, err := s.settingsFor(r.Header)
+	if err != nil {
 		return writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "mock_bad_header", "")
 	}
 	ctx := r.Context()
@@ -65,6 +65,8 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, start time.Ti
 		typ, code := errorType(set.Status)
 		return writeError(w, set.Status, "mockllm: simulated upstream status "+strconv.Itoa(set.Status), typ, code, set.RetryAfter)
 	}
+	// From here on body is dead: parseRequest and the recorder copied what
+	// they keep, and the answer reuses its buffer.
 	req, err := parseRequest(body)
 	if err != nil {
 		return writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "bad_request", "")
@@ -122,6 +124,14 @@ func (s *Server) writeCompletion(ctx context.Context, w http.ResponseWriter, a *
 		return errClientGone
 	}
 	return nil
+}
+
+// settingsFor returns the settings of one request: the live defaults with
+// the request's x-mock-* headers applied.
+func (s *Server) settingsFor(h http.Header) (Settings, error) {
+	set := *s.live.Load()
+	err := set.applyHeaders(h)
+	return set, err
 }
 
 // readBody reads the whole request body into buf's storage.

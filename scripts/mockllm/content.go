@@ -30,6 +30,8 @@ type generated struct {
 	pieces  []string
 }
 
+var emptyContent generated
+
 // contentCache keeps the last generated content so that a steady load (a
 // benchmark, the demo) builds it once rather than per request.
 type contentCache struct {
@@ -37,8 +39,13 @@ type contentCache struct {
 }
 
 // get returns the content for the settings and request. Echo content is
-// built per request and not cached.
+// built per request and not cached. The result is shared: callers must not
+// modify it.
 func (c *contentCache) get(s *Settings, p *parsedRequest) *generated {
+	if s.CompletionTokens == 0 {
+		// No tokens, no content: streams send no content chunk either.
+		return &emptyContent
+	}
 	if s.Content == contentEcho {
 		return &generated{content: p.lastUser, pieces: split(p.lastUser, s.CompletionTokens)}
 	}

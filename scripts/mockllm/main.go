@@ -35,43 +35,62 @@ func main() {
 // the process is told to stop.
 const shutdownGrace = 5 * time.Second
 
-// run parses args, serves until ctx ends, and returns nil after a clean stop
-// or after --help.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// cli is what the command line sets.
+type cli struct {
+	listen   string
+	record   int
+	logLevel slog.Level
+	settings Settings
+}
+
+// errHelpShown reports that --help printed the usage.
+var errHelpShown = errors.New("help shown")
+
+// parseFlags reads the command line; usage and flag errors go to stderr.
+func parseFlags(args []string, stderr io.Writer) (cli, error) {
+	c := cli{settings: defaultSettings()}
 	fs := flag.NewFlagSet("mockllm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:9001", "address to serve on (port 0 picks a free port; the line on stdout names it)")
-	record := fs.Int("record", 1000, "keep the last N chat requests for GET /_mock/requests (0 disables recording)")
-	logLevel := fs.String("log-level", "warn", "log level on stderr: debug | info | warn | error")
-	set := defaultSettings()
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:9001", "address to serve on (port 0 picks a free port; the line on stdout names it)")
+	fs.IntVar(&c.record, "record", 1000, "keep the last N chat requests for GET /_mock/requests (0 disables recording)")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "log level on stderr: debug | info | warn | error")
 	for i := range options {
-		fs.Var(flagValue{opt: &options[i], s: &set}, options[i].name, options[i].flagUsage())
+		fs.Var(flagValue{opt: &options[i], s: &c.settings}, options[i].name, options[i].flagUsage())
 	}
 	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return c, errHelpShown
 		}
-		return err
+		return c, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if *record < 0 {
-		return fmt.Errorf("--record must not be negative, got %d", *record)
+	if c.record < 0 {
+		return c, fmt.Errorf("--record must not be negative, got %d", c.record)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return c, nil
+}
 
-	ln, err := net.Listen("tcp", *listen)
+// run parses args, serves until ctx ends, and returns nil after a clean stop
+// or after --help.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if errors.Is(err, errHelpShown) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.logLevel}))
+
+	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           NewServer(set, *record, log).Handler(),
+		Handler:           NewServer(c.settings, c.record, log).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// Requests see the process context, so hangs and streams end when

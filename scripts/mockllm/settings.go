@@ -44,7 +44,7 @@ type Settings struct {
 	InterToken time.Duration
 	// CompletionTokens is the answer's length in tokens: one content chunk per
 	// token in a stream, that many words of variable text otherwise, and the
-	// usage's completion_tokens.
+	// usage's completion_tokens. Zero gives empty content in every mode.
 	CompletionTokens int
 	// AnswerBytes, when larger than the generated content, pads the content to
 	// exactly this many bytes (0: no padding). Echo content is never padded.
