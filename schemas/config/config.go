@@ -165,6 +165,14 @@ type Rollout struct {
 	ResponseSchema    string        `yaml:"response_schema"`    // path to a JSON Schema file; empty: JSON validity only
 	SchemaTarget      string        `yaml:"schema_target"`      // content (default) | body
 	StreamValidation  string        `yaml:"stream_validation"`  // buffer (default) | observe
+
+	// SchemaJSON is the response schema file's content, read and checked at
+	// load (a JSON object, draft-04/06/07, local $refs only, compilable);
+	// nil when ResponseSchema is empty.
+	SchemaJSON []byte `yaml:"-"`
+	// SchemaPath is the absolute path ResponseSchema resolved to: relative to
+	// the configuration file's directory first, else to the working directory.
+	SchemaPath string `yaml:"-"`
 }
 
 // Analyzer is the `analyzer` section (SPEC §9).

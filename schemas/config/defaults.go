@@ -1,0 +1,96 @@
+package config
+
+import "time"
+
+// Defaults of values an operator rarely changes (SPEC §2). The decoder fills
+// each struct with its defaults before reading the file into it, so a key the
+// file omits keeps its default and an explicit zero (max_tool_steps: 0, or
+// nats.url: "") stays as written.
+const (
+	DefaultNATSURL         = "nats://127.0.0.1:4222"
+	DefaultPostgresURL     = "postgres://postgres@127.0.0.1:5432/graygate?sslmode=disable"
+	DefaultClientTokensEnv = "GRAYGATE_CLIENT_TOKENS"
+	DefaultForceHeader     = "X-Gray-Rollout"
+	StickyUser             = "user"
+	StickyNone             = "none"
+	// StickyHeaderPrefix starts a sticky key that names a request header:
+	// `header:X-Tenant`.
+	StickyHeaderPrefix = "header:"
+)
+
+func (c *Config) setDefaults() {
+	c.NATS.setDefaults()
+	c.Postgres.setDefaults()
+	c.Gateway.setDefaults()
+	c.Analyzer.setDefaults()
+	c.Collector.setDefaults()
+	c.Deployments = map[string]*Deployment{}
+}
+
+func (n *NATS) setDefaults() {
+	n.URL = DefaultNATSURL
+	n.Replicas = 1
+}
+
+func (p *Postgres) setDefaults() {
+	p.URL = DefaultPostgresURL
+}
+
+func (g *Gateway) setDefaults() {
+	g.Listen = "127.0.0.1:8080"
+	g.AdminListen = "127.0.0.1:8081"
+	g.MaxBodyBytes = 8 << 20
+	g.MaxToolSteps = 8
+	g.SpoolDir = ".data/spool"
+	g.SpoolMaxBytes = 1 << 30
+	g.SampleMaxBytes = 256 << 10
+	g.ClientTokensEnv = DefaultClientTokensEnv
+	g.RolloutStaleAfter = 60 * time.Second
+}
+
+func (s *SamplingContract) setDefaults() {
+	s.Conflict = ConflictReject
+}
+
+func (d *Deployment) setDefaults() {
+	d.Primary.setDefaults()
+	d.Rollout.setDefaults()
+}
+
+func (u *Upstream) setDefaults() {
+	u.Timeout = 60 * time.Second
+	u.StreamIdleTimeout = 60 * time.Second
+}
+
+func (r *Rollout) setDefaults() {
+	r.Mode = ModeCanary
+	r.StickyKey = StickyUser
+	r.ForceHeader = DefaultForceHeader
+	r.Timeout = 2500 * time.Millisecond
+	r.ShadowConcurrency = 32
+	r.SchemaTarget = TargetContent
+	r.StreamValidation = StreamBuffer
+}
+
+func (a *Analyzer) setDefaults() {
+	a.Listen = "127.0.0.1:8083"
+	a.Interval = 5 * time.Second
+	a.Window = 5 * time.Minute
+	a.MinRequests = 50
+	a.Gates = Gates{
+		TokenInflationMax:    0.30,
+		SchemaFailureRateMax: 0,
+		TTFTP99Max:           3 * time.Second,
+		TTFTP99RatioMax:      1.5,
+		LatencyP99RatioMax:   1.5,
+		ToolLoopRatioMax:     0.05,
+	}
+}
+
+func (c *Collector) setDefaults() {
+	c.Listen = "127.0.0.1:8082"
+	c.BatchSize = 500
+	c.FlushInterval = 200 * time.Millisecond
+	c.Retention = 720 * time.Hour
+	c.MaxPayloadBytes = 256 << 10
+}

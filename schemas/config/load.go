@@ -1,0 +1,167 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Environment variables that override the file when set and non-empty.
+const (
+	EnvNATSURL     = "NATS_URL"             // nats.url
+	EnvDatabaseURL = "DATABASE_URL"         // postgres.url
+	EnvAdminToken  = "GRAYGATE_ADMIN_TOKEN" // gateway.admin_token
+	EnvAPIToken    = "GRAYGATE_API_TOKEN"   // collector.api_token
+)
+
+// Load reads the configuration file at path with the process environment.
+// Relative files it names (response schemas) are looked up next to it first.
+// See Parse for the results.
+func Load(path string) (*Config, []Warning, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(data, filepath.Dir(path), os.LookupEnv)
+}
+
+// Parse reads a configuration document: YAML decoding with every key checked,
+// `${VAR}` expansion through lookupEnv (nil: no variables), defaults, the
+// environment overrides (NATS_URL, DATABASE_URL, GRAYGATE_ADMIN_TOKEN,
+// GRAYGATE_API_TOKEN, client tokens, upstream API keys), validation, and the
+// response schema files, resolved against dir and then the working directory.
+//
+// When the document has problems, Parse returns a nil *Config and an Errors
+// listing all of them in file order. Warnings are returned either way; they
+// never make a document unusable.
+func Parse(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Config, []Warning, error) {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	d := newDecoder(lookupEnv)
+	cfg := &Config{}
+	cfg.setDefaults()
+
+	root, err := parseYAML(data)
+	if err != nil {
+		return nil, nil, Errors{{Message: err.Error()}}
+	}
+	if root != nil {
+		d.decode("", root, reflect.ValueOf(cfg).Elem())
+	}
+	cfg.DeploymentOrder = d.order["deployments"]
+	for name, dep := range cfg.Deployments {
+		dep.Name = name
+	}
+	d.applyEnv(cfg)
+	d.validate(cfg, dir)
+
+	d.locate(d.errs)
+	d.locate(d.warns)
+	sortIssues(d.errs)
+	sortIssues(d.warns)
+	var warnings []Warning
+	for _, w := range d.warns {
+		warnings = append(warnings, Warning{Path: w.path, Message: w.msg})
+	}
+	if len(d.errs) > 0 {
+		errs := make(Errors, len(d.errs))
+		for i, e := range d.errs {
+			errs[i] = &FieldError{Path: e.path, Line: e.line, Message: e.msg}
+		}
+		return nil, warnings, errs
+	}
+	return cfg, warnings, nil
+}
+
+// parseYAML returns the root node of the only document in data, or nil for
+// an empty file.
+func parseYAML(data []byte) (root *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, err
+	default:
+		return nil, fmt.Errorf("yaml: line %d: a configuration file holds one YAML document, found another", next.Line)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, nil
+	}
+	return doc.Content[0], nil
+}
+
+// applyEnv applies the environment overrides and reads the secrets whose
+// variables the file names. Messages name variables, never their values.
+func (d *decoder) applyEnv(c *Config) {
+	env := func(name string) string {
+		v, _ := d.lookupEnv(name)
+		return v
+	}
+	if v := env(EnvNATSURL); v != "" {
+		c.NATS.URL = v
+	}
+	if v := env(EnvDatabaseURL); v != "" {
+		c.Postgres.URL = Secret(v)
+	}
+	if v := env(EnvAdminToken); v != "" {
+		c.Gateway.AdminToken = Secret(v)
+	}
+	if v := env(EnvAPIToken); v != "" {
+		c.Collector.APIToken = Secret(v)
+	}
+	if name := c.Gateway.ClientTokensEnv; name != "" {
+		if !envName.MatchString(name) {
+			d.errorf("gateway.client_tokens_env", nil, "%q is not a variable name", name)
+		} else {
+			for _, t := range strings.Split(env(name), ",") {
+				if t = strings.TrimSpace(t); t != "" {
+					c.Gateway.ClientTokens = append(c.Gateway.ClientTokens, Secret(t))
+				}
+			}
+		}
+	}
+	for _, name := range c.DeploymentOrder {
+		dep := c.Deployments[name]
+		d.apiKey("deployments."+name+".primary.api_key_env", &dep.Primary)
+		if dep.Gray != nil {
+			d.apiKey("deployments."+name+".gray.api_key_env", dep.Gray)
+		}
+	}
+}
+
+func (d *decoder) apiKey(p string, u *Upstream) {
+	if u.APIKeyEnv == "" || d.failed[p] {
+		return
+	}
+	if !envName.MatchString(u.APIKeyEnv) {
+		d.errorf(p, nil, "%q is not a variable name", u.APIKeyEnv)
+		return
+	}
+	v, _ := d.lookupEnv(u.APIKeyEnv)
+	if v == "" {
+		d.errorf(p, nil, "variable %s is unset or empty", u.APIKeyEnv)
+		return
+	}
+	u.APIKey = Secret(v)
+}

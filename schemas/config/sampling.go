@@ -1,0 +1,220 @@
+package config
+
+import (
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// paramDomain is the range a governed parameter's engine accepts (SPEC §4).
+type paramDomain struct {
+	name string
+	// lo and hi bound the domain; loOpen/hiOpen exclude the bound itself.
+	lo, hi         float64
+	loOpen, hiOpen bool
+	// whole parameters take integers only.
+	whole bool
+	// minusOne also admits exactly -1 (top_k's "no limit").
+	minusOne bool
+	// text describes the domain in messages.
+	text string
+}
+
+// governedParams are the sampling parameters a contract may name, in the
+// order SPEC §4 lists them.
+var governedParams = []paramDomain{
+	{name: "temperature", lo: 0, hi: 2, text: "[0, 2]"},
+	{name: "top_p", lo: 0, hi: 1, loOpen: true, text: "(0, 1]"},
+	{name: "top_k", lo: 1, hi: math.Inf(1), hiOpen: true, whole: true, minusOne: true, text: "a whole number ≥ 1, or -1"},
+	{name: "min_p", lo: 0, hi: 1, text: "[0, 1]"},
+	{name: "repetition_penalty", lo: 0, hi: 2, loOpen: true, text: "(0, 2]"},
+	{name: "frequency_penalty", lo: -2, hi: 2, text: "[-2, 2]"},
+	{name: "presence_penalty", lo: -2, hi: 2, text: "[-2, 2]"},
+	{name: "n", lo: 1, hi: 128, whole: true, text: "a whole number in [1, 128]"},
+}
+
+// GovernedParams lists the sampling parameter names a contract may govern.
+func GovernedParams() []string {
+	names := make([]string, len(governedParams))
+	for i, p := range governedParams {
+		names[i] = p.name
+	}
+	return names
+}
+
+func domainOf(name string) (paramDomain, bool) {
+	for _, p := range governedParams {
+		if p.name == name {
+			return p, true
+		}
+	}
+	return paramDomain{}, false
+}
+
+// maxWhole is the largest integer a float64 holds exactly; whole parameters
+// are compared as exact integers, so a bound above it could not be honoured.
+const maxWhole = 1 << 53
+
+// check returns why v is not a valid value of the parameter, or "".
+func (p paramDomain) check(v float64) string {
+	if p.whole && (v != math.Trunc(v) || math.Abs(v) > maxWhole) {
+		return formatNumber(v) + " is not a whole number (" + p.name + " is an integer parameter)"
+	}
+	if p.minusOne && v == -1 {
+		return ""
+	}
+	if v < p.lo || v > p.hi || (p.loOpen && v == p.lo) || (p.hiOpen && v == p.hi) {
+		return formatNumber(v) + " is outside the domain of " + p.name + ": " + p.text
+	}
+	return ""
+}
+
+func formatNumber(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// params decodes sampling_contract.params: each governed name maps to a
+// number (a pin) or to a band {min, max, default?}. Meaning (domains, order of
+// the bounds, conflict policy) is checked by validateSampling.
+func (d *decoder) params(path string, n *yaml.Node, v reflect.Value) {
+	rules := map[string]ParamRule{}
+	v.Set(reflect.ValueOf(rules))
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(path, n, "expected a mapping of parameter names, got %s", describe(n))
+		return
+	}
+	for _, p := range d.pairs(path, n) {
+		kp := joinPath(path, p.key)
+		if _, ok := domainOf(p.key); !ok {
+			d.errorf(kp, p.k, "unknown parameter; the governed parameters are %s", strings.Join(GovernedParams(), ", "))
+			continue
+		}
+		d.mark(kp, p.k)
+		d.order[path] = append(d.order[path], p.key)
+		val := deref(p.v)
+		switch {
+		case val.Kind == yaml.MappingNode:
+			if rule, ok := d.band(kp, val); ok {
+				rules[p.key] = rule
+			}
+		case val.Kind == yaml.ScalarNode && !isNull(val):
+			if f, ok := d.number(kp, val); ok {
+				rules[p.key] = ParamRule{Pinned: true, Value: f}
+			}
+		default:
+			d.errorf(kp, val, "expected a number (a pinned value) or a band {min, max, default}, got %s", describeValue(val))
+		}
+	}
+}
+
+func deref(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode {
+		return n.Alias
+	}
+	return n
+}
+
+func describeValue(n *yaml.Node) string {
+	if isNull(n) {
+		return "null"
+	}
+	return describe(n)
+}
+
+// band decodes {min, max, default?}.
+func (d *decoder) band(path string, n *yaml.Node) (ParamRule, bool) {
+	var rule ParamRule
+	var hasMin, hasMax bool
+	ok := true
+	for _, p := range d.pairs(path, n) {
+		kp := joinPath(path, p.key)
+		var dst *float64
+		switch p.key {
+		case "min":
+			dst, hasMin = &rule.Min, true
+		case "max":
+			dst, hasMax = &rule.Max, true
+		case "default":
+			dst, rule.HasDefault = &rule.Default, true
+		default:
+			d.errorf(kp, p.k, "unknown key; a band has min, max and default")
+			ok = false
+			continue
+		}
+		d.mark(kp, p.k)
+		val := deref(p.v)
+		if isNull(val) {
+			d.errorf(kp, val, "expected a number, got null")
+			ok = false
+			continue
+		}
+		f, good := d.number(kp, val)
+		if !good {
+			ok = false
+			continue
+		}
+		*dst = f
+	}
+	if !hasMin || !hasMax {
+		var missing []string
+		if !hasMin {
+			missing = append(missing, "min")
+		}
+		if !hasMax {
+			missing = append(missing, "max")
+		}
+		d.errorf(path, n, "a band needs both min and max (missing %s)", strings.Join(missing, " and "))
+		ok = false
+	}
+	return rule, ok
+}
+
+// validateSampling checks the contract's policy and every rule against the
+// engine's domain.
+func (d *decoder) validateSampling(sc *SamplingContract) {
+	if sc == nil {
+		return
+	}
+	if sc.Conflict != ConflictReject && sc.Conflict != ConflictAllow {
+		d.errorf("sampling_contract.conflict", nil, "must be %s or %s, got %q", ConflictReject, ConflictAllow, sc.Conflict)
+	}
+	for _, name := range d.order["sampling_contract.params"] {
+		rule, ok := sc.Params[name]
+		if !ok {
+			continue
+		}
+		dom, _ := domainOf(name)
+		p := "sampling_contract.params." + name
+		if rule.Pinned {
+			if why := dom.check(rule.Value); why != "" {
+				d.errorf(p, nil, "%s", why)
+			}
+			continue
+		}
+		for _, b := range []struct {
+			key string
+			v   float64
+			set bool
+		}{{"min", rule.Min, true}, {"max", rule.Max, true}, {"default", rule.Default, rule.HasDefault}} {
+			if !b.set {
+				continue
+			}
+			if why := dom.check(b.v); why != "" {
+				d.errorf(p+"."+b.key, nil, "%s", why)
+			}
+		}
+		if rule.Min > rule.Max {
+			d.errorf(p, nil, "min %s is greater than max %s", formatNumber(rule.Min), formatNumber(rule.Max))
+		} else if rule.HasDefault && (rule.Default < rule.Min || rule.Default > rule.Max) {
+			d.errorf(p+".default", nil, "%s is outside the band [%s, %s]",
+				formatNumber(rule.Default), formatNumber(rule.Min), formatNumber(rule.Max))
+		}
+		if sc.Conflict == ConflictAllow && !rule.HasDefault {
+			d.errorf(p, nil, "a band without default does nothing under conflict: allow (add a default or pin the value)")
+		}
+	}
+}

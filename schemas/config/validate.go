@@ -1,0 +1,283 @@
+package config
+
+import (
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// validate checks every rule that involves a value's meaning or other values,
+// after decoding and the environment. dir resolves response schema paths.
+func (d *decoder) validate(c *Config, dir string) {
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		d.errorf("nats.replicas", nil, "must be between 1 and 5, got %d", c.NATS.Replicas)
+	}
+	d.validateGateway(&c.Gateway)
+	d.validateSampling(c.SamplingContract)
+	bands := d.validateBands(c.Routing.Signals.Context)
+	d.validateRoutes(c, bands)
+	for _, name := range c.DeploymentOrder {
+		d.validateDeployment(c.Deployments[name], dir)
+	}
+	d.validateAnalyzer(&c.Analyzer)
+	d.validateCollector(&c.Collector)
+}
+
+func (d *decoder) validateGateway(g *Gateway) {
+	d.listen("gateway.listen", g.Listen)
+	d.listen("gateway.admin_listen", g.AdminListen)
+	if g.Listen != "" && g.Listen == g.AdminListen {
+		d.errorf("gateway.admin_listen", nil, "must differ from gateway.listen (%s)", g.Listen)
+	}
+	d.positiveSize("gateway.max_body_bytes", g.MaxBodyBytes)
+	d.positiveSize("gateway.spool_max_bytes", g.SpoolMaxBytes)
+	d.positiveSize("gateway.sample_max_bytes", g.SampleMaxBytes)
+	if g.MaxToolSteps < 0 {
+		d.errorf("gateway.max_tool_steps", nil, "must not be negative (0 disables the limit), got %d", g.MaxToolSteps)
+	}
+	if g.SpoolDir == "" {
+		d.errorf("gateway.spool_dir", nil, "must not be empty")
+	}
+	d.positiveDuration("gateway.rollout_stale_after", g.RolloutStaleAfter)
+}
+
+func (d *decoder) validateRoutes(c *Config, bands map[string]bool) {
+	seen := map[string]int{}
+	for i, r := range c.Routing.Routes {
+		p := indexPath("routing.routes", i)
+		if r.Model == "" {
+			d.errorf(p+".model", nil, "a route needs a model (the value clients send)")
+		} else if j, dup := seen[r.Model]; dup {
+			d.errorf(p+".model", nil, "duplicate route model %q (also %s)", r.Model, indexPath("routing.routes", j))
+		} else {
+			seen[r.Model] = i
+		}
+		if len(r.Candidates) == 0 {
+			d.errorf(p+".candidates", nil, "a route needs at least one candidate")
+		}
+		for j, cand := range r.Candidates {
+			cp := indexPath(p+".candidates", j)
+			switch {
+			case cand.Deployment == "":
+				d.errorf(cp+".deployment", nil, "a candidate needs a deployment")
+			case c.Deployments[cand.Deployment] == nil:
+				d.errorf(cp+".deployment", nil, "no deployment named %q", cand.Deployment)
+			}
+			for k, band := range cand.Context {
+				if !bands[band] && !d.failed[contextPath] {
+					d.errorf(indexPath(cp+".context", k), nil, "no context band named %q in %s", band, contextPath)
+				}
+			}
+		}
+	}
+}
+
+func (d *decoder) validateDeployment(dep *Deployment, dir string) {
+	p := "deployments." + dep.Name
+	if !namePattern.MatchString(dep.Name) {
+		d.errorf(p, nil, "invalid deployment name %q: use letters, digits, _ and -", dep.Name)
+	}
+	if dep.ContextWindow < 0 {
+		d.errorf(p+".context_window", nil, "must not be negative (omit it when unknown), got %d", dep.ContextWindow)
+	}
+	d.validateUpstream(p+".primary", &dep.Primary)
+	if dep.Gray != nil {
+		d.validateUpstream(p+".gray", dep.Gray)
+	}
+	rp := p + ".rollout"
+	if dep.Gray == nil && d.has(rp) {
+		d.warnf(rp, nil, "has no effect: the deployment has no gray upstream")
+	}
+	if dep.Gray != nil || d.has(rp) {
+		d.validateRollout(rp, &dep.Rollout, dir)
+	}
+}
+
+func (d *decoder) validateUpstream(p string, u *Upstream) {
+	if u.URL == "" {
+		d.errorf(p+".url", nil, "an upstream needs a url")
+	} else if why := checkUpstreamURL(u.URL); why != "" {
+		d.errorf(p+".url", nil, "%s", why)
+	}
+	if u.Model == "" {
+		d.errorf(p+".model", nil, "an upstream needs the model name it serves")
+	}
+	d.positiveDuration(p+".timeout", u.Timeout)
+	d.positiveDuration(p+".stream_idle_timeout", u.StreamIdleTimeout)
+}
+
+// checkUpstreamURL explains why raw is not an absolute http(s) URL, or
+// returns "". The URL is never echoed: it may carry credentials.
+func checkUpstreamURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "not a valid URL"
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "must be an absolute http or https URL (scheme " + strconv.Quote(u.Scheme) + ")"
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return "must be an absolute http or https URL with a host"
+	}
+	if u.Fragment != "" || u.RawQuery != "" {
+		return "must not have a query or a fragment"
+	}
+	return ""
+}
+
+func (d *decoder) validateRollout(p string, r *Rollout, dir string) {
+	if r.Mode != ModeCanary && r.Mode != ModeShadow {
+		d.errorf(p+".mode", nil, "must be %s or %s, got %q", ModeCanary, ModeShadow, r.Mode)
+	}
+	d.percentage(p+".percentage", r.Percentage)
+	if why := checkStickyKey(r.StickyKey); why != "" {
+		d.errorf(p+".sticky_key", nil, "%s", why)
+	}
+	if !isToken(r.ForceHeader) {
+		d.errorf(p+".force_header", nil, "must be an HTTP header name, got %q", r.ForceHeader)
+	}
+	d.positiveDuration(p+".timeout", r.Timeout)
+	if r.ShadowConcurrency < 1 {
+		d.errorf(p+".shadow_concurrency", nil, "must be at least 1, got %d", r.ShadowConcurrency)
+	}
+	if r.SchemaTarget != TargetContent && r.SchemaTarget != TargetBody {
+		d.errorf(p+".schema_target", nil, "must be %s or %s, got %q", TargetContent, TargetBody, r.SchemaTarget)
+	}
+	if r.StreamValidation != StreamBuffer && r.StreamValidation != StreamObserve {
+		d.errorf(p+".stream_validation", nil, "must be %s or %s, got %q", StreamBuffer, StreamObserve, r.StreamValidation)
+	}
+	if r.ResponseSchema != "" {
+		d.loadSchema(p+".response_schema", r, dir)
+	}
+}
+
+// checkStickyKey explains why k is not user, none or header:NAME, or returns "".
+func checkStickyKey(k string) string {
+	switch {
+	case k == StickyUser || k == StickyNone:
+		return ""
+	case strings.HasPrefix(k, StickyHeaderPrefix):
+		if isToken(strings.TrimPrefix(k, StickyHeaderPrefix)) {
+			return ""
+		}
+		return "header name " + strconv.Quote(strings.TrimPrefix(k, StickyHeaderPrefix)) + " is not a valid HTTP header name"
+	}
+	return "must be user, none or header:NAME, got " + strconv.Quote(k)
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110 §5.6.2), what a header
+// name is made of.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// percentage checks a traffic share: in [0, 100] with at most two decimals,
+// the precision of the gateway's assignment (basis points).
+func (d *decoder) percentage(p string, v float64) {
+	if v < 0 || v > 100 {
+		d.errorf(p, nil, "must be between 0 and 100, got %s", formatNumber(v))
+		return
+	}
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	if _, frac, ok := strings.Cut(s, "."); ok && len(frac) > 2 {
+		d.errorf(p, nil, "at most two decimals, got %s", s)
+	}
+}
+
+func (d *decoder) validateAnalyzer(a *Analyzer) {
+	d.listen("analyzer.listen", a.Listen)
+	d.positiveDuration("analyzer.interval", a.Interval)
+	d.positiveDuration("analyzer.window", a.Window)
+	if a.MinRequests < 0 {
+		d.errorf("analyzer.min_requests", nil, "must not be negative, got %d", a.MinRequests)
+	}
+	g := a.Gates
+	for _, gate := range []struct {
+		key string
+		v   float64
+	}{
+		{"token_inflation_max", g.TokenInflationMax},
+		{"schema_failure_rate_max", g.SchemaFailureRateMax},
+		{"ttft_p99_ratio_max", g.TTFTP99RatioMax},
+		{"latency_p99_ratio_max", g.LatencyP99RatioMax},
+		{"tool_loop_ratio_max", g.ToolLoopRatioMax},
+	} {
+		if gate.v < 0 {
+			d.errorf("analyzer.gates."+gate.key, nil, "must not be negative, got %s", formatNumber(gate.v))
+		}
+	}
+	if g.TTFTP99Max < 0 {
+		d.errorf("analyzer.gates.ttft_p99_max", nil, "must not be negative, got %s", g.TTFTP99Max)
+	}
+	if pr := a.Promotion; pr != nil {
+		if len(pr.Steps) == 0 && !d.failed["analyzer.promotion.steps"] {
+			d.errorf("analyzer.promotion.steps", nil, "a promotion needs at least one step")
+		}
+		for i, s := range pr.Steps {
+			p := indexPath("analyzer.promotion.steps", i)
+			if s <= 0 || s > 100 {
+				d.errorf(p, nil, "must be in (0, 100], got %s", formatNumber(s))
+				continue
+			}
+			d.percentage(p, s)
+			if i > 0 && s <= pr.Steps[i-1] {
+				d.errorf(p, nil, "steps must increase strictly: %s follows %s", formatNumber(s), formatNumber(pr.Steps[i-1]))
+			}
+		}
+		if pr.Hold <= 0 && !d.failed["analyzer.promotion.hold"] {
+			d.errorf("analyzer.promotion.hold", nil, "must be positive (how long a step holds with every gate passing)")
+		}
+	}
+}
+
+func (d *decoder) validateCollector(c *Collector) {
+	d.listen("collector.listen", c.Listen)
+	if c.BatchSize < 1 {
+		d.errorf("collector.batch_size", nil, "must be at least 1, got %d", c.BatchSize)
+	}
+	d.positiveDuration("collector.flush_interval", c.FlushInterval)
+	d.positiveDuration("collector.retention", c.Retention)
+	d.positiveSize("collector.max_payload_bytes", c.MaxPayloadBytes)
+}
+
+// listen checks a host:port listen address (host may be empty: all
+// interfaces; port 0 picks a free port).
+func (d *decoder) listen(p, addr string) {
+	if d.failed[p] {
+		return
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		d.errorf(p, nil, "invalid listen address %q: want host:port", addr)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		d.errorf(p, nil, "invalid listen address %q: port must be a number in [0, 65535]", addr)
+	}
+}
+
+func (d *decoder) positiveDuration(p string, v time.Duration) {
+	if v <= 0 && !d.failed[p] {
+		d.errorf(p, nil, "must be positive, got %s", v)
+	}
+}
+
+func (d *decoder) positiveSize(p string, v Size) {
+	if v <= 0 && !d.failed[p] {
+		d.errorf(p, nil, "must be positive, got %s", v)
+	}
+}
