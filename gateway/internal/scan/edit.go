@@ -55,10 +55,16 @@ func (e *Edits) InsertMember(req *Request, key string, v float64) {
 	e.list = append(e.list, Edit{Start: req.Close, End: req.Close, text: Span{s, len(e.buf)}})
 }
 
-// InsertRaw records raw member text (already with any leading comma)
-// inserted before the object's closing brace.
-func (e *Edits) InsertRaw(req *Request, text string) {
-	e.Replace(req.Close, req.Close, text)
+// InsertRaw records a new top-level member given as raw JSON text
+// (`"key":value`) inserted before the object's closing brace, with a comma
+// when needed.
+func (e *Edits) InsertRaw(req *Request, member string) {
+	s := len(e.buf)
+	if req.Members > 0 || e.insertedAt(req.Close) {
+		e.buf = append(e.buf, ',')
+	}
+	e.buf = append(e.buf, member...)
+	e.list = append(e.list, Edit{Start: req.Close, End: req.Close, text: Span{s, len(e.buf)}})
 }
 
 func (e *Edits) insertedAt(pos int) bool {

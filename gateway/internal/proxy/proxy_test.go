@@ -1,0 +1,423 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/schemas/config"
+)
+
+// testConfig is a one-route gateway in front of upstream url.
+func testConfig(url string) *config.Config {
+	return &config.Config{
+		Gateway: config.Gateway{
+			Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0",
+			MaxBodyBytes: 64 << 10, AdminToken: "admin-secret",
+		},
+		Routing: config.Routing{Routes: []config.Route{
+			{Model: "agent-chat", Candidates: []config.Candidate{{Deployment: "qwen"}}},
+		}},
+		Deployments: map[string]*config.Deployment{
+			"qwen": {Name: "qwen", Primary: config.Upstream{
+				URL: url, Model: "qwen2.5-32b-v1", APIKey: "upstream-key",
+				Timeout: 2 * time.Second, StreamIdleTimeout: 2 * time.Second,
+			}},
+		},
+		DeploymentOrder: []string{"qwen"},
+	}
+}
+
+// gw is a gateway serving on loopback for one test.
+type gw struct {
+	url, admin string
+}
+
+func startGateway(t *testing.T, cfg *config.Config) gw {
+	t.Helper()
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	cl, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	al, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, cl, al) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return gw{url: "http://" + cl.Addr().String(), admin: "http://" + al.Addr().String()}
+}
+
+const chatBody = `{"model":"agent-chat","messages":[{"role":"user","content":"hello"}]}`
+
+func post(t *testing.T, url, body string, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	testenv.Must(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	testenv.Must(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	testenv.Must(t, err)
+	return resp, b
+}
+
+func TestProxyNonStreaming(t *testing.T) {
+	mock := testenv.StartMock(t)
+	g := startGateway(t, testConfig(mock.URL))
+
+	resp, body := post(t, g.url, chatBody, "Authorization", "Bearer client-secret", "X-Request-Id", "req-1", "X-Custom", "kept")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	for h, want := range map[string]string{
+		"x-request-id": "req-1", "x-gateway-deployment": "qwen", "x-gateway-arm": "primary",
+		"x-gateway-model": "qwen2.5-32b-v1", "Content-Type": "application/json",
+	} {
+		if got := resp.Header.Get(h); got != want {
+			t.Errorf("header %s = %q; want %q", h, got, want)
+		}
+	}
+	var answer struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil || len(answer.Choices) != 1 {
+		t.Fatalf("answer %s: %v", body, err)
+	}
+	reqs := mock.Requests(t)
+	if len(reqs) != 1 {
+		t.Fatalf("mock received %d requests; want 1", len(reqs))
+	}
+	got := reqs[0]
+	if want := `{"model":"qwen2.5-32b-v1","messages":[{"role":"user","content":"hello"}]}`; got.Body != want {
+		t.Errorf("forwarded body = %s; want %s", got.Body, want)
+	}
+	if a := http.Header(got.Headers).Get("Authorization"); a != "Bearer upstream-key" {
+		t.Errorf("upstream Authorization = %q; want the upstream's key, never the client's", a)
+	}
+	if c := http.Header(got.Headers).Get("X-Custom"); c != "kept" {
+		t.Errorf("X-Custom = %q; want it forwarded", c)
+	}
+	if id := http.Header(got.Headers).Get("X-Request-Id"); id != "req-1" {
+		t.Errorf("upstream X-Request-Id = %q; want req-1", id)
+	}
+}
+
+func TestProxyErrors(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Deployments["qwen"].Primary.Timeout = 300 * time.Millisecond
+	g := startGateway(t, cfg)
+	big := `{"model":"agent-chat","messages":[{"role":"user","content":"` + strings.Repeat("x", 70<<10) + `"}]}`
+
+	cases := []struct {
+		name        string
+		body        string
+		headers     []string
+		status      int
+		code        string // x-router-error-code; empty for a passed-through upstream answer
+		msg         string
+		reachesMock bool
+	}{
+		{"not json", `{"model":`, nil, 400, "bad_request", "not valid JSON", false},
+		{"not an object", `[1]`, nil, 400, "bad_request", "must be a JSON object", false},
+		{"unknown model", `{"model":"nope","messages":[]}`, nil, 400, "bad_request", `model "nope" is not served here`, false},
+		{"model not a string", `{"model":1}`, nil, 400, "bad_request", "must be a string", false},
+		{"duplicate model", `{"model":"agent-chat","model":"agent-chat"}`, nil, 400, "bad_request", "repeats the routing key", false},
+		{"too large", big, nil, 413, "payload_too_large", "max_body_bytes", false},
+		{"upstream 500", chatBody, []string{"x-mock-status", "500"}, 502, "upstream_error", "primary answered 500", true},
+		{"upstream 429 passes through", chatBody, []string{"x-mock-status", "429", "x-mock-retry-after", "7"}, 429, "", "", true},
+		{"upstream 400 passes through", chatBody, []string{"x-mock-status", "400"}, 400, "", "", true},
+		{"upstream invalid json", chatBody, []string{"x-mock-content", "invalid-json"}, 502, "upstream_error", "not a JSON object", true},
+		{"upstream timeout", chatBody, []string{"x-mock-latency", "2s"}, 504, "upstream_timeout", "did not answer in time", true},
+		{"upstream drops mid-body", chatBody, []string{"x-mock-drop-after", "1"}, 502, "upstream_error", "broke off", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := mock.Stats(t).Requests
+			resp, body := post(t, g.url, c.body, c.headers...)
+			if resp.StatusCode != c.status {
+				t.Fatalf("status = %d; want %d (%s)", resp.StatusCode, c.status, body)
+			}
+			if got := resp.Header.Get("x-router-error-code"); got != c.code {
+				t.Errorf("x-router-error-code = %q; want %q", got, c.code)
+			}
+			if c.code != "" {
+				var env struct {
+					Error struct{ Message, Type, Code string } `json:"error"`
+				}
+				if err := json.Unmarshal(body, &env); err != nil || env.Error.Code != c.code || !strings.Contains(env.Error.Message, c.msg) {
+					t.Errorf("body = %s; want code %q and a message containing %q", body, c.code, c.msg)
+				}
+			}
+			if c.status == 429 && resp.Header.Get("Retry-After") != "7" {
+				t.Errorf("Retry-After = %q; want 7", resp.Header.Get("Retry-After"))
+			}
+			reached := mock.Stats(t).Requests > before
+			if reached != c.reachesMock {
+				t.Errorf("request reached the upstream = %v; want %v", reached, c.reachesMock)
+			}
+		})
+	}
+}
+
+func TestProxyUpstreamUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	g := startGateway(t, testConfig(url))
+	for _, body := range []string{chatBody, `{"model":"agent-chat","stream":true,"messages":[]}`} {
+		resp, b := post(t, g.url, body)
+		if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("x-router-error-code") != "upstream_error" {
+			t.Errorf("status %d code %q body %s; want 502 upstream_error", resp.StatusCode, resp.Header.Get("x-router-error-code"), b)
+		}
+	}
+}
+
+// sseEvent is one event read from a stream, with when it arrived.
+type sseEvent struct {
+	data string
+	at   time.Duration
+}
+
+func readEvents(t *testing.T, r io.Reader, start time.Time) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			out = append(out, sseEvent{d, time.Since(start)})
+		}
+	}
+	return out
+}
+
+func TestProxyStreaming(t *testing.T) {
+	mock := testenv.StartMock(t, "--inter-token", "100ms", "--completion-tokens", "8")
+	g := startGateway(t, testConfig(mock.URL))
+
+	cases := []struct {
+		name      string
+		body      string
+		wantUsage bool
+	}{
+		{"client did not ask for usage: chunk stripped", `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`, false},
+		{"client asked for usage: chunk kept", `{"model":"agent-chat","stream":true,"stream_options":{"include_usage":true},"messages":[]}`, true},
+		{"client said false: chunk stripped", `{"model":"agent-chat","stream":true,"stream_options":{"include_usage":false},"messages":[]}`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(c.body))
+			resp, err := http.DefaultClient.Do(req)
+			testenv.Must(t, err)
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+				t.Fatalf("status %d content-type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			events := readEvents(t, resp.Body, start)
+			if len(events) < 3 || events[len(events)-1].data != "[DONE]" {
+				t.Fatalf("events = %v; want chunks ending in [DONE]", events)
+			}
+			total := events[len(events)-1].at
+			// The first chunk must reach the client long before the
+			// upstream finishes (8 tokens 100ms apart).
+			if first := events[0].at; first > total/2 {
+				t.Errorf("first event at %v, last at %v: the stream was buffered", first, total)
+			}
+			usage := false
+			for _, e := range events {
+				if strings.Contains(e.data, `"usage"`) && strings.Contains(e.data, `"choices":[]`) {
+					usage = true
+				}
+			}
+			if usage != c.wantUsage {
+				t.Errorf("usage chunk relayed = %v; want %v", usage, c.wantUsage)
+			}
+			fwd := mock.Requests(t)
+			if last := fwd[len(fwd)-1].Body; !strings.Contains(last, `"include_usage":true}`) {
+				t.Errorf("forwarded body %s does not ask for usage", last)
+			}
+		})
+	}
+}
+
+func TestProxyStreamMidStreamDrop(t *testing.T) {
+	mock := testenv.StartMock(t)
+	g := startGateway(t, testConfig(mock.URL))
+	resp, body := post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[]}`, "x-mock-drop-after", "2")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	events := readEvents(t, bytes.NewReader(body), time.Now())
+	if len(events) == 0 {
+		t.Fatal("no events")
+	}
+	last := events[len(events)-1].data
+	if !strings.Contains(last, `"error"`) || !strings.Contains(last, "upstream_error") {
+		t.Errorf("last event = %s; want an error event with upstream_error", last)
+	}
+}
+
+func TestProxyStreamIdleTimeout(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Deployments["qwen"].Primary.StreamIdleTimeout = 200 * time.Millisecond
+	g := startGateway(t, cfg)
+	resp, body := post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[]}`, "x-mock-inter-token", "1s")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	events := readEvents(t, bytes.NewReader(body), time.Now())
+	if len(events) == 0 || !strings.Contains(events[len(events)-1].data, "upstream_timeout") {
+		t.Errorf("events = %v; want a final upstream_timeout error event", events)
+	}
+}
+
+func TestProxyClientCancelPropagates(t *testing.T) {
+	mock := testenv.StartMock(t, "--inter-token", "200ms", "--completion-tokens", "50")
+	g := startGateway(t, testConfig(mock.URL))
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"agent-chat","stream":true,"messages":[]}`))
+	resp, err := http.DefaultClient.Do(req)
+	testenv.Must(t, err)
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	testenv.WaitFor(t, 5*time.Second, "the mock to see the cancellation", func() bool {
+		return mock.Stats(t).Cancelled == 1
+	})
+}
+
+func TestProxyKeepAliveWhileWaiting(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Deployments["qwen"].Primary.Timeout = 10 * time.Second
+	g := startGateway(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"agent-chat","stream":true,"messages":[]}`))
+	req.Header.Set("x-mock-hang", "true")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	testenv.Must(t, err)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d %q; want a committed event stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	br := bufio.NewReader(resp.Body)
+	for i := 0; i < 2; i++ {
+		line, err := br.ReadString('\n')
+		testenv.Must(t, err)
+		if line != ": keep-alive\n" {
+			t.Fatalf("line %d = %q; want a keep-alive comment", i, line)
+		}
+		if _, err := br.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d < 1500*time.Millisecond || d > 3*time.Second {
+		t.Errorf("two keep-alives took %v; want about 2s", d)
+	}
+	cancel()
+	resp.Body.Close()
+	testenv.WaitFor(t, 5*time.Second, "the mock to see the cancellation", func() bool {
+		return mock.Stats(t).Cancelled == 1
+	})
+}
+
+func TestModelsAndAuth(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Gateway.ClientTokens = []config.Secret{"tok-a", "tok-b"}
+	g := startGateway(t, cfg)
+
+	resp, body := post(t, g.url, chatBody)
+	if resp.StatusCode != 401 || resp.Header.Get("x-router-error-code") != "unauthorized" {
+		t.Errorf("no token: %d %s; want 401 unauthorized", resp.StatusCode, body)
+	}
+	resp, _ = post(t, g.url, chatBody, "Authorization", "Bearer wrong")
+	if resp.StatusCode != 401 {
+		t.Errorf("wrong token: %d; want 401", resp.StatusCode)
+	}
+	resp, _ = post(t, g.url, chatBody, "Authorization", "Bearer tok-b")
+	if resp.StatusCode != 200 {
+		t.Errorf("right token: %d; want 200", resp.StatusCode)
+	}
+	if a := http.Header(mock.Requests(t)[0].Headers).Get("Authorization"); a != "Bearer upstream-key" {
+		t.Errorf("upstream saw Authorization %q", a)
+	}
+
+	get := func(url, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		testenv.Must(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, b := get(g.url+"/v1/models", "tok-a"); code != 200 || !strings.Contains(b, `"id":"agent-chat"`) {
+		t.Errorf("/v1/models = %d %s", code, b)
+	}
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/healthz", "", 200},
+		{"/readyz", "", 200},
+		{"/metrics", "", 200},
+		{"/admin/rollouts", "", 401},
+		{"/admin/rollouts", "wrong", 401},
+	} {
+		if code, b := get(g.admin+c.path, c.token); code != c.want {
+			t.Errorf("GET %s with %q = %d %s; want %d", c.path, c.token, code, b, c.want)
+		}
+	}
+	if _, b := get(g.admin+"/metrics", ""); !strings.Contains(b, `graygate_requests_total{route="agent-chat",deployment="qwen",arm="primary",status="200"}`) ||
+		!strings.Contains(b, "graygate_request_duration_seconds_bucket{") || !strings.Contains(b, "# HELP graygate_requests_total ") {
+		t.Errorf("/metrics lacks the request series:\n%s", b)
+	}
+}
+
+func TestAdminDisabledWithoutToken(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Gateway.AdminToken = ""
+	g := startGateway(t, cfg)
+	resp, err := http.Get(g.admin + "/admin/rollouts")
+	testenv.Must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Errorf("status = %d; want 403 when no admin token is configured", resp.StatusCode)
+	}
+}

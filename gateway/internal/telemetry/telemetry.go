@@ -1,0 +1,157 @@
+// Package telemetry defines the gateway's Prometheus metrics (SPEC §10).
+//
+// Label values come only from configuration (route, deployment, band) or
+// from closed sets (arm, status class, reason), never from client input.
+// Series are created on first use and cached, so the request path does a
+// map lookup, not a string build, per metric.
+package telemetry
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+func init() { metrics.ExposeMetadata(true) }
+
+// help is the text of each family's # HELP line.
+var help = map[string]string{
+	"graygate_requests_total":                     "Proxied requests by route, deployment, arm and HTTP status.",
+	"graygate_request_duration_seconds":           "Time from request received to response complete, by deployment and arm.",
+	"graygate_upstream_ttft_seconds":              "Upstream time to first token (first content chunk, or first response byte), by deployment and arm.",
+	"graygate_requests_in_flight":                 "Client requests being served.",
+	"graygate_rejections_total":                   "Requests refused by policy or as malformed, by error code.",
+	"graygate_sampling_contract_rejections_total": "Violated governed parameters in rejected requests, by parameter.",
+	"graygate_upstream_errors_total":              "Primary upstream failures by deployment and kind.",
+	"graygate_process_start_time_seconds_gateway": "Unix time the gateway started.",
+}
+
+// SetHelp adds # HELP text for a family defined elsewhere.
+func SetHelp(family, text string) {
+	helpMu.Lock()
+	help[family] = text
+	helpMu.Unlock()
+}
+
+var helpMu sync.Mutex
+
+// WritePrometheus writes every registered metric with HELP text filled in.
+func WritePrometheus(w io.Writer) {
+	var buf bytes.Buffer
+	metrics.WritePrometheus(&buf, true)
+	helpMu.Lock()
+	defer helpMu.Unlock()
+	sc := bufio.NewScanner(&buf)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	bw := bufio.NewWriter(w)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if fam, ok := bytes.CutPrefix(line, []byte("# HELP ")); ok && bytes.IndexByte(fam, ' ') < 0 {
+			if text, ok := help[string(fam)]; ok {
+				bw.WriteString("# HELP ")
+				bw.Write(fam)
+				bw.WriteByte(' ')
+				bw.WriteString(text)
+				bw.WriteByte('\n')
+				continue
+			}
+		}
+		bw.Write(line)
+		bw.WriteByte('\n')
+	}
+	bw.Flush()
+}
+
+// Arms of a request.
+const (
+	ArmPrimary  = "primary"
+	ArmGray     = "gray"
+	ArmFallback = "fallback"
+	ArmShadow   = "shadow"
+)
+
+type requestKey struct {
+	route, deployment, arm string
+	status                 int
+}
+
+type armKey struct{ deployment, arm string }
+
+var (
+	requests   sync.Map // requestKey → *metrics.Counter
+	durations  sync.Map // armKey → *metrics.PrometheusHistogram
+	ttfts      sync.Map // armKey → *metrics.PrometheusHistogram
+	rejections sync.Map // code → *metrics.Counter
+	upErrors   sync.Map // armKey(deployment, kind) → *metrics.Counter
+	inFlight   atomic.Int64
+)
+
+// latencyBuckets suit a gateway in front of LLMs: sub-millisecond errors up
+// to minutes-long generations.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+func init() {
+	metrics.NewGauge("graygate_requests_in_flight", func() float64 { return float64(inFlight.Load()) })
+}
+
+// Started counts a request as in flight until Finished.
+func Started() { inFlight.Add(1) }
+
+// Finished ends an in-flight request.
+func Finished() { inFlight.Add(-1) }
+
+// Request records one proxied request's outcome.
+func Request(route, deployment, arm string, status int, d time.Duration) {
+	k := requestKey{route, deployment, arm, status}
+	c, ok := requests.Load(k)
+	if !ok {
+		name := `graygate_requests_total{route="` + route + `",deployment="` + deployment +
+			`",arm="` + arm + `",status="` + strconv.Itoa(status) + `"}`
+		c, _ = requests.LoadOrStore(k, metrics.GetOrCreateCounter(name))
+	}
+	c.(*metrics.Counter).Inc()
+	if deployment != "" {
+		histogram(&durations, "graygate_request_duration_seconds", deployment, arm).Update(d.Seconds())
+	}
+}
+
+// TTFT records an upstream's time to first token.
+func TTFT(deployment, arm string, d time.Duration) {
+	histogram(&ttfts, "graygate_upstream_ttft_seconds", deployment, arm).Update(d.Seconds())
+}
+
+func histogram(m *sync.Map, family, deployment, arm string) *metrics.PrometheusHistogram {
+	k := armKey{deployment, arm}
+	h, ok := m.Load(k)
+	if !ok {
+		name := family + `{deployment="` + deployment + `",arm="` + arm + `"}`
+		h, _ = m.LoadOrStore(k, metrics.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
+	}
+	return h.(*metrics.PrometheusHistogram)
+}
+
+// Rejection counts a refused request by its error code (a closed set).
+func Rejection(code string) {
+	c, ok := rejections.Load(code)
+	if !ok {
+		c, _ = rejections.LoadOrStore(code, metrics.GetOrCreateCounter(`graygate_rejections_total{code="`+code+`"}`))
+	}
+	c.(*metrics.Counter).Inc()
+}
+
+// UpstreamError counts a primary failure by kind (a closed set of error types).
+func UpstreamError(deployment, kind string) {
+	k := armKey{deployment, kind}
+	c, ok := upErrors.Load(k)
+	if !ok {
+		name := `graygate_upstream_errors_total{deployment="` + deployment + `",kind="` + kind + `"}`
+		c, _ = upErrors.LoadOrStore(k, metrics.GetOrCreateCounter(name))
+	}
+	c.(*metrics.Counter).Inc()
+}

@@ -1,0 +1,303 @@
+// Package upstream sends chat-completions requests to one OpenAI-compatible
+// server and hands back its response as a stream.
+//
+// An upstream here is a URL, a model name and an HTTP client. The client
+// owns its keep-alive connections so that it can hold the two deadlines the
+// gateway promises: `timeout` until the response headers, and
+// `stream_idle_timeout` as the longest gap between body reads. HTTP framing
+// (chunked encoding, Content-Length) is fasthttp's.
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/valyala/fasthttp"
+)
+
+// maxIdleConns bounds the keep-alive connections kept per upstream.
+const maxIdleConns = 256
+
+// Client talks to one upstream. It is safe for concurrent use.
+type Client struct {
+	// Model is the name the upstream serves (the forwarded "model").
+	Model string
+	// Timeout bounds the wait for response headers; IdleTimeout the gap
+	// between two reads of the response body.
+	Timeout, IdleTimeout time.Duration
+
+	addr   string // host:port to dial
+	host   string // Host header
+	path   string // request path of chat completions
+	auth   []byte // "Bearer <key>", or nil
+	dialer net.Dialer
+
+	mu   sync.Mutex
+	idle []*conn
+}
+
+// New returns a client for the upstream u.
+func New(u config.Upstream) (*Client, error) {
+	p, err := url.Parse(u.URL)
+	if err != nil || p.Host == "" {
+		return nil, fmt.Errorf("upstream url %q: not an absolute URL", u.URL)
+	}
+	if p.Scheme != "http" {
+		return nil, fmt.Errorf("upstream url %q: only http:// upstreams are supported", u.URL)
+	}
+	addr := p.Host
+	if p.Port() == "" {
+		addr = net.JoinHostPort(p.Hostname(), "80")
+	}
+	path := strings.TrimSuffix(p.Path, "/")
+	if !strings.HasSuffix(path, "/v1") {
+		path += "/v1"
+	}
+	c := &Client{
+		Model:       u.Model,
+		Timeout:     u.Timeout,
+		IdleTimeout: u.StreamIdleTimeout,
+		addr:        addr,
+		host:        p.Host,
+		path:        path + "/chat/completions",
+		dialer:      net.Dialer{Timeout: u.Timeout, KeepAlive: 30 * time.Second},
+	}
+	if k := u.APIKey.Reveal(); k != "" {
+		c.auth = []byte("Bearer " + k)
+	}
+	return c, nil
+}
+
+// Errors of Do and of reading a response body. Callers map them to the
+// gateway's error types; the wrapped cause is for logs.
+var (
+	// ErrTimeout: no response headers within Timeout, or a body read
+	// waited longer than IdleTimeout.
+	ErrTimeout = errors.New("upstream timed out")
+	// ErrUnreachable: the connection could not be made or broke before
+	// the response began.
+	ErrUnreachable = errors.New("upstream unreachable")
+	// ErrProtocol: the upstream answered something that is not HTTP.
+	ErrProtocol = errors.New("upstream answered malformed HTTP")
+	// ErrAborted: the request was cancelled by the gateway.
+	ErrAborted = errors.New("upstream request aborted")
+)
+
+// Do sends body as a chat-completions POST with the headers set by hdr
+// (may be nil) and returns once the response headers are in; the body is
+// then read through the Response, which the caller must Close. Do blocks
+// for at most Timeout, or until ctx is done.
+func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI(c.path)
+	req.Header.SetHost(c.host)
+	req.Header.SetContentTypeBytes(jsonType)
+	if hdr != nil {
+		hdr(&req.Header)
+	}
+	if c.auth != nil {
+		req.Header.SetBytesV(fasthttp.HeaderAuthorization, c.auth)
+	}
+	req.SetBodyRaw(body)
+
+	deadline := time.Now().Add(c.Timeout)
+	for attempt := 0; ; attempt++ {
+		cn, reused, err := c.get(ctx, deadline)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.roundTrip(ctx, cn, req, deadline)
+		if err == nil {
+			return resp, nil
+		}
+		cn.close()
+		// A kept-alive connection the upstream closed while idle fails
+		// before any byte of a response: the request was not processed,
+		// so it is safe to send it once more on a fresh connection.
+		if reused && attempt == 0 && errors.Is(err, errStale) {
+			continue
+		}
+		return nil, err
+	}
+}
+
+var (
+	jsonType = []byte("application/json")
+	errStale = errors.New("kept-alive connection closed by upstream")
+)
+
+func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request, deadline time.Time) (*Response, error) {
+	if err := cn.nc.SetDeadline(deadline); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	cn.idle, cn.got = 0, false
+	stop := func() bool { return false }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { cn.abort() })
+	}
+	if err := req.Write(cn.bw); err != nil {
+		stop()
+		return nil, cn.classify(err, true)
+	}
+	if err := cn.bw.Flush(); err != nil {
+		stop()
+		return nil, cn.classify(err, true)
+	}
+	resp := fasthttp.AcquireResponse()
+	resp.StreamBody = true
+	err := resp.Header.Read(cn.br)
+	for err == nil && resp.StatusCode() >= 100 && resp.StatusCode() < 200 {
+		err = resp.Header.Read(cn.br) // skip interim responses
+	}
+	if err == nil {
+		err = resp.ReadBody(cn.br, 0)
+	}
+	if err != nil {
+		stop()
+		fasthttp.ReleaseResponse(resp)
+		return nil, cn.classify(err, true)
+	}
+	// From here on each body read may wait IdleTimeout.
+	if err := cn.nc.SetWriteDeadline(time.Time{}); err != nil {
+		stop()
+		fasthttp.ReleaseResponse(resp)
+		return nil, cn.classify(err, false)
+	}
+	cn.idle = c.IdleTimeout
+	body := resp.BodyStream()
+	return &Response{
+		Status: resp.StatusCode(),
+		Header: &resp.Header,
+		resp:   resp,
+		body:   body,
+		eof:    body == nil, // a response without a body (204, 304)
+		conn:   cn,
+		client: c,
+		stop:   stop,
+	}, nil
+}
+
+// get returns an idle connection or dials a new one.
+func (c *Client) get(ctx context.Context, deadline time.Time) (*conn, bool, error) {
+	c.mu.Lock()
+	if n := len(c.idle); n > 0 {
+		cn := c.idle[n-1]
+		c.idle[n-1] = nil
+		c.idle = c.idle[:n-1]
+		c.mu.Unlock()
+		return cn, true, nil
+	}
+	c.mu.Unlock()
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	nc, err := c.dialer.DialContext(dctx, "tcp", c.addr)
+	if err != nil {
+		if dctx.Err() == context.DeadlineExceeded {
+			return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrTimeout, c.addr, err)
+		}
+		return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrUnreachable, c.addr, err)
+	}
+	cn := &conn{nc: nc}
+	cn.br = bufio.NewReaderSize(readerFunc(cn.read), 16<<10)
+	cn.bw = bufio.NewWriterSize(nc, 16<<10)
+	return cn, false, nil
+}
+
+// put returns a connection whose response was read completely.
+func (c *Client) put(cn *conn) {
+	c.mu.Lock()
+	if len(c.idle) < maxIdleConns {
+		c.idle = append(c.idle, cn)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	cn.close()
+}
+
+// CloseIdle closes the kept-alive connections (at shutdown).
+func (c *Client) CloseIdle() {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle = nil
+	c.mu.Unlock()
+	for _, cn := range idle {
+		cn.close()
+	}
+}
+
+// conn is one connection to the upstream with its buffers.
+type conn struct {
+	nc      net.Conn
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	idle    time.Duration // when > 0, every read gets this deadline
+	got     bool          // a response byte was read
+	aborted bool
+}
+
+func (cn *conn) read(p []byte) (int, error) {
+	if cn.idle > 0 {
+		if err := cn.nc.SetReadDeadline(time.Now().Add(cn.idle)); err != nil {
+			return 0, err
+		}
+	}
+	n, err := cn.nc.Read(p)
+	if n > 0 {
+		cn.got = true
+	}
+	return n, err
+}
+
+// abort closes the connection from another goroutine, making a blocked
+// read or write return.
+func (cn *conn) abort() {
+	cn.aborted = true
+	_ = cn.nc.Close()
+}
+
+func (cn *conn) close() { _ = cn.nc.Close() }
+
+// classify maps an I/O error to the package's errors.
+func (cn *conn) classify(err error, beforeResponse bool) error {
+	if cn.aborted {
+		return ErrAborted
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, fasthttp.ErrTimeout) {
+		return fmt.Errorf("%w: %v", ErrTimeout, err)
+	}
+	if beforeResponse && !cn.got {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err) {
+			return fmt.Errorf("%w: %w: %v", ErrUnreachable, errStale, err)
+		}
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			return fmt.Errorf("%w: %v", ErrUnreachable, err)
+		}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || isReset(err) {
+		return fmt.Errorf("%w: connection closed mid-response: %v", ErrUnreachable, err)
+	}
+	return fmt.Errorf("%w: %v", ErrProtocol, err)
+}
+
+func isReset(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "connection reset") || strings.Contains(s, "broken pipe")
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

@@ -1,0 +1,101 @@
+package upstream
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Response is an upstream's answer whose headers have arrived. Its body is
+// read with Read or ReadAll; Close must be called exactly once, and returns
+// the connection to the pool when the body was read to its end.
+type Response struct {
+	Status int
+	Header *fasthttp.ResponseHeader
+
+	resp   *fasthttp.Response
+	body   io.Reader
+	conn   *conn
+	client *Client
+	stop   func() bool // unregisters the context watcher
+	eof    bool
+	err    error
+}
+
+// Read reads the body; each call waits at most the client's IdleTimeout.
+// Errors are the package's (ErrTimeout, ErrUnreachable, ErrAborted,
+// ErrProtocol) or io.EOF at the end.
+func (r *Response) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.eof {
+		return 0, io.EOF
+	}
+	n, err := r.body.Read(p)
+	if err == io.EOF {
+		r.eof = true
+		return n, io.EOF
+	}
+	if err != nil {
+		r.err = r.conn.classify(err, false)
+		return n, r.err
+	}
+	return n, nil
+}
+
+// ErrTooLarge is returned by ReadAll for a body over its limit.
+var ErrTooLarge = errors.New("upstream response body too large")
+
+// ReadAll appends the whole body to dst, refusing more than limit bytes.
+func (r *Response) ReadAll(dst []byte, limit int) ([]byte, error) {
+	if cl := r.Header.ContentLength(); cl > 0 && cl <= limit && cap(dst)-len(dst) < cl {
+		dst = append(make([]byte, 0, len(dst)+cl), dst...)
+	}
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if len(dst) > limit {
+			return dst, fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)
+		}
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+}
+
+// ContentType returns the response's Content-Type header.
+func (r *Response) ContentType() []byte { return r.Header.ContentType() }
+
+// IsEventStream reports whether the body is server-sent events.
+func (r *Response) IsEventStream() bool {
+	return bytes.HasPrefix(r.Header.ContentType(), []byte("text/event-stream"))
+}
+
+// Abort closes the connection; a Read blocked in another goroutine returns
+// ErrAborted. Close must still be called.
+func (r *Response) Abort() { r.conn.abort() }
+
+// Close releases the response. A connection whose body was read to its end
+// goes back to the pool, any other is closed.
+func (r *Response) Close() {
+	r.stop()
+	reuse := r.eof && r.err == nil && !r.conn.aborted &&
+		!r.resp.ConnectionClose() && r.Header.ContentLength() != -2
+	_ = r.resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(r.resp)
+	if reuse {
+		r.client.put(r.conn)
+	} else {
+		r.conn.close()
+	}
+}
