@@ -1,0 +1,209 @@
+// Command devenv brings up what graygate's development workflows need on this
+// machine — NATS with JetStream and Postgres — reusing servers that already
+// run and starting private ones under .data/ otherwise, then records their
+// URLs in .data/env for the Taskfile, tests and a user's shell.
+//
+//	go run ./scripts/devenv up [nats] [postgres]   bring up (both by default); print the env
+//	go run ./scripts/devenv env                    print .data/env
+//	go run ./scripts/devenv start                  start mock upstreams and built services in the background
+//	go run ./scripts/devenv traffic                send a short burst of chat completions to the gateway
+//	go run ./scripts/devenv down                   stop everything devenv started, nothing else
+//
+// Progress goes to stderr; the env lines go to stdout, so
+// `eval "$(go run ./scripts/devenv up)"` works.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+const usage = `usage: go run ./scripts/devenv <command>
+
+commands:
+  up [nats] [postgres]  bring up NATS (JetStream) and Postgres, both unless named;
+                        reuse $NATS_URL / $DATABASE_URL when reachable, else start
+                        private servers under .data/; write and print .data/env
+  env                   print .data/env (export lines for a shell)
+  start                 start the mock upstreams and every built service (bin/)
+                        in the background, logs under .data/logs
+  traffic [flags]       send chat completions to the gateway and summarise
+                        the answers (traffic --help for flags)
+  down                  stop the services, NATS and Postgres that devenv started
+
+environment: NATS_URL (default nats://127.0.0.1:4222), DATABASE_URL (no default:
+unset means the private cluster under .data/pg).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "devenv:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Print(usage)
+		return nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	l := newLayout(root)
+	switch args[0] {
+	case "up":
+		return up(ctx, l, args[1:])
+	case "env":
+		b, err := os.ReadFile(l.envFile)
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s does not exist: run `go run ./scripts/devenv up` first", l.rel(l.envFile))
+		}
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(b)
+		return err
+	case "start":
+		return startServices(ctx, l)
+	case "traffic":
+		return traffic(ctx, args[1:])
+	case "down":
+		return down(ctx, l)
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "devenv: "+format+"\n", args...)
+}
+
+// layout names every path devenv reads or writes; all of it is under .data/.
+type layout struct {
+	root    string
+	data    string // .data
+	envFile string // .data/env: export lines
+	runDir  string // .data/run: pid files and URLs of what devenv started
+	logDir  string // .data/logs: service logs
+	binDir  string // .data/bin: tools devenv built (nats-server)
+	natsDir string // .data/nats: JetStream storage
+	natsLog string // .data/nats.log
+	pgDir   string // .data/pg: the private Postgres cluster
+}
+
+func newLayout(root string) layout {
+	data := filepath.Join(root, ".data")
+	return layout{
+		root:    root,
+		data:    data,
+		envFile: filepath.Join(data, "env"),
+		runDir:  filepath.Join(data, "run"),
+		logDir:  filepath.Join(data, "logs"),
+		binDir:  filepath.Join(data, "bin"),
+		natsDir: filepath.Join(data, "nats"),
+		natsLog: filepath.Join(data, "nats.log"),
+		pgDir:   filepath.Join(data, "pg"),
+	}
+}
+
+// rel shortens a path under the repository for messages.
+func (l layout) rel(p string) string {
+	if r, err := filepath.Rel(l.root, p); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return p
+}
+
+func (l layout) pidFile(name string) string { return filepath.Join(l.runDir, name+".pid") }
+
+// repoRoot walks up from the working directory to the directory holding
+// graygate's go.mod, so devenv works from any subdirectory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/graygate/graygate") {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no graygate go.mod in %s or its parents", dir)
+		}
+	}
+}
+
+func up(ctx context.Context, l layout, what []string) error {
+	want := map[string]bool{}
+	for _, w := range what {
+		if w != "nats" && w != "postgres" {
+			return fmt.Errorf("up: unknown component %q (want nats or postgres)", w)
+		}
+		want[w] = true
+	}
+	if len(want) == 0 {
+		want["nats"], want["postgres"] = true, true
+	}
+	if err := os.MkdirAll(l.data, 0o755); err != nil {
+		return err
+	}
+	env, err := readEnv(l.envFile)
+	if err != nil {
+		return err
+	}
+	if want["nats"] {
+		u, err := ensureNATS(ctx, l)
+		if err != nil {
+			return fmt.Errorf("nats: %w", err)
+		}
+		env.set("NATS_URL", u)
+	}
+	if want["postgres"] {
+		u, err := ensurePostgres(ctx, l)
+		if err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		env.set("DATABASE_URL", u)
+	}
+	if err := env.write(l.envFile); err != nil {
+		return err
+	}
+	logf("wrote %s", l.rel(l.envFile))
+	fmt.Print(env.String())
+	return nil
+}
+
+func down(ctx context.Context, l layout) error {
+	var errs []error
+	if err := stopServices(ctx, l); err != nil {
+		errs = append(errs, err)
+	}
+	if err := stopNATS(ctx, l); err != nil {
+		errs = append(errs, fmt.Errorf("nats: %w", err))
+	}
+	if err := stopPostgres(ctx, l); err != nil {
+		errs = append(errs, fmt.Errorf("postgres: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// The URLs may name the servers just stopped; `up` writes them afresh.
+	if err := os.Remove(l.envFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	logf("down: everything devenv started is stopped")
+	return nil
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// devConfig is the configuration `start` gives the services: mock upstreams
+// on 9001–9003, gateway on 8080/8081, collector 8082, analyzer 8083.
+const devConfig = "scripts/devenv/graygate.yaml"
+
+// service is one background process `start` runs from bin/.
+type service struct {
+	name  string   // pid and log file name
+	bin   string   // binary under bin/
+	args  []string // after the binary
+	ready string   // TCP address that accepts connections once it serves
+	pre   []string // a command run to completion first (migrations), args after the binary
+}
+
+func services() []service {
+	mock := func(name, addr string) service {
+		return service{name: name, bin: "mockllm", args: []string{"--listen", addr}, ready: addr}
+	}
+	return []service{
+		mock("mock-primary", "127.0.0.1:9001"),
+		mock("mock-gray", "127.0.0.1:9002"),
+		mock("mock-long", "127.0.0.1:9003"),
+		{name: "collector", bin: "collector", args: []string{"serve", "--config", devConfig}, ready: "127.0.0.1:8082",
+			pre: []string{"migrate", "--config", devConfig}},
+		{name: "gateway", bin: "gateway", args: []string{"serve", "--config", devConfig}, ready: "127.0.0.1:8080"},
+		{name: "analyzer", bin: "analyzer", args: []string{"serve", "--config", devConfig}, ready: "127.0.0.1:8083"},
+	}
+}
+
+// startServices starts every built service that is not running yet, with
+// .data/env's variables in its environment, and waits until each accepts
+// connections. Services whose binary is not built are skipped with a message.
+func startServices(ctx context.Context, l layout) error {
+	env, err := readEnv(l.envFile)
+	if err != nil {
+		return err
+	}
+	if len(env.names) == 0 {
+		return fmt.Errorf("%s is missing: run `go run ./scripts/devenv up` first", l.rel(l.envFile))
+	}
+	environ := os.Environ()
+	for _, n := range env.names {
+		environ = append(environ, n+"="+env.get(n))
+	}
+	var errs []error
+	for _, s := range services() {
+		if err := startService(ctx, l, s, environ); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+			logf("%s: %v", s.name, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	logf("services: logs in %s; stop everything with `go run ./scripts/devenv down`", l.rel(l.logDir))
+	return nil
+}
+
+func startService(ctx context.Context, l layout, s service, environ []string) error {
+	bin := filepath.Join(l.root, "bin", s.bin)
+	if _, err := os.Stat(bin); err != nil {
+		logf("%s: skipped, %s is not built (no main package yet)", s.name, l.rel(bin))
+		return nil
+	}
+	pidPath := l.pidFile(s.name)
+	if r, ok := running(pidPath); ok {
+		logf("%s: already running, pid %d", s.name, r.PID)
+		return nil
+	}
+	logPath := filepath.Join(l.logDir, s.name+".log")
+	if s.pre != nil {
+		pre := exec.CommandContext(ctx, bin, s.pre...)
+		pre.Dir, pre.Env = l.root, environ
+		logf("%s: %s %s", s.name, s.bin, strings.Join(s.pre, " "))
+		if out, err := pre.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s %s: %w\n%s", s.bin, strings.Join(s.pre, " "), err, out)
+		}
+	}
+	if !addrFree(s.ready) {
+		return fmt.Errorf("%s is already in use by another process; stop it or change %s", s.ready, devConfig)
+	}
+	cmd := exec.Command(bin, s.args...)
+	cmd.Dir, cmd.Env = l.root, environ
+	r, err := detach(cmd, logPath, pidPath)
+	if err != nil {
+		return err
+	}
+	if err := waitListening(ctx, s.ready, r, 30*time.Second); err != nil {
+		return fmt.Errorf("%w; last lines of %s:\n%s", err, l.rel(logPath), tailFile(logPath, 15))
+	}
+	logf("%s: pid %d serving on %s (log %s)", s.name, r.PID, s.ready, l.rel(logPath))
+	return nil
+}
+
+func addrFree(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
+
+// waitListening polls addr until it accepts a connection, the process dies,
+// or timeout passes.
+func waitListening(ctx context.Context, addr string, r pidRecord, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if !r.alive() {
+			return fmt.Errorf("exited before listening on %s", addr)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on %s after %s", addr, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stopServices stops every process recorded under .data/run except NATS,
+// services before the mocks they call.
+func stopServices(ctx context.Context, l layout) error {
+	var names []string
+	for _, s := range slices.Backward(services()) {
+		names = append(names, s.name)
+	}
+	pids, _ := filepath.Glob(filepath.Join(l.runDir, "*.pid"))
+	for _, p := range pids {
+		n := strings.TrimSuffix(filepath.Base(p), ".pid")
+		if n != "nats" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	var errs []error
+	for _, n := range names {
+		if err := stopRecorded(ctx, n, l.pidFile(n), 15*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
