@@ -25,6 +25,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.stats.dropped.Add(1)
 	case errors.Is(err, errClientGone):
 		s.stats.cancelled.Add(1)
+		// The client is gone, or the process is stopping: never let net/http
+		// finish the response as if it were whole (an empty 200, or a stream
+		// ended cleanly without [DONE]).
+		abort(http.NewResponseController(w))
 	default:
 		s.stats.completed.Add(1)
 	}
