@@ -33,6 +33,8 @@ func (d *decoder) validateBands(bands []ContextBand) map[string]bool {
 		p := indexPath(contextPath, i)
 		ok := true
 		switch {
+		case d.failed[p+".name"]:
+			ok = false
 		case b.Name == "":
 			d.errorf(p+".name", nil, "a band needs a name")
 			ok = false

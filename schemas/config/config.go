@@ -225,5 +225,12 @@ func (s Secret) String() string {
 	return "<redacted>"
 }
 
+// GoString keeps %#v from printing the secret.
+func (s Secret) GoString() string { return `config.Secret("` + s.String() + `")` }
+
+// MarshalText redacts the secret in JSON, YAML and any other text encoding,
+// so that dumping a loaded configuration never leaks it.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
 // Reveal returns the secret's value for use (never for logging).
 func (s Secret) Reveal() string { return string(s) }

@@ -330,9 +330,10 @@ type pair struct {
 // non-scalar keys. Keys merged with `<<: *anchor` (or a list of anchors) come
 // at the merge's place unless the mapping sets them itself.
 func (d *decoder) pairs(path string, n *yaml.Node) []pair {
-	was := d.active[n]
-	d.active[n] = true
-	defer func() { d.active[n] = was }()
+	if !d.active[n] {
+		d.active[n] = true
+		defer delete(d.active, n)
+	}
 
 	explicit := map[string]*yaml.Node{}
 	type entry struct {
@@ -541,6 +542,15 @@ func (d *decoder) expand(path string, n *yaml.Node) (text string, fromEnv, ok bo
 	return b.String(), true, ok
 }
 
+// gotText shows a scalar that has the wrong type: quoted text says so, since
+// the quotes are then the likely mistake.
+func gotText(s scalarValue) string {
+	if isQuoted(s.n) {
+		return "the quoted string " + strconv.Quote(s.text)
+	}
+	return strconv.Quote(s.text)
+}
+
 var decimalInt = regexp.MustCompile(`^[-+]?[0-9]+$`)
 
 // integer reads an int field: a YAML integer, or text from the environment,
@@ -552,7 +562,7 @@ func (d *decoder) integer(path string, n *yaml.Node, v reflect.Value) {
 	}
 	tag := s.yamlTag()
 	if !s.fromEnv && tag != "!!int" && tag != "!!float" {
-		d.errorf(path, n, "expected an integer, got %q", s.text)
+		d.errorf(path, n, "expected an integer, got %s", gotText(s))
 		return
 	}
 	text := strings.TrimSpace(s.text)
@@ -579,7 +589,7 @@ func (d *decoder) number(path string, n *yaml.Node) (float64, bool) {
 	}
 	tag := s.yamlTag()
 	if !s.fromEnv && tag != "!!int" && tag != "!!float" {
-		d.errorf(path, n, "expected a number, got %q", s.text)
+		d.errorf(path, n, "expected a number, got %s", gotText(s))
 		return 0, false
 	}
 	text := strings.TrimSpace(s.text)

@@ -53,15 +53,21 @@ func Parse(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Con
 	if err != nil {
 		return nil, nil, Errors{{Message: err.Error()}}
 	}
-	if root != nil {
+	switch {
+	case root == nil || isNull(root):
+	case root.Kind != yaml.MappingNode:
+		d.errorf("", root, "a configuration file is a mapping of sections (nats, gateway, routing, ...), got %s", describe(root))
+	default:
 		d.decode("", root, reflect.ValueOf(cfg).Elem())
 	}
 	cfg.DeploymentOrder = d.order["deployments"]
 	for name, dep := range cfg.Deployments {
 		dep.Name = name
 	}
-	d.applyEnv(cfg)
-	d.validate(cfg, dir)
+	if !d.aborted { // a cut-off document would only add misleading errors
+		d.applyEnv(cfg)
+		d.validate(cfg, dir)
+	}
 
 	d.locate(d.errs)
 	d.locate(d.warns)

@@ -195,6 +195,7 @@ func (d *decoder) validateSampling(sc *SamplingContract) {
 			}
 			continue
 		}
+		inDomain := true
 		for _, b := range []struct {
 			key string
 			v   float64
@@ -205,11 +206,14 @@ func (d *decoder) validateSampling(sc *SamplingContract) {
 			}
 			if why := dom.check(b.v); why != "" {
 				d.errorf(p+"."+b.key, nil, "%s", why)
+				inDomain = false
 			}
 		}
-		if rule.Min > rule.Max {
+		switch {
+		case !inDomain:
+		case rule.Min > rule.Max:
 			d.errorf(p, nil, "min %s is greater than max %s", formatNumber(rule.Min), formatNumber(rule.Max))
-		} else if rule.HasDefault && (rule.Default < rule.Min || rule.Default > rule.Max) {
+		case rule.HasDefault && (rule.Default < rule.Min || rule.Default > rule.Max):
 			d.errorf(p+".default", nil, "%s is outside the band [%s, %s]",
 				formatNumber(rule.Default), formatNumber(rule.Min), formatNumber(rule.Max))
 		}

@@ -29,9 +29,9 @@ func (d *decoder) loadSchema(p string, r *Rollout, dir string) {
 		d.errorf(p, nil, "%v", err)
 		return
 	}
-	data, err := os.ReadFile(file)
+	data, err := readLimited(file, maxSchemaBytes)
 	if err != nil {
-		d.errorf(p, nil, "read %s: %v", r.ResponseSchema, err)
+		d.errorf(p, nil, "%s: %v", r.ResponseSchema, err)
 		return
 	}
 	if err := checkSchema(data); err != nil {
@@ -43,6 +43,33 @@ func (d *decoder) loadSchema(p string, r *Rollout, dir string) {
 	}
 	r.SchemaJSON = data
 	r.SchemaPath = file
+}
+
+// maxSchemaBytes bounds a response schema file; a contract is a few KiB.
+const maxSchemaBytes = 4 << 20
+
+// readLimited reads a regular file of at most limit bytes.
+func readLimited(name string, limit int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("larger than %s", Size(limit))
+	}
+	return data, nil
 }
 
 // findFile resolves a file named in the configuration: an absolute path as

@@ -47,9 +47,9 @@ func (d *decoder) validateRoutes(c *Config, bands map[string]bool) {
 	seen := map[string]int{}
 	for i, r := range c.Routing.Routes {
 		p := indexPath("routing.routes", i)
-		if r.Model == "" {
+		if r.Model == "" && !d.failed[p+".model"] {
 			d.errorf(p+".model", nil, "a route needs a model (the value clients send)")
-		} else if j, dup := seen[r.Model]; dup {
+		} else if j, dup := seen[r.Model]; dup && r.Model != "" {
 			d.errorf(p+".model", nil, "duplicate route model %q (also %s)", r.Model, indexPath("routing.routes", j))
 		} else {
 			seen[r.Model] = i
@@ -60,13 +60,14 @@ func (d *decoder) validateRoutes(c *Config, bands map[string]bool) {
 		for j, cand := range r.Candidates {
 			cp := indexPath(p+".candidates", j)
 			switch {
+			case d.failed[cp+".deployment"]:
 			case cand.Deployment == "":
 				d.errorf(cp+".deployment", nil, "a candidate needs a deployment")
 			case c.Deployments[cand.Deployment] == nil:
 				d.errorf(cp+".deployment", nil, "no deployment named %q", cand.Deployment)
 			}
 			for k, band := range cand.Context {
-				if !bands[band] && !d.failed[contextPath] {
+				if !bands[band] && !d.failed[contextPath] && !d.failed[indexPath(cp+".context", k)] {
 					d.errorf(indexPath(cp+".context", k), nil, "no context band named %q in %s", band, contextPath)
 				}
 			}
@@ -82,7 +83,11 @@ func (d *decoder) validateDeployment(dep *Deployment, dir string) {
 	if dep.ContextWindow < 0 {
 		d.errorf(p+".context_window", nil, "must not be negative (omit it when unknown), got %d", dep.ContextWindow)
 	}
-	d.validateUpstream(p+".primary", &dep.Primary)
+	if d.has(p + ".primary") {
+		d.validateUpstream(p+".primary", &dep.Primary)
+	} else {
+		d.errorf(p, nil, "a deployment needs a primary upstream {url, model}")
+	}
 	if dep.Gray != nil {
 		d.validateUpstream(p+".gray", dep.Gray)
 	}
@@ -96,12 +101,16 @@ func (d *decoder) validateDeployment(dep *Deployment, dir string) {
 }
 
 func (d *decoder) validateUpstream(p string, u *Upstream) {
-	if u.URL == "" {
+	switch {
+	case d.failed[p+".url"]:
+	case u.URL == "":
 		d.errorf(p+".url", nil, "an upstream needs a url")
-	} else if why := checkUpstreamURL(u.URL); why != "" {
-		d.errorf(p+".url", nil, "%s", why)
+	default:
+		if why := checkUpstreamURL(u.URL); why != "" {
+			d.errorf(p+".url", nil, "%s", why)
+		}
 	}
-	if u.Model == "" {
+	if u.Model == "" && !d.failed[p+".model"] {
 		d.errorf(p+".model", nil, "an upstream needs the model name it serves")
 	}
 	d.positiveDuration(p+".timeout", u.Timeout)
