@@ -138,32 +138,30 @@ func (s *Server) settingsFor(h http.Header) (Settings, error) {
 	return set, err
 }
 
-// readBody reads the whole request body into buf's storage.
+// readBody reads the whole request body into buf's storage, refusing bodies
+// larger than maxChatBody.
 func readBody(r *http.Request, buf []byte) ([]byte, error) {
-	rd := io.Reader(r.Body)
 	if r.ContentLength > maxChatBody {
 		return buf, &http.MaxBytesError{Limit: maxChatBody}
 	}
 	if r.ContentLength > 0 && int64(cap(buf)) < r.ContentLength+1 {
 		buf = make([]byte, 0, r.ContentLength+1)
 	}
-	rd = io.LimitReader(rd, maxChatBody+1)
 	b := buf[:0]
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
-		n, err := rd.Read(b[len(b):cap(b)])
+		n, err := r.Body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
+		if len(b) > maxChatBody {
+			return b, &http.MaxBytesError{Limit: maxChatBody}
+		}
 		if err == io.EOF {
-			break
+			return b, nil
 		}
 		if err != nil {
 			return b, err
 		}
 	}
-	if len(b) > maxChatBody {
-		return b, &http.MaxBytesError{Limit: maxChatBody}
-	}
-	return b, nil
 }
