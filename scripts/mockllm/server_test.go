@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"sync"
@@ -162,5 +164,16 @@ func TestKeepAlive(t *testing.T) {
 	}
 	if want := len(requests) - 1; reused != want {
 		t.Errorf("reused connections = %d; want %d (one connection for all)", reused, want)
+	}
+}
+
+func TestBodyTooLarge(t *testing.T) {
+	s := NewServer(defaultSettings(), 10, slog.New(slog.DiscardHandler))
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{}`))
+	req.ContentLength = maxChatBody + 1
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, req)
+	if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), `"code":"payload_too_large"`) {
+		t.Errorf("declared %d bytes: %d %s; want 413 payload_too_large", req.ContentLength, w.Code, w.Body)
 	}
 }
