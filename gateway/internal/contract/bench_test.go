@@ -97,3 +97,28 @@ func BenchmarkRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckOnly measures Check by itself on an already scanned body:
+// its cost depends on the governed keys, not on the body's size.
+func BenchmarkCheckOnly(b *testing.B) {
+	ct := New(&config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{
+		"temperature": pin(0.7),
+		"top_p":       band(0.8, 1),
+		"top_k":       bandDefault(1, 100, 40),
+		"n":           pin(1),
+	}})
+	body := benchBody(4<<20, `"temperature":0.7,"top_p":"0.95","top_k":null,`)
+	var (
+		req   scan.Request
+		edits scan.Edits
+		out   Outcome
+	)
+	if err := scan.Scan(body, &req); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		edits.Reset()
+		ct.Check(body, &req, &edits, &out)
+	}
+}
