@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/graygate/graygate/schemas/config"
@@ -95,7 +96,9 @@ var (
 // Do sends body as a chat-completions POST with the headers set by hdr
 // (may be nil) and returns once the response headers are in; the body is
 // then read through the Response, which the caller must Close. Do blocks
-// for at most Timeout, or until ctx is done.
+// for at most Timeout, or until ctx is done. A ctx deadline is a hard
+// limit on the whole exchange: when it passes, the connection is closed
+// and a blocked Do or Read returns ErrTimeout.
 func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
@@ -112,6 +115,9 @@ func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.Request
 	req.SetBodyRaw(body)
 
 	deadline := time.Now().Add(c.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	for attempt := 0; ; attempt++ {
 		cn, reused, err := c.get(ctx, deadline)
 		if err != nil {
@@ -144,7 +150,7 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request,
 	cn.idle, cn.got = 0, false
 	stop := func() bool { return false }
 	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { cn.abort() })
+		stop = context.AfterFunc(ctx, func() { cn.abort(ctx.Err()) })
 	}
 	if err := req.Write(cn.bw); err != nil {
 		stop()
@@ -242,9 +248,9 @@ type conn struct {
 	nc      net.Conn
 	br      *bufio.Reader
 	bw      *bufio.Writer
-	idle    time.Duration // when > 0, every read gets this deadline
-	got     bool          // a response byte was read
-	aborted bool
+	idle    time.Duration         // when > 0, every read gets this deadline
+	got     bool                  // a response byte was read
+	aborted atomic.Pointer[error] // why the connection was closed from outside
 }
 
 func (cn *conn) read(p []byte) (int, error) {
@@ -261,9 +267,9 @@ func (cn *conn) read(p []byte) (int, error) {
 }
 
 // abort closes the connection from another goroutine, making a blocked
-// read or write return.
-func (cn *conn) abort() {
-	cn.aborted = true
+// read or write return; why is the context's error, or nil.
+func (cn *conn) abort(why error) {
+	cn.aborted.CompareAndSwap(nil, &why)
 	_ = cn.nc.Close()
 }
 
@@ -271,7 +277,10 @@ func (cn *conn) close() { _ = cn.nc.Close() }
 
 // classify maps an I/O error to the package's errors.
 func (cn *conn) classify(err error, beforeResponse bool) error {
-	if cn.aborted {
+	if why := cn.aborted.Load(); why != nil {
+		if errors.Is(*why, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: deadline passed", ErrTimeout)
+		}
 		return ErrAborted
 	}
 	var ne net.Error

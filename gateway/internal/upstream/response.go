@@ -83,13 +83,13 @@ func (r *Response) IsEventStream() bool {
 
 // Abort closes the connection; a Read blocked in another goroutine returns
 // ErrAborted. Close must still be called.
-func (r *Response) Abort() { r.conn.abort() }
+func (r *Response) Abort() { r.conn.abort(nil) }
 
 // Close releases the response. A connection whose body was read to its end
 // goes back to the pool, any other is closed.
 func (r *Response) Close() {
 	r.stop()
-	reuse := r.eof && r.err == nil && !r.conn.aborted &&
+	reuse := r.eof && r.err == nil && r.conn.aborted.Load() == nil &&
 		!r.resp.ConnectionClose() && r.Header.ContentLength() != -2
 	_ = r.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(r.resp)

@@ -1,0 +1,78 @@
+package rollout
+
+import "math/rand/v2"
+
+// Arm is the upstream a request goes to.
+type Arm uint8
+
+// Arms.
+const (
+	Primary Arm = iota
+	Gray
+)
+
+// Force is what the force header asked for.
+type Force uint8
+
+// Force values: none, "true" (gray), "false" (primary).
+const (
+	NoForce Force = iota
+	ForceGray
+	ForcePrimary
+)
+
+// ParseForce reads a force header value: "true" or "false", any case.
+func ParseForce(v []byte) Force {
+	switch {
+	case len(v) == 4 && (v[0]|0x20) == 't' && (v[1]|0x20) == 'r' && (v[2]|0x20) == 'u' && (v[3]|0x20) == 'e':
+		return ForceGray
+	case len(v) == 5 && (v[0]|0x20) == 'f' && (v[1]|0x20) == 'a' && (v[2]|0x20) == 'l' && (v[3]|0x20) == 's' && (v[4]|0x20) == 'e':
+		return ForcePrimary
+	}
+	return NoForce
+}
+
+// Assign picks the arm for a request (SPEC §6.1): an unknown or rolled-back
+// state serves primary whatever the headers say; then the force header;
+// then the sticky value's bucket against the percentage, so the same
+// value always lands on the same arm and raising the percentage only
+// moves values from primary to gray. Without a sticky value the draw is
+// random.
+func Assign(s *State, force Force, sticky []byte) Arm {
+	if s == nil || !s.Known || s.Status == RolledBack {
+		return Primary
+	}
+	switch force {
+	case ForceGray:
+		return Gray
+	case ForcePrimary:
+		return Primary
+	}
+	if s.Basis <= 0 {
+		return Primary
+	}
+	var bucket uint32
+	if len(sticky) == 0 {
+		bucket = rand.Uint32N(10000)
+	} else {
+		bucket = Bucket(sticky)
+	}
+	if int32(bucket) < s.Basis {
+		return Gray
+	}
+	return Primary
+}
+
+// Bucket maps a sticky value to one of 10000 buckets (FNV-1a, 64-bit).
+func Bucket(sticky []byte) uint32 {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	for _, c := range sticky {
+		h ^= uint64(c)
+		h *= prime
+	}
+	return uint32(h % 10000)
+}

@@ -1,0 +1,132 @@
+// Package rollout holds each deployment's gray rollout state and assigns
+// requests to the primary or gray arm.
+//
+// The state of every deployment lives behind an atomic pointer, so the
+// request path reads it without locks. Where the state comes from is not
+// this package's concern: a source (the config seed, the event log)
+// calls Table.Set, and every reader sees the new snapshot at once.
+package rollout
+
+import (
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Status is a deployment's rollout status.
+type Status string
+
+// Statuses.
+const (
+	Active     Status = "active"
+	RolledBack Status = "rolled_back"
+)
+
+// State is one deployment's rollout state.
+type State struct {
+	Deployment string
+	// Basis is the gray share in hundredths of a percent (0–10000), so that
+	// a percentage with two decimals is exact.
+	Basis     int32
+	Status    Status
+	Revision  uint64 // JetStream sequence of the last rollout event; 0 before any
+	Reason    string
+	Actor     string
+	UpdatedAt time.Time
+	// Known is false until the source has told the state (the event log
+	// not yet read, or cut off for too long): the deployment then serves
+	// primary only, whatever the headers say.
+	Known bool
+}
+
+// Percentage returns the gray share in percent.
+func (s *State) Percentage() float64 { return float64(s.Basis) / 100 }
+
+// BasisOf converts a percentage (at most two decimals) to hundredths.
+func BasisOf(pct float64) int32 {
+	return int32(math.Round(pct * 100))
+}
+
+// Table is the rollout state of a fixed set of deployments.
+type Table struct {
+	states map[string]*atomic.Pointer[State]
+
+	mu       sync.Mutex
+	watchers []func(State)
+}
+
+// NewTable returns a table for the named deployments, each with an unknown
+// state (primary only) until Set.
+func NewTable(deployments []string) *Table {
+	t := &Table{states: make(map[string]*atomic.Pointer[State], len(deployments))}
+	for _, d := range deployments {
+		p := new(atomic.Pointer[State])
+		p.Store(&State{Deployment: d, Status: Active})
+		t.states[d] = p
+	}
+	return t
+}
+
+// Get returns the current state of a deployment, or nil for one the table
+// does not hold. It never blocks. The returned State must not be modified.
+func (t *Table) Get(deployment string) *State {
+	p, ok := t.states[deployment]
+	if !ok {
+		return nil
+	}
+	return p.Load()
+}
+
+// Has reports whether the table holds the deployment.
+func (t *Table) Has(deployment string) bool {
+	_, ok := t.states[deployment]
+	return ok
+}
+
+// Set replaces a deployment's state and tells the watchers. It reports
+// false for a deployment the table does not hold.
+func (t *Table) Set(s State) bool {
+	p, ok := t.states[s.Deployment]
+	if !ok {
+		return false
+	}
+	p.Store(&s)
+	t.mu.Lock()
+	ws := t.watchers
+	t.mu.Unlock()
+	for _, w := range ws {
+		w(s)
+	}
+	return true
+}
+
+// Forget marks every state unknown (primary only), keeping its values:
+// used when the source can no longer vouch for them.
+func (t *Table) Forget() {
+	for _, p := range t.states {
+		s := *p.Load()
+		if s.Known {
+			s.Known = false
+			t.Set(s)
+		}
+	}
+}
+
+// Watch calls f with every new state (from the goroutine calling Set).
+func (t *Table) Watch(f func(State)) {
+	t.mu.Lock()
+	t.watchers = append(t.watchers, f)
+	t.mu.Unlock()
+}
+
+// All returns every state, sorted by deployment.
+func (t *Table) All() []State {
+	out := make([]State, 0, len(t.states))
+	for _, p := range t.states {
+		out = append(out, *p.Load())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Deployment < out[j].Deployment })
+	return out
+}
