@@ -186,7 +186,29 @@ func FuzzRead(f *testing.F) {
 		if ok && !sameValue(got, want) {
 			t.Errorf("Read(%s, %q) = %+v; %s reference %+v", p, raw, got, covered, want)
 		}
+		checkTrimAgainstUnquote(t, raw)
 	})
+}
+
+// checkTrimAgainstUnquote compares trimString's one-pass decode and trim of
+// a valid JSON string literal with the scan's Unquote followed by a trim.
+func checkTrimAgainstUnquote(t *testing.T, raw string) {
+	if !json.Valid([]byte(raw)) || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return
+	}
+	dec, err := scan.Unquote(nil, []byte(raw))
+	if err != nil {
+		t.Fatalf("Unquote(%s) = %v on valid JSON", raw, err)
+	}
+	want := bytes.TrimFunc(dec, isWhiteSpace)
+	var buf [maxStringBytes + utf8.UTFMax]byte
+	got, trimmed, ok := trimString(buf[:0], []byte(raw[1:len(raw)-1]))
+	switch {
+	case ok && (!bytes.Equal(got, want) || trimmed != (len(want) != len(dec))):
+		t.Errorf("trimString(%s) = %q, trimmed %v; Unquote and trim give %q from %q", raw, got, trimmed, want, dec)
+	case !ok && len(want) <= maxStringBytes && !bytes.ContainsRune(dec, utf8.RuneError):
+		t.Errorf("trimString(%s) refused; Unquote and trim give %q", raw, want)
+	}
 }
 
 func FuzzCheck(f *testing.F) {
