@@ -1,0 +1,110 @@
+// Package filter decides whether a gray answer may reach a client: it must
+// be a 2xx, valid JSON, and pass the deployment's response schema on the
+// configured target (SPEC §6.2).
+package filter
+
+import (
+	"fmt"
+
+	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/xeipuuv/gojsonschema"
+)
+
+// Reason says why an answer was refused; the values are the
+// sample.malformed reasons of SPEC §7.
+type Reason string
+
+// Reasons.
+const (
+	OK              Reason = ""
+	SchemaViolation Reason = "schema_violation"
+	InvalidJSON     Reason = "invalid_json"
+	Timeout         Reason = "timeout"
+	UpstreamError   Reason = "upstream_error"
+	UpstreamStatus  Reason = "upstream_status"
+)
+
+// Targets of the schema (config rollout.schema_target).
+const (
+	TargetContent = "content"
+	TargetBody    = "body"
+)
+
+// maxErrors bounds the validation errors kept per answer.
+const maxErrors = 20
+
+// FieldError is one validation error.
+type FieldError struct {
+	Field       string `json:"field"`
+	Description string `json:"description"`
+}
+
+// Filter checks answers against one deployment's contract. A Filter
+// without a schema checks JSON validity only. It is safe for concurrent use.
+type Filter struct {
+	schema *gojsonschema.Schema
+	target string
+}
+
+// New compiles schemaJSON (nil: no schema) for the target ("content" or
+// "body").
+func New(schemaJSON []byte, target string) (*Filter, error) {
+	f := &Filter{target: target}
+	if target != TargetContent && target != TargetBody {
+		return nil, fmt.Errorf("schema target %q: want content or body", target)
+	}
+	if schemaJSON != nil {
+		s, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(schemaJSON))
+		if err != nil {
+			return nil, fmt.Errorf("compile response schema: %w", err)
+		}
+		f.schema = s
+	}
+	return f, nil
+}
+
+// HasSchema reports whether a schema is checked (else only JSON validity).
+func (f *Filter) HasSchema() bool { return f.schema != nil }
+
+// Check judges a 2xx answer whose body scanned into a (for the content
+// target, contents are the decoded message contents). It returns OK, or
+// the reason and the validation errors.
+func (f *Filter) Check(body []byte, contents [][]byte) (Reason, []FieldError) {
+	if f.schema == nil {
+		return OK, nil
+	}
+	if f.target == TargetBody {
+		return f.validate(body, "")
+	}
+	for i, c := range contents {
+		if !scan.Valid(c) {
+			return InvalidJSON, []FieldError{{Field: fmt.Sprintf("choices[%d].message.content", i), Description: "content is not valid JSON"}}
+		}
+		prefix := ""
+		if len(contents) > 1 {
+			prefix = fmt.Sprintf("choices[%d]: ", i)
+		}
+		if r, errs := f.validate(c, prefix); r != OK {
+			return r, errs
+		}
+	}
+	return OK, nil
+}
+
+func (f *Filter) validate(doc []byte, prefix string) (Reason, []FieldError) {
+	res, err := f.schema.Validate(gojsonschema.NewBytesLoader(doc))
+	if err != nil {
+		return InvalidJSON, []FieldError{{Field: "(root)", Description: prefix + err.Error()}}
+	}
+	if res.Valid() {
+		return OK, nil
+	}
+	var errs []FieldError
+	for _, e := range res.Errors() {
+		if len(errs) == maxErrors {
+			break
+		}
+		errs = append(errs, FieldError{Field: e.Field(), Description: prefix + e.Description()})
+	}
+	return SchemaViolation, errs
+}

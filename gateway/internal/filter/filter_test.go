@@ -1,0 +1,71 @@
+package filter
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/graygate/graygate/gateway/internal/testenv"
+)
+
+func agentSchema(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "schemas", "contracts", "agent-action.schema.json"))
+	testenv.Must(t, err)
+	return b
+}
+
+func TestCheck(t *testing.T) {
+	content, err := New(agentSchema(t), TargetContent)
+	testenv.Must(t, err)
+	body, err := New([]byte(`{"type":"object","required":["choices"]}`), TargetBody)
+	testenv.Must(t, err)
+	plain, err := New(nil, TargetContent)
+	testenv.Must(t, err)
+	good := `{"action":"search","parameters":{"query":"weather"},"confidence_score":0.9}`
+	cases := []struct {
+		name     string
+		f        *Filter
+		body     string
+		contents []string
+		want     Reason
+		field    string
+	}{
+		{"valid content", content, `{}`, []string{good}, OK, ""},
+		{"two valid choices", content, `{}`, []string{good, good}, OK, ""},
+		{"no content to check (tool call)", content, `{}`, nil, OK, ""},
+		{"content not JSON", content, `{}`, []string{"Sure! Here you go"}, InvalidJSON, "choices[0].message.content"},
+		{"content breaks schema", content, `{}`, []string{`{"action":"search","confidence_score":"high"}`}, SchemaViolation, ""},
+		{"second choice breaks schema", content, `{}`, []string{good, `{"action":"dance"}`}, SchemaViolation, ""},
+		{"body target valid", body, `{"choices":[]}`, nil, OK, ""},
+		{"body target invalid", body, `{"id":"x"}`, nil, SchemaViolation, "(root)"},
+		{"no schema accepts any content", plain, `{}`, []string{"not json"}, OK, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var contents [][]byte
+			for _, s := range c.contents {
+				contents = append(contents, []byte(s))
+			}
+			got, errs := c.f.Check([]byte(c.body), contents)
+			if got != c.want {
+				t.Fatalf("Check = %q %v; want %q", got, errs, c.want)
+			}
+			if got != OK && len(errs) == 0 {
+				t.Errorf("no validation errors for a refused answer")
+			}
+			if c.field != "" && errs[0].Field != c.field {
+				t.Errorf("first error field %q; want %q", errs[0].Field, c.field)
+			}
+		})
+	}
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	if _, err := New([]byte(`{"type": 12}`), TargetContent); err == nil {
+		t.Error("New(bad schema) succeeded")
+	}
+	if _, err := New(nil, "headers"); err == nil {
+		t.Error("New(bad target) succeeded")
+	}
+}
