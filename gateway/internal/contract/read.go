@@ -114,8 +114,13 @@ func readFloatNumber(raw []byte) Value {
 	if err != nil && !math.IsInf(f, 0) {
 		return Value{State: Unusable}
 	}
-	if isInteger && math.IsInf(f, 0) {
-		return Value{State: Unusable}
+	if isInteger {
+		if math.IsInf(f, 0) {
+			return Value{State: Unusable}
+		}
+		if f == 0 {
+			f = 0 // float(int("-0")) is +0.0: Python ints have no negative zero
+		}
 	}
 	return Value{State: Number, F: f}
 }
