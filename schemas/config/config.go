@@ -5,6 +5,24 @@
 // is why it lives under schemas/ next to the event types: the gateway, the
 // collector and the analyzer must agree on it key for key (unknown keys are
 // errors everywhere).
+//
+// Load and Parse read a file in one pass that reports every problem, each
+// with its key path (`routing.signals.context[2].max_tokens: ...`), in file
+// order. What an operator may rely on beyond SPEC §2:
+//
+//   - A key that is absent or null keeps its default; an explicit zero or
+//     empty string is kept (max_tool_steps: 0 disables the limit, nats.url: ""
+//     disables events).
+//   - `${NAME}` is expanded in every scalar value (not in keys); a `$` not
+//     followed by `{` is literal. Expanded values are literal text: they are
+//     never typed by YAML again. In a flow mapping ({...}) quote the value.
+//   - Integers are decimal; numbers are decimal floats (no NaN or Inf); a
+//     quoted value is a string and is refused where a number is expected,
+//     except in context band bounds (SPEC §5.2). Sizes are a decimal byte
+//     count with an optional B, KiB, MiB or GiB suffix; durations use Go
+//     syntax; both may be quoted.
+//   - Anchors, aliases and merge keys (`<<: *base`) work everywhere.
+//   - Messages never show a secret (tokens, keys, passwords in URLs).
 package config
 
 import "time"
