@@ -1,0 +1,46 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestLoad reads a file with the process environment and resolves the
+// schema it names next to it, whatever the working directory.
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	schema := []byte(`{"type": "object"}`)
+	if err := os.WriteFile(filepath.Join(dir, "contract.json"), schema, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := "deployments:\n  d:\n    primary: {url: 'http://${GG_TEST_HOST}', model: m, api_key_env: GG_TEST_KEY}\n" +
+		"    gray: {url: http://g, model: m}\n    rollout: {response_schema: contract.json}\n"
+	path := filepath.Join(dir, "graygate.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GG_TEST_HOST", "10.1.2.3:9001")
+	t.Setenv("GG_TEST_KEY", "k")
+	cfg, _, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Deployments["d"]
+	if d.Primary.URL != "http://10.1.2.3:9001" || d.Primary.APIKey.Reveal() != "k" {
+		t.Errorf("primary = %+v; want url http://10.1.2.3:9001 and api key k", d.Primary)
+	}
+	if want := filepath.Join(dir, "contract.json"); d.Rollout.SchemaPath != want || string(d.Rollout.SchemaJSON) != string(schema) {
+		t.Errorf("schema %q %s; want %q %s", d.Rollout.SchemaPath, d.Rollout.SchemaJSON, want, schema)
+	}
+
+	t.Setenv("GG_TEST_KEY", "")
+	if _, _, err := Load(path); err == nil || err.Error() != "deployments.d.primary.api_key_env: variable GG_TEST_KEY is unset or empty" {
+		t.Errorf("Load with GG_TEST_KEY empty: err = %v", err)
+	}
+	if _, _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load(missing) = %v; want a not-exist error", err)
+	}
+}
