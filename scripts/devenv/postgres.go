@@ -236,6 +236,9 @@ func isExecutable(p string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
+// policyRC is Debian's hook that lets maintainer scripts start services.
+const policyRC = "/usr/sbin/policy-rc.d"
+
 // aptInstall installs Debian packages without prompts.
 func aptInstall(ctx context.Context, pkgs ...string) error {
 	if _, err := exec.LookPath("apt-get"); err != nil {
@@ -247,6 +250,16 @@ func aptInstall(ctx context.Context, pkgs ...string) error {
 			return fmt.Errorf("cannot install %s: not root and no sudo; install it by hand", strings.Join(pkgs, " "))
 		}
 		sudo = []string{"sudo", "--non-interactive"}
+	}
+	// Debian's postgresql package creates and starts a system cluster on
+	// port 5432; a temporary policy-rc.d (exit 101: "action forbidden") keeps
+	// it stopped, since devenv runs its own. Only when the machine has none.
+	if os.Geteuid() == 0 {
+		if _, err := os.Stat(policyRC); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(policyRC, []byte("#!/bin/sh\n# temporary, written by graygate scripts/devenv during apt-get install\nexit 101\n"), 0o755); err == nil {
+				defer os.Remove(policyRC)
+			}
+		}
 	}
 	for _, args := range [][]string{
 		{"apt-get", "update", "-q"},

@@ -118,7 +118,7 @@ send:
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
-		fmt.Printf("  latency p50 %s  p99 %s  max %s\n", q(0.50), q(0.99), lat[len(lat)-1])
+		fmt.Printf("  latency p50 %s  p99 %s  max %s\n", q(0.50).Round(time.Microsecond), q(0.99).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
 	}
 	if firstErr != nil {
 		fmt.Fprintf(os.Stderr, "devenv: traffic: first transport error: %v\n", firstErr)
