@@ -2,12 +2,15 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
+	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
+	"github.com/graygate/graygate/schemas/config"
 )
 
 // call is one request on its way to an upstream: what was decided about
@@ -17,9 +20,11 @@ type call struct {
 	id         string
 	route      *route
 	deployment *deployment
-	arm        *arm
-	armName    string
 	stream     bool
+	useGray    bool // canary: try gray first
+	shadow     bool // shadow: mirror a copy to gray
+	estimate   int64
+	matched    string // x-vsr-matched-context value
 }
 
 // chat serves POST /v1/chat/completions.
@@ -30,25 +35,26 @@ func (s *Server) chat(c *fiber.Ctx) error {
 		return err
 	}
 	if ce := c.Request().Header.ContentEncoding(); len(ce) > 0 && !bytes.EqualFold(ce, []byte("identity")) {
-		return badRequest("compressed request bodies are not accepted (Content-Encoding: %.20s)", ce)
+		return badRequest("compressed request bodies are not accepted (Content-Encoding: %s)", clip(string(ce), 20))
 	}
-	body := c.Request().Body()
 	x := s.getExchange()
-	if err := s.prepare(c, x, &k, body); err != nil {
+	x.body = c.Request().Body()
+	if err := s.prepare(c, x, &k); err != nil {
 		s.putExchange(x)
 		return err
 	}
 	if k.stream {
-		// The exchange now belongs to the stream writer, which returns it.
+		// The exchange now belongs to the stream, which returns it.
 		return s.forwardStream(c, x, &k)
 	}
 	defer s.putExchange(x)
 	return s.forward(c, x, &k)
 }
 
-// prepare runs every check that needs no upstream and builds the body to
-// forward in x.fwd. On success k names the deployment and arm to call.
-func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call, body []byte) error {
+// prepare runs every check that needs no upstream, in SPEC order: body,
+// route, sampling contract, context bands, tool steps, then the arm.
+func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
+	body := x.body
 	if err := scan.Scan(body, &x.req); err != nil {
 		return badRequest("%s", err.Error())
 	}
@@ -57,20 +63,101 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call, body []byte) error 
 		return err
 	}
 	k.route = rt
-	k.deployment = rt.candidates[0]
-	k.arm, k.armName = k.deployment.primary, telemetry.ArmPrimary
 	k.stream = x.req.Stream.Kind == scan.KindTrue
+	if k.stream {
+		// A stream is written after the handler returns: keep our own
+		// copy of the body (spans stay valid), the request's buffer may
+		// be reused by then.
+		x.own = append(x.own[:0], body...)
+		x.body, body = x.own, x.own
+	}
 
 	x.edits.Reset()
-	if string(body[x.req.Model.Value.Start:x.req.Model.Value.End]) != k.arm.modelJSON {
-		x.edits.Replace(x.req.Model.Value.Start, x.req.Model.Value.End, k.arm.modelJSON)
+	s.contract.Check(body, &x.req, &x.edits, &x.outcome)
+	if x.outcome.Rejected() {
+		x.outcome.Count()
+		v := x.outcome.First()
+		msg := v.Message()
+		s.reject(k, CodeContract, v.Param.String(), msg)
+		return &Error{Status: fiber.StatusBadRequest, Code: CodeContract, Type: "invalid_request_error",
+			Param: v.Param.String(), Msg: msg}
 	}
+
+	if err := s.selectDeployment(c, x, k); err != nil {
+		return err
+	}
+
+	if max := s.cfg.Gateway.MaxToolSteps; max > 0 && x.req.ToolSteps >= max {
+		msg := "the conversation already has " + itoa(x.req.ToolSteps) + " tool steps; the limit is " + itoa(max)
+		s.reject(k, CodeToolSteps, "messages", msg)
+		return &Error{Status: fiber.StatusBadRequest, Code: CodeToolSteps, Type: "invalid_request_error",
+			Param: "messages", Msg: msg}
+	}
+
+	s.assign(c, x, k)
 	if k.stream {
 		askUsage(body, &x.req, &x.edits)
 	}
-	x.fwd = x.edits.Apply(x.fwd[:0], body)
 	s.snapshotHeaders(c, x, k.id)
 	return nil
+}
+
+// selectDeployment picks the route's first candidate.
+func (s *Server) selectDeployment(c *fiber.Ctx, x *exchange, k *call) error {
+	k.deployment = k.route.candidates[0]
+	return nil
+}
+
+// assign decides whether the request tries gray (canary) or is mirrored
+// to gray (shadow), from the deployment's rollout state.
+func (s *Server) assign(c *fiber.Ctx, x *exchange, k *call) {
+	d := k.deployment
+	if d.gray == nil {
+		return
+	}
+	st := s.rollouts.Get(d.name)
+	force := rollout.ParseForce(c.Request().Header.Peek(d.rollout.ForceHeader))
+	if rollout.Assign(st, force, s.stickyValue(c, x, d)) != rollout.Gray {
+		return
+	}
+	if d.rollout.Mode == config.ModeShadow {
+		k.shadow = true
+	} else {
+		k.useGray = true
+	}
+}
+
+// stickyValue returns the value that keeps a user on one arm (nil: none).
+func (s *Server) stickyValue(c *fiber.Ctx, x *exchange, d *deployment) []byte {
+	switch {
+	case d.stickyHeader != "":
+		return c.Request().Header.Peek(d.stickyHeader)
+	case d.stickyUser:
+		if u := x.req.User; u.Kind == scan.KindString {
+			x.sticky, _ = scan.Unquote(x.sticky[:0], x.body[u.Value.Start:u.Value.End])
+			if len(x.sticky) > 0 {
+				return x.sticky
+			}
+		}
+		return c.Request().Header.Peek("X-User-Id")
+	}
+	return nil
+}
+
+// reject records a policy rejection (metrics and event).
+func (s *Server) reject(k *call, code, param, detail string) {
+	telemetry.Rejection(code)
+	if s.obs == nil {
+		return
+	}
+	r := Rejection{Time: time.Now(), RequestID: k.id, Code: code, Param: param, Detail: detail, EstimatedTokens: k.estimate}
+	if k.route != nil {
+		r.Route = k.route.name
+	}
+	if k.deployment != nil {
+		r.Deployment = k.deployment.name
+	}
+	s.obs.Rejected(&r)
 }
 
 // lookupRoute finds the route for the body's "model".
@@ -92,6 +179,24 @@ func (s *Server) lookupRoute(x *exchange, body []byte) (*route, error) {
 			Param: "model", Msg: "model " + quoteShort(x.name) + " is not served here (GET /v1/models lists the models)"}
 	}
 	return rt, nil
+}
+
+// forwardBody writes into x.fwd the body to send to upstream a: the
+// recorded edits plus the model name the upstream serves.
+func (x *exchange) forwardBody(a *arm) []byte {
+	m := x.req.Model.Value
+	if string(x.body[m.Start:m.End]) == a.modelJSON {
+		x.fwd = x.edits.Apply(x.fwd[:0], x.body)
+	} else {
+		x.fwd = x.edits.ApplyReplacing(x.fwd[:0], x.body, m.Start, m.End, a.modelJSON)
+	}
+	return x.fwd
+}
+
+// promptHash is the hex-able SHA-256 of the request's messages value.
+func (x *exchange) promptHash() [32]byte {
+	m := x.req.Messages.Value
+	return sha256.Sum256(x.body[m.Start:m.End])
 }
 
 // askUsage makes a streaming request ask the upstream for its usage chunk
@@ -142,16 +247,15 @@ func printable(b []byte) bool {
 // quoteShort quotes a client-supplied name for an error message, cut to a
 // readable length.
 func quoteShort(b []byte) string {
-	const max = 64
-	if len(b) > max {
-		return `"` + string(bytes.ToValidUTF8(b[:max], nil)) + `…"`
-	}
-	return `"` + string(b) + `"`
+	return `"` + clip(string(b), 64) + `"`
 }
 
 // setArmHeaders adds the response headers that say who served.
-func setArmHeaders(c *fiber.Ctx, k *call) {
+func setArmHeaders(c *fiber.Ctx, k *call, armName string, a *arm) {
 	c.Set("x-gateway-deployment", k.deployment.name)
-	c.Set("x-gateway-arm", k.armName)
-	c.Set("x-gateway-model", k.arm.client.Model)
+	c.Set("x-gateway-arm", armName)
+	c.Set("x-gateway-model", a.client.Model)
+	if k.matched != "" {
+		c.Set("x-vsr-matched-context", k.matched)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -17,7 +18,7 @@ import (
 // snapshotHeaders copies the client headers that are forwarded into x, so
 // that a request can be sent after the handler returned (streams). The
 // client's Authorization never leaves the gateway; hop-by-hop headers,
-// framing and encoding are the gateway's own.
+// framing, encoding and the rollout force headers are the gateway's own.
 func (s *Server) snapshotHeaders(c *fiber.Ctx, x *exchange, id string) {
 	x.hdrs, x.hbuf = x.hdrs[:0], x.hbuf[:0]
 	add := func(k, v []byte) {
@@ -28,7 +29,7 @@ func (s *Server) snapshotHeaders(c *fiber.Ctx, x *exchange, id string) {
 		x.hdrs = append(x.hdrs, header{scan.Span{Start: ks, End: vs}, scan.Span{Start: vs, End: len(x.hbuf)}})
 	}
 	for k, v := range c.Request().Header.All() {
-		if !forwardable(k) {
+		if !forwardable(k) || s.forceHeaders[string(k)] {
 			continue
 		}
 		add(k, v)
@@ -55,50 +56,118 @@ func (x *exchange) setHeaders(h *fasthttp.RequestHeader) {
 	}
 }
 
-// forward sends a non-streaming request and answers with the upstream's
-// reply, or the gateway's error when the upstream failed.
+// forward serves a non-streaming request: gray first when the request was
+// assigned to it and its answer passes the contract, else primary.
 func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
+	var gray *Measure
+	armName := telemetry.ArmPrimary
+	if k.useGray {
+		m, served := s.grayBuffered(c, x, k)
+		if served {
+			return nil
+		}
+		gray, armName = &m, telemetry.ArmFallback
+	}
+	d := k.deployment
 	sent := time.Now()
-	resp, err := k.arm.client.Do(context.Background(), x.fwd, x.setHeaders)
+	resp, err := d.primary.client.Do(context.Background(), x.forwardBody(d.primary), x.setHeaders)
 	if err != nil {
-		return s.upstreamFailed(k, err)
+		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
+		s.complete(x, k, armName, d.primary, Measure{Status: e.Status, ErrorType: errorType(err), Latency: time.Since(sent)}, gray)
+		return e
 	}
 	defer resp.Close()
-	telemetry.TTFT(k.deployment.name, k.armName, time.Since(sent))
-	return s.answerBuffered(c, x, k, resp)
+	m, e := s.relayBuffered(c, x, k, armName, d.primary, resp, sent)
+	s.complete(x, k, armName, d.primary, m, gray)
+	if k.shadow && e == nil {
+		s.mirror(x, k)
+	}
+	if e != nil {
+		return e
+	}
+	return nil
 }
 
-// answerBuffered reads a whole upstream answer and relays it: 2xx with a
-// valid JSON body and 4xx are passed through, anything else is a 502.
-func (s *Server) answerBuffered(c *fiber.Ctx, x *exchange, k *call, resp *upstream.Response) error {
+// relayBuffered reads a whole primary answer and relays it: 2xx with a
+// valid JSON body and 4xx pass through, anything else is a 502.
+func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *arm, resp *upstream.Response, sent time.Time) (Measure, *Error) {
+	m := Measure{Status: resp.Status, ErrorType: ErrTypeNone, TTFT: time.Since(sent)}
 	var err error
 	x.ans, err = resp.ReadAll(x.ans[:0], maxAnswerBytes)
+	m.Latency = time.Since(sent)
+	telemetry.TTFT(k.deployment.name, armName, m.TTFT)
 	if err != nil {
-		return s.upstreamFailed(k, err)
+		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
+		m.Status, m.ErrorType = e.Status, errorType(err)
+		return m, e
 	}
 	switch {
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
-		telemetry.UpstreamError(k.deployment.name, "upstream_status")
-		return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-			Msg: fmt.Sprintf("%s answered %d: %s", k.armName, resp.Status, reason(x.ans))}
+		telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamStatus)
+		m.Status, m.ErrorType = fiber.StatusBadGateway, ErrTypeUpstreamStatus
+		return m, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+			Msg: fmt.Sprintf("primary answered %d: %s", resp.Status, reason(x.ans))}
 	case resp.Status >= 400:
 		// The client caused it: pass it through unchanged.
+		m.ErrorType = ErrTypeCallerBadRequest
 		c.Status(resp.Status)
 		copyAnswerHeaders(c, resp)
-		setArmHeaders(c, k)
-		telemetry.Request(k.route.name, k.deployment.name, k.armName, resp.Status, time.Since(k.start))
-		return c.Send(x.ans)
+		setArmHeaders(c, k, armName, a)
+		_ = c.Send(x.ans)
+		return m, nil
 	}
 	if err := scan.ScanAnswer(x.ans, &x.answer); err != nil {
-		telemetry.UpstreamError(k.deployment.name, "upstream_invalid_json")
-		return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-			Msg: fmt.Sprintf("%s answered %d with a body that is not a JSON object", k.armName, resp.Status)}
+		telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamInvalidJSON)
+		m.Status, m.ErrorType = fiber.StatusBadGateway, ErrTypeUpstreamInvalidJSON
+		return m, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
 	}
+	x.tally.reset(false)
+	x.tally.add(x.ans, &x.answer)
+	x.tally.fill(&m, x.body, &x.req)
 	c.Status(resp.Status)
 	copyAnswerHeaders(c, resp)
-	setArmHeaders(c, k)
-	telemetry.Request(k.route.name, k.deployment.name, k.armName, resp.Status, time.Since(k.start))
-	return c.Send(x.ans)
+	setArmHeaders(c, k, armName, a)
+	_ = c.Send(x.ans)
+	return m, nil
+}
+
+// complete records the request's outcome: metrics, and the record for the
+// event log.
+func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measure, gray *Measure) {
+	telemetry.Request(k.route.name, k.deployment.name, armName, m.Status, time.Since(k.start))
+	if gray != nil {
+		telemetry.Fallback(k.deployment.name, string(gray.Reason))
+	}
+	if s.obs == nil {
+		return
+	}
+	r := Record{
+		Time: k.start, RequestID: k.id, Route: k.route.name, Deployment: k.deployment.name,
+		Arm: armName, Model: a.client.Model, Stream: k.stream, EstimatedTokens: k.estimate,
+		MatchedContext: k.matched, ToolSteps: x.req.ToolSteps, Measure: m, Gray: gray,
+	}
+	if m.ToolCalls > 0 {
+		r.ToolSteps++
+	}
+	if gray != nil {
+		r.FallbackReason = gray.Reason
+	}
+	s.obs.Completed(&r)
+}
+
+// errorType classifies an upstream I/O error.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, upstream.ErrTimeout):
+		return ErrTypeUpstreamTimeout
+	case errors.Is(err, upstream.ErrAborted):
+		return ErrTypeCallerCancelled
+	case errors.Is(err, upstream.ErrTooLarge):
+		return ErrTypeUpstreamStatus
+	default:
+		return ErrTypeUpstreamUnreachable
+	}
 }
 
 // copyAnswerHeaders relays the upstream headers a client may need.
@@ -112,21 +181,20 @@ func copyAnswerHeaders(c *fiber.Ctx, resp *upstream.Response) {
 }
 
 // upstreamFailed maps an upstream I/O error to 502 or 504.
-func (s *Server) upstreamFailed(k *call, err error) *Error {
+func (s *Server) upstreamFailed(k *call, armName string, err error) *Error {
 	d := k.deployment.name
-	switch {
-	case errors.Is(err, upstream.ErrTimeout):
-		telemetry.UpstreamError(d, "upstream_timeout")
+	typ := errorType(err)
+	telemetry.UpstreamError(d, typ)
+	switch typ {
+	case ErrTypeUpstreamTimeout:
 		return &Error{Status: fiber.StatusGatewayTimeout, Code: CodeUpstreamTimeout, Type: "server_error",
-			Msg: fmt.Sprintf("%s of deployment %s did not answer in time", k.armName, d), Cause: err}
-	case errors.Is(err, upstream.ErrTooLarge):
-		telemetry.UpstreamError(d, "upstream_status")
+			Msg: fmt.Sprintf("%s of deployment %s did not answer in time", armName, d), Cause: err}
+	case ErrTypeUpstreamStatus:
 		return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-			Msg: fmt.Sprintf("%s of deployment %s answered more than %d bytes", k.armName, d, maxAnswerBytes), Cause: err}
+			Msg: fmt.Sprintf("%s of deployment %s answered more than %d bytes", armName, d, maxAnswerBytes), Cause: err}
 	default:
-		telemetry.UpstreamError(d, "upstream_unreachable")
 		return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-			Msg: fmt.Sprintf("%s of deployment %s could not be reached or broke off its answer", k.armName, d), Cause: err}
+			Msg: fmt.Sprintf("%s of deployment %s could not be reached or broke off its answer", armName, d), Cause: err}
 	}
 }
 
@@ -176,4 +244,12 @@ func clip(s string, n int) string {
 		return "(empty body)"
 	}
 	return string(out)
+}
+
+// grayReason maps an upstream I/O error of a gray attempt to a sample reason.
+func grayReason(err error) filter.Reason {
+	if errors.Is(err, upstream.ErrTimeout) {
+		return filter.Timeout
+	}
+	return filter.UpstreamError
 }

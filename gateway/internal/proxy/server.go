@@ -18,13 +18,19 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/textproto"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/contract"
+	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
 	"golang.org/x/sync/errgroup"
@@ -44,6 +50,11 @@ type Server struct {
 	clientTokens [][]byte
 	adminToken   []byte
 
+	contract     *contract.Contract
+	rollouts     *rollout.Table
+	obs          Observer // nil: no events
+	forceHeaders map[string]bool
+
 	exchanges sync.Pool // *exchange
 	ready     atomic.Bool
 
@@ -61,6 +72,13 @@ type deployment struct {
 	name    string
 	window  int64
 	primary *arm
+	gray    *arm // nil without a gray upstream
+	rollout config.Rollout
+	filter  *filter.Filter // the gray answer contract
+	// Sticky key: a header name, or the body's "user" (else X-User-Id).
+	stickyHeader string
+	stickyUser   bool
+	shadowSlots  chan struct{} // bounds shadow copies in flight
 }
 
 // arm is one upstream of a deployment.
@@ -69,26 +87,51 @@ type arm struct {
 	modelJSON string // the upstream model as a JSON string, for the body edit
 }
 
-// New builds a server for cfg. It does not listen until Run.
-func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
+// Option configures a Server.
+type Option func(*Server)
+
+// WithObserver sends request records, rejections and samples to o.
+func WithObserver(o Observer) Option { return func(s *Server) { s.obs = o } }
+
+// New builds a server for cfg. It does not listen until Run. The rollout
+// state of every deployment with a gray upstream starts from the config
+// (known); an event-log source takes over through Rollouts.
+func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	s := &Server{
-		cfg:         cfg,
-		log:         log,
-		routes:      make(map[string]*route),
-		deployments: make(map[string]*deployment),
-		adminToken:  []byte(cfg.Gateway.AdminToken.Reveal()),
+		cfg:          cfg,
+		log:          log,
+		routes:       make(map[string]*route),
+		deployments:  make(map[string]*deployment),
+		adminToken:   []byte(cfg.Gateway.AdminToken.Reveal()),
+		contract:     contract.New(cfg.SamplingContract),
+		forceHeaders: make(map[string]bool),
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	s.exchanges.New = func() any { return new(exchange) }
+	var grays []string
 	for _, t := range cfg.Gateway.ClientTokens {
 		s.clientTokens = append(s.clientTokens, []byte(t.Reveal()))
 	}
 	for _, name := range cfg.DeploymentOrder {
 		d := cfg.Deployments[name]
-		primary, err := newArm(d.Primary)
+		dep, err := newDeployment(d)
 		if err != nil {
-			return nil, fmt.Errorf("deployment %s primary: %w", name, err)
+			return nil, err
 		}
-		s.deployments[name] = &deployment{name: name, window: d.ContextWindow, primary: primary}
+		s.deployments[name] = dep
+		if dep.gray != nil {
+			grays = append(grays, name)
+			s.forceHeaders[textproto.CanonicalMIMEHeaderKey(d.Rollout.ForceHeader)] = true
+		}
+	}
+	s.rollouts = rollout.NewTable(grays)
+	s.rollouts.Watch(telemetry.Rollout)
+	for _, name := range grays {
+		r := cfg.Deployments[name].Rollout
+		s.rollouts.Set(rollout.State{Deployment: name, Basis: rollout.BasisOf(r.Percentage), Status: rollout.Active,
+			Actor: "config", Reason: "initial percentage from the configuration", UpdatedAt: time.Now(), Known: true})
 	}
 	type modelEntry struct {
 		ID      string `json:"id"`
@@ -118,6 +161,48 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	s.admin = s.newAdminApp()
 	return s, nil
 }
+
+func newDeployment(d *config.Deployment) (*deployment, error) {
+	primary, err := newArm(d.Primary)
+	if err != nil {
+		return nil, fmt.Errorf("deployment %s primary: %w", d.Name, err)
+	}
+	dep := &deployment{name: d.Name, window: d.ContextWindow, primary: primary, rollout: d.Rollout}
+	if d.Gray == nil {
+		return dep, nil
+	}
+	if dep.gray, err = newArm(*d.Gray); err != nil {
+		return nil, fmt.Errorf("deployment %s gray: %w", d.Name, err)
+	}
+	target := d.Rollout.SchemaTarget
+	if target == "" {
+		target = config.TargetContent
+	}
+	if dep.filter, err = filter.New(d.Rollout.SchemaJSON, target); err != nil {
+		return nil, fmt.Errorf("deployment %s rollout.response_schema: %w", d.Name, err)
+	}
+	switch sk := d.Rollout.StickyKey; {
+	case strings.HasPrefix(sk, "header:"):
+		dep.stickyHeader = strings.TrimPrefix(sk, "header:")
+	case sk == "user" || sk == "":
+		dep.stickyUser = true
+	}
+	if dep.rollout.ForceHeader == "" {
+		dep.rollout.ForceHeader = "X-Gray-Rollout"
+	}
+	if dep.rollout.Timeout <= 0 {
+		dep.rollout.Timeout = 2500 * time.Millisecond
+	}
+	n := d.Rollout.ShadowConcurrency
+	if n <= 0 {
+		n = 32
+	}
+	dep.shadowSlots = make(chan struct{}, n)
+	return dep, nil
+}
+
+// Rollouts returns the rollout state table, for a source that owns it.
+func (s *Server) Rollouts() *rollout.Table { return s.rollouts }
 
 func newArm(u config.Upstream) (*arm, error) {
 	c, err := upstream.New(u)
@@ -153,6 +238,7 @@ func (s *Server) newAdminApp() *fiber.App {
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
 	app.Get("/readyz", s.readyz)
 	app.Use("/admin", s.adminAuth)
+	app.Get("/admin/rollouts", s.listRollouts)
 	return app
 }
 
@@ -194,6 +280,9 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 		)
 		for _, d := range s.deployments {
 			d.primary.client.CloseIdle()
+			if d.gray != nil {
+				d.gray.client.CloseIdle()
+			}
 		}
 		return err
 	})
@@ -262,14 +351,19 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 
 // exchange is the per-request scratch memory, pooled.
 type exchange struct {
-	req    scan.Request
-	edits  scan.Edits
-	answer scan.Answer
-	name   []byte // decoded model name
-	fwd    []byte // forwarded body
-	ans    []byte // buffered upstream answer
-	hdrs   []header
-	hbuf   []byte // backing store of hdrs
+	body    []byte // the client's body (the request's buffer, or own)
+	own     []byte // a copy of the body, for streams
+	req     scan.Request
+	edits   scan.Edits
+	outcome contract.Outcome
+	answer  scan.Answer
+	tally   tally
+	name    []byte // decoded model name
+	sticky  []byte // decoded sticky value
+	fwd     []byte // forwarded body
+	ans     []byte // buffered upstream answer
+	hdrs    []header
+	hbuf    []byte // backing store of hdrs
 }
 
 // header is a forwarded client header, as spans into exchange.hbuf.
@@ -278,6 +372,10 @@ type header struct{ k, v scan.Span }
 func (s *Server) getExchange() *exchange { return s.exchanges.Get().(*exchange) }
 
 func (s *Server) putExchange(x *exchange) {
+	x.body = nil
+	if cap(x.own) > 1<<20 {
+		x.own = nil
+	}
 	if cap(x.fwd) > 1<<20 {
 		x.fwd = nil
 	}

@@ -9,150 +9,265 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
+	"github.com/graygate/graygate/schemas/config"
 )
 
 // keepAliveEvery is how often a streaming client that waits gets an SSE
 // comment, which also tells the gateway whether the client is still there.
 const keepAliveEvery = time.Second
 
-type callResult struct {
-	resp *upstream.Response
-	err  error
-	at   time.Time
+// source is what a streaming client will receive, once known: a live
+// upstream stream to relay, or a gray stream already read and validated.
+type source struct {
+	resp    *upstream.Response // live stream (nil with replay or err)
+	replay  bool               // x.ans holds a validated gray stream
+	observe bool               // resp is gray in observe mode: judge afterwards
+	arm     *arm
+	armName string
+	sent    time.Time
+	grayM   Measure  // the gray attempt when arm is gray (replay)
+	gray    *Measure // a failed gray attempt (fallback)
+	err     error    // no upstream could be opened
 }
 
-// forwardStream sends a streaming request. While the upstream has not sent
-// its headers the client gets nothing for up to keepAliveEvery, so a fast
-// failure keeps its own status; after that the gateway commits to an SSE
-// answer, writes keep-alives, and reports a later failure as an error event.
-// The exchange x belongs to this call from here on.
+// forwardStream serves a streaming request. Which upstream streams is
+// decided in the background (openStream). For up to keepAliveEvery the
+// client gets nothing, so a fast failure keeps its own status; after that
+// the gateway commits to an SSE answer, writes keep-alives while it waits,
+// and reports a later failure as an error event. The exchange x belongs
+// to this call from here on.
 func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan callResult, 1)
-	client := k.arm.client
-	sent := time.Now()
-	go func() {
-		resp, err := client.Do(ctx, x.fwd, x.setHeaders)
-		done <- callResult{resp, err, time.Now()}
-	}()
+	done := make(chan source, 1)
+	go func() { done <- s.openStream(ctx, x, k) }()
 	timer := time.NewTimer(keepAliveEvery)
-	var first *upstream.Response
+	var src *source
 	select {
-	case r := <-done:
+	case got := <-done:
 		timer.Stop()
-		if r.err != nil {
+		if e := s.notAStream(c, x, k, &got); e != nil || got.resp == nil && !got.replay {
 			cancel()
 			s.putExchange(x)
-			return s.upstreamFailed(k, r.err)
+			return e
 		}
-		if r.resp.Status < 200 || r.resp.Status >= 300 || !r.resp.IsEventStream() {
-			// Not a stream: relay it as a buffered answer (a 4xx passes
-			// through, a 5xx becomes 502).
-			defer cancel()
-			defer s.putExchange(x)
-			defer r.resp.Close()
-			return s.answerBuffered(c, x, k, r.resp)
-		}
-		first = r.resp
+		src = &got
 	case <-timer.C:
 	}
 
 	c.Status(fiber.StatusOK)
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
-	setArmHeaders(c, k)
+	if src != nil {
+		setArmHeaders(c, k, src.armName, src.arm)
+	} else {
+		// Committed before the upstream answered: name the arm being
+		// tried; the request's event records the final one.
+		planned, a := telemetry.ArmPrimary, k.deployment.primary
+		if k.useGray {
+			planned, a = telemetry.ArmGray, k.deployment.gray
+		}
+		setArmHeaders(c, k, planned, a)
+	}
 	telemetry.Started()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer telemetry.Finished()
 		defer s.putExchange(x)
 		defer cancel()
-		status := fiber.StatusOK
-		resp := first
-		if resp == nil {
-			resp = s.awaitStream(w, k, done, cancel)
-			if resp == nil {
-				telemetry.Request(k.route.name, k.deployment.name, k.armName, fiber.StatusBadGateway, time.Since(k.start))
+		if src == nil {
+			src = s.awaitSource(w, x, k, done, cancel)
+			if src == nil {
 				return
 			}
 		}
-		defer resp.Close()
-		if !s.pipe(w, x, k, resp, sent) {
-			status = fiber.StatusBadGateway
-		}
-		telemetry.Request(k.route.name, k.deployment.name, k.armName, status, time.Since(k.start))
+		s.writeStream(w, x, k, src)
 	})
 	return nil
 }
 
-// awaitStream writes keep-alives until the upstream answers. It returns the
-// upstream's stream, or nil after writing an error event (or when the
-// client went away).
-func (s *Server) awaitStream(w *bufio.Writer, k *call, done <-chan callResult, cancel func()) *upstream.Response {
+// openStream decides what the client will stream: a gray stream that
+// passed the contract (buffer mode), a live gray stream (observe mode),
+// or primary's stream.
+func (s *Server) openStream(ctx context.Context, x *exchange, k *call) source {
+	d := k.deployment
+	var gray *Measure
+	armName := telemetry.ArmPrimary
+	if k.useGray {
+		if d.rollout.StreamValidation == config.StreamObserve {
+			sent := time.Now()
+			resp, err := d.gray.client.DoWithin(ctx, d.rollout.Timeout, x.forwardBody(d.gray), x.setHeaders)
+			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
+				return source{resp: resp, observe: true, arm: d.gray, armName: telemetry.ArmGray, sent: sent}
+			}
+			var m Measure
+			var errs []filter.FieldError
+			if err != nil {
+				m, errs = failed(Measure{Latency: time.Since(sent)}, err)
+			} else {
+				x.ans, _ = resp.ReadAll(x.ans[:0], 64<<10)
+				resp.Close()
+				m = Measure{Status: resp.Status, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus, Latency: time.Since(sent)}
+				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + reason(x.ans)}}
+			}
+			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
+			gray, armName = &m, telemetry.ArmFallback
+		} else {
+			gctx, gcancel := context.WithTimeout(ctx, d.rollout.Timeout)
+			m, errs := s.attempt(gctx, x, d, true)
+			gcancel()
+			telemetry.TTFT(d.name, telemetry.ArmGray, m.TTFT)
+			if m.Reason == filter.OK {
+				return source{replay: true, arm: d.gray, armName: telemetry.ArmGray, grayM: m}
+			}
+			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
+			gray, armName = &m, telemetry.ArmFallback
+		}
+	}
+	sent := time.Now()
+	resp, err := d.primary.client.Do(ctx, x.forwardBody(d.primary), x.setHeaders)
+	return source{resp: resp, err: err, arm: d.primary, armName: armName, sent: sent, gray: gray}
+}
+
+// notAStream handles a source that will not stream before anything was
+// sent: a failure keeps its status (a 4xx passes through, the rest is
+// 502/504), and a non-SSE answer is relayed as a buffered one. It returns
+// nil with src.resp still set when src is a stream to relay.
+func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *call, src *source) error {
+	switch {
+	case src.err != nil:
+		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
+		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Latency: time.Since(src.sent)}, src.gray)
+		return e
+	case src.replay:
+		return nil
+	case src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream():
+		defer src.resp.Close()
+		m, e := s.relayBuffered(c, x, k, src.armName, src.arm, src.resp, src.sent)
+		s.complete(x, k, src.armName, src.arm, m, src.gray)
+		src.resp = nil
+		if e != nil {
+			return e
+		}
+		return nil
+	}
+	return nil
+}
+
+// awaitSource writes keep-alives until the source is known. It returns
+// nil after writing an error event, or when the client went away.
+func (s *Server) awaitSource(w *bufio.Writer, x *exchange, k *call, done <-chan source, cancel func()) *source {
 	// The headers and a first keep-alive: the client has waited a second.
 	w.WriteString(": keep-alive\n\n")
 	if w.Flush() != nil {
 		cancel()
-		closeResult(<-done)
+		closeSource(<-done)
 		return nil
 	}
 	tick := time.NewTicker(keepAliveEvery)
 	defer tick.Stop()
 	for {
 		select {
-		case r := <-done:
-			if r.err != nil {
-				writeErrorEvent(w, s.upstreamFailed(k, r.err))
-				return nil
-			}
-			if r.resp.Status < 200 || r.resp.Status >= 300 || !r.resp.IsEventStream() {
-				body, _ := r.resp.ReadAll(nil, 64<<10)
-				st := r.resp.Status
-				r.resp.Close()
-				e := &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-					Msg: k.armName + " answered " + itoa(st) + ": " + reason(body)}
-				if st >= 400 && st < 500 {
-					e = &Error{Status: st, Code: CodeUpstreamError, Type: "invalid_request_error",
-						Msg: k.armName + " refused the request with " + itoa(st) + ": " + reason(body)}
-				}
+		case src := <-done:
+			if src.err != nil {
+				e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
 				writeErrorEvent(w, e)
+				s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Latency: time.Since(src.sent)}, src.gray)
 				return nil
 			}
-			return r.resp
+			if !src.replay && (src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream()) {
+				body, _ := src.resp.ReadAll(nil, 64<<10)
+				st := src.resp.Status
+				src.resp.Close()
+				e := &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+					Msg: "primary answered " + itoa(st) + ": " + reason(body)}
+				writeErrorEvent(w, e)
+				s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Latency: time.Since(src.sent)}, src.gray)
+				return nil
+			}
+			return &src
 		case <-tick.C:
 			w.WriteString(": keep-alive\n\n")
 			if w.Flush() != nil {
 				cancel()
-				closeResult(<-done)
+				closeSource(<-done)
 				return nil
 			}
 		}
 	}
 }
 
-func closeResult(r callResult) {
-	if r.resp != nil {
-		r.resp.Close()
+func closeSource(src source) {
+	if src.resp != nil {
+		src.resp.Close()
+	}
+}
+
+// writeStream relays the source to the client and records the request.
+func (s *Server) writeStream(w *bufio.Writer, x *exchange, k *call, src *source) {
+	d := k.deployment
+	if src.replay {
+		ok := replay(w, x.ans, !x.req.IncludeUsage)
+		m := src.grayM
+		if !ok {
+			m.ErrorType = ErrTypeCallerCancelled
+		}
+		s.complete(x, k, telemetry.ArmGray, d.gray, m, nil)
+		s.mirrorIf(x, k)
+		return
+	}
+	defer src.resp.Close()
+	x.tally.reset(src.observe)
+	m := s.pipe(w, x, k, src)
+	if src.observe && m.ErrorType == ErrTypeNone {
+		r, errs := d.filter.Check(nil, x.tally.contents)
+		if d.filter.HasSchema() {
+			m.SchemaValid = Yes
+			if r == filter.SchemaViolation {
+				m.SchemaValid = No
+			}
+		}
+		if r != filter.OK {
+			// Too late to fall back: the client has the answer. Keep
+			// the evidence.
+			m.Reason = r
+			x.ans = append(x.ans[:0], x.tally.raw...)
+			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
+		}
+	}
+	s.complete(x, k, src.armName, src.arm, m, src.gray)
+	s.mirrorIf(x, k)
+}
+
+func (s *Server) mirrorIf(x *exchange, k *call) {
+	if k.shadow {
+		s.mirror(x, k)
 	}
 }
 
 // pipe relays the upstream's events to the client as they arrive, one
 // flush per read. It strips the usage chunk the gateway asked for when the
-// client did not, and measures TTFT at the first content. It returns false
-// when the stream failed.
-func (s *Server) pipe(w *bufio.Writer, x *exchange, k *call, resp *upstream.Response, sent time.Time) bool {
-	buf := make([]byte, 0, 32<<10)
+// client did not, measures TTFT at the first content, and tallies the
+// answer into x.tally.
+func (s *Server) pipe(w *bufio.Writer, x *exchange, k *call, src *source) Measure {
+	m := Measure{Status: src.resp.Status, ErrorType: ErrTypeNone}
+	buf := x.ans[:0]
+	if cap(buf) < 32<<10 {
+		buf = make([]byte, 0, 32<<10)
+	}
+	defer func() { x.ans = buf[:0] }()
 	strip := !x.req.IncludeUsage
-	sawFirst := false
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)] // grow for an event longer than the buffer
 		}
-		n, rerr := resp.Read(buf[len(buf):cap(buf)])
+		n, rerr := src.resp.Read(buf[len(buf):cap(buf)])
+		if src.observe {
+			x.tally.raw = append(x.tally.raw, buf[len(buf):len(buf)+n]...)
+		}
 		buf = buf[:len(buf)+n]
-		// Relay every complete event in buf.
 		rest := buf
 		for {
 			ev, tail, ok := nextEvent(rest)
@@ -160,11 +275,11 @@ func (s *Server) pipe(w *bufio.Writer, x *exchange, k *call, resp *upstream.Resp
 				break
 			}
 			rest = tail
-			data := eventData(ev)
-			if data != nil && !bytes.Equal(data, doneMarker) && scan.ScanAnswer(data, &x.answer) == nil {
-				if !sawFirst && (x.answer.ContentBytes > 0 || x.answer.ToolCalls > 0) {
-					sawFirst = true
-					telemetry.TTFT(k.deployment.name, k.armName, time.Since(sent))
+			if data := eventData(ev); data != nil && !bytes.Equal(data, doneMarker) && scan.ScanAnswer(data, &x.answer) == nil {
+				x.tally.add(data, &x.answer)
+				if m.TTFT == 0 && x.tally.produced {
+					m.TTFT = time.Since(src.sent)
+					telemetry.TTFT(k.deployment.name, src.armName, m.TTFT)
 				}
 				if strip && x.answer.HasUsage && x.answer.Choices == 0 {
 					continue
@@ -174,19 +289,52 @@ func (s *Server) pipe(w *bufio.Writer, x *exchange, k *call, resp *upstream.Resp
 		}
 		buf = append(buf[:0], rest...)
 		if rerr != nil {
+			m.Latency = time.Since(src.sent)
+			x.tally.fill(&m, x.body, &x.req)
 			if errors.Is(rerr, io.EOF) {
 				w.Write(buf) // an unterminated last event, as sent
 				w.Flush()
-				return true
+				return m
 			}
-			writeErrorEvent(w, s.upstreamFailed(k, rerr))
-			return false
+			e := s.upstreamFailed(k, src.armName, rerr)
+			writeErrorEvent(w, e)
+			m.Status, m.ErrorType = e.Status, errorType(rerr)
+			return m
 		}
 		if w.Flush() != nil {
-			resp.Abort() // the client went away: stop the upstream
+			src.resp.Abort() // the client went away: stop the upstream
+			m.Latency = time.Since(src.sent)
+			m.ErrorType = ErrTypeCallerCancelled
+			x.tally.fill(&m, x.body, &x.req)
+			return m
+		}
+	}
+}
+
+// replay writes a buffered stream to the client event by event, keeping
+// the upstream's chunk boundaries, without the usage chunk when strip.
+// It reports false when the client went away.
+func replay(w *bufio.Writer, stream []byte, strip bool) bool {
+	var a scan.Answer
+	rest := stream
+	for {
+		ev, tail, ok := nextEvent(rest)
+		if !ok {
+			break
+		}
+		rest = tail
+		if strip {
+			if data := eventData(ev); data != nil && scan.ScanAnswer(data, &a) == nil && a.HasUsage && a.Choices == 0 {
+				continue
+			}
+		}
+		w.Write(ev)
+		if w.Flush() != nil {
 			return false
 		}
 	}
+	w.Write(rest)
+	return w.Flush() == nil
 }
 
 var doneMarker = []byte("[DONE]")

@@ -12,27 +12,36 @@ type Answer struct {
 	// Choices is the number of elements of "choices" (a stream's usage
 	// chunk has none).
 	Choices int
-	// Contents holds, per choice, the span of message.content (or
-	// delta.content) when it is a JSON string; choices whose content is
-	// null or absent are skipped.
-	Contents []Span
+	// Contents holds every message.content (or delta.content) that is a
+	// JSON string, with its choice; null or absent contents are skipped.
+	Contents []Content
 	// ContentBytes is the decoded length of all content strings.
 	ContentBytes int64
-	// ToolCalls counts the elements of every choice's tool_calls array.
-	ToolCalls int
-	// FirstToolCall is the first tool call object (empty span when none);
-	// ToolName and ToolArguments its function's name and arguments values.
-	FirstToolCall Span
-	ToolName      Span
-	ToolArguments Span
+	// Calls holds every element of every choice's tool_calls array.
+	Calls []ToolCall
+}
+
+// Content is one choice's content string.
+type Content struct {
+	Choice int  // the choice's "index", else its position
+	Text   Span // the JSON string literal
+}
+
+// ToolCall is one element of a tool_calls array. In a stream, one call
+// arrives as several fragments with the same Choice and Index.
+type ToolCall struct {
+	Choice    int  // the choice's "index", else its position
+	Index     int  // the call's "index", else its position in the array
+	Name      Span // function.name (a JSON value; empty span when absent)
+	Arguments Span // function.arguments (a JSON value; empty when absent)
 }
 
 // ScanAnswer reads a whole answer or one stream chunk (the JSON after
 // "data: ") into a, reusing a's memory. It returns a *SyntaxError when b is
 // not valid JSON, ErrNotObject when it is not an object.
 func ScanAnswer(b []byte, a *Answer) error {
-	contents := a.Contents[:0]
-	*a = Answer{Contents: contents}
+	contents, calls := a.Contents[:0], a.Calls[:0]
+	*a = Answer{Contents: contents, Calls: calls}
 	s := scanner{b: b}
 	s.ws()
 	if s.peek() != '{' {
@@ -48,12 +57,13 @@ func ScanAnswer(b []byte, a *Answer) error {
 		case s.keyIs(key, "choices") && s.peek() == '[':
 			a.Choices = 0
 			return s.array(2, func() error {
+				pos := a.Choices
 				a.Choices++
 				if s.peek() != '{' {
 					_, err := s.value(2, nil)
 					return err
 				}
-				return s.choice(a)
+				return s.choice(a, pos)
 			})
 		}
 		_, err := s.value(1, nil)
@@ -83,52 +93,81 @@ func (s *scanner) usage(a *Answer) error {
 	})
 }
 
-// choice reads one element of "choices" (depth 3).
-func (s *scanner) choice(a *Answer) error {
-	return s.object(3, func(key Span) error {
+// choice reads one element of "choices" (depth 3) at position pos.
+func (s *scanner) choice(a *Answer, pos int) error {
+	firstContent, firstCall := len(a.Contents), len(a.Calls)
+	index := pos
+	err := s.object(3, func(key Span) error {
 		if s.peek() == '{' && (s.keyIs(key, "message") || s.keyIs(key, "delta")) {
-			return s.object(4, func(key Span) error {
-				switch {
-				case s.peek() == '"' && s.keyIs(key, "content"):
-					start := s.i
-					err := s.skipString(&a.ContentBytes)
-					a.Contents = append(a.Contents, Span{start, s.i})
+			return s.answerMessage(a)
+		}
+		start := s.i
+		kind, err := s.value(3, nil)
+		if err == nil && kind == KindNumber && s.keyIs(key, "index") {
+			index = int(wholeNumber(s.b[start:s.i]))
+		}
+		return err
+	})
+	// "index" may come after the message: label what this choice added.
+	for i := firstContent; i < len(a.Contents); i++ {
+		a.Contents[i].Choice = index
+	}
+	for i := firstCall; i < len(a.Calls); i++ {
+		a.Calls[i].Choice = index
+	}
+	return err
+}
+
+// answerMessage reads a choice's message or delta object (depth 4).
+func (s *scanner) answerMessage(a *Answer) error {
+	return s.object(4, func(key Span) error {
+		switch {
+		case s.peek() == '"' && s.keyIs(key, "content"):
+			start := s.i
+			err := s.skipString(&a.ContentBytes)
+			a.Contents = append(a.Contents, Content{Text: Span{start, s.i}})
+			return err
+		case s.peek() == '[' && s.keyIs(key, "tool_calls"):
+			pos := 0
+			return s.array(5, func() error {
+				call := ToolCall{Index: pos}
+				pos++
+				if s.peek() != '{' {
+					_, err := s.value(5, nil)
+					a.Calls = append(a.Calls, call)
 					return err
-				case s.peek() == '[' && s.keyIs(key, "tool_calls"):
-					return s.array(5, func() error {
-						a.ToolCalls++
-						start := s.i
-						first := a.ToolCalls == 1 && s.peek() == '{'
-						if !first {
-							_, err := s.value(5, nil)
-							return err
-						}
-						err := s.object(6, func(key Span) error {
-							if s.peek() == '{' && s.keyIs(key, "function") {
-								return s.object(7, func(key Span) error {
-									v := s.i
-									_, err := s.value(7, nil)
-									switch {
-									case s.keyIs(key, "name"):
-										a.ToolName = Span{v, s.i}
-									case s.keyIs(key, "arguments"):
-										a.ToolArguments = Span{v, s.i}
-									}
-									return err
-								})
-							}
-							_, err := s.value(6, nil)
-							return err
-						})
-						a.FirstToolCall = Span{start, s.i}
-						return err
-					})
 				}
-				_, err := s.value(4, nil)
+				err := s.toolCall(&call)
+				a.Calls = append(a.Calls, call)
 				return err
 			})
 		}
-		_, err := s.value(3, nil)
+		_, err := s.value(4, nil)
+		return err
+	})
+}
+
+// toolCall reads one tool call object (depth 6).
+func (s *scanner) toolCall(call *ToolCall) error {
+	return s.object(6, func(key Span) error {
+		if s.peek() == '{' && s.keyIs(key, "function") {
+			return s.object(7, func(key Span) error {
+				v := s.i
+				_, err := s.value(7, nil)
+				switch {
+				case s.keyIs(key, "name"):
+					call.Name = Span{v, s.i}
+				case s.keyIs(key, "arguments"):
+					call.Arguments = Span{v, s.i}
+				}
+				return err
+			})
+		}
+		start := s.i
+		kind, err := s.value(6, nil)
+		if err == nil && kind == KindNumber && s.keyIs(key, "index") {
+			call.Index = int(wholeNumber(s.b[start:s.i]))
+		}
 		return err
 	})
 }
@@ -161,4 +200,24 @@ func Valid(b []byte) bool {
 	s := scanner{b: b}
 	s.ws()
 	return s.i < len(b) && s.validValue()
+}
+
+// FirstToolCall reads the first element of the tool_calls array in b (as
+// Request.LastToolCalls spans it) and returns it with spans into b.
+func FirstToolCall(b []byte) (ToolCall, bool) {
+	s := scanner{b: b}
+	var call ToolCall
+	found := false
+	if s.peek() != '[' {
+		return call, false
+	}
+	err := s.array(1, func() error {
+		if found || s.peek() != '{' {
+			_, err := s.value(1, nil)
+			return err
+		}
+		found = true
+		return s.toolCall(&call)
+	})
+	return call, found && err == nil
 }

@@ -105,3 +105,28 @@ func AppendNumber(dst []byte, v float64) []byte {
 	}
 	return strconv.AppendFloat(dst, v, 'g', -1, 64)
 }
+
+// ApplyReplacing is Apply with one more replacement, body[start:end] →
+// text, that is not recorded: the same edits can then be applied again
+// with another text (the model name differs per arm).
+func (e *Edits) ApplyReplacing(dst, body []byte, start, end int, text string) []byte {
+	s := len(e.buf)
+	e.buf = append(e.buf, text...)
+	e.list = append(e.list, Edit{Start: start, End: end, text: Span{s, len(e.buf)}})
+	dst = e.Apply(dst, body)
+	// Drop the extra edit again: Apply sorted the list, so find it.
+	for i := range e.list {
+		if ed := e.list[i]; ed.text.Start == s && ed.Start == start && ed.End == end {
+			e.list = append(e.list[:i], e.list[i+1:]...)
+			break
+		}
+	}
+	e.buf = e.buf[:s]
+	return dst
+}
+
+// CopyFrom makes e a copy of o.
+func (e *Edits) CopyFrom(o *Edits) {
+	e.list = append(e.list[:0], o.list...)
+	e.buf = append(e.buf[:0], o.buf...)
+}

@@ -100,6 +100,12 @@ var (
 // limit on the whole exchange: when it passes, the connection is closed
 // and a blocked Do or Read returns ErrTimeout.
 func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
+	return c.DoWithin(ctx, c.Timeout, body, hdr)
+}
+
+// DoWithin is Do with the wait for response headers bounded by
+// min(headerTimeout, Timeout) instead of Timeout.
+func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.SetMethod(fasthttp.MethodPost)
@@ -114,7 +120,7 @@ func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.Request
 	}
 	req.SetBodyRaw(body)
 
-	deadline := time.Now().Add(c.Timeout)
+	deadline := time.Now().Add(min(headerTimeout, c.Timeout))
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

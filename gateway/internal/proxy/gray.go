@@ -1,0 +1,224 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
+)
+
+// This file is the gray arm: attempts under the rollout's hard timeout,
+// the contract check of their answers, samples of what failed, and shadow
+// copies.
+
+// attempt sends x to the deployment's gray upstream and reads its whole
+// answer into x.ans (a JSON body, or for streams the raw SSE), then judges
+// it. The returned Measure has Reason OK when the answer may reach a
+// client; otherwise Reason and the errors say why. ctx bounds the attempt.
+func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream bool) (Measure, []filter.FieldError) {
+	m := Measure{ErrorType: ErrTypeNone}
+	x.ans = x.ans[:0]
+	x.tally.reset(true)
+	sent := time.Now()
+	resp, err := d.gray.client.Do(ctx, x.forwardBody(d.gray), x.setHeaders)
+	if err != nil {
+		m.Latency = time.Since(sent)
+		return failed(m, err)
+	}
+	m.Status = resp.Status
+	sse := stream && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream()
+	invalid := false
+	if sse {
+		invalid, err = readStream(resp, x, sent, &m)
+	} else {
+		m.TTFT = time.Since(sent)
+		x.ans, err = resp.ReadAll(x.ans, maxAnswerBytes)
+	}
+	resp.Close()
+	m.Latency = time.Since(sent)
+	if err != nil {
+		return failed(m, err)
+	}
+	if m.Status < 200 || m.Status >= 300 {
+		m.Reason, m.ErrorType = filter.UpstreamStatus, ErrTypeUpstreamStatus
+		return m, []filter.FieldError{{Field: "(status)", Description: fmt.Sprintf("gray answered %d: %s", m.Status, reason(x.ans))}}
+	}
+	if stream && !sse {
+		m.Reason, m.ErrorType = filter.UpstreamError, ErrTypeUpstreamStatus
+		return m, []filter.FieldError{{Field: "(content-type)", Description: "gray answered a streaming request without an event stream"}}
+	}
+	if !sse {
+		if scan.ScanAnswer(x.ans, &x.answer) != nil {
+			invalid = true
+		} else {
+			x.tally.add(x.ans, &x.answer)
+		}
+	}
+	if invalid {
+		m.Reason, m.ErrorType = filter.InvalidJSON, ErrTypeUpstreamInvalidJSON
+		return m, []filter.FieldError{{Field: "(body)", Description: "gray answered a body that is not a JSON object"}}
+	}
+	x.tally.fill(&m, x.body, &x.req)
+	body := x.ans
+	if sse {
+		body = nil // a stream has no body to validate: its assembled contents are checked
+	}
+	r, errs := d.filter.Check(body, x.tally.contents)
+	if d.filter.HasSchema() {
+		m.SchemaValid = Yes
+		if r == filter.SchemaViolation {
+			m.SchemaValid = No
+		}
+	}
+	if r != filter.OK {
+		m.Reason, m.ErrorType = r, ErrTypeUpstreamSchema
+		if r == filter.InvalidJSON {
+			m.ErrorType = ErrTypeUpstreamInvalidJSON
+		}
+	}
+	return m, errs
+}
+
+// failed fills m for a gray attempt that broke off with err.
+func failed(m Measure, err error) (Measure, []filter.FieldError) {
+	m.Reason, m.ErrorType = grayReason(err), errorType(err)
+	m.Status = fiber.StatusBadGateway
+	if m.Reason == filter.Timeout {
+		m.Status = fiber.StatusGatewayTimeout
+	}
+	desc := "gray could not be reached or broke off its answer"
+	if m.Reason == filter.Timeout {
+		desc = "gray did not finish within the rollout timeout"
+	}
+	return m, []filter.FieldError{{Field: "(transport)", Description: desc}}
+}
+
+// readStream reads a gray event stream to its end into x.ans, tallying
+// every chunk; it reports whether a chunk was not valid JSON.
+func readStream(resp interface {
+	Read([]byte) (int, error)
+}, x *exchange, sent time.Time, m *Measure) (invalid bool, err error) {
+	parsed := 0
+	for {
+		if len(x.ans) == cap(x.ans) {
+			x.ans = append(x.ans, 0)[:len(x.ans)]
+		}
+		n, rerr := resp.Read(x.ans[len(x.ans):cap(x.ans)])
+		x.ans = x.ans[:len(x.ans)+n]
+		rest := x.ans[parsed:]
+		for {
+			ev, tail, ok := nextEvent(rest)
+			if !ok {
+				break
+			}
+			parsed += len(ev)
+			rest = tail
+			data := eventData(ev)
+			if data == nil || string(data) == "[DONE]" {
+				continue
+			}
+			if scan.ScanAnswer(data, &x.answer) != nil {
+				invalid = true
+				continue
+			}
+			x.tally.add(data, &x.answer)
+			if m.TTFT == 0 && x.tally.produced {
+				m.TTFT = time.Since(sent)
+			}
+		}
+		if len(x.ans) > maxAnswerBytes {
+			return invalid, fmt.Errorf("gray stream over %d bytes", maxAnswerBytes)
+		}
+		if errors.Is(rerr, io.EOF) {
+			if m.TTFT == 0 {
+				m.TTFT = time.Since(sent)
+			}
+			return invalid, nil
+		}
+		if rerr != nil {
+			return invalid, rerr
+		}
+	}
+}
+
+// grayBuffered tries gray for a non-streaming request. When the answer
+// passes the contract it is written to the client and recorded, and
+// served is true; otherwise the failure is sampled and its measure
+// returned for the fallback's record.
+func (s *Server) grayBuffered(c *fiber.Ctx, x *exchange, k *call) (m Measure, served bool) {
+	d := k.deployment
+	ctx, cancel := context.WithTimeout(context.Background(), d.rollout.Timeout)
+	m, errs := s.attempt(ctx, x, d, false)
+	cancel()
+	telemetry.TTFT(d.name, telemetry.ArmGray, m.TTFT)
+	if m.Reason != filter.OK {
+		s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
+		return m, false
+	}
+	c.Status(m.Status)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	setArmHeaders(c, k, telemetry.ArmGray, d.gray)
+	_ = c.Send(x.ans)
+	s.complete(x, k, telemetry.ArmGray, d.gray, m, nil)
+	return m, true
+}
+
+// sample publishes a failed gray payload (x.ans) with its errors.
+func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m Measure, errs []filter.FieldError) {
+	telemetry.Sampled(k.deployment.name, string(m.Reason))
+	if s.obs == nil {
+		return
+	}
+	payload := x.ans
+	limit := int(s.cfg.Gateway.SampleMaxBytes)
+	truncated := limit > 0 && len(payload) > limit
+	if truncated {
+		payload = payload[:limit]
+	}
+	smp := Sample{
+		Time: time.Now(), RequestID: k.id, Deployment: k.deployment.name, Arm: armName, Model: a.client.Model,
+		Reason: m.Reason, Errors: errs, Payload: append([]byte(nil), payload...), PayloadBytes: len(x.ans),
+		Truncated: truncated, PromptHash: x.promptHash(), Latency: m.Latency,
+	}
+	s.obs.Sampled(&smp)
+}
+
+// mirror sends a shadow copy of the request to gray after primary served
+// it. At most shadow_concurrency copies are in flight per deployment;
+// more are dropped and counted, never delaying the client.
+func (s *Server) mirror(x *exchange, k *call) {
+	d := k.deployment
+	select {
+	case d.shadowSlots <- struct{}{}:
+	default:
+		telemetry.Shadow(d.name, true)
+		return
+	}
+	telemetry.Shadow(d.name, false)
+	y := s.getExchange()
+	y.own = append(y.own[:0], x.body...)
+	y.body = y.own
+	y.req = x.req
+	y.edits.CopyFrom(&x.edits)
+	y.hdrs = append(y.hdrs[:0], x.hdrs...)
+	y.hbuf = append(y.hbuf[:0], x.hbuf...)
+	kk := *k
+	go func() {
+		defer func() { <-d.shadowSlots }()
+		defer s.putExchange(y)
+		ctx, cancel := context.WithTimeout(context.Background(), d.rollout.Timeout)
+		m, errs := s.attempt(ctx, y, d, kk.stream)
+		cancel()
+		telemetry.TTFT(d.name, telemetry.ArmShadow, m.TTFT)
+		if m.Reason != filter.OK {
+			s.sample(y, &kk, telemetry.ArmShadow, d.gray, m, errs)
+		}
+		s.complete(y, &kk, telemetry.ArmShadow, d.gray, m, nil)
+	}()
+}

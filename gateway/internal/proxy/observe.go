@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/graygate/graygate/gateway/internal/filter"
+)
+
+// Observer receives one Record per proxied request, one Rejection per
+// policy refusal and one Sample per failed gray payload. Its methods are
+// called on the request path: they must not block, and must not keep the
+// pointer after returning (copy what they need). The event publisher is
+// the production Observer.
+type Observer interface {
+	Completed(*Record)
+	Rejected(*Rejection)
+	Sampled(*Sample)
+}
+
+// Error types of SPEC §7: one closed set, assigned by classify.
+const (
+	ErrTypeNone                = "none"
+	ErrTypeCallerBadRequest    = "caller_bad_request"
+	ErrTypeCallerCancelled     = "caller_cancelled"
+	ErrTypePolicyContract      = "policy_contract"
+	ErrTypePolicyContext       = "policy_context"
+	ErrTypePolicyToolSteps     = "policy_tool_steps"
+	ErrTypeUpstreamStatus      = "upstream_status"
+	ErrTypeUpstreamTimeout     = "upstream_timeout"
+	ErrTypeUpstreamUnreachable = "upstream_unreachable"
+	ErrTypeUpstreamInvalidJSON = "upstream_invalid_json"
+	ErrTypeUpstreamSchema      = "upstream_schema"
+	ErrTypeGatewayInternal     = "gateway_internal"
+)
+
+// Tri is a yes/no/unknown outcome (schema_valid is null when not checked).
+type Tri int8
+
+// Tri values.
+const (
+	Unchecked Tri = iota
+	Yes
+	No
+)
+
+// Measure is what was measured on one arm of a request (SPEC §6.4).
+type Measure struct {
+	Status           int
+	ErrorType        string
+	Reason           filter.Reason // why a gray attempt failed; "" otherwise
+	TTFT, Latency    time.Duration
+	PromptTokens     int64
+	CompletionTokens int64
+	UsageEstimated   bool
+	ToolCalls        int
+	RepeatedToolCall bool
+	SchemaValid      Tri
+}
+
+// Record describes one proxied request: the top-level outcome is what the
+// client got; Gray holds the gray attempt of a fallback.
+type Record struct {
+	Time            time.Time
+	RequestID       string
+	Route           string
+	Deployment      string
+	Arm             string // primary | gray | fallback | shadow
+	Model           string // the upstream model that answered
+	Stream          bool
+	EstimatedTokens int64
+	MatchedContext  string // comma-separated band names
+	ToolSteps       int
+	FallbackReason  filter.Reason
+	Measure
+	Gray *Measure
+}
+
+// Rejection is a request refused by policy before any upstream call.
+type Rejection struct {
+	Time            time.Time
+	RequestID       string
+	Route           string
+	Deployment      string // empty when none was chosen
+	Code            string
+	Param           string
+	Detail          string
+	EstimatedTokens int64
+}
+
+// Sample is a gray (or shadow) payload that failed the contract.
+type Sample struct {
+	Time       time.Time
+	RequestID  string
+	Deployment string
+	Arm        string // gray | shadow
+	Model      string
+	Reason     filter.Reason
+	Errors     []filter.FieldError
+	// Payload is the raw payload as received, cut at gateway.sample_max_bytes
+	// (Truncated) from PayloadBytes; the Sample owns it.
+	Payload      []byte
+	PayloadBytes int
+	Truncated    bool
+	PromptHash   [32]byte
+	Latency      time.Duration
+}

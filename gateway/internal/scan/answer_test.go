@@ -1,0 +1,64 @@
+package scan
+
+import "testing"
+
+func TestScanAnswer(t *testing.T) {
+	body := []byte(`{"id":"x","choices":[{"message":{"role":"assistant","content":"{\"a\":1}"},"index":0},` +
+		`{"index":3,"message":{"content":null,"tool_calls":[{"id":"c","function":{"name":"search","arguments":"{\"q\":1}"}},{"function":{"name":"b"}}]}}],` +
+		`"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}`)
+	var a Answer
+	if err := ScanAnswer(body, &a); err != nil {
+		t.Fatal(err)
+	}
+	if !a.HasUsage || a.PromptTokens != 12 || a.CompletionTokens != 34 || a.Choices != 2 {
+		t.Errorf("usage %v %d %d choices %d", a.HasUsage, a.PromptTokens, a.CompletionTokens, a.Choices)
+	}
+	if len(a.Contents) != 1 || string(body[a.Contents[0].Text.Start:a.Contents[0].Text.End]) != `"{\"a\":1}"` || a.ContentBytes != 7 {
+		t.Errorf("contents %+v bytes %d", a.Contents, a.ContentBytes)
+	}
+	if len(a.Calls) != 2 || a.Calls[0].Choice != 3 || a.Calls[1].Index != 1 ||
+		string(body[a.Calls[0].Name.Start:a.Calls[0].Name.End]) != `"search"` {
+		t.Errorf("calls %+v", a.Calls)
+	}
+	chunk := []byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":2,"function":{"arguments":"{\"q"}}]}}]}`)
+	if err := ScanAnswer(chunk, &a); err != nil || len(a.Calls) != 1 || a.Calls[0].Index != 2 || a.HasUsage {
+		t.Errorf("chunk: %v %+v", err, a)
+	}
+	for _, bad := range []string{``, `[]`, `{"choices":[}`, `{"a":1} x`} {
+		if err := ScanAnswer([]byte(bad), &a); err == nil {
+			t.Errorf("ScanAnswer(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestFirstToolCall(t *testing.T) {
+	b := []byte(`[{"id":"1","function":{"arguments":"{}","name":"f"}},{"function":{"name":"g"}}]`)
+	c, ok := FirstToolCall(b)
+	if !ok || string(b[c.Name.Start:c.Name.End]) != `"f"` || string(b[c.Arguments.Start:c.Arguments.End]) != `"{}"` {
+		t.Errorf("FirstToolCall = %+v, %v", c, ok)
+	}
+	if _, ok := FirstToolCall([]byte(`[]`)); ok {
+		t.Error("FirstToolCall([]) found a call")
+	}
+}
+
+func FuzzScanAnswer(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"message":{"content":"x","tool_calls":[{"function":{"name":"a","arguments":"b"}}]}}],"usage":{"completion_tokens":3}}`))
+	f.Add([]byte(`{"choices":[{"delta":{"content":"\u00e9"},"index":1}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var a Answer
+		if ScanAnswer(b, &a) != nil {
+			return
+		}
+		for _, c := range a.Contents {
+			if c.Text.Start < 0 || c.Text.End > len(b) || b[c.Text.Start] != '"' {
+				t.Fatalf("bad content span %+v", c)
+			}
+		}
+		for _, c := range a.Calls {
+			if c.Name.End > len(b) || c.Arguments.End > len(b) {
+				t.Fatalf("bad call span %+v", c)
+			}
+		}
+	})
+}
