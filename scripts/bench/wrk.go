@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -99,7 +100,16 @@ func runWrk(ctx context.Context, wrk, script, url string, conns, threads int, d 
 	if err := cmd.Run(); err != nil {
 		return wrkResult{}, fmt.Errorf("wrk: %w\n%s%s", err, out.String(), errOut.String())
 	}
-	sc := bufio.NewScanner(&out)
+	r, err := parseWrk(out.String())
+	if err != nil {
+		return wrkResult{}, fmt.Errorf("%w\n%s%s", err, out.String(), errOut.String())
+	}
+	return r, nil
+}
+
+// parseWrk reads the GRAYBENCH line the script's done() prints.
+func parseWrk(out string) (wrkResult, error) {
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, "GRAYBENCH ") {
@@ -136,7 +146,7 @@ func runWrk(ctx context.Context, wrk, script, url string, conns, threads int, d 
 		r.P50, r.P99 = time.Duration(p50)*time.Microsecond, time.Duration(p99)*time.Microsecond
 		return r, nil
 	}
-	return wrkResult{}, fmt.Errorf("wrk printed no result line:\n%s%s", out.String(), errOut.String())
+	return wrkResult{}, errors.New("wrk printed no result line")
 }
 
 func writeFile(path, content string) error {
