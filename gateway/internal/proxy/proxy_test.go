@@ -48,6 +48,12 @@ func startGateway(t *testing.T, cfg *config.Config) gw {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	return serveServer(t, s)
+}
+
+// serveServer serves s on loopback until the test ends.
+func serveServer(t *testing.T, s *Server) gw {
+	t.Helper()
 	cl, err := net.Listen("tcp", "127.0.0.1:0")
 	testenv.Must(t, err)
 	al, err := net.Listen("tcp", "127.0.0.1:0")

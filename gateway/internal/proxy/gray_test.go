@@ -1,0 +1,461 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/schemas/config"
+)
+
+// recorder is an Observer that keeps everything, for assertions.
+type recorder struct {
+	mu         sync.Mutex
+	records    []Record
+	rejections []Rejection
+	samples    []Sample
+}
+
+func (r *recorder) Completed(rec *Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := *rec
+	if rec.Gray != nil {
+		g := *rec.Gray
+		c.Gray = &g
+	}
+	r.records = append(r.records, c)
+}
+
+func (r *recorder) Rejected(x *Rejection) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rejections = append(r.rejections, *x)
+}
+
+func (r *recorder) Sampled(s *Sample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.samples = append(r.samples, *s)
+}
+
+func (r *recorder) snapshot() ([]Record, []Rejection, []Sample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Record(nil), r.records...), append([]Rejection(nil), r.rejections...), append([]Sample(nil), r.samples...)
+}
+
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records, r.rejections, r.samples = nil, nil, nil
+}
+
+// waitRecords waits until n records arrived (streams record after the
+// response is complete, shadows later still).
+func (r *recorder) waitRecords(t *testing.T, n int) []Record {
+	t.Helper()
+	testenv.WaitFor(t, 5*time.Second, "request records", func() bool {
+		recs, _, _ := r.snapshot()
+		return len(recs) >= n
+	})
+	recs, _, _ := r.snapshot()
+	return recs
+}
+
+func agentSchema(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "schemas", "contracts", "agent-action.schema.json"))
+	testenv.Must(t, err)
+	return b
+}
+
+// grayConfig is testConfig with a gray upstream on deployment qwen.
+func grayConfig(t *testing.T, primary, gray string, pct float64) *config.Config {
+	cfg := testConfig(primary)
+	d := cfg.Deployments["qwen"]
+	d.Gray = &config.Upstream{URL: gray, Model: "qwen2.5-32b-v2", Timeout: 5 * time.Second, StreamIdleTimeout: 5 * time.Second}
+	d.Rollout = config.Rollout{
+		Mode: config.ModeCanary, Percentage: pct, StickyKey: "user", ForceHeader: "X-Gray-Rollout",
+		Timeout: 600 * time.Millisecond, ShadowConcurrency: 4, SchemaJSON: agentSchema(t),
+		SchemaTarget: config.TargetContent, StreamValidation: config.StreamBuffer,
+	}
+	cfg.Gateway.SampleMaxBytes = 256 << 10
+	return cfg
+}
+
+func startObserved(t *testing.T, cfg *config.Config) (gw, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(rec))
+	testenv.Must(t, err)
+	return serveServer(t, s), rec
+}
+
+// answerModel returns the "model" of a JSON answer or of a stream's first chunk.
+func answerModel(t *testing.T, body []byte) string {
+	t.Helper()
+	if d, ok := bytes.CutPrefix(body, []byte("data: ")); ok {
+		body = d[:bytes.IndexByte(d, '\n')]
+	}
+	var a struct{ Model string }
+	if err := json.Unmarshal(body, &a); err != nil {
+		t.Fatalf("answer %q: %v", clip(string(body), 300), err)
+	}
+	return a.Model
+}
+
+func TestGrayCanaryFallback(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t)
+	g, rec := startObserved(t, grayConfig(t, primary.URL, gray.URL, 0))
+
+	cases := []struct {
+		name    string
+		mock    map[string]any // the gray mock's behaviour
+		stream  bool
+		arm     string
+		reason  filter.Reason
+		payload string // the sample's payload contains this
+	}{
+		{"valid answer is served by gray", map[string]any{}, false, "gray", "", ""},
+		{"schema break falls back", map[string]any{"content": "schema-break"}, false, "fallback", filter.SchemaViolation, `confidence_score`},
+		{"non-JSON content falls back", map[string]any{"content": "text"}, false, "fallback", filter.InvalidJSON, `"content"`},
+		{"invalid JSON body falls back", map[string]any{"content": "invalid-json"}, false, "fallback", filter.InvalidJSON, `{"id"`},
+		{"500 falls back", map[string]any{"status": 500}, false, "fallback", filter.UpstreamStatus, `"error"`},
+		{"hang falls back at the timeout", map[string]any{"hang": true}, false, "fallback", filter.Timeout, ""},
+		{"slow body falls back at the timeout", map[string]any{"latency": "2s"}, false, "fallback", filter.Timeout, ""},
+		{"valid stream is replayed from gray", map[string]any{}, true, "gray", "", ""},
+		{"schema-breaking stream falls back", map[string]any{"content": "schema-break"}, true, "fallback", filter.SchemaViolation, `data: `},
+		{"hanging stream falls back", map[string]any{"hang": true}, true, "fallback", filter.Timeout, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			gray.Configure(t, map[string]any{"content": nil, "status": nil, "hang": nil, "latency": nil})
+			if len(c.mock) > 0 {
+				gray.Configure(t, c.mock)
+			}
+			rec.reset()
+			body := chatBody
+			if c.stream {
+				body = `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+			}
+			start := time.Now()
+			resp, out := post(t, g.url, body, "X-Gray-Rollout", "true")
+			took := time.Since(start)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, out)
+			}
+			if got := resp.Header.Get("x-gateway-arm"); got != c.arm {
+				t.Errorf("x-gateway-arm = %q; want %q", got, c.arm)
+			}
+			wantModel := "qwen2.5-32b-v1"
+			if c.arm == "gray" {
+				wantModel = "qwen2.5-32b-v2"
+			}
+			if m := answerModel(t, out); m != wantModel {
+				t.Errorf("answer from model %q; want %q", m, wantModel)
+			}
+			if took > 600*time.Millisecond+time.Second {
+				t.Errorf("took %v; want within the gray timeout plus primary's latency", took)
+			}
+			recs := rec.waitRecords(t, 1)
+			r := recs[0]
+			if r.Arm != c.arm || r.FallbackReason != c.reason {
+				t.Errorf("record arm %q reason %q; want %q %q", r.Arm, r.FallbackReason, c.arm, c.reason)
+			}
+			_, _, samples := rec.snapshot()
+			if c.reason == "" {
+				if len(samples) != 0 || r.Gray != nil {
+					t.Errorf("a served gray answer left %d samples and gray %+v", len(samples), r.Gray)
+				}
+				return
+			}
+			if r.Gray == nil || r.Gray.Reason != c.reason {
+				t.Fatalf("record gray attempt = %+v; want reason %q", r.Gray, c.reason)
+			}
+			if len(samples) != 1 {
+				t.Fatalf("%d samples; want 1", len(samples))
+			}
+			sm := samples[0]
+			if sm.Reason != c.reason || sm.Arm != "gray" || sm.Model != "qwen2.5-32b-v2" || sm.RequestID == "" || len(sm.Errors) == 0 {
+				t.Errorf("sample = %+v", sm)
+			}
+			if !bytes.Contains(sm.Payload, []byte(c.payload)) {
+				t.Errorf("sample payload %q lacks %q", clip(string(sm.Payload), 300), c.payload)
+			}
+		})
+	}
+}
+
+func TestGrayUnreachableFallsBack(t *testing.T) {
+	primary := testenv.StartMock(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	g, rec := startObserved(t, grayConfig(t, primary.URL, dead, 100))
+	resp, out := post(t, g.url, chatBody)
+	if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != "fallback" {
+		t.Fatalf("status %d arm %q: %s", resp.StatusCode, resp.Header.Get("x-gateway-arm"), out)
+	}
+	_, _, samples := rec.snapshot()
+	if len(samples) != 1 || samples[0].Reason != filter.UpstreamError {
+		t.Errorf("samples = %+v; want one upstream_error", samples)
+	}
+}
+
+func TestGrayObserveMode(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t, "--content", "schema-break")
+	cfg := grayConfig(t, primary.URL, gray.URL, 100)
+	cfg.Deployments["qwen"].Rollout.StreamValidation = config.StreamObserve
+	g, rec := startObserved(t, cfg)
+	resp, out := post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[]}`)
+	if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != "gray" || answerModel(t, out) != "qwen2.5-32b-v2" {
+		t.Fatalf("status %d arm %q; want gray's stream passed through", resp.StatusCode, resp.Header.Get("x-gateway-arm"))
+	}
+	r := rec.waitRecords(t, 1)[0]
+	_, _, samples := rec.snapshot()
+	if r.SchemaValid != No || len(samples) != 1 || samples[0].Reason != filter.SchemaViolation || !bytes.Contains(samples[0].Payload, []byte("data: ")) {
+		t.Errorf("record schema %v, samples %+v; want the failure sampled after the fact", r.SchemaValid, samples)
+	}
+}
+
+func TestGrayStickyShare(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t)
+	g, _ := startObserved(t, grayConfig(t, primary.URL, gray.URL, 50))
+	arms := map[string]string{}
+	for i := 0; i < 40; i++ {
+		user := "user-" + itoa(i%10)
+		resp, _ := post(t, g.url, `{"model":"agent-chat","user":"`+user+`","messages":[]}`)
+		arm := resp.Header.Get("x-gateway-arm")
+		if prev, ok := arms[user]; ok && prev != arm {
+			t.Fatalf("%s moved from %s to %s", user, prev, arm)
+		}
+		arms[user] = arm
+	}
+	resp, _ := post(t, g.url, chatBody, "X-Gray-Rollout", "false", "X-User-Id", "user-3")
+	if resp.Header.Get("x-gateway-arm") != "primary" {
+		t.Errorf("force false: arm %q; want primary", resp.Header.Get("x-gateway-arm"))
+	}
+	for _, r := range gray.Requests(t) {
+		if r.Headers["X-Gray-Rollout"] != nil {
+			t.Errorf("the force header reached the upstream")
+		}
+	}
+}
+
+func TestShadowMode(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t, "--content", "schema-break")
+	cfg := grayConfig(t, primary.URL, gray.URL, 100)
+	cfg.Deployments["qwen"].Rollout.Mode = config.ModeShadow
+	g, rec := startObserved(t, cfg)
+	for i := 0; i < 5; i++ {
+		resp, out := post(t, g.url, chatBody, "X-Gray-Rollout", "true")
+		if resp.Header.Get("x-gateway-arm") != "primary" || answerModel(t, out) != "qwen2.5-32b-v1" {
+			t.Fatalf("shadow mode answered from %q (%s)", resp.Header.Get("x-gateway-arm"), answerModel(t, out))
+		}
+	}
+	recs := rec.waitRecords(t, 10)
+	shadows := 0
+	for _, r := range recs {
+		if r.Arm == "shadow" {
+			shadows++
+			if r.Reason != filter.SchemaViolation {
+				t.Errorf("shadow record reason %q; want schema_violation", r.Reason)
+			}
+		}
+	}
+	_, _, samples := rec.snapshot()
+	if shadows != 5 || len(samples) != 5 || samples[0].Arm != "shadow" {
+		t.Errorf("%d shadow records, %d samples; want 5 and 5", shadows, len(samples))
+	}
+	if n := len(gray.Requests(t)); n != 5 {
+		t.Errorf("gray received %d copies; want 5", n)
+	}
+}
+
+func TestShadowSaturationDropsWithoutDelay(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t, "--hang")
+	cfg := grayConfig(t, primary.URL, gray.URL, 100)
+	r := &cfg.Deployments["qwen"].Rollout
+	r.Mode, r.ShadowConcurrency, r.Timeout = config.ModeShadow, 1, 3*time.Second
+	g, _ := startObserved(t, cfg)
+	start := time.Now()
+	for i := 0; i < 4; i++ {
+		if resp, _ := post(t, g.url, chatBody); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("4 requests took %v with a hanging shadow; the client must never wait for it", d)
+	}
+	resp, err := http.Get(g.admin + "/metrics")
+	testenv.Must(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `graygate_shadow_dropped_total{deployment="qwen"} 3`) {
+		t.Errorf("metrics lack 3 shadow drops:\n%s", grepLines(string(b), "shadow"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestRolloutsAdmin(t *testing.T) {
+	primary := testenv.StartMock(t)
+	g, _ := startObserved(t, grayConfig(t, primary.URL, primary.URL, 2.5))
+	req, _ := http.NewRequest(http.MethodGet, g.admin+"/admin/rollouts", nil)
+	req.Header.Set("Authorization", "Bearer admin-secret")
+	resp, err := http.DefaultClient.Do(req)
+	testenv.Must(t, err)
+	defer resp.Body.Close()
+	var out struct {
+		Rollouts []rolloutEntry `json:"rollouts"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d: %v", resp.StatusCode, err)
+	}
+	if len(out.Rollouts) != 1 || out.Rollouts[0].Percentage != 2.5 || out.Rollouts[0].Status != "active" || out.Rollouts[0].Actor != "config" {
+		t.Errorf("rollouts = %+v", out.Rollouts)
+	}
+}
+
+func TestMeasuresAndToolSteps(t *testing.T) {
+	mock := testenv.StartMock(t, "--completion-tokens", "7")
+	cfg := testConfig(mock.URL)
+	cfg.Gateway.MaxToolSteps = 3
+	g, rec := startObserved(t, cfg)
+	step := `{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"search","arguments":"{\"query\":\"x\"}"}}]},{"role":"tool","tool_call_id":"1","content":"r"}`
+	conv := func(steps int) string {
+		parts := []string{`{"role":"user","content":"go"}`}
+		for i := 0; i < steps; i++ {
+			parts = append(parts, step)
+		}
+		return strings.Join(parts, ",")
+	}
+	cases := []struct {
+		name       string
+		body       string
+		headers    []string
+		status     int
+		completion int64
+		estimated  bool
+		toolSteps  int
+		repeated   bool
+	}{
+		{"usage from the answer", chatBody, nil, 200, 7, false, 0, false},
+		{"usage from the stream's usage chunk", `{"model":"agent-chat","stream":true,"messages":[]}`, nil, 200, 7, false, 0, false},
+		{"estimated without usage", chatBody, []string{"x-mock-usage", "false", "x-mock-answer-bytes", "400"}, 200, 100, true, 0, false},
+		{"estimated without usage, streamed", `{"model":"agent-chat","stream":true,"messages":[]}`, []string{"x-mock-usage", "false", "x-mock-answer-bytes", "400"}, 200, 100, true, 0, false},
+		{"a repeated tool call", `{"model":"agent-chat","messages":[` + conv(2) + `]}`, []string{"x-mock-tool-calls", "1"}, 200, 7, false, 3, true},
+		{"a different tool call", `{"model":"agent-chat","messages":[` + conv(1) + `]}`, []string{"x-mock-tool-calls", "1", "x-mock-tool-args", `{"query":"y"}`}, 200, 7, false, 2, false},
+		{"a repeated tool call, streamed", `{"model":"agent-chat","stream":true,"messages":[` + conv(1) + `]}`, []string{"x-mock-tool-calls", "1"}, 200, 7, false, 2, true},
+		{"the step limit", `{"model":"agent-chat","messages":[` + conv(3) + `]}`, nil, 400, 0, false, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec.reset()
+			before := len(mock.Requests(t))
+			resp, out := post(t, g.url, c.body, c.headers...)
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d: %s", resp.StatusCode, out)
+			}
+			if c.status == 400 {
+				_, rej, _ := rec.snapshot()
+				if resp.Header.Get("x-router-error-code") != "tool_step_limit_exceeded" || len(rej) != 1 || rej[0].Code != "tool_step_limit_exceeded" {
+					t.Errorf("code %q rejections %+v", resp.Header.Get("x-router-error-code"), rej)
+				}
+				if len(mock.Requests(t)) != before {
+					t.Error("a refused request reached the upstream")
+				}
+				return
+			}
+			r := rec.waitRecords(t, 1)[0]
+			if r.CompletionTokens != c.completion || r.UsageEstimated != c.estimated || r.ToolSteps != c.toolSteps || r.RepeatedToolCall != c.repeated {
+				t.Errorf("record completion %d estimated %v steps %d repeated %v; want %d %v %d %v",
+					r.CompletionTokens, r.UsageEstimated, r.ToolSteps, r.RepeatedToolCall, c.completion, c.estimated, c.toolSteps, c.repeated)
+			}
+			if r.TTFT <= 0 || r.Latency < r.TTFT {
+				t.Errorf("ttft %v latency %v", r.TTFT, r.Latency)
+			}
+		})
+	}
+}
+
+func TestContractThroughGateway(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.SamplingContract = &config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{
+		"temperature": {Pinned: true, Value: 0.7},
+		"top_p":       {Min: 0.8, Max: 1},
+		"top_k":       {Min: 1, Max: 100, HasDefault: true, Default: 40},
+	}}
+	g, rec := startObserved(t, cfg)
+	cases := []struct {
+		name      string
+		body      string
+		status    int
+		param     string
+		forwarded string
+	}{
+		{"injected when absent", `{"model":"agent-chat","messages":[]}`, 200, "",
+			`{"model":"qwen2.5-32b-v1","messages":[],"temperature":0.7,"top_k":40}`},
+		{"null replaced in place", `{"model":"agent-chat","temperature":null, "top_p":0.9}`, 200, "",
+			`{"model":"qwen2.5-32b-v1","temperature":0.7, "top_p":0.9,"top_k":40}`},
+		{"pin violated", `{"model":"agent-chat","temperature":0.5}`, 400, "temperature", ""},
+		{"underscore string read as the engine does", `{"model":"agent-chat","top_p":"0.5_0"}`, 400, "top_p", ""},
+		{"boolean read as a number", `{"model":"agent-chat","top_k":false}`, 400, "top_k", ""},
+		{"first violation in body order", `{"model":"agent-chat","top_p":2,"temperature":1}`, 400, "top_p", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec.reset()
+			before := len(mock.Requests(t))
+			resp, out := post(t, g.url, c.body)
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d: %s", resp.StatusCode, out)
+			}
+			reqs := mock.Requests(t)
+			if c.status == 400 {
+				var env struct {
+					Error struct{ Param, Code, Message string } `json:"error"`
+				}
+				_ = json.Unmarshal(out, &env)
+				_, rej, _ := rec.snapshot()
+				if env.Error.Code != "sampling_contract_violation" || env.Error.Param != c.param || len(rej) != 1 || rej[0].Param != c.param {
+					t.Errorf("error %+v rejections %+v; want param %q", env.Error, rej, c.param)
+				}
+				if len(reqs) != before {
+					t.Error("a violating request reached the upstream")
+				}
+				return
+			}
+			if got := reqs[len(reqs)-1].Body; got != c.forwarded {
+				t.Errorf("forwarded %s; want %s", got, c.forwarded)
+			}
+		})
+	}
+}
