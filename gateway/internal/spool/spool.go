@@ -271,6 +271,9 @@ func (s *Spool) Append(r Record) error {
 		if terr := s.w.Truncate(g.size); terr != nil {
 			s.log.Error("cut partial record", "segment", segName(g.seq), "err", terr)
 		}
+		if s.rw.seq == g.seq {
+			s.rw.n = 0 // it may hold the partial bytes
+		}
 		return fmt.Errorf("append to spool: %w", err)
 	}
 	g.size += n
