@@ -106,9 +106,10 @@ func parseOptions(args []string) (options, error) {
 type target struct {
 	name    string
 	url     string
-	proxy   func() []int // processes whose CPU is the proxy's; nil for the mock itself
-	natsPID int          // the NATS server's pid for the events-on run, 0 when unknown
-	skipped string       // why the target is not measured
+	proxy   func() []int  // processes whose CPU is the proxy's; nil for the mock itself
+	natsPID int           // the NATS server's pid for the events-on run, 0 when unknown
+	events  *eventCounter // the events-on run's stream reader, nil otherwise
+	skipped string        // why the target is not measured
 }
 
 // measurement is one target at one connection count.
@@ -119,6 +120,7 @@ type measurement struct {
 	proxyCPU time.Duration // per request
 	mockCPU  time.Duration // per request, both mocks
 	natsCPU  time.Duration // per request, -1 when not measured
+	events   int64         // events stored during the run, -1 when not counted
 	err      error
 }
 
@@ -229,6 +231,12 @@ func run(ctx context.Context, args []string) error {
 			procs = append(procs, c)
 			gwEvents.url, gwEvents.proxy = "http://"+addr+chatPath, func() []int { return []int{c.pid()} }
 			gwEvents.natsPID = natsPID(o.natsURL)
+			if ec, err := newEventCounter(o.natsURL); err != nil {
+				logf("gateway+events: cannot read %s to count events: %v", eventsStream, err)
+			} else {
+				defer ec.Close()
+				gwEvents.events = ec
+			}
 			nats := "NATS process not found on this machine: its CPU is not reported"
 			if gwEvents.natsPID != 0 {
 				nats = fmt.Sprintf("NATS pid %d", gwEvents.natsPID)
@@ -278,7 +286,7 @@ func run(ctx context.Context, args []string) error {
 // measure warms the target up, then runs wrk while taking CPU readings of
 // the proxy, the mocks and NATS before and after.
 func measure(ctx context.Context, o options, wrk, script string, t *target, conns int, mocks []int) measurement {
-	m := measurement{target: t.name, conns: conns, natsCPU: -1}
+	m := measurement{target: t.name, conns: conns, natsCPU: -1, events: -1}
 	if _, err := runWrk(ctx, wrk, script, t.url, conns, o.threads, o.warmup); err != nil {
 		m.err = fmt.Errorf("warm-up: %w", err)
 		return m
@@ -292,12 +300,28 @@ func measure(ctx context.Context, o options, wrk, script string, t *target, conn
 	if t.natsPID != 0 {
 		nats0 = cpuOf([]int{t.natsPID})
 	}
+	var seq0 uint64
+	countEvents := t.events != nil
+	if countEvents {
+		var err error
+		if seq0, err = t.events.lastSeq(ctx); err != nil {
+			logf("%s: cannot count events: %v", t.name, err)
+			countEvents = false
+		}
+	}
 	res, err := runWrk(ctx, wrk, script, t.url, conns, o.threads, o.duration)
 	if err != nil {
 		m.err = err
 		return m
 	}
 	m.res = res
+	if countEvents {
+		// Publishing is asynchronous: give the last events a moment to land.
+		time.Sleep(500 * time.Millisecond)
+		if seq1, err := t.events.lastSeq(ctx); err == nil {
+			m.events = int64(seq1 - seq0)
+		}
+	}
 	if res.Requests > 0 {
 		per := func(d time.Duration) time.Duration { return d / time.Duration(res.Requests) }
 		m.proxyCPU = per(cpuOf(proxy) - proxy0)

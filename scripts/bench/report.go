@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -64,6 +65,10 @@ func report(w io.Writer, o options, load string, reqBytes, answerBytes int, targ
 		}
 	}
 	for _, m := range results {
+		if m.err == nil && m.events == 0 && m.res.Requests > 0 {
+			fmt.Fprintf(w, "warning: %s at %d connection(s): no event reached %s, so this run measured no publishing\n",
+				m.target, m.conns, eventsStream)
+		}
 		if m.err != nil {
 			fmt.Fprintf(w, "failed: %s at %d connection(s): %v\n", m.target, m.conns, m.err)
 		} else if n := m.res.Errors + m.res.StatusErrors + m.res.Timeouts; n > 0 {
@@ -73,7 +78,8 @@ func report(w io.Writer, o options, load string, reqBytes, answerBytes int, targ
 	}
 
 	fmt.Fprintln(w, "\nratios to nginx (same mock, same load):")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var ratios bytes.Buffer
+	tw := tabwriter.NewWriter(&ratios, 0, 0, 2, ' ', 0)
 	printed := false
 	row := func(what, value, target string, ok *bool) {
 		printed = true
@@ -84,7 +90,7 @@ func report(w io.Writer, o options, load string, reqBytes, answerBytes int, targ
 				verdict = "MISS"
 			}
 		}
-		fmt.Fprintln(tw, strings.TrimRight(fmt.Sprintf("  %s\t%s\t%s\t%s", what, value, target, verdict), "\t"))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", what, value, target, verdict)
 	}
 	check := func(b bool) *bool { return &b }
 	for _, gw := range []string{"gateway", "gateway+events"} {
@@ -138,6 +144,9 @@ func report(w io.Writer, o options, load string, reqBytes, answerBytes int, targ
 		if g.natsCPU >= 0 {
 			nats = "NATS " + fmtCPU(g.natsCPU)
 		}
+		if g.events >= 0 && g.res.Requests > 0 {
+			nats += fmt.Sprintf(", %.2f events stored/request", float64(g.events)/float64(g.res.Requests))
+		}
 		row(fmt.Sprintf("CPU/request, %d conn(s), events on", conns),
 			fmt.Sprintf("%s vs nginx %s (%.2fx), %s", fmtCPU(g.proxyCPU), fmtCPU(n.proxyCPU), float64(g.proxyCPU)/float64(n.proxyCPU), nats), "", nil)
 	}
@@ -149,6 +158,9 @@ func report(w io.Writer, o options, load string, reqBytes, answerBytes int, targ
 		}
 	}
 	tw.Flush()
+	for _, line := range strings.SplitAfter(ratios.String(), "\n") {
+		fmt.Fprint(w, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n")))
+	}
 	if !printed {
 		fmt.Fprintln(w, "  none: no gateway run to compare")
 	}
