@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +98,124 @@ func TestE2EOpenAISDK(t *testing.T) {
 		if a := r.Headers["Authorization"]; len(a) != 1 || a[0] != "Bearer sk-upstream" {
 			t.Errorf("upstream saw Authorization %v; want only the upstream's key", a)
 		}
+	}
+}
+
+const e2eBandsConfig = `
+nats: {url: ""}
+gateway:
+  listen: {{LISTEN}}
+  admin_listen: {{ADMIN}}
+routing:
+  signals:
+    context:
+      - {name: short_context, max_tokens: 8K}
+      - {name: long_context, min_tokens: 8001}
+  routes:
+    - model: agent-chat
+      candidates:
+        - {deployment: qwen-32k, context: [short_context]}
+        - {deployment: qwen-128k}
+deployments:
+  qwen-32k:
+    context_window: 32768
+    primary: {url: {{SHORT}}, model: qwen-32k}
+  qwen-128k:
+    context_window: 131072
+    primary: {url: {{LONG}}, model: qwen-128k}
+`
+
+func TestE2EContextBands(t *testing.T) {
+	short, long := testenv.StartMock(t), testenv.StartMock(t)
+	cfg := strings.NewReplacer("{{SHORT}}", short.URL, "{{LONG}}", long.URL).Replace(e2eBandsConfig)
+	gw := testenv.StartGateway(t, cfg)
+	client := openai.NewClient(option.WithBaseURL(gw.URL+"/v1/"), option.WithAPIKey("x"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	ask := func(textBytes int) (*openai.ChatCompletion, error) {
+		return client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:    "agent-chat",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(strings.Repeat("a", textBytes))},
+		})
+	}
+	if res, err := ask(1000); err != nil || res.Model != "qwen-32k" {
+		t.Errorf("short request: %v, served by %v; want qwen-32k", err, res)
+	}
+	if res, err := ask(40000); err != nil || res.Model != "qwen-128k" {
+		t.Errorf("long request: %v; want qwen-128k", err)
+	}
+	_, err := ask(600000)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "context_length_exceeded" {
+		t.Errorf("huge request: %v; want 400 context_length_exceeded", err)
+	}
+	if n := len(short.Requests(t)) + len(long.Requests(t)); n != 2 {
+		t.Errorf("upstreams received %d requests; want 2 (the refused one never leaves)", n)
+	}
+}
+
+func TestE2EValidate(t *testing.T) {
+	bin := testenv.Binary(t, "./gateway")
+	dir := t.TempDir()
+	bad := `
+gateway: {listen: "127.0.0.1:8080", max_body_bytes: 8MB}
+routing:
+  signals:
+    context:
+      - {name: short, max_tokens: 0123}
+      - {name: long, min_tokens: 9000}
+      - {name: "bad name", max_tokens: 2G}
+  routes:
+    - model: agent-chat
+      candidates: [{deployment: nowhere}]
+deployments: {}
+`
+	good := `
+nats: {url: ""}
+routing:
+  signals:
+    context:
+      - {name: short, max_tokens: 0123}
+      - {name: long, min_tokens: 9000}
+  routes:
+    - model: m
+      candidates: [{deployment: d}]
+deployments:
+  d: {primary: {url: "http://127.0.0.1:9", model: x}}
+`
+	for _, c := range []struct {
+		name, yaml string
+		exit       int
+		want       []string
+	}{
+		{"bad", bad, 1, []string{
+			"error: gateway.max_body_bytes:",
+			"error: routing.signals.context[2].name:",
+			"error: routing.signals.context[2].max_tokens:",
+			"error: routing.routes[0].candidates[0].deployment:",
+		}},
+		{"good with warnings", good, 0, []string{
+			"warning: routing.signals.context[0].max_tokens:",
+			"warning: routing.signals.context: gap",
+			": OK (1 routes, 1 deployments, 2 context bands",
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, c.name+".yaml")
+			testenv.Must(t, os.WriteFile(path, []byte(c.yaml), 0o600))
+			out, err := exec.Command(bin, "validate", "--config", path).CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			}
+			if code != c.exit {
+				t.Errorf("exit %d; want %d\n%s", code, c.exit, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
 	}
 }

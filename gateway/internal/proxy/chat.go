@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
+	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
@@ -102,10 +103,32 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 	return nil
 }
 
-// selectDeployment picks the route's first candidate.
+// selectDeployment estimates the request's tokens, matches the context
+// bands and picks the first eligible candidate (SPEC §5.4).
 func (s *Server) selectDeployment(c *fiber.Ctx, x *exchange, k *call) error {
-	k.deployment = k.route.candidates[0]
+	sel := k.route.bands.Select(&x.req, x.body)
+	k.estimate = sel.Estimate
+	k.matched = s.matchedHeader(sel.Matched)
+	if sel.Code != "" {
+		s.reject(k, sel.Code, "messages", sel.Detail)
+		return &Error{Status: fiber.StatusBadRequest, Code: sel.Code, Type: "invalid_request_error",
+			Param: "messages", Msg: sel.Detail}
+	}
+	k.deployment = s.deployments[sel.Deployment]
 	return nil
+}
+
+// matchedHeader returns the x-vsr-matched-context value of a band set,
+// built once per distinct set.
+func (s *Server) matchedHeader(set bands.Set) string {
+	if set.Empty() {
+		return ""
+	}
+	if v, ok := s.matchedNames.Load(set.Bits()); ok {
+		return v.(string)
+	}
+	v, _ := s.matchedNames.LoadOrStore(set.Bits(), string(set.Header(nil)))
+	return v.(string)
 }
 
 // assign decides whether the request tries gray (canary) or is mirrored

@@ -139,6 +139,9 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measur
 	if gray != nil {
 		telemetry.Fallback(k.deployment.name, string(gray.Reason))
 	}
+	if m.PromptTokens > 0 && !m.UsageEstimated {
+		s.router.Estimator().Observe(a.client.Model, x.req.TextBytes, len(x.body), x.req.MessageCount, m.PromptTokens)
+	}
 	if s.obs == nil {
 		return
 	}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/rollout"
@@ -51,6 +52,8 @@ type Server struct {
 	adminToken   []byte
 
 	contract     *contract.Contract
+	router       *bands.Router
+	matchedNames sync.Map // band bit set → x-vsr-matched-context value
 	rollouts     *rollout.Table
 	obs          Observer // nil: no events
 	forceHeaders map[string]bool
@@ -65,6 +68,7 @@ type Server struct {
 type route struct {
 	name       string
 	candidates []*deployment
+	bands      *bands.Route // estimate, band matching and candidate selection
 }
 
 // deployment is one configured deployment with its upstream clients.
@@ -143,9 +147,14 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		Object string       `json:"object"`
 		Data   []modelEntry `json:"data"`
 	}{Object: "list", Data: []modelEntry{}}
+	var err error
+	if s.router, err = bands.NewRouter(cfg); err != nil {
+		return nil, err
+	}
 	now := time.Now().Unix()
 	for _, r := range cfg.Routing.Routes {
 		rt := &route{name: r.Model}
+		rt.bands, _ = s.router.Route(r.Model)
 		for _, c := range r.Candidates {
 			d, ok := s.deployments[c.Deployment]
 			if !ok {
