@@ -1,0 +1,83 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Data is implemented by the pointer to every event data type of this
+// package. NewEnvelope checks values that implement it, and Unmarshal
+// decodes into one.
+type Data interface {
+	// EventType is the envelope type of this data.
+	EventType() string
+	// Subject is the NATS subject the event is published on.
+	Subject() string
+	// Check reports every rule the value breaks, joined, or nil.
+	Check() error
+}
+
+// problems collects rule violations; err joins them under ErrInvalidData.
+type problems []string
+
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
+
+func (p problems) err(typ string) error {
+	if len(p) == 0 {
+		return nil
+	}
+	errs := make([]error, len(p))
+	for i, s := range p {
+		errs[i] = errors.New(s)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrInvalidData, typ, errors.Join(errs...))
+}
+
+// token checks a deployment or band name: [A-Za-z0-9_-]+, the config rule
+// that makes it one NATS subject token and a safe metric label.
+func (p *problems) token(field, v string) {
+	if v == "" {
+		p.add("%s is empty", field)
+		return
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			p.add("%s %q is not [A-Za-z0-9_-]+", field, v)
+			return
+		}
+	}
+}
+
+func (p *problems) nonEmpty(field, v string) {
+	if v == "" {
+		p.add("%s is empty", field)
+	}
+}
+
+func (p *problems) count(field string, v int64) {
+	if v < 0 {
+		p.add("%s is negative (%d)", field, v)
+	}
+}
+
+// millis checks a duration in milliseconds (or any non-negative measure).
+func (p *problems) millis(field string, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		p.add("%s must be a finite non-negative number, got %v", field, v)
+	}
+}
+
+func (p *problems) finite(field string, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		p.add("%s must be finite, got %v", field, v)
+	}
+}
+
+// status checks an HTTP status: 0 when no response arrived, else 100–599.
+func (p *problems) status(field string, v int) {
+	if v != 0 && (v < 100 || v > 599) {
+		p.add("%s %d is not 0 or an HTTP status 100-599", field, v)
+	}
+}

@@ -1,0 +1,103 @@
+package events_test
+
+import (
+	"time"
+
+	"github.com/graygate/graygate/schemas/events"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// exampleTime is the fixed clock of these tests.
+var exampleTime = time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.UTC)
+
+// full returns a value of every data type with every field set, the
+// optional ones included (for samples: the text payload variant).
+func full() []events.Data {
+	sample := &events.SampleMalformed{
+		RequestID:     "req-3",
+		Deployment:    "qwen-32k",
+		Arm:           events.ArmGray,
+		UpstreamModel: "qwen2.5-32b-v2",
+		Reason:        events.ReasonSchemaViolation,
+		Status:        200,
+		ValidationErrors: []events.ValidationError{
+			{Field: "(root)", Description: "action is required"},
+			{Field: "args.limit", Description: "Invalid type. Expected: integer, given: string"},
+		},
+		PromptHash:    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		LatencyMillis: 812.5,
+	}
+	sample.SetPayload([]byte(`{"actoin":"search","args":{"limit":"ten"}}`), 0)
+	return []events.Data{
+		&events.RequestCompleted{
+			RequestID:        "req-1",
+			Route:            "agent-chat",
+			Deployment:       "qwen-32k",
+			Arm:              events.ArmFallback,
+			UpstreamModel:    "qwen2.5-32b-v1",
+			Status:           200,
+			ErrorType:        events.ErrorNone,
+			Stream:           true,
+			EstimatedTokens:  1234,
+			MatchedContext:   []string{"short_context"},
+			PromptTokens:     1200,
+			CompletionTokens: 87,
+			UsageEstimated:   true,
+			TTFTMillis:       41.25,
+			LatencyMillis:    2930.5,
+			ToolCalls:        1,
+			ToolSteps:        2,
+			RepeatedToolCall: true,
+			SchemaValid:      ptr(true),
+			FallbackReason:   events.ReasonSchemaViolation,
+			Gray: &events.GrayAttempt{
+				Status:           200,
+				ErrorType:        events.ErrorUpstreamSchema,
+				Reason:           events.ReasonSchemaViolation,
+				TTFTMillis:       120,
+				LatencyMillis:    812.5,
+				PromptTokens:     1200,
+				CompletionTokens: 301,
+				SchemaValid:      ptr(false),
+			},
+		},
+		&events.RequestRejected{
+			RequestID:       "req-2",
+			Route:           "agent-chat",
+			Deployment:      "qwen-32k",
+			Code:            events.CodeSamplingContractViolation,
+			Param:           "temperature",
+			Detail:          "temperature violates this deployment's sampling contract: got 0.5, expected 0.7 (or omit the field)",
+			EstimatedTokens: 77,
+		},
+		sample,
+		&events.RolloutChanged{
+			Deployment: "qwen-32k",
+			Percentage: 12.5,
+			Status:     events.StatusRolledBack,
+			Reason:     "schema_failure_rate 0.02 > 0",
+			Actor:      events.ActorAnalyzer,
+			Revision:   41,
+			Trigger: &events.GateTrigger{
+				Gate:          events.GateSchemaFailureRate,
+				Value:         0.02,
+				Threshold:     0,
+				WindowSeconds: 300,
+			},
+		},
+		&events.AnalysisEvaluated{
+			Deployment:      "qwen-32k",
+			WindowStart:     exampleTime.Add(-5 * time.Minute),
+			WindowSeconds:   300,
+			GrayRequests:    51,
+			PrimaryRequests: 2490,
+			Gates: []events.GateResult{
+				{Gate: events.GateTokenInflation, Value: ptr(0.12), Threshold: 0.3, Verdict: events.VerdictPass},
+				{Gate: events.GateSchemaFailureRate, Value: ptr(0.02), Threshold: 0, Verdict: events.VerdictFail},
+				{Gate: events.GateTTFTP99, Value: nil, Threshold: 3, Verdict: events.VerdictInconclusive},
+			},
+			Verdict: events.VerdictFail,
+		},
+	}
+}

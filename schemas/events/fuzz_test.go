@@ -1,0 +1,55 @@
+package events_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// FuzzDecode feeds arbitrary bytes to Decode and DecodeData: no panic, and
+// an accepted envelope marshals back to bytes that decode to the same value.
+func FuzzDecode(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.event.json")
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"specversion":"1.0","id":"` + testID + `","source":"s","type":"graygate.request.completed","time":"2025-01-01T00:00:00Z","datacontenttype":"application/json","data":{"gray":{}}}`))
+	f.Add([]byte("\xff\xfe"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		env, err := events.Decode(b)
+		if err != nil {
+			return
+		}
+		d, err := events.DecodeData(env)
+		if err == nil {
+			if err := d.Check(); err != nil {
+				t.Errorf("DecodeData accepted data that fails Check: %v", err)
+			}
+		}
+		again, err := json.Marshal(env)
+		if err != nil {
+			t.Fatalf("Marshal(decoded envelope): %v", err)
+		}
+		env2, err := events.Decode(again)
+		if err != nil {
+			t.Fatalf("Decode(Marshal(Decode(b))) = %v for %s", err, again)
+		}
+		var a, b2 any
+		if json.Unmarshal(env.Data, &a) != nil || json.Unmarshal(env2.Data, &b2) != nil {
+			t.Fatalf("data stopped being JSON: %s", again)
+		}
+		env.Data, env2.Data = nil, nil
+		if !reflect.DeepEqual(env, env2) || !reflect.DeepEqual(a, b2) {
+			t.Errorf("round trip changed the envelope: %+v vs %+v", env, env2)
+		}
+	})
+}

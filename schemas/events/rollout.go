@@ -1,0 +1,92 @@
+package events
+
+import (
+	"math"
+	"time"
+)
+
+// RolloutChanged is the data of a graygate.rollout.changed event, published
+// on RolloutSubject(Deployment). The rollout state of a deployment is the
+// fold of these events: the last one wins.
+type RolloutChanged struct {
+	// Deployment whose rollout changed.
+	Deployment string `json:"deployment"`
+	// Percentage is gray's share of traffic, 0–100 with at most two decimals.
+	Percentage float64 `json:"percentage"`
+	// Status is StatusActive or StatusRolledBack; a rolled-back deployment
+	// serves primary only whatever its percentage.
+	Status RolloutStatus `json:"status"`
+	// Reason is the operator's or analyzer's explanation.
+	Reason string `json:"reason"`
+	// Actor made the change.
+	Actor Actor `json:"actor"`
+	// Revision is the revision the change was made from: the JetStream
+	// sequence of the deployment's previous rollout event, 0 for its first.
+	// The new revision is the stream sequence this event is stored at, which
+	// a consumer reads from the message metadata.
+	Revision uint64 `json:"revision"`
+	// Trigger is the failing gate behind an analyzer's rollback; nil otherwise.
+	Trigger *GateTrigger `json:"trigger,omitempty"`
+}
+
+// GateTrigger is the gate value that made the analyzer act.
+type GateTrigger struct {
+	Gate      Gate    `json:"gate"`
+	Value     float64 `json:"value"`
+	Threshold float64 `json:"threshold"`
+	// WindowSeconds is the length of the window the value was computed over.
+	WindowSeconds float64 `json:"window_seconds"`
+}
+
+// Window returns WindowSeconds as a duration.
+func (g *GateTrigger) Window() time.Duration {
+	return time.Duration(g.WindowSeconds * float64(time.Second))
+}
+
+// EventType returns TypeRolloutChanged.
+func (*RolloutChanged) EventType() string { return TypeRolloutChanged }
+
+// Subject returns RolloutSubject(r.Deployment).
+func (r *RolloutChanged) Subject() string { return RolloutSubject(r.Deployment) }
+
+// ValidPercentage reports whether p is a rollout percentage: 0–100 with at
+// most two decimals (SPEC §6.1).
+func ValidPercentage(p float64) bool {
+	if math.IsNaN(p) || p < 0 || p > 100 {
+		return false
+	}
+	c := p * 100
+	return math.Abs(c-math.Round(c)) < 1e-6
+}
+
+// Check reports every rule r breaks: a deployment that is not a subject
+// token, a percentage outside 0–100 or with more than two decimals, an
+// unknown status or actor, and a trigger from another actor than the
+// analyzer or with an unknown gate or non-finite numbers.
+func (r *RolloutChanged) Check() error {
+	var p problems
+	p.token("deployment", r.Deployment)
+	if !ValidPercentage(r.Percentage) {
+		p.add("percentage %v is not 0-100 with at most two decimals", r.Percentage)
+	}
+	if !r.Status.Valid() {
+		p.add("status %q is not active or rolled_back", r.Status)
+	}
+	if !r.Actor.Valid() {
+		p.add("actor %q is not admin, analyzer or config", r.Actor)
+	}
+	if t := r.Trigger; t != nil {
+		if r.Actor != ActorAnalyzer {
+			p.add("trigger is set for actor %s (only the analyzer has one)", r.Actor)
+		}
+		if !t.Gate.Valid() {
+			p.add("trigger.gate %q is not a gate", t.Gate)
+		}
+		p.finite("trigger.value", t.Value)
+		p.finite("trigger.threshold", t.Threshold)
+		if math.IsNaN(t.WindowSeconds) || math.IsInf(t.WindowSeconds, 0) || t.WindowSeconds <= 0 {
+			p.add("trigger.window_seconds must be positive, got %v", t.WindowSeconds)
+		}
+	}
+	return p.err(TypeRolloutChanged)
+}

@@ -1,0 +1,166 @@
+package events
+
+import (
+	"encoding/base64"
+	"fmt"
+	"unicode/utf8"
+)
+
+// SampleMalformed is the data of a graygate.sample.malformed event: one per
+// failed gray payload (a canary attempt or a shadow copy), published on
+// SampleSubject(Deployment).
+//
+// The raw payload travels as Payload when it is valid UTF-8, else as
+// PayloadBase64; at most one of them is set, and neither for an empty
+// payload. SetPayload applies that rule and the size cap.
+type SampleMalformed struct {
+	// RequestID is the x-request-id of the client request.
+	RequestID string `json:"request_id"`
+	// Deployment whose gray arm failed.
+	Deployment string `json:"deployment"`
+	// Arm is ArmGray for a canary attempt, ArmShadow for a shadow copy.
+	Arm Arm `json:"arm"`
+	// UpstreamModel is the gray upstream's model name.
+	UpstreamModel string `json:"upstream_model"`
+	// Reason says how the payload failed.
+	Reason SampleReason `json:"reason"`
+	// Status is gray's HTTP status; 0 when no response arrived.
+	Status int `json:"status"`
+	// ValidationErrors lists the schema violations (ReasonSchemaViolation)
+	// or the one parse, timeout or transport error; empty, never null, when
+	// there is nothing to say.
+	ValidationErrors []ValidationError `json:"validation_errors"`
+	// Payload is the raw gray payload when it is valid UTF-8.
+	Payload string `json:"payload,omitempty"`
+	// PayloadBase64 is the raw gray payload, standard base64 with padding,
+	// when it is not valid UTF-8.
+	PayloadBase64 string `json:"payload_base64,omitempty"`
+	// PayloadTruncated is true when the payload was cut at the size cap.
+	PayloadTruncated bool `json:"payload_truncated"`
+	// PayloadBytes is the size of the original payload, before any cut.
+	PayloadBytes int64 `json:"payload_bytes"`
+	// PromptHash is the lowercase hex SHA-256 of the bytes of the request's
+	// `messages` value as received, so failures of one prompt group together.
+	PromptHash string `json:"prompt_hash"`
+	// LatencyMillis is the gray attempt's duration.
+	LatencyMillis float64 `json:"latency_ms"`
+}
+
+// ValidationError is one reason a payload failed: the JSON path of the field
+// (gojsonschema's notation, "(root)" for the whole document) and what is wrong.
+type ValidationError struct {
+	Field       string `json:"field"`
+	Description string `json:"description"`
+}
+
+// EventType returns TypeSampleMalformed.
+func (*SampleMalformed) EventType() string { return TypeSampleMalformed }
+
+// Subject returns SampleSubject(s.Deployment).
+func (s *SampleMalformed) Subject() string { return SampleSubject(s.Deployment) }
+
+// SetPayload stores raw as the sample's payload: PayloadBytes is len(raw);
+// when max > 0 and raw is longer, it is cut at max bytes and PayloadTruncated
+// is set. The kept bytes go to Payload when they are valid UTF-8 (a cut that
+// splits a character backs off to the character's start, so a text payload
+// stays text), else to PayloadBase64.
+//
+// A cut text payload of max bytes can grow when JSON-escaped (control
+// characters take six bytes each), so a publisher keeps max well under the
+// NATS max payload (1 MiB by default); base64 grows by a third.
+func (s *SampleMalformed) SetPayload(raw []byte, max int) {
+	s.PayloadBytes = int64(len(raw))
+	s.PayloadTruncated = false
+	kept := raw
+	if max > 0 && len(raw) > max {
+		kept = raw[:max]
+		s.PayloadTruncated = true
+		// A cut inside a character leaves up to three bytes of it: drop them
+		// when that makes the kept bytes valid text.
+		for j := 1; j < utf8.UTFMax && j < len(kept) && !utf8.Valid(kept); j++ {
+			if utf8.Valid(kept[:len(kept)-j]) {
+				kept = kept[:len(kept)-j]
+			}
+		}
+	}
+	s.Payload, s.PayloadBase64 = "", ""
+	switch {
+	case len(kept) == 0:
+	case utf8.Valid(kept):
+		s.Payload = string(kept)
+	default:
+		s.PayloadBase64 = base64.StdEncoding.EncodeToString(kept)
+	}
+}
+
+// RawPayload returns the payload bytes as they were kept: Payload's bytes,
+// or PayloadBase64 decoded.
+func (s *SampleMalformed) RawPayload() ([]byte, error) {
+	if s.PayloadBase64 != "" {
+		b, err := base64.StdEncoding.DecodeString(s.PayloadBase64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: payload_base64: %v", ErrInvalidData, err)
+		}
+		return b, nil
+	}
+	return []byte(s.Payload), nil
+}
+
+// Check reports every rule s breaks: empty request id or upstream model, a
+// deployment that is not a subject token, an arm other than gray or shadow,
+// an unknown reason, both payload fields set, bad base64, more payload than
+// PayloadBytes, a truncation flag that disagrees with the sizes, a prompt
+// hash that is not 64 lowercase hex digits, negative sizes or times.
+func (s *SampleMalformed) Check() error {
+	var p problems
+	p.nonEmpty("request_id", s.RequestID)
+	p.token("deployment", s.Deployment)
+	if s.Arm != ArmGray && s.Arm != ArmShadow {
+		p.add("arm %q is not gray or shadow", s.Arm)
+	}
+	p.nonEmpty("upstream_model", s.UpstreamModel)
+	if !s.Reason.Valid() {
+		p.add("reason %q is not a sample reason", s.Reason)
+	}
+	p.status("status", s.Status)
+	if s.ValidationErrors == nil {
+		p.add("validation_errors is null (use an empty list)")
+	}
+	p.count("payload_bytes", s.PayloadBytes)
+	kept := int64(len(s.Payload))
+	if s.Payload != "" && s.PayloadBase64 != "" {
+		p.add("payload and payload_base64 are both set")
+	}
+	if s.PayloadBase64 != "" {
+		n, err := base64.StdEncoding.DecodeString(s.PayloadBase64)
+		if err != nil {
+			p.add("payload_base64 is not standard base64: %v", err)
+		}
+		kept = int64(len(n))
+	}
+	switch {
+	case kept > s.PayloadBytes:
+		p.add("payload holds %d bytes, more than payload_bytes %d", kept, s.PayloadBytes)
+	case kept < s.PayloadBytes && !s.PayloadTruncated:
+		p.add("payload holds %d of payload_bytes %d but payload_truncated is false", kept, s.PayloadBytes)
+	case kept == s.PayloadBytes && s.PayloadTruncated:
+		p.add("payload_truncated is true but the payload holds all %d bytes", s.PayloadBytes)
+	}
+	if !isHexSHA256(s.PromptHash) {
+		p.add("prompt_hash %q is not 64 lowercase hex digits", s.PromptHash)
+	}
+	p.millis("latency_ms", s.LatencyMillis)
+	return p.err(TypeSampleMalformed)
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,131 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream limits of SPEC §7 (infra/nats/*.json say the same).
+const (
+	// EventsMaxAge and AnalysisMaxAge: request, rejection, sample and
+	// analysis events are kept a week.
+	EventsMaxAge   = 7 * 24 * time.Hour
+	AnalysisMaxAge = 7 * 24 * time.Hour
+	// RolloutPerSubject: the last 100 rollout events of each deployment.
+	RolloutPerSubject = 100
+	// DuplicateWindow: a Nats-Msg-Id republished within it is stored once.
+	DuplicateWindow = 2 * time.Minute
+)
+
+// StreamConfigs returns the configurations of the three streams with the
+// given replica count (nats.replicas; below 1 means 1).
+func StreamConfigs(replicas int) []jetstream.StreamConfig {
+	if replicas < 1 {
+		replicas = 1
+	}
+	base := func(name, desc string, subjects ...string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:              name,
+			Description:       desc,
+			Subjects:          subjects,
+			Retention:         jetstream.LimitsPolicy,
+			MaxConsumers:      -1,
+			MaxMsgs:           -1,
+			MaxBytes:          -1,
+			MaxMsgsPerSubject: -1,
+			MaxMsgSize:        -1,
+			Storage:           jetstream.FileStorage,
+			Discard:           jetstream.DiscardOld,
+			Replicas:          replicas,
+			Duplicates:        DuplicateWindow,
+		}
+	}
+	ev := base(StreamEvents, "graygate request, rejection and failed-sample events (SPEC §7)",
+		SubjectRequestAll, SubjectRejectionAll, SubjectSampleAll)
+	ev.MaxAge = EventsMaxAge
+	ro := base(StreamRollout, "graygate rollout state changes, the last 100 per deployment (SPEC §7)", SubjectRolloutAll)
+	ro.MaxMsgsPerSubject = RolloutPerSubject
+	an := base(StreamAnalysis, "graygate analyzer evaluations: gate values and verdicts (SPEC §7)", SubjectAnalysisAll)
+	an.MaxAge = AnalysisMaxAge
+	return []jetstream.StreamConfig{ev, ro, an}
+}
+
+// EnsureStreams creates each of the three streams that does not exist yet,
+// with StreamConfigs(replicas). An existing stream is never changed: when
+// its subjects (or retention, storage, age, per-subject or duplicate-window
+// limits) differ from this package's, a warning naming the differences is
+// logged and the stream is used as it is — operators may manage streams by
+// hand (infra/nats). It blocks for at most a few JetStream API round trips;
+// without a deadline on ctx, each call gets 5 seconds.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	for _, want := range StreamConfigs(replicas) {
+		if err := ensureStream(ctx, js, want, logger); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, logger *slog.Logger) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, want)
+		switch {
+		case err == nil:
+			logger.Info("created stream", "stream", want.Name, "subjects", want.Subjects, "replicas", want.Replicas)
+			return nil
+		case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse): // another service won the race
+			s, err = js.Stream(ctx, want.Name)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure stream %s: %w", want.Name, err)
+	}
+	if diffs := StreamDiff(s.CachedInfo().Config, want); len(diffs) > 0 {
+		logger.Warn("existing stream differs from graygate's definition; leaving it as it is",
+			"stream", want.Name, "differences", diffs)
+	}
+	return nil
+}
+
+// StreamDiff lists how got differs from want in what graygate relies on:
+// subjects (in any order), retention, storage, max age, messages per
+// subject and duplicate window. Replicas, descriptions and other limits are
+// the operator's to choose.
+func StreamDiff(got, want jetstream.StreamConfig) []string {
+	var d []string
+	gs, ws := slices.Sorted(slices.Values(got.Subjects)), slices.Sorted(slices.Values(want.Subjects))
+	if !slices.Equal(gs, ws) {
+		d = append(d, fmt.Sprintf("subjects %v, want %v", got.Subjects, want.Subjects))
+	}
+	if got.Retention != want.Retention {
+		d = append(d, fmt.Sprintf("retention %v, want %v", got.Retention, want.Retention))
+	}
+	if got.Storage != want.Storage {
+		d = append(d, fmt.Sprintf("storage %v, want %v", got.Storage, want.Storage))
+	}
+	if got.MaxAge != want.MaxAge {
+		d = append(d, fmt.Sprintf("max_age %v, want %v", got.MaxAge, want.MaxAge))
+	}
+	if got.MaxMsgsPerSubject != want.MaxMsgsPerSubject {
+		d = append(d, fmt.Sprintf("max_msgs_per_subject %d, want %d", got.MaxMsgsPerSubject, want.MaxMsgsPerSubject))
+	}
+	if got.Duplicates != want.Duplicates {
+		d = append(d, fmt.Sprintf("duplicate_window %v, want %v", got.Duplicates, want.Duplicates))
+	}
+	return d
+}

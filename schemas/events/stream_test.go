@@ -1,0 +1,199 @@
+package events_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// The streams a service creates are the ones operators create by hand from
+// infra/nats.
+func TestStreamConfigsMatchInfra(t *testing.T) {
+	for _, want := range events.StreamConfigs(1) {
+		t.Run(want.Name, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("..", "..", "infra", "nats", want.Name+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got jetstream.StreamConfig
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("infra/nats/%s.json = %+v; StreamConfigs(1) has %+v", want.Name, got, want)
+			}
+		})
+	}
+}
+
+func TestStreamConfigs(t *testing.T) {
+	tests := []struct {
+		replicas, want int
+	}{{0, 1}, {1, 1}, {3, 3}}
+	for _, tt := range tests {
+		for _, c := range events.StreamConfigs(tt.replicas) {
+			if c.Replicas != tt.want || c.Duplicates != 2*time.Minute || c.Storage != jetstream.FileStorage {
+				t.Errorf("StreamConfigs(%d) %s: replicas %d, duplicates %v, storage %v; want %d, 2m, file",
+					tt.replicas, c.Name, c.Replicas, c.Duplicates, c.Storage, tt.want)
+			}
+		}
+	}
+	want := map[string]string{
+		events.RequestSubject("qwen-32k"):                         events.StreamEvents,
+		events.RejectionSubject(events.CodeToolStepLimitExceeded): events.StreamEvents,
+		events.SampleSubject("qwen-32k"):                          events.StreamEvents,
+		events.RolloutSubject("qwen-32k"):                         events.StreamRollout,
+		events.AnalysisSubject("qwen-32k"):                        events.StreamAnalysis,
+	}
+	for subj, stream := range want {
+		var got []string
+		for _, c := range events.StreamConfigs(1) {
+			for _, s := range c.Subjects {
+				if strings.HasPrefix(subj, strings.TrimSuffix(s, ">")) {
+					got = append(got, c.Name)
+				}
+			}
+		}
+		if len(got) != 1 || got[0] != stream {
+			t.Errorf("subject %s is bound by %v; want [%s]", subj, got, stream)
+		}
+	}
+}
+
+func startServer(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("in-process nats-server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func TestEnsureStreams(t *testing.T) {
+	tests := []struct {
+		name     string
+		existing *jetstream.StreamConfig // created before EnsureStreams
+		warn     string                  // in the log; "" means no warning
+	}{
+		{name: "empty server"},
+		{name: "same definition", existing: &events.StreamConfigs(1)[0]},
+		{name: "hand-made with fewer subjects", existing: &jetstream.StreamConfig{
+			Name: events.StreamEvents, Subjects: []string{events.SubjectRequestAll}, Storage: jetstream.MemoryStorage,
+		}, warn: "subjects"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			js := startServer(t)
+			ctx := context.Background()
+			if tt.existing != nil {
+				if _, err := js.CreateStream(ctx, *tt.existing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var logs bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&logs, nil))
+			for range 2 { // the second call finds everything and changes nothing
+				if err := events.EnsureStreams(ctx, js, 1, logger); err != nil {
+					t.Fatalf("EnsureStreams: %v", err)
+				}
+			}
+			for _, want := range events.StreamConfigs(1) {
+				s, err := js.Stream(ctx, want.Name)
+				if err != nil {
+					t.Fatalf("stream %s: %v", want.Name, err)
+				}
+				got := s.CachedInfo().Config
+				if tt.existing != nil && want.Name == tt.existing.Name {
+					if !reflect.DeepEqual(got.Subjects, tt.existing.Subjects) || got.Storage != tt.existing.Storage {
+						t.Errorf("%s was changed: subjects %v storage %v; want the existing %v %v", want.Name, got.Subjects, got.Storage, tt.existing.Subjects, tt.existing.Storage)
+					}
+					continue
+				}
+				if d := events.StreamDiff(got, want); len(d) > 0 {
+					t.Errorf("%s differs: %v", want.Name, d)
+				}
+			}
+			warned := strings.Contains(logs.String(), "level=WARN")
+			if warned != (tt.warn != "") || !strings.Contains(logs.String(), tt.warn) {
+				t.Errorf("log:\n%s\nwant a warning mentioning %q: %v", logs.String(), tt.warn, tt.warn != "")
+			}
+		})
+	}
+}
+
+func TestStreamDiff(t *testing.T) {
+	want := events.StreamConfigs(3)[0]
+	same := want
+	same.Subjects = []string{want.Subjects[2], want.Subjects[0], want.Subjects[1]}
+	same.Replicas, same.Description = 1, "hand-made"
+	if d := events.StreamDiff(same, want); len(d) != 0 {
+		t.Errorf("StreamDiff(reordered subjects, other replicas) = %v; want none", d)
+	}
+	other := want
+	other.MaxAge, other.Duplicates, other.Retention = time.Hour, time.Second, jetstream.WorkQueuePolicy
+	d := events.StreamDiff(other, want)
+	for _, field := range []string{"max_age", "duplicate_window", "retention"} {
+		if !strings.Contains(strings.Join(d, ";"), field) {
+			t.Errorf("StreamDiff = %v; want %s named", d, field)
+		}
+	}
+}
+
+// EnsureStreams works against the machine's nats-server (2.9 on the
+// development machine): it creates what is missing, as every service does at
+// start, and changes nothing that exists.
+func TestEnsureStreamsLiveServer(t *testing.T) {
+	url := os.Getenv("NATS_URL")
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("NATS at %s unreachable (CI is set, so this fails rather than skips): %v", url, err)
+		}
+		t.Skipf("NATS at %s unreachable; set NATS_URL or start nats-server -js to run this test: %v", url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := events.EnsureStreams(ctx, js, 1, nil); err != nil {
+		t.Fatalf("EnsureStreams(%s): %v", url, err)
+	}
+	for _, name := range []string{events.StreamEvents, events.StreamRollout, events.StreamAnalysis} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			t.Errorf("stream %s after EnsureStreams: %v", name, err)
+		}
+	}
+}
