@@ -221,7 +221,9 @@ func run(ctx context.Context, args []string) error {
 		gw.url, gw.proxy = "http://"+addr+chatPath, func() []int { return []int{c.pid()} }
 		logf("gateway (events off): pid %d on %s", c.pid(), addr)
 
-		if reason := eventsSkip(o); reason != "" {
+		if reason := eventsSkip(o); reason != "" && o.events == "on" {
+			return fmt.Errorf("--events on: %s", reason)
+		} else if reason != "" {
 			gwEvents.skipped = reason
 		} else {
 			c, addr, err := startGateway(ctx, dir, gatewayBin, "gateway-events", o.natsURL, primaryAddr, grayAddr, body)
