@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
+	"math/rand/v2"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -251,11 +253,22 @@ func requestID(c *fiber.Ctx) string {
 	if id := c.Request().Header.Peek("X-Request-Id"); len(id) > 0 && len(id) <= 128 && printable(id) {
 		return string(id)
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return uuid.NewString()
-	}
-	return id.String()
+	return newUUIDv7(time.Now()).String()
+}
+
+// newUUIDv7 returns a version 7 UUID (RFC 9562): 48 bits of Unix
+// milliseconds, then random bits. Request ids need uniqueness, not
+// secrecy, so the random part comes from the runtime's fast generator
+// instead of a getrandom system call per request.
+func newUUIDv7(now time.Time) uuid.UUID {
+	var u uuid.UUID
+	ms := uint64(now.UnixMilli())
+	r1, r2 := rand.Uint64(), rand.Uint64()
+	binary.BigEndian.PutUint64(u[0:8], ms<<16|r1&0xffff)
+	binary.BigEndian.PutUint64(u[8:16], r2)
+	u[6] = 0x70 | u[6]&0x0f // version 7
+	u[8] = 0x80 | u[8]&0x3f // RFC 4122 variant
+	return u
 }
 
 func printable(b []byte) bool {

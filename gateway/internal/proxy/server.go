@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/pprof"
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/filter"
@@ -248,6 +249,8 @@ func (s *Server) newAdminApp() *fiber.App {
 	app.Get("/readyz", s.readyz)
 	app.Use("/admin", s.adminAuth)
 	app.Get("/admin/rollouts", s.listRollouts)
+	// Profiles for operators, behind the admin token like all of /admin.
+	app.Use(pprof.New(pprof.Config{Prefix: "/admin"}))
 	return app
 }
 
