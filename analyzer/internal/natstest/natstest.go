@@ -6,11 +6,13 @@ package natstest
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,4 +85,39 @@ func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 		t.Fatalf("jetstream: %v", err)
 	}
 	return nc, js
+}
+
+// Streams creates graygate's streams on the server js talks to.
+func Streams(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	if err := events.EnsureStreams(context.Background(), js, 1, nil); err != nil {
+		t.Fatalf("EnsureStreams: %v", err)
+	}
+}
+
+// Publish stores data as an event with time at (id "" makes a new one) on
+// its subject, with the id as Nats-Msg-Id unless noMsgID (which lets the
+// same id be stored twice, as a republish after the duplicate window
+// does). It returns the event id and its stream sequence.
+func Publish(t testing.TB, js jetstream.JetStream, typ string, data events.Data, at time.Time, id string, noMsgID bool) (string, uint64) {
+	t.Helper()
+	env, err := events.NewEnvelope(typ, "test/"+t.Name(), data, at, id)
+	if err != nil {
+		t.Fatalf("NewEnvelope: %v", err)
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []jetstream.PublishOpt
+	if !noMsgID {
+		opts = append(opts, jetstream.WithMsgID(env.ID))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ack, err := js.Publish(ctx, data.Subject(), b, opts...)
+	if err != nil {
+		t.Fatalf("publish %s: %v", typ, err)
+	}
+	return env.ID, ack.Sequence
 }

@@ -1,0 +1,132 @@
+package rollout
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/analyzer/internal/natstest"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+var t0 = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
+
+func change(dep string, status events.RolloutStatus, pct float64) *events.RolloutChanged {
+	return &events.RolloutChanged{Deployment: dep, Percentage: pct, Status: status, Reason: "test", Actor: events.ActorAdmin}
+}
+
+func TestApply(t *testing.T) {
+	A, R := events.StatusActive, events.StatusRolledBack
+	type step struct {
+		seq uint64
+		at  time.Duration
+		ev  *events.RolloutChanged
+	}
+	tests := []struct {
+		name            string
+		steps           []step
+		wantStatus      events.RolloutStatus
+		wantPct         float64
+		wantRev         uint64
+		wantActiveSince time.Duration // -1: zero
+	}{
+		{"first event active", []step{{3, 0, change("d", A, 2)}}, A, 2, 3, 0},
+		{"first event rolled back", []step{{3, 0, change("d", R, 0)}}, R, 0, 3, -1},
+		{"percentage change keeps active since", []step{
+			{1, 0, change("d", A, 2)}, {2, time.Minute, change("d", A, 5)},
+		}, A, 5, 2, 0},
+		{"rollback then re-enable moves active since", []step{
+			{1, 0, change("d", A, 2)}, {2, time.Minute, change("d", R, 0)}, {5, 2 * time.Minute, change("d", A, 1)},
+		}, A, 1, 5, 2 * time.Minute},
+		{"redelivered older event is ignored", []step{
+			{1, 0, change("d", A, 2)}, {2, time.Minute, change("d", R, 0)}, {1, 0, change("d", A, 2)},
+		}, R, 0, 2, 0},
+		{"other deployments do not interfere", []step{
+			{1, 0, change("d", A, 2)}, {2, time.Minute, change("other", R, 0)}, {3, 2 * time.Minute, change("other", A, 7)},
+		}, A, 2, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTracker()
+			for _, s := range tt.steps {
+				tr.Apply(s.seq, t0.Add(s.at), s.ev)
+			}
+			got, ok := tr.Get("d")
+			if !ok {
+				t.Fatal("Get(d) found nothing")
+			}
+			wantSince := time.Time{}
+			if tt.wantActiveSince >= 0 {
+				wantSince = t0.Add(tt.wantActiveSince)
+			}
+			if got.Status != tt.wantStatus || got.Percentage != tt.wantPct || got.Revision != tt.wantRev || !got.ActiveSince.Equal(wantSince) {
+				t.Errorf("state = %s %v%% rev %d active since %v; want %s %v%% rev %d active since %v",
+					got.Status, got.Percentage, got.Revision, got.ActiveSince, tt.wantStatus, tt.wantPct, tt.wantRev, wantSince)
+			}
+		})
+	}
+}
+
+func TestFollow(t *testing.T) {
+	tests := []struct {
+		name   string
+		before []*events.RolloutChanged // stored before Follow starts
+	}{
+		{"empty log", nil},
+		{"history", []*events.RolloutChanged{
+			change("d", events.StatusActive, 2),
+			change("d", events.StatusRolledBack, 0),
+			change("e", events.StatusActive, 50),
+			change("d", events.StatusActive, 1),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, js := natstest.Connect(t, natstest.Server(t))
+			natstest.Streams(t, js)
+			var lastSeq uint64
+			var lastAt time.Time
+			for i, ev := range tt.before {
+				lastAt = t0.Add(time.Duration(i) * time.Minute)
+				_, lastSeq = natstest.Publish(t, js, events.TypeRolloutChanged, ev, lastAt, "", false)
+			}
+			tr := NewTracker()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- tr.Follow(ctx, js, nil) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Follow returned %v; want nil", err)
+				}
+			}()
+			select {
+			case <-tr.Ready():
+			case <-time.After(5 * time.Second):
+				t.Fatal("Follow did not become ready within 5s")
+			}
+			if len(tt.before) > 0 {
+				s, _ := tr.Get("d")
+				if s.Revision != lastSeq || s.Status != events.StatusActive || !s.ActiveSince.Equal(lastAt) {
+					t.Errorf("after history: d = %+v; want revision %d, active since %v", s, lastSeq, lastAt)
+				}
+			}
+			// A change stored later reaches the tracker.
+			at := t0.Add(time.Hour)
+			_, seq := natstest.Publish(t, js, events.TypeRolloutChanged, change("d", events.StatusRolledBack, 0), at, "", false)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				if s, _ := tr.Get("d"); s.Revision == seq {
+					if s.Status != events.StatusRolledBack {
+						t.Errorf("d status = %s; want rolled_back", s.Status)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the change at seq %d did not arrive within 5s", seq)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
