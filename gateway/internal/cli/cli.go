@@ -13,8 +13,12 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/graygate/graygate/gateway/internal/events"
 	"github.com/graygate/graygate/gateway/internal/proxy"
+	"github.com/graygate/graygate/gateway/internal/rollout"
+	"github.com/graygate/graygate/gateway/internal/spool"
 	"github.com/graygate/graygate/schemas/config"
+	"golang.org/x/sync/errgroup"
 )
 
 const usage = `usage: gateway <command> [flags]
@@ -99,11 +103,68 @@ func serve(ctx context.Context, path string, log *slog.Logger) error {
 	for _, w := range warnings {
 		log.Warn("config", "warning", w.String())
 	}
-	srv, err := proxy.New(cfg, log)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if cfg.NATS.URL == "" {
+		log.Info("events disabled (nats.url is empty): the configuration owns the rollout state")
+		srv, err := proxy.New(cfg, log)
+		if err != nil {
+			return err
+		}
+		return srv.Run(ctx)
+	}
+	return serveWithEvents(ctx, cfg, log)
+}
+
+// serveWithEvents runs the gateway with its event log: the publisher
+// (with its spool) and the rollout state followed from GRAYGATE_ROLLOUT.
+func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	host, _ := os.Hostname()
+	source := "gateway/" + host
+	nc, err := events.Connect(cfg.NATS.URL, "graygate-gateway "+host, log)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return srv.Run(ctx)
+	defer nc.Close()
+	sp, err := spool.Open(cfg.Gateway.SpoolDir, int64(cfg.Gateway.SpoolMaxBytes), log)
+	if err != nil {
+		return fmt.Errorf("gateway.spool_dir: %w", err)
+	}
+	defer sp.Close()
+	pub, err := events.New(nc, sp, events.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, Log: log})
+	if err != nil {
+		return err
+	}
+	var grays []string
+	seeds := map[string]float64{}
+	for _, name := range cfg.DeploymentOrder {
+		if d := cfg.Deployments[name]; d.Gray != nil {
+			grays = append(grays, name)
+			seeds[name] = d.Rollout.Percentage
+		}
+	}
+	table := rollout.NewTable(grays)
+	rlog, err := rollout.NewLog(nc, table, seeds, cfg.NATS.Replicas, cfg.Gateway.RolloutStaleAfter, source, log)
+	if err != nil {
+		return err
+	}
+	srv, err := proxy.New(cfg, log,
+		proxy.WithObserver(proxy.EventObserver{P: pub}),
+		proxy.WithRolloutLog(table, rlog),
+		proxy.WithEventsHealth(func() bool { return pub.State().Connected }),
+	)
+	if err != nil {
+		return err
+	}
+	// The publisher outlives the listeners: it flushes what the last
+	// requests published once they have drained.
+	pubCtx, stopPub := context.WithCancel(context.Background())
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- pub.Run(pubCtx) }()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return rlog.Run(gctx) })
+	g.Go(func() error { return srv.Run(gctx) })
+	err = g.Wait()
+	stopPub()
+	return errors.Join(err, <-pubDone)
 }

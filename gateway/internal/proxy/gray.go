@@ -88,10 +88,6 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 // failed fills m for a gray attempt that broke off with err.
 func failed(m Measure, err error) (Measure, []filter.FieldError) {
 	m.Reason, m.ErrorType = grayReason(err), errorType(err)
-	m.Status = fiber.StatusBadGateway
-	if m.Reason == filter.Timeout {
-		m.Status = fiber.StatusGatewayTimeout
-	}
 	desc := "gray could not be reached or broke off its answer"
 	if m.Reason == filter.Timeout {
 		desc = "gray did not finish within the rollout timeout"
@@ -183,7 +179,7 @@ func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m Measure,
 	}
 	smp := Sample{
 		Time: time.Now(), RequestID: k.id, Deployment: k.deployment.name, Arm: armName, Model: a.client.Model,
-		Reason: m.Reason, Errors: errs, Payload: append([]byte(nil), payload...), PayloadBytes: len(x.ans),
+		Reason: m.Reason, Status: m.Status, Errors: errs, Payload: append([]byte(nil), payload...), PayloadBytes: len(x.ans),
 		Truncated: truncated, PromptHash: x.promptHash(), Latency: m.Latency,
 	}
 	s.obs.Sampled(&smp)

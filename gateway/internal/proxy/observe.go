@@ -95,6 +95,7 @@ type Sample struct {
 	Arm        string // gray | shadow
 	Model      string
 	Reason     filter.Reason
+	Status     int // gray's HTTP status; 0 when no response arrived
 	Errors     []filter.FieldError
 	// Payload is the raw payload as received, cut at gateway.sample_max_bytes
 	// (Truncated) from PayloadBytes; the Sample owns it.

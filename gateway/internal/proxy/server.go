@@ -11,6 +11,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -56,7 +57,9 @@ type Server struct {
 	router       *bands.Router
 	matchedNames sync.Map // band bit set → x-vsr-matched-context value
 	rollouts     *rollout.Table
-	obs          Observer // nil: no events
+	obs          Observer   // nil: no events
+	rolloutLog   RolloutLog // nil: the config owns the rollout state
+	eventsUp     func() bool
 	forceHeaders map[string]bool
 
 	exchanges sync.Pool // *exchange
@@ -95,6 +98,9 @@ type arm struct {
 // Option configures a Server.
 type Option func(*Server)
 
+// WithEventsHealth tells /readyz whether the event log is reachable.
+func WithEventsHealth(up func() bool) Option { return func(s *Server) { s.eventsUp = up } }
+
 // WithObserver sends request records, rejections and samples to o.
 func WithObserver(o Observer) Option { return func(s *Server) { s.obs = o } }
 
@@ -131,9 +137,15 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 			s.forceHeaders[textproto.CanonicalMIMEHeaderKey(d.Rollout.ForceHeader)] = true
 		}
 	}
-	s.rollouts = rollout.NewTable(grays)
+	if s.rollouts == nil {
+		s.rollouts = rollout.NewTable(grays)
+	}
 	s.rollouts.Watch(telemetry.Rollout)
 	for _, name := range grays {
+		telemetry.Rollout(*s.rollouts.Get(name))
+		if s.rolloutLog != nil {
+			continue // unknown until the event log has been read
+		}
 		r := cfg.Deployments[name].Rollout
 		s.rollouts.Set(rollout.State{Deployment: name, Basis: rollout.BasisOf(r.Percentage), Status: rollout.Active,
 			Actor: "config", Reason: "initial percentage from the configuration", UpdatedAt: time.Now(), Known: true})
@@ -249,6 +261,7 @@ func (s *Server) newAdminApp() *fiber.App {
 	app.Get("/readyz", s.readyz)
 	app.Use("/admin", s.adminAuth)
 	app.Get("/admin/rollouts", s.listRollouts)
+	app.Put("/admin/rollouts/:deployment", s.putRollout)
 	// Profiles for operators, behind the admin token like all of /admin.
 	app.Use(pprof.New(pprof.Config{Prefix: "/admin"}))
 	return app
@@ -358,6 +371,16 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	if s.cfg.NATS.URL == "" {
 		return c.SendString("ready: events disabled\n")
 	}
+	if s.eventsUp != nil && !s.eventsUp() {
+		msg := "ready: degraded: event log unreachable (events are spooled"
+		if s.rolloutLog != nil && !s.rolloutLog.Fresh() {
+			msg += "; rollout state unknown, serving primary only"
+		}
+		return c.SendString(msg + ")\n")
+	}
+	if s.rolloutLog != nil && !s.rolloutLog.Fresh() {
+		return c.SendString("ready: degraded: rollout state not read from the event log yet, serving primary only\n")
+	}
 	return c.SendString("ready\n")
 }
 
@@ -399,3 +422,7 @@ func (s *Server) putExchange(x *exchange) {
 
 // itoa is strconv.Itoa, named for the call sites that build header values.
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func utoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 var (
@@ -307,4 +309,14 @@ func StartGateway(t testing.TB, config string, env ...string) *Gateway {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// UUIDv7 returns a new version 7 UUID string (event ids).
+func UUIDv7(t testing.TB) string {
+	t.Helper()
+	u, err := uuid.NewV7()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.String()
 }

@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/rollout"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// Error codes of the rollout admin API (SPEC §3).
+const (
+	CodeUnknownDeployment = "unknown_deployment"
+	CodeRolledBack        = "rolled_back"
+	CodeRevisionConflict  = "revision_conflict"
+	CodeLogUnavailable    = "event_log_unavailable"
+)
+
+// RolloutLog is where rollout changes are recorded: the event log. Append
+// stores ev if the deployment's last event is at sequence expected and
+// returns the new revision; it returns rollout.ErrRevisionConflict or
+// rollout.ErrUnavailable. Fresh reports whether the gateway's state
+// reflects the log.
+type RolloutLog interface {
+	Append(ctx context.Context, ev *events.RolloutChanged, expected uint64) (uint64, error)
+	Fresh() bool
+}
+
+// WithRolloutLog makes the event log the owner of the rollout state: the
+// server serves from table, which l fills (it starts unknown: primary
+// only), and PUT /admin/rollouts appends to l instead of changing memory.
+// table must hold every deployment with a gray upstream.
+func WithRolloutLog(table *rollout.Table, l RolloutLog) Option {
+	return func(s *Server) { s.rollouts, s.rolloutLog = table, l }
+}
+
+// rolloutChange is the body of PUT /admin/rollouts/{deployment}.
+type rolloutChange struct {
+	Percentage       *float64 `json:"percentage"`
+	Status           *string  `json:"status"`
+	Reason           string   `json:"reason"`
+	ExpectedRevision *uint64  `json:"expected_revision"`
+}
+
+// putRollout serves PUT /admin/rollouts/{deployment}.
+func (s *Server) putRollout(c *fiber.Ctx) error {
+	name := c.Params("deployment")
+	cur := s.rollouts.Get(name)
+	if cur == nil {
+		return &Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
+			Msg: "no deployment with a gray upstream is named " + quoteShort([]byte(name))}
+	}
+	var ch rolloutChange
+	dec := json.NewDecoder(bytesReader(c.Body()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ch); err != nil {
+		return badRequest("rollout change: %s", clip(err.Error(), 200))
+	}
+	if ch.Percentage == nil && ch.Status == nil {
+		return badRequest("rollout change needs \"percentage\", \"status\" or both")
+	}
+	status := cur.Status
+	if ch.Status != nil {
+		status = rollout.Status(*ch.Status)
+		if status != rollout.Active && status != rollout.RolledBack {
+			return badRequest("status must be \"active\" or \"rolled_back\", got %s", quoteShort([]byte(*ch.Status)))
+		}
+	}
+	pct := cur.Percentage()
+	if ch.Percentage != nil {
+		p := *ch.Percentage
+		if !events.ValidPercentage(p) {
+			return badRequest("percentage must be between 0 and 100 with at most two decimals, got %v", p)
+		}
+		if cur.Status == rollout.RolledBack && status != rollout.Active {
+			return &Error{Status: fiber.StatusConflict, Code: CodeRolledBack, Type: "invalid_request_error",
+				Msg: "deployment " + name + " is rolled back: send \"status\": \"active\" with the percentage to re-enable it"}
+		}
+		pct = math.Round(p*100) / 100
+	}
+	if status == rollout.RolledBack {
+		pct = 0
+	}
+	expected := cur.Revision
+	if ch.ExpectedRevision != nil {
+		if *ch.ExpectedRevision != cur.Revision {
+			return revisionConflict(name, *ch.ExpectedRevision, cur.Revision)
+		}
+		expected = *ch.ExpectedRevision
+	}
+	ev := &events.RolloutChanged{Deployment: name, Percentage: pct, Status: events.RolloutStatus(status),
+		Reason: ch.Reason, Actor: events.ActorAdmin}
+	if ev.Reason == "" {
+		ev.Reason = "changed through the admin API"
+	}
+	now := time.Now()
+	var rev uint64
+	if s.rolloutLog == nil {
+		// Events are off: the configuration and this API own the state.
+		rev = cur.Revision + 1
+		s.rollouts.Set(rollout.State{Deployment: name, Basis: rollout.BasisOf(pct), Status: status, Revision: rev,
+			Reason: ev.Reason, Actor: string(ev.Actor), UpdatedAt: now, Known: true})
+	} else {
+		if !s.rolloutLog.Fresh() {
+			return &Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+				Msg: "the event log is unreachable or not read yet; the change was not recorded"}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var err error
+		rev, err = s.rolloutLog.Append(ctx, ev, expected)
+		cancel()
+		switch {
+		case errors.Is(err, rollout.ErrRevisionConflict):
+			return revisionConflict(name, expected, 0)
+		case err != nil:
+			return &Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+				Msg: "the rollout change could not be recorded in the event log", Cause: err}
+		}
+	}
+	return c.JSON(rolloutEntry{Deployment: name, Percentage: pct, Status: string(status), Revision: rev,
+		Reason: ev.Reason, Actor: string(ev.Actor), UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true})
+}
+
+func revisionConflict(name string, expected, current uint64) *Error {
+	msg := "deployment " + name + " changed since revision " + utoa(expected)
+	if current > 0 {
+		msg += " (current revision " + utoa(current) + ")"
+	}
+	return &Error{Status: fiber.StatusConflict, Code: CodeRevisionConflict, Type: "invalid_request_error",
+		Msg: msg + ": read GET /admin/rollouts and retry"}
+}
