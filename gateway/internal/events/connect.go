@@ -1,0 +1,42 @@
+package events
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Connect dials NATS for the gateway. It does not wait for the server:
+// when NATS is down it returns a connection that keeps trying in the
+// background (forever, every half second), so the gateway starts and
+// serves without its event log. The reconnect buffer is off — while
+// disconnected, publishes fail at once and the Publisher spools them —
+// and a dead server is noticed within about 15 seconds even without a
+// closed socket. The caller closes the connection.
+func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	nc, err := nats.Connect(url,
+		nats.Name(name),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500*time.Millisecond),
+		nats.ReconnectBufSize(-1),
+		nats.PingInterval(5*time.Second),
+		nats.MaxPingsOutstanding(2),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Warn("NATS error", "subject", sub.Subject, "err", err)
+				return
+			}
+			log.Warn("NATS error", "err", err)
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,582 @@
+// Package events publishes the gateway's events to the event log (NATS
+// JetStream, SPEC §7) without ever delaying or failing a client request,
+// and without losing them while the event log is unreachable (SPEC §11).
+//
+// The request path calls Publish with the typed event data; Publish puts it
+// in a bounded memory queue and returns (a few hundred nanoseconds, no
+// allocation). Run, in its own goroutine, encodes each event into its
+// CloudEvents envelope with a new UUIDv7 id, and publishes it with
+// JetStream asynchronous publishing, the id as Nats-Msg-Id, at most
+// Options.MaxInFlight unacknowledged at a time. An event whose publish
+// fails, whose acknowledgement fails or times out, or that arrives while
+// NATS is disconnected, goes to the on-disk spool. While the spool holds
+// events, new events are appended behind them, and Run republishes the
+// spool's records in order, with their original ids, as soon as NATS is
+// back: JetStream's duplicate window drops a republished id it already
+// stored, and the collector's inserts are idempotent beyond it. A spool
+// left by a previous process is drained the same way.
+//
+// # Guarantees and their limits
+//
+//   - Publish never blocks. When the memory queue is full (the event log
+//     and the spool together cannot keep up), the event is dropped and
+//     counted in graygate_events_dropped_total: writing it to the spool on
+//     the request goroutine would put disk I/O on the client's latency
+//     path, which SPEC §11 rules out.
+//   - An event Publish accepted is, at least once, either stored by
+//     JetStream or written to the spool — unless the process is killed
+//     first: events still in the memory queue or awaiting acknowledgement
+//     (at most QueueSize + MaxInFlight) die with it. On a graceful stop
+//     (Run's context ends) nothing is lost: see Run.
+//   - The spool is bounded; when it is full its oldest events are dropped
+//     and counted. A machine crash can lose the events spooled in the last
+//     spool.SyncInterval (see package spool).
+//   - Order: events are published in the order Publish accepted them,
+//     except that an event whose acknowledgement fails goes to the spool
+//     behind events that were acknowledged after it.
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/graygate/graygate/gateway/internal/spool"
+	schema "github.com/graygate/graygate/schemas/events"
+)
+
+// Options tune a Publisher. Zero values take the defaults.
+type Options struct {
+	// Source is the envelope's source; default "gateway/<hostname>".
+	Source string
+	// QueueSize is the capacity of the memory queue between Publish and
+	// Run; default 16384.
+	QueueSize int
+	// MaxInFlight bounds the publishes awaiting a JetStream
+	// acknowledgement; default 1024.
+	MaxInFlight int
+	// AckTimeout is how long an acknowledgement may take before the event
+	// goes to the spool; default 5s.
+	AckTimeout time.Duration
+	// ShutdownGrace is how long Run keeps publishing after its context
+	// ends before it spools what is left; default 5s.
+	ShutdownGrace time.Duration
+	// EnsureStreams makes Run create the event streams that are missing
+	// (schemas/events.EnsureStreams) once NATS is reachable, with
+	// Replicas replicas.
+	EnsureStreams bool
+	Replicas      int
+	// Log receives state changes and losses; nil discards them.
+	Log *slog.Logger
+}
+
+const (
+	defaultQueueSize   = 16384
+	defaultMaxInFlight = 1024
+	defaultAckTimeout  = 5 * time.Second
+	defaultGrace       = 5 * time.Second
+	tickInterval       = 250 * time.Millisecond
+	// Retrying the spool after a failed republish backs off from
+	// minBackoff to maxBackoff.
+	minBackoff = 250 * time.Millisecond
+	maxBackoff = 10 * time.Second
+	// batch is how many queued events Run handles before it looks at
+	// acknowledgements again.
+	batch = 256
+)
+
+// Publisher publishes the gateway's events. Create it with New, call Run
+// once, and Publish from any goroutine.
+type Publisher struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	sp   *spool.Spool
+	enc  encoder
+	log  *slog.Logger
+	opts Options
+
+	queue   chan item
+	results chan result
+	active  atomic.Int64 // Publish calls between their stop check and their send
+	stopped atomic.Bool
+	ran     atomic.Bool
+
+	published, spooled, dropped *counters
+	gauges                      gauges
+	queueFull, unknown          atomic.Uint64 // drops not yet logged
+	downSince                   atomic.Int64  // unix nanoseconds; 0 while the event log takes events
+
+	// Owned by Run.
+	connected   bool
+	pending     map[*nats.Msg]*entry
+	fifo        []*entry // republished spool records, in spool order, until acknowledged
+	drainOut    int      // fifo entries without a result yet
+	drainFailed bool     // a republish failed: rewind once drainOut is 0
+	backlog     bool     // the spool may hold records not yet republished
+	forceSpool  bool     // shutdown grace expired
+	nextDrain   time.Time
+	backoff     time.Duration
+	spoolSeen   spool.Stats
+	lastLog     map[string]time.Time
+}
+
+// item is an event between Publish and Run.
+type item struct {
+	d    schema.Data
+	at   time.Time
+	kind Kind
+}
+
+// entry is an encoded event being published.
+type entry struct {
+	msg     nats.Msg
+	id      string
+	kind    Kind
+	spooled bool // republished from the spool
+	mark    spool.Mark
+	done    bool
+}
+
+type result struct {
+	msg *nats.Msg
+	err error
+}
+
+// New returns a Publisher on nc that spools to sp. It does not take
+// ownership: the caller closes nc and sp after Run has returned. nc should
+// come from Connect (no reconnect buffer: the spool is the buffer).
+func New(nc *nats.Conn, sp *spool.Spool, opts Options) (*Publisher, error) {
+	if opts.Source == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "unknown"
+		}
+		opts.Source = "gateway/" + host
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = defaultQueueSize
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = defaultMaxInFlight
+	}
+	if opts.AckTimeout <= 0 {
+		opts.AckTimeout = defaultAckTimeout
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = defaultGrace
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	enc, err := newEncoder(opts.Source)
+	if err != nil {
+		return nil, fmt.Errorf("new publisher: %w", err)
+	}
+	p := &Publisher{
+		nc:        nc,
+		sp:        sp,
+		enc:       enc,
+		log:       opts.Log,
+		opts:      opts,
+		queue:     make(chan item, opts.QueueSize),
+		results:   make(chan result, 2*opts.MaxInFlight),
+		published: newCounters("graygate_events_published_total"),
+		spooled:   newCounters("graygate_events_spooled_total"),
+		dropped:   newCounters("graygate_events_dropped_total"),
+		gauges:    newGauges(),
+		pending:   make(map[*nats.Msg]*entry, opts.MaxInFlight),
+		backoff:   minBackoff,
+		lastLog:   map[string]time.Time{},
+	}
+	p.js, err = jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(opts.MaxInFlight),
+		jetstream.WithPublishAsyncTimeout(opts.AckTimeout),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) {
+			p.results <- result{msg: m}
+		}),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+			p.results <- result{msg: m, err: err}
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("new publisher: %w", err)
+	}
+	p.spoolSeen = sp.Stats()
+	p.backlog = p.spoolSeen.Records > 0
+	p.downSince.Store(time.Now().UnixNano())
+	return p, nil
+}
+
+// Publish hands d to the background loop and returns at once; it never
+// blocks. d must not be changed afterwards. When the memory queue is full,
+// Run has returned, or d is not a gateway event type (a request, rejection,
+// sample or rollout event), the event is dropped and counted.
+func (p *Publisher) Publish(d schema.Data) {
+	k, ok := kindOf(d)
+	if !ok {
+		p.unknown.Add(1)
+		return
+	}
+	p.active.Add(1)
+	if p.stopped.Load() {
+		p.active.Add(-1)
+		p.dropped.add(k, 1)
+		return
+	}
+	select {
+	case p.queue <- item{d: d, at: time.Now(), kind: k}:
+	default:
+		p.dropped.add(k, 1)
+		p.queueFull.Add(1)
+	}
+	p.active.Add(-1)
+}
+
+// Run publishes events until ctx ends, then shuts down: it stops taking
+// events (later Publish calls drop and count them), publishes what is in
+// the memory queue, waits up to Options.ShutdownGrace for the outstanding
+// acknowledgements, writes whatever is still unacknowledged to the spool
+// and syncs it. It returns nil after a shutdown; it must be called once.
+func (p *Publisher) Run(ctx context.Context) error {
+	if !p.ran.CompareAndSwap(false, true) {
+		return errors.New("events: Run called twice")
+	}
+	status := p.nc.StatusChanged()
+	defer p.nc.RemoveStatusListener(status)
+	if p.opts.EnsureStreams {
+		done := make(chan struct{})
+		ensureCtx, cancel := context.WithCancel(ctx)
+		go func() {
+			defer close(done)
+			p.ensureStreams(ensureCtx)
+		}()
+		defer func() { cancel(); <-done }()
+	}
+	tick := time.NewTicker(tickInterval)
+	defer tick.Stop()
+	p.refresh()
+	if r, b := p.sp.Depth(); r > 0 {
+		p.log.Info("spooled events to deliver", "events", r, "bytes", b)
+	}
+	for {
+		p.pump()
+		queue := p.queue
+		if p.windowFull() {
+			queue = nil
+		}
+		select {
+		case <-ctx.Done():
+			return p.shutdown()
+		case it := <-queue:
+			p.handle(it)
+			for range batch - 1 {
+				if p.windowFull() {
+					break
+				}
+				select {
+				case it := <-p.queue:
+					p.handle(it)
+					continue
+				default:
+				}
+				break
+			}
+		case r := <-p.results:
+			p.resolve(r)
+		case <-status:
+			p.refresh()
+		case <-tick.C:
+			p.refresh()
+			p.report()
+		}
+	}
+}
+
+// direct reports whether new events may bypass the spool.
+func (p *Publisher) direct() bool {
+	return p.connected && !p.backlog && len(p.fifo) == 0 && !p.drainFailed && !p.forceSpool
+}
+
+// windowFull reports whether the next event would have to wait for an
+// acknowledgement.
+func (p *Publisher) windowFull() bool {
+	return p.direct() && len(p.pending) >= p.opts.MaxInFlight
+}
+
+// handle encodes an event and publishes or spools it.
+func (p *Publisher) handle(it item) {
+	id, b, err := p.enc.encode(it.d, it.at)
+	if err != nil {
+		p.dropped.add(it.kind, 1)
+		p.logLimited(slog.LevelError, "event not encodable: dropped", "kind", it.kind.String(), "err", err)
+		return
+	}
+	e := &entry{id: id, kind: it.kind}
+	e.msg.Subject, e.msg.Data = it.d.Subject(), b
+	if p.direct() {
+		p.send(e)
+	} else {
+		p.toSpool(e)
+	}
+}
+
+// send publishes e asynchronously; its result arrives on p.results.
+func (p *Publisher) send(e *entry) {
+	if _, err := p.js.PublishMsgAsync(&e.msg, jetstream.WithMsgID(e.id)); err != nil {
+		p.failed(e, err)
+		return
+	}
+	p.pending[&e.msg] = e
+}
+
+func (p *Publisher) resolve(r result) {
+	e, ok := p.pending[r.msg]
+	if !ok {
+		return
+	}
+	delete(p.pending, r.msg)
+	if r.err != nil {
+		p.failed(e, r.err)
+		return
+	}
+	p.published.add(e.kind, 1)
+	p.downSince.Store(0)
+	if e.spooled {
+		p.backoff = minBackoff
+		p.settle(e, true)
+	}
+}
+
+// failed handles an event JetStream did not store.
+func (p *Publisher) failed(e *entry, err error) {
+	permanent := isPermanent(err)
+	if permanent {
+		p.dropped.add(e.kind, 1)
+		p.logLimited(slog.LevelError, "event refused by the event log: dropped", "kind", e.kind.String(), "subject", e.msg.Subject, "err", err)
+	} else {
+		p.markDown()
+		p.logLimited(slog.LevelWarn, "event not stored by the event log: spooled", "kind", e.kind.String(), "err", err)
+	}
+	switch {
+	case e.spooled:
+		p.settle(e, permanent)
+	case !permanent:
+		p.toSpool(e)
+	}
+}
+
+// isPermanent reports whether err means the event log will never take the
+// message: retrying it would block the spool forever.
+func isPermanent(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) ||
+		errors.As(err, &api) && api.Code == 400
+}
+
+// toSpool appends e behind the spool's records.
+func (p *Publisher) toSpool(e *entry) {
+	err := p.sp.Append(spool.Record{Kind: uint8(e.kind), Subject: e.msg.Subject, ID: e.id, Data: e.msg.Data})
+	if err != nil {
+		p.dropped.add(e.kind, 1)
+		p.logLimited(slog.LevelError, "spool write failed: event dropped", "kind", e.kind.String(), "err", err)
+		return
+	}
+	p.spooled.add(e.kind, 1)
+	p.backlog = true
+}
+
+// pump republishes spooled records while NATS is up and the window has room.
+func (p *Publisher) pump() {
+	if !p.connected || !p.backlog || p.drainFailed || p.forceSpool || time.Now().Before(p.nextDrain) {
+		return
+	}
+	for len(p.pending) < p.opts.MaxInFlight && !p.drainFailed {
+		rec, mark, err := p.sp.Next()
+		if errors.Is(err, spool.ErrEmpty) {
+			p.backlog = false
+			return
+		}
+		if err != nil {
+			p.logLimited(slog.LevelError, "read spool", "err", err)
+			p.nextDrain = time.Now().Add(p.backoff)
+			return
+		}
+		e := &entry{id: rec.ID, kind: Kind(min(rec.Kind, uint8(numKinds-1))), spooled: true, mark: mark}
+		e.msg.Subject, e.msg.Data = rec.Subject, rec.Data
+		p.fifo = append(p.fifo, e)
+		p.drainOut++
+		p.send(e)
+	}
+}
+
+// settle records the result of a republished record: the spool is
+// acknowledged up to the last of the oldest records that are all done. After
+// a failure, once every republished record has its result, the spool is
+// rewound to the oldest unacknowledged record and retried after a backoff
+// (records after it that were stored are sent again and dropped by
+// JetStream as duplicates).
+func (p *Publisher) settle(e *entry, done bool) {
+	p.drainOut--
+	e.done = done
+	if !done {
+		p.drainFailed = true
+	}
+	var last *entry
+	for len(p.fifo) > 0 && p.fifo[0].done {
+		last = p.fifo[0]
+		p.fifo[0] = nil
+		p.fifo = p.fifo[1:]
+	}
+	if last != nil {
+		if err := p.sp.Ack(last.mark); err != nil {
+			p.logLimited(slog.LevelError, "acknowledge spool", "err", err)
+		}
+	}
+	if p.drainFailed && p.drainOut == 0 {
+		p.fifo = nil
+		p.sp.Rewind()
+		p.drainFailed = false
+		p.backlog = true
+		p.nextDrain = time.Now().Add(p.backoff)
+		p.backoff = min(2*p.backoff, maxBackoff)
+	}
+}
+
+// refresh follows the connection's status.
+func (p *Publisher) refresh() {
+	up := p.nc.Status() == nats.CONNECTED
+	if up == p.connected {
+		return
+	}
+	p.connected = up
+	if up {
+		p.downSince.Store(0)
+		p.backoff, p.nextDrain = minBackoff, time.Time{}
+		p.gauges.connected.Set(1)
+		r, _ := p.sp.Depth()
+		p.log.Info("event log reachable", "spooled", r)
+		return
+	}
+	p.markDown()
+	p.gauges.connected.Set(0)
+	p.log.Warn("event log unreachable: spooling events", "status", p.nc.Status().String())
+}
+
+func (p *Publisher) markDown() {
+	p.downSince.CompareAndSwap(0, time.Now().UnixNano())
+}
+
+// report brings the spool metrics up to date and logs drops counted on
+// the request path.
+func (p *Publisher) report() {
+	st := p.sp.Stats()
+	for k := range numKinds {
+		if d := st.Dropped[k] - p.spoolSeen.Dropped[k]; d > 0 {
+			p.dropped.add(k, d)
+		}
+	}
+	if d := st.Corrupt - p.spoolSeen.Corrupt; d > 0 {
+		p.gauges.corrupt.Add(int(d))
+	}
+	p.spoolSeen = st
+	p.gauges.depth.Set(float64(st.Records))
+	p.gauges.depthBytes.Set(float64(st.Bytes))
+	if n := p.queueFull.Swap(0); n > 0 {
+		p.log.Warn("event queue full: events dropped", "events", n)
+	}
+	if n := p.unknown.Swap(0); n > 0 {
+		p.log.Error("Publish called with data that is not a gateway event: dropped", "events", n)
+	}
+}
+
+// logLimited logs msg at most once per 10 seconds.
+func (p *Publisher) logLimited(level slog.Level, msg string, args ...any) {
+	now := time.Now()
+	if now.Sub(p.lastLog[msg]) < 10*time.Second {
+		return
+	}
+	p.lastLog[msg] = now
+	p.log.Log(context.Background(), level, msg, args...)
+}
+
+// shutdown flushes and spools; see Run.
+func (p *Publisher) shutdown() error {
+	p.stopped.Store(true)
+	for p.active.Load() != 0 {
+		runtime.Gosched()
+	}
+	grace := time.NewTimer(p.opts.ShutdownGrace)
+	defer grace.Stop()
+	wait := func() bool { // one result, or false when the grace period is over
+		select {
+		case r := <-p.results:
+			p.resolve(r)
+			return true
+		case <-grace.C:
+			p.forceSpool = true
+			return false
+		}
+	}
+	for more := true; more; {
+		select {
+		case it := <-p.queue:
+			for p.windowFull() && wait() {
+			}
+			p.handle(it)
+		default:
+			more = false
+		}
+	}
+	for len(p.pending) > 0 && wait() {
+	}
+	left := 0
+	for m, e := range p.pending {
+		delete(p.pending, m)
+		if !e.spooled {
+			p.toSpool(e)
+			left++
+		}
+	}
+	p.report()
+	err := p.sp.Sync()
+	r, _ := p.sp.Depth()
+	p.log.Info("event publisher stopped", "spooled", r, "unacknowledged_spooled", left)
+	if err != nil {
+		return fmt.Errorf("events shutdown: %w", err)
+	}
+	return nil
+}
+
+// ensureStreams creates the missing streams once NATS is reachable,
+// retrying until it succeeds or ctx ends.
+func (p *Publisher) ensureStreams(ctx context.Context) {
+	for wait := time.Duration(0); ; wait = min(max(2*wait, time.Second), 30*time.Second) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if p.nc.Status() != nats.CONNECTED {
+			wait = 0
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(tickInterval):
+			}
+			continue
+		}
+		err := schema.EnsureStreams(ctx, p.js, p.opts.Replicas, p.log)
+		if err == nil {
+			return
+		}
+		p.log.Warn("ensure event streams", "err", err)
+	}
+}

@@ -1,0 +1,450 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	schema "github.com/graygate/graygate/schemas/events"
+)
+
+func TestPublishAll(t *testing.T) {
+	tests := []struct {
+		name   string
+		n      int
+		ensure bool // streams created by the Publisher, not the test
+		opts   Options
+	}{
+		{"streams exist", 3000, false, Options{}},
+		{"publisher creates the streams", 500, true, Options{}},
+		{"window of one", 200, false, Options{MaxInFlight: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := startNATS(t)
+			nc := connect(t, ns.url())
+			if !tt.ensure {
+				ensureStreams(t, nc)
+			}
+			tt.opts.EnsureStreams = tt.ensure
+			tt.opts.Replicas = 1
+			sp := openSpool(t, t.TempDir(), 1<<20)
+			defer sp.Close()
+			p := startPublisher(t, nc, sp, tt.opts)
+			for i := range tt.n {
+				p.Publish(event(i))
+			}
+			eventually(t, 30*time.Second, "every event published", func() bool { return sum(p.Stats().Published) == uint64(tt.n) })
+			p.stop(t)
+			checkExactlyOnce(t, readStream(t, ns.url()), tt.n)
+			st := p.Stats()
+			if want := [numKinds]uint64{KindRequest: uint64(tt.n * 8 / 10), KindRejection: uint64(tt.n / 10), KindSample: uint64(tt.n / 10)}; st.Published != want {
+				t.Errorf("Stats().Published = %v; want %v", st.Published, want)
+			}
+			if sum(st.Dropped) != 0 {
+				t.Errorf("Stats().Dropped = %v; want none", st.Dropped)
+			}
+			if !tt.ensure && sum(st.Spooled) != 0 {
+				t.Errorf("Stats().Spooled = %v; want none with NATS up", st.Spooled)
+			}
+			if r, _ := sp.Depth(); r != 0 {
+				t.Errorf("spool depth = %d; want 0", r)
+			}
+		})
+	}
+}
+
+// publishSteadily publishes events from..to one every interval and returns
+// the longest Publish call.
+func publishSteadily(p *Publisher, from, to int, interval time.Duration) time.Duration {
+	var longest time.Duration
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for i := from; i < to; i++ {
+		<-tick.C
+		ev := event(i)
+		start := time.Now()
+		p.Publish(ev)
+		longest = max(longest, time.Since(start))
+	}
+	return longest
+}
+
+// maxPublishCall bounds one Publish call in the outage tests. The call
+// itself takes well under a microsecond (see BenchmarkPublish); the bound
+// leaves room for the scheduler of a loaded 2-core machine, and is far
+// below any disk or network wait.
+const maxPublishCall = 20 * time.Millisecond
+
+func TestOutage(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns.url())
+	ensureStreams(t, nc)
+	sp := openSpool(t, t.TempDir(), 64<<20)
+	defer sp.Close()
+	p := startPublisher(t, nc, sp, Options{})
+
+	const n = 3000 // 1 ms apart: NATS is down for about 2 of the 3 seconds
+	var longest time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		longest = publishSteadily(p.Publisher, 0, n, time.Millisecond)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	ns.stop()
+	eventually(t, 10*time.Second, "the publisher to notice", func() bool { return !p.State().Connected })
+	if s := p.State().String(); !strings.HasPrefix(s, "degraded: event log unreachable") {
+		t.Errorf("State() = %q; want degraded: event log unreachable …", s)
+	}
+	time.Sleep(2 * time.Second)
+	ns.start()
+	<-done
+	eventually(t, 60*time.Second, "the spool to drain", func() bool {
+		r, _ := sp.Depth()
+		return r == 0 && sum(p.Stats().Published) >= n
+	})
+	if s := p.State(); !s.Connected {
+		t.Errorf("State() after recovery = %v; want connected", s)
+	}
+	p.stop(t)
+
+	t.Logf("longest Publish call during the outage: %v", longest)
+	if longest > maxPublishCall {
+		t.Errorf("longest Publish call = %v; want under %v", longest, maxPublishCall)
+	}
+	st := p.Stats()
+	if sum(st.Spooled) == 0 {
+		t.Errorf("Stats().Spooled = %v; want events spooled during the outage", st.Spooled)
+	}
+	if sum(st.Dropped) != 0 {
+		t.Errorf("Stats().Dropped = %v; want none", st.Dropped)
+	}
+	checkExactlyOnce(t, readStream(t, ns.url()), n)
+}
+
+func TestOutageWithRestart(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns.url())
+	ensureStreams(t, nc)
+	dir := t.TempDir()
+
+	// First gateway: publishes, loses NATS, and stops during the outage.
+	sp := openSpool(t, dir, 64<<20)
+	p := startPublisher(t, nc, sp, Options{ShutdownGrace: time.Second})
+	var longest time.Duration
+	longest = max(longest, publishSteadily(p.Publisher, 0, 500, time.Millisecond))
+	ns.stop()
+	longest = max(longest, publishSteadily(p.Publisher, 500, 1500, time.Millisecond))
+	p.stop(t)
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+
+	// Second gateway on the same spool directory; NATS comes back while
+	// it serves.
+	sp = openSpool(t, dir, 64<<20)
+	defer sp.Close()
+	if r, _ := sp.Depth(); r == 0 {
+		t.Fatal("the first gateway left nothing in the spool")
+	}
+	nc = connect(t, ns.url())
+	p = startPublisher(t, nc, sp, Options{})
+	longest = max(longest, publishSteadily(p.Publisher, 1500, 2000, time.Millisecond))
+	ns.start()
+	longest = max(longest, publishSteadily(p.Publisher, 2000, 2500, time.Millisecond))
+	eventually(t, 60*time.Second, "the spool to drain", func() bool {
+		r, _ := sp.Depth()
+		return r == 0 && p.State().Connected
+	})
+	p.stop(t)
+
+	t.Logf("longest Publish call: %v", longest)
+	if longest > maxPublishCall {
+		t.Errorf("longest Publish call = %v; want under %v", longest, maxPublishCall)
+	}
+	checkExactlyOnce(t, readStream(t, ns.url()), 2500)
+}
+
+func TestSpoolFull(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns.url())
+	ensureStreams(t, nc)
+	ns.stop()
+	sp := openSpool(t, t.TempDir(), 64<<10)
+	defer sp.Close()
+	p := startPublisher(t, nc, sp, Options{})
+	eventually(t, 10*time.Second, "the publisher to notice", func() bool { return !p.State().Connected })
+
+	const n = 2000 // about 600 KB of events for a 64 KiB spool
+	for i := range n {
+		p.Publish(event(i))
+		if i%100 == 0 {
+			time.Sleep(5 * time.Millisecond) // let the loop keep up: test the spool's bound, not the queue's
+		}
+	}
+	eventually(t, 10*time.Second, "every event spooled", func() bool { return sum(p.Stats().Spooled) == n })
+	kept, _ := sp.Depth()
+	ns.start()
+	eventually(t, 30*time.Second, "the spool to drain", func() bool {
+		r, _ := sp.Depth()
+		return r == 0 && p.State().Connected
+	})
+	p.stop(t)
+
+	st := p.Stats()
+	if kept == 0 || kept >= n {
+		t.Fatalf("spool kept %d of %d events; want the bound to drop some", kept, n)
+	}
+	if got := sum(st.Dropped); got != uint64(n)-uint64(kept) {
+		t.Errorf("Stats().Dropped = %v (%d); want %d", st.Dropped, got, n-int(kept))
+	}
+	if st.Dropped[KindRequest] == 0 || st.Dropped[KindSample] == 0 {
+		t.Errorf("Stats().Dropped = %v; want drops counted under their kinds", st.Dropped)
+	}
+	s := readStream(t, ns.url())
+	if s.msgs != int(kept) || len(s.ids) != int(kept) {
+		t.Errorf("stream holds %d messages, %d ids; want the %d kept", s.msgs, len(s.ids), kept)
+	}
+	// The newest events are the ones kept.
+	newest := map[string]bool{}
+	for _, r := range s.requestOf {
+		newest[r] = true
+	}
+	if !newest["req-1999"] || newest["req-0"] {
+		t.Errorf("stream has req-1999: %v, req-0: %v; want the newest kept, the oldest dropped", newest["req-1999"], newest["req-0"])
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	tests := []struct {
+		name     string
+		natsDown bool
+		grace    time.Duration
+	}{
+		// With NATS up, the grace period is long enough for the memory
+		// queue to reach NATS even under the race detector.
+		{"flushes to NATS", false, 20 * time.Second},
+		// A grace period too short to flush spools the rest.
+		{"spools what the grace period leaves", false, time.Nanosecond},
+		{"spools while NATS is down", true, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := startNATS(t)
+			nc := connect(t, ns.url())
+			ensureStreams(t, nc)
+			if tt.natsDown {
+				ns.stop()
+			}
+			dir := t.TempDir()
+			sp := openSpool(t, dir, 64<<20)
+			p := startPublisher(t, nc, sp, Options{ShutdownGrace: tt.grace})
+			const n = 3000
+			for i := range n {
+				p.Publish(event(i))
+			}
+			p.stop(t) // at once: most events are still in memory
+			p.Publish(event(n))
+			st := p.Stats()
+			if d := sum(st.Dropped); d != 1 {
+				t.Errorf("Stats().Dropped = %v; want only the event published after the stop", st.Dropped)
+			}
+			spooled, _ := sp.Depth()
+			if err := sp.Close(); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.natsDown && spooled != n:
+				t.Errorf("spool holds %d events; want all %d", spooled, n)
+			case tt.grace > time.Second && !tt.natsDown && spooled != 0:
+				t.Errorf("spool holds %d events; want none with NATS up", spooled)
+			}
+			if tt.natsDown {
+				ns.start()
+			}
+			// The next gateway delivers what the spool holds: together with
+			// what reached NATS, every event exactly once.
+			sp = openSpool(t, dir, 64<<20)
+			defer sp.Close()
+			p = startPublisher(t, connect(t, ns.url()), sp, Options{})
+			eventually(t, 30*time.Second, "the spool to drain", func() bool { r, _ := sp.Depth(); return r == 0 })
+			p.stop(t)
+			checkExactlyOnce(t, readStream(t, ns.url()), n)
+		})
+	}
+}
+
+func TestPublishNeverBlocks(t *testing.T) {
+	// Run is not started: the queue fills and the rest is dropped.
+	ns := startNATS(t)
+	nc := connect(t, ns.url())
+	sp := openSpool(t, t.TempDir(), 1<<20)
+	defer sp.Close()
+	p, err := New(nc, sp, Options{QueueSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := range 1000 {
+		p.Publish(event(i))
+	}
+	p.Publish(nil)
+	p.Publish(&schema.AnalysisEvaluated{})
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("1000 Publish calls on a full queue took %v", d)
+	}
+	if got := p.Stats().Dropped; sum(got) != 990 {
+		t.Errorf("Stats().Dropped = %v; want 990 in all", got)
+	}
+}
+
+func TestPublishSync(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns.url())
+	ensureStreams(t, nc)
+	sp := openSpool(t, t.TempDir(), 1<<20)
+	defer sp.Close()
+	p, err := New(nc, sp, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rollout := func(dep string, pct float64) *schema.RolloutChanged {
+		return &schema.RolloutChanged{Deployment: dep, Percentage: pct, Status: schema.StatusActive, Reason: "test", Actor: schema.ActorAdmin}
+	}
+	seq := func(n uint64) *uint64 { return &n }
+	var first uint64
+	tests := []struct {
+		name     string
+		d        schema.Data
+		expected func() *uint64
+		want     error
+	}{
+		{"first event, expecting none before", rollout("a", 1), func() *uint64 { return seq(0) }, nil},
+		{"no expectation", rollout("a", 2), func() *uint64 { return nil }, nil},
+		{"stale revision", rollout("a", 3), func() *uint64 { return seq(first) }, ErrConflict},
+		{"expecting none on a subject with events", rollout("a", 3), func() *uint64 { return seq(0) }, ErrConflict},
+		{"other deployment, expecting none", rollout("b", 5), func() *uint64 { return seq(0) }, nil},
+		{"invalid data", rollout("a", 101), func() *uint64 { return nil }, schema.ErrInvalidData},
+		{"not a gateway event", &schema.AnalysisEvaluated{}, func() *uint64 { return nil }, ErrUnknownData},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := p.PublishSync(context.Background(), tt.d, tt.expected())
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("PublishSync() = %d, %v; want error %v", got, err, tt.want)
+			}
+			if err == nil && got == 0 {
+				t.Errorf("PublishSync() sequence = 0; want the stored sequence")
+			}
+			if first == 0 {
+				first = got
+			}
+		})
+	}
+	t.Run("NATS down", func(t *testing.T) {
+		ns.stop()
+		eventually(t, 10*time.Second, "disconnect", func() bool { return nc.Status() != nats.CONNECTED })
+		start := time.Now()
+		_, err := p.PublishSync(context.Background(), rollout("a", 4), nil)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("PublishSync() = %v; want ErrUnavailable", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("PublishSync() with NATS down took %v; want a prompt error", d)
+		}
+	})
+}
+
+func TestStartWithoutNATS(t *testing.T) {
+	// NATS is down when the gateway starts: Connect returns at once, events
+	// spool, and are delivered when NATS comes up.
+	ns := startNATS(t)
+	nc0 := connect(t, ns.url())
+	ensureStreams(t, nc0)
+	nc0.Close()
+	ns.stop()
+	start := time.Now()
+	nc := connect(t, ns.url())
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Connect with NATS down took %v", d)
+	}
+	sp := openSpool(t, filepath.Join(t.TempDir(), "spool"), 1<<20)
+	defer sp.Close()
+	p := startPublisher(t, nc, sp, Options{})
+	if s := p.State(); s.Connected {
+		t.Errorf("State() = %v; want degraded before NATS is up", s)
+	}
+	for i := range 100 {
+		p.Publish(event(i))
+	}
+	eventually(t, 10*time.Second, "events spooled", func() bool { return sum(p.Stats().Spooled) == 100 })
+	ns.start()
+	eventually(t, 30*time.Second, "delivery", func() bool { r, _ := sp.Depth(); return r == 0 && p.State().Connected })
+	p.stop(t)
+	checkExactlyOnce(t, readStream(t, ns.url()), 100)
+}
+
+func TestStreamMissing(t *testing.T) {
+	// Connected, but the stream does not exist: events spool until it is
+	// created, then drain.
+	ns := startNATS(t)
+	nc := connect(t, ns.url())
+	sp := openSpool(t, t.TempDir(), 1<<20)
+	defer sp.Close()
+	p := startPublisher(t, nc, sp, Options{AckTimeout: time.Second})
+	for i := range 50 {
+		p.Publish(event(i))
+	}
+	eventually(t, 20*time.Second, "events spooled", func() bool { return sum(p.Stats().Spooled) == 50 })
+	if s := p.State(); s.Connected {
+		t.Errorf("State() = %v; want degraded while events are refused", s)
+	}
+	ensureStreams(t, nc)
+	eventually(t, 30*time.Second, "delivery", func() bool { r, _ := sp.Depth(); return r == 0 })
+	p.stop(t)
+	checkExactlyOnce(t, readStream(t, ns.url()), 50)
+}
+
+func TestStateString(t *testing.T) {
+	tests := []struct {
+		s    State
+		want string
+	}{
+		{State{Connected: true}, "connected"},
+		{State{Since: time.Now().Add(-42 * time.Second), Spooled: 7}, "degraded: event log unreachable for 42s (7 events spooled)"},
+	}
+	for _, tt := range tests {
+		if got := tt.s.String(); got != tt.want {
+			t.Errorf("State.String() = %q; want %q", got, tt.want)
+		}
+	}
+}
+
+func TestConcurrentPublish(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns.url())
+	ensureStreams(t, nc)
+	sp := openSpool(t, t.TempDir(), 1<<20)
+	defer sp.Close()
+	p := startPublisher(t, nc, sp, Options{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := g; i < 2000; i += 8 {
+				p.Publish(event(i))
+			}
+		})
+	}
+	wg.Wait()
+	eventually(t, 30*time.Second, "every event published", func() bool { return sum(p.Stats().Published) == 2000 })
+	p.stop(t)
+	checkExactlyOnce(t, readStream(t, ns.url()), 2000)
+}

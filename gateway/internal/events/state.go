@@ -1,0 +1,52 @@
+package events
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is the event log's reachability, for /readyz.
+type State struct {
+	// Connected is true while events reach the event log.
+	Connected bool
+	// Since is when events stopped reaching it; zero while Connected.
+	Since time.Time
+	// Spooled is the number of events waiting in the spool.
+	Spooled int64
+}
+
+// String is the /readyz wording: "connected", or "degraded: event log
+// unreachable" with for how long and how many events wait.
+func (s State) String() string {
+	if s.Connected {
+		return "connected"
+	}
+	return fmt.Sprintf("degraded: event log unreachable for %s (%d events spooled)",
+		time.Since(s.Since).Round(time.Second), s.Spooled)
+}
+
+// State reports whether events reach the event log: not while NATS is
+// disconnected, nor after a publish failed until one succeeds again.
+func (p *Publisher) State() State {
+	r, _ := p.sp.Depth()
+	since := p.downSince.Load()
+	if since == 0 {
+		return State{Connected: true, Spooled: r}
+	}
+	return State{Since: time.Unix(0, since), Spooled: r}
+}
+
+// Stats counts this Publisher's events by Kind since New.
+type Stats struct {
+	Published, Spooled, Dropped [numKinds]uint64
+}
+
+// Stats returns the Publisher's counts. Drops caused by the spool's bound
+// are counted at Run's next tick (every 250 ms) and at shutdown.
+func (p *Publisher) Stats() Stats {
+	return Stats{
+		Published: p.published.snapshot(),
+		Spooled:   p.spooled.snapshot(),
+		Dropped:   p.dropped.snapshot(),
+	}
+}
