@@ -1,0 +1,404 @@
+// Command demo drives traffic through a running graygate (started by
+// `task up`) and narrates a gray release going wrong: the traffic split,
+// the gray version starting to break its output contract, the first bad
+// gray answer that the client never sees, the analyzer's verdict, the
+// rollback event, and the gateway's gray share dropping to zero; then a
+// second act in which a re-enabled gray inflates its completions.
+//
+// It talks only to the services' public interfaces: the gateway's client
+// and admin APIs, the mock upstreams' /_mock/config, the collector's
+// sample-store API and the analyzer's status command.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type options struct {
+	gateway, admin, grayMock, collector string
+	adminToken, apiToken, config        string
+	deployment                          string
+	rate                                int
+	timeout                             time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.gateway, "gateway", "http://127.0.0.1:8080", "gateway client URL")
+	flag.StringVar(&o.admin, "admin", "http://127.0.0.1:8081", "gateway admin URL")
+	flag.StringVar(&o.grayMock, "gray-mock", "http://127.0.0.1:9002", "the gray mock upstream")
+	flag.StringVar(&o.collector, "collector", "http://127.0.0.1:8082", "collector URL")
+	flag.StringVar(&o.adminToken, "admin-token", envOr("GRAYGATE_ADMIN_TOKEN", "demo-admin-token"), "gateway admin token")
+	flag.StringVar(&o.apiToken, "api-token", envOr("GRAYGATE_API_TOKEN", "demo-api-token"), "collector API token")
+	flag.StringVar(&o.config, "config", "scripts/devenv/graygate.yaml", "config file (for the analyzer and collector CLIs)")
+	flag.StringVar(&o.deployment, "deployment", "qwen-32k", "the deployment with a gray release")
+	flag.IntVar(&o.rate, "rate", 40, "requests per second")
+	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "longest wait for the analyzer to act, per act")
+	flag.Parse()
+	if err := run(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// demo holds the running traffic and the timeline.
+type demo struct {
+	o     options
+	start time.Time
+	http  *http.Client
+
+	mu          sync.Mutex
+	arms        map[string]int
+	statuses    map[int]int
+	firstBad    time.Time // first answer with x-gateway-arm: fallback
+	firstBadID  string
+	sent        atomic.Int64
+	clientSawOK atomic.Int64
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Printf("[%6.1fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, o options) error {
+	d := &demo{o: o, start: time.Now(), http: &http.Client{Timeout: 30 * time.Second},
+		arms: map[string]int{}, statuses: map[int]int{}}
+	fmt.Println("graygate demo: a gray release that goes wrong, and the pipeline that catches it")
+	fmt.Println(strings.Repeat("=", 78))
+	if err := d.checkUp(); err != nil {
+		return err
+	}
+	st, err := d.rollout()
+	if err != nil {
+		return err
+	}
+	// Start from a healthy gray at 20%.
+	_ = d.mock(map[string]any{"content": nil, "completion-tokens": nil})
+	if st.Status != "active" || st.Percentage != 20 {
+		if _, err := d.put(`{"status":"active","percentage":20,"reason":"demo: start a healthy gray release"}`); err != nil {
+			return err
+		}
+		d.waitRollout(func(r rolloutState) bool { return r.Status == "active" && r.Percentage == 20 }, 10*time.Second)
+	}
+	st, _ = d.rollout()
+	d.say("deployment %s: gray at %.2f%% (%s, revision %d)", o.deployment, st.Percentage, st.Status, st.Revision)
+
+	ctx, stopTraffic := context.WithCancel(ctx)
+	defer stopTraffic()
+	go d.traffic(ctx)
+	progressDone := make(chan struct{})
+	go d.progress(ctx, progressDone)
+
+	// Act 1: a healthy gray.
+	fmt.Println("\n-- act 1: a healthy gray release --------------------------------------------")
+	time.Sleep(8 * time.Second)
+
+	// Act 2: the gray version starts breaking its output contract.
+	fmt.Println("\n-- act 2: the gray version starts breaking its JSON-Schema contract ---------")
+	if err := d.mock(map[string]any{"content": "schema-break"}); err != nil {
+		return err
+	}
+	broke := time.Now()
+	d.say("gray upstream now answers JSON that violates schemas/contracts/agent-action.schema.json")
+	if err := d.awaitRollback(broke); err != nil {
+		return err
+	}
+
+	// Act 3: re-enable gray; this time it inflates its completions.
+	fmt.Println("\n-- act 3: gray re-enabled, now inflating its completions ---------------------")
+	if err := d.mock(map[string]any{"content": nil, "completion-tokens": 40}); err != nil {
+		return err
+	}
+	d.say("gray upstream answers valid JSON again, but with 40 completion tokens (primary: 16)")
+	if _, err := d.put(`{"status":"active","percentage":20,"reason":"demo: re-enable gray after the fix"}`); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.firstBad = time.Time{}
+	d.mu.Unlock()
+	d.waitRollout(func(r rolloutState) bool { return r.Status == "active" }, 10*time.Second)
+	d.say("gray re-enabled at 20%% through PUT /admin/rollouts/%s", o.deployment)
+	if err := d.awaitRollback(time.Now()); err != nil {
+		return err
+	}
+	stopTraffic()
+	<-progressDone
+	_ = d.mock(map[string]any{"content": nil, "completion-tokens": nil})
+
+	fmt.Println("\n-- what the sample store kept ------------------------------------------------")
+	d.summary()
+	return nil
+}
+
+// checkUp makes sure the gateway answers.
+func (d *demo) checkUp() error {
+	resp, err := d.http.Get(d.o.admin + "/readyz")
+	if err != nil {
+		return fmt.Errorf("the gateway is not running (%v): run `task up` first", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d.say("gateway %s", strings.TrimSpace(string(b)))
+	return nil
+}
+
+type rolloutState struct {
+	Deployment string  `json:"deployment"`
+	Percentage float64 `json:"percentage"`
+	Status     string  `json:"status"`
+	Revision   uint64  `json:"revision"`
+	Reason     string  `json:"reason"`
+	Actor      string  `json:"actor"`
+	Known      bool    `json:"known"`
+}
+
+func (d *demo) adminDo(method, path, body string) ([]byte, int, error) {
+	req, _ := http.NewRequest(method, d.o.admin+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+d.o.adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return b, resp.StatusCode, err
+}
+
+func (d *demo) rollout() (rolloutState, error) {
+	b, code, err := d.adminDo(http.MethodGet, "/admin/rollouts", "")
+	if err != nil || code != 200 {
+		return rolloutState{}, fmt.Errorf("GET /admin/rollouts: %d %s %v", code, b, err)
+	}
+	var out struct{ Rollouts []rolloutState }
+	if err := json.Unmarshal(b, &out); err != nil {
+		return rolloutState{}, err
+	}
+	for _, r := range out.Rollouts {
+		if r.Deployment == d.o.deployment {
+			return r, nil
+		}
+	}
+	return rolloutState{}, fmt.Errorf("deployment %s has no gray release", d.o.deployment)
+}
+
+func (d *demo) put(body string) (rolloutState, error) {
+	b, code, err := d.adminDo(http.MethodPut, "/admin/rollouts/"+d.o.deployment, body)
+	if err != nil || code != 200 {
+		return rolloutState{}, fmt.Errorf("PUT /admin/rollouts/%s: %d %s %v", d.o.deployment, code, b, err)
+	}
+	var r rolloutState
+	return r, json.Unmarshal(b, &r)
+}
+
+func (d *demo) waitRollout(ok func(rolloutState) bool, within time.Duration) (rolloutState, bool) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if r, err := d.rollout(); err == nil && ok(r) {
+			return r, true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r, _ := d.rollout()
+	return r, false
+}
+
+// mock changes the gray mock's live behaviour.
+func (d *demo) mock(settings map[string]any) error {
+	b, _ := json.Marshal(settings)
+	req, _ := http.NewRequest(http.MethodPut, d.o.grayMock+"/_mock/config", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("the gray mock does not answer: %w", err)
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// traffic sends requests at the configured rate from 200 users.
+func (d *demo) traffic(ctx context.Context) {
+	tick := time.NewTicker(time.Second / time.Duration(d.o.rate))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		go d.one()
+	}
+}
+
+func (d *demo) one() {
+	user := fmt.Sprintf("user-%03d", rand.IntN(200))
+	body := `{"model":"agent-chat","user":"` + user + `","messages":[{"role":"user","content":"What should the agent do next?"}]}`
+	resp, err := d.http.Post(d.o.gateway+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	d.sent.Add(1)
+	if err != nil {
+		d.mu.Lock()
+		d.statuses[0]++
+		d.mu.Unlock()
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	arm := resp.Header.Get("x-gateway-arm")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.statuses[resp.StatusCode]++
+	d.arms[arm]++
+	if resp.StatusCode == 200 {
+		d.clientSawOK.Add(1)
+	}
+	if arm == "fallback" && d.firstBad.IsZero() {
+		d.firstBad, d.firstBadID = time.Now(), resp.Header.Get("x-request-id")
+		d.say("first bad gray answer: request %s — the client got primary's answer (HTTP %d, x-gateway-arm: fallback)",
+			d.firstBadID, resp.StatusCode)
+	}
+}
+
+// progress prints the traffic split every two seconds.
+func (d *demo) progress(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		d.mu.Lock()
+		p, g, f := d.arms["primary"], d.arms["gray"], d.arms["fallback"]
+		non200 := 0
+		for code, n := range d.statuses {
+			if code != 200 {
+				non200 += n
+			}
+		}
+		clear(d.arms)
+		d.mu.Unlock()
+		r, _ := d.rollout()
+		d.say("traffic: %3d primary  %3d gray  %3d fallback  | client errors so far: %d | rollout %s %.2f%%",
+			p, g, f, non200, r.Status, r.Percentage)
+	}
+}
+
+// awaitRollback waits for the analyzer's rollback to reach the gateway and
+// prints what happened.
+func (d *demo) awaitRollback(since time.Time) error {
+	r, ok := d.waitRollout(func(r rolloutState) bool { return r.Status == "rolled_back" }, d.o.timeout)
+	if !ok {
+		return fmt.Errorf("no rollback within %v (is the analyzer running? see .data/logs/analyzer.log)", d.o.timeout)
+	}
+	applied := time.Now()
+	d.mu.Lock()
+	first := d.firstBad
+	d.mu.Unlock()
+	d.say("ROLLBACK applied by the gateway: %s at %.2f%% (revision %d, actor %s)", r.Status, r.Percentage, r.Revision, r.Actor)
+	d.say("  reason: %s", r.Reason)
+	if !first.IsZero() {
+		d.say("  first bad gray answer → rollback applied: %.2fs", applied.Sub(first).Seconds())
+	} else {
+		d.say("  misbehaviour began → rollback applied: %.2fs", applied.Sub(since).Seconds())
+	}
+	d.analyzerStatus()
+	d.rolloutHistory()
+	// Show that the gray share is really zero now, force header or not.
+	resp, err := d.http.Do(mustReq(d.o.gateway, `{"model":"agent-chat","messages":[]}`, "X-Gray-Rollout", "true"))
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d.say("  a request forcing gray now gets x-gateway-arm: %s", resp.Header.Get("x-gateway-arm"))
+	}
+	return nil
+}
+
+func mustReq(base, body string, headers ...string) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return req
+}
+
+// analyzerStatus prints `analyzer status` when the analyzer is built.
+func (d *demo) analyzerStatus() {
+	out, err := exec.Command("bin/analyzer", "status", "--config", d.o.config).CombinedOutput()
+	if err != nil && len(out) == 0 {
+		return
+	}
+	d.say("  analyzer status:")
+	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		fmt.Println("            " + l)
+	}
+}
+
+// rolloutHistory prints the deployment's last rollout events as the
+// collector stored them.
+func (d *demo) rolloutHistory() {
+	req, _ := http.NewRequest(http.MethodGet, d.o.collector+"/v1/rollouts/"+d.o.deployment+"/history?limit=3", nil)
+	req.Header.Set("Authorization", "Bearer "+d.o.apiToken)
+	var body []byte
+	for i := 0; i < 20; i++ { // the collector writes in batches
+		resp, err := d.http.Do(req)
+		if err != nil {
+			return
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if bytes.Contains(body, []byte("rolled_back")) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	var out struct {
+		Events []map[string]any `json:"events"`
+	}
+	if json.Unmarshal(body, &out) != nil || len(out.Events) == 0 {
+		d.say("  rollout history (collector): %s", strings.TrimSpace(string(body)))
+		return
+	}
+	d.say("  rollout events stored by the collector (newest first):")
+	for _, e := range out.Events {
+		fmt.Printf("            %v  %-11v %6v%%  %-8v %v\n", e["occurred_at"], e["status"], e["percentage"], e["actor"], e["reason"])
+	}
+}
+
+// summary prints the client's view and the sample store.
+func (d *demo) summary() {
+	d.mu.Lock()
+	codes := fmt.Sprint(d.statuses)
+	d.mu.Unlock()
+	d.say("requests sent: %d; HTTP statuses the clients got: %s", d.sent.Load(), codes)
+	out, err := exec.Command("bin/collector", "samples", "list", "--since", "15m", "--limit", "8", "--config", d.o.config).CombinedOutput()
+	if err == nil || len(out) > 0 {
+		fmt.Println(string(out))
+	}
+	fmt.Println("Inspect what the gray version returned when it broke the contract:")
+	fmt.Println("  bin/collector samples list --since 1h --config " + d.o.config)
+	fmt.Println("  bin/collector samples show <event-id> --config " + d.o.config)
+	fmt.Println("Everything keeps running: `task down` stops it.")
+}
