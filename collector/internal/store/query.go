@@ -1,0 +1,361 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// MaxPage is the most rows one page of a list query returns.
+const MaxPage = 1000
+
+// Reader answers the sample-store queries (SPEC §8). Safe for concurrent use.
+type Reader struct {
+	pool *Pool
+}
+
+// NewReader returns a Reader on pool.
+func NewReader(pool *Pool) *Reader { return &Reader{pool: pool} }
+
+// SampleFilter selects samples. Empty strings and zero times do not filter.
+type SampleFilter struct {
+	Deployment string
+	Reason     string
+	Arm        string
+	Since      time.Time // occurred_at >= Since
+	Until      time.Time // occurred_at < Until
+	// Limit is the page size, 1–MaxPage (0 means 100).
+	Limit int
+	// Cursor is a previous page's NextCursor; "" starts at the newest.
+	Cursor string
+}
+
+// SampleSummary is a sample without its payload and error list.
+type SampleSummary struct {
+	EventID       string    `json:"event_id"`
+	OccurredAt    time.Time `json:"occurred_at"`
+	Source        string    `json:"source"`
+	RequestID     string    `json:"request_id"`
+	Deployment    string    `json:"deployment"`
+	Arm           string    `json:"arm"`
+	UpstreamModel string    `json:"upstream_model"`
+	Reason        string    `json:"reason"`
+	Status        int       `json:"status"`
+	// ErrorCount is the number of validation errors; FirstError the first
+	// one, nil when there are none.
+	ErrorCount int                     `json:"error_count"`
+	FirstError *events.ValidationError `json:"first_error"`
+	// PayloadBytes is the original payload's size; StoredBytes what is kept.
+	PayloadBytes     int64   `json:"payload_bytes"`
+	StoredBytes      int64   `json:"stored_bytes"`
+	PayloadTruncated bool    `json:"payload_truncated"`
+	PromptHash       string  `json:"prompt_hash"`
+	LatencyMillis    float64 `json:"latency_ms"`
+}
+
+// Sample is one stored sample with its errors and payload. The payload is in
+// Payload when it is valid UTF-8 and arrived as text, else in PayloadBase64
+// (standard base64), as in the event; Raw has the bytes.
+type Sample struct {
+	SampleSummary
+	ValidationErrors []events.ValidationError `json:"validation_errors"`
+	Payload          string                   `json:"payload,omitempty"`
+	PayloadBase64    string                   `json:"payload_base64,omitempty"`
+	Raw              []byte                   `json:"-"`
+}
+
+// SamplePage is one page of samples, newest first. NextCursor is "" on the
+// last page.
+type SamplePage struct {
+	Samples    []SampleSummary `json:"data"`
+	NextCursor string          `json:"next_cursor"`
+}
+
+// summaryColumns are read by scanSummary, in this order.
+const summaryColumns = `event_id, occurred_at, source, request_id, deployment, arm, upstream_model, reason, status,
+	jsonb_array_length(validation_errors), validation_errors->0->>'field', validation_errors->0->>'description',
+	payload_bytes, octet_length(payload), payload_truncated, prompt_hash, latency_ms`
+
+func scanSummary(row pgx.Row, extra ...any) (SampleSummary, error) {
+	var s SampleSummary
+	var id pgtype.UUID
+	var status int32
+	var field, desc *string
+	dest := append([]any{&id, &s.OccurredAt, &s.Source, &s.RequestID, &s.Deployment, &s.Arm, &s.UpstreamModel,
+		&s.Reason, &status, &s.ErrorCount, &field, &desc, &s.PayloadBytes, &s.StoredBytes, &s.PayloadTruncated,
+		&s.PromptHash, &s.LatencyMillis}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return s, err
+	}
+	s.EventID = uuid.UUID(id.Bytes).String()
+	s.OccurredAt = s.OccurredAt.UTC()
+	s.Status = int(status)
+	if field != nil || desc != nil {
+		s.FirstError = &events.ValidationError{Field: deref(field), Description: deref(desc)}
+	}
+	return s, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// ListSamples returns a page of samples matching f, newest first (by
+// occurred_at, then event id), resuming after f.Cursor.
+func (r *Reader) ListSamples(ctx context.Context, f SampleFilter) (SamplePage, error) {
+	limit, err := pageSize(f.Limit)
+	if err != nil {
+		return SamplePage{}, err
+	}
+	var where []string
+	var args []any
+	arg := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if f.Deployment != "" {
+		arg("deployment = ?", f.Deployment)
+	}
+	if f.Reason != "" {
+		arg("reason = ?", f.Reason)
+	}
+	if f.Arm != "" {
+		arg("arm = ?", f.Arm)
+	}
+	if !f.Since.IsZero() {
+		arg("occurred_at >= ?", f.Since)
+	}
+	if !f.Until.IsZero() {
+		arg("occurred_at < ?", f.Until)
+	}
+	if f.Cursor != "" {
+		at, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return SamplePage{}, err
+		}
+		args = append(args, at, id)
+		where = append(where, fmt.Sprintf("(occurred_at, event_id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	q := `SELECT ` + summaryColumns + ` FROM samples`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	args = append(args, limit+1)
+	q += fmt.Sprintf(` ORDER BY occurred_at DESC, event_id DESC LIMIT $%d`, len(args))
+
+	page := SamplePage{Samples: []SampleSummary{}}
+	err = r.pool.With(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			s, err := scanSummary(rows)
+			if err != nil {
+				return err
+			}
+			page.Samples = append(page.Samples, s)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return SamplePage{}, fmt.Errorf("list samples: %w", err)
+	}
+	if len(page.Samples) > limit {
+		page.Samples = page.Samples[:limit]
+		last := page.Samples[limit-1]
+		page.NextCursor = encodeCursor(last.OccurredAt, uuid.MustParse(last.EventID))
+	}
+	return page, nil
+}
+
+// Sample returns the sample with event id id, or ErrNotFound.
+func (r *Reader) Sample(ctx context.Context, id uuid.UUID) (Sample, error) {
+	var s Sample
+	var errs []byte
+	var asBase64 bool
+	err := r.pool.With(ctx, func(c *pgx.Conn) error {
+		row := c.QueryRow(ctx, `SELECT `+summaryColumns+`, validation_errors, payload, payload_base64
+			FROM samples WHERE event_id = $1 ORDER BY occurred_at DESC LIMIT 1`, pgtype.UUID{Bytes: id, Valid: true})
+		var err error
+		s.SampleSummary, err = scanSummary(row, &errs, &s.Raw, &asBase64)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Sample{}, fmt.Errorf("sample %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Sample{}, fmt.Errorf("read sample %s: %w", id, err)
+	}
+	if err := json.Unmarshal(errs, &s.ValidationErrors); err != nil {
+		return Sample{}, fmt.Errorf("read sample %s errors: %w", id, err)
+	}
+	if !asBase64 && utf8.Valid(s.Raw) {
+		s.Payload = string(s.Raw)
+	} else {
+		s.PayloadBase64 = base64.StdEncoding.EncodeToString(s.Raw)
+	}
+	return s, nil
+}
+
+// SamplesByRequest returns the samples of a request id, newest first (a
+// request has one per failed gray attempt; shadow copies share the id).
+func (r *Reader) SamplesByRequest(ctx context.Context, requestID string) ([]SampleSummary, error) {
+	var out []SampleSummary
+	err := r.pool.With(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `SELECT `+summaryColumns+` FROM samples WHERE request_id = $1
+			ORDER BY occurred_at DESC, event_id DESC LIMIT $2`, requestID, MaxPage)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			s, err := scanSummary(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, s)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("samples of request %q: %w", requestID, err)
+	}
+	return out, nil
+}
+
+// RolloutEvent is one stored rollout change.
+type RolloutEvent struct {
+	EventID    string    `json:"event_id"`
+	OccurredAt time.Time `json:"occurred_at"`
+	Source     string    `json:"source"`
+	Deployment string    `json:"deployment"`
+	Percentage float64   `json:"percentage"`
+	Status     string    `json:"status"`
+	Reason     string    `json:"reason"`
+	Actor      string    `json:"actor"`
+	// Revision is the revision the change was made from; StreamSequence the
+	// JetStream sequence it was stored at, which is the revision it made.
+	Revision       uint64              `json:"revision"`
+	StreamSequence uint64              `json:"stream_sequence"`
+	Trigger        *events.GateTrigger `json:"trigger"`
+}
+
+// RolloutPage is one page of a deployment's rollout history, newest first.
+type RolloutPage struct {
+	Events     []RolloutEvent `json:"data"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+// RolloutHistory returns a page of deployment's rollout events, newest
+// first, resuming after cursor; limit as in SampleFilter.
+func (r *Reader) RolloutHistory(ctx context.Context, deployment string, limit int, cursor string) (RolloutPage, error) {
+	limit, err := pageSize(limit)
+	if err != nil {
+		return RolloutPage{}, err
+	}
+	args := []any{deployment}
+	q := `SELECT event_id, occurred_at, source, deployment, percentage::float8, status, reason, actor, revision, stream_seq,
+		trigger_gate, trigger_value, trigger_threshold, trigger_window_seconds FROM rollout_events WHERE deployment = $1`
+	if cursor != "" {
+		at, id, err := decodeCursor(cursor)
+		if err != nil {
+			return RolloutPage{}, err
+		}
+		args = append(args, at, id)
+		q += ` AND (occurred_at, event_id) < ($2, $3)`
+	}
+	args = append(args, limit+1)
+	q += fmt.Sprintf(` ORDER BY occurred_at DESC, event_id DESC LIMIT $%d`, len(args))
+	page := RolloutPage{Events: []RolloutEvent{}}
+	err = r.pool.With(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e RolloutEvent
+			var id pgtype.UUID
+			var rev, seq int64
+			var gate *string
+			var value, threshold, window *float64
+			if err := rows.Scan(&id, &e.OccurredAt, &e.Source, &e.Deployment, &e.Percentage, &e.Status, &e.Reason,
+				&e.Actor, &rev, &seq, &gate, &value, &threshold, &window); err != nil {
+				return err
+			}
+			e.EventID = uuid.UUID(id.Bytes).String()
+			e.OccurredAt = e.OccurredAt.UTC()
+			e.Revision, e.StreamSequence = uint64(rev), uint64(seq)
+			if gate != nil {
+				e.Trigger = &events.GateTrigger{Gate: events.Gate(*gate), Value: deref64(value), Threshold: deref64(threshold), WindowSeconds: deref64(window)}
+			}
+			page.Events = append(page.Events, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return RolloutPage{}, fmt.Errorf("rollout history of %s: %w", deployment, err)
+	}
+	if len(page.Events) > limit {
+		page.Events = page.Events[:limit]
+		last := page.Events[limit-1]
+		page.NextCursor = encodeCursor(last.OccurredAt, uuid.MustParse(last.EventID))
+	}
+	return page, nil
+}
+
+func deref64(f *float64) float64 {
+	if f == nil {
+		return 0
+	}
+	return *f
+}
+
+func pageSize(n int) (int, error) {
+	switch {
+	case n == 0:
+		return 100, nil
+	case n < 0 || n > MaxPage:
+		return 0, ErrBadLimit
+	}
+	return n, nil
+}
+
+// A cursor is the last row's key: occurred_at in Unix microseconds (8 bytes,
+// big endian) and the event id (16 bytes), base64url without padding. The
+// client treats it as opaque.
+func encodeCursor(at time.Time, id uuid.UUID) string {
+	var b [24]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(at.UnixMicro()))
+	copy(b[8:], id[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func decodeCursor(s string) (time.Time, pgtype.UUID, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 24 {
+		return time.Time{}, pgtype.UUID{}, ErrBadCursor
+	}
+	var id pgtype.UUID
+	copy(id.Bytes[:], b[8:])
+	id.Valid = true
+	return time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), id, nil
+}

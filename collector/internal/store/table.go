@@ -1,0 +1,127 @@
+package store
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// table maps one event type to its table: the columns the collector writes
+// (stored_at is left to its default) and the values of one event's row in
+// that order.
+type table struct {
+	name        string
+	typ         string
+	partitioned bool
+	columns     []string
+	row         func(e Event, o *Options) []any
+}
+
+// common are the leading columns of every table.
+var common = []string{"event_id", "occurred_at", "source", "stream_seq"}
+
+func commonValues(e Event, columns int) []any {
+	u, _ := uuid.Parse(e.Envelope.ID) // Decode checked it
+	return append(make([]any, 0, columns), pgtype.UUID{Bytes: u, Valid: true}, e.Envelope.Time, e.Envelope.Source, int64(e.Sequence))
+}
+
+// tables in the order a batch writes them.
+var tables = []*table{
+	{
+		name: "requests", typ: events.TypeRequestCompleted, partitioned: true,
+		columns: append(common[:len(common):len(common)], "request_id", "route", "deployment", "arm", "upstream_model",
+			"status", "error_type", "stream", "estimated_tokens", "matched_context", "prompt_tokens",
+			"completion_tokens", "usage_estimated", "ttft_ms", "latency_ms", "tool_calls", "tool_steps",
+			"repeated_tool_call", "schema_valid", "fallback_reason", "gray_status", "gray_error_type",
+			"gray_reason", "gray_ttft_ms", "gray_latency_ms", "gray_prompt_tokens", "gray_completion_tokens",
+			"gray_schema_valid"),
+		row: func(e Event, _ *Options) []any {
+			r := e.Data.(*events.RequestCompleted)
+			v := append(commonValues(e, 40), r.RequestID, r.Route, r.Deployment, string(r.Arm), r.UpstreamModel,
+				int32(r.Status), string(r.ErrorType), r.Stream, r.EstimatedTokens, r.MatchedContext, r.PromptTokens,
+				r.CompletionTokens, r.UsageEstimated, r.TTFTMillis, r.LatencyMillis, int32(r.ToolCalls), int32(r.ToolSteps),
+				r.RepeatedToolCall, r.SchemaValid, nullString(string(r.FallbackReason)))
+			if g := r.Gray; g != nil {
+				return append(v, int32(g.Status), string(g.ErrorType), string(g.Reason), g.TTFTMillis, g.LatencyMillis,
+					g.PromptTokens, g.CompletionTokens, g.SchemaValid)
+			}
+			return append(v, nil, nil, nil, nil, nil, nil, nil, nil)
+		},
+	},
+	{
+		name: "rejections", typ: events.TypeRequestRejected, partitioned: true,
+		columns: append(common[:len(common):len(common)], "request_id", "route", "deployment", "code", "param",
+			"detail", "estimated_tokens"),
+		row: func(e Event, _ *Options) []any {
+			r := e.Data.(*events.RequestRejected)
+			return append(commonValues(e, 40), r.RequestID, r.Route, nullString(r.Deployment), string(r.Code),
+				nullString(r.Param), r.Detail, r.EstimatedTokens)
+		},
+	},
+	{
+		name: "samples", typ: events.TypeSampleMalformed, partitioned: true,
+		columns: append(common[:len(common):len(common)], "request_id", "deployment", "arm", "upstream_model",
+			"reason", "status", "validation_errors", "payload", "payload_base64", "payload_truncated",
+			"payload_bytes", "prompt_hash", "latency_ms"),
+		row: func(e Event, o *Options) []any {
+			s := e.Data.(*events.SampleMalformed)
+			payload, _ := s.RawPayload() // Check decoded it already
+			truncated := s.PayloadTruncated
+			if o.MaxPayloadBytes > 0 && len(payload) > o.MaxPayloadBytes {
+				payload, truncated = payload[:o.MaxPayloadBytes], true
+			}
+			errs, _ := json.Marshal(s.ValidationErrors) // strings only: cannot fail
+			return append(commonValues(e, 40), s.RequestID, s.Deployment, string(s.Arm), s.UpstreamModel,
+				string(s.Reason), int32(s.Status), errs, payload, s.PayloadBase64 != "", truncated,
+				s.PayloadBytes, s.PromptHash, s.LatencyMillis)
+		},
+	},
+	{
+		name: "rollout_events", typ: events.TypeRolloutChanged,
+		columns: append(common[:len(common):len(common)], "deployment", "percentage", "status", "reason", "actor",
+			"revision", "trigger_gate", "trigger_value", "trigger_threshold", "trigger_window_seconds"),
+		row: func(e Event, _ *Options) []any {
+			r := e.Data.(*events.RolloutChanged)
+			v := append(commonValues(e, 40), r.Deployment, r.Percentage, string(r.Status), r.Reason, string(r.Actor),
+				int64(r.Revision))
+			if t := r.Trigger; t != nil {
+				return append(v, string(t.Gate), t.Value, t.Threshold, t.WindowSeconds)
+			}
+			return append(v, nil, nil, nil, nil)
+		},
+	},
+	{
+		name: "analysis_evaluations", typ: events.TypeAnalysisEvaluated, partitioned: true,
+		columns: append(common[:len(common):len(common)], "deployment", "window_start", "window_seconds",
+			"gray_requests", "primary_requests", "verdict", "gates"),
+		row: func(e Event, _ *Options) []any {
+			a := e.Data.(*events.AnalysisEvaluated)
+			gates, _ := json.Marshal(a.Gates) // Check made every number finite
+			return append(commonValues(e, 40), a.Deployment, a.WindowStart, a.WindowSeconds, a.GrayRequests,
+				a.PrimaryRequests, string(a.Verdict), gates)
+		},
+	},
+}
+
+// tableOf returns the table of an event type, nil for none.
+func tableOf(typ string) *table {
+	for _, t := range tables {
+		if t.typ == typ {
+			return t
+		}
+	}
+	return nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (t *table) columnList() string { return strings.Join(t.columns, ", ") }

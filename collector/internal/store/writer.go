@@ -1,0 +1,271 @@
+// Package store is the collector's Postgres side: embedded migrations, the
+// batch Writer that turns decoded events into rows idempotently, day
+// partitions and their retention, and the queries of the sample store.
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// Event is one decoded event to store.
+type Event struct {
+	Envelope events.Envelope
+	// Data is Envelope's data, decoded and checked (events.DecodeData).
+	Data events.Data
+	// Sequence is the JetStream stream sequence of the message; 0 when unknown.
+	Sequence uint64
+}
+
+// Mode is how a batch reaches its tables.
+type Mode int
+
+const (
+	// ModeCopy streams the batch with COPY into a session-local staging
+	// table, then moves it with INSERT … SELECT … ON CONFLICT DO NOTHING.
+	// The faster path (see BenchmarkWrite), and the default.
+	ModeCopy Mode = iota
+	// ModeInsert sends multi-row INSERT … VALUES … ON CONFLICT DO NOTHING
+	// statements, as many rows each as the bind-parameter limit allows.
+	ModeInsert
+)
+
+func (m Mode) String() string {
+	if m == ModeInsert {
+		return "insert"
+	}
+	return "copy"
+}
+
+// Options tune a Writer. The zero value writes with ModeCopy, keeps
+// everything and caps nothing.
+type Options struct {
+	Mode Mode
+	// Retention: events older than this are not stored (counted as
+	// expired) and day partitions that ended before it are dropped; 0 keeps
+	// everything. Rollout events are kept whatever their age.
+	Retention time.Duration
+	// MaxPayloadBytes caps a stored sample payload; longer ones are cut and
+	// flagged truncated. 0: no cap.
+	MaxPayloadBytes int
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Logger receives retention drops (nil: discarded).
+	Logger *slog.Logger
+}
+
+// Result counts what happened to a batch's events, by event type.
+type Result struct {
+	Inserted   map[string]int // new rows
+	Duplicates map[string]int // already stored: a redelivery or a republished id
+	Expired    map[string]int // older than the retention, not stored
+}
+
+// Writer writes batches of events to Postgres. It is safe for concurrent
+// use; the pool is the caller's and stays open.
+type Writer struct {
+	pool  *Pool
+	opts  Options
+	parts *partitions
+	sqls  sync.Map // insert statement text by table name and row count
+}
+
+// NewWriter returns a Writer on pool. The schema must be migrated.
+func NewWriter(pool *Pool, opts Options) *Writer {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Writer{pool: pool, opts: opts, parts: &partitions{pool: pool, known: map[string]bool{}}}
+}
+
+// Write stores a batch in one transaction: every event is in its table when
+// Write returns nil, and none of the batch is when it returns an error.
+// Events already stored are skipped (ON CONFLICT (event_id, occurred_at) DO
+// NOTHING), so writing a batch again after an unknown outcome is safe.
+// Day partitions the batch needs are created first, in their own
+// transactions.
+func (w *Writer) Write(ctx context.Context, batch []Event) (Result, error) {
+	res := Result{Inserted: map[string]int{}, Duplicates: map[string]int{}, Expired: map[string]int{}}
+	var cutoff time.Time
+	if w.opts.Retention > 0 {
+		cutoff = w.opts.Now().Add(-w.opts.Retention)
+	}
+	groups := make([][]Event, len(tables))
+	for _, e := range batch {
+		i := slices.IndexFunc(tables, func(t *table) bool { return t.typ == e.Envelope.Type })
+		if i < 0 {
+			return res, fmt.Errorf("write event %s: no table for type %q", e.Envelope.ID, e.Envelope.Type)
+		}
+		if tables[i].partitioned && !cutoff.IsZero() && e.Envelope.Time.Before(cutoff) {
+			res.Expired[e.Envelope.Type]++
+			continue
+		}
+		groups[i] = append(groups[i], e)
+	}
+	for i, g := range groups {
+		if !tables[i].partitioned {
+			continue
+		}
+		var days []time.Time
+		for _, e := range g {
+			if d := day(e.Envelope.Time); !slices.Contains(days, d) {
+				days = append(days, d)
+			}
+		}
+		for _, d := range days {
+			if err := w.parts.ensure(ctx, tables[i].name, d); err != nil {
+				return res, err
+			}
+		}
+	}
+	err := w.pool.Tx(ctx, func(tx pgx.Tx) error {
+		clear(res.Inserted)
+		for i, g := range groups {
+			if len(g) == 0 {
+				continue
+			}
+			t := tables[i]
+			// Rows in key order: two collectors inserting overlapping
+			// batches take their index locks in the same order.
+			slices.SortFunc(g, func(a, b Event) int { return strings.Compare(a.Envelope.ID, b.Envelope.ID) })
+			rows := make([][]any, len(g))
+			for j, e := range g {
+				rows[j] = t.row(e, &w.opts)
+			}
+			var n int64
+			var err error
+			if w.opts.Mode == ModeInsert {
+				n, err = w.insertValues(ctx, tx, t, rows)
+			} else {
+				n, err = w.copyInsert(ctx, tx, t, rows)
+			}
+			if err != nil {
+				return fmt.Errorf("insert %d %s: %w", len(rows), t.name, err)
+			}
+			res.Inserted[t.typ] = int(n)
+			res.Duplicates[t.typ] = len(rows) - int(n)
+		}
+		return nil
+	})
+	if err != nil {
+		w.parts.forget()
+		return res, fmt.Errorf("write batch of %d events: %w", len(batch), err)
+	}
+	return res, nil
+}
+
+// copyInsert moves rows through the staging table stage_<table>, created
+// once per session (ON COMMIT DELETE ROWS empties it at commit).
+func (w *Writer) copyInsert(ctx context.Context, tx pgx.Tx, t *table, rows [][]any) (int64, error) {
+	stage := "stage_" + t.name
+	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS `+stage+` (LIKE `+t.name+` INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
+		return 0, fmt.Errorf("create %s: %w", stage, err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{stage}, t.columns, pgx.CopyFromRows(rows)); err != nil {
+		return 0, fmt.Errorf("copy into %s: %w", stage, err)
+	}
+	cols := t.columnList()
+	tag, err := tx.Exec(ctx, `INSERT INTO `+t.name+` (`+cols+`) SELECT `+cols+` FROM `+stage+
+		` ORDER BY event_id ON CONFLICT (event_id, occurred_at) DO NOTHING`)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// maxParams is Postgres' limit on bind parameters per statement.
+const maxParams = 65535
+
+// insertValues sends the rows as multi-row INSERT statements.
+func (w *Writer) insertValues(ctx context.Context, tx pgx.Tx, t *table, rows [][]any) (int64, error) {
+	per := maxParams / len(t.columns)
+	var total int64
+	args := make([]any, 0, min(len(rows), per)*len(t.columns))
+	for start := 0; start < len(rows); start += per {
+		chunk := rows[start:min(start+per, len(rows))]
+		args = args[:0]
+		for _, r := range chunk {
+			args = append(args, r...)
+		}
+		tag, err := tx.Exec(ctx, w.insertSQL(t, len(chunk)), args...)
+		if err != nil {
+			return total, err
+		}
+		total += tag.RowsAffected()
+	}
+	return total, nil
+}
+
+func (w *Writer) insertSQL(t *table, n int) string {
+	key := t.name + "/" + strconv.Itoa(n)
+	if s, ok := w.sqls.Load(key); ok {
+		return s.(string)
+	}
+	var b bytes.Buffer
+	b.WriteString("INSERT INTO " + t.name + " (" + t.columnList() + ") VALUES ")
+	p := 1
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('(')
+		for j := range t.columns {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(p))
+			p++
+		}
+		b.WriteByte(')')
+	}
+	b.WriteString(" ON CONFLICT (event_id, occurred_at) DO NOTHING")
+	s := b.String()
+	w.sqls.Store(key, s)
+	return s
+}
+
+// DropExpired drops the day partitions that ended before the retention and
+// returns their names; nothing without a retention.
+func (w *Writer) DropExpired(ctx context.Context) ([]string, error) {
+	if w.opts.Retention <= 0 {
+		return nil, nil
+	}
+	dropped, err := w.parts.dropBefore(ctx, w.opts.Now().Add(-w.opts.Retention))
+	for _, name := range dropped {
+		w.opts.Logger.Info("dropped expired partition", "partition", name)
+	}
+	return dropped, err
+}
+
+// RunRetention calls DropExpired now and then every interval until ctx
+// ends; failures are logged and retried at the next tick. It returns nil
+// when ctx ends.
+func (w *Writer) RunRetention(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := w.DropExpired(ctx); err != nil && ctx.Err() == nil {
+			w.opts.Logger.Warn("drop expired partitions", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package testenv
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// ID returns a new UUIDv7 event id.
+func ID(t testing.TB) string {
+	t.Helper()
+	u, err := uuid.NewV7()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.String()
+}
+
+// Request returns a request.completed fallback with every field set.
+func Request(deployment string, n int) *events.RequestCompleted {
+	return &events.RequestCompleted{
+		RequestID:        fmt.Sprintf("req-%s-%d", deployment, n),
+		Route:            "agent-chat",
+		Deployment:       deployment,
+		Arm:              events.ArmFallback,
+		UpstreamModel:    "qwen2.5-32b-v1",
+		Status:           200,
+		ErrorType:        events.ErrorNone,
+		Stream:           n%2 == 0,
+		EstimatedTokens:  int64(1000 + n),
+		MatchedContext:   []string{"short_context", "any"},
+		PromptTokens:     int64(990 + n),
+		CompletionTokens: 77,
+		UsageEstimated:   true,
+		TTFTMillis:       12.25,
+		LatencyMillis:    1500.5,
+		ToolCalls:        2,
+		ToolSteps:        3,
+		RepeatedToolCall: true,
+		SchemaValid:      ptr(true),
+		FallbackReason:   events.ReasonSchemaViolation,
+		Gray: &events.GrayAttempt{
+			Status: 200, ErrorType: events.ErrorUpstreamSchema, Reason: events.ReasonSchemaViolation,
+			TTFTMillis: 80.5, LatencyMillis: 700.25, PromptTokens: 990, CompletionTokens: 301, SchemaValid: ptr(false),
+		},
+	}
+}
+
+// Primary returns a plain primary request.completed (nullable fields null).
+func Primary(deployment string, n int) *events.RequestCompleted {
+	return &events.RequestCompleted{
+		RequestID: fmt.Sprintf("req-%s-%d", deployment, n), Route: "agent-chat", Deployment: deployment,
+		Arm: events.ArmPrimary, UpstreamModel: "qwen2.5-32b-v1", Status: 200, ErrorType: events.ErrorNone,
+		EstimatedTokens: 812, MatchedContext: []string{}, PromptTokens: 790, CompletionTokens: 64,
+		TTFTMillis: 38.2, LatencyMillis: 412.9,
+	}
+}
+
+// Rejection returns a request.rejected with every field set.
+func Rejection(deployment string, n int) *events.RequestRejected {
+	return &events.RequestRejected{
+		RequestID: fmt.Sprintf("rej-%s-%d", deployment, n), Route: "agent-chat", Deployment: deployment,
+		Code: events.CodeSamplingContractViolation, Param: "temperature",
+		Detail: "temperature violates this deployment's sampling contract: got 0.5, expected 0.7 (or omit the field)", EstimatedTokens: 140,
+	}
+}
+
+// Sample returns a sample.malformed with payload raw.
+func Sample(deployment string, n int, reason events.SampleReason, arm events.Arm, raw []byte) *events.SampleMalformed {
+	s := &events.SampleMalformed{
+		RequestID: fmt.Sprintf("smp-%s-%d", deployment, n), Deployment: deployment, Arm: arm,
+		UpstreamModel: "qwen2.5-32b-v2", Reason: reason, Status: 200,
+		ValidationErrors: []events.ValidationError{
+			{Field: "action", Description: fmt.Sprintf("action is required (%d)", n)},
+			{Field: "args.limit", Description: "Invalid type. Expected: integer, given: string"},
+		},
+		PromptHash:    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		LatencyMillis: 812.5,
+	}
+	s.SetPayload(raw, 0)
+	return s
+}
+
+// Rollout returns an analyzer rollback with its trigger.
+func Rollout(deployment string, revision uint64) *events.RolloutChanged {
+	return &events.RolloutChanged{
+		Deployment: deployment, Percentage: 12.34, Status: events.StatusRolledBack, Reason: "schema drift",
+		Actor: events.ActorAnalyzer, Revision: revision,
+		Trigger: &events.GateTrigger{Gate: events.GateSchemaFailureRate, Value: 0.02, Threshold: 0, WindowSeconds: 300},
+	}
+}
+
+// Analysis returns an evaluation with three gates.
+func Analysis(deployment string, at time.Time) *events.AnalysisEvaluated {
+	return &events.AnalysisEvaluated{
+		Deployment: deployment, WindowStart: at.Add(-5 * time.Minute).UTC(), WindowSeconds: 300,
+		GrayRequests: 51, PrimaryRequests: 2490,
+		Gates: []events.GateResult{
+			{Gate: events.GateTokenInflation, Value: ptr(0.12), Threshold: 0.3, Verdict: events.VerdictPass},
+			{Gate: events.GateSchemaFailureRate, Value: ptr(0.02), Threshold: 0, Verdict: events.VerdictFail},
+			{Gate: events.GateTTFTP99, Threshold: 3, Verdict: events.VerdictInconclusive},
+		},
+		Verdict: events.VerdictFail,
+	}
+}
+
+// Envelope wraps data as an event at time at with id id ("" for a new one).
+func Envelope(t testing.TB, data events.Data, at time.Time, id string) events.Envelope {
+	t.Helper()
+	env, err := events.NewEnvelope(data.EventType(), "gateway/test", data, at, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// Event is Envelope decoded as the collector decodes it.
+func Event(t testing.TB, data events.Data, at time.Time, id string) store.Event {
+	t.Helper()
+	env := Envelope(t, data, at, id)
+	b, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err = events.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := events.DecodeData(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store.Event{Envelope: env, Data: d}
+}
