@@ -172,7 +172,7 @@ func TestWriteEveryField(t *testing.T) {
 					"gray_completion_tokens": nil, "gray_schema_valid": nil})},
 				{"rejections", 2, with(common(2), map[string]any{"request_id": "rej-qwen-32k-3", "route": "agent-chat",
 					"deployment": "qwen-32k", "code": "sampling_contract_violation", "param": "temperature",
-					"detail": "temperature violates this deployment's sampling contract: got 0.5, expected 0.7 (or omit the field)",
+					"detail":           "temperature violates this deployment's sampling contract: got 0.5, expected 0.7 (or omit the field)",
 					"estimated_tokens": 140.0})},
 				{"samples", 3, with(common(3), map[string]any{"request_id": "smp-qwen-32k-4", "deployment": "qwen-32k",
 					"arm": "gray", "upstream_model": "qwen2.5-32b-v2", "reason": "schema_violation", "status": 200.0,
