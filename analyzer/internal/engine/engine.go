@@ -1,0 +1,178 @@
+// Package engine is the analyzer's loop (SPEC §9): it counts
+// request.completed events into sliding-window aggregates, follows the
+// rollout log, evaluates the gates of every deployment with a gray
+// release each interval, publishes each evaluation, and — while it holds
+// the lease — rolls a failing gray back once, or promotes a passing one.
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/graygate/graygate/analyzer/internal/gate"
+	"github.com/graygate/graygate/analyzer/internal/rollout"
+	"github.com/graygate/graygate/analyzer/internal/window"
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+)
+
+// Leader says whether this process may act (publish events). The lease
+// package's *Lease implements it.
+type Leader interface {
+	Held() bool
+}
+
+// Config is what the engine needs from the configuration and the process.
+type Config struct {
+	// Analyzer is the analyzer section: interval, window, min_requests,
+	// gates, promotion.
+	Analyzer config.Analyzer
+	// Deployments are the deployments with a gray release, in config
+	// order; events of other deployments are not counted.
+	Deployments []string
+	// Consumer is the durable consumer's name on GRAYGATE_EVENTS: one per
+	// analyzer process.
+	Consumer string
+	// Source is the CloudEvents source of published events; default
+	// analyzer/<hostname>.
+	Source string
+	// Clock returns the current time; default time.Now.
+	Clock func() time.Time
+	// Logger; default discards.
+	Logger *slog.Logger
+	// Metrics receives the analyzer's series; default a private set.
+	Metrics *metrics.Set
+}
+
+// Engine evaluates gates and acts on them. Create it with New, run it with
+// Run (or its parts, Consume, FollowRollouts and Evaluate, in tests).
+type Engine struct {
+	cfg      Config
+	js       jetstream.JetStream
+	leader   Leader
+	agg      *window.Aggregator
+	rollouts *rollout.Tracker
+	limits   gate.Limits
+	known    map[string]bool
+	m        *engineMetrics
+
+	replayed     chan struct{}
+	replayOnce   sync.Once
+	replayMu     sync.Mutex
+	replayTook   time.Duration
+	replayEvents int64
+
+	mu    sync.Mutex
+	state map[string]*deploymentState
+}
+
+// deploymentState is what the engine remembers about a deployment between
+// evaluations.
+type deploymentState struct {
+	last Evaluation
+	// revision is the rollout revision the fields below refer to.
+	revision uint64
+	// passingSince starts the promotion hold: the first of an unbroken run
+	// of passing evaluations since the last rollout change.
+	passingSince time.Time
+	// actedFrom is the rollout revision this analyzer last published a
+	// change from (or failed to, on a conflict): until the log moves past
+	// it, there is nothing more to do — the change, or a concurrent one,
+	// is on its way back through the rollout subject.
+	actedFrom uint64
+	acted     bool
+	lastAct   *Action
+}
+
+// New returns an engine over js. leader decides whether it may publish.
+func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	if cfg.Source == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "unknown"
+		}
+		cfg.Source = "analyzer/" + host
+	}
+	cfg.Deployments = slices.Clone(cfg.Deployments)
+	e := &Engine{
+		cfg:      cfg,
+		js:       js,
+		leader:   leader,
+		agg:      window.New(cfg.Analyzer.Window),
+		rollouts: rollout.NewTracker(),
+		limits:   gate.LimitsOf(cfg.Analyzer),
+		known:    map[string]bool{},
+		replayed: make(chan struct{}),
+		state:    map[string]*deploymentState{},
+	}
+	for _, d := range cfg.Deployments {
+		e.known[d] = true
+		e.state[d] = &deploymentState{}
+	}
+	e.m = newEngineMetrics(cfg.Metrics, e)
+	return e
+}
+
+// Run consumes request events, follows the rollout log and evaluates every
+// interval until ctx ends; it returns nil then, or the first error of a
+// part that cannot go on.
+func (e *Engine) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return e.Consume(ctx) })
+	g.Go(func() error { return e.FollowRollouts(ctx) })
+	g.Go(func() error {
+		tick := time.NewTicker(e.cfg.Analyzer.Interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+				e.Evaluate(ctx)
+			}
+		}
+	})
+	return g.Wait()
+}
+
+// FollowRollouts keeps the rollout state up to date until ctx ends.
+func (e *Engine) FollowRollouts(ctx context.Context) error {
+	return e.rollouts.Follow(ctx, e.js, e.cfg.Logger)
+}
+
+// Ready reports whether the window has been rebuilt and the rollout log
+// read: before that the engine evaluates (for status) but never publishes.
+func (e *Engine) Ready() bool {
+	select {
+	case <-e.replayed:
+	default:
+		return false
+	}
+	select {
+	case <-e.rollouts.Ready():
+		return true
+	default:
+		return false
+	}
+}
+
+// Replayed is closed once the window has been rebuilt from the stream.
+func (e *Engine) Replayed() <-chan struct{} { return e.replayed }
+
+// Rollouts returns the followed rollout state.
+func (e *Engine) Rollouts() *rollout.Tracker { return e.rollouts }

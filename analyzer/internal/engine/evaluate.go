@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/graygate/graygate/analyzer/internal/gate"
+	"github.com/graygate/graygate/analyzer/internal/rollout"
+	"github.com/graygate/graygate/schemas/events"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Evaluation is one deployment's gate values at one moment.
+type Evaluation struct {
+	Deployment string    `json:"deployment"`
+	At         time.Time `json:"evaluated_at"`
+	// Rollout is the state the evaluation saw; nil before the log has an
+	// event for the deployment.
+	Rollout *rollout.State `json:"rollout"`
+	// WindowStart is where the window began: now − window, or the last
+	// change to active when later (rounded up to a bucket boundary).
+	WindowStart     time.Time           `json:"window_start"`
+	WindowSeconds   float64             `json:"window_seconds"`
+	GrayRequests    int64               `json:"gray_requests"`
+	PrimaryRequests int64               `json:"primary_requests"`
+	Gates           []events.GateResult `json:"gates"`
+	Verdict         events.Verdict      `json:"verdict"`
+	// PassingSince is the start of an unbroken run of passing evaluations
+	// since the last rollout change (the promotion hold); nil otherwise.
+	PassingSince *time.Time `json:"passing_since,omitempty"`
+	// Published is true when the evaluation was published as an
+	// analysis.evaluated event.
+	Published bool `json:"published"`
+	// Action is what this evaluation made the analyzer do; nil mostly.
+	Action *Action `json:"action,omitempty"`
+}
+
+// Action is a rollout change the analyzer published (or tried to).
+type Action struct {
+	// Kind is "rollback" or "promotion".
+	Kind string    `json:"kind"`
+	At   time.Time `json:"at"`
+	// From is the revision the change was made from; Revision the
+	// sequence it was stored at (0 when it was not).
+	From       uint64  `json:"from_revision"`
+	Revision   uint64  `json:"revision"`
+	Percentage float64 `json:"percentage"`
+	Reason     string  `json:"reason"`
+	// Error says why it was not stored; empty on success.
+	Error string `json:"error,omitempty"`
+}
+
+// Action kinds.
+const (
+	ActionRollback  = "rollback"
+	ActionPromotion = "promotion"
+)
+
+// Evaluate runs one evaluation round over every deployment with a gray
+// release and returns the evaluations, in config order. Every analyzer
+// evaluates (for /v1/status and metrics); only the lease holder, and only
+// once the window is rebuilt and the rollout log read, publishes: the
+// evaluation of each deployment with gray requests in its window and an
+// active (or not yet recorded) rollout, then at most one rollout change.
+func (e *Engine) Evaluate(ctx context.Context) []Evaluation {
+	now := e.cfg.Clock()
+	ready := e.Ready()
+	leader := e.leader != nil && e.leader.Held()
+	out := make([]Evaluation, 0, len(e.cfg.Deployments))
+	for _, d := range e.cfg.Deployments {
+		out = append(out, e.evaluate(ctx, d, now, ready && leader))
+	}
+	return out
+}
+
+func (e *Engine) evaluate(ctx context.Context, d string, now time.Time, act bool) Evaluation {
+	st, known := e.rollouts.Get(d)
+	since := now.Add(-e.cfg.Analyzer.Window)
+	if known && st.Active() && st.ActiveSince.After(since) {
+		since = st.ActiveSince
+	}
+	snap := e.agg.Snapshot(d, since, now)
+	results := gate.Evaluate(&snap.Gray, &snap.Primary, e.limits)
+	ev := Evaluation{
+		Deployment:      d,
+		At:              now,
+		WindowStart:     snap.Start,
+		WindowSeconds:   max(snap.End.Sub(snap.Start), e.agg.Width()).Seconds(),
+		GrayRequests:    snap.Gray.Requests,
+		PrimaryRequests: snap.Primary.Requests,
+		Gates:           results,
+		Verdict:         events.OverallVerdict(results),
+	}
+	if known {
+		ev.Rollout = &st
+	}
+	e.m.observe(&ev)
+
+	e.mu.Lock()
+	ds := e.state[d]
+	if ds.revision != st.Revision {
+		ds.revision, ds.passingSince = st.Revision, time.Time{}
+	}
+	switch {
+	case ev.Verdict != events.VerdictPass:
+		ds.passingSince = time.Time{}
+	case ds.passingSince.IsZero():
+		ds.passingSince = now
+	}
+	if !ds.passingSince.IsZero() {
+		p := ds.passingSince
+		ev.PassingSince = &p
+	}
+	pending := ds.acted && ds.actedFrom == st.Revision
+	passing := ds.passingSince
+	e.mu.Unlock()
+
+	if act && ev.GrayRequests > 0 && (!known || st.Active()) {
+		ev.Published = e.publishAnalysis(ctx, &ev)
+		if !pending {
+			ev.Action = e.decide(ctx, d, st, &ev, now, passing)
+		}
+	}
+
+	e.mu.Lock()
+	if ev.Action != nil {
+		ds.acted, ds.actedFrom, ds.lastAct = true, st.Revision, ev.Action
+		if ev.Action.Kind == ActionPromotion && ev.Action.Error == "" {
+			ds.passingSince = time.Time{} // hold again at the new step
+		}
+	}
+	ds.last = ev
+	e.mu.Unlock()
+	return ev
+}
+
+// decide publishes a rollback when a gate failed, or a promotion when
+// every gate passed for the hold; nil when neither is due. Errors other
+// than a revision conflict leave nothing recorded, so the next evaluation
+// tries again.
+func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Evaluation, now, passingSince time.Time) *Action {
+	if failed, ok := gate.FirstFailure(ev.Gates); ok {
+		value := 0.0
+		if failed.Value != nil {
+			value = *failed.Value
+		}
+		window := time.Duration(ev.WindowSeconds * float64(time.Second))
+		change := &events.RolloutChanged{
+			Deployment: d,
+			Percentage: 0,
+			Status:     events.StatusRolledBack,
+			Reason: fmt.Sprintf("gate %s failed: %s above %s over %s (%d gray, %d primary requests)",
+				failed.Gate, fmtValue(failed.Gate, value), fmtValue(failed.Gate, failed.Threshold),
+				window.Round(time.Second), ev.GrayRequests, ev.PrimaryRequests),
+			Actor:    events.ActorAnalyzer,
+			Revision: st.Revision,
+			Trigger: &events.GateTrigger{
+				Gate: failed.Gate, Value: value, Threshold: failed.Threshold, WindowSeconds: ev.WindowSeconds,
+			},
+		}
+		a := e.publishChange(ctx, ActionRollback, change, now)
+		if a != nil && a.Error == "" {
+			e.m.rollback(d, failed.Gate)
+		}
+		return a
+	}
+	p := e.cfg.Analyzer.Promotion
+	if p == nil || ev.Verdict != events.VerdictPass || passingSince.IsZero() || now.Sub(passingSince) < p.Hold {
+		return nil
+	}
+	next, ok := nextStep(p.Steps, st.Percentage)
+	if !ok {
+		return nil
+	}
+	change := &events.RolloutChanged{
+		Deployment: d,
+		Percentage: next,
+		Status:     events.StatusActive,
+		Reason: fmt.Sprintf("promotion from %s%% to %s%%: every gate passed for %s",
+			strconv.FormatFloat(st.Percentage, 'f', -1, 64), strconv.FormatFloat(next, 'f', -1, 64), now.Sub(passingSince).Round(time.Second)),
+		Actor:    events.ActorAnalyzer,
+		Revision: st.Revision,
+	}
+	a := e.publishChange(ctx, ActionPromotion, change, now)
+	if a != nil && a.Error == "" {
+		e.m.promotion(d)
+	}
+	return a
+}
+
+// nextStep returns the first step above the current percentage.
+func nextStep(steps []float64, current float64) (float64, bool) {
+	for _, s := range steps {
+		if s > current+1e-9 {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+// publishChange appends a rollout change expecting change.Revision as the
+// subject's last sequence, so it never overwrites a change it has not
+// seen. It returns nil after a transient failure (try again next time),
+// and an Action carrying the error after a conflict (the newer change is
+// on its way through the log).
+func (e *Engine) publishChange(ctx context.Context, kind string, change *events.RolloutChanged, now time.Time) *Action {
+	a := &Action{Kind: kind, At: now, From: change.Revision, Percentage: change.Percentage, Reason: change.Reason}
+	seq, err := e.publish(ctx, events.TypeRolloutChanged, change, now, jetstream.WithExpectLastSequencePerSubject(change.Revision))
+	switch {
+	case err == nil:
+		a.Revision = seq
+		e.cfg.Logger.Info("rollout changed", "kind", kind, "deployment", change.Deployment, "status", change.Status,
+			"percentage", change.Percentage, "revision", seq, "reason", change.Reason)
+		return a
+	case isWrongLastSequence(err):
+		a.Error = "revision conflict: the rollout changed since revision " + strconv.FormatUint(change.Revision, 10)
+		e.cfg.Logger.Info("rollout change not made: the log moved on", "kind", kind, "deployment", change.Deployment,
+			"from_revision", change.Revision)
+		return a
+	default:
+		e.m.publishError("rollout")
+		e.cfg.Logger.Warn("publish rollout change", "kind", kind, "deployment", change.Deployment, "error", err)
+		return nil
+	}
+}
+
+// publishAnalysis publishes ev as an analysis.evaluated event.
+func (e *Engine) publishAnalysis(ctx context.Context, ev *Evaluation) bool {
+	data := &events.AnalysisEvaluated{
+		Deployment:      ev.Deployment,
+		WindowStart:     ev.WindowStart,
+		WindowSeconds:   ev.WindowSeconds,
+		GrayRequests:    ev.GrayRequests,
+		PrimaryRequests: ev.PrimaryRequests,
+		Gates:           ev.Gates,
+		Verdict:         ev.Verdict,
+	}
+	if _, err := e.publish(ctx, events.TypeAnalysisEvaluated, data, ev.At); err != nil {
+		e.m.publishError("analysis")
+		e.cfg.Logger.Warn("publish analysis", "deployment", ev.Deployment, "error", err)
+		return false
+	}
+	return true
+}
+
+// publish stores one event and returns its stream sequence. Without a
+// deadline on ctx, it waits at most 5 seconds.
+func (e *Engine) publish(ctx context.Context, typ string, data events.Data, at time.Time, opts ...jetstream.PublishOpt) (uint64, error) {
+	env, err := events.NewEnvelope(typ, e.cfg.Source, data, at, "")
+	if err != nil {
+		return 0, err
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	opts = append(opts, jetstream.WithMsgID(env.ID))
+	ack, err := e.js.Publish(ctx, data.Subject(), b, opts...)
+	if err != nil {
+		return 0, fmt.Errorf("publish %s: %w", typ, err)
+	}
+	return ack.Sequence, nil
+}
+
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// fmtValue writes a gate value for people: ratios as percentages, ttft_p99
+// in seconds.
+func fmtValue(g events.Gate, v float64) string {
+	switch g {
+	case events.GateTTFTP99:
+		return strconv.FormatFloat(v, 'f', 3, 64) + "s"
+	case events.GateTTFTP99Ratio, events.GateLatencyP99Ratio:
+		return strconv.FormatFloat(v, 'f', 2, 64) + "x"
+	default:
+		return strconv.FormatFloat(v*100, 'f', 2, 64) + "%"
+	}
+}

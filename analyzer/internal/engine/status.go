@@ -1,0 +1,57 @@
+package engine
+
+// Status is the analyzer's live state, served as GET /v1/status.
+type Status struct {
+	// Ready: the window is rebuilt and the rollout log read.
+	Ready bool `json:"ready"`
+	// Leader: this analyzer holds the lease and publishes.
+	Leader   bool   `json:"leader"`
+	Source   string `json:"source"`
+	Consumer string `json:"consumer"`
+	// Window, interval and the bucket width, in seconds.
+	WindowSeconds   float64 `json:"window_seconds"`
+	IntervalSeconds float64 `json:"interval_seconds"`
+	BucketSeconds   float64 `json:"bucket_seconds"`
+	MinRequests     int     `json:"min_requests"`
+	// ReplaySeconds and ReplayEvents describe the window's rebuild at start.
+	ReplaySeconds float64 `json:"replay_seconds"`
+	ReplayEvents  int64   `json:"replay_events"`
+	// Deployments holds the last evaluation of every deployment with a
+	// gray release, in config order; LastAction the last rollout change
+	// this analyzer made for it.
+	Deployments []DeploymentStatus `json:"deployments"`
+}
+
+// DeploymentStatus is one deployment's last evaluation.
+type DeploymentStatus struct {
+	Evaluation
+	LastAction *Action `json:"last_action,omitempty"`
+}
+
+// Status returns the live state. Deployments not evaluated yet appear with
+// a zero EvaluatedAt and no gates.
+func (e *Engine) Status() Status {
+	took, n := e.ReplayStats()
+	s := Status{
+		Ready:           e.Ready(),
+		Leader:          e.leader != nil && e.leader.Held(),
+		Source:          e.cfg.Source,
+		Consumer:        e.cfg.Consumer,
+		WindowSeconds:   e.cfg.Analyzer.Window.Seconds(),
+		IntervalSeconds: e.cfg.Analyzer.Interval.Seconds(),
+		BucketSeconds:   e.agg.Width().Seconds(),
+		MinRequests:     e.cfg.Analyzer.MinRequests,
+		ReplaySeconds:   took.Seconds(),
+		ReplayEvents:    n,
+		Deployments:     make([]DeploymentStatus, 0, len(e.cfg.Deployments)),
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, d := range e.cfg.Deployments {
+		ds := e.state[d]
+		ev := ds.last
+		ev.Deployment = d
+		s.Deployments = append(s.Deployments, DeploymentStatus{Evaluation: ev, LastAction: ds.lastAct})
+	}
+	return s
+}
