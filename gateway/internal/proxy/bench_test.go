@@ -5,7 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,11 +19,13 @@ import (
 )
 
 // fixedUpstream serves a fixed ~1 KB chat completion on loopback, cheaply,
-// so that a benchmark measures the gateway rather than the upstream.
+// so that a benchmark measures the gateway rather than the upstream. The
+// content is a valid agent action padded to size.
 func fixedUpstream(b *testing.B) string {
 	b.Helper()
+	action := `{\"action\":\"search\",\"parameters\":{\"query\":\"` + strings.Repeat("q", 760) + `\"},\"confidence_score\":0.9}`
 	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` +
-		strings.Repeat("x", 850) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":200,"total_tokens":210}}`)
+		action + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":200,"total_tokens":210}}`)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	testenv.Must(b, err)
 	srv := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
@@ -32,36 +38,64 @@ func fixedUpstream(b *testing.B) string {
 }
 
 // BenchmarkGateway measures the whole gateway request path over loopback
-// (client → gateway → upstream) with the contract, bands and a gray
-// rollout at 0 % configured.
+// (client → gateway → upstream), 16 clients in parallel, and reports the
+// p99 latency beside ns/op:
+//   - bare: no contract, no bands, no gray;
+//   - policy: contract (pin, band, injected default), two context bands and
+//     a gray rollout at 0 %;
+//   - gray10: the same with 10 % gray whose answers are validated against
+//     the agent-action schema (and pass).
 func BenchmarkGateway(b *testing.B) {
 	up := fixedUpstream(b)
-	cfg := testConfig(up)
-	cfg.SamplingContract = &config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{
-		"temperature": {Pinned: true, Value: 0.7},
-		"top_p":       {Min: 0.8, Max: 1},
-		"top_k":       {Min: 1, Max: 100, HasDefault: true, Default: 40},
-	}}
-	cfg.Routing.Signals.Context = []config.ContextBand{
-		{Name: "short_context", MaxTokens: config.Tokens{Set: true, Value: 8000}},
-		{Name: "long_context", MinTokens: config.Tokens{Set: true, Value: 8001}},
+	schema, err := os.ReadFile(filepath.Join(testenv.RepoRoot(b), "schemas", "contracts", "agent-action.schema.json"))
+	testenv.Must(b, err)
+	policy := func(cfg *config.Config, pct float64) {
+		cfg.SamplingContract = &config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{
+			"temperature": {Pinned: true, Value: 0.7},
+			"top_p":       {Min: 0.8, Max: 1},
+			"top_k":       {Min: 1, Max: 100, HasDefault: true, Default: 40},
+		}}
+		cfg.Routing.Signals.Context = []config.ContextBand{
+			{Name: "short_context", MaxTokens: config.Tokens{Set: true, Value: 8000}},
+			{Name: "long_context", MinTokens: config.Tokens{Set: true, Value: 8001}},
+		}
+		cfg.Routing.Routes[0].Candidates[0].Context = []string{"short_context"}
+		cfg.Deployments["qwen"].Gray = &config.Upstream{URL: up, Model: "gray", Timeout: time.Second, StreamIdleTimeout: time.Second}
+		cfg.Deployments["qwen"].Rollout = config.Rollout{Mode: config.ModeCanary, Percentage: pct, StickyKey: "none", ForceHeader: "X-Gray-Rollout",
+			Timeout: time.Second, ShadowConcurrency: 4, SchemaJSON: schema, SchemaTarget: config.TargetContent, StreamValidation: config.StreamBuffer}
 	}
-	cfg.Routing.Routes[0].Candidates[0].Context = []string{"short_context"}
-	cfg.Deployments["qwen"].Gray = &config.Upstream{URL: up, Model: "gray", Timeout: time.Second, StreamIdleTimeout: time.Second}
-	cfg.Deployments["qwen"].Rollout = config.Rollout{Mode: config.ModeCanary, StickyKey: "user", ForceHeader: "X-Gray-Rollout",
-		Timeout: time.Second, ShadowConcurrency: 4, SchemaTarget: config.TargetContent, StreamValidation: config.StreamBuffer}
+	for _, c := range []struct {
+		name  string
+		setup func(*config.Config)
+	}{
+		{"bare", func(*config.Config) {}},
+		{"policy", func(cfg *config.Config) { policy(cfg, 0) }},
+		{"gray10", func(cfg *config.Config) { policy(cfg, 10) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := testConfig(up)
+			c.setup(cfg)
+			benchServer(b, cfg)
+		})
+	}
+}
+
+func benchServer(b *testing.B, cfg *config.Config) {
 	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	testenv.Must(b, err)
 	cl, _ := net.Listen("tcp", "127.0.0.1:0")
 	al, _ := net.Listen("tcp", "127.0.0.1:0")
 	ctx, cancel := context.WithCancel(context.Background())
-	go s.Serve(ctx, cl, al)
-	b.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, cl, al) }()
+	defer func() { cancel(); <-done }()
 
 	body := []byte(`{"model":"agent-chat","user":"user-42","temperature":0.7,"top_p":0.9,"messages":[{"role":"system","content":"You are a helpful agent."},{"role":"user","content":"` +
 		strings.Repeat("y", 800) + `"}]}`)
 	client := &fasthttp.HostClient{Addr: cl.Addr().String(), MaxConns: 64}
-	b.SetParallelism(16)
+	var mu sync.Mutex
+	var lat []time.Duration
+	b.SetParallelism(8) // 16 clients on 2 cores
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -70,11 +104,22 @@ func BenchmarkGateway(b *testing.B) {
 		req.Header.SetMethod("POST")
 		req.Header.SetContentType("application/json")
 		req.SetBody(body)
+		var mine []time.Duration
 		for pb.Next() {
+			t0 := time.Now()
 			if err := client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
 				b.Errorf("status %d err %v: %s", resp.StatusCode(), err, resp.Body())
 				return
 			}
+			mine = append(mine, time.Since(t0))
 		}
+		mu.Lock()
+		lat = append(lat, mine...)
+		mu.Unlock()
 	})
+	b.StopTimer()
+	if len(lat) > 0 {
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	}
 }
