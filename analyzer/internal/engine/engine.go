@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -55,7 +56,7 @@ type Config struct {
 type Engine struct {
 	cfg      Config
 	js       jetstream.JetStream
-	leader   Leader
+	leader   atomic.Pointer[Leader]
 	agg      *window.Aggregator
 	rollouts *rollout.Tracker
 	limits   gate.Limits
@@ -112,7 +113,6 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 	e := &Engine{
 		cfg:      cfg,
 		js:       js,
-		leader:   leader,
 		agg:      window.New(cfg.Analyzer.Window),
 		rollouts: rollout.NewTracker(),
 		limits:   gate.LimitsOf(cfg.Analyzer),
@@ -124,17 +124,37 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 		e.known[d] = true
 		e.state[d] = &deploymentState{}
 	}
+	if leader != nil {
+		e.leader.Store(&leader)
+	}
 	e.m = newEngineMetrics(cfg.Metrics, e)
 	return e
 }
 
+// SetLeader sets what decides whether the engine may publish (for a lease
+// opened after the engine was made); nil never publishes.
+func (e *Engine) SetLeader(l Leader) {
+	if l == nil {
+		e.leader.Store(nil)
+		return
+	}
+	e.leader.Store(&l)
+}
+
+// Leading reports whether the engine may publish now.
+func (e *Engine) Leading() bool {
+	l := e.leader.Load()
+	return l != nil && (*l).Held()
+}
+
 // Run consumes request events, follows the rollout log and evaluates every
-// interval until ctx ends; it returns nil then, or the first error of a
-// part that cannot go on.
+// interval until ctx ends; then it returns nil. A consumer that stops (the
+// stream or consumer deleted under it, NATS gone for long) is started
+// again after a second: dedup by event id makes the overlap harmless.
 func (e *Engine) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return e.Consume(ctx) })
-	g.Go(func() error { return e.FollowRollouts(ctx) })
+	g.Go(func() error { return e.keep(ctx, "request consumer", e.Consume) })
+	g.Go(func() error { return e.keep(ctx, "rollout follower", e.FollowRollouts) })
 	g.Go(func() error {
 		tick := time.NewTicker(e.cfg.Analyzer.Interval)
 		defer tick.Stop()
@@ -148,6 +168,22 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	})
 	return g.Wait()
+}
+
+// keep runs f again after an error until ctx ends.
+func (e *Engine) keep(ctx context.Context, what string, f func(context.Context) error) error {
+	for {
+		err := f(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.cfg.Logger.Warn(what+" stopped; restarting", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // FollowRollouts keeps the rollout state up to date until ctx ends.

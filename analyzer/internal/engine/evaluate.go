@@ -69,7 +69,7 @@ const (
 func (e *Engine) Evaluate(ctx context.Context) []Evaluation {
 	now := e.cfg.Clock()
 	ready := e.Ready()
-	leader := e.leader != nil && e.leader.Held()
+	leader := e.Leading()
 	out := make([]Evaluation, 0, len(e.cfg.Deployments))
 	for _, d := range e.cfg.Deployments {
 		out = append(out, e.evaluate(ctx, d, now, ready && leader))

@@ -38,7 +38,7 @@ func newEngineMetrics(set *metrics.Set, e *Engine) *engineMetrics {
 	m := &engineMetrics{set: set, outcomes: map[string]*metrics.Counter{}}
 	m.replaySeconds = set.GetOrCreateGauge("graygate_analyzer_replay_duration_seconds", nil)
 	set.GetOrCreateGauge("graygate_analyzer_lease_held", func() float64 {
-		if e.leader != nil && e.leader.Held() {
+		if e.Leading() {
 			return 1
 		}
 		return 0

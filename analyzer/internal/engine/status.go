@@ -34,7 +34,7 @@ func (e *Engine) Status() Status {
 	took, n := e.ReplayStats()
 	s := Status{
 		Ready:           e.Ready(),
-		Leader:          e.leader != nil && e.leader.Held(),
+		Leader:          e.Leading(),
 		Source:          e.cfg.Source,
 		Consumer:        e.cfg.Consumer,
 		WindowSeconds:   e.cfg.Analyzer.Window.Seconds(),
@@ -51,6 +51,10 @@ func (e *Engine) Status() Status {
 		ds := e.state[d]
 		ev := ds.last
 		ev.Deployment = d
+		ev.Rollout = nil
+		if st, ok := e.rollouts.Get(d); ok { // the state now, not at the evaluation
+			ev.Rollout = &st
+		}
 		s.Deployments = append(s.Deployments, DeploymentStatus{Evaluation: ev, LastAction: ds.lastAct})
 	}
 	return s

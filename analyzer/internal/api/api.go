@@ -1,0 +1,116 @@
+// Package api serves the analyzer's HTTP endpoints on analyzer.listen:
+// /metrics (Prometheus text), /healthz, /readyz and GET /v1/status, the
+// live gate values that `analyzer status` prints. None of them needs a
+// token: bind the listener to loopback or a private network, as for the
+// gateway's admin listener; nothing served carries a secret.
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/graygate/graygate/analyzer/internal/engine"
+)
+
+func init() { metrics.ExposeMetadata(true) }
+
+// Source is what the endpoints report on; *engine.Engine implements it.
+type Source interface {
+	Status() engine.Status
+	Ready() bool
+}
+
+var _ Source = (*engine.Engine)(nil)
+
+// Handler returns the endpoints. connected reports whether the NATS
+// connection is up (nil: always).
+func Handler(src Source, set *metrics.Set, help map[string]string, connected func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		body := "ready\n"
+		if !src.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			body = "not ready: rebuilding the window and reading the rollout log\n"
+		}
+		if connected != nil && !connected() {
+			body = "degraded: event log unreachable\n" + body
+		}
+		io.WriteString(w, body)
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(src.Status())
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		var buf bytes.Buffer
+		set.WritePrometheus(&buf)
+		metrics.WriteProcessMetrics(&buf)
+		writeWithHelp(w, &buf, help)
+	})
+	return mux
+}
+
+// writeWithHelp copies Prometheus text, filling in the text of `# HELP
+// family` lines the metrics library leaves empty.
+func writeWithHelp(w io.Writer, r io.Reader, help map[string]string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	bw := bufio.NewWriter(w)
+	defer bw.Flush()
+	for sc.Scan() {
+		line := sc.Bytes()
+		if fam, ok := bytes.CutPrefix(line, []byte("# HELP ")); ok && bytes.IndexByte(fam, ' ') < 0 {
+			if text, ok := help[string(fam)]; ok {
+				bw.WriteString("# HELP ")
+				bw.Write(fam)
+				bw.WriteByte(' ')
+				bw.WriteString(text)
+				bw.WriteByte('\n')
+				continue
+			}
+		}
+		bw.Write(line)
+		bw.WriteByte('\n')
+	}
+}
+
+// Serve serves h on ln until ctx ends, then shuts down within 5 seconds.
+// It returns nil after a shutdown.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}

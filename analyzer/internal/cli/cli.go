@@ -1,0 +1,76 @@
+// Package cli implements the analyzer's command line: serve and status.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+)
+
+const usage = `usage: analyzer <command> [flags]
+
+commands:
+  serve    evaluate the gray release gates continuously; roll back a failing
+           gray (and promote a passing one) while holding the lease
+  status   print the live gate values of a running analyzer as a table
+
+flags (after the command):
+  --config FILE      configuration file (default graygate.yaml)
+  --log-level LEVEL  debug | info | warn | error (default info; serve only)
+  --consumer NAME    durable consumer name, one per analyzer process
+                     (serve only; default graygate_analyzer_<host>_<listen port>)
+  --addr HOST:PORT   analyzer to ask (status only; default analyzer.listen)
+  --json             print GET /v1/status as JSON (status only)
+
+environment: NATS_URL overrides nats.url.
+`
+
+// Run executes the command in args.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fs := flag.NewFlagSet("analyzer "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	path := fs.String("config", "graygate.yaml", "configuration file")
+	level := fs.String("log-level", "info", "log level")
+	consumer := fs.String("consumer", "", "durable consumer name")
+	addr := fs.String("addr", "", "analyzer address")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch args[0] {
+	case "serve":
+		log, err := newLogger(stderr, *level)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, *path, *consumer, stdout, log)
+	case "status":
+		return status(ctx, *path, *addr, *asJSON, stdout)
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

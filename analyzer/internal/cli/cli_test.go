@@ -1,0 +1,301 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/analyzer/internal/engine"
+	"github.com/graygate/graygate/analyzer/internal/natstest"
+	"github.com/graygate/graygate/schemas/events"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestHelp(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr bool
+		wantOut string
+	}{
+		{nil, false, "usage: analyzer"},
+		{[]string{"--help"}, false, "usage: analyzer"},
+		{[]string{"serve", "--help"}, false, ""},
+		{[]string{"status", "-h"}, false, ""},
+		{[]string{"bogus"}, true, ""},
+		{[]string{"status", "extra"}, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out, errOut strings.Builder
+			err := Run(context.Background(), tt.args, &out, &errOut)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Run(%q) error = %v; want error %v", tt.args, err, tt.wantErr)
+			}
+			if !strings.Contains(out.String(), tt.wantOut) {
+				t.Errorf("Run(%q) printed %q; want it to contain %q", tt.args, out.String(), tt.wantOut)
+			}
+		})
+	}
+}
+
+func TestDialable(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"127.0.0.1:8083", "127.0.0.1:8083"},
+		{":8083", "127.0.0.1:8083"},
+		{"0.0.0.0:8083", "127.0.0.1:8083"},
+		{"[::]:8083", "127.0.0.1:8083"},
+		{"analyzer.internal:8083", "analyzer.internal:8083"},
+	}
+	for _, tt := range tests {
+		if got := dialable(tt.in); got != tt.want {
+			t.Errorf("dialable(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestConsumerName(t *testing.T) {
+	tests := []struct {
+		host string
+		port int
+		want string
+	}{
+		{"gpu-node-1", 8083, "graygate_analyzer_gpu-node-1_8083"},
+		{"node.example.internal", 9000, "graygate_analyzer_node_example_internal_9000"},
+		{"", 1, "graygate_analyzer_unknown_1"},
+	}
+	for _, tt := range tests {
+		if got := consumerName(tt.host, &net.TCPAddr{Port: tt.port}); got != tt.want {
+			t.Errorf("consumerName(%q, %d) = %q; want %q", tt.host, tt.port, got, tt.want)
+		}
+	}
+}
+
+func TestServeNeedsTheEventLog(t *testing.T) {
+	path := writeConfig(t, "", "127.0.0.1:0")
+	t.Setenv("NATS_URL", "")
+	err := Run(context.Background(), []string{"serve", "--config", path}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "nats.url") {
+		t.Errorf("serve without nats.url = %v; want an error naming nats.url", err)
+	}
+}
+
+// writeConfig writes a config with one gray deployment, the analyzer at
+// listen evaluating every 200ms over a 5-minute window.
+func writeConfig(t *testing.T, natsURL, listen string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`nats:
+  url: %q
+routing:
+  routes:
+    - model: chat
+      candidates: [{deployment: qwen-32k}]
+deployments:
+  qwen-32k:
+    primary: {url: http://127.0.0.1:9001, model: v1}
+    gray: {url: http://127.0.0.1:9002, model: v2}
+    rollout: {percentage: 10}
+analyzer:
+  listen: %s
+  interval: 200ms
+  window: 5m
+  min_requests: 50
+`, natsURL, listen)
+	path := filepath.Join(t.TempDir(), "graygate.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// analyzerBinary builds the analyzer once per test run.
+var analyzerBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "graygate-analyzer-")
+	if err != nil {
+		return "", err
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
+	bin := filepath.Join(dir, "analyzer")
+	cmd := exec.Command("go", "build", "-o", bin, "./analyzer")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./analyzer: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// TestServeRollsBackEndToEnd runs the real binary: a schema failure in the
+// stream becomes a rollback in the rollout log, and `analyzer status`
+// shows it.
+func TestServeRollsBackEndToEnd(t *testing.T) {
+	bin, err := analyzerBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := natstest.Server(t)
+	_, js := natstest.Connect(t, url)
+	natstest.Streams(t, js)
+	addr := freeAddr(t)
+	path := writeConfig(t, url, addr)
+	const dep = "qwen-32k"
+	_, rev := natstest.Publish(t, js, events.TypeRolloutChanged, &events.RolloutChanged{
+		Deployment: dep, Percentage: 10, Status: events.StatusActive, Reason: "config", Actor: events.ActorConfig,
+	}, time.Now().Add(-time.Hour), "", false)
+
+	cmd := exec.Command(bin, "serve", "--config", path)
+	cmd.Env = append(os.Environ(), "NATS_URL=")
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("analyzer exited with %v after SIGINT; stderr:\n%s", err, stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("analyzer did not stop within 10s of SIGINT")
+		}
+	})
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if !strings.Contains(line, "analyzer listening on "+addr) {
+		t.Fatalf("first stdout line %q; want the listen address; stderr:\n%s", line, stderr.String())
+	}
+	waitFor(t, "ready", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	now := time.Now()
+	for i := range 60 {
+		r := request(dep, events.ArmPrimary)
+		natstest.Publish(t, js, events.TypeRequestCompleted, r, now.Add(-time.Duration(i)*time.Millisecond), "", false)
+	}
+	bad := request(dep, events.ArmFallback)
+	bad.FallbackReason = events.ReasonInvalidJSON
+	bad.Gray = &events.GrayAttempt{Status: 200, ErrorType: events.ErrorUpstreamInvalidJSON, Reason: events.ReasonInvalidJSON, TTFTMillis: 90, LatencyMillis: 700}
+	natstest.Publish(t, js, events.TypeRequestCompleted, bad, now, "", false)
+
+	var rollback *events.RolloutChanged
+	waitFor(t, "a rollback", func() bool {
+		rollback = lastRollout(t, js, dep)
+		return rollback != nil && rollback.Status == events.StatusRolledBack
+	})
+	if rollback.Actor != events.ActorAnalyzer || rollback.Revision != rev || rollback.Trigger == nil || rollback.Trigger.Gate != events.GateSchemaFailureRate {
+		t.Errorf("rollback = %+v; want the analyzer's, from revision %d, naming schema_failure_rate", rollback, rev)
+	}
+
+	var out strings.Builder
+	waitFor(t, "the rollback in analyzer status", func() bool {
+		out.Reset()
+		if err := Run(context.Background(), []string{"status", "--config", path}, &out, io.Discard); err != nil {
+			t.Fatalf("analyzer status: %v", err)
+		}
+		return strings.Contains(out.String(), "rolled_back")
+	})
+	for _, want := range []string{"leader (publishes)", "DEPLOYMENT", "qwen-32k", "schema_failure_rate", "rolled_back 0% rev", "last rollback"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("analyzer status output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := Run(context.Background(), []string{"status", "--addr", addr, "--json"}, &out, io.Discard); err != nil {
+		t.Fatalf("analyzer status --json: %v", err)
+	}
+	var s engine.Status
+	if err := json.Unmarshal([]byte(out.String()), &s); err != nil || len(s.Deployments) != 1 || s.Deployments[0].GrayRequests != 1 {
+		t.Errorf("status --json = %s (%v); want one deployment with 1 gray request", out.String(), err)
+	}
+
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`graygate_analyzer_gate_value{deployment="qwen-32k",gate="schema_failure_rate"} 1`,
+		`graygate_analyzer_gate_threshold{deployment="qwen-32k",gate="token_inflation"} 0.3`,
+		`graygate_analyzer_rollbacks_total{deployment="qwen-32k",gate="schema_failure_rate"} 1`,
+		"graygate_analyzer_lease_held 1",
+		"# HELP graygate_analyzer_replay_duration_seconds Time it took",
+		"# TYPE graygate_analyzer_evaluations_total counter",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func request(dep string, arm events.Arm) *events.RequestCompleted {
+	return &events.RequestCompleted{
+		RequestID: fmt.Sprint(time.Now().UnixNano()), Route: "chat", Deployment: dep, Arm: arm, UpstreamModel: "v1",
+		Status: 200, ErrorType: events.ErrorNone, MatchedContext: []string{}, CompletionTokens: 100, TTFTMillis: 100, LatencyMillis: 800,
+	}
+}
+
+func lastRollout(t *testing.T, js jetstream.JetStream, dep string) *events.RolloutChanged {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, events.StreamRollout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := s.GetLastMsgForSubject(ctx, events.RolloutSubject(dep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := events.Decode(msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc events.RolloutChanged
+	if err := env.Unmarshal(&rc); err != nil {
+		t.Fatal(err)
+	}
+	return &rc
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 15s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

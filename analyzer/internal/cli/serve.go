@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/google/uuid"
+	"github.com/graygate/graygate/analyzer/internal/api"
+	"github.com/graygate/graygate/analyzer/internal/engine"
+	"github.com/graygate/graygate/analyzer/internal/lease"
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+)
+
+// ErrNoEventLog is returned by serve when nats.url is empty: the analyzer
+// works only on the event log.
+var ErrNoEventLog = errors.New("nats.url is empty (and NATS_URL unset): the analyzer needs the event log")
+
+func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *slog.Logger) error {
+	cfg, warnings, err := config.Load(path)
+	if err != nil {
+		return fmt.Errorf("%s:\n%w", path, err)
+	}
+	for _, w := range warnings {
+		log.Warn("config", "warning", w.String())
+	}
+	if cfg.NATS.URL == "" {
+		return ErrNoEventLog
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ln, err := net.Listen("tcp", cfg.Analyzer.Listen)
+	if err != nil {
+		return fmt.Errorf("analyzer.listen: %w", err)
+	}
+	defer ln.Close()
+	host, _ := os.Hostname()
+	if consumer == "" {
+		consumer = consumerName(host, ln.Addr())
+	}
+	nc, err := nats.Connect(cfg.NATS.URL,
+		nats.Name("graygate-analyzer"),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("event log disconnected", "error", err)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("event log reconnected") }),
+	)
+	if err != nil {
+		return fmt.Errorf("connect to NATS: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+
+	set := metrics.NewSet()
+	deployments := grayDeployments(cfg)
+	if len(deployments) == 0 {
+		log.Warn("no deployment has a gray upstream: there is nothing to evaluate")
+	}
+	holder := "analyzer/" + host + "/" + uuid.NewString()
+	eng := engine.New(engine.Config{
+		Analyzer:    cfg.Analyzer,
+		Deployments: deployments,
+		Consumer:    consumer,
+		Source:      "analyzer/" + host,
+		Logger:      log,
+		Metrics:     set,
+	}, js, nil)
+
+	g, ctx := errgroup.WithContext(ctx)
+	handler := api.Handler(eng, set, engine.Help, nc.IsConnected)
+	g.Go(func() error { return api.Serve(ctx, ln, handler, log) })
+	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s)\n", ln.Addr(), consumer)
+	g.Go(func() error {
+		// Streams and the lease bucket need NATS: wait for it, retrying,
+		// while /healthz already answers and /readyz says why not ready.
+		var l *lease.Lease
+		err := retry(ctx, log, "prepare the event log", func(ctx context.Context) error {
+			if err := events.EnsureStreams(ctx, js, cfg.NATS.Replicas, log); err != nil {
+				return err
+			}
+			var err error
+			l, err = lease.Open(ctx, js, lease.Config{Holder: holder, Replicas: cfg.NATS.Replicas, Logger: log})
+			return err
+		})
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		eng.SetLeader(l)
+		run, ctx := errgroup.WithContext(ctx)
+		run.Go(func() error { return l.Run(ctx) })
+		run.Go(func() error { return eng.Run(ctx) })
+		return run.Wait()
+	})
+	err = g.Wait()
+	if ctx.Err() != nil && err == nil {
+		log.Info("analyzer stopped")
+	}
+	return err
+}
+
+// retry calls f until it succeeds or ctx ends (nil then), waiting a second
+// between attempts.
+func retry(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		log.Warn(what+"; retrying", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// grayDeployments lists the deployments with a gray upstream, in config order.
+func grayDeployments(cfg *config.Config) []string {
+	var out []string
+	for _, name := range cfg.DeploymentOrder {
+		if d := cfg.Deployments[name]; d != nil && d.Gray != nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// consumerName is the default durable name: stable across restarts of the
+// same analyzer (host and port), distinct between analyzers on one host.
+func consumerName(host string, addr net.Addr) string {
+	port := "0"
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		port = fmt.Sprint(tcp.Port)
+	}
+	return "graygate_analyzer_" + token(host) + "_" + port
+}
+
+// token keeps [A-Za-z0-9_-] and replaces anything else with '_' (consumer
+// names may not hold '.', '*', '>' or spaces).
+func token(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, s)
+}

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/graygate/graygate/analyzer/internal/engine"
+	"github.com/graygate/graygate/analyzer/internal/rollout"
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// status asks a running analyzer for GET /v1/status and prints it.
+func status(ctx context.Context, path, addr string, asJSON bool, out io.Writer) error {
+	if addr == "" {
+		cfg, _, err := config.Load(path)
+		if err != nil {
+			return fmt.Errorf("%s:\n%w (or give --addr)", path, err)
+		}
+		addr = cfg.Analyzer.Listen
+	}
+	body, err := fetchStatus(ctx, dialable(addr))
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		_, err := out.Write(body)
+		return err
+	}
+	var s engine.Status
+	if err := json.Unmarshal(body, &s); err != nil {
+		return fmt.Errorf("read analyzer status: %w", err)
+	}
+	return writeTable(out, &s)
+}
+
+func fetchStatus(ctx context.Context, addr string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	url := "http://" + addr + "/v1/status"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ask the analyzer at %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return body, nil
+}
+
+// dialable turns a listen address into one to connect to: an unspecified
+// host (":8083", "0.0.0.0:8083", "[::]:8083") becomes loopback.
+func dialable(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// writeTable prints the status as a header line and an aligned table with
+// one row per gate; a deployment's columns are written on its first row.
+func writeTable(out io.Writer, s *engine.Status) error {
+	role := "follower (evaluates, does not publish)"
+	if s.Leader {
+		role = "leader (publishes)"
+	}
+	ready := "ready"
+	if !s.Ready {
+		ready = "NOT READY (rebuilding the window or reading the rollout log)"
+	}
+	fmt.Fprintf(out, "analyzer %s: %s, %s\n", s.Source, role, ready)
+	fmt.Fprintf(out, "window %s in %s buckets, every %s, min_requests %d; window rebuilt from %d events in %s\n\n",
+		seconds(s.WindowSeconds), seconds(s.BucketSeconds), seconds(s.IntervalSeconds), s.MinRequests,
+		s.ReplayEvents, seconds(s.ReplaySeconds))
+	if len(s.Deployments) == 0 {
+		fmt.Fprintln(out, "no deployment has a gray upstream")
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEPLOYMENT\tROLLOUT\tGRAY\tPRIMARY\tGATE\tVALUE\tTHRESHOLD\tVERDICT")
+	for _, d := range s.Deployments {
+		if d.At.IsZero() {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t(not evaluated yet)\n", d.Deployment, rolloutCell(d.Rollout))
+			continue
+		}
+		for i, g := range d.Gates {
+			if i == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t", d.Deployment, rolloutCell(d.Rollout), d.GrayRequests, d.PrimaryRequests)
+			} else {
+				fmt.Fprint(tw, "\t\t\t\t")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Gate, valueCell(g.Gate, g.Value, true), valueCell(g.Gate, &g.Threshold, false), g.Verdict)
+		}
+		fmt.Fprintf(tw, "\t\t\t\toverall\t\t\t%s\n", d.Verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, d := range s.Deployments {
+		if a := d.LastAction; a != nil {
+			line := fmt.Sprintf("%s: last %s at %s", d.Deployment, a.Kind, a.At.UTC().Format(time.RFC3339))
+			if a.Error != "" {
+				line += " not stored: " + a.Error
+			} else {
+				line += fmt.Sprintf(" (revision %d): %s", a.Revision, a.Reason)
+			}
+			fmt.Fprintln(out, line)
+		}
+	}
+	return nil
+}
+
+func rolloutCell(r *rollout.State) string {
+	if r == nil {
+		return "(no event yet)"
+	}
+	return fmt.Sprintf("%s %s%% rev %d", r.Status, strconv.FormatFloat(r.Percentage, 'f', -1, 64), r.Revision)
+}
+
+// valueCell formats a gate value (signed: token inflation with its sign)
+// or threshold: ratios of tokens, failures and loops as percentages, p99
+// ratios as multiples, ttft_p99 in seconds.
+func valueCell(g events.Gate, v *float64, signed bool) string {
+	if v == nil {
+		return "-"
+	}
+	switch g {
+	case events.GateTTFTP99:
+		return strconv.FormatFloat(*v, 'f', 3, 64) + "s"
+	case events.GateTTFTP99Ratio, events.GateLatencyP99Ratio:
+		return strconv.FormatFloat(*v, 'f', 2, 64) + "x"
+	case events.GateTokenInflation:
+		s := strconv.FormatFloat(*v*100, 'f', 2, 64) + "%"
+		if signed && *v > 0 {
+			s = "+" + s
+		}
+		return s
+	default:
+		return strconv.FormatFloat(*v*100, 'f', 2, 64) + "%"
+	}
+}
+
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/analyzer/internal/engine"
+	"github.com/graygate/graygate/analyzer/internal/rollout"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func f(v float64) *float64 { return &v }
+
+func TestWriteTable(t *testing.T) {
+	at := time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
+	gates := func(schema float64, verdicts ...events.Verdict) []events.GateResult {
+		values := []*float64{f(0.12), f(schema), f(0.412), f(1.07), f(0.98), nil}
+		thresholds := []float64{0.3, 0, 3, 1.5, 1.5, 0.05}
+		order := []events.Gate{events.GateTokenInflation, events.GateSchemaFailureRate, events.GateTTFTP99,
+			events.GateTTFTP99Ratio, events.GateLatencyP99Ratio, events.GateToolLoopRatio}
+		out := make([]events.GateResult, len(order))
+		for i, g := range order {
+			out[i] = events.GateResult{Gate: g, Value: values[i], Threshold: thresholds[i], Verdict: verdicts[i]}
+		}
+		return out
+	}
+	P, F, I := events.VerdictPass, events.VerdictFail, events.VerdictInconclusive
+	tests := []struct {
+		name   string
+		status engine.Status
+	}{
+		{"leader", engine.Status{
+			Ready: true, Leader: true, Source: "analyzer/node-1", WindowSeconds: 300, IntervalSeconds: 5, BucketSeconds: 1,
+			MinRequests: 50, ReplaySeconds: 0.412, ReplayEvents: 300000,
+			Deployments: []engine.DeploymentStatus{
+				{Evaluation: engine.Evaluation{Deployment: "qwen-32k", At: at, GrayRequests: 1234, PrimaryRequests: 60512,
+					Rollout: &rollout.State{Status: events.StatusActive, Percentage: 2.5, Revision: 17},
+					Gates:   gates(0, P, P, P, P, P, I), Verdict: I}},
+				{Evaluation: engine.Evaluation{Deployment: "llama-8k", At: at, GrayRequests: 77, PrimaryRequests: 3120,
+					Rollout: &rollout.State{Status: events.StatusRolledBack, Percentage: 0, Revision: 9},
+					Gates:   gates(0.013, P, F, I, I, I, I), Verdict: F},
+					LastAction: &engine.Action{Kind: engine.ActionRollback, At: at, From: 8, Revision: 9,
+						Reason: "gate schema_failure_rate failed: 1.30% above 0.00% over 5m0s (77 gray, 3120 primary requests)"}},
+			},
+		}},
+		{"follower not ready", engine.Status{
+			Source: "analyzer/node-2", WindowSeconds: 86400, IntervalSeconds: 5, BucketSeconds: 144, MinRequests: 50,
+			Deployments: []engine.DeploymentStatus{{Evaluation: engine.Evaluation{Deployment: "qwen-32k"}}},
+		}},
+		{"no gray deployment", engine.Status{Ready: true, Source: "analyzer/node-3", WindowSeconds: 300, IntervalSeconds: 5, BucketSeconds: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out strings.Builder
+			if err := writeTable(&out, &tt.status); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", strings.ReplaceAll(tt.name, " ", "_")+".table")
+			if *update {
+				if err := os.WriteFile(golden, []byte(out.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if out.String() != string(want) {
+				t.Errorf("writeTable =\n%s\nwant (%s):\n%s", out.String(), golden, want)
+			}
+		})
+	}
+}
