@@ -158,8 +158,10 @@ func NATS(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 // prefix will find and use, private to the test: they start at the next
 // message published (the shared streams may hold other tests' events), ack
 // wait ackWait, and are deleted when the test ends (and by the server after
-// an hour of inactivity if the test dies).
-func Consumers(t testing.TB, js jetstream.JetStream, prefix string, ackWait time.Duration) {
+// an hour of inactivity if the test dies). filter, when set, restricts the
+// GRAYGATE_EVENTS consumer to one subject, so that other tests' events
+// cannot enter its batches.
+func Consumers(t testing.TB, js jetstream.JetStream, prefix string, ackWait time.Duration, filter ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -167,7 +169,12 @@ func Consumers(t testing.TB, js jetstream.JetStream, prefix string, ackWait time
 		{events.StreamEvents, "events"}, {events.StreamRollout, "rollout"}, {events.StreamAnalysis, "analysis"},
 	} {
 		name := prefix + "-" + s.suffix
+		var subject string
+		if s.stream == events.StreamEvents && len(filter) > 0 {
+			subject = filter[0]
+		}
 		_, err := js.CreateConsumer(ctx, s.stream, jetstream.ConsumerConfig{
+			FilterSubject:     subject,
 			Durable:           name,
 			DeliverPolicy:     jetstream.DeliverNewPolicy,
 			AckPolicy:         jetstream.AckExplicitPolicy,

@@ -1,0 +1,77 @@
+package consume_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/graygate/graygate/collector/internal/consume"
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/collector/internal/telemetry"
+	"github.com/graygate/graygate/collector/internal/testenv"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// BenchmarkPipeline measures the whole collector path for request.completed
+// events: JetStream (the machine's NATS) → fetch → decode → batch write →
+// commit → ack, with each write path. Each iteration first publishes
+// `events` messages, then times the consumer from start until the last row
+// is committed. The test subject is purged afterwards.
+//
+//	go test -run '^$' -bench Pipeline -benchtime 1x ./collector/internal/consume
+func BenchmarkPipeline(b *testing.B) {
+	const n = 50000
+	for _, mode := range []store.Mode{store.ModeCopy, store.ModeInsert} {
+		b.Run(fmt.Sprintf("%s/events=%d", mode, n), func(b *testing.B) {
+			pool, _ := testenv.Pool(b)
+			_, js := testenv.NATS(b)
+			ctx := context.Background()
+			var elapsed time.Duration
+			for range b.N {
+				b.StopTimer()
+				prefix := "graygate-collector-bench-" + testenv.Suffix()
+				dep := "cb-" + testenv.Suffix()
+				testenv.Consumers(b, js, prefix, time.Minute, events.RequestSubject(dep))
+				d := testenv.Request(dep, 1)
+				for i := range n {
+					env := testenv.Envelope(b, d, time.Now(), "")
+					body, _ := json.Marshal(env)
+					if _, err := js.PublishAsync(d.Subject(), body, jetstream.WithMsgID(env.ID)); err != nil {
+						b.Fatal(err)
+					}
+					if i%5000 == 4999 {
+						<-js.PublishAsyncComplete()
+					}
+				}
+				<-js.PublishAsyncComplete()
+				b.Cleanup(func() {
+					s, err := js.Stream(ctx, events.StreamEvents)
+					if err == nil {
+						_ = s.Purge(ctx, jetstream.WithPurgeSubject(events.RequestSubject(dep)))
+					}
+				})
+				w := store.NewWriter(pool, store.Options{Mode: mode, Retention: 720 * time.Hour})
+				c := consume.New(js, w, consume.Config{BatchSize: 500, FlushInterval: 200 * time.Millisecond, Consumer: prefix, Logger: logger()})
+				written := telemetry.EventsWritten(events.TypeRequestCompleted)
+				before := written.Get()
+				b.StartTimer()
+				start := time.Now()
+				stop := run(b, c)
+				for written.Get()-before < n { // in-process: polling the table would load Postgres
+					time.Sleep(5 * time.Millisecond)
+				}
+				elapsed += time.Since(start)
+				b.StopTimer()
+				stop()
+				if got := count(b, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep); got != n {
+					b.Fatalf("%d rows; want %d", got, n)
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/elapsed.Seconds(), "events/s")
+		})
+	}
+}

@@ -1,0 +1,242 @@
+// Package consume moves events from JetStream into the store: one durable
+// pull consumer per stream, a synchronous loop per consumer that gathers a
+// batch by size and time, writes it in one transaction and acknowledges its
+// messages only after the commit.
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/collector/internal/telemetry"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// Store writes a batch in one transaction, idempotently on the event id;
+// *store.Writer implements it.
+type Store interface {
+	Write(ctx context.Context, batch []store.Event) (store.Result, error)
+}
+
+var _ Store = (*store.Writer)(nil)
+
+// DefaultConsumer is the durable name prefix of the collector's consumers:
+// graygate-collector-events, -rollout and -analysis. Replicas that share it
+// share the work; a second, independent collector (another database) needs
+// its own.
+const DefaultConsumer = "graygate-collector"
+
+// Streams maps each stream the collector reads to its consumer name suffix.
+var Streams = []struct{ Stream, Suffix string }{
+	{events.StreamEvents, "events"},
+	{events.StreamRollout, "rollout"},
+	{events.StreamAnalysis, "analysis"},
+}
+
+// Config tunes a Consumer.
+type Config struct {
+	// BatchSize is the most events per transaction (collector.batch_size).
+	BatchSize int
+	// FlushInterval is the longest a gathered event waits for its batch to
+	// fill (collector.flush_interval).
+	FlushInterval time.Duration
+	// Consumer is the durable name prefix; "" means DefaultConsumer.
+	Consumer string
+	// Replicas for streams EnsureStreams creates (nats.replicas).
+	Replicas int
+	// AckWait is how long JetStream waits for an acknowledgement before it
+	// redelivers, for consumers this package creates; 0 means 60s.
+	AckWait time.Duration
+	// MaxBackoff caps the pause after consecutive failed writes; 0 means 30s.
+	MaxBackoff time.Duration
+	// LagInterval is how often consumer lag is read; 0 means 5s.
+	LagInterval time.Duration
+	// Workers is the number of loops reading GRAYGATE_EVENTS, each with
+	// its own batch, so that one gathers and decodes while another waits
+	// for its commit; 0 means 2. The low-volume streams have one.
+	Workers int
+	// Logger (nil: discarded).
+	Logger *slog.Logger
+}
+
+// Consumer reads the three streams into a Store.
+type Consumer struct {
+	js    jetstream.JetStream
+	store Store
+	cfg   Config
+	log   *slog.Logger
+}
+
+// New returns a Consumer; nothing happens until Run.
+func New(js jetstream.JetStream, s Store, cfg Config) *Consumer {
+	if cfg.BatchSize < 1 {
+		cfg.BatchSize = 500
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = 200 * time.Millisecond
+	}
+	if cfg.Consumer == "" {
+		cfg.Consumer = DefaultConsumer
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = time.Minute
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	if cfg.LagInterval <= 0 {
+		cfg.LagInterval = 5 * time.Second
+	}
+	if cfg.Workers < 1 {
+		cfg.Workers = 2
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Consumer{js: js, store: s, cfg: cfg, log: cfg.Logger}
+}
+
+// ConsumerName is the durable name of the consumer of one of Streams.
+func (c *Consumer) ConsumerName(suffix string) string { return c.cfg.Consumer + "-" + suffix }
+
+// ConsumerConfig is the configuration this package creates a missing
+// consumer with: durable, explicit acks, from the start of the stream,
+// redelivered without limit.
+func (c *Consumer) ConsumerConfig(suffix string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.ConsumerName(suffix),
+		Description:   "graygate collector: events into Postgres",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: max(1000, 20*c.cfg.BatchSize),
+	}
+}
+
+// Run makes sure the streams and consumers exist (waiting for NATS while it
+// is unreachable), then consumes every stream until ctx ends. A batch in
+// hand when ctx ends is still written and acknowledged (within 10 s). Run
+// returns nil after ctx ends, or the first error that stops a stream.
+func (c *Consumer) Run(ctx context.Context) error {
+	if err := c.retry(ctx, "ensure streams", func(ctx context.Context) error {
+		return events.EnsureStreams(ctx, c.js, c.cfg.Replicas, c.log)
+	}); err != nil {
+		return nil // ctx ended
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	for _, s := range Streams {
+		workers := 1
+		if s.Stream == events.StreamEvents {
+			workers = c.cfg.Workers
+		}
+		for w := range workers {
+			g.Go(func() error { return c.runStream(ctx, s.Stream, s.Suffix, w == 0) })
+		}
+	}
+	return g.Wait()
+}
+
+// retry calls fn until it succeeds, pausing with backoff and logging each
+// failure; it returns ctx's error when ctx ends first.
+func (c *Consumer) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	var b backoff
+	for {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d := b.next(c.cfg.MaxBackoff)
+		c.log.Warn(what+" failed; retrying", "err", err, "retry_in", d)
+		if !sleep(ctx, d) {
+			return ctx.Err()
+		}
+	}
+}
+
+// consumer returns the stream's durable consumer, creating it when missing.
+// An existing consumer is used as it is.
+func (c *Consumer) consumer(ctx context.Context, stream, suffix string) (jetstream.Consumer, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cons, err := c.js.Consumer(ctx, stream, c.ConsumerName(suffix))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = c.js.CreateConsumer(ctx, stream, c.ConsumerConfig(suffix))
+		if err == nil {
+			c.log.Info("created consumer", "stream", stream, "consumer", c.ConsumerName(suffix))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s on %s: %w", c.ConsumerName(suffix), stream, err)
+	}
+	return cons, nil
+}
+
+// runStream consumes one stream until ctx ends. When the message iterator
+// breaks (connection closed, consumer deleted), the consumer is looked up
+// (or created) again and consumption resumes. One loop per stream (watch)
+// reports the consumer's lag.
+func (c *Consumer) runStream(ctx context.Context, stream, suffix string, watch bool) error {
+	l := &loop{c: c, stream: stream, log: c.log.With("stream", stream)}
+	for ctx.Err() == nil {
+		var cons jetstream.Consumer
+		if err := c.retry(ctx, "open consumer", func(ctx context.Context) error {
+			var err error
+			cons, err = c.consumer(ctx, stream, suffix)
+			return err
+		}); err != nil {
+			return nil
+		}
+		lagCtx, stopLag := context.WithCancel(ctx)
+		lagDone := make(chan struct{})
+		go func() {
+			defer close(lagDone)
+			if watch {
+				l.watchLag(lagCtx, cons)
+			}
+		}()
+		err := l.run(ctx, cons)
+		stopLag()
+		<-lagDone
+		if err != nil && ctx.Err() == nil {
+			l.log.Warn("consumer interrupted; reopening", "err", err)
+			sleep(ctx, time.Second)
+		}
+	}
+	return nil
+}
+
+// watchLag publishes the consumer's pending counts every LagInterval until
+// ctx ends.
+func (l *loop) watchLag(ctx context.Context, cons jetstream.Consumer) {
+	t := time.NewTicker(l.c.cfg.LagInterval)
+	defer t.Stop()
+	for {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		info, err := cons.Info(ictx)
+		cancel()
+		if err == nil {
+			telemetry.ConsumerPending(l.stream).Set(float64(info.NumPending))
+			telemetry.ConsumerAckPending(l.stream).Set(float64(info.NumAckPending))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// errIteratorTimeout is what Next returns when NextMaxWait passes.
+var errIteratorTimeout = nats.ErrTimeout

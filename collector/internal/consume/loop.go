@@ -1,0 +1,212 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/collector/internal/telemetry"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// loop is the consumption state of one stream.
+type loop struct {
+	c        *Consumer
+	stream   string
+	log      *slog.Logger
+	failures backoff
+	// invalid-message logging is limited to one line a second.
+	lastInvalidLog time.Time
+	suppressed     int
+}
+
+// shutdownWrite bounds the write of the last batch after ctx ended.
+const shutdownWrite = 10 * time.Second
+
+// run gathers and writes batches until ctx ends (nil) or the iterator
+// breaks (its error).
+func (l *loop) run(ctx context.Context, cons jetstream.Consumer) error {
+	size := l.c.cfg.BatchSize
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * size))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	msgs := make([]jetstream.Msg, 0, size)
+	batch := make([]store.Event, 0, size)
+	for {
+		msgs, batch = msgs[:0], batch[:0]
+		err := l.gather(ctx, it, &msgs, &batch)
+		if ctx.Err() != nil {
+			// Shutting down: write what was gathered, and hand the
+			// prefetched messages back for another replica at once
+			// instead of after AckWait.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownWrite)
+			if len(msgs) > 0 {
+				l.flush(wctx, msgs, batch)
+			}
+			cancel()
+			l.release(it)
+			return nil
+		}
+		if len(msgs) > 0 {
+			l.flush(ctx, msgs, batch)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// release drains the iterator's buffer, negatively acknowledging each
+// message without delay.
+func (l *loop) release(it jetstream.MessagesContext) {
+	it.Drain()
+	for {
+		msg, err := it.Next(jetstream.NextMaxWait(100 * time.Millisecond))
+		if err != nil {
+			return
+		}
+		_ = msg.Nak()
+	}
+}
+
+// gather appends messages to msgs (and their events to batch) until the
+// batch is full, FlushInterval has passed since its first message, or ctx
+// ends. Invalid messages are terminated and not gathered. It returns an
+// error only when the iterator breaks.
+func (l *loop) gather(ctx context.Context, it jetstream.MessagesContext, msgs *[]jetstream.Msg, batch *[]store.Event) error {
+	var deadline time.Time
+	for len(*msgs) < l.c.cfg.BatchSize {
+		var msg jetstream.Msg
+		var err error
+		if deadline.IsZero() {
+			msg, err = it.Next(jetstream.NextContext(ctx))
+		} else {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				return nil
+			}
+			msg, err = it.Next(jetstream.NextMaxWait(wait))
+		}
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, errIteratorTimeout):
+			return nil
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed), errors.Is(err, jetstream.ErrConsumerDeleted),
+			errors.Is(err, jetstream.ErrConsumerNotFound):
+			return err
+		default: // missed heartbeats and the like: the iterator recovers
+			l.log.Debug("next message", "err", err)
+			continue
+		}
+		ev, ok := l.decode(msg)
+		if !ok {
+			continue
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(l.c.cfg.FlushInterval)
+		}
+		*msgs = append(*msgs, msg)
+		*batch = append(*batch, ev)
+	}
+	return nil
+}
+
+// decode turns a message into an event; a message that is not a valid
+// graygate event is terminated (never redelivered), counted and logged.
+func (l *loop) decode(msg jetstream.Msg) (store.Event, bool) {
+	env, err := events.Decode(msg.Data())
+	var data events.Data
+	if err == nil {
+		data, err = events.DecodeData(env)
+	}
+	var seq uint64
+	if md, mdErr := msg.Metadata(); mdErr == nil {
+		seq = md.Sequence.Stream
+	}
+	if err != nil {
+		telemetry.EventsInvalid(l.stream).Inc()
+		if termErr := msg.Term(); termErr != nil {
+			l.log.Debug("terminate invalid message", "err", termErr)
+		}
+		if time.Since(l.lastInvalidLog) >= time.Second {
+			l.log.Warn("dropped a message that is not a valid graygate event",
+				"subject", msg.Subject(), "stream_seq", seq, "err", err, "suppressed_since_last", l.suppressed)
+			l.lastInvalidLog, l.suppressed = time.Now(), 0
+		} else {
+			l.suppressed++
+		}
+		return store.Event{}, false
+	}
+	return store.Event{Envelope: env, Data: data, Sequence: seq}, true
+}
+
+// flush writes a batch and acknowledges its messages after the commit. When
+// the write fails, every message is negatively acknowledged with a delay
+// that grows with consecutive failures, and the loop pauses as long, so an
+// unavailable database is retried without loss and without a storm.
+func (l *loop) flush(ctx context.Context, msgs []jetstream.Msg, batch []store.Event) {
+	start := time.Now()
+	res, err := l.c.store.Write(ctx, batch)
+	if err != nil {
+		telemetry.WriteErrors(l.stream).Inc()
+		d := l.failures.next(l.c.cfg.MaxBackoff)
+		l.log.Warn("write batch failed; redelivering", "events", len(batch), "err", err, "retry_in", d)
+		for _, m := range msgs {
+			if nakErr := m.NakWithDelay(d); nakErr != nil {
+				l.log.Debug("nak", "err", nakErr)
+			}
+		}
+		sleep(ctx, d)
+		return
+	}
+	l.failures = 0
+	l.log.Debug("wrote batch", "events", len(batch), "inserted", res.Inserted, "took", time.Since(start))
+	telemetry.BatchDuration().UpdateDuration(start)
+	telemetry.BatchSize().Update(float64(len(batch)))
+	for typ, n := range res.Inserted {
+		telemetry.EventsWritten(typ).Add(n)
+	}
+	for typ, n := range res.Duplicates {
+		if n > 0 {
+			telemetry.EventsDuplicate(typ).Add(n)
+		}
+	}
+	for typ, n := range res.Expired {
+		telemetry.EventsExpired(typ).Add(n)
+	}
+	for _, m := range msgs {
+		if ackErr := m.Ack(); ackErr != nil {
+			// The row is stored: a redelivery is skipped as a duplicate.
+			l.log.Debug("ack", "err", ackErr)
+		}
+	}
+}
+
+// backoff counts consecutive failures: 0.5 s, 1 s, 2 s, … up to a cap.
+type backoff int
+
+func (b *backoff) next(limit time.Duration) time.Duration {
+	d := 500 * time.Millisecond << min(int(*b), 16)
+	*b++
+	return min(d, limit)
+}
+
+// sleep waits d or until ctx ends; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
