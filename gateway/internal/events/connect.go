@@ -12,9 +12,10 @@ import (
 // when NATS is down it returns a connection that keeps trying in the
 // background (forever, every half second), so the gateway starts and
 // serves without its event log. The reconnect buffer is off — while
-// disconnected, publishes fail at once and the Publisher spools them —
-// and a dead server is noticed within about 15 seconds even without a
-// closed socket. The caller closes the connection.
+// disconnected, publishes fail at once and the Publisher spools them. A
+// dead server is noticed within about 15 seconds without a closed socket
+// (pings), or within 2 seconds of a write the network does not take. The
+// caller closes the connection.
 func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -27,6 +28,11 @@ func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
 		nats.ReconnectBufSize(-1),
 		nats.PingInterval(5*time.Second),
 		nats.MaxPingsOutstanding(2),
+		// A write the network does not take within 2 s ends the
+		// connection: the client holds its lock while it writes, so a
+		// longer stall would stall the publisher's loop with it.
+		nats.FlusherTimeout(2*time.Second),
+		nats.ReconnectOnFlusherError(),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {
 				log.Warn("NATS error", "subject", sub.Subject, "err", err)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,6 +149,16 @@ func event(i int) schema.Data {
 	return &schema.RequestCompleted{RequestID: rid, Route: "agent-chat", Deployment: "qwen-32k", Arm: schema.ArmPrimary,
 		UpstreamModel: "qwen2.5-32b-v1", Status: 200, ErrorType: schema.ErrorNone, EstimatedTokens: 300,
 		MatchedContext: []string{"short_context"}, PromptTokens: 310, CompletionTokens: 42, TTFTMillis: 80, LatencyMillis: 420}
+}
+
+// largeEvent is a sample event with request id "req-<i>" carrying size
+// bytes of payload.
+func largeEvent(i, size int) schema.Data {
+	ev := event(9).(*schema.SampleMalformed)
+	ev.RequestID = fmt.Sprintf("req-%d", i)
+	ev.Payload = strings.Repeat("x", size)
+	ev.PayloadBytes = int64(size)
+	return ev
 }
 
 // stored is what the events stream holds.

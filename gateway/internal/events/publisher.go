@@ -9,7 +9,8 @@
 // JetStream asynchronous publishing, the id as Nats-Msg-Id, at most
 // Options.MaxInFlight unacknowledged at a time. An event whose publish
 // fails, whose acknowledgement fails or times out, or that arrives while
-// NATS is disconnected, goes to the on-disk spool. While the spool holds
+// NATS is disconnected or the window is full (the event log is slow, or
+// gone without a closed socket), goes to the on-disk spool. While the spool holds
 // events, new events are appended behind them, and Run republishes the
 // spool's records in order, with their original ids, as soon as NATS is
 // back: JetStream's duplicate window drops a republished id it already
@@ -32,8 +33,11 @@
 //     and counted. A machine crash can lose the events spooled in the last
 //     spool.SyncInterval (see package spool).
 //   - Order: events are published in the order Publish accepted them,
-//     except that an event whose acknowledgement fails goes to the spool
-//     behind events that were acknowledged after it.
+//     except around a failure: the events whose acknowledgements fail
+//     together (a disconnect fails all outstanding ones at once) go to the
+//     spool in the order the failures are reported, behind events that
+//     were acknowledged after them. Consumers key on the event id and
+//     time, never on stream order.
 package events
 
 import (
@@ -88,9 +92,11 @@ const (
 	// minBackoff to maxBackoff.
 	minBackoff = 250 * time.Millisecond
 	maxBackoff = 10 * time.Second
-	// batch is how many queued events Run handles before it looks at
-	// acknowledgements again.
+	// batch is how many queued events, or results, Run handles in a row.
 	batch = 256
+	// spillAfter is how long a full window holds events in memory before
+	// they go to the spool.
+	spillAfter = 100 * time.Millisecond
 )
 
 // Publisher publishes the gateway's events. Create it with New, call Run
@@ -122,6 +128,7 @@ type Publisher struct {
 	drainFailed bool     // a republish failed: rewind once drainOut is 0
 	backlog     bool     // the spool may hold records not yet republished
 	forceSpool  bool     // shutdown grace expired
+	fullSince   time.Time
 	nextDrain   time.Time
 	backoff     time.Duration
 	spoolSeen   spool.Stats
@@ -241,10 +248,11 @@ func (p *Publisher) Publish(d schema.Data) {
 }
 
 // Run publishes events until ctx ends, then shuts down: it stops taking
-// events (later Publish calls drop and count them), publishes what is in
-// the memory queue, waits up to Options.ShutdownGrace for the outstanding
-// acknowledgements, writes whatever is still unacknowledged to the spool
-// and syncs it. It returns nil after a shutdown; it must be called once.
+// events (later Publish calls drop and count them) and goes on publishing
+// what is in the memory queue, the outstanding acknowledgements and the
+// events spooled during the run, for at most Options.ShutdownGrace; then
+// it writes whatever is still unacknowledged to the spool and syncs it.
+// It returns nil after a shutdown; it must be called once.
 func (p *Publisher) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return errors.New("events: Run called twice")
@@ -266,19 +274,40 @@ func (p *Publisher) Run(ctx context.Context) error {
 	if r, b := p.sp.Depth(); r > 0 {
 		p.log.Info("spooled events to deliver", "events", r, "bytes", b)
 	}
+	stop := ctx.Done()
+	var grace <-chan time.Time
+	spill := time.NewTimer(time.Hour)
+	defer spill.Stop()
 	for {
 		p.pump()
+		if grace != nil && p.flushed() {
+			return p.finish()
+		}
 		queue := p.queue
-		if p.windowFull() {
-			queue = nil
+		if p.direct() && p.windowFull() {
+			if p.fullSince.IsZero() {
+				p.fullSince = time.Now()
+				spill.Reset(spillAfter)
+			}
+			if p.mustWait() {
+				queue = nil
+			}
+		} else {
+			p.fullSince = time.Time{}
 		}
 		select {
-		case <-ctx.Done():
-			return p.shutdown()
+		case <-stop:
+			stop = nil
+			p.stopAccepting()
+			t := time.NewTimer(p.opts.ShutdownGrace)
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			return p.finish()
 		case it := <-queue:
 			p.handle(it)
 			for range batch - 1 {
-				if p.windowFull() {
+				if p.mustWait() {
 					break
 				}
 				select {
@@ -291,6 +320,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 			}
 		case r := <-p.results:
 			p.resolve(r)
+			for range batch - 1 {
+				select {
+				case r := <-p.results:
+					p.resolve(r)
+					continue
+				default:
+				}
+				break
+			}
+		case <-spill.C:
 		case <-status:
 			p.refresh()
 		case <-tick.C:
@@ -300,15 +339,62 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 }
 
-// direct reports whether new events may bypass the spool.
+// stopAccepting makes Publish drop from now on, and waits for the calls
+// already past that check to finish their send.
+func (p *Publisher) stopAccepting() {
+	p.stopped.Store(true)
+	for p.active.Load() != 0 {
+		runtime.Gosched()
+	}
+}
+
+// flushed reports whether a stopping Run has nothing left to do: the queue
+// is empty, every publish has its result, and the spool is drained or
+// cannot be (NATS down).
+func (p *Publisher) flushed() bool {
+	return len(p.queue) == 0 && len(p.pending) == 0 && (!p.backlog || !p.connected)
+}
+
+// finish spools what is unacknowledged and syncs the spool.
+func (p *Publisher) finish() error {
+	p.forceSpool = true
+	for len(p.queue) > 0 {
+		p.handle(<-p.queue)
+	}
+	left := 0
+	for m, e := range p.pending {
+		delete(p.pending, m)
+		if !e.spooled {
+			p.toSpool(e)
+			left++
+		}
+	}
+	p.report()
+	err := p.sp.Sync()
+	r, _ := p.sp.Depth()
+	p.log.Info("event publisher stopped", "spooled", r, "unacknowledged_spooled", left)
+	if err != nil {
+		return fmt.Errorf("events shutdown: %w", err)
+	}
+	return nil
+}
+
+// direct reports whether new events may bypass the spool: NATS is up and
+// nothing waits in the spool.
 func (p *Publisher) direct() bool {
 	return p.connected && !p.backlog && len(p.fifo) == 0 && !p.drainFailed && !p.forceSpool
 }
 
-// windowFull reports whether the next event would have to wait for an
-// acknowledgement.
-func (p *Publisher) windowFull() bool {
-	return p.direct() && len(p.pending) >= p.opts.MaxInFlight
+// windowFull reports whether MaxInFlight publishes await acknowledgement.
+func (p *Publisher) windowFull() bool { return len(p.pending) >= p.opts.MaxInFlight }
+
+// mustWait reports whether the next event should wait in the memory queue
+// for room in the window. After the window has been full for spillAfter —
+// the event log is slow, or gone without a closed socket, so that
+// acknowledgements come only when they time out — events go to the spool
+// instead, which holds far more than the memory queue.
+func (p *Publisher) mustWait() bool {
+	return p.direct() && p.windowFull() && (p.fullSince.IsZero() || time.Since(p.fullSince) < spillAfter)
 }
 
 // handle encodes an event and publishes or spools it.
@@ -321,7 +407,7 @@ func (p *Publisher) handle(it item) {
 	}
 	e := &entry{id: id, kind: it.kind}
 	e.msg.Subject, e.msg.Data = it.d.Subject(), b
-	if p.direct() {
+	if p.direct() && !p.windowFull() {
 		p.send(e)
 	} else {
 		p.toSpool(e)
@@ -398,7 +484,7 @@ func (p *Publisher) pump() {
 	if !p.connected || !p.backlog || p.drainFailed || p.forceSpool || time.Now().Before(p.nextDrain) {
 		return
 	}
-	for len(p.pending) < p.opts.MaxInFlight && !p.drainFailed {
+	for !p.windowFull() && !p.drainFailed {
 		rec, mark, err := p.sp.Next()
 		if errors.Is(err, spool.ErrEmpty) {
 			p.backlog = false
@@ -505,54 +591,6 @@ func (p *Publisher) logLimited(level slog.Level, msg string, args ...any) {
 	}
 	p.lastLog[msg] = now
 	p.log.Log(context.Background(), level, msg, args...)
-}
-
-// shutdown flushes and spools; see Run.
-func (p *Publisher) shutdown() error {
-	p.stopped.Store(true)
-	for p.active.Load() != 0 {
-		runtime.Gosched()
-	}
-	grace := time.NewTimer(p.opts.ShutdownGrace)
-	defer grace.Stop()
-	wait := func() bool { // one result, or false when the grace period is over
-		select {
-		case r := <-p.results:
-			p.resolve(r)
-			return true
-		case <-grace.C:
-			p.forceSpool = true
-			return false
-		}
-	}
-	for more := true; more; {
-		select {
-		case it := <-p.queue:
-			for p.windowFull() && wait() {
-			}
-			p.handle(it)
-		default:
-			more = false
-		}
-	}
-	for len(p.pending) > 0 && wait() {
-	}
-	left := 0
-	for m, e := range p.pending {
-		delete(p.pending, m)
-		if !e.spooled {
-			p.toSpool(e)
-			left++
-		}
-	}
-	p.report()
-	err := p.sp.Sync()
-	r, _ := p.sp.Depth()
-	p.log.Info("event publisher stopped", "spooled", r, "unacknowledged_spooled", left)
-	if err != nil {
-		return fmt.Errorf("events shutdown: %w", err)
-	}
-	return nil
 }
 
 // ensureStreams creates the missing streams once NATS is reachable,

@@ -23,7 +23,9 @@ func TestPublishAll(t *testing.T) {
 	}{
 		{"streams exist", 3000, false, Options{}},
 		{"publisher creates the streams", 500, true, Options{}},
-		{"window of one", 200, false, Options{MaxInFlight: 1}},
+		// Each event waits for the previous one's acknowledgement, or
+		// spills to the spool after 100 ms.
+		{"window of one", 200, true, Options{MaxInFlight: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,7 +36,7 @@ func TestPublishAll(t *testing.T) {
 			}
 			tt.opts.EnsureStreams = tt.ensure
 			tt.opts.Replicas = 1
-			sp := openSpool(t, t.TempDir(), 1<<20)
+			sp := openSpool(t, t.TempDir(), 64<<20)
 			defer sp.Close()
 			p := startPublisher(t, nc, sp, tt.opts)
 			for i := range tt.n {
