@@ -1,0 +1,400 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/graygate/graygate/collector/internal/api"
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/collector/internal/telemetry"
+	"github.com/graygate/graygate/collector/internal/testenv"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+const token = "s3cret-token"
+
+// get performs a request against the server and decodes a JSON answer.
+func get(t *testing.T, s *api.Server, path, auth string) (int, http.Header, []byte) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := s.App().Test(req, -1)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+type errorBody struct {
+	Error struct {
+		Message, Type, Code, Param string
+	} `json:"error"`
+}
+
+// fakeReader answers without a database.
+type fakeReader struct{ err error }
+
+func (f fakeReader) ListSamples(context.Context, store.SampleFilter) (store.SamplePage, error) {
+	return store.SamplePage{Samples: []store.SampleSummary{}}, f.err
+}
+func (f fakeReader) Sample(context.Context, uuid.UUID) (store.Sample, error) {
+	return store.Sample{}, store.ErrNotFound
+}
+func (f fakeReader) RolloutHistory(context.Context, string, int, string) (store.RolloutPage, error) {
+	return store.RolloutPage{Events: []store.RolloutEvent{}}, f.err
+}
+
+func TestAuth(t *testing.T) {
+	tests := []struct {
+		name       string
+		configured string
+		path, auth string
+		status     int
+		code       string
+	}{
+		{"no token configured", "", "/v1/samples", "Bearer " + token, 403, "forbidden"},
+		{"missing", token, "/v1/samples", "", 401, "unauthorized"},
+		{"wrong", token, "/v1/samples", "Bearer nope", 401, "unauthorized"},
+		{"prefix of the token", token, "/v1/samples", "Bearer s3cret", 401, "unauthorized"},
+		{"not bearer", token, "/v1/samples", "Basic " + token, 401, "unauthorized"},
+		{"right", token, "/v1/samples", "Bearer " + token, 200, ""},
+		{"history needs it too", token, "/v1/rollouts/d/history", "", 401, "unauthorized"},
+		{"healthz is open", token, "/healthz", "", 200, ""},
+		{"readyz is open", token, "/readyz", "", 200, ""},
+		{"metrics is open", token, "/metrics", "", 200, ""},
+		{"metrics open without a token configured", "", "/metrics", "", 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := api.New(fakeReader{}, api.Options{Token: tt.configured})
+			status, hdr, body := get(t, s, tt.path, tt.auth)
+			if status != tt.status {
+				t.Fatalf("GET %s = %d %s; want %d", tt.path, status, body, tt.status)
+			}
+			if tt.code == "" {
+				return
+			}
+			var e errorBody
+			if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != tt.code || e.Error.Message == "" || e.Error.Type == "" {
+				t.Errorf("body %s; want an error envelope with code %s", body, tt.code)
+			}
+			if status == 401 && hdr.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+			if strings.Contains(string(body), token) {
+				t.Error("the answer contains the token")
+			}
+		})
+	}
+}
+
+func TestBadParameters(t *testing.T) {
+	s := api.New(fakeReader{}, api.Options{Token: token})
+	tests := []struct {
+		path, param string
+		status      int
+	}{
+		{"/v1/samples?deployment=a.b", "deployment", 400},
+		{"/v1/samples?deployment=", "deployment", 400},
+		{"/v1/samples?reason=bad_vibes", "reason", 400},
+		{"/v1/samples?arm=primary", "arm", 400},
+		{"/v1/samples?since=yesterday", "since", 400},
+		{"/v1/samples?until=-5m", "until", 400},
+		{"/v1/samples?limit=0", "limit", 400},
+		{"/v1/samples?limit=1001", "limit", 400},
+		{"/v1/samples?limit=ten", "limit", 400},
+		{"/v1/samples?deploymnet=x", "deploymnet", 400},
+		{"/v1/samples?arm=gray&arm=shadow", "arm", 400},
+		{"/v1/samples/not-a-uuid", "event_id", 400},
+		{"/v1/samples/" + uuid.NewString() + "?x=1", "x", 400},
+		{"/v1/rollouts/a.b/history", "deployment", 400},
+		{"/v1/rollouts/d/history?limit=5000", "limit", 400},
+		{"/v1/rollouts/d/history?since=1h", "since", 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			status, _, body := get(t, s, tt.path, "Bearer "+token)
+			var e errorBody
+			json.Unmarshal(body, &e)
+			if status != tt.status || e.Error.Param != tt.param || e.Error.Code != "bad_request" || !strings.Contains(e.Error.Message, tt.param) {
+				t.Errorf("GET %s = %d %s; want %d naming %q", tt.path, status, body, tt.status, tt.param)
+			}
+		})
+	}
+	for path, want := range map[string]int{"/v1/samples/" + uuid.NewString(): 404, "/v1/nothing": 404, "/": 404} {
+		status, _, body := get(t, s, path, "Bearer "+token)
+		var e errorBody
+		if json.Unmarshal(body, &e); status != want || e.Error.Code != "not_found" {
+			t.Errorf("GET %s = %d %s; want %d not_found", path, status, body, want)
+		}
+	}
+}
+
+func TestStoreErrors(t *testing.T) {
+	tests := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{store.ErrBadCursor, 400, "bad_request"},
+		{errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"), 503, "store_unavailable"},
+	}
+	for _, tt := range tests {
+		s := api.New(fakeReader{err: tt.err}, api.Options{Token: token})
+		status, _, body := get(t, s, "/v1/samples", "Bearer "+token)
+		var e errorBody
+		json.Unmarshal(body, &e)
+		if status != tt.status || e.Error.Code != tt.code || strings.Contains(string(body), "5432") {
+			t.Errorf("store error %v: %d %s; want %d %s, cause not shown", tt.err, status, body, tt.status, tt.code)
+		}
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	tests := []struct {
+		name     string
+		ready    error
+		degraded string
+		status   int
+		body     string
+	}{
+		{"ready", nil, "", 200, "ready\n"},
+		{"database down", errors.New("down"), "", 503, "not ready: database unreachable\n"},
+		{"event log down", nil, "event log unreachable", 200, "ready (degraded: event log unreachable)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := api.New(fakeReader{}, api.Options{
+				Ready:    func(context.Context) error { return tt.ready },
+				Degraded: func() string { return tt.degraded },
+			})
+			status, _, body := get(t, s, "/readyz", "")
+			if status != tt.status || string(body) != tt.body {
+				t.Errorf("/readyz = %d %q; want %d %q", status, body, tt.status, tt.body)
+			}
+		})
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	telemetry.EventsWritten(events.TypeRequestCompleted).Add(0)
+	telemetry.BatchDuration().Update(0.01)
+	s := api.New(fakeReader{}, api.Options{})
+	status, hdr, body := get(t, s, "/metrics", "")
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") {
+		t.Fatalf("/metrics = %d %s", status, hdr.Get("Content-Type"))
+	}
+	for _, want := range []string{
+		"# HELP graygate_collector_events_written_total Events stored as new rows, by event type.",
+		"# TYPE graygate_collector_events_written_total counter",
+		`graygate_collector_events_written_total{type="graygate.request.completed"}`,
+		"# TYPE graygate_collector_batch_duration_seconds histogram",
+		`graygate_collector_batch_duration_seconds_bucket{le="0.01"}`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// The sample store API against real rows: each filter, pagination across
+// 2,500 samples without gaps or repeats, one sample in full, and a
+// rollout history.
+func TestSamplesAgainstPostgres(t *testing.T) {
+	pool, _ := testenv.Pool(t)
+	ctx := context.Background()
+	w := store.NewWriter(pool, store.Options{})
+	now := time.Now().UTC().Truncate(time.Second)
+	deps := []string{"qwen-32k", "qwen-128k", "llama"}
+	reasons := []events.SampleReason{events.ReasonSchemaViolation, events.ReasonInvalidJSON}
+	arms := []events.Arm{events.ArmGray, events.ArmShadow}
+	type want struct {
+		id        string
+		at        time.Time
+		dep       string
+		reason    events.SampleReason
+		arm       events.Arm
+		requestID string
+	}
+	var all []want
+	var batch []store.Event
+	for i := range 2500 {
+		// Groups of five share a time: the keyset must break ties by id.
+		at := now.Add(-time.Duration(i/5) * time.Second)
+		d := testenv.Sample(deps[i%3], i, reasons[i%2], arms[(i/2)%2], []byte(fmt.Sprintf(`{"n":%d}`, i)))
+		e := testenv.Event(t, d, at, "")
+		batch = append(batch, e)
+		all = append(all, want{e.Envelope.ID, at, d.Deployment, d.Reason, d.Arm, d.RequestID})
+	}
+	if _, err := w.Write(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(all, func(a, b want) int {
+		if c := b.at.Compare(a.at); c != 0 {
+			return c
+		}
+		return strings.Compare(b.id, a.id)
+	})
+	s := api.New(store.NewReader(pool), api.Options{Token: token, Now: func() time.Time { return now }})
+
+	tests := []struct {
+		name  string
+		query url.Values
+		keep  func(want) bool
+	}{
+		{"all", url.Values{}, func(want) bool { return true }},
+		{"deployment", url.Values{"deployment": {"qwen-32k"}}, func(w want) bool { return w.dep == "qwen-32k" }},
+		{"reason", url.Values{"reason": {"invalid_json"}}, func(w want) bool { return w.reason == events.ReasonInvalidJSON }},
+		{"arm", url.Values{"arm": {"shadow"}}, func(w want) bool { return w.arm == events.ArmShadow }},
+		{"deployment and reason", url.Values{"deployment": {"llama"}, "reason": {"schema_violation"}},
+			func(w want) bool { return w.dep == "llama" && w.reason == events.ReasonSchemaViolation }},
+		{"since a duration", url.Values{"since": {"60s"}}, func(w want) bool { return !w.at.Before(now.Add(-60 * time.Second)) }},
+		{"since and until", url.Values{"since": {now.Add(-300 * time.Second).Format(time.RFC3339)}, "until": {now.Add(-100 * time.Second).Format(time.RFC3339)}},
+			func(w want) bool {
+				return !w.at.Before(now.Add(-300*time.Second)) && w.at.Before(now.Add(-100*time.Second))
+			}},
+		{"unknown deployment", url.Values{"deployment": {"nope"}}, func(want) bool { return false }},
+	}
+	for _, tt := range tests {
+		for _, limit := range []int{1000, 333} {
+			t.Run(fmt.Sprintf("%s/limit=%d", tt.name, limit), func(t *testing.T) {
+				var expect []string
+				for _, w := range all {
+					if tt.keep(w) {
+						expect = append(expect, w.id)
+					}
+				}
+				var got []string
+				q := tt.query
+				q.Set("limit", fmt.Sprint(limit))
+				q.Del("cursor")
+				for pages := 0; ; pages++ {
+					if pages > 20 {
+						t.Fatal("more than 20 pages")
+					}
+					status, _, body := get(t, s, "/v1/samples?"+q.Encode(), "Bearer "+token)
+					if status != 200 {
+						t.Fatalf("status %d: %s", status, body)
+					}
+					var page struct {
+						Object     string                `json:"object"`
+						Data       []store.SampleSummary `json:"data"`
+						NextCursor *string               `json:"next_cursor"`
+						HasMore    bool                  `json:"has_more"`
+					}
+					if err := json.Unmarshal(body, &page); err != nil {
+						t.Fatal(err)
+					}
+					if len(page.Data) > limit || page.Object != "list" || page.HasMore != (page.NextCursor != nil) {
+						t.Fatalf("page of %d (limit %d), object %q, has_more %v", len(page.Data), limit, page.Object, page.HasMore)
+					}
+					for _, d := range page.Data {
+						got = append(got, d.EventID)
+						if strings.Contains(string(body), `"payload":`) {
+							t.Fatal("a list answer carries payloads")
+						}
+					}
+					if page.NextCursor == nil {
+						break
+					}
+					q.Set("cursor", *page.NextCursor)
+				}
+				if !slices.Equal(got, expect) {
+					t.Errorf("paged through %d samples; want %d in order (first difference at %d)", len(got), len(expect), firstDiff(got, expect))
+				}
+			})
+		}
+	}
+
+	t.Run("one sample", func(t *testing.T) {
+		id := all[0].id
+		status, _, body := get(t, s, "/v1/samples/"+id, "Bearer "+token)
+		if status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		var got map[string]any
+		json.Unmarshal(body, &got)
+		if got["object"] != "sample" || got["event_id"] != id || got["request_id"] != all[0].requestID ||
+			!strings.HasPrefix(got["payload"].(string), `{"n":`) || len(got["validation_errors"].([]any)) != 2 {
+			t.Errorf("sample = %s", body)
+		}
+		if fe := got["first_error"].(map[string]any); fe["field"] != "action" {
+			t.Errorf("first_error = %v", fe)
+		}
+	})
+
+	t.Run("binary payload", func(t *testing.T) {
+		e := testenv.Event(t, testenv.Sample("bin", 1, events.ReasonInvalidJSON, events.ArmGray, []byte{0xff, 0xfe}), now, "")
+		if _, err := w.Write(ctx, []store.Event{e}); err != nil {
+			t.Fatal(err)
+		}
+		_, _, body := get(t, s, "/v1/samples/"+e.Envelope.ID, "Bearer "+token)
+		var got map[string]any
+		json.Unmarshal(body, &got)
+		if got["payload_base64"] != "//4=" || got["payload"] != nil {
+			t.Errorf("binary sample = %s; want payload_base64 //4= and no payload", body)
+		}
+	})
+
+	t.Run("rollout history", func(t *testing.T) {
+		var hist []store.Event
+		for i := range 3 {
+			hist = append(hist, testenv.Event(t, testenv.Rollout("qwen-32k", uint64(i)), now.Add(time.Duration(i)*time.Minute), ""))
+		}
+		hist = append(hist, testenv.Event(t, testenv.Rollout("other", 9), now, ""))
+		if _, err := w.Write(ctx, hist); err != nil {
+			t.Fatal(err)
+		}
+		var revisions []float64
+		path := "/v1/rollouts/qwen-32k/history?limit=2"
+		for path != "" {
+			status, _, body := get(t, s, path, "Bearer "+token)
+			if status != 200 {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			var page struct {
+				Data       []map[string]any `json:"data"`
+				NextCursor *string          `json:"next_cursor"`
+			}
+			json.Unmarshal(body, &page)
+			for _, e := range page.Data {
+				revisions = append(revisions, e["revision"].(float64))
+				if tr := e["trigger"].(map[string]any); tr["gate"] != "schema_failure_rate" {
+					t.Errorf("trigger = %v", tr)
+				}
+			}
+			path = ""
+			if page.NextCursor != nil {
+				path = "/v1/rollouts/qwen-32k/history?limit=2&cursor=" + url.QueryEscape(*page.NextCursor)
+			}
+		}
+		if want := []float64{2, 1, 0}; !slices.Equal(revisions, want) {
+			t.Errorf("history revisions = %v; want newest first %v", revisions, want)
+		}
+	})
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}

@@ -1,0 +1,85 @@
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/graygate/graygate/collector/internal/store"
+)
+
+// Error is an answer other than 200: the HTTP status and the OpenAI-style
+// envelope {"error": {"message", "type", "code", "param"}}. Handlers return
+// it (or any error) and errorHandler writes it.
+type Error struct {
+	Status  int    `json:"-"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+	Param   string `json:"param,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func badParam(param, message string) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "bad_request", Param: param,
+		Message: param + ": " + message}
+}
+
+var (
+	errNoToken = &Error{Status: http.StatusForbidden, Type: "permission_error", Code: "forbidden",
+		Message: "the sample-store API is disabled: no API token is configured (collector.api_token or GRAYGATE_API_TOKEN)"}
+	errUnauthorized = &Error{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "unauthorized",
+		Message: "missing or wrong bearer token"}
+)
+
+// errorHandler decides every error answer in one place: API errors as they
+// are, store sentinels as 4xx, routing errors by their status, and anything
+// else as 503 when Postgres could not be reached or 500 otherwise — with the
+// cause logged, never shown.
+func errorHandler(log *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		var e *Error
+		var fe *fiber.Error
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &e):
+		case errors.Is(err, store.ErrNotFound):
+			e = &Error{Status: http.StatusNotFound, Type: "not_found_error", Code: "not_found", Message: "no sample with this event id"}
+		case errors.Is(err, store.ErrBadCursor):
+			e = badParam("cursor", "not a cursor from this API (pass next_cursor unchanged)")
+		case errors.Is(err, store.ErrBadLimit):
+			e = badParam("limit", store.ErrBadLimit.Error())
+		case errors.As(err, &fe):
+			e = &Error{Status: fe.Code, Type: "invalid_request_error", Code: codeOf(fe.Code), Message: fe.Message}
+		case errors.As(err, &pgErr):
+			log.Error("sample-store query failed", "path", c.Path(), "err", err)
+			e = &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error", Message: "the query failed"}
+		default:
+			log.Warn("sample store unavailable", "path", c.Path(), "err", err)
+			e = &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "store_unavailable", Message: "the sample store is unavailable; retry later"}
+		}
+		if e.Status == http.StatusUnauthorized {
+			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="graygate-collector"`)
+		}
+		return c.Status(e.Status).JSON(fiber.Map{"error": e})
+	}
+}
+
+func codeOf(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusRequestEntityTooLarge:
+		return "payload_too_large"
+	}
+	if status >= 500 {
+		return "internal_error"
+	}
+	return "bad_request"
+}
