@@ -128,7 +128,7 @@ type Publisher struct {
 	drainFailed bool     // a republish failed: rewind once drainOut is 0
 	backlog     bool     // the spool may hold records not yet republished
 	forceSpool  bool     // shutdown grace expired
-	fullSince   time.Time
+	fullSince   time.Time // when the window filled; zero while it has room
 	nextDrain   time.Time
 	backoff     time.Duration
 	spoolSeen   spool.Stats

@@ -79,10 +79,12 @@ func publishSteadily(p *Publisher, from, to int, interval time.Duration) time.Du
 }
 
 // maxPublishCall bounds one Publish call in the outage tests. The call
-// itself takes well under a microsecond (see BenchmarkPublish); the bound
-// leaves room for the scheduler of a loaded 2-core machine, and is far
-// below any disk or network wait.
-const maxPublishCall = 20 * time.Millisecond
+// itself takes well under a microsecond (see BenchmarkPublish), and the
+// tests log the longest they saw; the bound leaves room for the scheduler
+// of a loaded 2-core machine running the NATS server in-process, and is
+// far below any wait a blocking call would show (ack timeout, reconnect,
+// flusher timeout: seconds).
+const maxPublishCall = 100 * time.Millisecond
 
 func TestOutage(t *testing.T) {
 	ns := startNATS(t)
