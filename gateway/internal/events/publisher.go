@@ -123,11 +123,11 @@ type Publisher struct {
 	// Owned by Run.
 	connected   bool
 	pending     map[*nats.Msg]*entry
-	fifo        []*entry // republished spool records, in spool order, until acknowledged
-	drainOut    int      // fifo entries without a result yet
-	drainFailed bool     // a republish failed: rewind once drainOut is 0
-	backlog     bool     // the spool may hold records not yet republished
-	forceSpool  bool     // shutdown grace expired
+	fifo        []*entry  // republished spool records, in spool order, until acknowledged
+	drainOut    int       // fifo entries without a result yet
+	drainFailed bool      // a republish failed: rewind once drainOut is 0
+	backlog     bool      // the spool may hold records not yet republished
+	forceSpool  bool      // shutdown grace expired
 	fullSince   time.Time // when the window filled; zero while it has room
 	nextDrain   time.Time
 	backoff     time.Duration
