@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/window"
@@ -57,7 +58,7 @@ func (e *Engine) Consume(ctx context.Context) error {
 			e.cfg.Logger.Warn("request consumer", "error", err)
 			continue
 		}
-		e.count(msg.Data(), &rc)
+		e.count(msg.Subject(), msg.Data(), &rc)
 		counted++
 		if err := msg.Ack(); err != nil {
 			e.cfg.Logger.Debug("ack request event", "error", err)
@@ -117,8 +118,14 @@ func (e *Engine) ReplayStats() (time.Duration, int64) {
 	return e.replayTook, e.replayEvents
 }
 
-// count decodes one message and adds it to the window.
-func (e *Engine) count(data []byte, rc *events.RequestCompleted) {
+// count decodes one message and adds it to the window. Events of other
+// deployments are skipped by subject, before decoding (nats-server 2.9
+// takes one filter subject per consumer, so they are delivered too).
+func (e *Engine) count(subject string, data []byte, rc *events.RequestCompleted) {
+	if d, ok := strings.CutPrefix(subject, events.SubjectRequestPrefix); ok && !e.known[d] {
+		e.m.outcome("ignored")
+		return
+	}
 	env, err := events.Decode(data)
 	if err == nil && env.Type != events.TypeRequestCompleted {
 		e.m.outcome("ignored")
@@ -141,9 +148,9 @@ func (e *Engine) count(data []byte, rc *events.RequestCompleted) {
 
 // Count adds one encoded event to the window as Consume does; for tests
 // and benchmarks that feed events without a stream.
-func (e *Engine) Count(data []byte) {
+func (e *Engine) Count(subject string, data []byte) {
 	var rc events.RequestCompleted
-	e.count(data, &rc)
+	e.count(subject, data, &rc)
 }
 
 // Aggregator returns the window aggregates.

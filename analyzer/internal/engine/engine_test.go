@@ -91,7 +91,7 @@ func TestGates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := newEnv(t)
-			e := v.start("analyzer-a", nil, nil)
+			e := v.start(v.name("a"), nil, nil)
 			v.publish(tt.reqs)
 			v.waitRead(e.Engine, uint64(len(tt.reqs)))
 			evs := e.Evaluate(context.Background())
@@ -119,7 +119,7 @@ func TestGates(t *testing.T) {
 func TestInconclusiveNeverRollsBack(t *testing.T) {
 	v := newEnv(t)
 	v.rollout(events.StatusActive, 2, time.Hour)
-	e := v.start("analyzer-a", holding(), nil)
+	e := v.start(v.name("a"), holding(), nil)
 	reqs := concat(answers(200, events.ArmPrimary, nil), answers(49, events.ArmGray, func(_ int, r *events.RequestCompleted) {
 		r.CompletionTokens, r.LatencyMillis, r.TTFTMillis, r.ToolSteps = 900, 9000, 5000, 9
 	}))
@@ -162,7 +162,7 @@ func TestWindowStartsAtLastActiveChange(t *testing.T) {
 			reqs := concat([]req{{data: schemaFallback(), ago: 150 * time.Second}},
 				answers(200, events.ArmPrimary, nil), answers(60, events.ArmGray, nil))
 			v.publish(reqs)
-			e := v.start("analyzer-a", nil, nil)
+			e := v.start(v.name("a"), nil, nil)
 			v.waitRead(e.Engine, uint64(len(reqs)))
 			ev := e.Evaluate(context.Background())[0]
 			if ev.GrayRequests != tt.wantGray {
@@ -178,9 +178,10 @@ func TestWindowStartsAtLastActiveChange(t *testing.T) {
 	}
 }
 
-func TestDedupByEventID(t *testing.T) {
-	v := newEnv(t)
-	e := v.start("analyzer-a", nil, nil)
+func TestDedupByEventID(t *testing.T) { onServers(t, dedupByEventID) }
+
+func dedupByEventID(t *testing.T, v *env) {
+	e := v.start(v.name("a"), nil, nil)
 	first := answers(3, events.ArmGray, nil)
 	ids := v.publish(first)
 	// The same events again: one republished with its Nats-Msg-Id (the
@@ -200,10 +201,11 @@ func TestDedupByEventID(t *testing.T) {
 	}
 }
 
-func TestRollbackPublishedOnce(t *testing.T) {
-	v := newEnv(t)
+func TestRollbackPublishedOnce(t *testing.T) { onServers(t, rollbackPublishedOnce) }
+
+func rollbackPublishedOnce(t *testing.T, v *env) {
 	rev := v.rollout(events.StatusActive, 10, time.Hour)
-	e := v.startUnfollowed("analyzer-a", holding(), rev, 10)
+	e := v.startUnfollowed(v.name("a"), holding(), rev, 10)
 	reqs := concat(answers(100, events.ArmPrimary, nil), answers(20, events.ArmGray, nil), []req{{data: schemaFallback()}})
 	v.publish(reqs)
 	v.waitRead(e, uint64(len(reqs)))
@@ -245,7 +247,7 @@ func TestRollbackPublishedOnce(t *testing.T) {
 	if !strings.Contains(rb.Reason, "schema_failure_rate") {
 		t.Errorf("rollback reason %q does not name the gate", rb.Reason)
 	}
-	analyses := fetchAll[events.AnalysisEvaluated](t, v.js, events.StreamAnalysis, events.AnalysisSubject(dep))
+	analyses := fetchAll[events.AnalysisEvaluated](t, v.js, events.StreamAnalysis, events.AnalysisSubject(v.dep))
 	if len(analyses) != 2 {
 		t.Fatalf("%d analysis events; want 2", len(analyses))
 	}
@@ -256,10 +258,11 @@ func TestRollbackPublishedOnce(t *testing.T) {
 	}
 }
 
-func TestRollbackFollowedFromTheLog(t *testing.T) {
-	v := newEnv(t)
+func TestRollbackFollowedFromTheLog(t *testing.T) { onServers(t, rollbackFollowedFromTheLog) }
+
+func rollbackFollowedFromTheLog(t *testing.T, v *env) {
 	v.rollout(events.StatusActive, 10, time.Hour)
-	e := v.start("analyzer-a", holding(), nil)
+	e := v.start(v.name("a"), holding(), nil)
 	reqs := concat(answers(100, events.ArmPrimary, nil), []req{{data: schemaFallback()}})
 	v.publish(reqs)
 	v.waitRead(e.Engine, uint64(len(reqs)))
@@ -268,7 +271,7 @@ func TestRollbackFollowedFromTheLog(t *testing.T) {
 		t.Fatalf("action = %+v; want a stored rollback", first.Action)
 	}
 	v.waitRevision(e.Engine, first.Action.Revision)
-	if s, _ := e.Rollouts().Get(dep); s.Status != events.StatusRolledBack {
+	if s, _ := e.Rollouts().Get(v.dep); s.Status != events.StatusRolledBack {
 		t.Errorf("followed state = %s; want rolled_back", s.Status)
 	}
 	for range 3 {
@@ -282,11 +285,14 @@ func TestRollbackFollowedFromTheLog(t *testing.T) {
 }
 
 func TestRollbackNeverOverwritesAConcurrentChange(t *testing.T) {
-	v := newEnv(t)
+	onServers(t, rollbackNeverOverwritesAConcurrentChange)
+}
+
+func rollbackNeverOverwritesAConcurrentChange(t *testing.T, v *env) {
 	rev := v.rollout(events.StatusActive, 10, time.Hour)
 	// The engine knows revision rev; an admin changes the rollout after it
 	// (the engine does not follow the log here, so it has not seen it).
-	e := v.startUnfollowed("analyzer-a", holding(), rev, 10)
+	e := v.startUnfollowed(v.name("a"), holding(), rev, 10)
 	v.rollout(events.StatusActive, 20, 0)
 
 	reqs := concat(answers(100, events.ArmPrimary, nil), []req{{data: schemaFallback()}})
@@ -306,11 +312,12 @@ func TestRollbackNeverOverwritesAConcurrentChange(t *testing.T) {
 	}
 }
 
-func TestTwoAnalyzersOneLease(t *testing.T) {
-	v := newEnv(t)
+func TestTwoAnalyzersOneLease(t *testing.T) { onServers(t, twoAnalyzersOneLease) }
+
+func twoAnalyzersOneLease(t *testing.T, v *env) {
 	v.rollout(events.StatusActive, 10, time.Hour)
 	open := func(holder string) *lease.Lease {
-		l, err := lease.Open(context.Background(), v.js, lease.Config{Holder: holder, TTL: 3 * time.Second})
+		l, err := lease.Open(context.Background(), v.js, lease.Config{Bucket: v.bucket(), Holder: holder, TTL: 3 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,8 +329,8 @@ func TestTwoAnalyzersOneLease(t *testing.T) {
 	if !la.Held() || lb.Held() {
 		t.Fatalf("lease held: a %v, b %v; want a only", la.Held(), lb.Held())
 	}
-	a := v.start("analyzer-a", la, nil)
-	b := v.start("analyzer-b", lb, nil)
+	a := v.start(v.name("a"), la, nil)
+	b := v.start(v.name("b"), lb, nil)
 	reqs := concat(answers(100, events.ArmPrimary, nil), []req{{data: schemaFallback()}})
 	v.publish(reqs)
 	v.waitRead(a.Engine, uint64(len(reqs)))
@@ -358,8 +365,9 @@ func TestTwoAnalyzersOneLease(t *testing.T) {
 	}
 }
 
-func TestRestartRebuildsWindow(t *testing.T) {
-	v := newEnv(t)
+func TestRestartRebuildsWindow(t *testing.T) { onServers(t, restartRebuildsWindow) }
+
+func restartRebuildsWindow(t *testing.T, v *env) {
 	v.rollout(events.StatusActive, 10, time.Hour)
 	before := concat(
 		answers(300, events.ArmPrimary, func(i int, r *events.RequestCompleted) {
@@ -372,13 +380,13 @@ func TestRestartRebuildsWindow(t *testing.T) {
 	for i := range before { // spread over four minutes of the window
 		before[i].ago = time.Duration(i) * 500 * time.Millisecond
 	}
-	a := v.start("analyzer-a", nil, nil)
+	a := v.start(v.name("a"), nil, nil)
 	v.publish(before)
 	v.waitRead(a.Engine, uint64(len(before)))
 	want := a.Evaluate(context.Background())[0]
 	a.stop()
 
-	b := v.start("analyzer-a", nil, nil) // same consumer name: a restart
+	b := v.start(v.name("a"), nil, nil) // same consumer name: a restart
 	got := b.Evaluate(context.Background())[0]
 	if got.GrayRequests != want.GrayRequests || got.PrimaryRequests != want.PrimaryRequests || !got.WindowStart.Equal(want.WindowStart) {
 		t.Errorf("after restart: %d gray, %d primary from %v; want %d, %d from %v",
@@ -390,15 +398,15 @@ func TestRestartRebuildsWindow(t *testing.T) {
 			t.Errorf("%s after restart = %s %s; want %s %s", w.Gate, g.Verdict, fmtValue2(g.Value), w.Verdict, fmtValue2(w.Value))
 		}
 	}
-	if took, n := b.ReplayStats(); n != int64(len(before)) || took <= 0 {
-		t.Errorf("replay read %d events in %v; want %d", n, took, len(before))
+	if took, n := b.ReplayStats(); n < int64(len(before)) || took <= 0 {
+		t.Errorf("replay read %d events in %v; want at least %d", n, took, len(before))
 	}
 }
 
 func TestPromotion(t *testing.T) {
 	v := newEnv(t)
 	v.rollout(events.StatusActive, 2, time.Hour)
-	e := v.start("analyzer-a", holding(), func(a *config.Analyzer) {
+	e := v.start(v.name("a"), holding(), func(a *config.Analyzer) {
 		a.Promotion = &config.Promotion{Steps: []float64{1, 2, 5, 10}, Hold: time.Minute}
 	})
 	reqs := concat(answers(100, events.ArmPrimary, nil), answers(100, events.ArmGray, nil))

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,18 +55,66 @@ func holding() *leader { l := &leader{}; l.held.Store(true); return l }
 
 func (l *leader) Held() bool { return l.held.Load() }
 
-// env is a private NATS server with graygate's streams.
+// env is a NATS server with graygate's streams and the deployment under
+// test.
 type env struct {
 	t   *testing.T
 	js  jetstream.JetStream
 	clk *clock
+	dep string
 }
 
+// newEnv starts a private in-process server.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	_, js := natstest.Connect(t, natstest.Server(t))
 	natstest.Streams(t, js)
-	return &env{t: t, js: js, clk: newClock()}
+	return &env{t: t, js: js, clk: newClock(), dep: dep}
+}
+
+// onServers runs f on a private in-process server and on the machine's
+// nats-server (2.9: the oldest server graygate supports).
+func onServers(t *testing.T, f func(t *testing.T, v *env)) {
+	t.Run("in-process", func(t *testing.T) { f(t, newEnv(t)) })
+	t.Run("system nats-server", func(t *testing.T) { f(t, systemEnv(t)) })
+}
+
+// name returns a consumer name of this env.
+func (v *env) name(suffix string) string { return v.dep + "-" + suffix }
+
+// bucket returns a lease bucket of this env, deleted at the end of the test.
+func (v *env) bucket() string {
+	b := "graygate_test_" + strings.ReplaceAll(v.dep, "-", "_")
+	v.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = v.js.DeleteKeyValue(ctx, b)
+	})
+	return b
+}
+
+// systemEnv uses the machine's nats-server (2.9 here), shared with other
+// tests and services: the deployment gets a name of its own, and its
+// subjects are purged and consumers deleted afterwards.
+func systemEnv(t *testing.T) *env {
+	t.Helper()
+	_, js := natstest.Connect(t, natstest.System(t))
+	natstest.Streams(t, js)
+	v := &env{t: t, js: js, clk: newClock(), dep: fmt.Sprintf("analyzer-test-%d", time.Now().UnixNano())}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for stream, subject := range map[string]string{
+			events.StreamEvents:   events.RequestSubject(v.dep),
+			events.StreamRollout:  events.RolloutSubject(v.dep),
+			events.StreamAnalysis: events.AnalysisSubject(v.dep),
+		} {
+			if s, err := js.Stream(ctx, stream); err == nil {
+				_ = s.Purge(ctx, jetstream.WithPurgeSubject(subject))
+			}
+		}
+	})
+	return v
 }
 
 // running is an engine whose consumer and rollout follower run until stop.
@@ -82,7 +131,8 @@ func (v *env) start(name string, l Leader, mutate func(*config.Analyzer)) *runni
 	if mutate != nil {
 		mutate(&a)
 	}
-	e := New(Config{Analyzer: a, Deployments: []string{dep}, Consumer: name, Source: "analyzer/" + name, Clock: v.clk.Now}, v.js, l)
+	e := New(Config{Analyzer: a, Deployments: []string{v.dep}, Consumer: name, Source: "analyzer/" + name, Clock: v.clk.Now}, v.js, l)
+	v.deleteConsumer(name)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -106,13 +156,14 @@ func (v *env) start(name string, l Leader, mutate func(*config.Analyzer)) *runni
 // the test decides when the engine sees a change.
 func (v *env) startUnfollowed(name string, l Leader, rev uint64, pct float64) *Engine {
 	v.t.Helper()
-	e := New(Config{Analyzer: exampleAnalyzer(), Deployments: []string{dep}, Consumer: name, Clock: v.clk.Now}, v.js, l)
+	e := New(Config{Analyzer: exampleAnalyzer(), Deployments: []string{v.dep}, Consumer: name, Clock: v.clk.Now}, v.js, l)
+	v.deleteConsumer(name)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.Consume(ctx) }()
 	v.t.Cleanup(func() { cancel(); <-done })
 	e.Rollouts().Apply(rev, v.clk.Now().Add(-time.Hour), &events.RolloutChanged{
-		Deployment: dep, Percentage: pct, Status: events.StatusActive, Reason: "test", Actor: events.ActorAdmin,
+		Deployment: v.dep, Percentage: pct, Status: events.StatusActive, Reason: "test", Actor: events.ActorAdmin,
 	})
 	e.Rollouts().MarkReady()
 	select {
@@ -123,11 +174,24 @@ func (v *env) startUnfollowed(name string, l Leader, rev uint64, pct float64) *E
 	return e
 }
 
-// read returns how many request events the engine has read.
+// deleteConsumer removes the engine's durable consumer at the end of the
+// test (the engine itself leaves it for its next start).
+func (v *env) deleteConsumer(name string) {
+	v.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if s, err := v.js.Stream(ctx, events.StreamEvents); err == nil {
+			_ = s.DeleteConsumer(ctx, name)
+		}
+	})
+}
+
+// read returns how many request events of its deployments the engine has
+// read (on a shared server it also reads, and ignores, others').
 func (e *Engine) read() uint64 {
 	var n uint64
-	for _, c := range e.m.outcomes {
-		n += c.Get()
+	for _, o := range []string{"counted", "duplicate", "too_old", "invalid"} {
+		n += e.m.outcomes[o].Get()
 	}
 	return n
 }
@@ -149,7 +213,7 @@ func (v *env) waitRevision(e *Engine, rev uint64) {
 	v.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if s, _ := e.Rollouts().Get(dep); s.Revision >= rev {
+		if s, _ := e.Rollouts().Get(v.dep); s.Revision >= rev {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -175,6 +239,7 @@ func (v *env) publish(reqs []req) []string {
 	ids := make([]string, len(reqs))
 	now := v.clk.Now()
 	for i, r := range reqs {
+		r.data.Deployment = v.dep
 		ids[i], _ = natstest.Publish(v.t, v.js, events.TypeRequestCompleted, r.data, now.Add(-r.ago), r.id, r.noMsgID)
 	}
 	return ids
@@ -185,14 +250,14 @@ func (v *env) publish(reqs []req) []string {
 func (v *env) rollout(status events.RolloutStatus, pct float64, ago time.Duration) uint64 {
 	v.t.Helper()
 	_, seq := natstest.Publish(v.t, v.js, events.TypeRolloutChanged, &events.RolloutChanged{
-		Deployment: dep, Percentage: pct, Status: status, Reason: "test", Actor: events.ActorAdmin,
+		Deployment: v.dep, Percentage: pct, Status: status, Reason: "test", Actor: events.ActorAdmin,
 	}, v.clk.Now().Add(-ago), "", false)
 	return seq
 }
 
 // rolloutEvents returns every rollout change stored for dep.
 func (v *env) rolloutEvents() []events.RolloutChanged {
-	return fetchAll[events.RolloutChanged](v.t, v.js, events.StreamRollout, events.RolloutSubject(dep))
+	return fetchAll[events.RolloutChanged](v.t, v.js, events.StreamRollout, events.RolloutSubject(v.dep))
 }
 
 func fetchAll[T any, P interface {
