@@ -266,7 +266,8 @@ func TestWriteErrorsRedeliver(t *testing.T) {
 	f.failures.Store(3)
 	errs := telemetry.WriteErrors(events.StreamEvents)
 	before := errs.Get()
-	run(t, consume.New(js, f, consume.Config{BatchSize: 100, FlushInterval: 50 * time.Millisecond, Consumer: prefix, Logger: logger()}))
+	// One loop, so that the attempts below are one loop's backoff.
+	run(t, consume.New(js, f, consume.Config{BatchSize: 100, FlushInterval: 50 * time.Millisecond, Consumer: prefix, Workers: 1, Logger: logger()}))
 	const n = 20
 	for i := range n {
 		d := testenv.Primary(dep, i)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/graygate/graygate/collector/internal/telemetry"
+
 	"github.com/graygate/graygate/schemas/events"
 )
 
@@ -246,6 +248,7 @@ func (w *Writer) DropExpired(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	dropped, err := w.parts.dropBefore(ctx, w.opts.Now().Add(-w.opts.Retention))
+	telemetry.PartitionsDropped().Add(len(dropped))
 	for _, name := range dropped {
 		w.opts.Logger.Info("dropped expired partition", "partition", name)
 	}

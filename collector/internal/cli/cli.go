@@ -1,0 +1,179 @@
+// Package cli implements the collector's command line: serve, migrate and
+// samples list|show.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/graygate/graygate/collector/internal/consume"
+	"github.com/graygate/graygate/schemas/config"
+)
+
+const usage = `usage: collector <command> [flags]
+
+commands:
+  serve              consume events into Postgres and serve the sample-store API
+  migrate            apply database migrations and exit
+  samples list       list failed gray payloads, newest first
+  samples show ID    print one sample (by event id or request id): fields, errors, payload
+
+flags (after the command):
+  --config FILE      configuration file (default graygate.yaml; when that
+                     default is absent, defaults and the environment are used)
+  --log-level LEVEL  debug | info | warn | error (default info; serve and migrate)
+
+serve flags:
+  --consumer NAME    durable consumer name prefix (default graygate-collector):
+                     replicas with the same name share the work; a collector
+                     writing to another database needs its own
+
+samples list flags:
+  --deployment D     only this deployment
+  --reason R         schema_violation | invalid_json | timeout | upstream_error | upstream_status
+  --arm A            gray | shadow
+  --since T          a duration before now (1h, 90m) or an RFC 3339 time
+  --until T          the same, exclusive
+  --limit N          at most N samples (default 50, at most 1000)
+  --json             JSON instead of a table
+
+samples show flags:
+  --json             JSON instead of text
+
+environment: DATABASE_URL, NATS_URL and GRAYGATE_API_TOKEN override the file.
+` + "`collector samples` reads Postgres directly (postgres.url / DATABASE_URL).\n"
+
+// errUsage means the command line was wrong (usage was printed).
+var errUsage = errors.New("see usage above")
+
+// Run executes the command in args; output goes to stdout, usage and logs
+// to stderr. It returns when the command is done (serve: when ctx ends).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	cmd, rest := args[0], args[1:]
+	if cmd == "samples" {
+		if len(rest) == 0 || rest[0] == "-h" || rest[0] == "--help" {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		cmd, rest = "samples "+rest[0], rest[1:]
+	}
+	fs := flag.NewFlagSet("collector "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	path := fs.String("config", "graygate.yaml", "configuration file")
+	var level, consumer *string
+	var lf listFlags
+	var asJSON *bool
+	switch cmd {
+	case "serve", "migrate":
+		level = fs.String("log-level", "info", "log level")
+		if cmd == "serve" {
+			consumer = fs.String("consumer", consume.DefaultConsumer, "durable consumer name prefix")
+		}
+	case "samples list":
+		lf.register(fs)
+		asJSON = &lf.json
+	case "samples show":
+		asJSON = fs.Bool("json", false, "JSON output")
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	positional, err := parseInterspersed(fs, rest)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	cfg, err := loadConfig(*path, explicit, stderr)
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case "serve", "migrate":
+		if len(positional) > 0 {
+			fmt.Fprint(stderr, usage)
+			return fmt.Errorf("%s takes no arguments, got %q", cmd, positional)
+		}
+		log, err := newLogger(stderr, *level)
+		if err != nil {
+			return err
+		}
+		if cmd == "migrate" {
+			return migrate(ctx, cfg, stdout, log)
+		}
+		return serve(ctx, cfg, *consumer, stdout, log)
+	case "samples list":
+		if len(positional) > 0 {
+			fmt.Fprint(stderr, usage)
+			return fmt.Errorf("samples list takes flags only, got %q", positional)
+		}
+		return list(ctx, cfg, lf, stdout)
+	default: // samples show
+		if len(positional) != 1 {
+			fmt.Fprint(stderr, usage)
+			return errors.New("samples show needs one ID (an event id or a request id)")
+		}
+		return show(ctx, cfg, positional[0], *asJSON, stdout)
+	}
+}
+
+// parseInterspersed parses flags before and after positional arguments
+// (`samples show ID --json`), and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// loadConfig reads the file at path. When path is the default and absent,
+// it uses the defaults and the environment, so `collector samples` works
+// with only DATABASE_URL set.
+func loadConfig(path string, explicit bool, stderr io.Writer) (*config.Config, error) {
+	var (
+		cfg      *config.Config
+		warnings []config.Warning
+		err      error
+	)
+	if _, statErr := os.Stat(path); !explicit && errors.Is(statErr, os.ErrNotExist) {
+		cfg, warnings, err = config.Parse(nil, ".", os.LookupEnv)
+	} else {
+		cfg, warnings, err = config.Load(path)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s:\n%w", path, err)
+	}
+	return cfg, nil
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.TrimSpace(level))); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

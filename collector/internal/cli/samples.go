@@ -1,0 +1,307 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// listFlags are the flags of `samples list`.
+type listFlags struct {
+	deployment, reason, arm, since, until string
+	limit                                 int
+	json                                  bool
+}
+
+func (f *listFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.deployment, "deployment", "", "only this deployment")
+	fs.StringVar(&f.reason, "reason", "", "only this reason")
+	fs.StringVar(&f.arm, "arm", "", "only this arm (gray or shadow)")
+	fs.StringVar(&f.since, "since", "", "duration before now or RFC 3339 time")
+	fs.StringVar(&f.until, "until", "", "duration before now or RFC 3339 time (exclusive)")
+	fs.IntVar(&f.limit, "limit", 50, "most samples to print")
+	fs.BoolVar(&f.json, "json", false, "JSON output")
+}
+
+// filter checks the flags and turns them into a store filter.
+func (f *listFlags) filter(now time.Time) (store.SampleFilter, error) {
+	sf := store.SampleFilter{Deployment: f.deployment, Reason: f.reason, Arm: f.arm, Limit: f.limit}
+	if f.reason != "" && !events.SampleReason(f.reason).Valid() {
+		return sf, fmt.Errorf("--reason %q: want schema_violation, invalid_json, timeout, upstream_error or upstream_status", f.reason)
+	}
+	if f.arm != "" && f.arm != string(events.ArmGray) && f.arm != string(events.ArmShadow) {
+		return sf, fmt.Errorf("--arm %q: want gray or shadow", f.arm)
+	}
+	if f.limit < 1 || f.limit > store.MaxPage {
+		return sf, fmt.Errorf("--limit %d: want 1 to %d", f.limit, store.MaxPage)
+	}
+	var err error
+	if sf.Since, err = parseWhen("--since", f.since, now); err != nil {
+		return sf, err
+	}
+	if sf.Until, err = parseWhen("--until", f.until, now); err != nil {
+		return sf, err
+	}
+	return sf, nil
+}
+
+// parseWhen reads a duration before now or an RFC 3339 time; "" is zero.
+func parseWhen(flagName, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%s %q: want a duration before now (1h, 90m) or an RFC 3339 time", flagName, v)
+}
+
+// reader opens the sample store named by the configuration; close it with
+// the returned function.
+func reader(cfg *config.Config) (*store.Reader, func(), error) {
+	pool, err := store.NewPool(cfg.Postgres.URL.Reveal(), 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	return store.NewReader(pool), pool.Close, nil
+}
+
+// listAnswer is the JSON of `samples list --json`, the API's list shape.
+type listAnswer struct {
+	Object     string                `json:"object"`
+	Data       []store.SampleSummary `json:"data"`
+	NextCursor *string               `json:"next_cursor"`
+	HasMore    bool                  `json:"has_more"`
+}
+
+func list(ctx context.Context, cfg *config.Config, f listFlags, out io.Writer) error {
+	sf, err := f.filter(time.Now())
+	if err != nil {
+		return err
+	}
+	r, closeFn, err := reader(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	page, err := r.ListSamples(ctx, sf)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		a := listAnswer{Object: "list", Data: page.Samples}
+		if page.NextCursor != "" {
+			a.NextCursor, a.HasMore = &page.NextCursor, true
+		}
+		return writeJSON(out, a)
+	}
+	return writeTable(out, page)
+}
+
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// firstErrorWidth is where the table cuts a long first error.
+const firstErrorWidth = 60
+
+// writeTable prints samples as an aligned table, newest first.
+func writeTable(out io.Writer, page store.SamplePage) error {
+	if len(page.Samples) == 0 {
+		_, err := fmt.Fprintln(out, "no samples match")
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tDEPLOYMENT\tARM\tREASON\tFIRST ERROR\tSIZE\tREQUEST ID\tEVENT ID")
+	for _, s := range page.Samples {
+		first := "-"
+		if s.FirstError != nil {
+			first = s.FirstError.Description
+			if s.FirstError.Field != "" && s.FirstError.Field != "(root)" {
+				first = s.FirstError.Field + ": " + first
+			}
+			if s.ErrorCount > 1 {
+				first += fmt.Sprintf(" (+%d)", s.ErrorCount-1)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			s.OccurredAt.UTC().Format("2006-01-02 15:04:05"), cell(s.Deployment, 40), s.Arm, s.Reason,
+			cell(first, firstErrorWidth), size(s.PayloadBytes, s.PayloadTruncated), cell(s.RequestID, 40), s.EventID)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(out, "(more samples match: raise --limit or narrow --since/--until)\n")
+	}
+	return nil
+}
+
+// cell makes text safe and short for one table cell: control and
+// bidirectional characters escaped, cut at width runes.
+func cell(s string, width int) string {
+	s = strings.Join(strings.Fields(safe(s)), " ")
+	if utf8.RuneCountInString(s) > width {
+		r := []rune(s)
+		s = string(r[:width-1]) + "…"
+	}
+	return s
+}
+
+// safe escapes what a terminal would interpret: C0 and C1 control
+// characters (newlines and tabs too) and bidirectional controls.
+func safe(s string) string { return escape(s, false) }
+
+// escape is safe, keeping newlines and tabs when keepLines is set.
+func escape(s string, keepLines bool) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case keepLines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.Is(unicode.Bidi_Control, r) || r == utf8.RuneError:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// size prints a payload size; "(cut)" when the stored payload is truncated.
+func size(n int64, cut bool) string {
+	var s string
+	switch {
+	case n < 1024:
+		s = fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		s = fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	default:
+		s = fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	if cut {
+		s += " (cut)"
+	}
+	return s
+}
+
+// sampleAnswer is the JSON of `samples show --json`, the API's shape.
+type sampleAnswer struct {
+	Object string `json:"object"`
+	store.Sample
+}
+
+// show prints one sample. id is an event id, or a request id with exactly
+// one sample.
+func show(ctx context.Context, cfg *config.Config, id string, asJSON bool, out io.Writer) error {
+	r, closeFn, err := reader(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	eventID, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
+		matches, err := r.SamplesByRequest(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch len(matches) {
+		case 0:
+			return fmt.Errorf("no sample has event id or request id %q", safe(id))
+		case 1:
+			eventID = uuid.MustParse(matches[0].EventID)
+		default:
+			writeTable(out, store.SamplePage{Samples: matches})
+			return fmt.Errorf("request %q has %d samples; show one by its event id", safe(id), len(matches))
+		}
+	}
+	s, err := r.Sample(ctx, eventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no sample has event id %s", eventID)
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(out, sampleAnswer{Object: "sample", Sample: s})
+	}
+	return writeSample(out, s)
+}
+
+// writeSample prints a sample for a person: its fields, its errors, then
+// its payload (text with terminal controls escaped, or base64).
+func writeSample(out io.Writer, s store.Sample) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("event id", s.EventID)
+	row("time", s.OccurredAt.UTC().Format(time.RFC3339Nano))
+	row("deployment", safe(s.Deployment))
+	row("arm", s.Arm)
+	row("upstream model", safe(s.UpstreamModel))
+	row("reason", s.Reason)
+	status := fmt.Sprint(s.Status)
+	if s.Status == 0 {
+		status = "none (no response)"
+	}
+	row("status", status)
+	row("request id", safe(s.RequestID))
+	row("prompt hash", s.PromptHash)
+	row("latency", fmt.Sprintf("%g ms", s.LatencyMillis))
+	row("source", safe(s.Source))
+	payload := fmt.Sprintf("%d bytes", s.StoredBytes)
+	if s.PayloadTruncated {
+		payload += fmt.Sprintf(" (cut from %d)", s.PayloadBytes)
+	}
+	row("payload", payload)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nerrors (%d):\n", len(s.ValidationErrors))
+	for _, e := range s.ValidationErrors {
+		fmt.Fprintf(out, "  %s: %s\n", safe(e.Field), safe(e.Description))
+	}
+	switch {
+	case len(s.Raw) == 0:
+		fmt.Fprintf(out, "\npayload: empty\n")
+	case s.PayloadBase64 != "":
+		fmt.Fprintf(out, "\npayload (not UTF-8, base64):\n")
+		for b := s.PayloadBase64; b != ""; {
+			n := min(76, len(b))
+			fmt.Fprintln(out, b[:n])
+			b = b[n:]
+		}
+	default:
+		text := escape(s.Payload, true)
+		if !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		fmt.Fprintf(out, "\npayload:\n%s", text)
+	}
+	return nil
+}

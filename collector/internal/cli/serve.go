@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/graygate/graygate/collector/internal/api"
+	"github.com/graygate/graygate/collector/internal/consume"
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/config"
+)
+
+// poolSize is the Postgres connections of a serving collector: the event
+// loops and the API share them.
+const poolSize = 8
+
+// retentionInterval is how often expired partitions are dropped.
+const retentionInterval = time.Hour
+
+func migrate(ctx context.Context, cfg *config.Config, stdout io.Writer, log *slog.Logger) error {
+	pool, err := store.NewPool(cfg.Postgres.URL.Reveal(), 1)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	applied, err := store.Migrate(ctx, pool, log)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	all, err := store.Migrations()
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(stdout, "schema is up to date (version %d)\n", all[len(all)-1].Version)
+		return nil
+	}
+	fmt.Fprintf(stdout, "applied migrations %v; schema is at version %d\n", applied, all[len(all)-1].Version)
+	return nil
+}
+
+// serve runs the collector: the HTTP listener first (so /healthz answers
+// at once and /readyz says whether Postgres is usable), then migrations
+// (retried while Postgres is unreachable), then the consumers and the
+// retention loop, until ctx ends.
+func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.Writer, log *slog.Logger) error {
+	pool, err := store.NewPool(cfg.Postgres.URL.Reveal(), poolSize)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	var nc *nats.Conn
+	if cfg.NATS.URL != "" {
+		nc, err = nats.Connect(cfg.NATS.URL,
+			nats.Name("graygate-collector"),
+			nats.RetryOnFailedConnect(true),
+			nats.MaxReconnects(-1),
+			nats.ReconnectWait(time.Second),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				if err != nil {
+					log.Warn("NATS disconnected", "err", err)
+				}
+			}),
+			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted()) }),
+		)
+		if err != nil {
+			return fmt.Errorf("nats: %w", err)
+		}
+		defer nc.Close()
+	} else {
+		log.Warn("nats.url is empty: events are off; serving the sample-store API only")
+	}
+
+	var migrated atomic.Bool
+	srv := api.New(store.NewReader(pool), api.Options{
+		Token: cfg.Collector.APIToken.Reveal(),
+		Ready: func(ctx context.Context) error {
+			if !migrated.Load() {
+				return errors.New("migrations not applied yet")
+			}
+			return pool.Ping(ctx)
+		},
+		Degraded: func() string {
+			switch {
+			case nc == nil:
+				return "events disabled"
+			case nc.Status() != nats.CONNECTED:
+				return "event log unreachable"
+			}
+			return ""
+		},
+		Logger: log,
+	})
+	ln, err := net.Listen("tcp", cfg.Collector.Listen)
+	if err != nil {
+		return fmt.Errorf("collector.listen: %w", err)
+	}
+	fmt.Fprintf(stdout, "collector listening on %s\n", ln.Addr())
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(ctx, ln) })
+	g.Go(func() error {
+		if err := retry(ctx, log, "apply migrations", func(ctx context.Context) error {
+			_, err := store.Migrate(ctx, pool, log)
+			if errors.Is(err, store.ErrMigrationChanged) {
+				return backoffStop{err}
+			}
+			return err
+		}); err != nil || ctx.Err() != nil {
+			return err
+		}
+		migrated.Store(true)
+		w := store.NewWriter(pool, store.Options{
+			Retention:       cfg.Collector.Retention,
+			MaxPayloadBytes: int(cfg.Collector.MaxPayloadBytes),
+			Logger:          log,
+		})
+		eg, ctx := errgroup.WithContext(ctx)
+		eg.Go(func() error { return w.RunRetention(ctx, retentionInterval) })
+		if nc != nil {
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			c := consume.New(js, w, consume.Config{
+				BatchSize:     cfg.Collector.BatchSize,
+				FlushInterval: cfg.Collector.FlushInterval,
+				Replicas:      cfg.NATS.Replicas,
+				Consumer:      consumer,
+				Logger:        log,
+			})
+			eg.Go(func() error { return c.Run(ctx) })
+		}
+		return eg.Wait()
+	})
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// backoffStop is an error retry must not retry.
+type backoffStop struct{ error }
+
+func (b backoffStop) Unwrap() error { return b.error }
+
+// retry calls fn until it succeeds, ctx ends (nil) or it returns a
+// backoffStop; failures are logged and retried after 1 s, 2 s, … 30 s.
+func retry(ctx context.Context, log *slog.Logger, what string, fn func(context.Context) error) error {
+	delay := time.Second
+	for {
+		err := fn(ctx)
+		var stop backoffStop
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &stop):
+			return stop.error
+		}
+		log.Error(what+" failed; retrying", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
