@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -50,6 +51,46 @@ func FuzzDecode(f *testing.F) {
 		env.Data, env2.Data = nil, nil
 		if !reflect.DeepEqual(env, env2) || !reflect.DeepEqual(a, b2) {
 			t.Errorf("round trip changed the envelope: %+v vs %+v", env, env2)
+		}
+	})
+}
+
+// FuzzDecodeEvent checks that the fast path agrees with Decode and
+// DecodeData on every input: the same acceptance, the same envelope and
+// the same data.
+func FuzzDecodeEvent(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.event.json")
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"type":"graygate.rollout.changed","Type":"x","data":{}}`))
+	f.Add([]byte(`{"data":{},"data":{"deployment":"a"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		env, d, err := events.DecodeEvent(b)
+		wantEnv, wantErr := events.Decode(b)
+		var want events.Data
+		if wantErr == nil {
+			want, wantErr = events.DecodeData(wantEnv)
+		}
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("DecodeEvent error %v; Decode+DecodeData error %v", err, wantErr)
+		}
+		if err != nil {
+			if err.Error() != wantErr.Error() {
+				t.Errorf("DecodeEvent error %q; want %q", err, wantErr)
+			}
+			return
+		}
+		if !bytes.Equal(env.Data, wantEnv.Data) {
+			t.Errorf("Data %q; want %q", env.Data, wantEnv.Data)
+		}
+		env.Data, wantEnv.Data = nil, nil
+		if !reflect.DeepEqual(env, wantEnv) || !reflect.DeepEqual(d, want) {
+			t.Errorf("DecodeEvent = %+v %+v; want %+v %+v", env, d, wantEnv, want)
 		}
 	})
 }

@@ -1,0 +1,213 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+)
+
+// DecodeEvent is Decode followed by DecodeData, in about half the time: a
+// first walk over the top-level object finds the type and the data's
+// bytes, so that one json.Unmarshal decodes the envelope and the typed data
+// together. Any input the fast path is not sure about (escaped or
+// case-folded "type"/"data" keys, a repeated key, an error of any kind)
+// goes through Decode and DecodeData, so results and errors are always
+// theirs. Envelope.Data shares b's memory.
+func DecodeEvent(b []byte) (Envelope, Data, error) {
+	typ, data, ok := scanTop(b)
+	if ok {
+		var env Envelope
+		var d Data
+		switch string(typ) {
+		case TypeRequestCompleted:
+			env, d, ok = decodeTyped[RequestCompleted](b)
+		case TypeRequestRejected:
+			env, d, ok = decodeTyped[RequestRejected](b)
+		case TypeSampleMalformed:
+			env, d, ok = decodeTyped[SampleMalformed](b)
+		case TypeRolloutChanged:
+			env, d, ok = decodeTyped[RolloutChanged](b)
+		case TypeAnalysisEvaluated:
+			env, d, ok = decodeTyped[AnalysisEvaluated](b)
+		default:
+			ok = false
+		}
+		if ok {
+			env.Data = data
+			return env, d, nil
+		}
+	}
+	env, err := Decode(b)
+	if err != nil {
+		return Envelope{}, nil, err
+	}
+	d, err := DecodeData(env)
+	if err != nil {
+		return Envelope{}, nil, err
+	}
+	return env, d, nil
+}
+
+// decodeTyped decodes envelope and data in one json.Unmarshal and applies
+// Decode's and Check's rules; false on any problem (the caller then takes
+// the slow path, which reports it).
+func decodeTyped[T any, P interface {
+	*T
+	Data
+}](b []byte) (Envelope, Data, bool) {
+	var w struct {
+		SpecVersion     *string    `json:"specversion"`
+		ID              *string    `json:"id"`
+		Source          *string    `json:"source"`
+		Type            *string    `json:"type"`
+		Time            *time.Time `json:"time"`
+		DataContentType *string    `json:"datacontenttype"`
+		Data            P          `json:"data"`
+	}
+	if json.Unmarshal(b, &w) != nil || w.SpecVersion == nil || *w.SpecVersion != SpecVersion ||
+		w.ID == nil || w.Source == nil || *w.Source == "" || w.Type == nil || !knownType(*w.Type) ||
+		w.Time == nil || w.Time.IsZero() || w.DataContentType == nil || *w.DataContentType != ContentType ||
+		w.Data == nil || checkID(*w.ID) != nil || w.Data.EventType() != *w.Type || w.Data.Check() != nil {
+		return Envelope{}, nil, false
+	}
+	return Envelope{
+		SpecVersion:     SpecVersion,
+		ID:              *w.ID,
+		Source:          *w.Source,
+		Type:            *w.Type,
+		Time:            w.Time.UTC(),
+		DataContentType: ContentType,
+	}, w.Data, true
+}
+
+// scanTop walks the top-level JSON object of b without decoding it and
+// returns the text of the "type" string and the bytes of the "data" value.
+// ok is false when b is not an object of that shape, or when a key equal to
+// "type" or "data" up to case or escapes appears other than exactly once
+// and plainly (encoding/json would match it, so only the slow path can
+// be trusted then). It does not validate: json.Unmarshal does that next.
+func scanTop(b []byte) (typ, data []byte, ok bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, nil, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return nil, nil, false
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return nil, nil, false
+		}
+		end, escaped := skipString(b, i)
+		if end < 0 {
+			return nil, nil, false
+		}
+		key := b[i+1 : end-1]
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil, nil, false
+		}
+		i = skipSpace(b, i+1)
+		vend := skipValue(b, i)
+		if vend < 0 {
+			return nil, nil, false
+		}
+		isType, isData := bytes.EqualFold(key, []byte("type")), bytes.EqualFold(key, []byte("data"))
+		switch {
+		case escaped:
+			// An escaped key may spell "type" or "data": leave it to the slow path.
+			return nil, nil, false
+		case isType:
+			v := b[i:vend]
+			if typ != nil || string(key) != "type" || len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+				return nil, nil, false
+			}
+			typ = v[1 : len(v)-1]
+		case isData:
+			if data != nil || string(key) != "data" {
+				return nil, nil, false
+			}
+			data = b[i:vend]
+		}
+		i = skipSpace(b, vend)
+		if i >= len(b) {
+			return nil, nil, false
+		}
+		if b[i] == '}' {
+			break
+		}
+		if b[i] != ',' {
+			return nil, nil, false
+		}
+		i = skipSpace(b, i+1)
+	}
+	if typ == nil || data == nil || len(data) == 0 || data[0] != '{' {
+		return nil, nil, false
+	}
+	return typ, data, true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] (a
+// quote) and whether it contains escapes; -1 when it does not end.
+func skipString(b []byte, i int) (int, bool) {
+	escaped := false
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			return j + 1, escaped
+		}
+	}
+	return -1, escaped
+}
+
+// skipValue returns the index after the value starting at b[i], or -1.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		end, _ := skipString(b, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, _ := skipString(b, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+			j++
+		}
+		if j == i {
+			return -1
+		}
+		return j
+	}
+}
