@@ -18,15 +18,20 @@ import (
 
 // BenchmarkPipeline measures the whole collector path for request.completed
 // events: JetStream (the machine's NATS) → fetch → decode → batch write →
-// commit → ack, with each write path. Each iteration first publishes
+// commit → ack, with each write path and 1, 2 or 4 loops on the stream.
+// Each iteration first publishes
 // `events` messages, then times the consumer from start until the last row
 // is committed. The test subject is purged afterwards.
 //
 //	go test -run '^$' -bench Pipeline -benchtime 1x ./collector/internal/consume
 func BenchmarkPipeline(b *testing.B) {
 	const n = 50000
-	for _, mode := range []store.Mode{store.ModeCopy, store.ModeInsert} {
-		b.Run(fmt.Sprintf("%s/events=%d", mode, n), func(b *testing.B) {
+	for _, bc := range []struct {
+		mode    store.Mode
+		workers int
+	}{{store.ModeCopy, 1}, {store.ModeCopy, 2}, {store.ModeCopy, 4}, {store.ModeInsert, 2}} {
+		mode := bc.mode
+		b.Run(fmt.Sprintf("%s/workers=%d/events=%d", mode, bc.workers, n), func(b *testing.B) {
 			pool, _ := testenv.Pool(b)
 			_, js := testenv.NATS(b)
 			ctx := context.Background()
@@ -55,7 +60,7 @@ func BenchmarkPipeline(b *testing.B) {
 					}
 				})
 				w := store.NewWriter(pool, store.Options{Mode: mode, Retention: 720 * time.Hour})
-				c := consume.New(js, w, consume.Config{BatchSize: 500, FlushInterval: 200 * time.Millisecond, Consumer: prefix, Logger: logger()})
+				c := consume.New(js, w, consume.Config{BatchSize: 500, FlushInterval: 200 * time.Millisecond, Consumer: prefix, Workers: bc.workers, Logger: logger()})
 				written := telemetry.EventsWritten(events.TypeRequestCompleted)
 				before := written.Get()
 				b.StartTimer()

@@ -122,11 +122,7 @@ func (l *loop) gather(ctx context.Context, it jetstream.MessagesContext, msgs *[
 // decode turns a message into an event; a message that is not a valid
 // graygate event is terminated (never redelivered), counted and logged.
 func (l *loop) decode(msg jetstream.Msg) (store.Event, bool) {
-	env, err := events.Decode(msg.Data())
-	var data events.Data
-	if err == nil {
-		data, err = events.DecodeData(env)
-	}
+	env, data, err := events.DecodeEvent(msg.Data())
 	var seq uint64
 	if md, mdErr := msg.Metadata(); mdErr == nil {
 		seq = md.Sequence.Stream

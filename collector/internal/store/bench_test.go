@@ -18,7 +18,7 @@ import (
 //	go test -run '^$' -bench Write -benchtime 200x ./collector/internal/store
 func BenchmarkWrite(b *testing.B) {
 	for _, size := range []int{500, 2000} {
-		for _, mode := range []store.Mode{store.ModeCopy, store.ModeInsert} {
+		for _, mode := range []store.Mode{store.ModeCopy, store.ModeStage, store.ModeInsert} {
 			b.Run(fmt.Sprintf("%s/batch=%d", mode, size), func(b *testing.B) {
 				pool, _ := testenv.Pool(b)
 				w := store.NewWriter(pool, store.Options{Mode: mode, Retention: 720 * time.Hour})

@@ -113,7 +113,7 @@ func count(t *testing.T, pool *store.Pool, table string) int {
 func pgTime(ts time.Time) string { return ts.UTC().Format("2006-01-02T15:04:05.999999") + "+00:00" }
 
 func TestWriteEveryField(t *testing.T) {
-	for _, mode := range []store.Mode{store.ModeCopy, store.ModeInsert} {
+	for _, mode := range []store.Mode{store.ModeCopy, store.ModeStage, store.ModeInsert} {
 		t.Run(mode.String(), func(t *testing.T) {
 			pool, _ := testenv.Pool(t)
 			w := store.NewWriter(pool, store.Options{Mode: mode, Retention: 720 * time.Hour})
@@ -236,7 +236,7 @@ func TestWriteEveryField(t *testing.T) {
 
 // One batch holding the same event twice stores it once.
 func TestWriteDuplicateInBatch(t *testing.T) {
-	for _, mode := range []store.Mode{store.ModeCopy, store.ModeInsert} {
+	for _, mode := range []store.Mode{store.ModeCopy, store.ModeStage, store.ModeInsert} {
 		t.Run(mode.String(), func(t *testing.T) {
 			pool, _ := testenv.Pool(t)
 			w := store.NewWriter(pool, store.Options{Mode: mode})
@@ -333,5 +333,35 @@ func TestMaxPayloadBytes(t *testing.T) {
 	got := row(t, pool, "samples", e.Envelope.ID)
 	if got["payload"] != `\x61626364` || got["payload_truncated"] != true || got["payload_bytes"] != 8.0 {
 		t.Errorf("stored payload %v truncated %v bytes %v; want abcd, true, 8", got["payload"], got["payload_truncated"], got["payload_bytes"])
+	}
+}
+
+// A redelivered batch that also holds new events stores exactly the new ones.
+func TestWriteMixedBatch(t *testing.T) {
+	for _, mode := range []store.Mode{store.ModeCopy, store.ModeStage, store.ModeInsert} {
+		t.Run(mode.String(), func(t *testing.T) {
+			pool, _ := testenv.Pool(t)
+			w := store.NewWriter(pool, store.Options{Mode: mode})
+			var old, mixed []store.Event
+			for i := range 3 {
+				old = append(old, testenv.Event(t, testenv.Primary("d", i), at, ""))
+			}
+			if _, err := w.Write(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			mixed = append(mixed, testenv.Event(t, testenv.Primary("d", 10), at, ""))
+			mixed = append(mixed, old...)
+			mixed = append(mixed, testenv.Event(t, testenv.Rejection("d", 11), at, ""))
+			res, err := w.Write(ctx, mixed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Inserted[events.TypeRequestCompleted] != 1 || res.Duplicates[events.TypeRequestCompleted] != 3 || res.Inserted[events.TypeRequestRejected] != 1 {
+				t.Errorf("Result = %+v; want 1 new request, 3 duplicates, 1 rejection", res)
+			}
+			if n := count(t, pool, "requests"); n != 4 {
+				t.Errorf("requests has %d rows; want 4", n)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/graygate/graygate/collector/internal/telemetry"
 
@@ -34,17 +36,26 @@ type Event struct {
 type Mode int
 
 const (
-	// ModeCopy streams the batch with COPY into a session-local staging
-	// table, then moves it with INSERT … SELECT … ON CONFLICT DO NOTHING.
-	// The faster path (see BenchmarkWrite), and the default.
+	// ModeCopy, the default and the fastest (see BenchmarkWrite), COPYs
+	// the batch straight into its table inside a savepoint. When that meets
+	// an event already stored (a redelivery: unique violation), it rolls
+	// back to the savepoint and writes the batch the ModeStage way, in the
+	// same transaction. New events cost one COPY; a redelivered batch costs
+	// a failed COPY more.
 	ModeCopy Mode = iota
+	// ModeStage streams the batch with COPY into a session-local staging
+	// table, then moves it with INSERT … SELECT … ON CONFLICT DO NOTHING.
+	ModeStage
 	// ModeInsert sends multi-row INSERT … VALUES … ON CONFLICT DO NOTHING
 	// statements, as many rows each as the bind-parameter limit allows.
 	ModeInsert
 )
 
 func (m Mode) String() string {
-	if m == ModeInsert {
+	switch m {
+	case ModeStage:
+		return "stage"
+	case ModeInsert:
 		return "insert"
 	}
 	return "copy"
@@ -150,10 +161,13 @@ func (w *Writer) Write(ctx context.Context, batch []Event) (Result, error) {
 			}
 			var n int64
 			var err error
-			if w.opts.Mode == ModeInsert {
+			switch w.opts.Mode {
+			case ModeInsert:
 				n, err = w.insertValues(ctx, tx, t, rows)
-			} else {
+			case ModeStage:
 				n, err = w.copyInsert(ctx, tx, t, rows)
+			default:
+				n, err = w.copyDirect(ctx, tx, t, rows)
 			}
 			if err != nil {
 				return fmt.Errorf("insert %d %s: %w", len(rows), t.name, err)
@@ -169,6 +183,30 @@ func (w *Writer) Write(ctx context.Context, batch []Event) (Result, error) {
 	}
 	return res, nil
 }
+
+// copyDirect COPYs rows into the table under a savepoint, and falls back
+// to copyInsert when one of them is stored already.
+func (w *Writer) copyDirect(ctx context.Context, tx pgx.Tx, t *table, rows [][]any) (int64, error) {
+	sp, err := tx.Begin(ctx) // SAVEPOINT
+	if err != nil {
+		return 0, err
+	}
+	n, err := sp.CopyFrom(ctx, pgx.Identifier{t.name}, t.columns, pgx.CopyFromRows(rows))
+	if err == nil {
+		return n, sp.Commit(ctx) // RELEASE SAVEPOINT
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != uniqueViolation {
+		return 0, err
+	}
+	if err := sp.Rollback(ctx); err != nil { // ROLLBACK TO SAVEPOINT
+		return 0, err
+	}
+	return w.copyInsert(ctx, tx, t, rows)
+}
+
+// uniqueViolation is the SQLSTATE of a duplicate key.
+const uniqueViolation = "23505"
 
 // copyInsert moves rows through the staging table stage_<table>, created
 // once per session (ON COMMIT DELETE ROWS empties it at commit).
