@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/graygate/graygate/collector/internal/consume"
@@ -78,5 +79,57 @@ func BenchmarkPipeline(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N*n)/elapsed.Seconds(), "events/s")
 		})
+	}
+}
+
+// BenchmarkLag publishes request.completed events at 1,000/s for 5 s into a
+// running collector with the default batching (500 events, 200 ms) and
+// reports the p50 and p99 of stored_at − occurred_at: from the event's
+// creation (just before its publish) to the start of the transaction that
+// stored it.
+//
+//	go test -run '^$' -bench Lag -benchtime 1x ./collector/internal/consume
+func BenchmarkLag(b *testing.B) {
+	pool, _ := testenv.Pool(b)
+	_, js := testenv.NATS(b)
+	ctx := context.Background()
+	for range b.N {
+		prefix := "graygate-collector-bench-" + testenv.Suffix()
+		dep := "cl-" + testenv.Suffix()
+		testenv.Consumers(b, js, prefix, time.Minute, events.RequestSubject(dep))
+		b.Cleanup(func() {
+			if s, err := js.Stream(ctx, events.StreamEvents); err == nil {
+				_ = s.Purge(ctx, jetstream.WithPurgeSubject(events.RequestSubject(dep)))
+			}
+		})
+		w := store.NewWriter(pool, store.Options{})
+		stop := run(b, consume.New(js, w, consume.Config{BatchSize: 500, FlushInterval: 200 * time.Millisecond, Consumer: prefix}))
+		const rate, seconds = 1000, 5
+		tick := time.NewTicker(time.Second / rate)
+		d := testenv.Request(dep, 1)
+		for range rate * seconds {
+			<-tick.C
+			env := testenv.Envelope(b, d, time.Now(), "")
+			body, _ := json.Marshal(env)
+			if _, err := js.PublishAsync(d.Subject(), body, jetstream.WithMsgID(env.ID)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tick.Stop()
+		<-js.PublishAsyncComplete()
+		for count(b, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep) < rate*seconds {
+			time.Sleep(50 * time.Millisecond)
+		}
+		stop()
+		var p50, p99 float64
+		if err := pool.With(ctx, func(c *pgx.Conn) error {
+			return c.QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM stored_at - occurred_at)),
+				percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM stored_at - occurred_at))
+				FROM requests WHERE deployment = $1`, dep).Scan(&p50, &p99)
+		}); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(p50*1000, "p50-ms")
+		b.ReportMetric(p99*1000, "p99-ms")
 	}
 }
