@@ -375,15 +375,18 @@ func (d *demo) rolloutHistory() {
 		time.Sleep(250 * time.Millisecond)
 	}
 	var out struct {
-		Events []map[string]any `json:"events"`
+		Events []map[string]any `json:"data"`
 	}
 	if json.Unmarshal(body, &out) != nil || len(out.Events) == 0 {
 		d.say("  rollout history (collector): %s", strings.TrimSpace(string(body)))
 		return
 	}
 	d.say("  rollout events stored by the collector (newest first):")
-	for _, e := range out.Events {
-		fmt.Printf("            %v  %-11v %6v%%  %-8v %v\n", e["occurred_at"], e["status"], e["percentage"], e["actor"], e["reason"])
+	for i, e := range out.Events {
+		if i == 3 {
+			break
+		}
+		fmt.Printf("            seq %-4v %-24v %-11v %6v%%  %-8v %v\n", e["stream_sequence"], e["occurred_at"], e["status"], e["percentage"], e["actor"], e["reason"])
 	}
 }
 
@@ -398,6 +401,7 @@ func (d *demo) summary() {
 		fmt.Println(string(out))
 	}
 	fmt.Println("Inspect what the gray version returned when it broke the contract:")
+	fmt.Println("  . .data/env   # DATABASE_URL of the development Postgres")
 	fmt.Println("  bin/collector samples list --since 1h --config " + d.o.config)
 	fmt.Println("  bin/collector samples show <event-id> --config " + d.o.config)
 	fmt.Println("Everything keeps running: `task down` stops it.")
