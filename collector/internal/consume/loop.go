@@ -104,6 +104,7 @@ func (l *loop) gather(ctx context.Context, it jetstream.MessagesContext, msgs *[
 			return err
 		default: // missed heartbeats and the like: the iterator recovers
 			l.log.Debug("next message", "err", err)
+			sleep(ctx, 10*time.Millisecond)
 			continue
 		}
 		ev, ok := l.decode(msg)
