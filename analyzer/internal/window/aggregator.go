@@ -72,6 +72,7 @@ type Aggregator struct {
 
 type series struct {
 	ring []bucket
+	hint int // ids in the last sealed bucket: the size of a new id map
 }
 
 type bucket struct {
@@ -141,7 +142,7 @@ func (a *Aggregator) Add(id string, t time.Time, r *events.RequestCompleted, now
 		b.reset(k)
 		s.seal(k)
 	}
-	if !b.ids.insert(key) {
+	if !b.ids.insert(key, s.hint) {
 		return Duplicate
 	}
 	if gray.Present {
@@ -157,7 +158,8 @@ func (a *Aggregator) Add(id string, t time.Time, r *events.RequestCompleted, now
 // arrive nearly in time order, so those take few late inserts.
 func (s *series) seal(k int64) {
 	for i := range s.ring {
-		if b := &s.ring[i]; b.used && b.k < k-1 {
+		if b := &s.ring[i]; b.used && b.k < k-1 && b.ids.hot != nil {
+			s.hint = len(b.ids.hot)
 			b.ids.seal()
 		}
 	}
@@ -244,8 +246,9 @@ type idSet struct {
 	sealed []uint64
 }
 
-// insert adds key and reports whether it was new.
-func (s *idSet) insert(key uint64) bool {
+// insert adds key and reports whether it was new; a new map is made for
+// hint ids.
+func (s *idSet) insert(key uint64, hint int) bool {
 	i, found := slices.BinarySearch(s.sealed, key)
 	if found {
 		return false
@@ -255,7 +258,7 @@ func (s *idSet) insert(key uint64) bool {
 			s.sealed = slices.Insert(s.sealed, i, key)
 			return true
 		}
-		s.hot = make(map[uint64]struct{}, 64)
+		s.hot = make(map[uint64]struct{}, max(hint, 64))
 	}
 	if _, ok := s.hot[key]; ok {
 		return false
@@ -268,6 +271,7 @@ func (s *idSet) seal() {
 	if s.hot == nil {
 		return
 	}
+	s.sealed = slices.Grow(s.sealed, len(s.hot))
 	for key := range s.hot {
 		s.sealed = append(s.sealed, key)
 	}

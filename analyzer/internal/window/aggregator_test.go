@@ -176,7 +176,7 @@ func TestSnapshotStart(t *testing.T) {
 func TestIDSetSealAndLateInsert(t *testing.T) {
 	var s idSet
 	for k := uint64(0); k < 100; k += 2 {
-		if !s.insert(k) {
+		if !s.insert(k, 0) {
 			t.Fatalf("insert(%d) = false on a new key", k)
 		}
 	}
@@ -186,7 +186,7 @@ func TestIDSetSealAndLateInsert(t *testing.T) {
 		want bool
 	}{{4, false}, {5, true}, {5, false}, {98, false}, {1000, true}, {1000, false}, {0, false}}
 	for _, tt := range tests {
-		if got := s.insert(tt.key); got != tt.want {
+		if got := s.insert(tt.key, 0); got != tt.want {
 			t.Errorf("insert(%d) after seal = %v; want %v", tt.key, got, tt.want)
 		}
 	}

@@ -63,8 +63,15 @@ func (h *Histogram) Add(v float64) {
 func (h *Histogram) grow(i int, c uint64) {
 	switch {
 	case len(h.counts) == 0:
-		h.offset = i
-		h.counts = append(h.counts[:0], c)
+		// Start with room on both sides: the bins of one latency
+		// distribution usually fit, so later values rarely reallocate.
+		const room = 32
+		if cap(h.counts) < 2*room {
+			h.counts = make([]uint64, 2*room)
+		}
+		h.counts = h.counts[:2*room]
+		h.offset = i - room
+		h.counts[room] = c
 		return
 	case i < h.offset:
 		extra := h.offset - i
