@@ -260,6 +260,8 @@ func (v *env) rolloutEvents() []events.RolloutChanged {
 	return fetchAll[events.RolloutChanged](v.t, v.js, events.StreamRollout, events.RolloutSubject(v.dep))
 }
 
+// fetchAll returns every event on subject, each checked against its JSON
+// Schema.
 func fetchAll[T any, P interface {
 	*T
 	events.Data
@@ -292,6 +294,10 @@ func fetchAll[T any, P interface {
 		e, err := events.Decode(msg.Data())
 		if err != nil {
 			t.Fatal(err)
+		}
+		// What the analyzer publishes must hold to the JSON Schemas.
+		if err := events.Validate(e.Type, e.Data); err != nil {
+			t.Errorf("event %s on %s: %v", e.ID, subject, err)
 		}
 		var v T
 		if err := e.Unmarshal(P(&v)); err != nil {
