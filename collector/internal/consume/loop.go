@@ -10,7 +10,6 @@ import (
 
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/telemetry"
-	"github.com/graygate/graygate/schemas/events"
 )
 
 // loop is the consumption state of one stream.
@@ -123,7 +122,7 @@ func (l *loop) gather(ctx context.Context, it jetstream.MessagesContext, msgs *[
 // decode turns a message into an event; a message that is not a valid
 // graygate event is terminated (never redelivered), counted and logged.
 func (l *loop) decode(msg jetstream.Msg) (store.Event, bool) {
-	env, data, err := events.DecodeEvent(msg.Data())
+	env, data, err := decodeEvent(msg.Data())
 	var seq uint64
 	if md, mdErr := msg.Metadata(); mdErr == nil {
 		seq = md.Sequence.Stream
