@@ -237,15 +237,27 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 	})
 }
 
-// flakyStore fails its first writes, then delegates.
+// flakyStore fails its first writes of batches with requests of one
+// deployment (the shared streams may bring other tests' events), then
+// delegates.
 type flakyStore struct {
 	consume.Store
-	failures atomic.Int32
-	attempts []time.Time
-	mu       sync.Mutex
+	deployment string
+	failures   atomic.Int32
+	attempts   []time.Time
+	mu         sync.Mutex
 }
 
 func (f *flakyStore) Write(ctx context.Context, batch []store.Event) (store.Result, error) {
+	ours := false
+	for _, e := range batch {
+		if r, ok := e.Data.(*events.RequestCompleted); ok && r.Deployment == f.deployment {
+			ours = true
+		}
+	}
+	if !ours {
+		return f.Store.Write(ctx, batch)
+	}
 	f.mu.Lock()
 	f.attempts = append(f.attempts, time.Now())
 	f.mu.Unlock()
@@ -262,7 +274,7 @@ func TestWriteErrorsRedeliver(t *testing.T) {
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 30*time.Second, events.RequestSubject(dep))
-	f := &flakyStore{Store: store.NewWriter(pool, store.Options{})}
+	f := &flakyStore{Store: store.NewWriter(pool, store.Options{}), deployment: dep}
 	f.failures.Store(3)
 	errs := telemetry.WriteErrors(events.StreamEvents)
 	before := errs.Get()
@@ -294,7 +306,9 @@ func TestWriteErrorsRedeliver(t *testing.T) {
 	}
 }
 
-// recorder remembers batch sizes.
+// recorder remembers the batches of GRAYGATE_EVENTS (request events);
+// batches of the other streams, which may carry other tests' events, are
+// ignored.
 type recorder struct {
 	mu    sync.Mutex
 	sizes []int
@@ -302,6 +316,9 @@ type recorder struct {
 }
 
 func (r *recorder) Write(_ context.Context, batch []store.Event) (store.Result, error) {
+	if len(batch) == 0 || batch[0].Envelope.Type != events.TypeRequestCompleted {
+		return store.Result{}, nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sizes = append(r.sizes, len(batch))
