@@ -155,6 +155,14 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	})
+	b.Run("events.DecodeEvent", func(b *testing.B) {
+		b.SetBytes(int64(len(in)))
+		for b.Loop() {
+			if _, _, err := events.DecodeEvent(in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("events.Decode+Unmarshal", func(b *testing.B) {
 		var rc events.RequestCompleted
 		b.SetBytes(int64(len(in)))

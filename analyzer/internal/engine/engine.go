@@ -156,6 +156,19 @@ func (e *Engine) Run(ctx context.Context) error {
 	g.Go(func() error { return e.keep(ctx, "request consumer", e.Consume) })
 	g.Go(func() error { return e.keep(ctx, "rollout follower", e.FollowRollouts) })
 	g.Go(func() error {
+		// Evaluate as soon as the window is rebuilt and the rollout log
+		// read, then every interval.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.replayed:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.rollouts.Ready():
+		}
+		e.Evaluate(ctx)
 		tick := time.NewTicker(e.cfg.Analyzer.Interval)
 		defer tick.Stop()
 		for {

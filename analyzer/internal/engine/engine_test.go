@@ -324,11 +324,6 @@ func twoAnalyzersOneLease(t *testing.T, v *env) {
 		return l
 	}
 	la, lb := open("a"), open("b")
-	la.Step(context.Background())
-	lb.Step(context.Background())
-	if !la.Held() || lb.Held() {
-		t.Fatalf("lease held: a %v, b %v; want a only", la.Held(), lb.Held())
-	}
 	a := v.start(v.name("a"), la, nil)
 	b := v.start(v.name("b"), lb, nil)
 	reqs := concat(answers(100, events.ArmPrimary, nil), []req{{data: schemaFallback()}})
@@ -336,18 +331,37 @@ func twoAnalyzersOneLease(t *testing.T, v *env) {
 	v.waitRead(a.Engine, uint64(len(reqs)))
 	v.waitRead(b.Engine, uint64(len(reqs)))
 
+	la.Step(context.Background())
+	lb.Step(context.Background())
+	if !la.Held() || lb.Held() {
+		t.Fatalf("lease held: a %v, b %v; want a only", la.Held(), lb.Held())
+	}
+	var actions int
 	for range 3 {
 		for _, e := range []*running{a, b} {
 			ev := e.Evaluate(context.Background())[0]
 			if got := result(t, ev, events.GateSchemaFailureRate).Verdict; got != events.VerdictFail {
 				t.Errorf("%s: schema gate = %s; want fail (every analyzer evaluates)", e.cfg.Consumer, got)
 			}
+			if ev.Action != nil {
+				actions++
+				if e != a {
+					t.Errorf("%s acted without the lease: %+v", e.cfg.Consumer, ev.Action)
+				}
+			}
 		}
+	}
+	if actions != 1 {
+		t.Errorf("%d actions in three rounds; want the holder's one rollback", actions)
 	}
 	// a dies right after its rollback; b takes the lease over. b has not
 	// necessarily seen the rollback yet: the expected revision stops it.
 	a.stop()
+	deadline := time.Now().Add(v.patience)
 	for !lb.Held() {
+		if time.Now().After(deadline) {
+			t.Fatalf("b did not take the lease over within %v", v.patience)
+		}
 		time.Sleep(100 * time.Millisecond)
 		lb.Step(context.Background())
 	}

@@ -62,6 +62,9 @@ type env struct {
 	js  jetstream.JetStream
 	clk *clock
 	dep string
+	// patience bounds every wait: a shared server may hold many other
+	// events that a replay reads (and skips) too.
+	patience time.Duration
 }
 
 // newEnv starts a private in-process server.
@@ -69,7 +72,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	_, js := natstest.Connect(t, natstest.Server(t))
 	natstest.Streams(t, js)
-	return &env{t: t, js: js, clk: newClock(), dep: dep}
+	return &env{t: t, js: js, clk: newClock(), dep: dep, patience: 10 * time.Second}
 }
 
 // onServers runs f on a private in-process server and on the machine's
@@ -100,7 +103,7 @@ func systemEnv(t *testing.T) *env {
 	t.Helper()
 	_, js := natstest.Connect(t, natstest.System(t))
 	natstest.Streams(t, js)
-	v := &env{t: t, js: js, clk: newClock(), dep: fmt.Sprintf("analyzer-test-%d", time.Now().UnixNano())}
+	v := &env{t: t, js: js, clk: newClock(), dep: fmt.Sprintf("analyzer-test-%d", time.Now().UnixNano()), patience: time.Minute}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -141,10 +144,10 @@ func (v *env) start(name string, l Leader, mutate func(*config.Analyzer)) *runni
 	var once sync.Once
 	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
 	v.t.Cleanup(stop)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(v.patience)
 	for !e.Ready() {
 		if time.Now().After(deadline) {
-			v.t.Fatalf("engine %s not ready within 10s", name)
+			v.t.Fatalf("engine %s not ready within %v", name, v.patience)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -168,8 +171,8 @@ func (v *env) startUnfollowed(name string, l Leader, rev uint64, pct float64) *E
 	e.Rollouts().MarkReady()
 	select {
 	case <-e.Replayed():
-	case <-time.After(10 * time.Second):
-		v.t.Fatalf("engine %s did not rebuild its window within 10s", name)
+	case <-time.After(v.patience):
+		v.t.Fatalf("engine %s did not rebuild its window within %v", name, v.patience)
 	}
 	return e
 }
@@ -199,10 +202,10 @@ func (e *Engine) read() uint64 {
 // waitRead waits until the engine has read n request events.
 func (v *env) waitRead(e *Engine, n uint64) {
 	v.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(v.patience)
 	for e.read() < n {
 		if time.Now().After(deadline) {
-			v.t.Fatalf("engine read %d request events within 10s; want %d", e.read(), n)
+			v.t.Fatalf("engine read %d request events within %v; want %d", e.read(), v.patience, n)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -211,13 +214,13 @@ func (v *env) waitRead(e *Engine, n uint64) {
 // waitRevision waits until the engine's rollout state of dep reaches rev.
 func (v *env) waitRevision(e *Engine, rev uint64) {
 	v.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(v.patience)
 	for {
 		if s, _ := e.Rollouts().Get(v.dep); s.Revision >= rev {
 			return
 		}
 		if time.Now().After(deadline) {
-			v.t.Fatalf("rollout revision %d did not reach the engine within 10s", rev)
+			v.t.Fatalf("rollout revision %d did not reach the engine within %v", rev, v.patience)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
