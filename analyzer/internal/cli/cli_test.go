@@ -208,12 +208,20 @@ func TestServeRollsBackEndToEnd(t *testing.T) {
 	bad.FallbackReason = events.ReasonInvalidJSON
 	bad.Gray = &events.GrayAttempt{Status: 200, ErrorType: events.ErrorUpstreamInvalidJSON, Reason: events.ReasonInvalidJSON, TTFTMillis: 90, LatencyMillis: 700}
 	natstest.Publish(t, js, events.TypeRequestCompleted, bad, now, "", false)
+	published := time.Now()
 
 	var rollback *events.RolloutChanged
 	waitFor(t, "a rollback", func() bool {
 		rollback = lastRollout(t, js, dep)
 		return rollback != nil && rollback.Status == events.StatusRolledBack
 	})
+	// SPEC §12: first failing gray response → rollback within interval + 1s
+	// (200ms + 1s here); the bound is looser for a loaded test machine.
+	took := time.Since(published)
+	t.Logf("failing event stored → rollback stored: %v", took)
+	if took > 5*time.Second {
+		t.Errorf("rollback took %v after the failing event; want about interval + 1s", took)
+	}
 	if rollback.Actor != events.ActorAnalyzer || rollback.Revision != rev || rollback.Trigger == nil || rollback.Trigger.Gate != events.GateSchemaFailureRate {
 		t.Errorf("rollback = %+v; want the analyzer's, from revision %d, naming schema_failure_rate", rollback, rev)
 	}
