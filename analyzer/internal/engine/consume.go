@@ -60,7 +60,14 @@ func (e *Engine) Consume(ctx context.Context) error {
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 			return fmt.Errorf("consume %s: %w", SubjectRequests, err)
 		case err != nil:
+			// Missed heartbeats while NATS is away: the iterator recovers
+			// by itself once it is back.
 			e.cfg.Logger.Warn("request consumer", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(250 * time.Millisecond):
+			}
 			continue
 		}
 		e.count(msg.Subject(), msg.Data(), &ev)

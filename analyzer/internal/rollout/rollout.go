@@ -155,7 +155,14 @@ func (t *Tracker) Follow(ctx context.Context, js jetstream.JetStream, logger *sl
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 			return fmt.Errorf("follow %s: %w", events.StreamRollout, err)
 		case err != nil:
+			// Missed heartbeats while NATS is away: the iterator recovers
+			// by itself once it is back.
 			logger.Warn("rollout follower", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(250 * time.Millisecond):
+			}
 			continue
 		}
 		meta, err := msg.Metadata()
