@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,9 +28,12 @@ func BenchmarkReplay(b *testing.B) {
 	n := int(span.Seconds()) * rate
 	first := publishSynthetic(b, js, n, span)
 	b.ResetTimer()
-	var took time.Duration
-	var read int64
+	var (
+		took, cpu time.Duration
+		read      int64
+	)
 	for i := 0; b.Loop(); i++ {
+		cpu0 := cpuTime()
 		e := New(Config{Analyzer: exampleAnalyzer(), Deployments: []string{dep}, Consumer: fmt.Sprintf("bench-%d", i)}, js, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -37,6 +41,7 @@ func BenchmarkReplay(b *testing.B) {
 		<-e.Replayed()
 		cancel()
 		<-done
+		cpu += cpuTime() - cpu0
 		d, r := e.ReplayStats()
 		took += d
 		read = r
@@ -56,6 +61,18 @@ func BenchmarkReplay(b *testing.B) {
 	per := took / time.Duration(b.N)
 	b.ReportMetric(float64(per.Milliseconds()), "ms/replay")
 	b.ReportMetric(float64(read)/per.Seconds(), "events/s")
+	// CPU of the whole process (consumer and in-process server) per event:
+	// steadier than wall time on a shared machine.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N)/float64(read), "cpu-µs/event")
+}
+
+// cpuTime returns the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // publishSynthetic stores n request events spread over the last span and
