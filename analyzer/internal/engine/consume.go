@@ -34,8 +34,20 @@ const ackEvery = 500
 // Overlap and redelivery are harmless: events are deduplicated by id.
 // Acknowledgement is AckAll, one ack per ackEvery messages while catching
 // up and one per message after.
+//
+// The consumer filters on SubjectRequests, or on the one deployment's
+// subject when a single deployment has a gray release (the common case:
+// the server then never sends the analyzer other deployments' traffic).
+// nats-server 2.9 takes one filter subject per consumer, so with several
+// deployments the others' events are skipped by subject before decoding.
+// With no gray deployment at all there is nothing to read.
 func (e *Engine) Consume(ctx context.Context) error {
 	started := time.Now()
+	if len(e.cfg.Deployments) == 0 {
+		e.replayDone(started, 0)
+		<-ctx.Done()
+		return nil
+	}
 	cons, pending, err := e.createConsumer(ctx)
 	if err != nil {
 		return err
@@ -103,10 +115,14 @@ func (e *Engine) createConsumer(ctx context.Context) (jetstream.Consumer, uint64
 		return nil, 0, fmt.Errorf("reset consumer %s: %w", e.cfg.Consumer, err)
 	}
 	from := e.cfg.Clock().Add(-e.cfg.Analyzer.Window - e.agg.Width())
+	filter := SubjectRequests
+	if len(e.cfg.Deployments) == 1 {
+		filter = events.RequestSubject(e.cfg.Deployments[0])
+	}
 	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       e.cfg.Consumer,
 		Description:   "graygate analyzer: request events of the analysis window (SPEC §9)",
-		FilterSubject: SubjectRequests,
+		FilterSubject: filter,
 		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
 		OptStartTime:  &from,
 		AckPolicy:     jetstream.AckAllPolicy,

@@ -201,6 +201,39 @@ func dedupByEventID(t *testing.T, v *env) {
 	}
 }
 
+func TestOtherDeploymentsAreSkipped(t *testing.T) {
+	v := newEnv(t)
+	a := exampleAnalyzer()
+	e := New(Config{Analyzer: a, Deployments: []string{dep, "llama-8k"}, Consumer: "analyzer-a", Clock: v.clk.Now}, v.js, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Consume(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-e.Replayed()
+	mine := answers(5, events.ArmGray, nil)
+	v.publish(mine)
+	other := answers(7, events.ArmGray, nil)
+	v.dep = "primary-only"
+	v.publish(other)
+	v.dep = "llama-8k"
+	v.publish(answers(3, events.ArmGray, nil))
+	v.dep = dep
+	deadline := time.Now().Add(v.patience)
+	for e.read()+e.m.outcomes["ignored"].Get() < 15 {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d events; want 15", e.read()+e.m.outcomes["ignored"].Get())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if got := e.m.outcomes["ignored"].Get(); got != 7 {
+		t.Errorf("ignored %d events; want the 7 of a deployment without gray", got)
+	}
+	evs := e.Evaluate(context.Background())
+	if evs[0].GrayRequests != 5 || evs[1].GrayRequests != 3 {
+		t.Errorf("gray requests = %d, %d; want 5, 3", evs[0].GrayRequests, evs[1].GrayRequests)
+	}
+}
+
 func TestRollbackPublishedOnce(t *testing.T) { onServers(t, rollbackPublishedOnce) }
 
 func rollbackPublishedOnce(t *testing.T, v *env) {
