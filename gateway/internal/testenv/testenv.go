@@ -320,3 +320,13 @@ func UUIDv7(t testing.TB) string {
 	}
 	return u.String()
 }
+
+// Command returns bin with args, run from the repository root with env
+// added to the test's environment.
+func Command(bin string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	_, file, _, _ := runtime.Caller(0)
+	cmd.Dir = filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
+}
