@@ -66,6 +66,29 @@ func startCollector(t *testing.T, bin string, env []string, args ...string) *col
 	return c
 }
 
+// missing lists the request numbers 0..n-1 of dep with no row.
+func missing(t *testing.T, dbURL, dep string, n int) []string {
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer conn.Close(context.Background())
+	rows, _ := conn.Query(context.Background(), `SELECT request_id FROM requests WHERE deployment = $1
+		UNION ALL SELECT request_id FROM samples WHERE deployment = $1`, dep)
+	ids, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+	have := map[string]bool{}
+	for _, id := range ids {
+		have[id] = true
+	}
+	var out []string
+	for i := range n {
+		if !have[fmt.Sprintf("req-%s-%d", dep, i)] && !have[fmt.Sprintf("smp-%s-%d", dep, i)] {
+			out = append(out, fmt.Sprint(i))
+		}
+	}
+	return out
+}
+
 func (c *collector) get(t *testing.T, path, token string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+c.addr+path, nil)
@@ -97,7 +120,7 @@ func TestE2ECollectorKilledUnderTraffic(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf("nats:\n  url: %s\ncollector:\n  listen: 127.0.0.1:0\n  batch_size: 200\n  flush_interval: 100ms\n", testenv.NATSURL())), 0o644)
 	const token = "e2e-token"
 	env := []string{"DATABASE_URL=" + dbURL, "GRAYGATE_API_TOKEN=" + token, "NATS_URL=" + testenv.NATSURL()}
-	args := []string{"serve", "--config", cfg, "--consumer", prefix, "--log-level", "warn"}
+	args := []string{"serve", "--config", cfg, "--consumer", prefix, "--log-level", "info"}
 
 	c := startCollector(t, bin, env, args...)
 	rows := func(table string) int {
@@ -115,6 +138,7 @@ func TestE2ECollectorKilledUnderTraffic(t *testing.T) {
 
 	const requests, samples = 3000, 20
 	var sent atomic.Int32
+	seqs := make([]uint64, requests)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -128,10 +152,15 @@ func TestE2ECollectorKilledUnderTraffic(t *testing.T) {
 			}
 			env := testenv.Envelope(t, d, time.Now(), "")
 			b, _ := json.Marshal(env)
-			if _, err := js.Publish(context.Background(), d.Subject(), b, jetstream.WithMsgID(env.ID)); err != nil {
+			ack, err := js.Publish(context.Background(), d.Subject(), b, jetstream.WithMsgID(env.ID))
+			if err != nil {
 				t.Errorf("publish: %v", err)
 				return
 			}
+			if ack.Duplicate {
+				t.Errorf("event %d (%s) dropped as a duplicate id", i, env.ID)
+			}
+			seqs[i] = ack.Sequence
 			sent.Add(1)
 		}
 	}()
@@ -144,6 +173,7 @@ func TestE2ECollectorKilledUnderTraffic(t *testing.T) {
 	}
 	c.cmd.Process.Signal(syscall.SIGKILL)
 	<-c.exited
+	first := c
 	t.Logf("killed after %d rows, %d events sent", rows("requests"), sent.Load())
 	time.Sleep(500 * time.Millisecond)
 
@@ -152,7 +182,21 @@ func TestE2ECollectorKilledUnderTraffic(t *testing.T) {
 	deadline = time.Now().Add(60 * time.Second)
 	for rows("requests") != requests-samples || rows("samples") != samples {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 60s: %d requests and %d samples stored; want %d and %d", rows("requests"), rows("samples"), requests-samples, samples)
+			info, err := js.Consumer(context.Background(), events.StreamEvents, prefix+"-events")
+			var state string
+			if err == nil {
+				ci, _ := info.Info(context.Background())
+				state = fmt.Sprintf("pending %d, ack pending %d, redelivered %d", ci.NumPending, ci.NumAckPending, ci.NumRedelivered)
+			}
+			c.cmd.Process.Signal(syscall.SIGTERM)
+			<-c.exited
+			for _, m := range missing(t, dbURL, dep, requests)[:3] {
+				var i int
+				fmt.Sscan(m, &i)
+				t.Logf("missing event %d was stored at stream sequence %d", i, seqs[i])
+			}
+			t.Fatalf("after 60s: %d requests and %d samples stored; want %d and %d (missing: %v); consumer: %s %v\nfirst collector stderr:\n%s\nsecond collector stderr:\n%s",
+				rows("requests"), rows("samples"), requests-samples, samples, missing(t, dbURL, dep, requests), state, err, first.stderr.String(), c.stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

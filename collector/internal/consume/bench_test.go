@@ -22,7 +22,8 @@ import (
 // commit → ack, with each write path and 1, 2 or 4 loops on the stream.
 // Each iteration first publishes
 // `events` messages, then times the consumer from start until the last row
-// is committed. The test subject is purged afterwards.
+// is committed. (The events stay in the stream until its max age: see
+// testenv on why tests never purge.)
 //
 //	go test -run '^$' -bench Pipeline -benchtime 1x ./collector/internal/consume
 func BenchmarkPipeline(b *testing.B) {
@@ -35,7 +36,6 @@ func BenchmarkPipeline(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/workers=%d/events=%d", mode, bc.workers, n), func(b *testing.B) {
 			pool, _ := testenv.Pool(b)
 			_, js := testenv.NATS(b)
-			ctx := context.Background()
 			var elapsed time.Duration
 			for range b.N {
 				b.StopTimer()
@@ -54,12 +54,6 @@ func BenchmarkPipeline(b *testing.B) {
 					}
 				}
 				<-js.PublishAsyncComplete()
-				b.Cleanup(func() {
-					s, err := js.Stream(ctx, events.StreamEvents)
-					if err == nil {
-						_ = s.Purge(ctx, jetstream.WithPurgeSubject(events.RequestSubject(dep)))
-					}
-				})
 				w := store.NewWriter(pool, store.Options{Mode: mode, Retention: 720 * time.Hour})
 				c := consume.New(js, w, consume.Config{BatchSize: 500, FlushInterval: 200 * time.Millisecond, Consumer: prefix, Workers: bc.workers, Logger: logger()})
 				written := telemetry.EventsWritten(events.TypeRequestCompleted)
@@ -97,11 +91,6 @@ func BenchmarkLag(b *testing.B) {
 		prefix := "graygate-collector-bench-" + testenv.Suffix()
 		dep := "cl-" + testenv.Suffix()
 		testenv.Consumers(b, js, prefix, time.Minute, events.RequestSubject(dep))
-		b.Cleanup(func() {
-			if s, err := js.Stream(ctx, events.StreamEvents); err == nil {
-				_ = s.Purge(ctx, jetstream.WithPurgeSubject(events.RequestSubject(dep)))
-			}
-		})
 		w := store.NewWriter(pool, store.Options{})
 		stop := run(b, consume.New(js, w, consume.Config{BatchSize: 500, FlushInterval: 200 * time.Millisecond, Consumer: prefix}))
 		const rate, seconds = 1000, 5

@@ -3,6 +3,12 @@
 // private to the test, a TCP proxy that can cut a connection on demand, and
 // the built collector binary. It is imported by tests only.
 //
+// Tests share the machine's streams with other tests and services, so they
+// use deployment names of their own and consumers that start at the next
+// message, and they never purge: on nats-server 2.9 a subject-filtered purge
+// moves the ack floor of every unfiltered consumer of the stream past
+// messages it has not received yet, which are then lost to it.
+//
 // Services come from DATABASE_URL and NATS_URL (defaults: the local
 // Postgres as user postgres, nats://127.0.0.1:4222). When one is
 // unreachable the test is skipped with a message saying so, unless CI is
