@@ -40,6 +40,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"gopkg.in/yaml.v3"
 
 	"github.com/graygate/graygate/schemas/config"
@@ -744,9 +746,15 @@ func TestReferencedMetricsExist(t *testing.T) {
 		return nil
 	})
 
+	// The analyzer's window starts at the first whole bucket (1s here)
+	// after a deployment turned active, which the gateway recorded when it
+	// started: requests in that same second are not judged.
+	time.Sleep(2 * time.Second)
+
 	// Postgres for the collector, when there is one.
-	collectorURL := ""
+	collectorURL, collectorDB := "", ""
 	if dbURL, why := database(t); dbURL != "" {
+		collectorDB = dbURL
 		cenv := append(env, "DATABASE_URL="+dbURL)
 		cmd := exec.Command(bin["collector"], "migrate", "--config", cfgPath)
 		cmd.Env = append(os.Environ(), cenv...)
@@ -794,61 +802,140 @@ func TestReferencedMetricsExist(t *testing.T) {
 		t.Errorf("failing primary: status %d, want 5xx", s)
 	}
 
-	// The analyzer rolls the gray back within a few intervals.
-	var anText string
-	waitFor(t, "analyzer rollback (graygate_analyzer_rollbacks_total)", 60*time.Second, func() error {
-		text, err := get(anURL + "/metrics")
-		if err != nil {
-			return err
-		}
-		anText = text
-		if !strings.Contains(text, "graygate_analyzer_rollbacks_total{") {
-			gw, _ := get(adminURL + "/metrics")
-			return fmt.Errorf("no rollback yet; analyzer:\n%s\ngateway:\n%s", grep(text, "graygate_"), grep(gw, "graygate_"))
-		}
-		return nil
-	})
-	var gwText string
-	waitFor(t, "gateway applying the rollback and publishing its events", 30*time.Second, func() error {
-		text, err := get(adminURL + "/metrics")
-		if err != nil {
-			return err
-		}
-		gwText = text
-		if !strings.Contains(text, `graygate_rollout_status{deployment="infra-chat",status="rolled_back"} 1`) {
-			return errors.New("rollback not applied yet")
-		}
-		if strings.Contains(text, `graygate_events_published_total{kind="request"} 0`) {
-			return errors.New("no request event published yet")
-		}
-		return nil
-	})
+	// Gray and primary answers that pass every gate on infra-promote: the
+	// analyzer promotes it from 10 to 20 %% after the 1s hold.
+	for i := 0; i < 3; i++ {
+		chat("infra-promote", "", map[string]string{"X-Gray-Rollout": "true"})
+		chat("infra-promote", "", map[string]string{"X-Gray-Rollout": "false"})
+	}
+
+	// The analyzer rolls infra-chat back (schema drift: invalid JSON) and
+	// promotes infra-promote; the gateway applies the rollback.
+	anText := waitMetrics(t, "analyzer", anURL+"/metrics", 60*time.Second,
+		"graygate_analyzer_rollbacks_total{", "graygate_analyzer_promotions_total{")
+	gwText := waitMetrics(t, "gateway", adminURL+"/metrics", 30*time.Second,
+		`graygate_rollout_status{deployment="infra-chat",status="rolled_back"} 1`,
+		`graygate_fallbacks_total{deployment="infra-chat",reason="invalid_json"}`,
+		`graygate_sampling_contract_rejections_total{param="temperature"}`)
+
+	var colText string
+	if collectorURL != "" {
+		colURL := collectorURL + "/metrics"
+		waitMetrics(t, "collector", colURL, 30*time.Second, "graygate_collector_events_written_total{",
+			"graygate_collector_batch_duration_seconds_bucket{", "graygate_collector_consumer_pending{")
+		// A stored event republished under a new JetStream message id gets
+		// past JetStream's duplicate window: the collector counts it.
+		republishFirst(t, natsURL, "GRAYGATE_EVENTS")
+		waitMetrics(t, "collector", colURL, 30*time.Second, "graygate_collector_events_duplicate_total{")
+		// A batch whose table is missing fails (and is redelivered later).
+		sqlExec(t, collectorDB, "ALTER TABLE rejections RENAME TO rejections_hidden_by_infra_test")
+		chat("infra-chat", `,"temperature":0.2`, nil)
+		colText = waitMetrics(t, "collector", colURL, 30*time.Second, "graygate_collector_write_errors_total{")
+	}
+	// With GRAYGATE_ANALYSIS gone, the analyzer cannot publish evaluations.
+	deleteStream(t, natsURL, "GRAYGATE_ANALYSIS")
+	anText = waitMetrics(t, "analyzer", anURL+"/metrics", 30*time.Second, "graygate_analyzer_publish_errors_total{")
 
 	fams := map[string]*family{}
 	parseScrape(fams, gwText)
 	parseScrape(fams, anText)
-	collectorFamilies := func(name string) bool { return strings.HasPrefix(name, "graygate_collector_") }
-	if collectorURL != "" {
-		var colText string
-		waitFor(t, "collector writing the events", 30*time.Second, func() error {
-			text, err := get(collectorURL + "/metrics")
-			if err != nil {
-				return err
-			}
-			colText = text
-			for _, want := range []string{"graygate_collector_events_written_total{", "graygate_collector_batch_duration_seconds_bucket{", "graygate_collector_consumer_pending{"} {
-				if !strings.Contains(text, want) {
-					return fmt.Errorf("no %s yet", want)
-				}
-			}
-			return nil
-		})
-		parseScrape(fams, colText)
-		collectorFamilies = func(string) bool { return false }
-	}
 	// Without Postgres the collector's references are not checked (logged
 	// above; a failure when CI is set).
-	checkReferences(t, fams, all, collectorFamilies)
+	skip := func(name string) bool { return strings.HasPrefix(name, "graygate_collector_") }
+	if colText != "" {
+		parseScrape(fams, colText)
+		skip = func(string) bool { return false }
+	}
+	checkReferences(t, fams, all, skip)
+}
+
+// waitMetrics polls a /metrics URL until its text contains every want, and
+// returns that text.
+func waitMetrics(t *testing.T, who, u string, timeout time.Duration, wants ...string) string {
+	t.Helper()
+	var text string
+	waitFor(t, who+" /metrics with "+strings.Join(wants, ", "), timeout, func() error {
+		var err error
+		if text, err = get(u); err != nil {
+			return err
+		}
+		for _, w := range wants {
+			if !strings.Contains(text, w) {
+				return fmt.Errorf("no %s yet; graygate series now:\n%s", w, grep(text, "graygate_"))
+			}
+		}
+		return nil
+	})
+	return text
+}
+
+func jetStream(t *testing.T, natsURL string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// republishFirst publishes the first message of a stream again under a new
+// Nats-Msg-Id (same event id inside).
+func republishFirst(t *testing.T, natsURL, stream string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js := jetStream(t, natsURL)
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetMsg(ctx, st.CachedInfo().State.FirstSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(m.Subject)
+	msg.Data = m.Data
+	for k, v := range m.Header {
+		msg.Header[k] = v
+	}
+	msg.Header.Set(jetstream.MsgIDHeader, "infra-test-republished-"+suffix())
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deleteStream(t *testing.T, natsURL, stream string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := jetStream(t, natsURL).DeleteStream(ctx, stream); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sqlExec(t *testing.T, dbURL, stmt string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+}
+
+func suffix() string {
+	var b [5]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 const testConfig = `
@@ -878,6 +965,9 @@ routing:
     - model: infra-broken
       candidates:
         - deployment: infra-broken
+    - model: infra-promote
+      candidates:
+        - deployment: infra-promote
 deployments:
   infra-chat:
     context_window: 4096
@@ -891,13 +981,31 @@ deployments:
       timeout: 2s
   infra-broken:
     primary: {url: %s, model: broken-model}
+  infra-promote:
+    primary: {url: %[5]s, model: primary-model}
+    gray: {url: %[5]s, model: gray-model}
+    rollout:
+      mode: canary
+      percentage: 10
+      sticky_key: none
+      timeout: 2s
 analyzer:
-  listen: 127.0.0.1:%d
+  listen: 127.0.0.1:%[8]d
   interval: 500ms
   window: 1m
   min_requests: 1
+  gates:
+    token_inflation_max: 10
+    schema_failure_rate_max: 0.0
+    ttft_p99_max: 60s
+    ttft_p99_ratio_max: 1000
+    latency_p99_ratio_max: 1000
+    tool_loop_ratio_max: 1
+  promotion:
+    steps: [10, 20]
+    hold: 1s
 collector:
-  listen: 127.0.0.1:%d
+  listen: 127.0.0.1:%[9]d
   flush_interval: 50ms
 `
 
@@ -1008,9 +1116,7 @@ func database(t *testing.T) (string, string) {
 		return "", fmt.Sprintf("Postgres unreachable (%v): the collector's metrics are not checked; set DATABASE_URL or start Postgres", err)
 	}
 	defer conn.Close(context.Background())
-	var b [5]byte
-	rand.Read(b[:])
-	name := "graygate_infra_test_" + hex.EncodeToString(b[:])
+	name := "graygate_infra_test_" + suffix()
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("create database: %v", err)
 	}
