@@ -757,7 +757,7 @@ func TestReferencedMetricsExist(t *testing.T) {
 		collectorDB = dbURL
 		cenv := append(env, "DATABASE_URL="+dbURL)
 		cmd := exec.Command(bin["collector"], "migrate", "--config", cfgPath)
-		cmd.Env = append(os.Environ(), cenv...)
+		cmd.Env = processEnv(cenv)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("collector migrate: %v\n%s", err, out)
 		}
@@ -1186,7 +1186,7 @@ func (l *lockedBuffer) String() string {
 func startProcess(t *testing.T, name string, env []string, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = processEnv(env)
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -1206,6 +1206,22 @@ func startProcess(t *testing.T, name string, env []string, bin string, args ...s
 			t.Logf("%s output:\n%s", name, out.String())
 		}
 	})
+}
+
+// processEnv is the test's environment without the variables that would
+// override the test config (NATS_URL would point the services at another
+// NATS than the private one), plus env.
+func processEnv(env []string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "NATS_URL", "DATABASE_URL", "GRAYGATE_ADMIN_TOKEN", "GRAYGATE_API_TOKEN", "GRAYGATE_CLIENT_TOKENS":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, env...)
 }
 
 func get(u string) (string, error) {
