@@ -503,6 +503,7 @@ func envHasAll(env map[string]bool, names ...string) bool {
 func exprs(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
+	seen := map[string]bool{}
 	for i, doc := range yamlDocs(t, filepath.Join(infraDir(t), "prometheus", "alerts.yml")) {
 		groups, _ := doc["groups"].([]any)
 		for _, g := range groups {
@@ -517,6 +518,21 @@ func exprs(t *testing.T) map[string]string {
 				if dig(r, "annotations", "summary") == nil {
 					t.Errorf("alert %s has no summary", name)
 				}
+				if sev, _ := dig(r, "labels", "severity").(string); sev != "critical" && sev != "warning" && sev != "info" {
+					t.Errorf("alert %s: severity %q, want critical, warning or info", name, sev)
+				}
+				if f, ok := dig(r, "for").(string); ok {
+					if _, err := time.ParseDuration(f); err != nil {
+						t.Errorf("alert %s: for %q: %v", name, f, err)
+					}
+				}
+				if err := balanced(e); err != nil {
+					t.Errorf("alert %s: expr: %v", name, err)
+				}
+				if seen[name] {
+					t.Errorf("alert %s defined twice", name)
+				}
+				seen[name] = true
 				out["alert "+name] = e
 			}
 		}
@@ -557,6 +573,14 @@ func exprs(t *testing.T) map[string]string {
 		}
 	}
 	walk("", dash)
+	checkDashboard(t, dash)
+	for w, e := range out {
+		if strings.HasPrefix(w, "dashboard") {
+			if err := balanced(e); err != nil {
+				t.Errorf("%s: %v", w, err)
+			}
+		}
+	}
 	if len(out) < 30 {
 		t.Fatalf("found only %d expressions in alerts and dashboard", len(out))
 	}
@@ -1276,4 +1300,65 @@ func grep(s, sub string) string {
 		}
 	}
 	return b.String()
+}
+
+// balanced checks that a PromQL expression's brackets pair up outside
+// string literals and that its strings are closed.
+func balanced(e string) error {
+	var stack []rune
+	pair := map[rune]rune{')': '(', ']': '[', '}': '{'}
+	var quote rune
+	for i, r := range e {
+		switch {
+		case quote != 0:
+			if r == quote && (i == 0 || e[i-1] != '\\') {
+				quote = 0
+			}
+		case r == '"' || r == '\'' || r == '`':
+			quote = r
+		case r == '(' || r == '[' || r == '{':
+			stack = append(stack, r)
+		case r == ')' || r == ']' || r == '}':
+			if len(stack) == 0 || stack[len(stack)-1] != pair[r] {
+				return fmt.Errorf("unbalanced %q at offset %d in %s", r, i, e)
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+	if quote != 0 || len(stack) > 0 {
+		return fmt.Errorf("unclosed string or bracket in %s", e)
+	}
+	return nil
+}
+
+// checkDashboard checks the dashboard's structure: a uid and title, unique
+// panel ids, panels inside the 24-column grid, every graph panel with a
+// Prometheus data source and at least one query.
+func checkDashboard(t *testing.T, dash map[string]any) {
+	t.Helper()
+	if dash["uid"] == nil || dash["title"] == nil {
+		t.Error("dashboard has no uid or title")
+	}
+	panels, _ := dash["panels"].([]any)
+	ids := map[int]bool{}
+	for i, p := range panels {
+		id := asInt(dig(p, "id"))
+		if id <= 0 || ids[id] {
+			t.Errorf("dashboard panel %d: id %d missing or repeated", i, id)
+		}
+		ids[id] = true
+		x, w := asInt(dig(p, "gridPos", "x")), asInt(dig(p, "gridPos", "w"))
+		if x < 0 || w <= 0 || x+w > 24 || asInt(dig(p, "gridPos", "h")) <= 0 {
+			t.Errorf("dashboard panel %d (%v): gridPos %v outside the grid", i, dig(p, "title"), dig(p, "gridPos"))
+		}
+		if dig(p, "type") == "row" {
+			continue
+		}
+		if dig(p, "datasource", "type") != "prometheus" {
+			t.Errorf("dashboard panel %v: datasource %v", dig(p, "title"), dig(p, "datasource"))
+		}
+		if ts, _ := dig(p, "targets").([]any); len(ts) == 0 {
+			t.Errorf("dashboard panel %v has no queries", dig(p, "title"))
+		}
+	}
 }
