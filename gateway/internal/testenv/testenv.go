@@ -73,13 +73,14 @@ type Process struct {
 func (p *Process) Stderr() string { return p.stderr.String() }
 
 // Start runs bin with args and waits until a stdout line contains ready
-// (empty: do not wait); it returns that line. The process is killed at the
-// end of the test.
+// (empty: do not wait); it returns that line. The process gets the test's
+// environment without config overrides (see cleanEnviron), plus env. It is
+// killed at the end of the test.
 func Start(t testing.TB, bin string, env []string, ready string, args ...string) (*Process, string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = RepoRoot(t)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cleanEnviron(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -327,6 +328,22 @@ func Command(bin string, env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	_, file, _, _ := runtime.Caller(0)
 	cmd.Dir = filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cleanEnviron(), env...)
 	return cmd
+}
+
+// cleanEnviron is the test's environment without the variables that
+// override a graygate config file (NATS_URL, DATABASE_URL, GRAYGATE_*):
+// `task test` exports them for the integration tests, and a binary started
+// with a test's own config must use that config's servers.
+func cleanEnviron() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); {
+		case name == "NATS_URL", name == "DATABASE_URL", strings.HasPrefix(name, "GRAYGATE_"):
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
