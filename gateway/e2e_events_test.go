@@ -263,3 +263,115 @@ func TestE2ERolloutPropagation(t *testing.T) {
 		t.Errorf("p99 propagation %v; the hard limit is 50ms", p99)
 	}
 }
+
+// TestE2ESecretsNeverLeak plants an upstream key, a client token and an
+// admin token, drives traffic that exercises success, refusals, gray
+// fallbacks, samples and the admin API, then searches everything the run
+// produced — the gateway's log, every event stored, what the upstreams
+// received — for them.
+func TestE2ESecretsNeverLeak(t *testing.T) {
+	const (
+		upstreamKey = "sk-planted-upstream-7f3a9c"
+		clientToken = "ct-planted-client-91bd2e"
+		adminToken  = "adm-planted-admin-55c1d0"
+	)
+	ns := testenv.StartNATS(t)
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t, "--content", "schema-break")
+	cfg := strings.NewReplacer("{{NATS}}", ns.URL, "{{PRIMARY}}", primary.URL, "{{GRAY}}", gray.URL,
+		"{{SPOOL}}", t.TempDir(), "admin_token: admin-secret", "client_tokens_env: E2E_CLIENT_TOKENS",
+		"model: qwen-v1}", "model: qwen-v1, api_key_env: E2E_PRIMARY_KEY}",
+		"percentage: 0", "percentage: 100").Replace(e2eEventsConfig)
+	cfg += "sampling_contract:\n  params: {temperature: 0.7}\n"
+	gw := testenv.StartGateway(t, cfg, "E2E_CLIENT_TOKENS="+clientToken, "E2E_PRIMARY_KEY="+upstreamKey,
+		"GRAYGATE_ADMIN_TOKEN="+adminToken)
+
+	send := func(token, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		testenv.Must(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	ok := `{"model":"agent-chat","messages":[{"role":"user","content":"hi"}]}`
+	testenv.WaitFor(t, 10*time.Second, "gray at 100% from the log", func() bool {
+		return send(clientToken, ok) == 200 && len(gray.Requests(t)) > 0
+	})
+	for _, c := range []struct {
+		token, body string
+		want        int
+	}{
+		{clientToken, ok, 200},
+		{"wrong-" + clientToken, ok, 401},
+		{clientToken, `{"model":"agent-chat","temperature":0.1}`, 400},
+		{clientToken, `{"model":"agent-chat","stream":true,"messages":[]}`, 200},
+	} {
+		if got := send(c.token, c.body); got != c.want {
+			t.Errorf("status %d; want %d", got, c.want)
+		}
+	}
+	for _, tok := range []string{"wrong", adminToken} {
+		req, _ := http.NewRequest(http.MethodGet, gw.Admin+"/admin/rollouts", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		testenv.Must(t, err)
+		resp.Body.Close()
+	}
+
+	nc, err := nats.Connect(ns.URL)
+	testenv.Must(t, err)
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var stored bytes.Buffer
+	testenv.WaitFor(t, 10*time.Second, "the samples in the event log", func() bool {
+		stored.Reset()
+		for _, stream := range []string{events.StreamEvents, events.StreamRollout} {
+			cons, err := js.OrderedConsumer(context.Background(), stream, jetstream.OrderedConsumerConfig{})
+			if err != nil {
+				return false
+			}
+			for {
+				msgs, err := cons.FetchNoWait(500)
+				if err != nil {
+					break
+				}
+				n := 0
+				for m := range msgs.Messages() {
+					n++
+					stored.Write(m.Data())
+					for k, v := range m.Headers() {
+						stored.WriteString(k + strings.Join(v, ","))
+					}
+				}
+				if n == 0 {
+					break
+				}
+			}
+		}
+		return bytes.Contains(stored.Bytes(), []byte(events.TypeSampleMalformed))
+	})
+	upstreamSaw := ""
+	for _, m := range []*testenv.Mock{primary, gray} {
+		for _, r := range m.Requests(t) {
+			upstreamSaw += r.Body + fmt.Sprint(r.Headers)
+		}
+	}
+	places := map[string]string{"the gateway's log": gw.Stderr(), "the event log": stored.String()}
+	for where, text := range places {
+		for _, secret := range []string{upstreamKey, clientToken, adminToken} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s contains a planted secret %q", where, secret)
+			}
+		}
+	}
+	for _, secret := range []string{clientToken, adminToken} {
+		if strings.Contains(upstreamSaw, secret) {
+			t.Errorf("an upstream received the planted secret %q", secret)
+		}
+	}
+	if !strings.Contains(upstreamSaw, upstreamKey) {
+		t.Errorf("the primary never received its own key: the test did not exercise it")
+	}
+}
