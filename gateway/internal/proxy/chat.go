@@ -51,6 +51,8 @@ func (s *Server) chat(c *fiber.Ctx) error {
 		return s.forwardStream(c, x, &k)
 	}
 	defer s.putExchange(x)
+	telemetry.Started()
+	defer telemetry.Finished()
 	return s.forward(c, x, &k)
 }
 
