@@ -133,8 +133,10 @@ func (p *pipeline) countRows(t *testing.T) (rows, distinct int64) {
 }
 
 // load sends requests at a steady pace until stop is closed, counting
-// them; every one must succeed.
-func load(t *testing.T, gw func() string, stop <-chan struct{}, sent *atomic.Int64, failures *atomic.Int64) {
+// them; every one must succeed. Each request holds mu's read lock, so a
+// restart (under the write lock) happens between requests, as behind a
+// load balancer that drains a replica before stopping it.
+func load(t *testing.T, mu *sync.RWMutex, gw func() string, stop <-chan struct{}, sent *atomic.Int64, failures *atomic.Int64) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -145,13 +147,18 @@ func load(t *testing.T, gw func() string, stop <-chan struct{}, sent *atomic.Int
 		case <-tick.C:
 		}
 		body := fmt.Sprintf(`{"model":"agent-chat","user":"u%d","messages":[{"role":"user","content":"hi"}]}`, i%100)
+		mu.RLock()
 		resp, err := client.Post(gw()+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		mu.RUnlock()
 		if err != nil {
+			t.Logf("request failed: %v", err)
 			failures.Add(1)
 			continue
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 		if resp.StatusCode != 200 {
 			failures.Add(1)
 			continue
@@ -173,14 +180,14 @@ func TestE2EPipelineSurvivesNATSOutage(t *testing.T) {
 		t.Run(fmt.Sprintf("gateway restart during the outage: %v", restart), func(t *testing.T) {
 			p := startPipeline(t)
 			cfg := p.cfgText // both gateways share its spool directory
-			var mu sync.Mutex
+			var mu sync.RWMutex
 			gw := testenv.StartGateway(t, cfg, p.env...)
-			current := func() string { mu.Lock(); defer mu.Unlock(); return gw.URL }
+			current := func() string { return gw.URL } // called under mu
 
 			var sent, failures atomic.Int64
 			stop := make(chan struct{})
 			done := make(chan struct{})
-			go func() { load(t, current, stop, &sent, &failures); close(done) }()
+			go func() { load(t, &mu, current, stop, &sent, &failures); close(done) }()
 
 			time.Sleep(2 * time.Second)
 			p.nats.Stop()
@@ -195,6 +202,7 @@ func TestE2EPipelineSurvivesNATSOutage(t *testing.T) {
 				_, _ = old.Cmd.Process.Wait()
 				gw = testenv.StartGateway(t, cfg, p.env...)
 				mu.Unlock()
+				http.DefaultClient.CloseIdleConnections()
 				t.Logf("gateway restarted during the outage")
 				time.Sleep(outage / 2)
 			} else {
@@ -210,7 +218,7 @@ func TestE2EPipelineSurvivesNATSOutage(t *testing.T) {
 			}
 			want := sent.Load()
 			var rows, distinct int64
-			testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("%d request rows in Postgres", want), func() bool {
+			testenv.WaitFor(t, 120*time.Second, fmt.Sprintf("%d request rows in Postgres", want), func() bool {
 				rows, distinct = p.countRows(t)
 				return rows >= want
 			})
