@@ -97,27 +97,16 @@ func (v *env) bucket() string {
 }
 
 // systemEnv uses the machine's nats-server (2.9 here), shared with other
-// tests and services: the deployment gets a name of its own, and its
-// subjects are purged and consumers deleted afterwards.
+// tests and services: the deployment gets a name of its own. Its events are
+// left in the streams (they age out): on nats-server 2.9 a purge filtered to
+// one subject moves the ack floor of every unfiltered consumer of the
+// stream, so purging here would make a collector running at the same time
+// lose other tests' events.
 func systemEnv(t *testing.T) *env {
 	t.Helper()
 	_, js := natstest.Connect(t, natstest.System(t))
 	natstest.Streams(t, js)
-	v := &env{t: t, js: js, clk: newClock(), dep: fmt.Sprintf("analyzer-test-%d", time.Now().UnixNano()), patience: time.Minute}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for stream, subject := range map[string]string{
-			events.StreamEvents:   events.RequestSubject(v.dep),
-			events.StreamRollout:  events.RolloutSubject(v.dep),
-			events.StreamAnalysis: events.AnalysisSubject(v.dep),
-		} {
-			if s, err := js.Stream(ctx, stream); err == nil {
-				_ = s.Purge(ctx, jetstream.WithPurgeSubject(subject))
-			}
-		}
-	})
-	return v
+	return &env{t: t, js: js, clk: newClock(), dep: fmt.Sprintf("analyzer-test-%d", time.Now().UnixNano()), patience: time.Minute}
 }
 
 // running is an engine whose consumer and rollout follower run until stop.
