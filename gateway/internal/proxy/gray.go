@@ -115,17 +115,8 @@ func readStream(resp interface {
 			}
 			parsed += len(ev)
 			rest = tail
-			data := eventData(ev)
-			if data == nil || string(data) == "[DONE]" {
-				continue
-			}
-			if scan.ScanAnswer(data, &x.answer) != nil {
+			if x.takeEvent(ev, m, sent) == eventInvalid {
 				invalid = true
-				continue
-			}
-			x.tally.add(data, &x.answer)
-			if m.TTFT == 0 && x.tally.produced {
-				m.TTFT = time.Since(sent)
 			}
 		}
 		if len(x.ans) > maxAnswerBytes {

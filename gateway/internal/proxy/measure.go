@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/graygate/graygate/gateway/internal/scan"
 )
@@ -124,4 +125,34 @@ func (t *tally) fill(m *Measure, body []byte, req *scan.Request) {
 			m.RepeatedToolCall = bytes.Equal(t.scratch[:n], t.firstName) && bytes.Equal(t.scratch[n:], t.firstArgs)
 		}
 	}
+}
+
+// eventKind is what one SSE event of an answer stream carried.
+type eventKind uint8
+
+const (
+	eventOther     eventKind = iota // a comment, [DONE], or an event without data
+	eventChunk                      // a chat.completion.chunk
+	eventUsageOnly                  // the usage chunk (no choices)
+	eventInvalid                    // data that is not a JSON object
+)
+
+// takeEvent tallies one SSE event of an answer stream into x.tally and sets
+// m.TTFT, measured from sent, at the first content or tool call.
+func (x *exchange) takeEvent(ev []byte, m *Measure, sent time.Time) eventKind {
+	data := eventData(ev)
+	if data == nil || bytes.Equal(data, doneMarker) {
+		return eventOther
+	}
+	if scan.ScanAnswer(data, &x.answer) != nil {
+		return eventInvalid
+	}
+	x.tally.add(data, &x.answer)
+	if m.TTFT == 0 && x.tally.produced {
+		m.TTFT = time.Since(sent)
+	}
+	if x.answer.HasUsage && x.answer.Choices == 0 {
+		return eventUsageOnly
+	}
+	return eventChunk
 }

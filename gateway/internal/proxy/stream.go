@@ -275,15 +275,13 @@ func (s *Server) pipe(w *bufio.Writer, x *exchange, k *call, src *source) Measur
 				break
 			}
 			rest = tail
-			if data := eventData(ev); data != nil && !bytes.Equal(data, doneMarker) && scan.ScanAnswer(data, &x.answer) == nil {
-				x.tally.add(data, &x.answer)
-				if m.TTFT == 0 && x.tally.produced {
-					m.TTFT = time.Since(src.sent)
-					telemetry.TTFT(k.deployment.name, src.armName, m.TTFT)
-				}
-				if strip && x.answer.HasUsage && x.answer.Choices == 0 {
-					continue
-				}
+			first := m.TTFT == 0
+			kind := x.takeEvent(ev, &m, src.sent)
+			if first && m.TTFT != 0 {
+				telemetry.TTFT(k.deployment.name, src.armName, m.TTFT)
+			}
+			if strip && kind == eventUsageOnly {
+				continue
 			}
 			w.Write(ev)
 		}
