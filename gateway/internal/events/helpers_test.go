@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +128,10 @@ func (r *running) stop(t testing.TB) {
 			t.Errorf("Run() = %v", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context ended")
+		// Show where Run is stuck, for whoever reads the failure.
+		var stacks strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+		t.Fatalf("Run did not return after its context ended; goroutines:\n%s", stacks.String())
 	}
 	r.done = nil
 }
