@@ -7,6 +7,7 @@
 //	go run ./scripts/devenv env                    print .data/env
 //	go run ./scripts/devenv start                  start mock upstreams and built services in the background
 //	go run ./scripts/devenv traffic                send a short burst of chat completions to the gateway
+//	go run ./scripts/devenv soak [flags]           load-and-fault drill on a private copy of the system (soak.go)
 //	go run ./scripts/devenv down                   stop everything devenv started, nothing else
 //
 // Progress goes to stderr; the env lines go to stdout, so
@@ -35,6 +36,9 @@ commands:
                         in the background, logs under .data/logs
   traffic [flags]       send chat completions to the gateway and summarise
                         the answers (traffic --help for flags)
+  soak [flags]          a bounded load-and-fault drill on a private copy of the
+                        whole system (needs bin/ built); ends with a report
+                        (soak --help for flags)
   down                  stop the services, NATS and Postgres that devenv started
 
 environment: NATS_URL (default nats://127.0.0.1:4222), DATABASE_URL (no default:
@@ -78,6 +82,8 @@ func run(ctx context.Context, args []string) error {
 		return startServices(ctx, l)
 	case "traffic":
 		return traffic(ctx, args[1:])
+	case "soak":
+		return soak(ctx, l, args[1:])
 	case "down":
 		return down(ctx, l)
 	default:

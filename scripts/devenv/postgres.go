@@ -111,6 +111,7 @@ func newCluster(ctx context.Context, l layout) (*cluster, error) {
 	} else {
 		c.uid, c.gid = os.Getuid(), os.Getgid()
 	}
+	c.logPath = c.dataDir + ".log"
 	return c, nil
 }
 
@@ -139,17 +140,37 @@ func (c *cluster) ensure(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	if err := c.touchLog(); err != nil {
+	if err := c.start(ctx, port); err != nil {
 		return "", err
+	}
+	u := clusterURL(port)
+	return u, ensureDatabase(ctx, u)
+}
+
+// start starts the postmaster of an initialised cluster on port and waits
+// until it accepts connections.
+func (c *cluster) start(ctx context.Context, port int) error {
+	if err := c.touchLog(); err != nil {
+		return err
 	}
 	logf("postgres: starting private cluster %s on 127.0.0.1:%d (log %s)", c.l.rel(c.dataDir), port, c.l.rel(c.logPath))
 	start := c.command(ctx, "pg_ctl", "start", "--pgdata", c.dataDir, "--log", c.logPath,
 		"--wait", "--timeout", "60", "--options", "-p "+strconv.Itoa(port))
 	if out, err := start.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("pg_ctl start: %w\n%s\nlast lines of %s:\n%s", err, out, c.l.rel(c.logPath), tailFile(c.logPath, 15))
+		return fmt.Errorf("pg_ctl start: %w\n%s\nlast lines of %s:\n%s", err, out, c.l.rel(c.logPath), tailFile(c.logPath, 15))
 	}
-	u := clusterURL(port)
-	return u, ensureDatabase(ctx, u)
+	return nil
+}
+
+// stop stops the postmaster with a pg_ctl shutdown mode: fast (roll back
+// sessions, checkpoint) or immediate (no checkpoint: a crash, recovered
+// from the WAL at the next start).
+func (c *cluster) stop(ctx context.Context, mode string) error {
+	cmd := c.command(ctx, "pg_ctl", "stop", "--pgdata", c.dataDir, "--mode", mode, "--wait", "--timeout", "60")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl stop --mode %s: %w\n%s", mode, err, out)
+	}
+	return nil
 }
 
 func clusterURL(port int) string {
@@ -316,7 +337,7 @@ func (c *cluster) placeDataDir(ctx context.Context) error {
 	if c.cred == nil || c.canWrite(ctx, c.dataDir) {
 		return nil
 	}
-	sum := sha256.Sum256([]byte(c.l.root))
+	sum := sha256.Sum256([]byte(c.l.pgDir))
 	alt := filepath.Join(os.TempDir(), "graygate-pg-"+hex.EncodeToString(sum[:6]))
 	logf("postgres: user postgres cannot write %s; placing the cluster in %s (symlinked from .data/pg)", c.l.rel(c.dataDir), alt)
 	if err := os.Remove(c.dataDir); err != nil {
@@ -407,9 +428,5 @@ func stopPostgres(ctx context.Context, l layout) error {
 		return errors.New("the private cluster runs but no pg_ctl was found to stop it")
 	}
 	logf("postgres: stopping private cluster %s (pid %d)", l.rel(c.dataDir), pid)
-	cmd := c.command(ctx, "pg_ctl", "stop", "--pgdata", c.dataDir, "--mode", "fast", "--wait", "--timeout", "60")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pg_ctl stop: %w\n%s", err, out)
-	}
-	return nil
+	return c.stop(ctx, "fast")
 }

@@ -1,0 +1,448 @@
+package main
+
+// `devenv soak`: a bounded load-and-fault drill on loopback. It brings up a
+// private copy of the whole system — its own nats-server, its own Postgres
+// cluster, two gateway replicas, the collector, the analyzer and two mock
+// upstreams — sends steady traffic with a gray arm through it, and in turn
+// kills and restarts NATS, Postgres, the collector, the analyzer and one
+// gateway; the last phase breaks the gray arm so that the analyzer must roll
+// it back. It ends with a report (soakReport) and fails when a target is
+// missed. Nothing it starts outlives it, and it never touches the servers
+// `up` uses.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// soakOptions are the drill's flags.
+type soakOptions struct {
+	phase  time.Duration // length of each phase
+	outage time.Duration // how long a killed part stays down
+	rate   int           // requests per second, all phases
+	conns  int           // concurrent client connections
+	users  int           // distinct sticky users
+	out    string        // report file (Markdown); a .json beside it
+	bin    string        // directory holding gateway, collector, analyzer, mockllm
+}
+
+func parseSoakFlags(args []string) (soakOptions, error) {
+	o := soakOptions{}
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.DurationVar(&o.phase, "phase", 40*time.Second, "length of each of the 7 phases")
+	fs.DurationVar(&o.outage, "outage", 10*time.Second, "how long a killed part stays down (within its phase)")
+	fs.IntVar(&o.rate, "rate", 100, "requests per second sent to the gateways")
+	fs.IntVar(&o.conns, "conns", 16, "client connections (workers) sending them")
+	fs.IntVar(&o.users, "users", 500, "distinct users (sticky gray assignment)")
+	fs.StringVar(&o.out, "report", ".data/soak/report.md", "where to write the report (and a .json beside it)")
+	fs.StringVar(&o.bin, "bin", "bin", "directory with the built gateway, collector, analyzer and mockllm (task build)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case o.phase < 3*time.Second:
+		return o, fmt.Errorf("--phase %s: at least 3s", o.phase)
+	case o.outage <= 0 || o.outage >= o.phase:
+		return o, fmt.Errorf("--outage %s: must be positive and shorter than --phase %s", o.outage, o.phase)
+	case o.rate < 1 || o.conns < 1 || o.users < 1:
+		return o, errors.New("--rate, --conns and --users must be at least 1")
+	}
+	return o, nil
+}
+
+// soak runs the drill and returns an error when it could not run or a
+// target was missed.
+func soak(ctx context.Context, l layout, args []string) error {
+	o, err := parseSoakFlags(args)
+	if err != nil {
+		return err
+	}
+	if !filepath.IsAbs(o.out) {
+		o.out = filepath.Join(l.root, o.out)
+	}
+	if !filepath.IsAbs(o.bin) {
+		o.bin = filepath.Join(l.root, o.bin)
+	}
+	sys, err := startSystem(ctx, l, o)
+	if sys != nil {
+		defer sys.shutdown()
+	}
+	if err != nil {
+		return err
+	}
+	rep, err := sys.drill(ctx)
+	if err != nil {
+		return err
+	}
+	text := rep.markdown()
+	fmt.Print("\n" + text)
+	if err := rep.write(o.out); err != nil {
+		return err
+	}
+	logf("soak: report written to %s", l.rel(o.out))
+	if failed := rep.failed(); len(failed) > 0 {
+		return fmt.Errorf("soak: targets missed: %s", strings.Join(failed, "; "))
+	}
+	logf("soak: every target met")
+	return nil
+}
+
+// proc is a child process the drill owns: it can kill, stop and restart it.
+type proc struct {
+	name  string
+	bin   string
+	args  []string
+	env   []string
+	dir   string
+	log   string
+	ready func(context.Context) error // nil: ready once started
+	cmd   *exec.Cmd
+	done  chan struct{}
+}
+
+func (p *proc) start(ctx context.Context) error {
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "--- %s soak: start %s %s\n", time.Now().Format(time.RFC3339Nano), p.bin, strings.Join(p.args, " "))
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = p.dir, p.env, f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	go func(done chan struct{}) { cmd.Wait(); close(done) }(p.done)
+	if p.ready == nil {
+		return nil
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := p.ready(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited while starting; last lines of %s:\n%s", p.name, p.log, tailFile(p.log, 15))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after 60s: %v; see %s", p.name, err, p.log)
+		}
+	}
+}
+
+// signal sends sig to the process group and waits up to grace for the exit
+// (SIGKILL after that).
+func (p *proc) signal(sig syscall.Signal, grace time.Duration) {
+	if p.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+	p.cmd = nil
+}
+
+func (p *proc) kill()      { p.signal(syscall.SIGKILL, 10*time.Second) }
+func (p *proc) terminate() { p.signal(syscall.SIGTERM, 20*time.Second) }
+
+// tcpReady is a readiness check: addr accepts connections.
+func tcpReady(addr string) func(context.Context) error {
+	return func(context.Context) error {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+}
+
+// httpReady is a readiness check: GET url answers 200.
+func httpReady(url string) func(context.Context) error {
+	client := &http.Client{Timeout: time.Second}
+	return func(context.Context) error {
+		resp, err := client.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// system is the drill's private copy of graygate and its addresses.
+type system struct {
+	l        layout
+	o        soakOptions
+	dir      string // .data/soak
+	pg       *cluster
+	pgPort   int
+	db       string // its database URL
+	nats     *proc
+	mocks    [2]*proc // primary, gray
+	mockURL  [2]string
+	gateways []*gateway
+	coll     *proc
+	analyzer *proc
+	started  []*proc // in start order, stopped in reverse
+
+	load       *load
+	phaseStats []*phaseStats
+	grayBroken atomic.Int64 // unix nanoseconds when the rollback phase broke the gray arm
+}
+
+// gateway is one replica: its process and addresses.
+type gateway struct {
+	*proc
+	url, admin string
+}
+
+const soakDB = "graygate_soak"
+
+// mockLatency makes both mock upstreams answer like a small model: 40 ms to
+// the first token (or the headers), then 2 ms per token. With instant
+// mocks, the analyzer's p99 ratio gates would compare milliseconds of
+// scheduling noise on a shared machine rather than the upstreams.
+var mockLatency = []string{"--latency", "40ms", "--ttft", "40ms", "--inter-token", "2ms"}
+
+// soakConfig is the configuration every service of the drill reads; the
+// replicas differ only in their listeners and spool directories.
+const soakConfig = `# written by scripts/devenv soak
+nats: {url: {{NATS}}, replicas: 1}
+postgres: {url: "{{PG}}"}
+gateway:
+  listen: {{LISTEN}}
+  admin_listen: {{ADMIN}}
+  spool_dir: {{SPOOL}}
+  admin_token: soak-admin-token
+  rollout_stale_after: 60s
+sampling_contract:
+  conflict: reject
+  params:
+    temperature: {min: 0.0, max: 1.0, default: 0.7}
+routing:
+  routes:
+    - model: agent-chat
+      candidates: [{deployment: qwen}]
+deployments:
+  qwen:
+    primary: {url: {{PRIMARY}}, model: qwen-v1, timeout: 10s}
+    gray: {url: {{GRAY}}, model: qwen-v2}
+    rollout:
+      percentage: 20
+      timeout: 2500ms
+      response_schema: {{SCHEMA}}
+analyzer:
+  listen: {{ANALYZER}}
+  interval: 1s
+  window: 1m
+  min_requests: 50
+collector:
+  listen: {{COLLECTOR}}
+  api_token: soak-api-token
+  flush_interval: 100ms
+`
+
+// startSystem brings everything up; on error the returned system (when not
+// nil) holds what was started, for shutdown.
+func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) {
+	s := &system{l: l, o: o, dir: filepath.Join(l.data, "soak")}
+	for _, b := range []string{"gateway", "collector", "analyzer", "mockllm"} {
+		if _, err := os.Stat(filepath.Join(o.bin, b)); err != nil {
+			return nil, fmt.Errorf("%s is missing: run `task build` first (task soak does)", filepath.Join(o.bin, b))
+		}
+	}
+	// The NATS store, spools and logs start empty each run; the Postgres
+	// cluster is kept (initdb takes a while) and its database recreated.
+	for _, d := range []string{"nats", "spool-1", "spool-2", "logs"} {
+		if err := os.RemoveAll(filepath.Join(s.dir, d)); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(s.dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(s.dir, "logs")
+	logf("soak: private system under %s (logs in %s)", l.rel(s.dir), l.rel(logDir))
+
+	// Postgres: a cluster of its own, so that it can be crashed.
+	pl := l
+	pl.pgDir = filepath.Join(s.dir, "pg")
+	c, err := newCluster(ctx, pl)
+	if err != nil {
+		return nil, err
+	}
+	s.pg = c
+	if port, ok := c.runningPort(ctx); ok {
+		if err := c.findBinaries(ctx); err != nil {
+			return s, err
+		}
+		s.pgPort = port
+	} else {
+		u, err := c.ensure(ctx)
+		if err != nil {
+			return s, fmt.Errorf("postgres: %w", err)
+		}
+		cfg, _ := pgx.ParseConfig(u)
+		s.pgPort = int(cfg.Port)
+	}
+	if s.db, err = recreateDB(ctx, s.pgPort); err != nil {
+		return s, err
+	}
+
+	env := environWithout("NATS_URL", "DATABASE_URL", "GRAYGATE_ADMIN_TOKEN", "GRAYGATE_API_TOKEN", "GRAYGATE_CLIENT_TOKENS")
+	natsBin, err := natsServerBinary(ctx, l)
+	if err != nil {
+		return s, err
+	}
+	natsPort, err := freePort()
+	if err != nil {
+		return s, err
+	}
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	s.nats = &proc{name: "nats-server", bin: natsBin, env: env, dir: l.root, log: filepath.Join(logDir, "nats.log"),
+		args: []string{"--addr", "127.0.0.1", "--port", strconv.Itoa(natsPort), "--jetstream",
+			"--store_dir", filepath.Join(s.dir, "nats"), "--server_name", "graygate-soak"},
+		ready: func(ctx context.Context) error { return natsUsable(ctx, natsURL) }}
+
+	addrs := map[string]string{}
+	for _, k := range []string{"PRIMARY", "GRAY", "G1", "A1", "G2", "A2", "COLLECTOR", "ANALYZER"} {
+		p, err := freePort()
+		if err != nil {
+			return s, err
+		}
+		addrs[k] = "127.0.0.1:" + strconv.Itoa(p)
+	}
+	bin := func(name string) string { return filepath.Join(o.bin, name) }
+	for i, k := range []string{"PRIMARY", "GRAY"} {
+		name := []string{"mock-primary", "mock-gray"}[i]
+		s.mocks[i] = &proc{name: name, bin: bin("mockllm"), env: env, dir: l.root, log: filepath.Join(logDir, name+".log"),
+			args: append([]string{"--listen", addrs[k], "--record", "0"}, mockLatency...), ready: tcpReady(addrs[k])}
+		s.mockURL[i] = "http://" + addrs[k]
+	}
+	config := func(replica int) (string, error) {
+		text := strings.NewReplacer("{{NATS}}", natsURL, "{{PG}}", s.db,
+			"{{LISTEN}}", addrs[fmt.Sprintf("G%d", replica)], "{{ADMIN}}", addrs[fmt.Sprintf("A%d", replica)],
+			"{{SPOOL}}", filepath.Join(s.dir, fmt.Sprintf("spool-%d", replica)),
+			"{{PRIMARY}}", s.mockURL[0], "{{GRAY}}", s.mockURL[1],
+			"{{SCHEMA}}", filepath.Join(l.root, "schemas/contracts/agent-action.schema.json"),
+			"{{ANALYZER}}", addrs["ANALYZER"], "{{COLLECTOR}}", addrs["COLLECTOR"]).Replace(soakConfig)
+		path := filepath.Join(s.dir, fmt.Sprintf("graygate-%d.yaml", replica))
+		return path, os.WriteFile(path, []byte(text), 0o600)
+	}
+	cfg1, err := config(1)
+	if err != nil {
+		return s, err
+	}
+	cfg2, err := config(2)
+	if err != nil {
+		return s, err
+	}
+	if out, err := exec.CommandContext(ctx, bin("collector"), "migrate", "--config", cfg1).CombinedOutput(); err != nil {
+		return s, fmt.Errorf("collector migrate: %w\n%s", err, out)
+	}
+	s.coll = &proc{name: "collector", bin: bin("collector"), env: env, dir: l.root, log: filepath.Join(logDir, "collector.log"),
+		args: []string{"serve", "--config", cfg1}, ready: httpReady("http://" + addrs["COLLECTOR"] + "/readyz")}
+	s.analyzer = &proc{name: "analyzer", bin: bin("analyzer"), env: env, dir: l.root, log: filepath.Join(logDir, "analyzer.log"),
+		args: []string{"serve", "--config", cfg1}, ready: httpReady("http://" + addrs["ANALYZER"] + "/readyz")}
+	for i, cfg := range []string{cfg1, cfg2} {
+		name := fmt.Sprintf("gateway-%d", i+1)
+		admin := "http://" + addrs[fmt.Sprintf("A%d", i+1)]
+		s.gateways = append(s.gateways, &gateway{
+			proc: &proc{name: name, bin: bin("gateway"), env: env, dir: l.root, log: filepath.Join(logDir, name+".log"),
+				args: []string{"serve", "--config", cfg}, ready: httpReady(admin + "/readyz")},
+			url: "http://" + addrs[fmt.Sprintf("G%d", i+1)], admin: admin})
+	}
+	order := []*proc{s.nats, s.mocks[0], s.mocks[1], s.coll, s.gateways[0].proc, s.gateways[1].proc, s.analyzer}
+	for _, p := range order {
+		if err := p.start(ctx); err != nil {
+			return s, err
+		}
+		s.started = append(s.started, p)
+		logf("soak: %s running (pid %d)", p.name, p.cmd.Process.Pid)
+	}
+	return s, nil
+}
+
+// shutdown stops every process the drill started and the Postgres cluster.
+func (s *system) shutdown() {
+	for i := len(s.started) - 1; i >= 0; i-- {
+		s.started[i].terminate()
+	}
+	if s.pg != nil && s.pgPort != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, ok := s.pg.runningPort(ctx); ok {
+			if err := s.pg.stop(ctx, "fast"); err != nil {
+				logf("soak: %v", err)
+			}
+		}
+	}
+}
+
+// recreateDB drops and creates the drill's database on the cluster at port.
+func recreateDB(ctx context.Context, port int) (string, error) {
+	admin := clusterURL(port)
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	// The private cluster is made for speed (synchronous_commit off: a crash
+	// loses the last commits). The drill crashes Postgres and counts rows,
+	// so it runs it durable, as production does.
+	for _, q := range []string{
+		"ALTER SYSTEM SET synchronous_commit = on", "ALTER SYSTEM SET fsync = on",
+		"ALTER SYSTEM SET full_page_writes = on", "SELECT pg_reload_conf()",
+		"DROP DATABASE IF EXISTS " + soakDB + " WITH (FORCE)", "CREATE DATABASE " + soakDB,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return "", fmt.Errorf("postgres: %s: %w", q, err)
+		}
+	}
+	return strings.Replace(admin, "/"+privateDB+"?", "/"+soakDB+"?", 1), nil
+}
+
+// environWithout is the process environment minus the named variables, so
+// that a developer's shell cannot point the drill at other servers.
+func environWithout(names ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		drop := false
+		for _, n := range names {
+			drop = drop || name == n
+		}
+		if !drop {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
