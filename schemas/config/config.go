@@ -158,6 +158,11 @@ type Upstream struct {
 	APIKey            Secret        `yaml:"-"`                   // read from APIKeyEnv at load
 	Timeout           time.Duration `yaml:"timeout"`             // until response headers; default 60s
 	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"` // longest gap between body reads; default 60s
+	// MaxConnections bounds the connections the gateway keeps open to the
+	// upstream, in use and idle (default 1024, at least 1). A request that
+	// finds them all busy waits for one; the wait counts toward timeout
+	// (and a gray attempt's rollout timeout). Beyond SPEC §2.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Rollout modes, sticky keys, schema targets and stream validation modes.

@@ -86,8 +86,8 @@ sampling_contract: {}
 	got := cfg.Deployments["d"]
 	want := &Deployment{
 		Name:    "d",
-		Primary: Upstream{URL: "http://h", Model: "m", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second},
-		Gray:    &Upstream{URL: "http://g", Model: "m2", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second},
+		Primary: Upstream{URL: "http://h", Model: "m", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 1024},
+		Gray:    &Upstream{URL: "http://g", Model: "m2", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 1024},
 		Rollout: Rollout{Mode: "canary", StickyKey: "user", ForceHeader: "X-Gray-Rollout", Timeout: 2500 * time.Millisecond,
 			ShadowConcurrency: 32, SchemaTarget: "content", StreamValidation: "buffer"},
 	}

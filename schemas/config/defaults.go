@@ -16,6 +16,9 @@ const (
 	// StickyHeaderPrefix starts a sticky key that names a request header:
 	// `header:X-Tenant`.
 	StickyHeaderPrefix = "header:"
+	// DefaultMaxConnections bounds the connections open to one upstream
+	// (upstream key max_connections, beyond SPEC §2).
+	DefaultMaxConnections = 1024
 )
 
 func (c *Config) setDefaults() {
@@ -60,6 +63,7 @@ func (d *Deployment) setDefaults() {
 func (u *Upstream) setDefaults() {
 	u.Timeout = 60 * time.Second
 	u.StreamIdleTimeout = 60 * time.Second
+	u.MaxConnections = DefaultMaxConnections
 }
 
 func (r *Rollout) setDefaults() {

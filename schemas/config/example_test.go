@@ -103,6 +103,8 @@ func TestFullConfig(t *testing.T) {
 		{"gray api key", cfg.Deployments["qwen-32k"].Gray.APIKey.Reveal(), "gk-gray-secret"},
 		{"primary timeout", cfg.Deployments["qwen-32k"].Primary.Timeout, 30 * time.Second},
 		{"gray timeout default", cfg.Deployments["qwen-32k"].Gray.Timeout, 60 * time.Second},
+		{"primary max connections default", cfg.Deployments["qwen-32k"].Primary.MaxConnections, 1024},
+		{"gray max connections", cfg.Deployments["qwen-32k"].Gray.MaxConnections, 64},
 		{"rollout", cfg.Deployments["qwen-32k"].Rollout.Mode + " " + cfg.Deployments["qwen-32k"].Rollout.StickyKey, "shadow header:X-Tenant-Id"},
 		{"rollout percentage", cfg.Deployments["qwen-32k"].Rollout.Percentage, 12.5},
 		{"rollout without gray", cfg.Deployments["qwen-128k"].Rollout.Percentage, 5.0},

@@ -115,6 +115,9 @@ func (d *decoder) validateUpstream(p string, u *Upstream) {
 	}
 	d.positiveDuration(p+".timeout", u.Timeout)
 	d.positiveDuration(p+".stream_idle_timeout", u.StreamIdleTimeout)
+	if u.MaxConnections < 1 && !d.failed[p+".max_connections"] {
+		d.errorf(p+".max_connections", nil, "must be at least 1, got %d", u.MaxConnections)
+	}
 }
 
 // checkUpstreamURL explains why raw is not an absolute http(s) URL, or

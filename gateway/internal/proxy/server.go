@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/pprof"
 	"github.com/graygate/graygate/gateway/internal/bands"
@@ -185,7 +186,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 }
 
 func newDeployment(d *config.Deployment) (*deployment, error) {
-	primary, err := newArm(d.Primary)
+	primary, err := newArm(d.Name, telemetry.ArmPrimary, d.Primary)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s primary: %w", d.Name, err)
 	}
@@ -193,7 +194,7 @@ func newDeployment(d *config.Deployment) (*deployment, error) {
 	if d.Gray == nil {
 		return dep, nil
 	}
-	if dep.gray, err = newArm(*d.Gray); err != nil {
+	if dep.gray, err = newArm(d.Name, telemetry.ArmGray, *d.Gray); err != nil {
 		return nil, fmt.Errorf("deployment %s gray: %w", d.Name, err)
 	}
 	target := d.Rollout.SchemaTarget
@@ -226,13 +227,35 @@ func newDeployment(d *config.Deployment) (*deployment, error) {
 // Rollouts returns the rollout state table, for a source that owns it.
 func (s *Server) Rollouts() *rollout.Table { return s.rollouts }
 
-func newArm(u config.Upstream) (*arm, error) {
+func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 	c, err := upstream.New(u)
 	if err != nil {
 		return nil, err
 	}
+	exportConnections(deployment, armName, c)
 	q, _ := json.Marshal(u.Model)
 	return &arm{client: c, modelJSON: string(q)}, nil
+}
+
+// upstreamClients holds the latest client of each deployment and arm, for
+// the graygate_upstream_connections gauge: a metric series outlives the
+// Server that created it (tests build several), so the series reads the
+// client through this map rather than capturing it.
+var upstreamClients sync.Map // "deployment/arm" → *upstream.Client
+
+func init() {
+	telemetry.SetHelp("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections.")
+}
+
+// exportConnections points the graygate_upstream_connections series of
+// the deployment's arm at c.
+func exportConnections(deployment, armName string, c *upstream.Client) {
+	key := deployment + "/" + armName
+	upstreamClients.Store(key, c)
+	metrics.GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+armName+`"}`, func() float64 {
+		v, _ := upstreamClients.Load(key)
+		return float64(v.(*upstream.Client).Open())
+	})
 }
 
 func (s *Server) newClientApp() *fiber.App {

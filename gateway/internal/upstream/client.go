@@ -4,8 +4,11 @@
 // An upstream here is a URL, a model name and an HTTP client. The client
 // owns its keep-alive connections so that it can hold the two deadlines the
 // gateway promises: `timeout` until the response headers, and
-// `stream_idle_timeout` as the longest gap between body reads. HTTP framing
-// (chunked encoding, Content-Length) is fasthttp's.
+// `stream_idle_timeout` as the longest gap between body reads. It also
+// bounds them: at most `max_connections` are open to the upstream at once
+// (in use and idle), and a request that finds them all busy waits for one
+// within its header deadline. HTTP framing (chunked encoding,
+// Content-Length) is fasthttp's.
 package upstream
 
 import (
@@ -25,7 +28,8 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// maxIdleConns bounds the keep-alive connections kept per upstream.
+// maxIdleConns bounds the keep-alive connections kept per upstream (and
+// max_connections bounds them too).
 const maxIdleConns = 256
 
 // Client talks to one upstream. It is safe for concurrent use.
@@ -42,8 +46,19 @@ type Client struct {
 	auth   []byte // "Bearer <key>", or nil
 	dialer net.Dialer
 
+	// slots holds one token per open connection (dialing, in use or
+	// idle); its capacity is max_connections. A connection takes its
+	// token before it is dialed and gives it back when it is closed.
+	slots   chan struct{}
+	maxIdle int
+	// waiting counts callers blocked in get for a connection; wake tells
+	// one of them that a connection went idle (it holds at most one
+	// token: a woken waiter passes it on while idle connections remain).
+	waiting atomic.Int64
+	wake    chan struct{}
+
 	mu   sync.Mutex
-	idle []*conn
+	idle []*conn // most recently used last
 }
 
 // New returns a client for the upstream u.
@@ -63,6 +78,10 @@ func New(u config.Upstream) (*Client, error) {
 	if !strings.HasSuffix(path, "/v1") {
 		path += "/v1"
 	}
+	maxConns := u.MaxConnections
+	if maxConns <= 0 {
+		maxConns = config.DefaultMaxConnections
+	}
 	c := &Client{
 		Model:       u.Model,
 		Timeout:     u.Timeout,
@@ -71,6 +90,9 @@ func New(u config.Upstream) (*Client, error) {
 		host:        p.Host,
 		path:        path + "/chat/completions",
 		dialer:      net.Dialer{Timeout: u.Timeout, KeepAlive: 30 * time.Second},
+		slots:       make(chan struct{}, maxConns),
+		maxIdle:     min(maxIdleConns, maxConns),
+		wake:        make(chan struct{}, 1),
 	}
 	if k := u.APIKey.Reveal(); k != "" {
 		c.auth = []byte("Bearer " + k)
@@ -105,6 +127,10 @@ func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.Request
 
 // DoWithin is Do with the wait for response headers bounded by
 // min(headerTimeout, Timeout) instead of Timeout.
+//
+// The wait for a free connection, when max_connections are open and busy,
+// is part of the wait for response headers: a request that gets none in
+// time fails with ErrTimeout like one whose upstream is slow to answer.
 func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
@@ -200,27 +226,89 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request,
 	}, nil
 }
 
-// get returns an idle connection or dials a new one.
+// get returns an idle connection, or dials a new one when fewer than
+// max_connections are open; otherwise it waits until a connection goes
+// idle or is closed, at most until deadline or the end of ctx.
 func (c *Client) get(ctx context.Context, deadline time.Time) (*conn, bool, error) {
-	c.mu.Lock()
-	if n := len(c.idle); n > 0 {
-		cn := c.idle[n-1]
-		c.idle[n-1] = nil
-		c.idle = c.idle[:n-1]
-		c.mu.Unlock()
+	if cn := c.popIdle(); cn != nil {
 		return cn, true, nil
 	}
+	select {
+	case c.slots <- struct{}{}:
+		return c.dial(ctx, deadline)
+	default:
+	}
+	return c.wait(ctx, deadline)
+}
+
+// wait is get's slow path: every connection is open and none is idle.
+func (c *Client) wait(ctx context.Context, deadline time.Time) (*conn, bool, error) {
+	c.waiting.Add(1)
+	defer c.waiting.Add(-1)
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		// Checked after registering as a waiter: a connection put back
+		// before that is seen here, one put back after it sends a wake.
+		if cn := c.popIdle(); cn != nil {
+			return cn, true, nil
+		}
+		select {
+		case c.slots <- struct{}{}:
+			return c.dial(ctx, deadline)
+		case <-c.wake:
+		case <-timer.C:
+			return nil, false, fmt.Errorf("%w: all %d connections to %s busy", ErrTimeout, cap(c.slots), c.addr)
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, false, fmt.Errorf("%w: deadline passed waiting for one of %d busy connections to %s", ErrTimeout, cap(c.slots), c.addr)
+			}
+			return nil, false, ErrAborted
+		}
+	}
+}
+
+// popIdle takes the most recently used idle connection, or returns nil.
+// When it leaves others idle while callers wait, it wakes one of them.
+func (c *Client) popIdle() *conn {
+	c.mu.Lock()
+	n := len(c.idle)
+	if n == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	cn := c.idle[n-1]
+	c.idle[n-1] = nil
+	c.idle = c.idle[:n-1]
 	c.mu.Unlock()
+	if n > 1 && c.waiting.Load() > 0 {
+		c.signal()
+	}
+	return cn
+}
+
+// signal wakes one waiter, if none has been woken already.
+func (c *Client) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dial opens a new connection; the caller has taken its slot, which is
+// given back when the dial fails.
+func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, error) {
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	nc, err := c.dialer.DialContext(dctx, "tcp", c.addr)
 	if err != nil {
+		<-c.slots
 		if dctx.Err() == context.DeadlineExceeded {
 			return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrTimeout, c.addr, err)
 		}
 		return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrUnreachable, c.addr, err)
 	}
-	cn := &conn{nc: nc}
+	cn := &conn{nc: nc, slots: c.slots}
 	cn.br = bufio.NewReaderSize(readerFunc(cn.read), 16<<10)
 	cn.bw = bufio.NewWriterSize(nc, 16<<10)
 	return cn, false, nil
@@ -229,14 +317,24 @@ func (c *Client) get(ctx context.Context, deadline time.Time) (*conn, bool, erro
 // put returns a connection whose response was read completely.
 func (c *Client) put(cn *conn) {
 	c.mu.Lock()
-	if len(c.idle) < maxIdleConns {
+	if len(c.idle) < c.maxIdle {
 		c.idle = append(c.idle, cn)
 		c.mu.Unlock()
+		if c.waiting.Load() > 0 {
+			c.signal()
+		}
 		return
 	}
 	c.mu.Unlock()
 	cn.close()
 }
+
+// Open returns the number of connections open to the upstream (dialing,
+// in use or idle).
+func (c *Client) Open() int { return len(c.slots) }
+
+// MaxConnections returns the bound on Open.
+func (c *Client) MaxConnections() int { return cap(c.slots) }
 
 // CloseIdle closes the kept-alive connections (at shutdown).
 func (c *Client) CloseIdle() {
@@ -252,6 +350,8 @@ func (c *Client) CloseIdle() {
 // conn is one connection to the upstream with its buffers.
 type conn struct {
 	nc      net.Conn
+	slots   chan struct{} // the client's; close gives one token back
+	closed  bool          // close ran (set and read by the owner only)
 	br      *bufio.Reader
 	bw      *bufio.Writer
 	idle    time.Duration         // when > 0, every read gets this deadline
@@ -279,7 +379,15 @@ func (cn *conn) abort(why error) {
 	_ = cn.nc.Close()
 }
 
-func (cn *conn) close() { _ = cn.nc.Close() }
+// close closes the connection and frees its slot. The goroutine that owns
+// the connection calls it once, also after an abort.
+func (cn *conn) close() {
+	_ = cn.nc.Close()
+	if !cn.closed {
+		cn.closed = true
+		<-cn.slots
+	}
+}
 
 // classify maps an I/O error to the package's errors.
 func (cn *conn) classify(err error, beforeResponse bool) error {
