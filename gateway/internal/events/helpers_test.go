@@ -108,6 +108,12 @@ func startPublisher(t testing.TB, nc *nats.Conn, sp *spool.Spool, opts Options) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return run(t, p)
+}
+
+// run starts p's Run goroutine; the test's cleanup stops it.
+func run(t testing.TB, p *Publisher) *running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{Publisher: p, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- p.Run(ctx) }()

@@ -71,7 +71,8 @@ type Options struct {
 	// goes to the spool; default 5s.
 	AckTimeout time.Duration
 	// ShutdownGrace is how long Run keeps publishing after its context
-	// ends before it spools what is left; default 5s.
+	// ends before it spools what is left; default 5s. It is a hard bound:
+	// see Run.
 	ShutdownGrace time.Duration
 	// EnsureStreams makes Run create the event streams that are missing
 	// (schemas/events.EnsureStreams) once NATS is reachable, with
@@ -128,6 +129,7 @@ type Publisher struct {
 	drainFailed bool      // a republish failed: rewind once drainOut is 0
 	backlog     bool      // the spool may hold records not yet republished
 	forceSpool  bool      // shutdown grace expired
+	deadline    time.Time // when the shutdown grace ends; zero until Run's context ends
 	fullSince   time.Time // when the window filled; zero while it has room
 	nextDrain   time.Time
 	backoff     time.Duration
@@ -252,7 +254,11 @@ func (p *Publisher) Publish(d schema.Data) {
 // what is in the memory queue, the outstanding acknowledgements and the
 // events spooled during the run, for at most Options.ShutdownGrace; then
 // it writes whatever is still unacknowledged to the spool and syncs it.
-// It returns nil after a shutdown; it must be called once.
+// The grace period is a hard bound, whatever the connection does: Run
+// publishes nothing after it, and overruns it by at most one client call
+// already under way when it ended (a connection from Connect bounds a
+// blocked write to 2 seconds) and the spool writes. It returns nil after a
+// shutdown; it must be called once.
 func (p *Publisher) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return errors.New("events: Run called twice")
@@ -280,7 +286,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	defer spill.Stop()
 	for {
 		p.pump()
-		if grace != nil && p.flushed() {
+		if !p.deadline.IsZero() && (p.flushed() || p.overdue()) {
 			return p.finish()
 		}
 		queue := p.queue
@@ -299,6 +305,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		case <-stop:
 			stop = nil
 			p.stopAccepting()
+			p.deadline = time.Now().Add(p.opts.ShutdownGrace)
 			t := time.NewTimer(p.opts.ShutdownGrace)
 			defer t.Stop()
 			grace = t.C
@@ -307,7 +314,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		case it := <-queue:
 			p.handle(it)
 			for range batch - 1 {
-				if p.mustWait() {
+				if p.mustWait() || p.overdue() {
 					break
 				}
 				select {
@@ -321,6 +328,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 		case r := <-p.results:
 			p.resolve(r)
 			for range batch - 1 {
+				if p.overdue() {
+					break
+				}
 				select {
 				case r := <-p.results:
 					p.resolve(r)
@@ -353,6 +363,12 @@ func (p *Publisher) stopAccepting() {
 // cannot be (NATS down).
 func (p *Publisher) flushed() bool {
 	return len(p.queue) == 0 && len(p.pending) == 0 && (!p.backlog || !p.connected)
+}
+
+// overdue reports whether the shutdown grace period is over: Run must
+// publish nothing more and spool what is left.
+func (p *Publisher) overdue() bool {
+	return !p.deadline.IsZero() && !time.Now().Before(p.deadline)
 }
 
 // finish spools what is unacknowledged and syncs the spool.
@@ -479,12 +495,23 @@ func (p *Publisher) toSpool(e *entry) {
 	p.backlog = true
 }
 
-// pump republishes spooled records while NATS is up and the window has room.
+// pump republishes spooled records while NATS is up, the window has room
+// and the shutdown grace period lasts.
+//
+// It reads the connection's status itself instead of trusting the last
+// change Run received, and checks every condition again before each
+// record: a connection that is reconnecting (no reconnect buffer) refuses
+// every publish at once, and once the only outstanding republish has
+// failed, settle rewinds the spool and clears drainFailed. Checking only
+// the window and drainFailed, pump would then republish the same record
+// forever and Run would never read the status change, the acknowledgements
+// or the end of its context again.
 func (p *Publisher) pump() {
-	if !p.connected || !p.backlog || p.drainFailed || p.forceSpool || time.Now().Before(p.nextDrain) {
+	if !p.backlog {
 		return
 	}
-	for !p.windowFull() && !p.drainFailed {
+	p.refresh()
+	for p.canDrain() {
 		rec, mark, err := p.sp.Next()
 		if errors.Is(err, spool.ErrEmpty) {
 			p.backlog = false
@@ -501,6 +528,12 @@ func (p *Publisher) pump() {
 		p.drainOut++
 		p.send(e)
 	}
+}
+
+// canDrain reports whether pump may republish the next spooled record.
+func (p *Publisher) canDrain() bool {
+	return p.connected && p.backlog && !p.drainFailed && !p.forceSpool && !p.windowFull() &&
+		!p.overdue() && !time.Now().Before(p.nextDrain)
 }
 
 // settle records the result of a republished record: the spool is

@@ -3,14 +3,15 @@ package events
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	schema "github.com/graygate/graygate/schemas/events"
 )
@@ -243,16 +244,6 @@ func TestShutdown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.natsDown && os.Getenv("CI") != "" {
-				// Quarantined in CI: in 4 of 14 full-suite runs Run kept
-				// draining the spool through a connection that still took
-				// publishes after the server stopped, and did not return
-				// within 60 s of its context ending (goroutine dump in the
-				// session note). It passes alone and under -race; the
-				// end-to-end SIGINT during a real NATS outage
-				// (gateway/e2e_pipeline_test.go) runs in CI and loses nothing.
-				t.Skip("quarantined in CI: the publisher's shutdown right after NATS stops can hang; see the issue note")
-			}
 			ns := startNATS(t)
 			nc := connect(t, ns.url())
 			ensureStreams(t, nc)
@@ -293,6 +284,85 @@ func TestShutdown(t *testing.T) {
 			eventually(t, 30*time.Second, "the spool to drain", func() bool { r, _ := sp.Depth(); return r == 0 })
 			p.stop(t)
 			checkExactlyOnce(t, readStream(t, ns.url()), n)
+		})
+	}
+}
+
+// refusing is a JetStream whose asynchronous publishes all fail at once,
+// as they do on a connection that is reconnecting (no reconnect buffer)
+// before Run has received the status change.
+type refusing struct {
+	jetstream.JetStream
+	calls atomic.Int64
+}
+
+func (r *refusing) PublishMsgAsync(*nats.Msg, ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	r.calls.Add(1)
+	return nil, nats.ErrReconnectBufExceeded
+}
+
+// silent is a JetStream that takes asynchronous publishes and never
+// answers them: no acknowledgement, no error, no timeout.
+type silent struct {
+	jetstream.JetStream
+	calls atomic.Int64
+}
+
+func (s *silent) PublishMsgAsync(*nats.Msg, ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	s.calls.Add(1)
+	return nil, nil
+}
+
+// TestShutdownBound checks that Run returns within the grace period after
+// its context ends, whatever the connection does, and spools every event
+// it could not deliver. With publishes refused at once, Run used to
+// republish the first spooled record forever (it hung TestShutdown in CI).
+func TestShutdownBound(t *testing.T) {
+	const grace = 500 * time.Millisecond
+	tests := []struct {
+		name    string
+		wrap    func(jetstream.JetStream) jetstream.JetStream
+		calls   func(jetstream.JetStream) int64
+		maxCall int64 // publishes Run may attempt; they are refused or never answered
+	}{
+		{"publishes refused at once", func(js jetstream.JetStream) jetstream.JetStream { return &refusing{JetStream: js} },
+			func(js jetstream.JetStream) int64 { return js.(*refusing).calls.Load() }, 20},
+		{"acknowledgements never come", func(js jetstream.JetStream) jetstream.JetStream { return &silent{JetStream: js} },
+			func(js jetstream.JetStream) int64 { return js.(*silent).calls.Load() }, 2 * 1024},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := startNATS(t)
+			nc := connect(t, ns.url())
+			ensureStreams(t, nc)
+			sp := openSpool(t, t.TempDir(), 64<<20)
+			defer sp.Close()
+			p, err := New(nc, sp, Options{ShutdownGrace: grace, AckTimeout: time.Hour, Log: testLog(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.js = tt.wrap(p.js)
+			r := run(t, p)
+			const n = 3000
+			for i := range n {
+				r.Publish(event(i))
+			}
+			eventually(t, 10*time.Second, "every event taken", func() bool { return len(p.queue) == 0 })
+			time.Sleep(2 * spillAfter) // the connection is up: Run tries to publish, and retries the spool
+			start := time.Now()
+			r.stop(t)
+			if d := time.Since(start); d > grace+time.Second {
+				t.Errorf("Run returned %v after its context ended; want within the grace period (%v) and a second", d, grace)
+			}
+			if got := tt.calls(p.js); got == 0 || got > tt.maxCall {
+				t.Errorf("PublishMsgAsync called %d times; want 1 to %d", got, tt.maxCall)
+			}
+			if got, _ := sp.Depth(); got != n {
+				t.Errorf("spool holds %d events; want all %d", got, n)
+			}
+			if st := r.Stats(); sum(st.Dropped) != 0 || sum(st.Published) != 0 {
+				t.Errorf("Stats() = %+v; want nothing dropped or published", st)
+			}
 		})
 	}
 }
