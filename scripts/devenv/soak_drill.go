@@ -225,6 +225,10 @@ const (
 	settleStall   = 20 * time.Second
 )
 
+// rejected reports whether the gateway refused the request for its
+// contract violation: a request.rejected event, not a request.completed.
+func (o outcome) rejected() bool { return o.violation && o.status == http.StatusBadRequest }
+
 // settle waits until Postgres holds a row for every answered request (or
 // settleTimeout passes), then compares what the client saw with what was
 // stored.
@@ -232,14 +236,13 @@ func (s *system) settle(ctx context.Context, rep *soakReport) error {
 	sent := s.load.outcomes()
 	var want stored
 	for _, o := range sent {
-		switch o.status {
-		case http.StatusOK:
-			want.Requests++
-			if o.arm == "fallback" {
-				want.Samples++
-			}
-		case http.StatusBadRequest:
+		if o.rejected() {
 			want.Rejections++
+			continue
+		}
+		want.Requests++
+		if o.arm == "fallback" {
+			want.Samples++
 		}
 	}
 	logf("soak: traffic stopped; waiting for the pipeline to store %d request, %d rejection and %d sample events",
@@ -320,8 +323,8 @@ func (s *system) count(ctx context.Context) (stored, error) {
 	return st, nil
 }
 
-// missing lists the answered requests with no row: a 200 needs a request
-// row, a 400 a rejection row.
+// missing lists the answered requests with no row: a contract rejection
+// needs a rejection row, every other answer a request row.
 func (s *system) missing(ctx context.Context, sent map[string]outcome) ([]string, error) {
 	conn, err := pgx.Connect(ctx, s.db)
 	if err != nil {
@@ -353,10 +356,10 @@ func (s *system) missing(ctx context.Context, sent map[string]outcome) ([]string
 	var out []string
 	for id, o := range sent {
 		switch {
-		case o.status == http.StatusOK && !have[id]:
-			out = append(out, id+" (request)")
-		case o.status == http.StatusBadRequest && !have["rej:"+id]:
+		case o.rejected() && !have["rej:"+id]:
 			out = append(out, id+" (rejection)")
+		case !o.rejected() && !have[id]:
+			out = append(out, id+" (request)")
 		}
 	}
 	sort.Strings(out)

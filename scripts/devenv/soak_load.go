@@ -26,8 +26,9 @@ const (
 
 // outcome is what the client saw of one request.
 type outcome struct {
-	status int    // HTTP status; 0 when no answer arrived
-	arm    string // x-gateway-arm
+	status    int    // HTTP status; 0 when no answer arrived
+	arm       string // x-gateway-arm
+	violation bool   // the request broke the sampling contract on purpose
 }
 
 // phaseStats are the client's figures for one phase.
@@ -129,6 +130,7 @@ func (l *load) one(n int64, users int) {
 	}
 	start := time.Now()
 	o, rerouted, err := l.send(int(n), id, body, stream)
+	o.violation = violation
 	ms := float64(time.Since(start).Microseconds()) / 1000
 	if err == nil {
 		switch {

@@ -140,7 +140,7 @@ func (r *soakReport) markdown() string {
 	e := r.Events
 	fmt.Fprintf(&b, "\nEvents (answered by a gateway → stored in Postgres, after %.1f s to settle):\n\n", r.SettleSeconds)
 	b.WriteString("| kind | sent | stored |\n| --- | ---: | ---: |\n")
-	fmt.Fprintf(&b, "| request.completed (200 answers) | %d | %d |\n", e.Expected.Requests, e.Stored.Requests)
+	fmt.Fprintf(&b, "| request.completed (proxied answers) | %d | %d |\n", e.Expected.Requests, e.Stored.Requests)
 	fmt.Fprintf(&b, "| request.rejected (400 contract) | %d | %d |\n", e.Expected.Rejections, e.Stored.Rejections)
 	fmt.Fprintf(&b, "| sample.malformed (fallback answers) | %d | %d |\n", e.Expected.Samples, e.Stored.Samples)
 	fmt.Fprintf(&b, "\n- answered requests without a stored event: %d", e.Missing)
