@@ -150,7 +150,7 @@ func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	for attempt := 0; ; attempt++ {
+	for {
 		cn, reused, err := c.get(ctx, deadline)
 		if err != nil {
 			return nil, err
@@ -162,8 +162,11 @@ func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body
 		cn.close()
 		// A kept-alive connection the upstream closed while idle fails
 		// before any byte of a response: the request was not processed,
-		// so it is safe to send it once more on a fresh connection.
-		if reused && attempt == 0 && errors.Is(err, errStale) {
+		// so it is safe to send it again. An upstream that drops idle
+		// connections (uvicorn after 5 s) often dropped the other idle
+		// ones too: try the next, until a new connection is dialled —
+		// each dead one is closed, so this ends.
+		if reused && errors.Is(err, errStale) {
 			continue
 		}
 		return nil, err

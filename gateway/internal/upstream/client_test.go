@@ -390,3 +390,38 @@ func TestSlotsFreedOnEveryClose(t *testing.T) {
 		t.Errorf("Open() = %d after CloseIdle; want 0", n)
 	}
 }
+
+// TestEveryStaleIdleConnectionIsSkipped: an upstream that closed all of
+// several idle keep-alive connections (uvicorn drops them after 5 s) costs
+// the next request nothing: it skips each dead one, however many, and
+// answers over a new connection. Found by `task soak`: with one retry, the
+// second stale connection became a 502.
+func TestEveryStaleIdleConnectionIsSkipped(t *testing.T) {
+	s := startServer(t)
+	s.delay.Store(int64(50 * time.Millisecond))
+	cl := newClient(t, config.Upstream{URL: s.url, Timeout: time.Second})
+	const idle = 4
+	var wg sync.WaitGroup
+	for range idle { // idle connections at once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := call(context.Background(), cl, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := cl.Open(); n != idle {
+		t.Fatalf("Open() = %d; want %d idle connections to start from", n, idle)
+	}
+	s.closeAll()
+	time.Sleep(20 * time.Millisecond)
+	s.delay.Store(0)
+	if _, err := call(context.Background(), cl, nil); err != nil {
+		t.Fatalf("call after the upstream closed all %d idle connections = %v; want an answer over a new one", idle, err)
+	}
+	if n := cl.Open(); n != 1 {
+		t.Errorf("Open() = %d; want 1 (every dead connection closed, one new)", n)
+	}
+}
