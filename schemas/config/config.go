@@ -75,6 +75,11 @@ type Gateway struct {
 	ClientTokensEnv   string        `yaml:"client_tokens_env"`   // name of an env var with comma-separated bearer tokens
 	ClientTokens      []Secret      `yaml:"-"`                   // read from ClientTokensEnv at load
 	RolloutStaleAfter time.Duration `yaml:"rollout_stale_after"` // default 60s
+	// RedactSamples, when true, redacts failed gray payloads before they
+	// are published: JSON keeps its keys and shape, string values become
+	// "[redacted]" and numbers 0; anything else becomes a size marker.
+	// Default false. Beyond SPEC §2.
+	RedactSamples bool `yaml:"redact_samples"`
 }
 
 // Conflict policies of the sampling contract.

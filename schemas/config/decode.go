@@ -212,6 +212,8 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 		if s, ok := d.scalar(path, n, "a string"); ok && !s.null() {
 			v.SetString(s.text)
 		}
+	case reflect.Bool:
+		d.boolean(path, n, v)
 	case reflect.Int, reflect.Int64:
 		d.integer(path, n, v)
 	case reflect.Float64:
@@ -549,6 +551,27 @@ func gotText(s scalarValue) string {
 		return "the quoted string " + strconv.Quote(s.text)
 	}
 	return strconv.Quote(s.text)
+}
+
+// boolean reads a bool field: YAML true or false, or the text true or
+// false from the environment.
+func (d *decoder) boolean(path string, n *yaml.Node, v reflect.Value) {
+	s, ok := d.scalar(path, n, "true or false")
+	if !ok || s.null() {
+		return
+	}
+	if !s.fromEnv && s.yamlTag() != "!!bool" {
+		d.errorf(path, n, "expected true or false, got %s", gotText(s))
+		return
+	}
+	switch strings.ToLower(strings.TrimSpace(s.text)) {
+	case "true":
+		v.SetBool(true)
+	case "false":
+		v.SetBool(false)
+	default:
+		d.errorf(path, n, "expected true or false, got %q", s.text)
+	}
 }
 
 var decimalInt = regexp.MustCompile(`^[-+]?[0-9]+$`)

@@ -231,7 +231,7 @@ func TestDurations(t *testing.T) {
 }
 
 func TestEnvExpansion(t *testing.T) {
-	env := map[string]string{"HOST": "10.0.0.1", "PORT": "4222", "EMPTY": "", "REPLICAS": "3", "OCT": "0123", "TILDE": "~", "DOLLAR": "a$b"}
+	env := map[string]string{"HOST": "10.0.0.1", "PORT": "4222", "EMPTY": "", "REPLICAS": "3", "OCT": "0123", "TILDE": "~", "DOLLAR": "a$b", "REDACT": "True"}
 	tests := []struct {
 		name, doc string
 		get       func(*Config) any
@@ -245,6 +245,8 @@ func TestEnvExpansion(t *testing.T) {
 		{name: "never typed as null", doc: "gateway: {spool_dir: '${TILDE}'}", get: func(c *Config) any { return c.Gateway.SpoolDir }, want: "~"},
 		{name: "value not expanded again", doc: "gateway: {spool_dir: '${DOLLAR}'}", get: func(c *Config) any { return c.Gateway.SpoolDir }, want: "a$b"},
 		{name: "lone dollar kept", doc: "gateway: {spool_dir: '/tmp/$x/${HOST}'}", get: func(c *Config) any { return c.Gateway.SpoolDir }, want: "/tmp/$x/10.0.0.1"},
+		{name: "bool field", doc: "gateway: {redact_samples: '${REDACT}'}", get: func(c *Config) any { return c.Gateway.RedactSamples }, want: true},
+		{name: "bool field junk", doc: "gateway: {redact_samples: '${HOST}'}", errs: []string{`gateway.redact_samples: expected true or false, got "10.0.0.1"`}},
 		{name: "unset", doc: "nats: {url: '${NOPE}'}", errs: []string{"nats.url: ${NOPE} refers to unset or empty variable NOPE"}},
 		{name: "empty", doc: "nats: {url: 'x${EMPTY}'}", errs: []string{"nats.url: ${EMPTY} refers to unset or empty variable EMPTY"}},
 		{name: "every reference reported", doc: "nats: {url: '${A1}${A2}'}", errs: []string{

@@ -87,6 +87,7 @@ func TestFullConfig(t *testing.T) {
 		{"gateway.admin_token", cfg.Gateway.AdminToken.Reveal(), "admin-in-file"},
 		{"gateway.client_tokens", len(cfg.Gateway.ClientTokens), 2},
 		{"gateway.rollout_stale_after", cfg.Gateway.RolloutStaleAfter, 90 * time.Second},
+		{"gateway.redact_samples", cfg.Gateway.RedactSamples, true},
 		{"sampling_contract.conflict", cfg.SamplingContract.Conflict, "allow"},
 		{"temperature", cfg.SamplingContract.Params["temperature"], ParamRule{Min: 0, Max: 1, HasDefault: true, Default: 0.5}},
 		{"top_k", cfg.SamplingContract.Params["top_k"], ParamRule{Min: -1, Max: 100, HasDefault: true, Default: 40}},

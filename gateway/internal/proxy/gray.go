@@ -47,7 +47,7 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 	}
 	if m.Status < 200 || m.Status >= 300 {
 		m.Reason, m.ErrorType = filter.UpstreamStatus, ErrTypeUpstreamStatus
-		return m, []filter.FieldError{{Field: "(status)", Description: fmt.Sprintf("gray answered %d: %s", m.Status, reason(x.ans))}}
+		return m, []filter.FieldError{{Field: "(status)", Description: fmt.Sprintf("gray answered %d: %s", m.Status, s.sampleReason(x.ans))}}
 	}
 	if stream && !sse {
 		m.Reason, m.ErrorType = filter.UpstreamError, ErrTypeUpstreamStatus
@@ -156,24 +156,43 @@ func (s *Server) grayBuffered(c *fiber.Ctx, x *exchange, k *call) (m Measure, se
 	return m, true
 }
 
-// sample publishes a failed gray payload (x.ans) with its errors.
+// sample publishes a failed gray payload (x.ans) with its errors. With
+// gateway.redact_samples the payload is redacted here, before it leaves
+// the gateway; the errors were computed on the raw payload.
 func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m Measure, errs []filter.FieldError) {
 	telemetry.Sampled(k.deployment.name, string(m.Reason))
 	if s.obs == nil {
 		return
 	}
-	payload := x.ans
 	limit := int(s.cfg.Gateway.SampleMaxBytes)
-	truncated := limit > 0 && len(payload) > limit
-	if truncated {
-		payload = payload[:limit]
+	var payload []byte
+	var truncated bool
+	if s.cfg.Gateway.RedactSamples && len(x.ans) > 0 {
+		payload, truncated = fitRedacted(x.ans, limit)
+	} else {
+		payload = x.ans
+		truncated = limit > 0 && len(payload) > limit
+		if truncated {
+			payload = payload[:limit]
+		}
+		payload = append([]byte(nil), payload...)
 	}
 	smp := Sample{
 		Time: time.Now(), RequestID: k.id, Deployment: k.deployment.name, Arm: armName, Model: a.client.Model,
-		Reason: m.Reason, Status: m.Status, Errors: errs, Payload: append([]byte(nil), payload...), PayloadBytes: len(x.ans),
+		Reason: m.Reason, Status: m.Status, Errors: errs, Payload: payload, PayloadBytes: len(x.ans),
 		Truncated: truncated, PromptHash: x.promptHash(), Latency: m.Latency,
 	}
 	s.obs.Sampled(&smp)
+}
+
+// sampleReason is reason(body) for the description of a failed gray
+// status; with gateway.redact_samples gray's own words are left out, as
+// they are from the payload.
+func (s *Server) sampleReason(body []byte) string {
+	if s.cfg.Gateway.RedactSamples {
+		return "[redacted]"
+	}
+	return reason(body)
 }
 
 // mirror sends a shadow copy of the request to gray after primary served

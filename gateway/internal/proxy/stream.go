@@ -110,7 +110,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call) source {
 				x.ans, _ = resp.ReadAll(x.ans[:0], 64<<10)
 				resp.Close()
 				m = Measure{Status: resp.Status, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus, Latency: time.Since(sent)}
-				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + reason(x.ans)}}
+				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
 			}
 			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
 			gray, armName = &m, telemetry.ArmFallback
