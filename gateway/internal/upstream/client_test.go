@@ -296,8 +296,14 @@ func TestWaiterGetsTheConnectionWhenItFrees(t *testing.T) {
 			if n := s.seen.Load(); n != c.dials {
 				t.Errorf("upstream accepted %d connections; want %d", n, c.dials)
 			}
-			if p := s.peak.Load(); p > 1 {
+			// The upstream sees an aborted connection close only when its
+			// read returns, which may be after it accepted the waiter's
+			// new one: the peak it counts is exact only when nothing closes.
+			if p := s.peak.Load(); p > 1 && c.dials == 1 {
 				t.Errorf("upstream saw %d connections at once; want 1", p)
+			}
+			if n := cl.Open(); n > 1 {
+				t.Errorf("Open() = %d; want at most 1", n)
 			}
 		})
 	}
