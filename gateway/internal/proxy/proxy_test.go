@@ -427,3 +427,30 @@ func TestAdminDisabledWithoutToken(t *testing.T) {
 		t.Errorf("status = %d; want 403 when no admin token is configured", resp.StatusCode)
 	}
 }
+
+// TestServeStopsRightAfterStart: a stop that comes as the listeners start
+// (a signal during startup) ends Serve. fasthttp's Shutdown alone misses a
+// listener its Serve has not registered yet, which then accepted forever
+// (a hung test in CI).
+func TestServeStopsRightAfterStart(t *testing.T) {
+	for i := range 50 {
+		s, err := New(testConfig("http://127.0.0.1:1"), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		testenv.Must(t, err)
+		cl, err := net.Listen("tcp", "127.0.0.1:0")
+		testenv.Must(t, err)
+		al, err := net.Listen("tcp", "127.0.0.1:0")
+		testenv.Must(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx, cl, al) }()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run %d: Serve = %v", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("run %d: Serve did not return within 5s of a stop right after its start", i)
+		}
+	}
+}

@@ -326,6 +326,12 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 			s.client.ShutdownWithTimeout(shutdownGrace),
 			s.admin.ShutdownWithTimeout(time.Second),
 		)
+		// fasthttp's Shutdown closes only the listeners its Serve has
+		// registered: a stop right after the start (a signal during
+		// startup) can come before that, and the Serve starting after it
+		// would accept forever. Closing them here ends such a Serve.
+		_ = client.Close()
+		_ = admin.Close()
 		for _, d := range s.deployments {
 			d.primary.client.CloseIdle()
 			if d.gray != nil {
