@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -397,4 +398,29 @@ func firstDiff(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestRunStopsRightAfterStart: a stop that comes as the listener starts (a
+// signal during startup) ends Run; fasthttp's Shutdown alone misses a
+// listener its Serve has not registered yet.
+func TestRunStopsRightAfterStart(t *testing.T) {
+	for i := range 50 {
+		s := api.New(fakeReader{}, api.Options{Token: token})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx, ln) }()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run %d: Run = %v", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("run %d: Run did not return within 5s of a stop right after its start", i)
+		}
+	}
 }

@@ -107,7 +107,12 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := s.app.ShutdownWithContext(sctx); err != nil {
+	err := s.app.ShutdownWithContext(sctx)
+	// fasthttp's Shutdown closes only a listener its Serve has registered;
+	// a stop right after the start can come first, and that Serve would
+	// then accept forever. Closing ln ends it.
+	_ = ln.Close()
+	if err != nil {
 		return err
 	}
 	if err := <-errc; err != nil && !errors.Is(err, net.ErrClosed) {
