@@ -219,10 +219,12 @@ func (s *system) mockConfig(ctx context.Context, settings string) error {
 }
 
 // settleTimeout bounds the wait for the pipeline to store what was sent.
-// settleStall ends it early when no row arrived for that long.
+// settleStall ends it early when no row arrived for that long: longer
+// than the collector's AckWait (1 minute), after which JetStream
+// redelivers what a killed collector had received but not stored.
 const (
-	settleTimeout = 2 * time.Minute
-	settleStall   = 20 * time.Second
+	settleTimeout = 3 * time.Minute
+	settleStall   = 75 * time.Second
 )
 
 // rejected reports whether the gateway refused the request for its
@@ -257,6 +259,10 @@ func (s *system) settle(ctx context.Context, rep *soakReport) error {
 		} else if got.Requests >= want.Requests && got.Rejections >= want.Rejections && got.Samples >= want.Samples {
 			break
 		}
+		if got != last || time.Since(progress)%(10*time.Second) < time.Second {
+			logf("soak:   stored %d/%d requests, %d/%d rejections, %d/%d samples",
+				got.Requests, want.Requests, got.Rejections, want.Rejections, got.Samples, want.Samples)
+		}
 		if got != last {
 			last, progress = got, time.Now()
 		}
@@ -264,8 +270,6 @@ func (s *system) settle(ctx context.Context, rep *soakReport) error {
 			logf("soak:   gave up waiting after %s (no new row for %s)", time.Since(start).Round(time.Second), time.Since(progress).Round(time.Second))
 			break
 		}
-		logf("soak:   stored %d/%d requests, %d/%d rejections, %d/%d samples",
-			got.Requests, want.Requests, got.Rejections, want.Rejections, got.Samples, want.Samples)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
