@@ -34,6 +34,9 @@ type call struct {
 func (s *Server) chat(c *fiber.Ctx) error {
 	k := call{start: time.Now(), id: requestID(c)}
 	c.Set("x-request-id", k.id)
+	if len(c.Request().Body()) > int(s.cfg.Gateway.MaxBodyBytes) {
+		return fiber.ErrRequestEntityTooLarge
+	}
 	if err := s.authorize(c); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -86,14 +87,34 @@ func TestHostileRequests(t *testing.T) {
 	}
 
 	t.Run("over the body limit", func(t *testing.T) {
-		// The gateway answers 413 from the Content-Length and closes the
-		// connection; a client still writing sees the reset instead.
-		resp, err := http.Post(g.url+"/v1/chat/completions", "application/json", strings.NewReader(strings.Repeat(" ", 13<<20)))
+		// Up to twice max_body_bytes the gateway reads the body before it
+		// refuses it, so the client always gets its 413, never a reset.
+		for i := range 5 {
+			resp, err := http.Post(g.url+"/v1/chat/completions", "application/json", strings.NewReader(strings.Repeat(" ", 13<<20)))
+			if err != nil {
+				t.Fatalf("request %d: %v; want a 413 on an intact connection", i, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 413 || resp.Header.Get("x-router-error-code") != "payload_too_large" {
+				t.Fatalf("request %d: status %d %s; want 413 payload_too_large", i, resp.StatusCode, clip(string(body), 200))
+			}
+		}
+	})
+
+	t.Run("far over the body limit", func(t *testing.T) {
+		// Past the read limit the gateway answers 413 from the
+		// Content-Length and closes; a client still writing may see the
+		// reset instead. Either way the gateway goes on serving.
+		resp, err := http.Post(g.url+"/v1/chat/completions", "application/json", strings.NewReader(strings.Repeat(" ", 26<<20)))
 		if err == nil {
 			defer resp.Body.Close()
 			if resp.StatusCode != 413 {
 				t.Errorf("status %d; want 413", resp.StatusCode)
 			}
+		}
+		if resp, _ := post(t, g.url, chatBody); resp.StatusCode != 200 {
+			t.Errorf("a normal request after it: status %d; want 200", resp.StatusCode)
 		}
 	})
 

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/textproto"
 	"strconv"
@@ -260,7 +261,7 @@ func exportConnections(deployment, armName string, c *upstream.Client) {
 
 func (s *Server) newClientApp() *fiber.App {
 	app := fiber.New(fiber.Config{
-		BodyLimit:             int(s.cfg.Gateway.MaxBodyBytes),
+		BodyLimit:             readLimit(int64(s.cfg.Gateway.MaxBodyBytes)),
 		ErrorHandler:          s.errorHandler,
 		DisableStartupMessage: true,
 		ReadTimeout:           60 * time.Second,
@@ -270,6 +271,18 @@ func (s *Server) newClientApp() *fiber.App {
 	app.Post("/v1/chat/completions", s.chat)
 	app.Get("/v1/models", s.models)
 	return app
+}
+
+// readLimit is the body size the client listener reads before it gives up
+// on a request: twice gateway.max_body_bytes plus 1 MiB. The chat handler
+// refuses anything over max_body_bytes itself, after the body was read,
+// so the client reads its 413 on an intact connection. A server that
+// refuses by Content-Length and closes leaves the body unread, the kernel
+// resets the connection, and a client still writing its body sees
+// "connection reset" instead of the 413 (it made TestProxyErrors flaky).
+// Bodies past readLimit still get that treatment, so memory stays bounded.
+func readLimit(maxBody int64) int {
+	return int(min(2*maxBody+1<<20, math.MaxInt32))
 }
 
 func (s *Server) newAdminApp() *fiber.App {
