@@ -6,7 +6,6 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/analyzer/internal/engine"
+	"github.com/graygate/graygate/schemas/promtext"
 )
 
 func init() { metrics.ExposeMetadata(true) }
@@ -62,33 +62,9 @@ func Handler(src Source, set *metrics.Set, help map[string]string, connected fun
 		var buf bytes.Buffer
 		set.WritePrometheus(&buf)
 		metrics.WriteProcessMetrics(&buf)
-		writeWithHelp(w, &buf, help)
+		_ = promtext.WithHelp(w, &buf, help)
 	})
 	return mux
-}
-
-// writeWithHelp copies Prometheus text, filling in the text of `# HELP
-// family` lines the metrics library leaves empty.
-func writeWithHelp(w io.Writer, r io.Reader, help map[string]string) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	bw := bufio.NewWriter(w)
-	defer bw.Flush()
-	for sc.Scan() {
-		line := sc.Bytes()
-		if fam, ok := bytes.CutPrefix(line, []byte("# HELP ")); ok && bytes.IndexByte(fam, ' ') < 0 {
-			if text, ok := help[string(fam)]; ok {
-				bw.WriteString("# HELP ")
-				bw.Write(fam)
-				bw.WriteByte(' ')
-				bw.WriteString(text)
-				bw.WriteByte('\n')
-				continue
-			}
-		}
-		bw.Write(line)
-		bw.WriteByte('\n')
-	}
 }
 
 // Serve serves h on ln until ctx ends, then shuts down within 5 seconds.

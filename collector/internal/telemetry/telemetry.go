@@ -6,11 +6,11 @@
 package telemetry
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/graygate/graygate/schemas/promtext"
 )
 
 func init() { metrics.ExposeMetadata(true) }
@@ -90,23 +90,5 @@ func PartitionsDropped() *metrics.Counter {
 func WritePrometheus(w io.Writer) {
 	var buf bytes.Buffer
 	metrics.WritePrometheus(&buf, true)
-	sc := bufio.NewScanner(&buf)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	bw := bufio.NewWriter(w)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if fam, ok := bytes.CutPrefix(line, []byte("# HELP ")); ok && bytes.IndexByte(fam, ' ') < 0 {
-			if text, ok := help[string(fam)]; ok {
-				bw.WriteString("# HELP ")
-				bw.Write(fam)
-				bw.WriteByte(' ')
-				bw.WriteString(text)
-				bw.WriteByte('\n')
-				continue
-			}
-		}
-		bw.Write(line)
-		bw.WriteByte('\n')
-	}
-	bw.Flush()
+	_ = promtext.WithHelp(w, &buf, help)
 }

@@ -7,7 +7,6 @@
 package telemetry
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/graygate/graygate/schemas/promtext"
 )
 
 func init() { metrics.ExposeMetadata(true) }
@@ -47,25 +47,7 @@ func WritePrometheus(w io.Writer) {
 	metrics.WritePrometheus(&buf, true)
 	helpMu.Lock()
 	defer helpMu.Unlock()
-	sc := bufio.NewScanner(&buf)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	bw := bufio.NewWriter(w)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if fam, ok := bytes.CutPrefix(line, []byte("# HELP ")); ok && bytes.IndexByte(fam, ' ') < 0 {
-			if text, ok := help[string(fam)]; ok {
-				bw.WriteString("# HELP ")
-				bw.Write(fam)
-				bw.WriteByte(' ')
-				bw.WriteString(text)
-				bw.WriteByte('\n')
-				continue
-			}
-		}
-		bw.Write(line)
-		bw.WriteByte('\n')
-	}
-	bw.Flush()
+	_ = promtext.WithHelp(w, &buf, help)
 }
 
 // Arms of a request.
