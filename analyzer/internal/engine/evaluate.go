@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -209,14 +207,14 @@ func nextStep(steps []float64, current float64) (float64, bool) {
 // on its way through the log).
 func (e *Engine) publishChange(ctx context.Context, kind string, change *events.RolloutChanged, now time.Time) *Action {
 	a := &Action{Kind: kind, At: now, From: change.Revision, Percentage: change.Percentage, Reason: change.Reason}
-	seq, err := e.publish(ctx, events.TypeRolloutChanged, change, now, jetstream.WithExpectLastSequencePerSubject(change.Revision))
+	seq, err := e.publish(ctx, change, now, jetstream.WithExpectLastSequencePerSubject(change.Revision))
 	switch {
 	case err == nil:
 		a.Revision = seq
 		e.cfg.Logger.Info("rollout changed", "kind", kind, "deployment", change.Deployment, "status", change.Status,
 			"percentage", change.Percentage, "revision", seq, "reason", change.Reason)
 		return a
-	case isWrongLastSequence(err):
+	case events.IsWrongLastSequence(err):
 		a.Error = "revision conflict: the rollout changed since revision " + strconv.FormatUint(change.Revision, 10)
 		e.cfg.Logger.Info("rollout change not made: the log moved on", "kind", kind, "deployment", change.Deployment,
 			"from_revision", change.Revision)
@@ -239,7 +237,7 @@ func (e *Engine) publishAnalysis(ctx context.Context, ev *Evaluation) bool {
 		Gates:           ev.Gates,
 		Verdict:         ev.Verdict,
 	}
-	if _, err := e.publish(ctx, events.TypeAnalysisEvaluated, data, ev.At); err != nil {
+	if _, err := e.publish(ctx, data, ev.At); err != nil {
 		e.m.publishError("analysis")
 		e.cfg.Logger.Warn("publish analysis", "deployment", ev.Deployment, "error", err)
 		return false
@@ -247,34 +245,13 @@ func (e *Engine) publishAnalysis(ctx context.Context, ev *Evaluation) bool {
 	return true
 }
 
-// publish stores one event and returns its stream sequence. Without a
-// deadline on ctx, it waits at most 5 seconds.
-func (e *Engine) publish(ctx context.Context, typ string, data events.Data, at time.Time, opts ...jetstream.PublishOpt) (uint64, error) {
-	env, err := events.NewEnvelope(typ, e.cfg.Source, data, at, "")
+// publish stores one event and returns its stream sequence.
+func (e *Engine) publish(ctx context.Context, data events.Data, at time.Time, opts ...jetstream.PublishOpt) (uint64, error) {
+	seq, _, err := events.Publish(ctx, e.js, e.cfg.Source, data, at, opts...)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("publish %s: %w", data.EventType(), err)
 	}
-	b, err := json.Marshal(env)
-	if err != nil {
-		return 0, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-	}
-	opts = append(opts, jetstream.WithMsgID(env.ID))
-	ack, err := e.js.Publish(ctx, data.Subject(), b, opts...)
-	if err != nil {
-		return 0, fmt.Errorf("publish %s: %w", typ, err)
-	}
-	return ack.Sequence, nil
-}
-
-func isWrongLastSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+	return seq, nil
 }
 
 // fmtValue writes a gate value for people: ratios as percentages, ttft_p99

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -220,34 +218,17 @@ var (
 func Append(ctx context.Context, js jetstream.JetStream, source string, ev *events.RolloutChanged, expected uint64) (uint64, error) {
 	ev.Revision = expected
 	ev.Percentage = math.Round(ev.Percentage*100) / 100
-	uid, err := uuid.NewV7()
-	if err != nil {
-		return 0, err
-	}
-	id := uid.String()
-	env, err := events.NewEnvelope(events.TypeRolloutChanged, source, ev, time.Now(), id)
-	if err != nil {
-		return 0, err
-	}
-	b, err := json.Marshal(env)
-	if err != nil {
-		return 0, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-	}
-	ack, err := js.Publish(ctx, events.RolloutSubject(ev.Deployment), b,
-		jetstream.WithMsgID(id), jetstream.WithExpectLastSequencePerSubject(expected))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-			return 0, fmt.Errorf("%w: %v", ErrRevisionConflict, err)
-		}
+	seq, _, err := events.Publish(ctx, js, source, ev, time.Now(), jetstream.WithExpectLastSequencePerSubject(expected))
+	switch {
+	case err == nil:
+		return seq, nil
+	case errors.Is(err, events.ErrMalformed), errors.Is(err, events.ErrInvalidData), errors.Is(err, events.ErrUnknownType):
+		return 0, err // the event itself is wrong, not the log
+	case events.IsWrongLastSequence(err):
+		return 0, fmt.Errorf("%w: %v", ErrRevisionConflict, err)
+	default:
 		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	return ack.Sequence, nil
 }
 
 // Append stores ev through this log's connection (see the function Append).
