@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,13 +32,14 @@ import (
 
 // soakOptions are the drill's flags.
 type soakOptions struct {
-	phase  time.Duration // length of each phase
-	outage time.Duration // how long a killed part stays down
-	rate   int           // requests per second, all phases
-	conns  int           // concurrent client connections
-	users  int           // distinct sticky users
-	out    string        // report file (Markdown); a .json beside it
-	bin    string        // directory holding gateway, collector, analyzer, mockllm
+	phase     time.Duration // length of each phase
+	outage    time.Duration // how long a killed part stays down
+	rate      int           // requests per second, all phases
+	conns     int           // concurrent client connections
+	users     int           // distinct sticky users
+	out       string        // report file (Markdown); a .json beside it
+	bin       string        // directory holding gateway, collector, analyzer, mockllm
+	natsNodes int           // 1, or 3 for a JetStream cluster
 }
 
 func parseSoakFlags(args []string) (soakOptions, error) {
@@ -49,6 +51,7 @@ func parseSoakFlags(args []string) (soakOptions, error) {
 	fs.IntVar(&o.conns, "conns", 16, "client connections (workers) sending them")
 	fs.IntVar(&o.users, "users", 500, "distinct users (sticky gray assignment)")
 	fs.StringVar(&o.out, "report", ".data/soak/report.md", "where to write the report (and a .json beside it)")
+	fs.IntVar(&o.natsNodes, "nats-nodes", 1, "1: one nats-server, killed in the nats phase (a whole outage); 3: a cluster with R3 streams, one node killed")
 	fs.StringVar(&o.bin, "bin", "bin", "directory with the built gateway, collector, analyzer and mockllm (task build)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -58,6 +61,8 @@ func parseSoakFlags(args []string) (soakOptions, error) {
 		return o, fmt.Errorf("--phase %s: at least 3s", o.phase)
 	case o.outage <= 0 || o.outage >= o.phase:
 		return o, fmt.Errorf("--outage %s: must be positive and shorter than --phase %s", o.outage, o.phase)
+	case o.natsNodes != 1 && o.natsNodes != 3:
+		return o, fmt.Errorf("--nats-nodes %d: 1 or 3", o.natsNodes)
 	case o.rate < 1 || o.conns < 1 || o.users < 1:
 		return o, errors.New("--rate, --conns and --users must be at least 1")
 	}
@@ -204,8 +209,8 @@ type system struct {
 	dir      string // .data/soak
 	pg       *cluster
 	pgPort   int
-	db       string // its database URL
-	nats     *proc
+	db       string   // its database URL
+	nats     []*proc  // one node, or the three of a cluster
 	mocks    [2]*proc // primary, gray
 	mockURL  [2]string
 	gateways []*gateway
@@ -235,7 +240,7 @@ var mockLatency = []string{"--latency", "40ms", "--ttft", "40ms", "--inter-token
 // soakConfig is the configuration every service of the drill reads; the
 // replicas differ only in their listeners and spool directories.
 const soakConfig = `# written by scripts/devenv soak
-nats: {url: {{NATS}}, replicas: 1}
+nats: {url: "{{NATS}}", replicas: {{REPLICAS}}}
 postgres: {url: "{{PG}}"}
 gateway:
   listen: {{LISTEN}}
@@ -322,15 +327,10 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 	if err != nil {
 		return s, err
 	}
-	natsPort, err := freePort()
+	natsURL, err := s.natsNodes(natsBin, env, logDir)
 	if err != nil {
 		return s, err
 	}
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	s.nats = &proc{name: "nats-server", bin: natsBin, env: env, dir: l.root, log: filepath.Join(logDir, "nats.log"),
-		args: []string{"--addr", "127.0.0.1", "--port", strconv.Itoa(natsPort), "--jetstream",
-			"--store_dir", filepath.Join(s.dir, "nats"), "--server_name", "graygate-soak"},
-		ready: func(ctx context.Context) error { return natsUsable(ctx, natsURL) }}
 
 	addrs := map[string]string{}
 	for _, k := range []string{"PRIMARY", "GRAY", "G1", "A1", "G2", "A2", "COLLECTOR", "ANALYZER"} {
@@ -348,7 +348,7 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 		s.mockURL[i] = "http://" + addrs[k]
 	}
 	config := func(replica int) (string, error) {
-		text := strings.NewReplacer("{{NATS}}", natsURL, "{{PG}}", s.db,
+		text := strings.NewReplacer("{{NATS}}", natsURL, "{{REPLICAS}}", strconv.Itoa(len(s.nats)), "{{PG}}", s.db,
 			"{{LISTEN}}", addrs[fmt.Sprintf("G%d", replica)], "{{ADMIN}}", addrs[fmt.Sprintf("A%d", replica)],
 			"{{SPOOL}}", filepath.Join(s.dir, fmt.Sprintf("spool-%d", replica)),
 			"{{PRIMARY}}", s.mockURL[0], "{{GRAY}}", s.mockURL[1],
@@ -380,7 +380,7 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 				args: []string{"serve", "--config", cfg}, ready: httpReady(admin + "/readyz")},
 			url: "http://" + addrs[fmt.Sprintf("G%d", i+1)], admin: admin})
 	}
-	order := []*proc{s.nats, s.mocks[0], s.mocks[1], s.coll, s.gateways[0].proc, s.gateways[1].proc, s.analyzer}
+	order := append(slices.Clone(s.nats), s.mocks[0], s.mocks[1], s.coll, s.gateways[0].proc, s.gateways[1].proc, s.analyzer)
 	for _, p := range order {
 		if err := p.start(ctx); err != nil {
 			return s, err
@@ -389,6 +389,50 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 		logf("soak: %s running (pid %d)", p.name, p.cmd.Process.Pid)
 	}
 	return s, nil
+}
+
+// natsNodes prepares the drill's NATS: one nats-server, or with
+// --nats-nodes 3 a cluster of three (streams at three replicas). It
+// returns the URL the services connect to (every node, comma-separated).
+func (s *system) natsNodes(bin string, env []string, logDir string) (string, error) {
+	n := s.o.natsNodes
+	ports := make([]int, 2*n) // client ports, then cluster ports
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return "", err
+		}
+		ports[i] = p
+	}
+	var urls, routes []string
+	for i := range n {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i]))
+	}
+	for i := range n {
+		name := "nats"
+		args := []string{"--addr", "127.0.0.1", "--port", strconv.Itoa(ports[i]), "--jetstream",
+			"--store_dir", filepath.Join(s.dir, "nats", strconv.Itoa(i+1))}
+		if n > 1 {
+			name = fmt.Sprintf("nats-%d", i+1)
+			args = append(args, "--server_name", "graygate-soak-"+strconv.Itoa(i+1), "--cluster_name", "graygate-soak",
+				"--cluster", routes[i], "--routes", strings.Join(routes, ","))
+		} else {
+			args = append(args, "--server_name", "graygate-soak")
+		}
+		u := urls[i]
+		s.nats = append(s.nats, &proc{name: name, bin: bin, env: env, dir: s.l.root, log: filepath.Join(logDir, name+".log"), args: args,
+			// A cluster node answers JetStream requests once a meta leader
+			// is elected, which needs a second node: only the last one
+			// started waits for that.
+			ready: func(ctx context.Context) error {
+				if i < n-1 {
+					return tcpReady(u[len("nats://"):])(ctx)
+				}
+				return natsUsable(ctx, u)
+			}})
+	}
+	return strings.Join(urls, ","), nil
 }
 
 // shutdown stops every process the drill started and the Postgres cluster.

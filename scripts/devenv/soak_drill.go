@@ -31,9 +31,13 @@ func (s *system) faults() []fault {
 			return p.start, nil
 		}
 	}
+	natsFault := fault{name: "nats", what: "nats-server SIGKILLed, restarted", act: killProc(s.nats[0])}
+	if len(s.nats) > 1 {
+		natsFault.what = fmt.Sprintf("one of %d NATS servers (R%d streams) SIGKILLed, restarted", len(s.nats), len(s.nats))
+	}
 	return []fault{
 		{name: "steady", what: "nothing is broken"},
-		{name: "nats", what: "nats-server SIGKILLed, restarted", act: killProc(s.nats)},
+		natsFault,
 		{name: "postgres", what: "Postgres crashed (pg_ctl stop -m immediate), restarted",
 			act: func(ctx context.Context, s *system) (func(context.Context) error, error) {
 				if err := s.pg.stop(ctx, "immediate"); err != nil {

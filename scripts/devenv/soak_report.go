@@ -56,7 +56,7 @@ type eventsReport struct {
 }
 
 func (o soakOptions) summary() string {
-	return fmt.Sprintf("--phase %s --outage %s --rate %d --conns %d --users %d", o.phase, o.outage, o.rate, o.conns, o.users)
+	return fmt.Sprintf("--phase %s --outage %s --rate %d --conns %d --users %d --nats-nodes %d", o.phase, o.outage, o.rate, o.conns, o.users, o.natsNodes)
 }
 
 // fill copies a phase's client figures into the report.
