@@ -21,8 +21,9 @@ const redactedString = "[redacted]"
 // kept. A string value that holds a JSON object or array is redacted the
 // same way and kept as a string, so that the structure of content the
 // response schema checks (choices[].message.content) stays visible. The
-// result is compact JSON. A payload that is not one valid UTF-8 JSON value
-// becomes the text "[redacted: N bytes, not JSON]".
+// result is compact JSON. A buffered stream (text with `data:` lines) is
+// redacted line by line (redactSSE); any other payload that is not one
+// valid UTF-8 JSON value becomes the text "[redacted: N bytes, not JSON]".
 //
 // It is called only for failed gray payloads, never on the request path.
 func redact(payload []byte) []byte {
@@ -35,7 +36,49 @@ func redactPayload(payload []byte) (out []byte, isJSON bool) {
 	if out, ok := redactJSON(nil, payload); ok {
 		return out, true
 	}
+	if out, ok := redactSSE(payload); ok {
+		return out, false
+	}
 	return []byte("[redacted: " + strconv.Itoa(len(payload)) + " bytes, not JSON]"), false
+}
+
+// redactSSE redacts a buffered gray stream line by line, so that a
+// streamed answer that broke its contract keeps the shape of its chunks:
+// a `data:` line holding JSON keeps that JSON redacted, `data: [DONE]`
+// stays, any other `data:` line becomes `data: [redacted]`, a comment
+// line loses its text (`:`), blank lines stay and every other line becomes
+// `[redacted]`. ok is false when payload is not UTF-8 text with at least
+// one `data:` line.
+func redactSSE(payload []byte) (out []byte, ok bool) {
+	if !utf8.Valid(payload) {
+		return nil, false
+	}
+	for i, line := range bytes.Split(payload, []byte("\n")) {
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if i > 0 {
+			out = append(out, '\n')
+		}
+		v, isData := bytes.CutPrefix(line, []byte("data:"))
+		switch {
+		case isData:
+			ok = true
+			v = bytes.TrimSpace(v)
+			out = append(out, "data: "...)
+			if bytes.Equal(v, []byte("[DONE]")) {
+				out = append(out, v...)
+			} else if r, isJSON := redactJSON(out, v); isJSON {
+				out = r
+			} else {
+				out = append(out, redactedString...)
+			}
+		case len(line) == 0:
+		case line[0] == ':':
+			out = append(out, ':')
+		default:
+			out = append(out, redactedString...)
+		}
+	}
+	return out, ok
 }
 
 // fitRedacted redacts raw, a failed gray payload, and sizes the result for

@@ -36,7 +36,11 @@ func TestRedact(t *testing.T) {
 		{"duplicate keys kept", `{"a":"1","a":"2"}`, `{"a":"[redacted]","a":"[redacted]"}`},
 		{"invalid JSON", `{"a":"secret"`, `[redacted: 13 bytes, not JSON]`},
 		{"two values", `{} {}`, `[redacted: 5 bytes, not JSON]`},
-		{"text", "data: {\"a\":1}\n\n", `[redacted: 15 bytes, not JSON]`},
+		{"text", "the answer is 42", `[redacted: 16 bytes, not JSON]`},
+		{"stream keeps its chunks' shape",
+			"data: {\"choices\":[{\"delta\":{\"content\":\"my ssn\"}}]}\r\n\n: keep-alive\ndata:{\"usage\":{\"total_tokens\":12}}\n\nevent: x\ndata: not json\n\ndata: [DONE]\n\n",
+			"data: {\"choices\":[{\"delta\":{\"content\":\"[redacted]\"}}]}\n\n:\ndata: {\"usage\":{\"total_tokens\":0}}\n\n[redacted]\ndata: [redacted]\n\ndata: [DONE]\n\n"},
+		{"text without data lines", "event: x\n\n", `[redacted: 10 bytes, not JSON]`},
 		{"invalid UTF-8", "{\"a\":\"\xff\"}", `[redacted: 9 bytes, not JSON]`},
 		{"empty", ``, `[redacted: 0 bytes, not JSON]`},
 	}
@@ -113,18 +117,21 @@ func FuzzRedact(f *testing.F) {
 		`{"id":"chatcmpl-1","choices":[{"message":{"role":"assistant","content":"{\"action\":\"search\",\"parameters\":{\"query\":\"secret\"},\"confidence_score\":1.5}"}}],"usage":{"prompt_tokens":10}}`,
 		`{"a":[1,-2.5e10,true,false,null,"x",{"b":"{\"c\":[\"d\"]}"}]}`,
 		`{"key":"value-with-key"}`, `"plain"`, `[]`, `0`, `{"a":"\u00e9\ud83d\ude00"}`, `{"a":"\ud800"}`,
-		"data: {\"x\":1}\n\n", "\xff\xfe", ``, `{"a":`, `{"a":"b"} x`,
+		"data: {\"x\":1}\n\n", "data: {\"a\":\"secret\"}\r\n: c\nid: 7\ndata: [DONE]\n", "\xff\xfe", ``, `{"a":`, `{"a":"b"} x`,
 	} {
 		f.Add([]byte(s), 256)
 	}
 	f.Fuzz(func(t *testing.T, in []byte, limit int) {
 		out := redact(in)
 		isJSON := utf8.Valid(in) && json.Valid(in)
-		if !isJSON {
+		switch {
+		case !isJSON && isStream(in):
+			checkStreamRedacted(t, in, out)
+		case !isJSON:
 			if want := "[redacted: " + strconv.Itoa(len(in)) + " bytes, not JSON]"; string(out) != want {
 				t.Fatalf("redact(%q) = %q; want %q", in, out, want)
 			}
-		} else {
+		default:
 			if !json.Valid(out) {
 				t.Fatalf("redact(%q) = %q: not valid JSON", in, out)
 			}
@@ -158,6 +165,51 @@ func FuzzRedact(f *testing.F) {
 			}
 		}
 	})
+}
+
+// isStream reports whether in is UTF-8 text with a `data:` line, which
+// redact treats as a buffered stream.
+func isStream(in []byte) bool {
+	if !utf8.Valid(in) {
+		return false
+	}
+	for _, line := range strings.Split(string(in), "\n") {
+		if strings.HasPrefix(line, "data:") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkStreamRedacted checks a redacted stream line by line against its
+// input: a data line holding JSON became that JSON redacted (which
+// FuzzRedact checks on its own), [DONE] stayed, every other line lost its
+// text.
+func checkStreamRedacted(t *testing.T, in, out []byte) {
+	inLines, outLines := strings.Split(string(in), "\n"), strings.Split(string(out), "\n")
+	if len(inLines) != len(outLines) {
+		t.Fatalf("redact(%q) = %q: %d lines from %d", in, out, len(outLines), len(inLines))
+	}
+	for i, line := range inLines {
+		line = strings.TrimSuffix(line, "\r")
+		var want string
+		switch v, isData := strings.CutPrefix(line, "data:"); {
+		case isData && strings.TrimSpace(v) == "[DONE]":
+			want = "data: [DONE]"
+		case isData && utf8.ValidString(v) && json.Valid([]byte(strings.TrimSpace(v))):
+			want = "data: " + string(redact([]byte(strings.TrimSpace(v))))
+		case isData:
+			want = "data: " + redactedString
+		case line == "":
+		case line[0] == ':':
+			want = ":"
+		default:
+			want = redactedString
+		}
+		if outLines[i] != want {
+			t.Fatalf("redact(%q) line %d = %q; want %q", in, i, outLines[i], want)
+		}
+	}
 }
 
 // collect gathers the keys and the leaf string values of a JSON document,
