@@ -54,20 +54,28 @@ func startGateway(t *testing.T, cfg *config.Config) gw {
 // serveServer serves s on loopback until the test ends.
 func serveServer(t *testing.T, s *Server) gw {
 	t.Helper()
-	cl, err := net.Listen("tcp", "127.0.0.1:0")
-	testenv.Must(t, err)
-	al, err := net.Listen("tcp", "127.0.0.1:0")
-	testenv.Must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, cl, al) }()
+	g, cancel, done := startServe(t, s)
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return gw{url: "http://" + cl.Addr().String(), admin: "http://" + al.Addr().String()}
+	return g
+}
+
+// startServe runs s.Serve on two loopback listeners; cancel stops it and
+// done receives what it returned.
+func startServe(t *testing.T, s *Server) (g gw, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cl, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	al, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ctx, cl, al) }()
+	return gw{url: "http://" + cl.Addr().String(), admin: "http://" + al.Addr().String()}, cancel, errc
 }
 
 const chatBody = `{"model":"agent-chat","messages":[{"role":"user","content":"hello"}]}`
@@ -436,13 +444,7 @@ func TestServeStopsRightAfterStart(t *testing.T) {
 	for i := range 50 {
 		s, err := New(testConfig("http://127.0.0.1:1"), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		testenv.Must(t, err)
-		cl, err := net.Listen("tcp", "127.0.0.1:0")
-		testenv.Must(t, err)
-		al, err := net.Listen("tcp", "127.0.0.1:0")
-		testenv.Must(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Serve(ctx, cl, al) }()
+		_, cancel, done := startServe(t, s)
 		cancel()
 		select {
 		case err := <-done:
