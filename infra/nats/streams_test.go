@@ -28,6 +28,7 @@ var want = []struct {
 }{
 	{"GRAYGATE_EVENTS", []string{"graygate.request.>", "graygate.rejection.>", "graygate.sample.>"}, week, -1},
 	{"GRAYGATE_ROLLOUT", []string{"graygate.rollout.>"}, 0, 100},
+	{"GRAYGATE_STATS", []string{"graygate.stats.>"}, week, -1},
 	{"GRAYGATE_ANALYSIS", []string{"graygate.analysis.>"}, week, -1},
 }
 

@@ -54,6 +54,23 @@ type NATS struct {
 	URL string `yaml:"url"`
 	// Replicas for streams a service creates (1 on a single server, 3 on a cluster).
 	Replicas int `yaml:"replicas"`
+	// The service's NATS identity (rev. 2, SPEC §7 "Who may write"): at most
+	// one of User with PasswordEnv, NKeySeedFile, or CredsFile (NATS_CREDS
+	// overrides CredsFile).
+	User         string `yaml:"user"`
+	PasswordEnv  string `yaml:"password_env"` // names the variable holding User's password
+	Password     Secret `yaml:"-"`            // read from PasswordEnv by the service that connects
+	NKeySeedFile string `yaml:"nkey_seed_file"`
+	CredsFile    string `yaml:"creds_file"`
+	// TLS to the NATS server (a tls:// URL also turns it on).
+	TLS NATSTLS `yaml:"tls"`
+}
+
+// NATSTLS is `nats.tls`: a CA to trust and an optional client certificate.
+type NATSTLS struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Postgres is the `postgres` section.
@@ -80,7 +97,42 @@ type Gateway struct {
 	// "[redacted]" and numbers 0; anything else becomes a size marker.
 	// Default false. Beyond SPEC §2.
 	RedactSamples bool `yaml:"redact_samples"`
+
+	// Rev. 2 (SPEC §2, §6.1, §7, §11).
+
+	// ForceTokensEnv names the variable with the bearer tokens that may use
+	// a rollout force header (default GRAYGATE_FORCE_TOKENS).
+	ForceTokensEnv string   `yaml:"force_tokens_env"`
+	ForceTokens    []Secret `yaml:"-"` // read from ForceTokensEnv by the gateway
+	// AllowUnauthenticated must be true to serve /v1/* on a non-loopback
+	// listen address without client tokens.
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
+	// MaxClientConnections bounds open client connections (default 10000).
+	MaxClientConnections int `yaml:"max_client_connections"`
+	// RequestLog is RequestLogAll, RequestLogGray (default) or RequestLogOff.
+	RequestLog string `yaml:"request_log"`
+	// StatsInterval is how often per-arm statistics are published (default 1s).
+	StatsInterval time.Duration `yaml:"stats_interval"`
+	// Listener timeouts: ReadTimeout (default 60s) for a whole request,
+	// WriteTimeout (default 30s) for one write, never a whole stream,
+	// IdleTimeout (default 120s) between keep-alive requests.
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	IdleTimeout  time.Duration `yaml:"idle_timeout"`
+	// Caps on upstream-fed buffers (SPEC §11): one SSE event (default
+	// 1MiB), one tool call's arguments (1MiB), a buffered or observed gray
+	// answer or a primary answer the gateway inspects (64MiB).
+	MaxSSEEventBytes       Size `yaml:"max_sse_event_bytes"`
+	MaxToolArgumentsBytes  Size `yaml:"max_tool_arguments_bytes"`
+	MaxBufferedAnswerBytes Size `yaml:"max_buffered_answer_bytes"`
 }
+
+// Request log levels (gateway.request_log, SPEC §7 "Which requests are logged").
+const (
+	RequestLogAll  = "all"
+	RequestLogGray = "gray"
+	RequestLogOff  = "off"
+)
 
 // Conflict policies of the sampling contract.
 const (
@@ -168,6 +220,45 @@ type Upstream struct {
 	// finds them all busy waits for one; the wait counts toward timeout
 	// (and a gray attempt's rollout timeout). Beyond SPEC §2.
 	MaxConnections int `yaml:"max_connections"`
+
+	// Rev. 2 (SPEC §2, §3, §6.6).
+
+	// ConnectTimeout bounds TCP + TLS (default 1s); MaxDuration a whole
+	// answer, buffered or streamed (default 10m).
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	MaxDuration    time.Duration `yaml:"max_duration"`
+	// TLS for https:// upstreams.
+	TLS UpstreamTLS `yaml:"tls"`
+	// Prompt is the system prompt this arm sends; nil: the client's own.
+	Prompt *Prompt `yaml:"prompt"`
+	// Params are sampling values this arm sets (governed keys of SPEC §4).
+	Params map[string]float64 `yaml:"params"`
+}
+
+// UpstreamTLS is an upstream's `tls` block.
+type UpstreamTLS struct {
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// Prompt modes (SPEC §6.6).
+const (
+	PromptReplace = "replace"
+	PromptPrepend = "prepend"
+)
+
+// Prompt is an arm's system prompt (SPEC §6.6).
+type Prompt struct {
+	Version    string `yaml:"version"`
+	SystemFile string `yaml:"system_file"`
+	Mode       string `yaml:"mode"` // replace (default) | prepend
+	// Text is the file's content, read by the gateway at load; Hash its
+	// hex SHA-256.
+	Text []byte `yaml:"-"`
+	Hash string `yaml:"-"`
 }
 
 // Rollout modes, sticky keys, schema targets and stream validation modes.
@@ -186,7 +277,7 @@ const (
 type Rollout struct {
 	Mode              string        `yaml:"mode"`               // canary (default) | shadow
 	Percentage        float64       `yaml:"percentage"`         // 0–100, at most two decimals; default 0
-	StickyKey         string        `yaml:"sticky_key"`         // user (default) | header:NAME | none
+	StickyKey         string        `yaml:"sticky_key"`         // user (default) | header:NAME | token | none
 	ForceHeader       string        `yaml:"force_header"`       // default X-Gray-Rollout
 	Timeout           time.Duration `yaml:"timeout"`            // whole gray attempt; default 2500ms
 	ShadowConcurrency int           `yaml:"shadow_concurrency"` // default 32
@@ -209,18 +300,26 @@ type Analyzer struct {
 	Interval    time.Duration `yaml:"interval"`     // default 5s
 	Window      time.Duration `yaml:"window"`       // default 5m
 	MinRequests int           `yaml:"min_requests"` // default 50
-	Gates       Gates         `yaml:"gates"`
-	Promotion   *Promotion    `yaml:"promotion"` // nil: no progressive rollout
+	// Confidence of every gate's test, one-sided and valid under continuous
+	// monitoring (default 0.99; rev. 2, SPEC §9).
+	Confidence float64 `yaml:"confidence"`
+	// Listener timeouts (defaults 60s, 30s, 120s; SPEC §11).
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	IdleTimeout  time.Duration `yaml:"idle_timeout"`
+	Gates        Gates         `yaml:"gates"`
+	Promotion    *Promotion    `yaml:"promotion"` // nil: no progressive rollout
 }
 
-// Gates are the thresholds of the four hard metrics.
+// Gates are the thresholds of the hard metrics (SPEC §9).
 type Gates struct {
 	TokenInflationMax    float64       `yaml:"token_inflation_max"`     // default 0.30
 	SchemaFailureRateMax float64       `yaml:"schema_failure_rate_max"` // default 0
 	TTFTP99Max           time.Duration `yaml:"ttft_p99_max"`            // default 3s
 	TTFTP99RatioMax      float64       `yaml:"ttft_p99_ratio_max"`      // default 1.5
 	LatencyP99RatioMax   float64       `yaml:"latency_p99_ratio_max"`   // default 1.5
-	ToolLoopRatioMax     float64       `yaml:"tool_loop_ratio_max"`     // default 0.05
+	ToolLoopRatioMax     float64       `yaml:"tool_loop_ratio_max"`     // default 0.05: points of gray's loop share above primary's
+	GrayErrorRateMax     float64       `yaml:"gray_error_rate_max"`     // default 0.05: points of gray's error share above primary's
 }
 
 // Promotion advances the gray percentage along Steps after Hold with all gates passing.
@@ -237,6 +336,10 @@ type Collector struct {
 	FlushInterval   time.Duration `yaml:"flush_interval"`    // default 200ms
 	Retention       time.Duration `yaml:"retention"`         // default 720h
 	MaxPayloadBytes Size          `yaml:"max_payload_bytes"` // default 256KiB
+	// Listener timeouts (defaults 60s, 30s, 120s; SPEC §11).
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	IdleTimeout  time.Duration `yaml:"idle_timeout"`
 }
 
 // Size is a byte count written as `8MiB`, `256KiB`, `1GiB` or a plain integer.

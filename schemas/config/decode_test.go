@@ -55,15 +55,22 @@ func TestDefaults(t *testing.T) {
 					MaxBodyBytes: 8 << 20, MaxToolSteps: 8, SpoolDir: ".data/spool",
 					SpoolMaxBytes: 1 << 30, SampleMaxBytes: 256 << 10,
 					ClientTokensEnv: "GRAYGATE_CLIENT_TOKENS", RolloutStaleAfter: 60 * time.Second,
+					ForceTokensEnv: "GRAYGATE_FORCE_TOKENS", MaxClientConnections: 10000, RequestLog: "gray",
+					StatsInterval: time.Second, ReadTimeout: 60 * time.Second, WriteTimeout: 30 * time.Second,
+					IdleTimeout: 120 * time.Second, MaxSSEEventBytes: 1 << 20, MaxToolArgumentsBytes: 1 << 20,
+					MaxBufferedAnswerBytes: 64 << 20,
 				},
 				Deployments: map[string]*Deployment{},
 				Analyzer: Analyzer{
 					Listen: "127.0.0.1:8083", Interval: 5 * time.Second, Window: 5 * time.Minute, MinRequests: 50,
-					Gates: Gates{TokenInflationMax: 0.30, TTFTP99Max: 3 * time.Second, TTFTP99RatioMax: 1.5, LatencyP99RatioMax: 1.5, ToolLoopRatioMax: 0.05},
+					Confidence: 0.99, ReadTimeout: 60 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+					Gates: Gates{TokenInflationMax: 0.30, TTFTP99Max: 3 * time.Second, TTFTP99RatioMax: 1.5, LatencyP99RatioMax: 1.5,
+						ToolLoopRatioMax: 0.05, GrayErrorRateMax: 0.05},
 				},
 				Collector: Collector{
 					Listen: "127.0.0.1:8082", BatchSize: 500, FlushInterval: 200 * time.Millisecond,
 					Retention: 720 * time.Hour, MaxPayloadBytes: 256 << 10,
+					ReadTimeout: 60 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 				},
 			}
 			if !reflect.DeepEqual(cfg, want) {
@@ -85,9 +92,11 @@ sampling_contract: {}
 `, nil)
 	got := cfg.Deployments["d"]
 	want := &Deployment{
-		Name:    "d",
-		Primary: Upstream{URL: "http://h", Model: "m", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 1024},
-		Gray:    &Upstream{URL: "http://g", Model: "m2", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 1024},
+		Name: "d",
+		Primary: Upstream{URL: "http://h", Model: "m", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 1024,
+			ConnectTimeout: time.Second, MaxDuration: 10 * time.Minute},
+		Gray: &Upstream{URL: "http://g", Model: "m2", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 1024,
+			ConnectTimeout: time.Second, MaxDuration: 10 * time.Minute},
 		Rollout: Rollout{Mode: "canary", StickyKey: "user", ForceHeader: "X-Gray-Rollout", Timeout: 2500 * time.Millisecond,
 			ShadowConcurrency: 32, SchemaTarget: "content", StreamValidation: "buffer"},
 	}

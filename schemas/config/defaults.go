@@ -13,6 +13,9 @@ const (
 	DefaultForceHeader     = "X-Gray-Rollout"
 	StickyUser             = "user"
 	StickyNone             = "none"
+	// StickyToken keys the arm by the client's bearer token (rev. 2).
+	StickyToken           = "token"
+	DefaultForceTokensEnv = "GRAYGATE_FORCE_TOKENS"
 	// StickyHeaderPrefix starts a sticky key that names a request header:
 	// `header:X-Tenant`.
 	StickyHeaderPrefix = "header:"
@@ -49,6 +52,16 @@ func (g *Gateway) setDefaults() {
 	g.SampleMaxBytes = 256 << 10
 	g.ClientTokensEnv = DefaultClientTokensEnv
 	g.RolloutStaleAfter = 60 * time.Second
+	g.ForceTokensEnv = DefaultForceTokensEnv
+	g.MaxClientConnections = 10000
+	g.RequestLog = RequestLogGray
+	g.StatsInterval = time.Second
+	g.ReadTimeout = 60 * time.Second
+	g.WriteTimeout = 30 * time.Second
+	g.IdleTimeout = 120 * time.Second
+	g.MaxSSEEventBytes = 1 << 20
+	g.MaxToolArgumentsBytes = 1 << 20
+	g.MaxBufferedAnswerBytes = 64 << 20
 }
 
 func (s *SamplingContract) setDefaults() {
@@ -64,6 +77,8 @@ func (u *Upstream) setDefaults() {
 	u.Timeout = 60 * time.Second
 	u.StreamIdleTimeout = 60 * time.Second
 	u.MaxConnections = DefaultMaxConnections
+	u.ConnectTimeout = time.Second
+	u.MaxDuration = 10 * time.Minute
 }
 
 func (r *Rollout) setDefaults() {
@@ -81,6 +96,10 @@ func (a *Analyzer) setDefaults() {
 	a.Interval = 5 * time.Second
 	a.Window = 5 * time.Minute
 	a.MinRequests = 50
+	a.Confidence = 0.99
+	a.ReadTimeout = 60 * time.Second
+	a.WriteTimeout = 30 * time.Second
+	a.IdleTimeout = 120 * time.Second
 	a.Gates = Gates{
 		TokenInflationMax:    0.30,
 		SchemaFailureRateMax: 0,
@@ -88,6 +107,7 @@ func (a *Analyzer) setDefaults() {
 		TTFTP99RatioMax:      1.5,
 		LatencyP99RatioMax:   1.5,
 		ToolLoopRatioMax:     0.05,
+		GrayErrorRateMax:     0.05,
 	}
 }
 
@@ -97,4 +117,7 @@ func (c *Collector) setDefaults() {
 	c.FlushInterval = 200 * time.Millisecond
 	c.Retention = 720 * time.Hour
 	c.MaxPayloadBytes = 256 << 10
+	c.ReadTimeout = 60 * time.Second
+	c.WriteTimeout = 30 * time.Second
+	c.IdleTimeout = 120 * time.Second
 }

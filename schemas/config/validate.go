@@ -41,6 +41,28 @@ func (d *decoder) validateGateway(g *Gateway) {
 		d.errorf("gateway.spool_dir", nil, "must not be empty")
 	}
 	d.positiveDuration("gateway.rollout_stale_after", g.RolloutStaleAfter)
+	switch g.RequestLog {
+	case RequestLogAll, RequestLogGray, RequestLogOff:
+	default:
+		if !d.failed["gateway.request_log"] {
+			d.errorf("gateway.request_log", nil, "must be all, gray or off, got %q", g.RequestLog)
+		}
+	}
+	d.positiveDuration("gateway.stats_interval", g.StatsInterval)
+	if g.StatsInterval > time.Hour {
+		d.errorf("gateway.stats_interval", nil, "must be at most 1h, got %s", g.StatsInterval)
+	} else if g.StatsInterval > 0 && (time.Hour%g.StatsInterval != 0) {
+		d.errorf("gateway.stats_interval", nil, "must divide an hour evenly (1s, 2s, 5s, 10s, 1m, …), got %s", g.StatsInterval)
+	}
+	if g.MaxClientConnections < 1 && !d.failed["gateway.max_client_connections"] {
+		d.errorf("gateway.max_client_connections", nil, "must be at least 1, got %d", g.MaxClientConnections)
+	}
+	d.positiveDuration("gateway.read_timeout", g.ReadTimeout)
+	d.positiveDuration("gateway.write_timeout", g.WriteTimeout)
+	d.positiveDuration("gateway.idle_timeout", g.IdleTimeout)
+	d.positiveSize("gateway.max_sse_event_bytes", g.MaxSSEEventBytes)
+	d.positiveSize("gateway.max_tool_arguments_bytes", g.MaxToolArgumentsBytes)
+	d.positiveSize("gateway.max_buffered_answer_bytes", g.MaxBufferedAnswerBytes)
 }
 
 func (d *decoder) validateRoutes(c *Config, bands map[string]bool) {
@@ -118,6 +140,8 @@ func (d *decoder) validateUpstream(p string, u *Upstream) {
 	if u.MaxConnections < 1 && !d.failed[p+".max_connections"] {
 		d.errorf(p+".max_connections", nil, "must be at least 1, got %d", u.MaxConnections)
 	}
+	d.positiveDuration(p+".connect_timeout", u.ConnectTimeout)
+	d.positiveDuration(p+".max_duration", u.MaxDuration)
 }
 
 // checkUpstreamURL explains why raw is not an absolute http(s) URL, or
@@ -217,6 +241,12 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 	if a.MinRequests < 0 {
 		d.errorf("analyzer.min_requests", nil, "must not be negative, got %d", a.MinRequests)
 	}
+	if !(a.Confidence >= 0.5 && a.Confidence < 1) && !d.failed["analyzer.confidence"] {
+		d.errorf("analyzer.confidence", nil, "must be in [0.5, 1), got %s", formatNumber(a.Confidence))
+	}
+	d.positiveDuration("analyzer.read_timeout", a.ReadTimeout)
+	d.positiveDuration("analyzer.write_timeout", a.WriteTimeout)
+	d.positiveDuration("analyzer.idle_timeout", a.IdleTimeout)
 	g := a.Gates
 	for _, gate := range []struct {
 		key string
@@ -227,6 +257,7 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 		{"ttft_p99_ratio_max", g.TTFTP99RatioMax},
 		{"latency_p99_ratio_max", g.LatencyP99RatioMax},
 		{"tool_loop_ratio_max", g.ToolLoopRatioMax},
+		{"gray_error_rate_max", g.GrayErrorRateMax},
 	} {
 		if gate.v < 0 {
 			d.errorf("analyzer.gates."+gate.key, nil, "must not be negative, got %s", formatNumber(gate.v))
@@ -264,6 +295,9 @@ func (d *decoder) validateCollector(c *Collector) {
 	d.positiveDuration("collector.flush_interval", c.FlushInterval)
 	d.positiveDuration("collector.retention", c.Retention)
 	d.positiveSize("collector.max_payload_bytes", c.MaxPayloadBytes)
+	d.positiveDuration("collector.read_timeout", c.ReadTimeout)
+	d.positiveDuration("collector.write_timeout", c.WriteTimeout)
+	d.positiveDuration("collector.idle_timeout", c.IdleTimeout)
 }
 
 // listen checks a host:port listen address (host may be empty: all

@@ -25,13 +25,25 @@ type AnalysisEvaluated struct {
 	Verdict Verdict `json:"verdict"`
 }
 
-// GateResult is one gate's value and verdict in an evaluation.
+// GateResult is one gate's test in an evaluation (SPEC §9): the point
+// estimate, the confidence bound that decided, the threshold, the sample
+// sizes and the verdict, so an operator can see why.
 type GateResult struct {
 	Gate Gate `json:"gate"`
-	// Value is nil when it cannot be computed (no request on an arm).
-	Value     *float64 `json:"value"`
+	// Stream is the stream class a per-class gate judged (TTFT: true;
+	// latency: once per class); nil for a gate over every attempt.
+	Stream *bool `json:"stream"`
+	// Estimate is the point estimate; nil when it cannot be computed.
+	Estimate *float64 `json:"estimate"`
+	// Bound is the confidence bound compared with the threshold (the lower
+	// bound of an increase, the upper bound of a quantile); nil until one
+	// exists.
+	Bound     *float64 `json:"bound"`
 	Threshold float64  `json:"threshold"`
-	Verdict   Verdict  `json:"verdict"`
+	// GrayN and PrimaryN are the attempts each arm contributed to the test.
+	GrayN    int64   `json:"gray_n"`
+	PrimaryN int64   `json:"primary_n"`
+	Verdict  Verdict `json:"verdict"`
 }
 
 // EventType returns TypeAnalysisEvaluated.
@@ -41,7 +53,8 @@ func (*AnalysisEvaluated) EventType() string { return TypeAnalysisEvaluated }
 func (a *AnalysisEvaluated) Subject() string { return AnalysisSubject(a.Deployment) }
 
 // OverallVerdict folds gate verdicts: fail when any failed, else
-// inconclusive when any was inconclusive (or there are none), else pass.
+// inconclusive when any was inconclusive (or there are none), else pass
+// (not_applicable gates count as passing).
 func OverallVerdict(gates []GateResult) Verdict {
 	v := VerdictPass
 	if len(gates) == 0 {
@@ -76,24 +89,44 @@ func (a *AnalysisEvaluated) Check() error {
 	if a.Gates == nil {
 		p.add("gates is null (use an empty list)")
 	}
-	seen := map[Gate]bool{}
+	type key struct {
+		gate   Gate
+		stream int
+	}
+	seen := map[key]bool{}
 	for _, g := range a.Gates {
 		if !g.Gate.Valid() {
 			p.add("gates: %q is not a gate", g.Gate)
 		}
-		if seen[g.Gate] {
-			p.add("gates: %s appears twice", g.Gate)
+		k := key{g.Gate, 0}
+		if g.Stream != nil {
+			k.stream = 1
+			if *g.Stream {
+				k.stream = 2
+			}
 		}
-		seen[g.Gate] = true
-		if g.Value != nil {
-			p.finite("gates."+string(g.Gate)+".value", *g.Value)
+		if seen[k] {
+			p.add("gates: %s appears twice for the same stream class", g.Gate)
 		}
-		p.finite("gates."+string(g.Gate)+".threshold", g.Threshold)
+		seen[k] = true
+		name := "gates." + string(g.Gate)
+		if g.Estimate != nil {
+			p.finite(name+".estimate", *g.Estimate)
+		}
+		if g.Bound != nil {
+			p.finite(name+".bound", *g.Bound)
+		}
+		p.finite(name+".threshold", g.Threshold)
+		p.count(name+".gray_n", g.GrayN)
+		p.count(name+".primary_n", g.PrimaryN)
 		if !g.Verdict.Valid() {
-			p.add("gates: %s verdict %q is not pass, fail or inconclusive", g.Gate, g.Verdict)
+			p.add("gates: %s verdict %q is not pass, fail, inconclusive or not_applicable", g.Gate, g.Verdict)
+		}
+		if g.Verdict == VerdictFail && g.Bound == nil {
+			p.add("gates: %s fails without a bound", g.Gate)
 		}
 	}
-	if !a.Verdict.Valid() {
+	if !a.Verdict.Valid() || a.Verdict == VerdictNotApplicable {
 		p.add("verdict %q is not pass, fail or inconclusive", a.Verdict)
 	} else if want := OverallVerdict(a.Gates); a.Verdict != want {
 		p.add("verdict %s disagrees with the gates (%s)", a.Verdict, want)

@@ -29,6 +29,8 @@ func DecodeEvent(b []byte) (Envelope, Data, error) {
 			env, d, ok = decodeTyped[RolloutChanged](b)
 		case TypeAnalysisEvaluated:
 			env, d, ok = decodeTyped[AnalysisEvaluated](b)
+		case TypeStatsInterval:
+			env, d, ok = decodeTyped[StatsInterval](b)
 		default:
 			ok = false
 		}
@@ -67,7 +69,7 @@ func decodeTyped[T any, P interface {
 	if json.Unmarshal(b, &w) != nil || w.SpecVersion == nil || *w.SpecVersion != SpecVersion ||
 		w.ID == nil || w.Source == nil || *w.Source == "" || w.Type == nil || !knownType(*w.Type) ||
 		w.Time == nil || w.Time.IsZero() || w.DataContentType == nil || *w.DataContentType != ContentType ||
-		w.Data == nil || checkID(*w.ID) != nil || w.Data.EventType() != *w.Type || w.Data.Check() != nil {
+		w.Data == nil || checkID(*w.ID, *w.Type) != nil || w.Data.EventType() != *w.Type || w.Data.Check() != nil {
 		return Envelope{}, nil, false
 	}
 	return Envelope{

@@ -60,6 +60,8 @@ func NewEnvelope(typ, source string, data any, now time.Time, id string) (Envelo
 		data = &v
 	case AnalysisEvaluated:
 		data = &v
+	case StatsInterval:
+		data = &v
 	}
 	if d, ok := data.(Data); ok {
 		if d.EventType() != typ {
@@ -69,13 +71,18 @@ func NewEnvelope(typ, source string, data any, now time.Time, id string) (Envelo
 			return Envelope{}, err
 		}
 	}
+	if id == "" && typ == TypeStatsInterval {
+		if si, ok := data.(*StatsInterval); ok {
+			id = si.ID()
+		}
+	}
 	if id == "" {
 		u, err := uuid.NewV7()
 		if err != nil {
 			return Envelope{}, fmt.Errorf("new event id: %w", err)
 		}
 		id = u.String()
-	} else if err := checkID(id); err != nil {
+	} else if err := checkID(id, typ); err != nil {
 		return Envelope{}, err
 	}
 	if now.IsZero() {
@@ -136,7 +143,7 @@ func Decode(b []byte) (Envelope, error) {
 	case *raw.DataContentType != ContentType:
 		return Envelope{}, fmt.Errorf("%w: datacontenttype %q is not %q", ErrMalformed, *raw.DataContentType, ContentType)
 	}
-	if err := checkID(*raw.ID); err != nil {
+	if err := checkID(*raw.ID, *raw.Type); err != nil {
 		return Envelope{}, err
 	}
 	if !knownType(*raw.Type) {
@@ -191,6 +198,8 @@ func DecodeData(e Envelope) (Data, error) {
 		d = new(RolloutChanged)
 	case TypeAnalysisEvaluated:
 		d = new(AnalysisEvaluated)
+	case TypeStatsInterval:
+		d = new(StatsInterval)
 	default:
 		return nil, fmt.Errorf("%w %q", ErrUnknownType, e.Type)
 	}
@@ -202,21 +211,26 @@ func DecodeData(e Envelope) (Data, error) {
 
 func knownType(typ string) bool {
 	switch typ {
-	case TypeRequestCompleted, TypeRequestRejected, TypeSampleMalformed, TypeRolloutChanged, TypeAnalysisEvaluated:
+	case TypeRequestCompleted, TypeRequestRejected, TypeSampleMalformed, TypeRolloutChanged, TypeAnalysisEvaluated, TypeStatsInterval:
 		return true
 	}
 	return false
 }
 
-// checkID accepts a UUIDv7 in canonical form: 36 characters, lowercase hex,
-// hyphens at 8-4-4-4-12, version 7, RFC 4122 variant.
-func checkID(id string) error {
+// checkID accepts a UUID in canonical form: 36 characters, lowercase hex,
+// hyphens at 8-4-4-4-12, RFC 4122 variant, version 5 for a statistic
+// (StatsID) and 7 for every other event type.
+func checkID(id, typ string) error {
+	version := uuid.Version(7)
+	if typ == TypeStatsInterval {
+		version = 5
+	}
 	u, err := uuid.Parse(id)
 	if err != nil || len(id) != 36 || u.String() != id {
 		return fmt.Errorf("%w: id %q is not a canonical lowercase UUID", ErrMalformed, id)
 	}
-	if u.Version() != 7 || u.Variant() != uuid.RFC4122 {
-		return fmt.Errorf("%w: id %q is a version %d UUID, not version 7", ErrMalformed, id, u.Version())
+	if u.Version() != version || u.Variant() != uuid.RFC4122 {
+		return fmt.Errorf("%w: id %q is a version %d UUID, not version %d", ErrMalformed, id, u.Version(), version)
 	}
 	return nil
 }

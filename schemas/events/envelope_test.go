@@ -16,7 +16,11 @@ const testID = "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c0b"
 func TestEnvelopeRoundTrip(t *testing.T) {
 	for _, d := range full() {
 		t.Run(d.EventType(), func(t *testing.T) {
-			env, err := events.NewEnvelope(d.EventType(), "gateway/host-1", d, exampleTime, testID)
+			id := testID
+			if s, ok := d.(*events.StatsInterval); ok {
+				id = s.ID() // statistics carry their UUIDv5
+			}
+			env, err := events.NewEnvelope(d.EventType(), "gateway/host-1", d, exampleTime, id)
 			if err != nil {
 				t.Fatalf("NewEnvelope: %v", err)
 			}

@@ -81,7 +81,8 @@ func full() []events.Data {
 			Revision:   41,
 			Trigger: &events.GateTrigger{
 				Gate:          events.GateSchemaFailureRate,
-				Value:         0.02,
+				Estimate:      0.02,
+				Bound:         0.02,
 				Threshold:     0,
 				WindowSeconds: 300,
 			},
@@ -93,11 +94,49 @@ func full() []events.Data {
 			GrayRequests:    51,
 			PrimaryRequests: 2490,
 			Gates: []events.GateResult{
-				{Gate: events.GateTokenInflation, Value: ptr(0.12), Threshold: 0.3, Verdict: events.VerdictPass},
-				{Gate: events.GateSchemaFailureRate, Value: ptr(0.02), Threshold: 0, Verdict: events.VerdictFail},
-				{Gate: events.GateTTFTP99, Value: nil, Threshold: 3, Verdict: events.VerdictInconclusive},
+				{Gate: events.GateTokenInflation, Estimate: ptr(0.12), Threshold: 0.3, Verdict: events.VerdictPass},
+				{Gate: events.GateSchemaFailureRate, Estimate: ptr(0.02), Bound: ptr(0.02), Threshold: 0, GrayN: 51, Verdict: events.VerdictFail},
+				{Gate: events.GateTTFTP99, Estimate: nil, Threshold: 3, Verdict: events.VerdictInconclusive},
 			},
 			Verdict: events.VerdictFail,
 		},
+		&events.StatsInterval{
+			Deployment:      "qwen-32k",
+			Gateway:         "gw-7f9c/3b2e91",
+			IntervalStart:   exampleTime.Truncate(time.Second),
+			IntervalSeconds: 1,
+			Arms:            []events.ArmStats{exampleArm(events.ArmGray, true), exampleArm(events.ArmPrimary, false)},
+		},
 	}
+}
+
+// exampleArm returns arm statistics with every field in use.
+func exampleArm(arm events.Arm, stream bool) events.ArmStats {
+	a := events.ArmStats{Arm: arm, Stream: stream, Endpoint: events.EndpointChat}
+	for i := range 20 {
+		a.Requests++
+		if i == 0 {
+			a.Outcomes.Add(events.OutcomeTimeout)
+			a.Latency.AddOverflow()
+			if stream {
+				a.TTFT.AddOverflow()
+			}
+			continue
+		}
+		a.Outcomes.Add(events.OutcomeOK)
+		a.PromptTokens.Add(float64(100 + i))
+		a.CompletionTokens.Add(float64(50 + i))
+		if stream {
+			a.TTFT.Add(float64(80 + i))
+		}
+		a.Latency.Add(float64(400 + 7*i))
+		a.ToolSteps.Count++
+		a.ToolSteps.Sum += int64(i % 5)
+		if i%5 == 4 {
+			a.ToolLoops++
+		}
+	}
+	a.TTFT.Trim() // the wire form, so a round trip compares equal
+	a.Latency.Trim()
+	return a
 }

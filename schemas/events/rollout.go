@@ -13,8 +13,9 @@ type RolloutChanged struct {
 	Deployment string `json:"deployment"`
 	// Percentage is gray's share of traffic, 0–100 with at most two decimals.
 	Percentage float64 `json:"percentage"`
-	// Status is StatusActive or StatusRolledBack; a rolled-back deployment
-	// serves primary only whatever its percentage.
+	// Status is StatusActive, StatusRolledBack or StatusTesting; a
+	// rolled-back deployment serves primary only whatever its percentage,
+	// one in testing sends gray only requests that force it.
 	Status RolloutStatus `json:"status"`
 	// Reason is the operator's or analyzer's explanation.
 	Reason string `json:"reason"`
@@ -29,10 +30,14 @@ type RolloutChanged struct {
 	Trigger *GateTrigger `json:"trigger,omitempty"`
 }
 
-// GateTrigger is the gate value that made the analyzer act.
+// GateTrigger is the failing gate that made the analyzer roll back: its
+// estimate, the bound that decided, its threshold and the window.
 type GateTrigger struct {
-	Gate      Gate    `json:"gate"`
-	Value     float64 `json:"value"`
+	Gate Gate `json:"gate"`
+	// Stream is the stream class of a per-class gate; nil otherwise.
+	Stream    *bool   `json:"stream,omitempty"`
+	Estimate  float64 `json:"estimate"`
+	Bound     float64 `json:"bound"`
 	Threshold float64 `json:"threshold"`
 	// WindowSeconds is the length of the window the value was computed over.
 	WindowSeconds float64 `json:"window_seconds"`
@@ -70,7 +75,10 @@ func (r *RolloutChanged) Check() error {
 		p.add("percentage %v is not 0-100 with at most two decimals", r.Percentage)
 	}
 	if !r.Status.Valid() {
-		p.add("status %q is not active or rolled_back", r.Status)
+		p.add("status %q is not active, rolled_back or testing", r.Status)
+	}
+	if r.Status == StatusTesting && r.Percentage != 0 {
+		p.add("percentage %v with status testing (testing stores 0)", r.Percentage)
 	}
 	if !r.Actor.Valid() {
 		p.add("actor %q is not admin, analyzer or config", r.Actor)
@@ -82,7 +90,8 @@ func (r *RolloutChanged) Check() error {
 		if !t.Gate.Valid() {
 			p.add("trigger.gate %q is not a gate", t.Gate)
 		}
-		p.finite("trigger.value", t.Value)
+		p.finite("trigger.estimate", t.Estimate)
+		p.finite("trigger.bound", t.Bound)
 		p.finite("trigger.threshold", t.Threshold)
 		if math.IsNaN(t.WindowSeconds) || math.IsInf(t.WindowSeconds, 0) || t.WindowSeconds <= 0 {
 			p.add("trigger.window_seconds must be positive, got %v", t.WindowSeconds)

@@ -163,6 +163,9 @@ func compare(t *testing.T, root, s *schemaObject, typ reflect.Type, path string)
 		typ = typ.Elem()
 		if s.Items != nil {
 			s = s.Items
+			if s.Ref != "" {
+				s = root.Definitions[strings.TrimPrefix(s.Ref, "#/definitions/")]
+			}
 		}
 	}
 	if typ.Kind() != reflect.Struct || typ.PkgPath() != reflect.TypeOf(events.Envelope{}).PkgPath() {

@@ -87,12 +87,13 @@ const (
 	CodeSamplingContractViolation RejectionCode = "sampling_contract_violation"
 	CodeContextLengthExceeded     RejectionCode = "context_length_exceeded"
 	CodeToolStepLimitExceeded     RejectionCode = "tool_step_limit_exceeded"
+	CodeNoEligibleDeployment      RejectionCode = "no_eligible_deployment"
 )
 
 // Valid reports whether c is one of the rejection codes.
 func (c RejectionCode) Valid() bool {
 	switch c {
-	case CodeSamplingContractViolation, CodeContextLengthExceeded, CodeToolStepLimitExceeded:
+	case CodeSamplingContractViolation, CodeContextLengthExceeded, CodeToolStepLimitExceeded, CodeNoEligibleDeployment:
 		return true
 	}
 	return false
@@ -105,10 +106,15 @@ type RolloutStatus string
 const (
 	StatusActive     RolloutStatus = "active"
 	StatusRolledBack RolloutStatus = "rolled_back"
+	// StatusTesting is 0 % for everyone, with the force header let through
+	// for testers (SPEC §6.1, rev. 2).
+	StatusTesting RolloutStatus = "testing"
 )
 
 // Valid reports whether s is one of the statuses.
-func (s RolloutStatus) Valid() bool { return s == StatusActive || s == StatusRolledBack }
+func (s RolloutStatus) Valid() bool {
+	return s == StatusActive || s == StatusRolledBack || s == StatusTesting
+}
 
 // Actor is who changed a rollout.
 type Actor string
@@ -136,12 +142,16 @@ const (
 	GateTTFTP99Ratio      Gate = "ttft_p99_ratio"
 	GateLatencyP99Ratio   Gate = "latency_p99_ratio"
 	GateToolLoopRatio     Gate = "tool_loop_ratio"
+	GateGrayErrorRate     Gate = "gray_error_rate"
 )
+
+// Gates lists every gate in the order evaluations report them.
+var Gates = []Gate{GateTokenInflation, GateSchemaFailureRate, GateGrayErrorRate, GateTTFTP99, GateTTFTP99Ratio, GateLatencyP99Ratio, GateToolLoopRatio}
 
 // Valid reports whether g is one of the gates.
 func (g Gate) Valid() bool {
 	switch g {
-	case GateTokenInflation, GateSchemaFailureRate, GateTTFTP99, GateTTFTP99Ratio, GateLatencyP99Ratio, GateToolLoopRatio:
+	case GateTokenInflation, GateSchemaFailureRate, GateTTFTP99, GateTTFTP99Ratio, GateLatencyP99Ratio, GateToolLoopRatio, GateGrayErrorRate:
 		return true
 	}
 	return false
@@ -150,14 +160,77 @@ func (g Gate) Valid() bool {
 // Verdict is the outcome of a gate or of a whole evaluation.
 type Verdict string
 
-// Verdicts. Inconclusive never rolls back (too few requests, or no value).
+// Verdicts (SPEC §9). Inconclusive never rolls back and never promotes;
+// not_applicable (no data on either arm, e.g. no streamed traffic for TTFT)
+// counts as passing for promotion.
 const (
-	VerdictPass         Verdict = "pass"
-	VerdictFail         Verdict = "fail"
-	VerdictInconclusive Verdict = "inconclusive"
+	VerdictPass          Verdict = "pass"
+	VerdictFail          Verdict = "fail"
+	VerdictInconclusive  Verdict = "inconclusive"
+	VerdictNotApplicable Verdict = "not_applicable"
 )
 
 // Valid reports whether v is one of the verdicts.
 func (v Verdict) Valid() bool {
-	return v == VerdictPass || v == VerdictFail || v == VerdictInconclusive
+	return v == VerdictPass || v == VerdictFail || v == VerdictInconclusive || v == VerdictNotApplicable
+}
+
+// Outcome is how one upstream attempt ended (SPEC §7 "Attempt outcomes").
+type Outcome string
+
+// Outcomes of an attempt; exactly one per attempt.
+const (
+	OutcomeOK              Outcome = "ok"
+	OutcomeSchemaViolation Outcome = "schema_violation" // answered, but broke the response schema
+	OutcomeInvalidJSON     Outcome = "invalid_json"     // answered with a body (or content) that is not JSON
+	OutcomeUpstream4xx     Outcome = "upstream_4xx"     // a 4xx other than 408 and 429: the client's fault
+	OutcomeUpstream5xx     Outcome = "upstream_5xx"     // 5xx, 408 or 429
+	OutcomeTimeout         Outcome = "timeout"          // no headers in time, past the rollout timeout, or idle past stream_idle_timeout
+	OutcomeUpstreamError   Outcome = "upstream_error"   // unreachable, TLS, reset, a cap reached, a malformed stream
+	OutcomeCancelled       Outcome = "cancelled"        // the client left
+)
+
+// AllOutcomes lists the outcomes in the order of the wire format.
+var AllOutcomes = []Outcome{OutcomeOK, OutcomeSchemaViolation, OutcomeInvalidJSON, OutcomeUpstream4xx,
+	OutcomeUpstream5xx, OutcomeTimeout, OutcomeUpstreamError, OutcomeCancelled}
+
+// Valid reports whether o is one of the outcomes.
+func (o Outcome) Valid() bool {
+	switch o {
+	case OutcomeOK, OutcomeSchemaViolation, OutcomeInvalidJSON, OutcomeUpstream4xx,
+		OutcomeUpstream5xx, OutcomeTimeout, OutcomeUpstreamError, OutcomeCancelled:
+		return true
+	}
+	return false
+}
+
+// OutcomeOfStatus classifies an answered HTTP status: 2xx ok, 408 and 429
+// and 5xx upstream_5xx, other 4xx upstream_4xx, anything else (1xx, 3xx, a
+// status outside 100–599) upstream_error.
+func OutcomeOfStatus(status int) Outcome {
+	switch {
+	case status >= 200 && status < 300:
+		return OutcomeOK
+	case status == 408 || status == 429 || status >= 500 && status < 600:
+		return OutcomeUpstream5xx
+	case status >= 400 && status < 500:
+		return OutcomeUpstream4xx
+	}
+	return OutcomeUpstreamError
+}
+
+// Endpoint is the OpenAI API an attempt was made on.
+type Endpoint string
+
+// Endpoints (SPEC §3).
+const (
+	EndpointChat        Endpoint = "chat"
+	EndpointCompletions Endpoint = "completions"
+	EndpointResponses   Endpoint = "responses"
+	EndpointEmbeddings  Endpoint = "embeddings"
+)
+
+// Valid reports whether e is one of the endpoints.
+func (e Endpoint) Valid() bool {
+	return e == EndpointChat || e == EndpointCompletions || e == EndpointResponses || e == EndpointEmbeddings
 }

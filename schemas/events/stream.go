@@ -17,13 +17,14 @@ const (
 	// analysis events are kept a week.
 	EventsMaxAge   = 7 * 24 * time.Hour
 	AnalysisMaxAge = 7 * 24 * time.Hour
+	StatsMaxAge    = 7 * 24 * time.Hour
 	// RolloutPerSubject: the last 100 rollout events of each deployment.
 	RolloutPerSubject = 100
 	// DuplicateWindow: a Nats-Msg-Id republished within it is stored once.
 	DuplicateWindow = 2 * time.Minute
 )
 
-// StreamConfigs returns the configurations of the three streams with the
+// StreamConfigs returns the configurations of the four streams with the
 // given replica count (nats.replicas; below 1 means 1).
 func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	if replicas < 1 {
@@ -53,10 +54,12 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	ro.MaxMsgsPerSubject = RolloutPerSubject
 	an := base(StreamAnalysis, "graygate analyzer evaluations: gate values and verdicts (SPEC §7)", SubjectAnalysisAll)
 	an.MaxAge = AnalysisMaxAge
-	return []jetstream.StreamConfig{ev, ro, an}
+	st := base(StreamStats, "graygate per-arm statistics, one event per gateway, deployment and stats_interval (SPEC §7)", SubjectStatsAll)
+	st.MaxAge = StatsMaxAge
+	return []jetstream.StreamConfig{ev, st, ro, an}
 }
 
-// EnsureStreams creates each of the three streams that does not exist yet,
+// EnsureStreams creates each of the four streams that does not exist yet,
 // with StreamConfigs(replicas). An existing stream is never changed: when
 // its subjects (or retention, storage, age, per-subject or duplicate-window
 // limits) differ from this package's, a warning naming the differences is

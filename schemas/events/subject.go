@@ -7,16 +7,18 @@ const (
 	TypeSampleMalformed   = "graygate.sample.malformed"
 	TypeRolloutChanged    = "graygate.rollout.changed"
 	TypeAnalysisEvaluated = "graygate.analysis.evaluated"
+	TypeStatsInterval     = "graygate.stats.interval"
 )
 
 // Types lists every event type, in the order of SPEC §7.
-var Types = []string{TypeRequestCompleted, TypeRequestRejected, TypeSampleMalformed, TypeRolloutChanged, TypeAnalysisEvaluated}
+var Types = []string{TypeRequestCompleted, TypeRequestRejected, TypeSampleMalformed, TypeStatsInterval, TypeRolloutChanged, TypeAnalysisEvaluated}
 
 // Stream names (SPEC §7).
 const (
 	StreamEvents   = "GRAYGATE_EVENTS"   // request, rejection and sample events
 	StreamRollout  = "GRAYGATE_ROLLOUT"  // rollout state changes, the last 100 per deployment
 	StreamAnalysis = "GRAYGATE_ANALYSIS" // analyzer evaluations
+	StreamStats    = "GRAYGATE_STATS"    // per-arm statistics of every gateway (rev. 2)
 )
 
 // Subject prefixes; the last token is a deployment name or, for rejections,
@@ -28,6 +30,7 @@ const (
 	SubjectSamplePrefix    = "graygate.sample."
 	SubjectRolloutPrefix   = "graygate.rollout."
 	SubjectAnalysisPrefix  = "graygate.analysis."
+	SubjectStatsPrefix     = "graygate.stats."
 )
 
 // Wildcard subjects, one per prefix, as the streams bind them and consumers
@@ -38,6 +41,7 @@ const (
 	SubjectSampleAll    = SubjectSamplePrefix + ">"
 	SubjectRolloutAll   = SubjectRolloutPrefix + ">"
 	SubjectAnalysisAll  = SubjectAnalysisPrefix + ">"
+	SubjectStatsAll     = SubjectStatsPrefix + ">"
 )
 
 // RequestSubject is where a deployment's request.completed events go.
@@ -55,3 +59,6 @@ func RolloutSubject(deployment string) string { return SubjectRolloutPrefix + de
 
 // AnalysisSubject is where a deployment's analysis.evaluated events go.
 func AnalysisSubject(deployment string) string { return SubjectAnalysisPrefix + deployment }
+
+// StatsSubject is where a deployment's stats.interval events go.
+func StatsSubject(deployment string) string { return SubjectStatsPrefix + deployment }

@@ -109,7 +109,7 @@ func writeTable(out io.Writer, s *engine.Status) error {
 			} else {
 				fmt.Fprint(tw, "\t\t\t\t")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Gate, valueCell(g.Gate, g.Value, true), valueCell(g.Gate, &g.Threshold, false), g.Verdict)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Gate, valueCell(g.Gate, g.Estimate, true), valueCell(g.Gate, &g.Threshold, false), g.Verdict)
 		}
 		fmt.Fprintf(tw, "\t\t\t\toverall\t\t\t%s\n", d.Verdict)
 	}

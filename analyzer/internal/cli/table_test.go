@@ -26,7 +26,7 @@ func TestWriteTable(t *testing.T) {
 			events.GateTTFTP99Ratio, events.GateLatencyP99Ratio, events.GateToolLoopRatio}
 		out := make([]events.GateResult, len(order))
 		for i, g := range order {
-			out[i] = events.GateResult{Gate: g, Value: values[i], Threshold: thresholds[i], Verdict: verdicts[i]}
+			out[i] = events.GateResult{Gate: g, Estimate: values[i], Threshold: thresholds[i], Verdict: verdicts[i]}
 		}
 		return out
 	}

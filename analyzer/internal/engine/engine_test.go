@@ -100,17 +100,17 @@ func TestGates(t *testing.T) {
 			}
 			r := result(t, evs[0], tt.gate)
 			if r.Verdict != tt.want {
-				t.Errorf("%s verdict = %s; want %s (value %s)", tt.gate, r.Verdict, tt.want, fmtValue2(r.Value))
+				t.Errorf("%s verdict = %s; want %s (value %s)", tt.gate, r.Verdict, tt.want, fmtValue2(r.Estimate))
 			}
 			switch {
 			case math.IsNaN(tt.value):
-				if r.Value != nil {
-					t.Errorf("%s value = %v; want none", tt.gate, *r.Value)
+				if r.Estimate != nil {
+					t.Errorf("%s value = %v; want none", tt.gate, *r.Estimate)
 				}
-			case r.Value == nil:
+			case r.Estimate == nil:
 				t.Errorf("%s value = none; want %v", tt.gate, tt.value)
-			case math.Abs(*r.Value-tt.value) > 0.03*math.Max(1, tt.value):
-				t.Errorf("%s value = %v; want %v", tt.gate, *r.Value, tt.value)
+			case math.Abs(*r.Estimate-tt.value) > 0.03*math.Max(1, tt.value):
+				t.Errorf("%s value = %v; want %v", tt.gate, *r.Estimate, tt.value)
 			}
 		})
 	}
@@ -274,7 +274,7 @@ func rollbackPublishedOnce(t *testing.T, v *env) {
 	if rb.Status != events.StatusRolledBack || rb.Percentage != 0 || rb.Actor != events.ActorAnalyzer || rb.Revision != rev {
 		t.Errorf("rollback = %+v; want rolled_back at 0%% by the analyzer from revision %d", rb, rev)
 	}
-	if tr := rb.Trigger; tr == nil || tr.Gate != events.GateSchemaFailureRate || math.Abs(tr.Value-1.0/21) > 1e-9 || tr.Threshold != 0 || tr.WindowSeconds <= 0 || tr.WindowSeconds > 300 {
+	if tr := rb.Trigger; tr == nil || tr.Gate != events.GateSchemaFailureRate || math.Abs(tr.Estimate-1.0/21) > 1e-9 || tr.Threshold != 0 || tr.WindowSeconds <= 0 || tr.WindowSeconds > 300 {
 		t.Errorf("rollback trigger = %+v; want schema_failure_rate 1/21 over threshold 0 in a window of at most 300s", rb.Trigger)
 	}
 	if !strings.Contains(rb.Reason, "schema_failure_rate") {
@@ -441,8 +441,8 @@ func restartRebuildsWindow(t *testing.T, v *env) {
 	}
 	for i, w := range want.Gates {
 		g := got.Gates[i]
-		if g.Verdict != w.Verdict || fmtValue2(g.Value) != fmtValue2(w.Value) {
-			t.Errorf("%s after restart = %s %s; want %s %s", w.Gate, g.Verdict, fmtValue2(g.Value), w.Verdict, fmtValue2(w.Value))
+		if g.Verdict != w.Verdict || fmtValue2(g.Estimate) != fmtValue2(w.Estimate) {
+			t.Errorf("%s after restart = %s %s; want %s %s", w.Gate, g.Verdict, fmtValue2(g.Estimate), w.Verdict, fmtValue2(w.Estimate))
 		}
 	}
 	if took, n := b.ReplayStats(); n < int64(len(before)) || took <= 0 {

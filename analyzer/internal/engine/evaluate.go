@@ -143,8 +143,12 @@ func (e *Engine) evaluate(ctx context.Context, d string, now time.Time, act bool
 func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Evaluation, now, passingSince time.Time) *Action {
 	if failed, ok := gate.FirstFailure(ev.Gates); ok {
 		value := 0.0
-		if failed.Value != nil {
-			value = *failed.Value
+		if failed.Estimate != nil {
+			value = *failed.Estimate
+		}
+		bound := value
+		if failed.Bound != nil {
+			bound = *failed.Bound
 		}
 		window := time.Duration(ev.WindowSeconds * float64(time.Second))
 		change := &events.RolloutChanged{
@@ -157,7 +161,7 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 			Actor:    events.ActorAnalyzer,
 			Revision: st.Revision,
 			Trigger: &events.GateTrigger{
-				Gate: failed.Gate, Value: value, Threshold: failed.Threshold, WindowSeconds: ev.WindowSeconds,
+				Gate: failed.Gate, Stream: failed.Stream, Estimate: value, Bound: bound, Threshold: failed.Threshold, WindowSeconds: ev.WindowSeconds,
 			},
 		}
 		a := e.publishChange(ctx, ActionRollback, change, now)

@@ -73,8 +73,8 @@ func (m *engineMetrics) observe(ev *Evaluation) {
 	d := ev.Deployment
 	for _, r := range ev.Gates {
 		v := math.NaN()
-		if r.Value != nil {
-			v = *r.Value
+		if r.Estimate != nil {
+			v = *r.Estimate
 		}
 		m.set.GetOrCreateGauge(series("graygate_analyzer_gate_value", d, r.Gate), nil).Set(v)
 		m.set.GetOrCreateGauge(series("graygate_analyzer_gate_threshold", d, r.Gate), nil).Set(r.Threshold)

@@ -82,7 +82,7 @@ func Evaluate(gray, primary *window.Stats, l Limits) []events.GateResult {
 
 	results := make([]events.GateResult, 0, len(Order))
 	add := func(g events.Gate, v *float64, judged bool) {
-		r := events.GateResult{Gate: g, Value: v, Threshold: l.Threshold(g), Verdict: events.VerdictInconclusive}
+		r := events.GateResult{Gate: g, Estimate: v, Bound: v, Threshold: l.Threshold(g), Verdict: events.VerdictInconclusive}
 		if judged && v != nil {
 			r.Verdict = events.VerdictPass
 			if exceeds(*v, r.Threshold) {

@@ -124,17 +124,17 @@ func TestEvaluate(t *testing.T) {
 					continue
 				}
 				if r.Verdict != tt.want {
-					t.Errorf("%s verdict = %s; want %s (value %v)", r.Gate, r.Verdict, tt.want, deref(r.Value))
+					t.Errorf("%s verdict = %s; want %s (value %v)", r.Gate, r.Verdict, tt.want, deref(r.Estimate))
 				}
 				switch {
 				case math.IsNaN(tt.value):
-					if r.Value != nil {
-						t.Errorf("%s value = %v; want none", r.Gate, *r.Value)
+					if r.Estimate != nil {
+						t.Errorf("%s value = %v; want none", r.Gate, *r.Estimate)
 					}
-				case r.Value == nil:
+				case r.Estimate == nil:
 					t.Errorf("%s value = none; want %v", r.Gate, tt.value)
-				case math.Abs(*r.Value-tt.value) > 2*window.RelativeError*math.Max(1, math.Abs(tt.value)):
-					t.Errorf("%s value = %v; want %v", r.Gate, *r.Value, tt.value)
+				case math.Abs(*r.Estimate-tt.value) > 2*window.RelativeError*math.Max(1, math.Abs(tt.value)):
+					t.Errorf("%s value = %v; want %v", r.Gate, *r.Estimate, tt.value)
 				}
 				if want := l.Threshold(r.Gate); r.Threshold != want {
 					t.Errorf("%s threshold = %v; want %v", r.Gate, r.Threshold, want)
@@ -150,8 +150,8 @@ func TestEvaluateExactValues(t *testing.T) {
 	results := Evaluate(gray, arm(100, 100, 200, 1000, nil), example)
 	want := map[events.Gate]float64{events.GateTokenInflation: 0.31, events.GateSchemaFailureRate: 0, events.GateToolLoopRatio: 0.06}
 	for _, r := range results {
-		if w, ok := want[r.Gate]; ok && math.Abs(*r.Value-w) > 1e-12 {
-			t.Errorf("%s value = %v; want exactly %v", r.Gate, *r.Value, w)
+		if w, ok := want[r.Gate]; ok && math.Abs(*r.Estimate-w) > 1e-12 {
+			t.Errorf("%s value = %v; want exactly %v", r.Gate, *r.Estimate, w)
 		}
 	}
 }

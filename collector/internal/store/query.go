@@ -305,7 +305,7 @@ func (r *Reader) RolloutHistory(ctx context.Context, deployment string, limit in
 			e.OccurredAt = e.OccurredAt.UTC()
 			e.Revision, e.StreamSequence = uint64(rev), uint64(seq)
 			if gate != nil {
-				e.Trigger = &events.GateTrigger{Gate: events.Gate(*gate), Value: deref64(value), Threshold: deref64(threshold), WindowSeconds: deref64(window)}
+				e.Trigger = &events.GateTrigger{Gate: events.Gate(*gate), Estimate: deref64(value), Bound: deref64(value), Threshold: deref64(threshold), WindowSeconds: deref64(window)}
 			}
 			page.Events = append(page.Events, e)
 		}

@@ -89,7 +89,7 @@ var tables = []*table{
 			v := append(commonValues(e, 40), r.Deployment, r.Percentage, string(r.Status), r.Reason, string(r.Actor),
 				int64(r.Revision))
 			if t := r.Trigger; t != nil {
-				return append(v, string(t.Gate), t.Value, t.Threshold, t.WindowSeconds)
+				return append(v, string(t.Gate), t.Estimate, t.Threshold, t.WindowSeconds)
 			}
 			return append(v, nil, nil, nil, nil)
 		},

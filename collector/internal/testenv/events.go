@@ -94,7 +94,7 @@ func Rollout(deployment string, revision uint64) *events.RolloutChanged {
 	return &events.RolloutChanged{
 		Deployment: deployment, Percentage: 12.34, Status: events.StatusRolledBack, Reason: "schema drift",
 		Actor: events.ActorAnalyzer, Revision: revision,
-		Trigger: &events.GateTrigger{Gate: events.GateSchemaFailureRate, Value: 0.02, Threshold: 0, WindowSeconds: 300},
+		Trigger: &events.GateTrigger{Gate: events.GateSchemaFailureRate, Estimate: 0.02, Bound: 0.02, Threshold: 0, WindowSeconds: 300},
 	}
 }
 
@@ -104,8 +104,8 @@ func Analysis(deployment string, at time.Time) *events.AnalysisEvaluated {
 		Deployment: deployment, WindowStart: at.Add(-5 * time.Minute).UTC(), WindowSeconds: 300,
 		GrayRequests: 51, PrimaryRequests: 2490,
 		Gates: []events.GateResult{
-			{Gate: events.GateTokenInflation, Value: ptr(0.12), Threshold: 0.3, Verdict: events.VerdictPass},
-			{Gate: events.GateSchemaFailureRate, Value: ptr(0.02), Threshold: 0, Verdict: events.VerdictFail},
+			{Gate: events.GateTokenInflation, Estimate: ptr(0.12), Bound: ptr(0.05), Threshold: 0.3, Verdict: events.VerdictPass},
+			{Gate: events.GateSchemaFailureRate, Estimate: ptr(0.02), Bound: ptr(0.02), Threshold: 0, Verdict: events.VerdictFail},
 			{Gate: events.GateTTFTP99, Threshold: 3, Verdict: events.VerdictInconclusive},
 		},
 		Verdict: events.VerdictFail,
