@@ -56,6 +56,8 @@ func (l Limits) Threshold(g events.Gate) float64 {
 		return l.Gates.LatencyP99RatioMax
 	case events.GateToolLoopRatio:
 		return l.Gates.ToolLoopRatioMax
+	case events.GateGrayErrorRate:
+		return l.Gates.GrayErrorRateMax
 	}
 	return math.NaN()
 }

@@ -1,0 +1,76 @@
+package gate
+
+import (
+	"time"
+
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// Class is a stream class and endpoint: attempts of different classes are
+// never pooled by a latency or TTFT gate (SPEC §9).
+type Class struct {
+	Stream   bool
+	Endpoint events.Endpoint
+}
+
+// Input is what one evaluation sees of one deployment: the statistics of
+// every gateway over the window, merged per arm and class. Gray holds the
+// gray and shadow attempts, Primary primary's. A class without attempts on
+// an arm is absent from that arm's map.
+type Input struct {
+	Gray    map[Class]*events.ArmStats
+	Primary map[Class]*events.ArmStats
+}
+
+// Config is what the tests need besides the data: the thresholds, the
+// minimum gray requests, the confidence, the rollout timeout both arms are
+// censored at, and the looks over which the error budget is spent.
+type Config struct {
+	Gates config.Gates
+	// MinRequests is analyzer.min_requests: below it every gate except
+	// schema_failure_rate and gray_error_rate is inconclusive.
+	MinRequests int64
+	// Confidence is analyzer.confidence: the chance that a healthy gray is
+	// never rolled back over Horizon, with an evaluation every Interval.
+	Confidence float64
+	// Interval is analyzer.interval and Horizon the rollout length the
+	// guarantee covers (24 h).
+	Interval time.Duration
+	Horizon  time.Duration
+	// Timeout is the deployment's rollout timeout: every latency and TTFT
+	// of either arm above it counts as overflow.
+	Timeout time.Duration
+}
+
+// Horizon is the rollout length the no-false-rollback promise covers (SPEC §9).
+const Horizon = 24 * time.Hour
+
+// ConfigOf returns the gate configuration of an analyzer section and a
+// deployment's rollout timeout.
+func ConfigOf(a config.Analyzer, rolloutTimeout time.Duration) Config {
+	return Config{
+		Gates: a.Gates, MinRequests: int64(a.MinRequests), Confidence: a.Confidence,
+		Interval: a.Interval, Horizon: Horizon, Timeout: rolloutTimeout,
+	}
+}
+
+// Evaluate tests gray against primary and returns one result per gate and
+// stream class, in events.Gates order (latency_p99_ratio once per stream
+// class with attempts on both arms).
+//
+// Interim: every gate is inconclusive until the statistical tests land
+// (issue 13); callers may already build on the signature.
+func (c Config) Evaluate(in *Input) []events.GateResult {
+	out := make([]events.GateResult, 0, len(events.Gates))
+	for _, g := range events.Gates {
+		out = append(out, events.GateResult{Gate: g, Threshold: c.Threshold(g), Verdict: events.VerdictInconclusive})
+	}
+	return out
+}
+
+// Threshold returns the threshold of g in the units of its estimate: ratios
+// as plain ratios (0.3 is 30 %), shares as fractions, ttft_p99 in seconds.
+func (c Config) Threshold(g events.Gate) float64 {
+	return Limits{Gates: c.Gates}.Threshold(g)
+}
