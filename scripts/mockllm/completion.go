@@ -55,6 +55,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, start time.Ti
 	if err != nil {
 		return writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "mock_bad_header", "")
 	}
+	set.applySpread()
 	ctx := r.Context()
 	if set.Hang {
 		<-ctx.Done()

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strconv"
@@ -74,6 +76,12 @@ type Settings struct {
 	DropAfter int
 	// Model is the model name in answers; empty echoes the request's model.
 	Model string
+	// Spread, when positive, multiplies each request's latency, TTFT and
+	// completion tokens by its own draw of exp(Spread·Z), Z standard
+	// normal: lognormal noise around the configured values (their medians),
+	// so two mocks with the same settings answer like two samples of one
+	// model. 0 (the default) answers exactly as configured.
+	Spread float64
 }
 
 // defaultSettings are the process defaults before flags are applied.
@@ -163,6 +171,21 @@ var options = []option{
 		func(s *Settings) *int { return &s.DropAfter }),
 	stringOption("model", "model name in answers (empty: the request's model)",
 		func(s *Settings) *string { return &s.Model }),
+	{
+		name:  "spread",
+		usage: "σ of per-request lognormal noise on latency, ttft and completion-tokens (0: none)",
+		kind:  "float",
+		set: func(s *Settings, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || !(f >= 0) || f > 3 {
+				return fmt.Errorf("want a number in [0, 3], got %q", v)
+			}
+			s.Spread = f
+			return nil
+		},
+		get:     func(s *Settings) any { return s.Spread },
+		restore: func(dst, src *Settings) { dst.Spread = src.Spread },
+	},
 }
 
 // optionsByName indexes options by their lowercase name.
@@ -337,3 +360,18 @@ func (o *option) flagUsage() string {
 
 // IsBoolFlag lets boolean options be given as a bare --name.
 func (f flagValue) IsBoolFlag() bool { return f.opt != nil && f.opt.isBool }
+
+// applySpread draws this request's lognormal factor for latency, TTFT and
+// completion tokens (one draw each, independent), when Spread is positive.
+func (s *Settings) applySpread() {
+	if s.Spread <= 0 {
+		return
+	}
+	factor := func() float64 { return math.Exp(s.Spread * rand.NormFloat64()) }
+	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * factor()) }
+	s.Latency = scale(s.Latency)
+	s.TTFT = scale(s.TTFT)
+	if s.CompletionTokens > 0 {
+		s.CompletionTokens = max(1, min(maxCompletionTokens, int(math.Round(float64(s.CompletionTokens)*factor()))))
+	}
+}

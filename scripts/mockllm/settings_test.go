@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // layeredValues are three distinct values of one option, one per way of
@@ -36,6 +38,7 @@ var layered = map[string]layeredValues{
 	"hang":              {flag: "true", live: "false", header: "true", liveJSON: `false`, wantFlag: "true", wantLive: "false", wantHeader: "true"},
 	"drop-after":        {flag: "1", live: "2", header: "0", liveJSON: `2`, wantFlag: "1", wantLive: "2", wantHeader: "0"},
 	"model":             {flag: "m-flag", live: "m-live", header: "m-header", liveJSON: `"m-live"`, wantFlag: "m-flag", wantLive: "m-live", wantHeader: "m-header"},
+	"spread":            {flag: "0.5", live: "0.25", header: "1", liveJSON: `0.25`, wantFlag: "0.5", wantLive: "0.25", wantHeader: "1"},
 }
 
 func TestOptionsCovered(t *testing.T) {
@@ -211,5 +214,37 @@ func TestFlags(t *testing.T) {
 				t.Errorf("parseFlags(%q): %s", tt.args, msg)
 			}
 		})
+	}
+}
+
+// Spread draws lognormal factors: the median stays the configured value,
+// and about 68 % of draws fall within one σ (exp(±σ)) of it.
+func TestSpread(t *testing.T) {
+	const n, sigma = 4000, 0.5
+	var below, inside int
+	for range n {
+		s := Settings{Latency: time.Second, CompletionTokens: 1000, Spread: sigma}
+		s.applySpread()
+		if s.Latency < time.Second {
+			below++
+		}
+		f := float64(s.Latency) / float64(time.Second)
+		if f > math.Exp(-sigma) && f < math.Exp(sigma) {
+			inside++
+		}
+		if s.CompletionTokens < 1 {
+			t.Fatalf("completion tokens %d; want at least 1", s.CompletionTokens)
+		}
+	}
+	if frac := float64(below) / n; math.Abs(frac-0.5) > 0.04 {
+		t.Errorf("%.3f of latencies below the configured median; want 0.5 ± 0.04", frac)
+	}
+	if frac := float64(inside) / n; math.Abs(frac-0.6827) > 0.04 {
+		t.Errorf("%.3f of latencies within one σ; want 0.683 ± 0.04", frac)
+	}
+	same := Settings{Latency: time.Second, CompletionTokens: 7}
+	same.applySpread()
+	if same.Latency != time.Second || same.CompletionTokens != 7 {
+		t.Errorf("spread 0 changed the settings: %+v", same)
 	}
 }
