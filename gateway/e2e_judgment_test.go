@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/schemas/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// judgmentConfig: one gateway publishing per-arm statistics every second
+// and one analyzer judging them, on a private NATS. The gateway logs no
+// request (request_log: off), so the analyzer decides from statistics alone.
+const judgmentConfig = `
+nats: {url: {{NATS}}}
+gateway:
+  listen: {{LISTEN}}
+  admin_listen: {{ADMIN}}
+  spool_dir: {{SPOOL}}
+  request_log: off
+  stats_interval: 1s
+routing:
+  routes:
+    - model: agent-chat
+      candidates: [{deployment: qwen}]
+deployments:
+  qwen:
+    primary: {url: {{PRIMARY}}, model: qwen-v1}
+    gray: {url: {{GRAY}}, model: qwen-v2}
+    rollout:
+      percentage: {{PERCENT}}
+      sticky_key: none
+      response_schema: schemas/contracts/agent-action.schema.json
+analyzer:
+  listen: {{ANALYZER}}
+  interval: 1s
+  window: 2m
+`
+
+// judgment is a running gateway and analyzer on one NATS.
+type judgment struct {
+	gw *testenv.Gateway
+	js jetstream.JetStream
+}
+
+func startJudgment(t *testing.T, percent int, primaryFlags, grayFlags []string) *judgment {
+	t.Helper()
+	ns := testenv.StartNATS(t)
+	primary, gray := testenv.StartMock(t, primaryFlags...), testenv.StartMock(t, grayFlags...)
+	cfg := strings.NewReplacer("{{NATS}}", ns.URL, "{{PRIMARY}}", primary.URL, "{{GRAY}}", gray.URL,
+		"{{SPOOL}}", t.TempDir(), "{{PERCENT}}", fmt.Sprint(percent), "{{ANALYZER}}", testenv.FreeAddr(t)).Replace(judgmentConfig)
+	gw := testenv.StartGateway(t, cfg)
+	testenv.WaitFor(t, 10*time.Second, "the rollout state to be read from the log", func() bool {
+		return rolloutOf(t, gw).Known
+	})
+	// The analyzer reads the same file; the gateway's placeholders are
+	// filled with free addresses so it is valid as it is.
+	file := writeConfig(t, strings.NewReplacer("{{LISTEN}}", testenv.FreeAddr(t), "{{ADMIN}}", testenv.FreeAddr(t)).Replace(cfg))
+	testenv.Start(t, testenv.Binary(t, "./analyzer"), []string{"NATS_URL="}, "analyzer listening on ", "serve", "--config", file)
+	nc, err := nats.Connect(ns.URL)
+	testenv.Must(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	testenv.Must(t, err)
+	return &judgment{gw: gw, js: js}
+}
+
+// drive sends requests at rate per second (one in three streamed) until
+// ctx ends, and returns how many got each x-gateway-arm.
+func (j *judgment) drive(ctx context.Context, t *testing.T, rate float64) map[string]int64 {
+	t.Helper()
+	var mu sync.Mutex
+	arms := map[string]int64{}
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return arms
+		case <-tick.C:
+		}
+		i := n.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := `{"model":"agent-chat","messages":[{"role":"user","content":"hi"}]}`
+			if i%3 == 0 {
+				body = `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+			}
+			req, _ := http.NewRequest(http.MethodPost, j.gw.URL+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			arms[resp.Header.Get("x-gateway-arm")]++
+			if resp.StatusCode != http.StatusOK {
+				arms[fmt.Sprintf("status %d", resp.StatusCode)]++
+			}
+			mu.Unlock()
+		}()
+	}
+}
+
+// analyzerRollbacks returns the rollbacks the analyzer stored.
+func (j *judgment) analyzerRollbacks(t *testing.T) []*events.RolloutChanged {
+	t.Helper()
+	var out []*events.RolloutChanged
+	for _, d := range j.read(t, events.StreamRollout) {
+		if r, ok := d.(*events.RolloutChanged); ok && r.Actor == events.ActorAnalyzer && r.Status == events.StatusRolledBack {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// read returns every event of a stream, decoded and checked.
+func (j *judgment) read(t *testing.T, stream string) []events.Data {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := j.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	testenv.Must(t, err)
+	info, err := c.Info(ctx)
+	testenv.Must(t, err)
+	var out []events.Data
+	for pending := info.NumPending; pending > 0; pending-- {
+		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		testenv.Must(t, err)
+		_, d, err := events.DecodeEvent(m.Data())
+		if err != nil {
+			t.Fatalf("%s holds an event that does not decode: %v", stream, err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// TestE2EGrayErrorsRollBack: a gray that answers 500 to everything is
+// rolled back by the gray-error gate (SPEC §9 gate 5) after a few dozen
+// attempts, from statistics alone, while every client is answered by
+// primary.
+func TestE2EGrayErrorsRollBack(t *testing.T) {
+	j := startJudgment(t, 50, []string{"--latency", "20ms"}, []string{"--latency", "20ms", "--status", "500"})
+	ctx, cancel := context.WithCancel(context.Background())
+	var arms map[string]int64
+	done := make(chan struct{})
+	go func() { arms = j.drive(ctx, t, 10); close(done) }()
+	start := time.Now()
+	testenv.WaitFor(t, 90*time.Second, "the analyzer to roll the failing gray back", func() bool {
+		return rolloutOf(t, j.gw).Status == string(events.StatusRolledBack)
+	})
+	took := time.Since(start)
+	cancel()
+	<-done
+	rbs := j.analyzerRollbacks(t)
+	if len(rbs) != 1 || rbs[0].Trigger == nil || rbs[0].Trigger.Gate != events.GateGrayErrorRate {
+		t.Fatalf("analyzer rollbacks = %+v; want one, triggered by %s", rbs, events.GateGrayErrorRate)
+	}
+	t.Logf("rolled back %v after the first request by %s: estimate %.3f, bound %.3f, threshold %.3f; clients saw %v",
+		took.Round(100*time.Millisecond), rbs[0].Trigger.Gate, rbs[0].Trigger.Estimate, rbs[0].Trigger.Bound, rbs[0].Trigger.Threshold, arms)
+	if arms["gray"] != 0 {
+		t.Errorf("%d answers came from the failing gray; want every one from primary", arms["gray"])
+	}
+	for k, n := range arms {
+		if strings.HasPrefix(k, "status") {
+			t.Errorf("%d answers with %s; want every request answered 200 by primary", n, k)
+		}
+	}
+	if fallbacks := arms["fallback"]; fallbacks > 100 {
+		t.Errorf("%d gray attempts before the rollback; a gray that is down must be rolled back after a few dozen", fallbacks)
+	}
+}
+
+// TestE2EHealthyGrayIsNotRolledBack: a gray drawn from the same
+// distributions as primary (lognormal latency, TTFT and completion
+// tokens), at low traffic, runs for ten minutes through the real binaries
+// with an evaluation every second and is never rolled back; the analyzer
+// did judge it (evaluations with gray attempts in them).
+func TestE2EHealthyGrayIsNotRolledBack(t *testing.T) {
+	length := 10 * time.Minute
+	if testing.Short() && os.Getenv("CI") == "" {
+		length = time.Minute
+	}
+	flags := []string{"--latency", "30ms", "--ttft", "20ms", "--inter-token", "1ms", "--completion-tokens", "40", "--spread", "0.6"}
+	j := startJudgment(t, 30, flags, flags)
+	ctx, cancel := context.WithTimeout(context.Background(), length)
+	defer cancel()
+	arms := j.drive(ctx, t, 4)
+	if rbs := j.analyzerRollbacks(t); len(rbs) != 0 {
+		t.Fatalf("a healthy gray was rolled back: %+v (traffic %v)", *rbs[0], arms)
+	}
+	var evals, judged int
+	var lastGray int64
+	for _, d := range j.read(t, events.StreamAnalysis) {
+		a, ok := d.(*events.AnalysisEvaluated)
+		if !ok {
+			continue
+		}
+		evals++
+		if a.GrayRequests > 0 {
+			judged++
+			lastGray = a.GrayRequests
+		}
+		if a.Verdict == events.VerdictFail {
+			b, _ := json.Marshal(a)
+			t.Errorf("evaluation failed a healthy gray: %s", b)
+		}
+	}
+	t.Logf("%v of traffic %v: %d evaluations, %d with gray attempts (last window: %d gray)", length, arms, evals, judged, lastGray)
+	if judged < int(length/time.Second)/2 {
+		t.Errorf("%d evaluations with gray attempts in %v; want one about every second", judged, length)
+	}
+	if st := rolloutOf(t, j.gw); st.Status != string(events.StatusActive) {
+		t.Errorf("rollout status %q after the run; want active", st.Status)
+	}
+}
