@@ -71,7 +71,7 @@ func (p *partitions) ensure(ctx context.Context, table string, d time.Time) erro
 		return nil
 	}
 	var exists bool
-	if err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
+	if err := p.pool.QueryRow(ctx, partitionExists, name).Scan(&exists); err != nil {
 		return fmt.Errorf("look up partition %s: %w", name, err)
 	}
 	if !exists {
@@ -84,7 +84,7 @@ func (p *partitions) ensure(ctx context.Context, table string, d time.Time) erro
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
 				return err
 			}
-			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil || exists {
+			if err := tx.QueryRow(ctx, partitionExists, name).Scan(&exists); err != nil || exists {
 				return err // another collector made it
 			}
 			if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS)`, name, table)); err != nil {
@@ -103,6 +103,13 @@ func (p *partitions) ensure(ctx context.Context, table string, d time.Time) erro
 	p.mu.Unlock()
 	return nil
 }
+
+// partitionExists asks whether a table of that name exists in the current
+// schema. It reads pg_class with the statement's snapshot: to_regclass
+// goes through the catalog caches, which after the advisory lock (not a
+// relation lock, so no cache invalidation) may not see a partition another
+// collector just committed.
+const partitionExists = `SELECT EXISTS (SELECT 1 FROM pg_class WHERE relname = $1 AND relnamespace = current_schema()::regnamespace)`
 
 // setLockTimeout bounds the lock waits of tx's DDL.
 func (p *partitions) setLockTimeout(ctx context.Context, tx pgx.Tx) error {
