@@ -284,7 +284,7 @@ func TestRetention(t *testing.T) {
 	batch := []store.Event{
 		testenv.Event(t, testenv.Primary("d", 5), now.Add(-49*time.Hour), ""), // expired
 		testenv.Event(t, testenv.Primary("d", 6), now.Add(-47*time.Hour), ""),
-		testenv.Event(t, testenv.Rollout("d", 1), now.AddDate(-1, 0, 0), ""), // rollout history is kept
+		testenv.Event(t, testenv.Rollout("d", 1), now.AddDate(-1, 0, 0), ""),  // rollout history is kept
 		testenv.Event(t, testenv.Primary("d", 7), now.Add(4*time.Minute), ""), // within events.MaxStatsFuture
 	}
 	res, err := w.Write(ctx, batch)
