@@ -98,3 +98,20 @@ func (r *Reader) DeadLetters(ctx context.Context, limit int, before int64) ([]De
 	}
 	return out, nil
 }
+
+// DeadLetter returns the dead letter with id id, or ErrNotFound.
+func (r *Reader) DeadLetter(ctx context.Context, id int64) (DeadLetter, error) {
+	var d DeadLetter
+	var eid pgtype.UUID
+	var seq int64
+	err := r.pool.QueryRow(ctx, `SELECT id, event_id, event_type, stream, stream_seq, subject, message, error, received_at
+		FROM dead_letters WHERE id = $1`, id).Scan(&d.ID, &eid, &d.EventType, &d.Stream, &seq, &d.Subject, &d.Message, &d.Error, &d.ReceivedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("read dead letter %d: %w", id, err)
+	}
+	d.EventID, d.Sequence, d.ReceivedAt = uuid.UUID(eid.Bytes).String(), uint64(seq), d.ReceivedAt.UTC()
+	return d, nil
+}
