@@ -123,11 +123,13 @@ func collectSummaries(rows pgx.Rows, out []SampleSummary) ([]SampleSummary, erro
 	return out, rows.Err()
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// deref returns *p, or T's zero value when p is nil (a NULL column).
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
-	return *s
+	return *p
 }
 
 // ListSamples returns a page of samples matching f, newest first (by
@@ -313,20 +315,14 @@ func collectRollouts(rows pgx.Rows, out []RolloutEvent) ([]RolloutEvent, error) 
 			if bound == nil {
 				bound = estimate
 			}
-			e.Trigger = &events.GateTrigger{Gate: events.Gate(*gate), Stream: stream, Estimate: deref64(estimate),
-				Bound: deref64(bound), Threshold: deref64(threshold), WindowSeconds: deref64(window)}
+			e.Trigger = &events.GateTrigger{Gate: events.Gate(*gate), Stream: stream, Estimate: deref(estimate),
+				Bound: deref(bound), Threshold: deref(threshold), WindowSeconds: deref(window)}
 		}
 		out = append(out, e)
 	}
 	return out, rows.Err()
 }
 
-func deref64(f *float64) float64 {
-	if f == nil {
-		return 0
-	}
-	return *f
-}
 
 func pageSize(n int) (int, error) {
 	switch {
