@@ -254,3 +254,24 @@ func TestRefusalsAndDeadLetters(t *testing.T) {
 		t.Errorf("DeadLetters before %d = %v; want the oldest only", got[1].ID, older)
 	}
 }
+
+// The rev. 2 values of closed sets are stored as they come: a rollout in
+// testing, a rejection with no eligible deployment (and so none named).
+func TestRev2Values(t *testing.T) {
+	pool, _ := testenv.Pool(t)
+	w := store.NewWriter(pool, store.Options{})
+	ro := testenv.Rollout("d", 3)
+	ro.Status, ro.Percentage, ro.Trigger, ro.Actor = events.StatusTesting, 0, nil, events.ActorAdmin
+	rej := testenv.Rejection("", 4)
+	rej.Code, rej.Param = events.CodeNoEligibleDeployment, ""
+	ev := []store.Event{testenv.Event(t, ro, at, ""), testenv.Event(t, rej, at, "")}
+	if _, err := w.Write(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if got := row(t, pool, "rollout_events", ev[0].Envelope.ID); got["status"] != "testing" || got["percentage"] != 0.0 || got["trigger_gate"] != nil {
+		t.Errorf("rollout row = %v; want status testing at 0 %% without a trigger", got)
+	}
+	if got := row(t, pool, "rejections", ev[1].Envelope.ID); got["code"] != "no_eligible_deployment" || got["deployment"] != nil {
+		t.Errorf("rejection row = %v; want code no_eligible_deployment, deployment NULL", got)
+	}
+}
