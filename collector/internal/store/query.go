@@ -323,7 +323,6 @@ func collectRollouts(rows pgx.Rows, out []RolloutEvent) ([]RolloutEvent, error) 
 	return out, rows.Err()
 }
 
-
 func pageSize(n int) (int, error) {
 	switch {
 	case n == 0:
