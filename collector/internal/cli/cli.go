@@ -1,5 +1,5 @@
 // Package cli implements the collector's command line: serve, migrate,
-// samples list|show and deadletters list|show.
+// samples list|show, deadletters list|show and rollouts history.
 package cli
 
 import (
@@ -24,6 +24,8 @@ commands:
   samples list       list failed gray payloads, newest first
   samples show ID    print one sample (by event id or request id): fields, errors, payload
   deadletters list   list messages Postgres refused to store, newest first
+  rollouts history D print deployment D's rollout events, newest first, with
+                     each rollback's gate: estimate, bound and threshold
   deadletters show ID
                      print one dead letter: where it came from, the error, the message
 
@@ -53,12 +55,16 @@ deadletters list flags:
   --limit N          at most N dead letters (default 50, at most 1000)
   --json             JSON instead of a table
 
+rollouts history flags:
+  --limit N          at most N events (default 50, at most 1000)
+  --json             JSON instead of a table
+
 deadletters show flags:
   --json             JSON instead of text (the message base64-encoded)
   --raw              the message body alone, byte for byte (to fix and republish it)
 
 environment: DATABASE_URL, NATS_URL and GRAYGATE_API_TOKEN override the file.
-` + "`collector samples` and `collector deadletters` read Postgres directly (postgres.url / DATABASE_URL).\n"
+` + "`collector samples`, `deadletters` and `rollouts` read Postgres directly (postgres.url / DATABASE_URL).\n"
 
 // errUsage means the command line was wrong (usage was printed).
 var errUsage = errors.New("see usage above")
@@ -71,7 +77,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	cmd, rest := args[0], args[1:]
-	if cmd == "samples" || cmd == "deadletters" {
+	if cmd == "samples" || cmd == "deadletters" || cmd == "rollouts" {
 		if len(rest) == 0 || rest[0] == "-h" || rest[0] == "--help" {
 			fmt.Fprint(stdout, usage)
 			return nil
@@ -97,8 +103,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		asJSON = &lf.json
 	case "samples show":
 		asJSON = fs.Bool("json", false, "JSON output")
-	case "deadletters list":
-		limit = fs.Int("limit", 50, "most dead letters to print")
+	case "deadletters list", "rollouts history":
+		limit = fs.Int("limit", 50, "most entries to print")
 		asJSON = fs.Bool("json", false, "JSON output")
 	case "deadletters show":
 		asJSON = fs.Bool("json", false, "JSON output")
@@ -146,6 +152,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("deadletters list takes flags only, got %q", positional)
 		}
 		return deadLettersList(ctx, cfg, *limit, *asJSON, stdout)
+	case "rollouts history":
+		if len(positional) != 1 {
+			fmt.Fprint(stderr, usage)
+			return errors.New("rollouts history needs one deployment")
+		}
+		return rolloutHistory(ctx, cfg, positional[0], *limit, *asJSON, stdout)
 	case "deadletters show":
 		if len(positional) != 1 {
 			fmt.Fprint(stderr, usage)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/testenv"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 func TestDeadLetters(t *testing.T) {
@@ -59,4 +60,30 @@ func TestDeadLetters(t *testing.T) {
 func strconvI(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+func TestRolloutsHistory(t *testing.T) {
+	pool, url := testenv.Pool(t)
+	t.Setenv("DATABASE_URL", url)
+	w := store.NewWriter(pool, store.Options{})
+	at := time.Now().Add(-time.Hour)
+	r := testenv.Rollout("qwen-32k", 4)
+	stream := true
+	r.Trigger = &events.GateTrigger{Gate: events.GateTTFTP99, Stream: &stream, Estimate: 2.5, Bound: 2.1, Threshold: 2, WindowSeconds: 600}
+	if _, err := w.Write(context.Background(), []store.Event{testenv.Event(t, testenv.Rollout("qwen-32k", 3), at, ""), testenv.Event(t, r, at.Add(time.Minute), "")}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "rollouts", "history", "qwen-32k")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 3 || !strings.Contains(lines[1], "ttft_p99[stream] 2.5 (bound 2.1, threshold 2) over 600s") ||
+		!strings.Contains(lines[2], "schema_failure_rate 0.02 (bound 0.011, threshold 0) over 300s") {
+		t.Errorf("rollouts history = %q, %v; want the newest first with each trigger's estimate, bound and threshold", out, err)
+	}
+	out, err = run(t, "rollouts", "history", "qwen-32k", "--json", "--limit", "1")
+	var page struct {
+		Data []store.RolloutEvent `json:"data"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Data) != 1 || page.Data[0].Trigger.Bound != 2.1 || !*page.Data[0].Trigger.Stream {
+		t.Errorf("rollouts history --json --limit 1 = %s, %v", out, err)
+	}
 }
