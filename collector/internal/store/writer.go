@@ -79,7 +79,8 @@ type Options struct {
 	LockTimeout time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
-	// Logger receives retention drops (nil: discarded).
+	// Logger receives retention drops and failed maintenance rounds (nil:
+	// discarded).
 	Logger *slog.Logger
 }
 
