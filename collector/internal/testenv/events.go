@@ -152,11 +152,7 @@ func Event(t testing.TB, data events.Data, at time.Time, id string) store.Event 
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err = events.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := events.DecodeData(env)
+	env, d, err := events.DecodeEvent(b)
 	if err != nil {
 		t.Fatal(err)
 	}
