@@ -157,7 +157,7 @@ func (l *loop) flush(ctx context.Context, msgs []jetstream.Msg, batch []store.Ev
 	if err != nil {
 		telemetry.WriteErrors(l.stream).Inc()
 		d := l.failures.next(l.c.cfg.MaxBackoff)
-		l.log.Warn("write batch failed; redelivering", "events", len(unacked), "of", len(batch), "err", err, "retry_in", d)
+		l.log.Warn("write batch failed; redelivering", "events", len(unacked), "batch", len(batch), "err", err, "retry_in", d)
 		for _, m := range unacked {
 			if nakErr := m.NakWithDelay(d); nakErr != nil {
 				l.log.Debug("nak", "err", nakErr)
