@@ -89,6 +89,21 @@ func missing(t *testing.T, dbURL, dep string, n int) []string {
 	return out
 }
 
+// tableRows returns the count a query selects.
+func tableRows(t *testing.T, dbURL, q string, args ...any) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
 func (c *collector) get(t *testing.T, path, token string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+c.addr+path, nil)
@@ -210,8 +225,16 @@ func TestE2ECollectorKilledUnderTraffic(t *testing.T) {
 	if status, body := c.get(t, "/readyz", ""); status != 200 || !strings.HasPrefix(string(body), "ready") {
 		t.Errorf("/readyz = %d %q", status, body)
 	}
-	if status, body := c.get(t, "/metrics", ""); status != 200 || !strings.Contains(string(body), `graygate_collector_events_written_total{type="graygate.request.completed"}`) {
-		t.Errorf("/metrics = %d without the written counter", status)
+	if status, body := c.get(t, "/metrics", ""); status != 200 || !strings.Contains(string(body), `graygate_collector_events_written_total{type="graygate.request.completed"}`) ||
+		!strings.Contains(string(body), `graygate_collector_dead_letters_total{stream="GRAYGATE_STATS"} 0`) {
+		t.Errorf("/metrics = %d without the written counter or the dead-letter series at 0", status)
+	}
+	// Tomorrow's partitions were made at start, before any event needs them.
+	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format("20060102")
+	for _, table := range []string{"requests", "rejections", "samples", "analysis_evaluations", "arm_stats"} {
+		if n := tableRows(t, dbURL, `SELECT count(*) FROM pg_class WHERE relname = $1`, table+"_p"+tomorrow); n != 1 {
+			t.Errorf("partition %s_p%s does not exist after start", table, tomorrow)
+		}
 	}
 
 	c.cmd.Process.Signal(syscall.SIGTERM)

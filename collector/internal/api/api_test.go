@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -356,7 +357,11 @@ func TestSamplesAgainstPostgres(t *testing.T) {
 	t.Run("rollout history", func(t *testing.T) {
 		var hist []store.Event
 		for i := range 3 {
-			hist = append(hist, testenv.Event(t, testenv.Rollout("qwen-32k", uint64(i)), now.Add(time.Duration(i)*time.Minute), ""))
+			r := testenv.Rollout("qwen-32k", uint64(i))
+			if i == 2 { // a per-class gate: the stream class is kept
+				r.Trigger = &events.GateTrigger{Gate: events.GateTTFTP99, Stream: ptr(true), Estimate: 2.5, Bound: 2.1, Threshold: 2, WindowSeconds: 600}
+			}
+			hist = append(hist, testenv.Event(t, r, now.Add(time.Duration(i)*time.Minute), ""))
 		}
 		hist = append(hist, testenv.Event(t, testenv.Rollout("other", 9), now, ""))
 		if _, err := w.Write(ctx, hist); err != nil {
@@ -376,8 +381,12 @@ func TestSamplesAgainstPostgres(t *testing.T) {
 			json.Unmarshal(body, &page)
 			for _, e := range page.Data {
 				revisions = append(revisions, e["revision"].(float64))
-				if tr := e["trigger"].(map[string]any); tr["gate"] != "schema_failure_rate" {
-					t.Errorf("trigger = %v", tr)
+				want := map[string]any{"gate": "schema_failure_rate", "estimate": 0.02, "bound": 0.011, "threshold": 0.0, "window_seconds": 300.0}
+				if e["revision"] == 2.0 {
+					want = map[string]any{"gate": "ttft_p99", "stream": true, "estimate": 2.5, "bound": 2.1, "threshold": 2.0, "window_seconds": 600.0}
+				}
+				if tr := e["trigger"].(map[string]any); !reflect.DeepEqual(tr, want) {
+					t.Errorf("revision %v trigger = %v; want %v", e["revision"], tr, want)
 				}
 			}
 			path = ""
@@ -424,3 +433,5 @@ func TestRunStopsRightAfterStart(t *testing.T) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

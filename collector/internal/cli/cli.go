@@ -1,5 +1,5 @@
-// Package cli implements the collector's command line: serve, migrate and
-// samples list|show.
+// Package cli implements the collector's command line: serve, migrate,
+// samples list|show, deadletters list|show and rollouts history.
 package cli
 
 import (
@@ -23,6 +23,11 @@ commands:
   migrate            apply database migrations and exit
   samples list       list failed gray payloads, newest first
   samples show ID    print one sample (by event id or request id): fields, errors, payload
+  deadletters list   list messages Postgres refused to store, newest first
+  rollouts history D print deployment D's rollout events, newest first, with
+                     each rollback's gate: estimate, bound and threshold
+  deadletters show ID
+                     print one dead letter: where it came from, the error, the message
 
 flags (after the command):
   --config FILE      configuration file (default graygate.yaml; when that
@@ -46,8 +51,20 @@ samples list flags:
 samples show flags:
   --json             JSON instead of text
 
+deadletters list flags:
+  --limit N          at most N dead letters (default 50, at most 1000)
+  --json             JSON instead of a table
+
+rollouts history flags:
+  --limit N          at most N events (default 50, at most 1000)
+  --json             JSON instead of a table
+
+deadletters show flags:
+  --json             JSON instead of text (the message base64-encoded)
+  --raw              the message body alone, byte for byte (to fix and republish it)
+
 environment: DATABASE_URL, NATS_URL and GRAYGATE_API_TOKEN override the file.
-` + "`collector samples` reads Postgres directly (postgres.url / DATABASE_URL).\n"
+` + "`collector samples`, `deadletters` and `rollouts` read Postgres directly (postgres.url / DATABASE_URL).\n"
 
 // errUsage means the command line was wrong (usage was printed).
 var errUsage = errors.New("see usage above")
@@ -60,12 +77,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	cmd, rest := args[0], args[1:]
-	if cmd == "samples" {
+	if cmd == "samples" || cmd == "deadletters" || cmd == "rollouts" {
 		if len(rest) == 0 || rest[0] == "-h" || rest[0] == "--help" {
 			fmt.Fprint(stdout, usage)
 			return nil
 		}
-		cmd, rest = "samples "+rest[0], rest[1:]
+		cmd, rest = cmd+" "+rest[0], rest[1:]
 	}
 	fs := flag.NewFlagSet("collector "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -73,7 +90,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	path := fs.String("config", "graygate.yaml", "configuration file")
 	var level, consumer *string
 	var lf listFlags
-	var asJSON *bool
+	var asJSON, raw *bool
+	var limit *int
 	switch cmd {
 	case "serve", "migrate":
 		level = fs.String("log-level", "info", "log level")
@@ -85,6 +103,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		asJSON = &lf.json
 	case "samples show":
 		asJSON = fs.Bool("json", false, "JSON output")
+	case "deadletters list", "rollouts history":
+		limit = fs.Int("limit", 50, "most entries to print")
+		asJSON = fs.Bool("json", false, "JSON output")
+	case "deadletters show":
+		asJSON = fs.Bool("json", false, "JSON output")
+		raw = fs.Bool("raw", false, "the message body alone")
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
@@ -122,6 +146,24 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("samples list takes flags only, got %q", positional)
 		}
 		return list(ctx, cfg, lf, stdout)
+	case "deadletters list":
+		if len(positional) > 0 {
+			fmt.Fprint(stderr, usage)
+			return fmt.Errorf("deadletters list takes flags only, got %q", positional)
+		}
+		return deadLettersList(ctx, cfg, *limit, *asJSON, stdout)
+	case "rollouts history":
+		if len(positional) != 1 {
+			fmt.Fprint(stderr, usage)
+			return errors.New("rollouts history needs one deployment")
+		}
+		return rolloutHistory(ctx, cfg, positional[0], *limit, *asJSON, stdout)
+	case "deadletters show":
+		if len(positional) != 1 {
+			fmt.Fprint(stderr, usage)
+			return errors.New("deadletters show needs one ID (from deadletters list)")
+		}
+		return deadLetterShow(ctx, cfg, positional[0], *asJSON, *raw, stdout)
 	default: // samples show
 		if len(positional) != 1 {
 			fmt.Fprint(stderr, usage)

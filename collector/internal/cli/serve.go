@@ -24,8 +24,12 @@ import (
 // loops and the API share them.
 const poolSize = 8
 
-// retentionInterval is how often expired partitions are dropped.
-const retentionInterval = time.Hour
+// Partition maintenance (tomorrow's partitions, retention) runs every
+// maintenanceInterval, and a failed round is retried after maintenanceRetry.
+const (
+	maintenanceInterval = time.Hour
+	maintenanceRetry    = time.Minute
+)
 
 func migrate(ctx context.Context, cfg *config.Config, stdout io.Writer, log *slog.Logger) error {
 	pool, err := store.NewPool(cfg.Postgres.URL.Reveal(), 1)
@@ -129,7 +133,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 			Logger:          log,
 		})
 		eg, ctx := errgroup.WithContext(ctx)
-		eg.Go(func() error { return w.RunRetention(ctx, retentionInterval) })
+		eg.Go(func() error { return w.RunMaintenance(ctx, maintenanceInterval, maintenanceRetry) })
 		if nc != nil {
 			js, err := jetstream.New(nc)
 			if err != nil {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/graygate/graygate/collector/internal/consume"
@@ -111,11 +110,9 @@ func BenchmarkLag(b *testing.B) {
 		}
 		stop()
 		var p50, p99 float64
-		if err := pool.With(ctx, func(c *pgx.Conn) error {
-			return c.QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM stored_at - occurred_at)),
+		if err := pool.QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM stored_at - occurred_at)),
 				percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM stored_at - occurred_at))
-				FROM requests WHERE deployment = $1`, dep).Scan(&p50, &p99)
-		}); err != nil {
+				FROM requests WHERE deployment = $1`, dep).Scan(&p50, &p99); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(p50*1000, "p50-ms")

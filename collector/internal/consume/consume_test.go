@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -82,10 +82,10 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func count(t testing.TB, pool *store.Pool, q string, args ...any) int {
+func count(t testing.TB, pool *pgxpool.Pool, q string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := pool.With(context.Background(), func(c *pgx.Conn) error { return c.QueryRow(context.Background(), q, args...).Scan(&n) }); err != nil {
+	if err := pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n
@@ -123,9 +123,7 @@ func TestRoundTrip(t *testing.T) {
 	})
 	var seq int64
 	var arm, reason string
-	pool.With(context.Background(), func(c *pgx.Conn) error {
-		return c.QueryRow(context.Background(), `SELECT stream_seq, arm, fallback_reason FROM requests WHERE deployment = $1 AND arm = 'fallback'`, dep).Scan(&seq, &arm, &reason)
-	})
+	pool.QueryRow(context.Background(), `SELECT stream_seq, arm, fallback_reason FROM requests WHERE deployment = $1 AND arm = 'fallback'`, dep).Scan(&seq, &arm, &reason)
 	if seq <= 0 || arm != "fallback" || reason != "schema_violation" {
 		t.Errorf("request row: stream_seq %d arm %q fallback_reason %q; want a sequence, fallback, schema_violation", seq, arm, reason)
 	}
@@ -327,6 +325,8 @@ func (r *recorder) Write(_ context.Context, batch []store.Event) (store.Result, 
 	}
 	return store.Result{}, nil
 }
+
+func (r *recorder) WriteDeadLetter(context.Context, store.DeadLetter) (bool, error) { return true, nil }
 
 func (r *recorder) total() int {
 	r.mu.Lock()

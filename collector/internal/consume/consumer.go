@@ -20,16 +20,18 @@ import (
 	"github.com/graygate/graygate/schemas/events"
 )
 
-// Store writes a batch in one transaction, idempotently on the event id;
-// *store.Writer implements it.
+// Store writes a batch in one transaction, idempotently on the event id,
+// and keeps the messages it refuses as dead letters; *store.Writer
+// implements it.
 type Store interface {
 	Write(ctx context.Context, batch []store.Event) (store.Result, error)
+	WriteDeadLetter(ctx context.Context, d store.DeadLetter) (bool, error)
 }
 
 var _ Store = (*store.Writer)(nil)
 
 // DefaultConsumer is the durable name prefix of the collector's consumers:
-// graygate-collector-events, -rollout and -analysis. Replicas that share it
+// graygate-collector-events, -stats, -rollout and -analysis. Replicas that share it
 // share the work; a second, independent collector (another database) needs
 // its own.
 const DefaultConsumer = "graygate-collector"
@@ -37,6 +39,7 @@ const DefaultConsumer = "graygate-collector"
 // Streams maps each stream the collector reads to its consumer name suffix.
 var Streams = []struct{ Stream, Suffix string }{
 	{events.StreamEvents, "events"},
+	{events.StreamStats, "stats"},
 	{events.StreamRollout, "rollout"},
 	{events.StreamAnalysis, "analysis"},
 }
@@ -67,7 +70,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Consumer reads the three streams into a Store.
+// Consumer reads the four streams into a Store.
 type Consumer struct {
 	js    jetstream.JetStream
 	store Store
@@ -131,6 +134,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return events.EnsureStreams(ctx, c.js, c.cfg.Replicas, c.log)
 	}); err != nil {
 		return nil // ctx ended
+	}
+	for _, s := range Streams {
+		telemetry.DeadLetters(s.Stream) // the series exists (at 0) before the first dead letter
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	for _, s := range Streams {

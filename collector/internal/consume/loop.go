@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -144,18 +145,20 @@ func (l *loop) decode(msg jetstream.Msg) (store.Event, bool) {
 	return store.Event{Envelope: env, Data: data, Sequence: seq}, true
 }
 
-// flush writes a batch and acknowledges its messages after the commit. When
-// the write fails, every message is negatively acknowledged with a delay
-// that grows with consecutive failures, and the loop pauses as long, so an
-// unavailable database is retried without loss and without a storm.
+// flush writes a batch and acknowledges its messages after the commit.
+// When the write fails for a transient reason, the messages not yet stored
+// are negatively acknowledged with a delay that grows with consecutive
+// failures, and the loop pauses as long, so an unavailable database is
+// retried without loss and without a storm. A message Postgres refuses
+// for its content is isolated and kept as a dead letter (write).
 func (l *loop) flush(ctx context.Context, msgs []jetstream.Msg, batch []store.Event) {
 	start := time.Now()
-	res, err := l.c.store.Write(ctx, batch)
+	unacked, err := l.write(ctx, msgs, batch, 0)
 	if err != nil {
 		telemetry.WriteErrors(l.stream).Inc()
 		d := l.failures.next(l.c.cfg.MaxBackoff)
-		l.log.Warn("write batch failed; redelivering", "events", len(batch), "err", err, "retry_in", d)
-		for _, m := range msgs {
+		l.log.Warn("write batch failed; redelivering", "events", len(unacked), "batch", len(batch), "err", err, "retry_in", d)
+		for _, m := range unacked {
 			if nakErr := m.NakWithDelay(d); nakErr != nil {
 				l.log.Debug("nak", "err", nakErr)
 			}
@@ -164,9 +167,74 @@ func (l *loop) flush(ctx context.Context, msgs []jetstream.Msg, batch []store.Ev
 		return
 	}
 	l.failures = 0
-	l.log.Debug("wrote batch", "events", len(batch), "inserted", res.Inserted, "took", time.Since(start))
+	l.log.Debug("wrote batch", "events", len(batch), "took", time.Since(start))
 	telemetry.BatchDuration().UpdateDuration(start)
 	telemetry.BatchSize().Update(float64(len(batch)))
+}
+
+// write stores batch and acknowledges its messages. When Postgres refuses
+// the batch for its content (store.Poison: a NUL in a text, a value out of
+// range), one or a few messages are to blame and the others must not wait
+// behind them: write halves the batch and writes each half the same way,
+// so the good messages are stored in a few transactions (about 2·log2 n
+// for one bad message in n) and each refused message ends up alone. A
+// lone message refused again is stored in dead_letters and acknowledged.
+// depth is the number of halvings so far. write returns the messages it
+// left unacknowledged because of a transient error, and that error.
+func (l *loop) write(ctx context.Context, msgs []jetstream.Msg, batch []store.Event, depth int) ([]jetstream.Msg, error) {
+	res, err := l.c.store.Write(ctx, batch)
+	if err == nil {
+		record(res)
+		ack(l.log, msgs)
+		return nil, nil
+	}
+	if !store.Poison(err) || ctx.Err() != nil {
+		return msgs, err
+	}
+	if len(batch) == 1 {
+		if depth == 0 {
+			// Refused alone at the first try: once more, so that only a
+			// refusal that repeats makes a dead letter.
+			if res, err = l.c.store.Write(ctx, batch); err == nil {
+				record(res)
+				ack(l.log, msgs)
+				return nil, nil
+			}
+			if !store.Poison(err) {
+				return msgs, err
+			}
+		}
+		return l.deadLetter(ctx, msgs[0], batch[0], err)
+	}
+	mid := len(batch) / 2
+	if rest, err := l.write(ctx, msgs[:mid], batch[:mid], depth+1); err != nil {
+		return slices.Concat(rest, msgs[mid:]), err
+	}
+	return l.write(ctx, msgs[mid:], batch[mid:], depth+1)
+}
+
+// deadLetter stores a message Postgres refused (refusal) in dead_letters,
+// counts and logs it, and acknowledges it. When the dead letter cannot be
+// stored, the message is left unacknowledged with that error.
+func (l *loop) deadLetter(ctx context.Context, msg jetstream.Msg, e store.Event, refusal error) ([]jetstream.Msg, error) {
+	added, err := l.c.store.WriteDeadLetter(ctx, store.DeadLetter{
+		EventID: e.Envelope.ID, EventType: e.Envelope.Type, Stream: l.stream, Sequence: e.Sequence,
+		Subject: msg.Subject(), Message: msg.Data(), Error: refusal.Error(),
+	})
+	if err != nil {
+		return []jetstream.Msg{msg}, err
+	}
+	if added {
+		telemetry.DeadLetters(l.stream).Inc()
+		l.log.Warn("Postgres refused an event; stored it in dead_letters", "event_id", e.Envelope.ID,
+			"type", e.Envelope.Type, "subject", msg.Subject(), "stream_seq", e.Sequence, "err", refusal)
+	}
+	ack(l.log, []jetstream.Msg{msg})
+	return nil, nil
+}
+
+// record counts a written batch's events by what happened to them.
+func record(res store.Result) {
 	for typ, n := range res.Inserted {
 		telemetry.EventsWritten(typ).Add(n)
 	}
@@ -178,10 +246,17 @@ func (l *loop) flush(ctx context.Context, msgs []jetstream.Msg, batch []store.Ev
 	for typ, n := range res.Expired {
 		telemetry.EventsExpired(typ).Add(n)
 	}
+	for typ, n := range res.Future {
+		telemetry.EventsFuture(typ).Add(n)
+	}
+}
+
+// ack acknowledges stored messages.
+func ack(log *slog.Logger, msgs []jetstream.Msg) {
 	for _, m := range msgs {
-		if ackErr := m.Ack(); ackErr != nil {
+		if err := m.Ack(); err != nil {
 			// The row is stored: a redelivery is skipped as a duplicate.
-			l.log.Debug("ack", "err", ackErr)
+			log.Debug("ack", "err", err)
 		}
 	}
 }

@@ -68,6 +68,10 @@ func TestPostgresOutage(t *testing.T) {
 	if got := count(t, pool, `SELECT count(DISTINCT request_id) FROM requests WHERE deployment = $1`, dep); got != n {
 		t.Errorf("%d distinct requests stored; want %d", got, n)
 	}
+	// Connection errors are transient: redelivered, never dead letters.
+	if n := count(t, pool, `SELECT count(*) FROM dead_letters`); n != 0 {
+		t.Errorf("%d dead letters after an outage; want 0", n)
+	}
 	t.Logf("outage from event %d to %d of %d; all stored once", cutAt, restoredAt, n)
 }
 

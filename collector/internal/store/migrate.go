@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 //go:embed migrations/*.sql
@@ -66,13 +67,13 @@ func Migrations() ([]Migration, error) {
 // It returns the versions it applied (none when the schema is current), and
 // ErrMigrationChanged when an applied migration's content differs from the
 // embedded one.
-func Migrate(ctx context.Context, pool *Pool, logger *slog.Logger) ([]int, error) {
+func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]int, error) {
 	migrations, err := Migrations()
 	if err != nil {
 		return nil, err
 	}
 	var applied []int
-	err = pool.Tx(ctx, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}

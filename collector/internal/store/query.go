@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -24,11 +25,11 @@ const MaxPage = 1000
 
 // Reader answers the sample-store queries (SPEC §8). Safe for concurrent use.
 type Reader struct {
-	pool *Pool
+	pool *pgxpool.Pool
 }
 
 // NewReader returns a Reader on pool.
-func NewReader(pool *Pool) *Reader { return &Reader{pool: pool} }
+func NewReader(pool *pgxpool.Pool) *Reader { return &Reader{pool: pool} }
 
 // SampleFilter selects samples. Empty strings and zero times do not filter.
 type SampleFilter struct {
@@ -109,11 +110,26 @@ func scanSummary(row pgx.Row, extra ...any) (SampleSummary, error) {
 	return s, nil
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// collectSummaries appends the summaries of rows to out and closes rows.
+func collectSummaries(rows pgx.Rows, out []SampleSummary) ([]SampleSummary, error) {
+	defer rows.Close()
+	for rows.Next() {
+		s, err := scanSummary(rows)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, s)
 	}
-	return *s
+	return out, rows.Err()
+}
+
+// deref returns *p, or T's zero value when p is nil (a NULL column).
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // ListSamples returns a page of samples matching f, newest first (by
@@ -160,21 +176,10 @@ func (r *Reader) ListSamples(ctx context.Context, f SampleFilter) (SamplePage, e
 	q += fmt.Sprintf(` ORDER BY occurred_at DESC, event_id DESC LIMIT $%d`, len(args))
 
 	page := SamplePage{Samples: []SampleSummary{}}
-	err = r.pool.With(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			s, err := scanSummary(rows)
-			if err != nil {
-				return err
-			}
-			page.Samples = append(page.Samples, s)
-		}
-		return rows.Err()
-	})
+	rows, err := r.pool.Query(ctx, q, args...)
+	if err == nil {
+		page.Samples, err = collectSummaries(rows, page.Samples)
+	}
 	if err != nil {
 		return SamplePage{}, fmt.Errorf("list samples: %w", err)
 	}
@@ -191,13 +196,10 @@ func (r *Reader) Sample(ctx context.Context, id uuid.UUID) (Sample, error) {
 	var s Sample
 	var errs []byte
 	var asBase64 bool
-	err := r.pool.With(ctx, func(c *pgx.Conn) error {
-		row := c.QueryRow(ctx, `SELECT `+summaryColumns+`, validation_errors, payload, payload_base64
-			FROM samples WHERE event_id = $1 ORDER BY occurred_at DESC LIMIT 1`, pgtype.UUID{Bytes: id, Valid: true})
-		var err error
-		s.SampleSummary, err = scanSummary(row, &errs, &s.Raw, &asBase64)
-		return err
-	})
+	row := r.pool.QueryRow(ctx, `SELECT `+summaryColumns+`, validation_errors, payload, payload_base64
+		FROM samples WHERE event_id = $1 ORDER BY occurred_at DESC LIMIT 1`, pgtype.UUID{Bytes: id, Valid: true})
+	var err error
+	s.SampleSummary, err = scanSummary(row, &errs, &s.Raw, &asBase64)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Sample{}, fmt.Errorf("sample %s: %w", id, ErrNotFound)
 	}
@@ -219,22 +221,11 @@ func (r *Reader) Sample(ctx context.Context, id uuid.UUID) (Sample, error) {
 // request has one per failed gray attempt; shadow copies share the id).
 func (r *Reader) SamplesByRequest(ctx context.Context, requestID string) ([]SampleSummary, error) {
 	var out []SampleSummary
-	err := r.pool.With(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, `SELECT `+summaryColumns+` FROM samples WHERE request_id = $1
-			ORDER BY occurred_at DESC, event_id DESC LIMIT $2`, requestID, MaxPage)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			s, err := scanSummary(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, s)
-		}
-		return rows.Err()
-	})
+	rows, err := r.pool.Query(ctx, `SELECT `+summaryColumns+` FROM samples WHERE request_id = $1
+		ORDER BY occurred_at DESC, event_id DESC LIMIT $2`, requestID, MaxPage)
+	if err == nil {
+		out, err = collectSummaries(rows, out)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("samples of request %q: %w", requestID, err)
 	}
@@ -273,7 +264,8 @@ func (r *Reader) RolloutHistory(ctx context.Context, deployment string, limit in
 	}
 	args := []any{deployment}
 	q := `SELECT event_id, occurred_at, source, deployment, percentage::float8, status, reason, actor, revision, stream_seq,
-		trigger_gate, trigger_value, trigger_threshold, trigger_window_seconds FROM rollout_events WHERE deployment = $1`
+		trigger_gate, trigger_stream, trigger_value, trigger_bound, trigger_threshold, trigger_window_seconds
+		FROM rollout_events WHERE deployment = $1`
 	if cursor != "" {
 		at, id, err := decodeCursor(cursor)
 		if err != nil {
@@ -285,32 +277,10 @@ func (r *Reader) RolloutHistory(ctx context.Context, deployment string, limit in
 	args = append(args, limit+1)
 	q += fmt.Sprintf(` ORDER BY occurred_at DESC, event_id DESC LIMIT $%d`, len(args))
 	page := RolloutPage{Events: []RolloutEvent{}}
-	err = r.pool.With(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var e RolloutEvent
-			var id pgtype.UUID
-			var rev, seq int64
-			var gate *string
-			var value, threshold, window *float64
-			if err := rows.Scan(&id, &e.OccurredAt, &e.Source, &e.Deployment, &e.Percentage, &e.Status, &e.Reason,
-				&e.Actor, &rev, &seq, &gate, &value, &threshold, &window); err != nil {
-				return err
-			}
-			e.EventID = uuid.UUID(id.Bytes).String()
-			e.OccurredAt = e.OccurredAt.UTC()
-			e.Revision, e.StreamSequence = uint64(rev), uint64(seq)
-			if gate != nil {
-				e.Trigger = &events.GateTrigger{Gate: events.Gate(*gate), Estimate: deref64(value), Bound: deref64(value), Threshold: deref64(threshold), WindowSeconds: deref64(window)}
-			}
-			page.Events = append(page.Events, e)
-		}
-		return rows.Err()
-	})
+	rows, err := r.pool.Query(ctx, q, args...)
+	if err == nil {
+		page.Events, err = collectRollouts(rows, page.Events)
+	}
 	if err != nil {
 		return RolloutPage{}, fmt.Errorf("rollout history of %s: %w", deployment, err)
 	}
@@ -322,11 +292,35 @@ func (r *Reader) RolloutHistory(ctx context.Context, deployment string, limit in
 	return page, nil
 }
 
-func deref64(f *float64) float64 {
-	if f == nil {
-		return 0
+// collectRollouts appends the rollout events of rows to out and closes rows.
+// A trigger stored before trigger_bound existed (migration 2) reads its
+// bound as its estimate, the one value it had.
+func collectRollouts(rows pgx.Rows, out []RolloutEvent) ([]RolloutEvent, error) {
+	defer rows.Close()
+	for rows.Next() {
+		var e RolloutEvent
+		var id pgtype.UUID
+		var rev, seq int64
+		var gate *string
+		var stream *bool
+		var estimate, bound, threshold, window *float64
+		if err := rows.Scan(&id, &e.OccurredAt, &e.Source, &e.Deployment, &e.Percentage, &e.Status, &e.Reason,
+			&e.Actor, &rev, &seq, &gate, &stream, &estimate, &bound, &threshold, &window); err != nil {
+			return out, err
+		}
+		e.EventID = uuid.UUID(id.Bytes).String()
+		e.OccurredAt = e.OccurredAt.UTC()
+		e.Revision, e.StreamSequence = uint64(rev), uint64(seq)
+		if gate != nil {
+			if bound == nil {
+				bound = estimate
+			}
+			e.Trigger = &events.GateTrigger{Gate: events.Gate(*gate), Stream: stream, Estimate: deref(estimate),
+				Bound: deref(bound), Threshold: deref(threshold), WindowSeconds: deref(window)}
+		}
+		out = append(out, e)
 	}
-	return *f
+	return out, rows.Err()
 }
 
 func pageSize(n int) (int, error) {

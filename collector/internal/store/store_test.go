@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/testenv"
@@ -28,21 +29,16 @@ func TestMigrate(t *testing.T) {
 	if err != nil || len(applied) != 0 {
 		t.Errorf("second Migrate = %v, %v; want nothing applied", applied, err)
 	}
-	var versions []int
-	err = pool.With(ctx, func(c *pgx.Conn) error {
-		rows, _ := c.Query(ctx, `SELECT version FROM schema_migrations ORDER BY version`)
-		versions, err = pgx.CollectRows(rows, pgx.RowTo[int])
-		return err
-	})
+	rows, _ := pool.Query(ctx, `SELECT version FROM schema_migrations ORDER BY version`)
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
 	all, _ := store.Migrations()
 	if err != nil || len(versions) != len(all) {
 		t.Errorf("schema_migrations = %v, %v; want %d versions", versions, err, len(all))
 	}
 	// An applied migration must never change.
-	pool.With(ctx, func(c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1`)
-		return err
-	})
+	if _, err := pool.Exec(ctx, `UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := store.Migrate(ctx, pool, nil); !errors.Is(err, store.ErrMigrationChanged) {
 		t.Errorf("Migrate after an edit = %v; want ErrMigrationChanged", err)
 	}
@@ -82,14 +78,14 @@ func TestMigrateConcurrently(t *testing.T) {
 }
 
 // row returns the row of event id in table as JSON (stored_at left out).
-func row(t *testing.T, pool *store.Pool, table, id string) map[string]any {
+func row(t *testing.T, pool *pgxpool.Pool, table, id string) map[string]any {
 	t.Helper()
 	var b []byte
-	err := pool.With(ctx, func(c *pgx.Conn) error {
-		if _, err := c.Exec(ctx, `SET TimeZone = 'UTC'`); err != nil {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL TimeZone = 'UTC'`); err != nil {
 			return err
 		}
-		return c.QueryRow(ctx, `SELECT to_jsonb(t.*) - 'stored_at' FROM `+table+` t WHERE event_id = $1`, id).Scan(&b)
+		return tx.QueryRow(ctx, `SELECT to_jsonb(t.*) - 'stored_at' FROM `+table+` t WHERE event_id = $1`, id).Scan(&b)
 	})
 	if err != nil {
 		t.Fatalf("read %s %s: %v", table, id, err)
@@ -99,12 +95,10 @@ func row(t *testing.T, pool *store.Pool, table, id string) map[string]any {
 	return m
 }
 
-func count(t *testing.T, pool *store.Pool, table string) int {
+func count(t *testing.T, pool *pgxpool.Pool, table string) int {
 	t.Helper()
 	var n int
-	if err := pool.With(ctx, func(c *pgx.Conn) error {
-		return c.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n)
-	}); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -192,14 +186,18 @@ func TestWriteEveryField(t *testing.T) {
 					"latency_ms": 812.5})},
 				{"rollout_events", 5, with(common(5), map[string]any{"deployment": "qwen-32k", "percentage": 12.34,
 					"status": "rolled_back", "reason": "schema drift", "actor": "analyzer", "revision": 41.0,
-					"trigger_gate": "schema_failure_rate", "trigger_value": 0.02, "trigger_threshold": 0.0,
-					"trigger_window_seconds": 300.0})},
+					"trigger_gate": "schema_failure_rate", "trigger_value": 0.02, "trigger_bound": 0.011,
+					"trigger_stream": nil, "trigger_threshold": 0.0, "trigger_window_seconds": 300.0})},
 				{"analysis_evaluations", 6, with(common(6), map[string]any{"deployment": "qwen-32k",
 					"window_start": pgTime(at.Add(-5 * time.Minute)), "window_seconds": 300.0, "gray_requests": 51.0,
 					"primary_requests": 2490.0, "verdict": "fail", "gates": []any{
-						map[string]any{"gate": "token_inflation", "value": 0.12, "threshold": 0.3, "verdict": "pass"},
-						map[string]any{"gate": "schema_failure_rate", "value": 0.02, "threshold": 0.0, "verdict": "fail"},
-						map[string]any{"gate": "ttft_p99", "value": nil, "threshold": 3.0, "verdict": "inconclusive"}}})},
+						// The rev. 2 GateResult, as the analyzer publishes it.
+						map[string]any{"gate": "token_inflation", "stream": nil, "estimate": 0.12, "bound": 0.05, "threshold": 0.3,
+							"gray_n": 51.0, "primary_n": 2490.0, "verdict": "pass"},
+						map[string]any{"gate": "schema_failure_rate", "stream": nil, "estimate": 0.02, "bound": 0.02, "threshold": 0.0,
+							"gray_n": 51.0, "primary_n": 2490.0, "verdict": "fail"},
+						map[string]any{"gate": "ttft_p99", "stream": true, "estimate": nil, "bound": nil, "threshold": 3.0,
+							"gray_n": 3.0, "primary_n": 140.0, "verdict": "inconclusive"}}})},
 			}
 			for _, tt := range tests {
 				got := row(t, pool, tt.table, ev[tt.i].Envelope.ID)
@@ -252,16 +250,11 @@ func TestWriteDuplicateInBatch(t *testing.T) {
 	}
 }
 
-func partitionsOf(t *testing.T, pool *store.Pool, table string) []string {
+func partitionsOf(t *testing.T, pool *pgxpool.Pool, table string) []string {
 	t.Helper()
-	var names []string
-	err := pool.With(ctx, func(c *pgx.Conn) error {
-		rows, _ := c.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-			WHERE i.inhparent = $1::regclass ORDER BY 1`, table)
-		var err error
-		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
-	})
+	rows, _ := pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = $1::regclass ORDER BY 1`, table)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,8 +284,8 @@ func TestRetention(t *testing.T) {
 	batch := []store.Event{
 		testenv.Event(t, testenv.Primary("d", 5), now.Add(-49*time.Hour), ""), // expired
 		testenv.Event(t, testenv.Primary("d", 6), now.Add(-47*time.Hour), ""),
-		testenv.Event(t, testenv.Rollout("d", 1), now.AddDate(-1, 0, 0), ""), // rollout history is kept
-		testenv.Event(t, testenv.Primary("d", 7), now.Add(time.Hour), ""),
+		testenv.Event(t, testenv.Rollout("d", 1), now.AddDate(-1, 0, 0), ""),  // rollout history is kept
+		testenv.Event(t, testenv.Primary("d", 7), now.Add(4*time.Minute), ""), // within events.MaxStatsFuture
 	}
 	res, err := w.Write(ctx, batch)
 	if err != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -26,7 +27,7 @@ var common = []string{"event_id", "occurred_at", "source", "stream_seq"}
 
 func commonValues(e Event, columns int) []any {
 	u, _ := uuid.Parse(e.Envelope.ID) // Decode checked it
-	return append(make([]any, 0, columns), pgtype.UUID{Bytes: u, Valid: true}, e.Envelope.Time, e.Envelope.Source, int64(e.Sequence))
+	return append(make([]any, 0, columns), pgtype.UUID{Bytes: u, Valid: true}, e.OccurredAt(), e.Envelope.Source, int64(e.Sequence))
 }
 
 // tables in the order a batch writes them.
@@ -83,15 +84,16 @@ var tables = []*table{
 	{
 		name: "rollout_events", typ: events.TypeRolloutChanged,
 		columns: append(common[:len(common):len(common)], "deployment", "percentage", "status", "reason", "actor",
-			"revision", "trigger_gate", "trigger_value", "trigger_threshold", "trigger_window_seconds"),
+			"revision", "trigger_gate", "trigger_value", "trigger_bound", "trigger_stream", "trigger_threshold",
+			"trigger_window_seconds"),
 		row: func(e Event, _ *Options) []any {
 			r := e.Data.(*events.RolloutChanged)
 			v := append(commonValues(e, 40), r.Deployment, r.Percentage, string(r.Status), r.Reason, string(r.Actor),
 				int64(r.Revision))
 			if t := r.Trigger; t != nil {
-				return append(v, string(t.Gate), t.Estimate, t.Threshold, t.WindowSeconds)
+				return append(v, string(t.Gate), t.Estimate, t.Bound, t.Stream, t.Threshold, t.WindowSeconds)
 			}
-			return append(v, nil, nil, nil, nil)
+			return append(v, nil, nil, nil, nil, nil, nil)
 		},
 	},
 	{
@@ -105,16 +107,28 @@ var tables = []*table{
 				a.PrimaryRequests, string(a.Verdict), gates)
 		},
 	},
+	{
+		// occurred_at is the interval's start (Event.OccurredAt); data the
+		// checked statistic re-encoded, without fields this version does
+		// not know.
+		name: "arm_stats", typ: events.TypeStatsInterval, partitioned: true,
+		columns: append(common[:len(common):len(common)], "gateway", "deployment", "data"),
+		row: func(e Event, _ *Options) []any {
+			s := e.Data.(*events.StatsInterval)
+			data, _ := json.Marshal(s) // Check made every number finite
+			return append(commonValues(e, 8), s.Gateway, s.Deployment, data)
+		},
+	},
 }
 
-// tableOf returns the table of an event type, nil for none.
-func tableOf(typ string) *table {
-	for _, t := range tables {
-		if t.typ == typ {
-			return t
-		}
+// OccurredAt is the time an event's row is keyed and partitioned by: the
+// interval's start for a statistic (so a republished statistic maps to the
+// same row whatever its envelope time), else the envelope's time.
+func (e Event) OccurredAt() time.Time {
+	if s, ok := e.Data.(*events.StatsInterval); ok {
+		return s.IntervalStart.UTC()
 	}
-	return nil
+	return e.Envelope.Time
 }
 
 func nullString(s string) any {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/graygate/graygate/collector/internal/telemetry"
 
@@ -72,9 +73,14 @@ type Options struct {
 	// MaxPayloadBytes caps a stored sample payload; longer ones are cut and
 	// flagged truncated. 0: no cap.
 	MaxPayloadBytes int
+	// LockTimeout bounds how long partition DDL (create, drop) waits for
+	// its lock on a parent table before giving up to retry later; 0 means
+	// DefaultLockTimeout.
+	LockTimeout time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
-	// Logger receives retention drops (nil: discarded).
+	// Logger receives retention drops and failed maintenance rounds (nil:
+	// discarded).
 	Logger *slog.Logger
 }
 
@@ -83,47 +89,65 @@ type Result struct {
 	Inserted   map[string]int // new rows
 	Duplicates map[string]int // already stored: a redelivery or a republished id
 	Expired    map[string]int // older than the retention, not stored
+	// Future counts events dated more than events.MaxStatsFuture ahead of
+	// the clock: not stored (SPEC §8), so no partition is ever made for a
+	// day that has not come.
+	Future map[string]int
 }
 
 // Writer writes batches of events to Postgres. It is safe for concurrent
 // use; the pool is the caller's and stays open.
 type Writer struct {
-	pool  *Pool
+	pool  *pgxpool.Pool
 	opts  Options
 	parts *partitions
 	sqls  sync.Map // insert statement text by table name and row count
 }
 
 // NewWriter returns a Writer on pool. The schema must be migrated.
-func NewWriter(pool *Pool, opts Options) *Writer {
+func NewWriter(pool *pgxpool.Pool, opts Options) *Writer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{pool: pool, opts: opts, parts: &partitions{pool: pool, known: map[string]bool{}}}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	return &Writer{pool: pool, opts: opts, parts: &partitions{pool: pool, lockTimeout: opts.LockTimeout, known: map[string]bool{}}}
 }
 
 // Write stores a batch in one transaction: every event is in its table when
 // Write returns nil, and none of the batch is when it returns an error.
 // Events already stored are skipped (ON CONFLICT (event_id, occurred_at) DO
 // NOTHING), so writing a batch again after an unknown outcome is safe.
-// Day partitions the batch needs are created first, in their own
-// transactions.
+// Events older than the retention or dated too far ahead are counted and
+// skipped. Day partitions the batch needs are created first, in their own
+// transactions, when the maintenance loop has not made them already.
+//
+// An error from Postgres wraps its *pgconn.PgError: Poison says whether it
+// is one that the same events will meet again.
 func (w *Writer) Write(ctx context.Context, batch []Event) (Result, error) {
-	res := Result{Inserted: map[string]int{}, Duplicates: map[string]int{}, Expired: map[string]int{}}
+	res := Result{Inserted: map[string]int{}, Duplicates: map[string]int{}, Expired: map[string]int{}, Future: map[string]int{}}
+	now := w.opts.Now()
 	var cutoff time.Time
 	if w.opts.Retention > 0 {
-		cutoff = w.opts.Now().Add(-w.opts.Retention)
+		cutoff = now.Add(-w.opts.Retention)
 	}
+	future := now.Add(events.MaxStatsFuture)
 	groups := make([][]Event, len(tables))
 	for _, e := range batch {
 		i := slices.IndexFunc(tables, func(t *table) bool { return t.typ == e.Envelope.Type })
 		if i < 0 {
 			return res, fmt.Errorf("write event %s: no table for type %q", e.Envelope.ID, e.Envelope.Type)
 		}
-		if tables[i].partitioned && !cutoff.IsZero() && e.Envelope.Time.Before(cutoff) {
+		at := e.OccurredAt()
+		switch {
+		case at.After(future) || e.Envelope.Time.After(future):
+			res.Future[e.Envelope.Type]++
+			continue
+		case tables[i].partitioned && !cutoff.IsZero() && at.Before(cutoff):
 			res.Expired[e.Envelope.Type]++
 			continue
 		}
@@ -135,7 +159,7 @@ func (w *Writer) Write(ctx context.Context, batch []Event) (Result, error) {
 		}
 		var days []time.Time
 		for _, e := range g {
-			if d := day(e.Envelope.Time); !slices.Contains(days, d) {
+			if d := day(e.OccurredAt()); !slices.Contains(days, d) {
 				days = append(days, d)
 			}
 		}
@@ -145,7 +169,7 @@ func (w *Writer) Write(ctx context.Context, batch []Event) (Result, error) {
 			}
 		}
 	}
-	err := w.pool.Tx(ctx, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		clear(res.Inserted)
 		for i, g := range groups {
 			if len(g) == 0 {
@@ -293,18 +317,35 @@ func (w *Writer) DropExpired(ctx context.Context) ([]string, error) {
 	return dropped, err
 }
 
-// RunRetention calls DropExpired now and then every interval until ctx
-// ends; failures are logged and retried at the next tick. It returns nil
-// when ctx ends.
-func (w *Writer) RunRetention(ctx context.Context, interval time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+// EnsurePartitions creates today's and tomorrow's day partitions of every
+// partitioned table that lack them, so that the insert path finds them made
+// a day ahead. A lock that does not come within LockTimeout makes it give
+// up with an error (nothing waits behind it); call it again later.
+func (w *Writer) EnsurePartitions(ctx context.Context) error {
+	now := w.opts.Now()
+	return w.parts.ensureDays(ctx, now, now.AddDate(0, 0, 1))
+}
+
+// RunMaintenance creates tomorrow's partitions (EnsurePartitions) and drops
+// expired ones (DropExpired) now and then every interval until ctx ends.
+// A failed round is logged and tried again after retry (at most interval).
+// It returns nil when ctx ends.
+func (w *Writer) RunMaintenance(ctx context.Context, interval, retry time.Duration) error {
+	retry = min(retry, interval)
 	for {
-		if _, err := w.DropExpired(ctx); err != nil && ctx.Err() == nil {
-			w.opts.Logger.Warn("drop expired partitions", "err", err)
+		next := interval
+		if err := w.EnsurePartitions(ctx); err != nil && ctx.Err() == nil {
+			w.opts.Logger.Warn("create partitions ahead; retrying", "err", err, "retry_in", retry)
+			next = retry
 		}
+		if _, err := w.DropExpired(ctx); err != nil && ctx.Err() == nil {
+			w.opts.Logger.Warn("drop expired partitions; retrying", "err", err, "retry_in", retry)
+			next = retry
+		}
+		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-t.C:
 		}

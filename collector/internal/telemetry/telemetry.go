@@ -27,6 +27,8 @@ var help = map[string]string{
 	"graygate_collector_consumer_pending":         "Messages in the stream not yet delivered to the collector's consumer (lag), by stream.",
 	"graygate_collector_consumer_ack_pending":     "Messages delivered to the collector and not yet acknowledged, by stream.",
 	"graygate_collector_partitions_dropped_total": "Day partitions dropped by retention.",
+	"graygate_collector_events_future_total":      "Events dated more than 5 minutes ahead of the collector's clock, acknowledged and not stored, by event type.",
+	"graygate_collector_dead_letters_total":       "Messages Postgres refused to store (isolated from their batch, kept in dead_letters and acknowledged), by stream.",
 }
 
 // EventsWritten counts new rows of an event type.
@@ -42,6 +44,16 @@ func EventsDuplicate(typ string) *metrics.Counter {
 // EventsExpired counts events of a type older than the retention.
 func EventsExpired(typ string) *metrics.Counter {
 	return metrics.GetOrCreateCounter(`graygate_collector_events_expired_total{type="` + typ + `"}`)
+}
+
+// EventsFuture counts events of a type dated too far ahead.
+func EventsFuture(typ string) *metrics.Counter {
+	return metrics.GetOrCreateCounter(`graygate_collector_events_future_total{type="` + typ + `"}`)
+}
+
+// DeadLetters counts the messages of a stream stored as dead letters.
+func DeadLetters(stream string) *metrics.Counter {
+	return metrics.GetOrCreateCounter(`graygate_collector_dead_letters_total{stream="` + stream + `"}`)
 }
 
 // EventsInvalid counts undecodable messages of a stream.

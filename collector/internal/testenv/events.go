@@ -94,7 +94,7 @@ func Rollout(deployment string, revision uint64) *events.RolloutChanged {
 	return &events.RolloutChanged{
 		Deployment: deployment, Percentage: 12.34, Status: events.StatusRolledBack, Reason: "schema drift",
 		Actor: events.ActorAnalyzer, Revision: revision,
-		Trigger: &events.GateTrigger{Gate: events.GateSchemaFailureRate, Estimate: 0.02, Bound: 0.02, Threshold: 0, WindowSeconds: 300},
+		Trigger: &events.GateTrigger{Gate: events.GateSchemaFailureRate, Estimate: 0.02, Bound: 0.011, Threshold: 0, WindowSeconds: 300},
 	}
 }
 
@@ -104,11 +104,33 @@ func Analysis(deployment string, at time.Time) *events.AnalysisEvaluated {
 		Deployment: deployment, WindowStart: at.Add(-5 * time.Minute).UTC(), WindowSeconds: 300,
 		GrayRequests: 51, PrimaryRequests: 2490,
 		Gates: []events.GateResult{
-			{Gate: events.GateTokenInflation, Estimate: ptr(0.12), Bound: ptr(0.05), Threshold: 0.3, Verdict: events.VerdictPass},
-			{Gate: events.GateSchemaFailureRate, Estimate: ptr(0.02), Bound: ptr(0.02), Threshold: 0, Verdict: events.VerdictFail},
-			{Gate: events.GateTTFTP99, Threshold: 3, Verdict: events.VerdictInconclusive},
+			{Gate: events.GateTokenInflation, Estimate: ptr(0.12), Bound: ptr(0.05), Threshold: 0.3, GrayN: 51, PrimaryN: 2490, Verdict: events.VerdictPass},
+			{Gate: events.GateSchemaFailureRate, Estimate: ptr(0.02), Bound: ptr(0.02), Threshold: 0, GrayN: 51, PrimaryN: 2490, Verdict: events.VerdictFail},
+			{Gate: events.GateTTFTP99, Stream: ptr(true), Threshold: 3, GrayN: 3, PrimaryN: 140, Verdict: events.VerdictInconclusive},
 		},
 		Verdict: events.VerdictFail,
+	}
+}
+
+// Stats returns a statistic of gateway for deployment's interval starting
+// at start (truncated to the second): one gray and one primary entry.
+func Stats(deployment, gateway string, start time.Time) *events.StatsInterval {
+	arm := func(a events.Arm, ok int64) events.ArmStats {
+		s := events.ArmStats{Arm: a, Stream: true, Endpoint: events.EndpointChat, Requests: ok + 1,
+			Outcomes: events.Outcomes{OK: ok, Timeout: 1}, ToolSteps: events.CountSum{Count: ok, Sum: 2 * ok}}
+		for i := range ok {
+			s.PromptTokens.Add(float64(200 + i))
+			s.CompletionTokens.Add(float64(80 + i))
+			s.TTFT.Add(float64(100 + 10*i))
+			s.Latency.Add(float64(900 + 25*i))
+		}
+		s.TTFT.AddOverflow()
+		s.Latency.AddOverflow()
+		return s
+	}
+	return &events.StatsInterval{
+		Deployment: deployment, Gateway: gateway, IntervalStart: start.UTC().Truncate(time.Second), IntervalSeconds: 1,
+		Arms: []events.ArmStats{arm(events.ArmGray, 3), arm(events.ArmPrimary, 40)},
 	}
 }
 
@@ -130,11 +152,7 @@ func Event(t testing.TB, data events.Data, at time.Time, id string) store.Event 
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err = events.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := events.DecodeData(env)
+	env, d, err := events.DecodeEvent(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -114,7 +115,7 @@ func redact(s string) string {
 }
 
 // Pool returns a pool on a fresh, migrated database, and its URL.
-func Pool(t testing.TB) (*store.Pool, string) {
+func Pool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	dbURL := Database(t)
 	pool, err := store.NewPool(dbURL, 8)
@@ -173,6 +174,7 @@ func Consumers(t testing.TB, js jetstream.JetStream, prefix string, ackWait time
 	defer cancel()
 	for _, s := range []struct{ stream, suffix string }{
 		{events.StreamEvents, "events"}, {events.StreamRollout, "rollout"}, {events.StreamAnalysis, "analysis"},
+		{events.StreamStats, "stats"},
 	} {
 		name := prefix + "-" + s.suffix
 		var subject string

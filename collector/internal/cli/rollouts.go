@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// rolloutHistory prints a deployment's rollout events, newest first, with
+// the gate behind each analyzer rollback: its estimate, the bound that
+// decided and the threshold.
+func rolloutHistory(ctx context.Context, cfg *config.Config, deployment string, limit int, asJSON bool, out io.Writer) error {
+	if limit < 1 || limit > store.MaxPage {
+		return fmt.Errorf("--limit %d: want 1 to %d", limit, store.MaxPage)
+	}
+	r, closeFn, err := reader(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	page, err := r.RolloutHistory(ctx, deployment, limit, "")
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(out, struct {
+			Object string               `json:"object"`
+			Data   []store.RolloutEvent `json:"data"`
+		}{"list", page.Events})
+	}
+	if len(page.Events) == 0 {
+		_, err := fmt.Fprintf(out, "no rollout events for %s\n", safe(deployment))
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tREVISION\tSTATUS\tPERCENT\tACTOR\tTRIGGER\tREASON")
+	for _, e := range page.Events {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%g\t%s\t%s\t%s\n", e.OccurredAt.Format("2006-01-02 15:04:05"), e.StreamSequence,
+			e.Status, e.Percentage, e.Actor, trigger(e.Trigger), cell(e.Reason, firstErrorWidth))
+	}
+	return tw.Flush()
+}
+
+// trigger prints a rollback's gate: "ttft_p99[stream] 2.5 (bound 2.1 > 2) over 600s".
+func trigger(t *events.GateTrigger) string {
+	if t == nil {
+		return "-"
+	}
+	gate := string(t.Gate)
+	if t.Stream != nil {
+		if *t.Stream {
+			gate += "[stream]"
+		} else {
+			gate += "[non-stream]"
+		}
+	}
+	return fmt.Sprintf("%s %.4g (bound %.4g, threshold %.4g) over %gs", gate, t.Estimate, t.Bound, t.Threshold, t.WindowSeconds)
+}
