@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/graygate/graygate/gateway/internal/events"
+	"github.com/graygate/graygate/gateway/internal/publish"
 	"github.com/graygate/graygate/gateway/internal/proxy"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/spool"
@@ -121,7 +121,7 @@ func serve(ctx context.Context, path string, log *slog.Logger) error {
 func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	host, _ := os.Hostname()
 	source := "gateway/" + host
-	nc, err := events.Connect(cfg.NATS.URL, "graygate-gateway "+host, log)
+	nc, err := publish.Connect(cfg.NATS.URL, "graygate-gateway "+host, log)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		return fmt.Errorf("gateway.spool_dir: %w", err)
 	}
 	defer sp.Close()
-	pub, err := events.New(nc, sp, events.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, Log: log})
+	pub, err := publish.New(nc, sp, publish.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, Log: log})
 	if err != nil {
 		return err
 	}

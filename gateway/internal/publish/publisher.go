@@ -1,4 +1,4 @@
-// Package events publishes the gateway's events to the event log (NATS
+// Package publish publishes the gateway's events to the event log (NATS
 // JetStream, SPEC §7) without ever delaying or failing a client request,
 // and without losing them while the event log is unreachable (SPEC §11).
 //
@@ -38,7 +38,7 @@
 //     spool in the order the failures are reported, behind events that
 //     were acknowledged after them. Consumers key on the event id and
 //     time, never on stream order.
-package events
+package publish
 
 import (
 	"context"
