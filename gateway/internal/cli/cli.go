@@ -13,8 +13,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/graygate/graygate/gateway/internal/publish"
 	"github.com/graygate/graygate/gateway/internal/proxy"
+	"github.com/graygate/graygate/gateway/internal/publish"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/spool"
 	"github.com/graygate/graygate/schemas/config"

@@ -5,7 +5,7 @@
 // The request path calls Publish with the typed event data; Publish puts it
 // in a bounded memory queue and returns (a few hundred nanoseconds, no
 // allocation). Run, in its own goroutine, encodes each event into its
-// CloudEvents envelope with a new UUIDv7 id, and publishes it with
+// CloudEvents envelope with a new UUIDv7 id (a statistic keeps its UUIDv5 StatsID, so a republished one counts once), and publishes it with
 // JetStream asynchronous publishing, the id as Nats-Msg-Id, at most
 // Options.MaxInFlight unacknowledged at a time. An event whose publish
 // fails, whose acknowledgement fails or times out, or that arrives while
@@ -227,7 +227,7 @@ func New(nc *nats.Conn, sp *spool.Spool, opts Options) (*Publisher, error) {
 // Publish hands d to the background loop and returns at once; it never
 // blocks. d must not be changed afterwards. When the memory queue is full,
 // Run has returned, or d is not a gateway event type (a request, rejection,
-// sample or rollout event), the event is dropped and counted.
+// sample, statistics or rollout event), the event is dropped and counted.
 func (p *Publisher) Publish(d schema.Data) {
 	k, ok := kindOf(d)
 	if !ok {
