@@ -147,7 +147,7 @@ func TestFlushGroupsAndResets(t *testing.T) {
 	for i := range 5000 {
 		at := Attempt{
 			Arm: arms[i%3], Stream: i%2 == 0, Endpoint: events.EndpointChat,
-			Outcome: events.AllOutcomes[r.IntN(len(events.AllOutcomes))],
+			Outcome:      events.AllOutcomes[r.IntN(len(events.AllOutcomes))],
 			PromptTokens: r.Int64N(1000), PromptReported: true, CompletionTokens: r.Int64N(500),
 			Output: r.IntN(2) == 0, TTFT: time.Duration(r.Int64N(int64(time.Second))), Latency: time.Duration(r.Int64N(int64(10 * time.Second))),
 			ToolSteps: r.IntN(6),
