@@ -46,9 +46,9 @@ const (
 
 // Measure is what was measured on one arm of a request (SPEC §6.4).
 type Measure struct {
-	Status           int
-	ErrorType        string
-	Reason           filter.Reason // why a gray attempt failed; "" otherwise
+	Status    int
+	ErrorType string
+	Reason    filter.Reason // why a gray attempt failed; "" otherwise
 	// Outcome is the attempt's outcome when the other fields no longer
 	// tell it (see Measure.outcome); "" to derive it.
 	Outcome       events.Outcome

@@ -60,7 +60,7 @@ type Server struct {
 	router       *bands.Router
 	matchedNames sync.Map // band bit set → x-vsr-matched-context value
 	rollouts     *rollout.Table
-	obs          Observer   // nil: no events
+	obs          Observer // nil: no events
 	stats        *stats.Aggregator
 	rolloutLog   RolloutLog // nil: the config owns the rollout state
 	eventsUp     func() bool
