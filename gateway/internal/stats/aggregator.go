@@ -200,10 +200,7 @@ const (
 	numSlots     = numArms * 2 * numEndpoints
 )
 
-var (
-	armOrder      = [numArms]events.Arm{events.ArmPrimary, events.ArmGray, events.ArmShadow}
-	endpointOrder = [numEndpoints]events.Endpoint{events.EndpointChat, events.EndpointCompletions, events.EndpointResponses, events.EndpointEmbeddings}
-)
+var armOrder = [numArms]events.Arm{events.ArmPrimary, events.ArmGray, events.ArmShadow}
 
 func armIndex(a events.Arm) int {
 	switch a {
