@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -392,5 +393,50 @@ func TestNoEligibleRejectionPublished(t *testing.T) {
 	}
 	if r, ok := evs[0].(*events.RequestRejected); !ok || r.Code != events.CodeNoEligibleDeployment {
 		t.Errorf("event %+v; want a no_eligible_deployment rejection", evs[0])
+	}
+}
+
+// TestCancelledAttempts: a client that leaves mid-stream, or while the
+// gateway still waits for primary's headers, makes a cancelled attempt
+// that enters no histogram.
+func TestCancelledAttempts(t *testing.T) {
+	mock := testenv.StartMock(t, "--inter-token", "200ms", "--completion-tokens", "15")
+	g, agg, sk, _ := statsGateway(t, testConfig(mock.URL))
+	leave := func(after time.Duration, headers ...string) {
+		ctx, cancel := context.WithTimeout(context.Background(), after)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"agent-chat","stream":true,"messages":[]}`))
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		after   time.Duration
+		headers []string
+	}{
+		{"mid-stream", 600 * time.Millisecond, nil},
+		{"waiting for headers", 1500 * time.Millisecond, []string{"x-mock-latency", "3s"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			flushArms(t, agg, sk)
+			leave(c.after, c.headers...)
+			var got events.ArmStats
+			testenv.WaitFor(t, 5*time.Second, "the cancelled attempt", func() bool {
+				for _, a := range flushArms(t, agg, sk) {
+					got.Merge(&a)
+				}
+				return got.Requests > 0
+			})
+			if got.Requests != 1 || got.Outcomes.Cancelled != 1 || got.Latency.Total() != 0 || got.TTFT.Total() != 0 {
+				t.Errorf("requests %d outcomes %+v latency %d ttft %d; want one cancelled attempt in no histogram",
+					got.Requests, got.Outcomes, got.Latency.Total(), got.TTFT.Total())
+			}
+		})
 	}
 }

@@ -165,7 +165,7 @@ func (s *Server) awaitSource(w *bufio.Writer, x *exchange, k *call, done <-chan 
 	w.WriteString(": keep-alive\n\n")
 	if w.Flush() != nil {
 		cancel()
-		closeSource(<-done)
+		s.abandon(x, k, <-done)
 		return nil
 	}
 	tick := time.NewTicker(keepAliveEvery)
@@ -194,11 +194,27 @@ func (s *Server) awaitSource(w *bufio.Writer, x *exchange, k *call, done <-chan 
 			w.WriteString(": keep-alive\n\n")
 			if w.Flush() != nil {
 				cancel()
-				closeSource(<-done)
+				s.abandon(x, k, <-done)
 				return nil
 			}
 		}
 	}
+}
+
+// abandon closes a source the client left before it was known, and
+// counts its attempts: a gray answer that had passed, a gray failure, and
+// primary's attempt, cancelled.
+func (s *Server) abandon(x *exchange, k *call, src source) {
+	closeSource(src)
+	switch {
+	case src.replay:
+		s.attempted(x, k, src.armName, src.arm, &src.grayM)
+		return
+	case src.gray != nil:
+		s.attempted(x, k, telemetry.ArmGray, k.deployment.gray, src.gray)
+	}
+	m := Measure{ErrorType: ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: time.Since(src.sent)}
+	s.attempted(x, k, src.armName, src.arm, &m)
 }
 
 func closeSource(src source) {
