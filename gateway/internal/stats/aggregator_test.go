@@ -295,3 +295,17 @@ func BenchmarkRecordParallel(b *testing.B) {
 		}
 	})
 }
+
+func TestOutcomeIndex(t *testing.T) {
+	if len(events.AllOutcomes) != numOutcomes {
+		t.Fatalf("numOutcomes = %d; events.AllOutcomes has %d", numOutcomes, len(events.AllOutcomes))
+	}
+	for i, o := range events.AllOutcomes {
+		if got := outcomeIndex(o); got != i {
+			t.Errorf("outcomeIndex(%s) = %d; want %d", o, got, i)
+		}
+	}
+	if got := outcomeIndex("fine"); got != -1 {
+		t.Errorf("outcomeIndex(fine) = %d; want -1", got)
+	}
+}

@@ -16,14 +16,13 @@ func init() {
 // Record does no lookup. Every label value is a configured deployment name
 // or a member of a closed set.
 type metricsSet struct {
-	attempts [numArms][]*metrics.Counter // by events.AllOutcomes index
+	attempts [numArms][numOutcomes]*metrics.Counter // by events.AllOutcomes index
 	tokens   [numArms][2]*metrics.Counter
 }
 
 func newMetrics(deployment string) metricsSet {
 	var m metricsSet
 	for i, arm := range armOrder {
-		m.attempts[i] = make([]*metrics.Counter, len(events.AllOutcomes))
 		for j, o := range events.AllOutcomes {
 			m.attempts[i][j] = metrics.GetOrCreateCounter(`graygate_attempts_total{deployment="` + deployment +
 				`",arm="` + string(arm) + `",outcome="` + string(o) + `"}`)
