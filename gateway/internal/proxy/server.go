@@ -38,6 +38,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -149,8 +150,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 			continue // unknown until the event log has been read
 		}
 		r := cfg.Deployments[name].Rollout
-		s.rollouts.Set(rollout.State{Deployment: name, Basis: rollout.BasisOf(r.Percentage), Status: rollout.Active,
-			Actor: "config", Reason: "initial percentage from the configuration", UpdatedAt: time.Now(), Known: true})
+		s.rollouts.Set(rollout.New(name, r.Percentage, rollout.Active, 0, events.ActorConfig,
+			"initial percentage from the configuration", time.Now()))
 	}
 	type modelEntry struct {
 		ID      string `json:"id"`
