@@ -64,7 +64,11 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 
 	var nc *nats.Conn
 	if cfg.NATS.URL != "" {
-		nc, err = nats.Connect(cfg.NATS.URL,
+		identity, ierr := cfg.NATS.ConnectOptions()
+		if ierr != nil {
+			return ierr
+		}
+		nc, err = nats.Connect(cfg.NATS.URL, append(identity,
 			nats.Name("graygate-collector"),
 			nats.RetryOnFailedConnect(true),
 			nats.MaxReconnects(-1),
@@ -75,9 +79,9 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 				}
 			}),
 			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted()) }),
-		)
+		)...)
 		if err != nil {
-			return fmt.Errorf("nats: %w", err)
+			return fmt.Errorf("nats %s: %s", cfg.NATS.RedactedURL(), config.RedactURLs(err.Error()))
 		}
 		defer nc.Close()
 	} else {

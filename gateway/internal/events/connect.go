@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/graygate/graygate/schemas/config"
 	"github.com/nats-io/nats.go"
 )
 
@@ -16,11 +17,12 @@ import (
 // dead server is noticed within about 15 seconds without a closed socket
 // (pings), or within 2 seconds of a write the network does not take. The
 // caller closes the connection.
-func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
+// opts carry the gateway's NATS identity and TLS (config.NATS.ConnectOptions).
+func Connect(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	nc, err := nats.Connect(url,
+	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(name),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -40,9 +42,13 @@ func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
 			}
 			log.Warn("NATS error", "err", err)
 		}),
-	)
+	}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS: %w", err)
+		return nil, fmt.Errorf("connect to NATS at %s: %v", redact(url), redact(err.Error()))
 	}
 	return nc, nil
 }
+
+// redact removes credentials from URLs in a text: a URL is never printed
+// with its credentials (SPEC §11).
+func redact(s string) string { return config.RedactURLs(config.RedactURL(s)) }
