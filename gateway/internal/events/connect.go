@@ -26,14 +26,14 @@ func Connect(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Con
 		nats.Name(name),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
+		nats.ReconnectWait(500 * time.Millisecond),
 		nats.ReconnectBufSize(-1),
-		nats.PingInterval(5*time.Second),
+		nats.PingInterval(5 * time.Second),
 		nats.MaxPingsOutstanding(2),
 		// A write the network does not take within 2 s ends the
 		// connection: the client holds its lock while it writes, so a
 		// longer stall would stall the publisher's loop with it.
-		nats.FlusherTimeout(2*time.Second),
+		nats.FlusherTimeout(2 * time.Second),
 		nats.ReconnectOnFlusherError(),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {

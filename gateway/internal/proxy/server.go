@@ -89,7 +89,7 @@ type deployment struct {
 	// Sticky key: a header name, or the body's "user" (else X-User-Id).
 	stickyHeader string
 	stickyUser   bool
-	stickyToken  bool // the client's bearer token (chosen by the operator, not the client)
+	stickyToken  bool          // the client's bearer token (chosen by the operator, not the client)
 	shadowSlots  chan struct{} // bounds shadow copies in flight
 }
 
