@@ -11,22 +11,32 @@ import (
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 )
 
-// connCounter counts a listener's open connections and those it refused.
+// connCounter counts a listener's open connections; the client
+// listener's also feed graygate_client_connections and
+// graygate_client_connections_refused_total (SPEC §11).
 type connCounter struct {
-	open    atomic.Int64
-	refused *metrics.Counter
+	open   atomic.Int64
+	client bool
 }
 
-// clientConns is the client listener's: graygate_client_connections and
-// graygate_client_connections_refused_total (SPEC §11).
-var clientConns = func() *connCounter {
-	c := &connCounter{refused: metrics.GetOrCreateCounter("graygate_client_connections_refused_total")}
+var (
+	clientOpen    atomic.Int64
+	clientRefused = metrics.GetOrCreateCounter("graygate_client_connections_refused_total")
+)
+
+func init() {
 	telemetry.SetHelp("graygate_client_connections_refused_total",
 		"Client connections closed at accept, with nothing written, because gateway.max_client_connections were open.")
 	telemetry.SetHelp("graygate_client_connections", "Client connections open.")
-	metrics.GetOrCreateGauge("graygate_client_connections", func() float64 { return float64(c.open.Load()) })
-	return c
-}()
+	metrics.GetOrCreateGauge("graygate_client_connections", func() float64 { return float64(clientOpen.Load()) })
+}
+
+func (c *connCounter) add(n int64) int64 {
+	if c.client {
+		clientOpen.Add(n)
+	}
+	return c.open.Add(n)
+}
 
 // listener bounds the connections a listener serves at once and gives
 // each write a deadline.
@@ -45,9 +55,6 @@ type listener struct {
 }
 
 func newListener(ln net.Listener, max int, writeTimeout time.Duration, counter *connCounter) net.Listener {
-	if counter == nil {
-		counter = &connCounter{}
-	}
 	return &listener{Listener: ln, max: int64(max), writeTimeout: writeTimeout, counter: counter}
 }
 
@@ -59,10 +66,10 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n := l.counter.open.Add(1); l.max > 0 && n > l.max {
-			l.counter.open.Add(-1)
-			if l.counter.refused != nil {
-				l.counter.refused.Inc()
+		if n := l.counter.add(1); l.max > 0 && n > l.max {
+			l.counter.add(-1)
+			if l.counter.client {
+				clientRefused.Inc()
 			}
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0) // a reset: nothing lingers for a flood
@@ -92,7 +99,7 @@ func (c *conn) Write(p []byte) (int, error) {
 }
 
 func (c *conn) Close() error {
-	c.once.Do(func() { c.l.counter.open.Add(-1) })
+	c.once.Do(func() { c.l.counter.add(-1) })
 	return c.Conn.Close()
 }
 

@@ -65,8 +65,9 @@ type Server struct {
 	eventsUp     func() bool
 	forceHeaders map[string]bool
 
-	exchanges sync.Pool // *exchange
-	ready     atomic.Bool
+	exchanges   sync.Pool    // *exchange
+	clientConns *connCounter // open client connections
+	ready       atomic.Bool
 
 	client, admin *fiber.App
 }
@@ -119,6 +120,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		deployments:  make(map[string]*deployment),
 		clientTokens: newTokenSet(cfg.Gateway.ClientTokens, cfg.Gateway.ForceTokens),
 		forceTokens:  newTokenSet(cfg.Gateway.ForceTokens),
+		clientConns:  &connCounter{client: true},
 		contract:     contract.New(cfg.SamplingContract),
 		forceHeaders: make(map[string]bool),
 	}
@@ -345,8 +347,8 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 	if maxConns <= 0 {
 		maxConns = 10000
 	}
-	client = newListener(client, maxConns, wt, clientConns)
-	admin = newListener(admin, 0, wt, nil)
+	client = newListener(client, maxConns, wt, s.clientConns)
+	admin = newListener(admin, 0, wt, &connCounter{})
 	g.Go(func() error { return s.client.Listener(client) })
 	g.Go(func() error { return s.admin.Listener(admin) })
 	s.ready.Store(true)
