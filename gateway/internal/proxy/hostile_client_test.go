@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -329,5 +330,52 @@ func TestAdminRejectsUnauthenticatedBodies(t *testing.T) {
 	}
 	if resp.StatusCode != 401 {
 		t.Errorf("status %d; want 401", resp.StatusCode)
+	}
+}
+
+func TestRolloutTestingThroughTheAdminAPI(t *testing.T) {
+	primary := testenv.StartMock(t)
+	g, _ := startObserved(t, grayConfig(t, primary.URL, primary.URL, 5))
+	put := func(body string) (int, string, rolloutEntry) {
+		req, _ := http.NewRequest(http.MethodPut, g.admin+"/admin/rollouts/qwen", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer admin-secret")
+		resp, err := http.DefaultClient.Do(req)
+		testenv.Must(t, err)
+		defer resp.Body.Close()
+		var e rolloutEntry
+		b, _ := io.ReadAll(resp.Body)
+		_ = json.Unmarshal(b, &e)
+		return resp.StatusCode, resp.Header.Get("x-router-error-code"), e
+	}
+	steps := []struct {
+		body   string
+		status int
+		code   string
+		pct    float64
+		state  string
+	}{
+		{`{"status":"testing","reason":"try it","percentage":3}`, 400, "bad_request", 0, ""},
+		{`{"status":"testing","reason":"try it"}`, 200, "", 0, "testing"},
+		{`{"percentage":10}`, 409, "testing", 0, ""},
+		{`{"status":"active"}`, 400, "bad_request", 0, ""},
+		{`{"status":"active","percentage":10}`, 200, "", 10, "active"},
+		{`{"status":"rolled_back"}`, 200, "", 0, "rolled_back"},
+		{`{"status":"testing"}`, 200, "", 0, "testing"},
+	}
+	for _, st := range steps {
+		status, code, e := put(st.body)
+		if status != st.status || code != st.code {
+			t.Fatalf("PUT %s = %d %q; want %d %q", st.body, status, code, st.status, st.code)
+		}
+		if status == 200 && (e.Status != st.state || e.Percentage != st.pct) {
+			t.Errorf("PUT %s = %+v; want %s at %v", st.body, e, st.state, st.pct)
+		}
+	}
+	// In testing, only the tester's force header reaches gray.
+	if resp, _ := post(t, g.url, chatBody, "X-Gray-Rollout", "true"); resp.Header.Get("x-gateway-arm") != "gray" {
+		t.Errorf("tester in testing: arm %q; want gray", resp.Header.Get("x-gateway-arm"))
+	}
+	if resp, _ := post(t, g.url, chatBody); resp.Header.Get("x-gateway-arm") != "primary" {
+		t.Errorf("no header in testing: arm %q; want primary", resp.Header.Get("x-gateway-arm"))
 	}
 }
