@@ -94,7 +94,8 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 
 	g, ctx := errgroup.WithContext(ctx)
 	handler := api.Handler(eng, set, engine.Help, nc.IsConnected)
-	g.Go(func() error { return api.Serve(ctx, ln, handler, log) })
+	timeouts := api.Timeouts{Read: cfg.Analyzer.ReadTimeout, Write: cfg.Analyzer.WriteTimeout, Idle: cfg.Analyzer.IdleTimeout}
+	g.Go(func() error { return api.Serve(ctx, ln, handler, log, timeouts) })
 	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s)\n", ln.Addr(), consumer)
 	g.Go(func() error {
 		// Streams and the lease bucket need NATS: wait for it, retrying,

@@ -90,7 +90,10 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 
 	var migrated atomic.Bool
 	srv := api.New(store.NewReader(pool), api.Options{
-		Token: cfg.Collector.APIToken.Reveal(),
+		Token:        cfg.Collector.APIToken.Reveal(),
+		ReadTimeout:  cfg.Collector.ReadTimeout,
+		WriteTimeout: cfg.Collector.WriteTimeout,
+		IdleTimeout:  cfg.Collector.IdleTimeout,
 		Ready: func(ctx context.Context) error {
 			if !migrated.Load() {
 				return errors.New("migrations not applied yet")
