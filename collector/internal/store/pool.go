@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/graygate/graygate/schemas/config"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -43,7 +44,8 @@ var ErrPoolClosed = errors.New("pool closed")
 func NewPool(url string, max int) (*Pool, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres url: %w", err)
+		// The parser may echo the URL: never print its password.
+		return nil, fmt.Errorf("postgres url: %s", config.RedactURLs(err.Error()))
 	}
 	if max < 1 {
 		max = 1
