@@ -186,3 +186,21 @@ func TestRedactURL(t *testing.T) {
 		t.Errorf("RedactURLs(%q) = %q; the password remains", msg, got)
 	}
 }
+
+func TestConnectOptions(t *testing.T) {
+	n := NATS{User: "gateway", Password: "pw", TLS: NATSTLS{CAFile: "/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem"}}
+	opts, err := n.ConnectOptions()
+	if err != nil || len(opts) != 3 {
+		t.Errorf("user + CA + client cert: %d options, %v; want 3", len(opts), err)
+	}
+	if opts, err := (&NATS{}).ConnectOptions(); err != nil || len(opts) != 0 {
+		t.Errorf("no identity: %d options, %v; want none", len(opts), err)
+	}
+	if _, err := (&NATS{NKeySeedFile: "/no/such/seed.nk"}).ConnectOptions(); err == nil {
+		t.Error("a missing nkey seed file loaded")
+	}
+	n = NATS{URL: "nats://user:s3cret@nats:4222"}
+	if got := n.RedactedURL(); strings.Contains(got, "s3cret") {
+		t.Errorf("RedactedURL = %q", got)
+	}
+}

@@ -379,3 +379,19 @@ func TestRolloutTestingThroughTheAdminAPI(t *testing.T) {
 		t.Errorf("no header in testing: arm %q; want primary", resp.Header.Get("x-gateway-arm"))
 	}
 }
+
+func TestClientAuthorizationNeverReachesAKeylessUpstream(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Deployments["qwen"].Primary.APIKey = ""
+	g := startGateway(t, cfg)
+	if resp, body := post(t, g.url, chatBody, "Authorization", "Bearer client-secret", "X-Api-Key", "k"); resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	for _, r := range mock.Requests(t) {
+		h := http.Header(r.Headers)
+		if h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {
+			t.Errorf("a keyless upstream got the client's credentials: %v", r.Headers)
+		}
+	}
+}
