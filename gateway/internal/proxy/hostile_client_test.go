@@ -395,3 +395,28 @@ func TestClientAuthorizationNeverReachesAKeylessUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowClientsAreCutOff: a client that sends its headers slowly, or
+// idles on a kept-alive connection, is disconnected at read_timeout and
+// idle_timeout, on both listeners.
+func TestSlowClientsAreCutOff(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Gateway.ReadTimeout = 300 * time.Millisecond
+	cfg.Gateway.IdleTimeout = 300 * time.Millisecond
+	g := startGateway(t, cfg)
+	for name, base := range map[string]string{"client": g.url, "admin": g.admin} {
+		for what, head := range map[string]string{
+			"half a request": "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
+			"an idle connection": "",
+		} {
+			c, _ := rawRequest(t, base, head)
+			start := time.Now()
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err := io.Copy(io.Discard, c)
+			if d := time.Since(start); err != nil || d > 2*time.Second {
+				t.Errorf("%s listener, %s: closed after %s (%v); want about 300ms", name, what, d.Round(time.Millisecond), err)
+			}
+		}
+	}
+}
