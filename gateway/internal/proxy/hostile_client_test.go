@@ -407,7 +407,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	g := startGateway(t, cfg)
 	for name, base := range map[string]string{"client": g.url, "admin": g.admin} {
 		for what, head := range map[string]string{
-			"half a request": "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
+			"half a request":     "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
 			"an idle connection": "",
 		} {
 			c, _ := rawRequest(t, base, head)
