@@ -92,9 +92,12 @@ func (s *Server) clientHeaderReceived(h *fasthttp.RequestHeader) fasthttp.Reques
 	return fasthttp.RequestConfig{MaxRequestBodySize: unauthBodyLimit}
 }
 
-// adminHeaderReceived is clientHeaderReceived for /admin/*.
+// adminHeaderReceived is clientHeaderReceived for the admin listener.
+// Only /admin/* takes a body, and only with the admin token; /metrics and
+// the probes are GETs without one. (Routes match without regard to case,
+// so the path is not what decides.)
 func (s *Server) adminHeaderReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if !bytes.HasPrefix(h.RequestURI(), []byte("/admin")) || s.adminAuthorized(h) {
+	if s.adminAuthorized(h) {
 		return fasthttp.RequestConfig{}
 	}
 	return fasthttp.RequestConfig{MaxRequestBodySize: unauthBodyLimit}
@@ -126,7 +129,7 @@ func (s *Server) clientErrorHandler(c *fiber.Ctx, err error) error {
 
 // adminErrorHandler is clientErrorHandler for the admin listener.
 func (s *Server) adminErrorHandler(c *fiber.Ctx, err error) error {
-	if tooLarge(err) && bytes.HasPrefix(c.Request().Header.RequestURI(), []byte("/admin")) && !s.adminAuthorized(&c.Request().Header) {
+	if tooLarge(err) && !s.adminAuthorized(&c.Request().Header) {
 		if len(s.adminToken) == 0 {
 			err = errAdminDisabled
 		} else {

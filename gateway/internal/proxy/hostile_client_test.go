@@ -321,7 +321,7 @@ func TestStreamOutlivesWriteTimeout(t *testing.T) {
 func TestAdminRejectsUnauthenticatedBodies(t *testing.T) {
 	mock := testenv.StartMock(t)
 	g := startGateway(t, testConfig(mock.URL))
-	head := fmt.Sprintf("PUT /admin/rollouts/qwen HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 16<<20)
+	head := fmt.Sprintf("PUT /ADMIN/rollouts/qwen HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 16<<20)
 	c, br := rawRequest(t, g.admin, head)
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	resp, err := http.ReadResponse(br, nil)
