@@ -83,10 +83,13 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 	if len(t) > 0 {
 		to = t[0]
 	}
+	read := orDefault(to.Read, 60*time.Second)
 	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       orDefault(to.Read, 60*time.Second),
+		Handler: h,
+		// Headers (also a new connection's first request) within 5 s, or
+		// the read timeout when that is shorter.
+		ReadHeaderTimeout: min(5*time.Second, read),
+		ReadTimeout:       read,
 		WriteTimeout:      orDefault(to.Write, 30*time.Second),
 		IdleTimeout:       orDefault(to.Idle, 120*time.Second),
 		MaxHeaderBytes:    64 << 10,
