@@ -103,9 +103,12 @@ routing:
       candidates: [{deployment: qwen-32k}]
 deployments:
   qwen-32k:
-    primary: {url: http://127.0.0.1:9001, model: v1}
-    gray: {url: http://127.0.0.1:9002, model: v2}
-    rollout: {percentage: 10}
+    # The gateway's secrets and files: the analyzer never needs them (SPEC §2).
+    primary: {url: http://127.0.0.1:9001, model: v1, api_key_env: GRAYGATE_TEST_UNSET_PRIMARY_KEY}
+    gray: {url: "${GRAYGATE_TEST_UNSET_GRAY_URL}", model: v2}
+    rollout: {percentage: 10, response_schema: no/such/schema.json}
+postgres:
+  url: ${GRAYGATE_TEST_UNSET_DATABASE_URL}
 analyzer:
   listen: %s
   interval: 200ms

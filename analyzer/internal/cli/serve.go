@@ -30,7 +30,7 @@ import (
 var ErrNoEventLog = errors.New("nats.url is empty (and NATS_URL unset): the analyzer needs the event log")
 
 func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *slog.Logger) error {
-	cfg, warnings, err := config.Load(path)
+	cfg, warnings, err := config.Load(path, config.ForAnalyzer)
 	if err != nil {
 		return fmt.Errorf("%s:\n%w", path, err)
 	}
@@ -52,7 +52,11 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	if consumer == "" {
 		consumer = consumerName(host, ln.Addr())
 	}
-	nc, err := nats.Connect(cfg.NATS.URL,
+	identity, err := cfg.NATS.ConnectOptions()
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(cfg.NATS.URL, append(identity,
 		nats.Name("graygate-analyzer"),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -63,9 +67,9 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("event log reconnected") }),
-	)
+	)...)
 	if err != nil {
-		return fmt.Errorf("connect to NATS: %w", err)
+		return fmt.Errorf("connect to NATS at %s: %s", cfg.NATS.RedactedURL(), config.RedactURLs(err.Error()))
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -90,7 +94,8 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 
 	g, ctx := errgroup.WithContext(ctx)
 	handler := api.Handler(eng, set, engine.Help, nc.IsConnected)
-	g.Go(func() error { return api.Serve(ctx, ln, handler, log) })
+	timeouts := api.Timeouts{Read: cfg.Analyzer.ReadTimeout, Write: cfg.Analyzer.WriteTimeout, Idle: cfg.Analyzer.IdleTimeout}
+	g.Go(func() error { return api.Serve(ctx, ln, handler, log, timeouts) })
 	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s)\n", ln.Addr(), consumer)
 	g.Go(func() error {
 		// Streams and the lease bucket need NATS: wait for it, retrying,
