@@ -33,10 +33,16 @@ type State struct {
 	// to active (the first event, when it is active). Zero while the
 	// deployment has never been active in the retained log.
 	ActiveSince time.Time `json:"active_since"`
+	// StatusSince is the time of the event that last changed the status
+	// (the first event): an analysis window never reaches back before it.
+	StatusSince time.Time `json:"status_since"`
 }
 
 // Active reports whether gray may serve: status active.
 func (s State) Active() bool { return s.Status == events.StatusActive }
+
+// Testing reports status testing: gray serves forced requests only.
+func (s State) Testing() bool { return s.Status == events.StatusTesting }
 
 // Tracker holds the folded state of every deployment in the log. Its
 // methods are safe for concurrent use.
@@ -73,6 +79,10 @@ func (t *Tracker) Apply(seq uint64, at time.Time, ev *events.RolloutChanged) (St
 		Reason:      ev.Reason,
 		UpdatedAt:   at,
 		ActiveSince: prev.ActiveSince,
+		StatusSince: prev.StatusSince,
+	}
+	if !known || prev.Status != ev.Status {
+		s.StatusSince = at
 	}
 	if ev.Status == events.StatusActive && (!known || prev.Status != events.StatusActive) {
 		s.ActiveSince = at
