@@ -22,16 +22,16 @@ type Evaluation struct {
 	Rollout *rollout.State `json:"rollout"`
 	// WindowStart is where the window began: now − window, or the last
 	// status change when later (rounded up to a bucket boundary).
-	WindowStart     time.Time           `json:"window_start"`
-	WindowSeconds   float64             `json:"window_seconds"`
+	WindowStart   time.Time `json:"window_start"`
+	WindowSeconds float64   `json:"window_seconds"`
 	// GrayRequests and PrimaryRequests count the attempts in the window
 	// (gray: gray and shadow).
-	GrayRequests    int64               `json:"gray_requests"`
-	PrimaryRequests int64               `json:"primary_requests"`
+	GrayRequests    int64 `json:"gray_requests"`
+	PrimaryRequests int64 `json:"primary_requests"`
 	// Gates holds one result per gate and stream class: {gate, stream,
 	// estimate, bound, threshold, gray_n, primary_n, verdict}.
-	Gates           []events.GateResult `json:"gates"`
-	Verdict         events.Verdict      `json:"verdict"`
+	Gates   []events.GateResult `json:"gates"`
+	Verdict events.Verdict      `json:"verdict"`
 	// PassingSince is the start of an unbroken run of passing evaluations
 	// since the last rollout change (the promotion hold); nil otherwise.
 	PassingSince *time.Time `json:"passing_since,omitempty"`
