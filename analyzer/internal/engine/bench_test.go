@@ -133,21 +133,29 @@ func BenchmarkIngest(b *testing.B) {
 	b.SetBytes(int64(f.bytes() / len(f.msgs)))
 	b.ReportAllocs()
 	i := 0
+	var cpu time.Duration // the process's CPU time while timed
+	cpu0 := cpuTime()
 	for b.Loop() {
 		if i == len(f.msgs) {
 			b.StopTimer()
+			cpu += cpuTime() - cpu0
 			f.advance()
 			i = 0
+			cpu0 = cpuTime()
 			b.StartTimer()
 		}
 		e.Count(f.subjects[i], f.msgs[i])
 		i++
 	}
+	cpu += cpuTime() - cpu0
 	if got := e.m.outcomes["counted"].Get(); got != uint64(b.N) {
 		b.Fatalf("counted %d of %d statistics (invalid %d, duplicate %d)", got, b.N, e.m.outcomes["invalid"].Get(), e.m.outcomes["duplicate"].Get())
 	}
-	per := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 1e3
-	b.ReportMetric(per, "µs/event")
+	// CPU time, not wall time: on a shared machine the wall clock also
+	// counts other processes' turns. The process's garbage collector is
+	// in it.
+	per := float64(cpu.Nanoseconds()) / float64(b.N) / 1e3
+	b.ReportMetric(per, "cpu-µs/event")
 	b.ReportMetric(per*benchRate/1e6*100, "cpu-%-core")
 }
 
