@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -164,6 +165,7 @@ func BenchmarkIngest(b *testing.B) {
 func BenchmarkEvaluate(b *testing.B) {
 	start := time.Now().Truncate(time.Second).Add(-5 * time.Minute)
 	f := newFleet(b, start)
+	before := heapInUse()
 	e := New(Config{Analyzer: exampleAnalyzer(), Deployments: benchDeploymentNames(), Consumer: "bench",
 		Clock: func() time.Time { return f.at.Add(time.Second) }}, nil, nil)
 	for sec := range 300 {
@@ -174,12 +176,14 @@ func BenchmarkEvaluate(b *testing.B) {
 			e.Count(f.subjects[i], f.msgs[i])
 		}
 	}
+	held := heapInUse() - before
 	b.ReportAllocs()
 	b.ResetTimer()
 	var evs []Evaluation
 	for b.Loop() {
 		evs = e.Evaluate(context.Background())
 	}
+	b.ReportMetric(float64(held)/(1<<20), "window-MiB")
 	if len(evs) != benchDeployments || evs[0].GrayRequests < 290*benchGateways*80 {
 		b.Fatalf("evaluations %d, gray attempts %d; want 20 with a full window", len(evs), evs[0].GrayRequests)
 	}
@@ -255,6 +259,14 @@ func deleteConsumer(b *testing.B, js jetstream.JetStream, name string) {
 	if s, err := js.Stream(ctx, events.StreamStats); err == nil {
 		_ = s.DeleteConsumer(ctx, name)
 	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
 
 // cpuTime returns the process's user and system CPU time so far.
