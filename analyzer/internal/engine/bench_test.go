@@ -145,7 +145,7 @@ func BenchmarkIngest(b *testing.B) {
 			cpu0 = cpuTime()
 			b.StartTimer()
 		}
-		e.Count(f.subjects[i], f.msgs[i])
+		e.count(f.subjects[i], f.msgs[i])
 		i++
 	}
 	cpu += cpuTime() - cpu0
@@ -173,7 +173,7 @@ func BenchmarkEvaluate(b *testing.B) {
 			f.advance()
 		}
 		for i := range f.msgs {
-			e.Count(f.subjects[i], f.msgs[i])
+			e.count(f.subjects[i], f.msgs[i])
 		}
 	}
 	held := heapInUse() - before
@@ -229,7 +229,7 @@ func BenchmarkReplay(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = e.Consume(ctx) }()
-		<-e.Replayed()
+		<-e.replayed
 		cancel()
 		<-done
 		cpu += cpuTime() - cpu0

@@ -229,10 +229,3 @@ func graySchemaFailure(s *events.StatsInterval) bool {
 	}
 	return false
 }
-
-// Count merges one encoded event as Consume does; for tests and
-// benchmarks that feed statistics without a stream.
-func (e *Engine) Count(subject string, data []byte) { e.count(subject, data) }
-
-// Aggregator returns the window.
-func (e *Engine) Aggregator() *window.Aggregator { return e.agg }

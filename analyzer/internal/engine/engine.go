@@ -291,9 +291,3 @@ func (e *Engine) Ready() bool {
 		return false
 	}
 }
-
-// Replayed is closed once the window has been rebuilt from the stream.
-func (e *Engine) Replayed() <-chan struct{} { return e.replayed }
-
-// Rollouts returns the followed rollout state.
-func (e *Engine) Rollouts() *rollout.Tracker { return e.rollouts }

@@ -121,7 +121,7 @@ func TestBadStatisticsAreSkipped(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.Consume(ctx) }()
 	defer func() { cancel(); <-done }()
-	<-e.Replayed()
+	<-e.replayed
 
 	subject := events.StatsSubject(dep)
 	good := v.stat("gw-1", 2*time.Second, entry(events.ArmGray, 3, nil))
@@ -390,7 +390,7 @@ func rollbackPublishedOnce(t *testing.T, v *env) {
 		t.Fatalf("%d rollout events; want the admin's and one rollback", len(got))
 	}
 	rb := got[1]
-	e.Rollouts().Apply(first.Action.Revision, v.clk.Now(), &rb)
+	e.rollouts.Apply(first.Action.Revision, v.clk.Now(), &rb)
 	third := e.Evaluate(context.Background())[0]
 	if third.Action != nil || third.Published {
 		t.Errorf("after the rollback: action %+v, published %v; want neither", third.Action, third.Published)
@@ -437,7 +437,7 @@ func rollbackFollowedFromTheLog(t *testing.T, v *env) {
 		t.Fatalf("action = %+v; want a stored rollback", first.Action)
 	}
 	v.waitRevision(e.Engine, first.Action.Revision)
-	if s, _ := e.Rollouts().Get(v.dep); s.Status != events.StatusRolledBack {
+	if s, _ := e.rollouts.Get(v.dep); s.Status != events.StatusRolledBack {
 		t.Errorf("followed state = %s; want rolled_back", s.Status)
 	}
 	for range 3 {

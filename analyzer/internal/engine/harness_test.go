@@ -265,12 +265,12 @@ func (v *env) startUnfollowed(name string, l Leader, rev uint64, pct float64) *r
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.Consume(ctx) }()
 	v.t.Cleanup(func() { cancel(); <-done })
-	e.Rollouts().Apply(rev, v.clk.Now().Add(-time.Hour), &events.RolloutChanged{
+	e.rollouts.Apply(rev, v.clk.Now().Add(-time.Hour), &events.RolloutChanged{
 		Deployment: v.dep, Percentage: pct, Status: events.StatusActive, Reason: "test", Actor: events.ActorAdmin,
 	})
-	e.Rollouts().MarkReady()
+	e.rollouts.MarkReady()
 	select {
-	case <-e.Replayed():
+	case <-e.replayed:
 	case <-time.After(v.patience):
 		v.t.Fatalf("engine %s did not rebuild its window within %v", name, v.patience)
 	}
@@ -317,7 +317,7 @@ func (v *env) waitRevision(e *Engine, rev uint64) {
 	v.t.Helper()
 	deadline := time.Now().Add(v.patience)
 	for {
-		if s, _ := e.Rollouts().Get(v.dep); s.Revision >= rev {
+		if s, _ := e.rollouts.Get(v.dep); s.Revision >= rev {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -111,9 +111,6 @@ func New(window time.Duration) *Aggregator {
 	}
 }
 
-// Window returns the window length.
-func (a *Aggregator) Window() time.Duration { return a.window }
-
 // Width returns the bucket width.
 func (a *Aggregator) Width() time.Duration { return time.Duration(a.width) }
 
@@ -295,18 +292,6 @@ func collect(into map[Class]*events.ArmStats, es []entry) {
 		}
 		dst.Merge(&e.stats)
 	}
-}
-
-// Deployments returns the deployments with statistics, sorted.
-func (a *Aggregator) Deployments() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	names := make([]string, 0, len(a.series))
-	for name := range a.series {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }
 
 func later(a, b time.Time) time.Time {
