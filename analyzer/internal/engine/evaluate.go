@@ -103,6 +103,17 @@ func (e *Engine) EvaluateUrgent(ctx context.Context) []Evaluation {
 // status change when later. urgent restricts it to gate 2 (EvaluateUrgent).
 func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act, urgent bool) Evaluation {
 	st, known := e.rollouts.Get(d.Name)
+	evaluable := !known || st.Active() || st.Testing()
+	if urgent {
+		// Only a rollback can follow: skip the work when none could.
+		e.mu.Lock()
+		ds := e.state[d.Name]
+		pending := ds.acted && ds.actedFrom == st.Revision
+		e.mu.Unlock()
+		if !act || !evaluable || pending {
+			return Evaluation{Deployment: d.Name, At: now}
+		}
+	}
 	since := now.Add(-e.cfg.Analyzer.Window)
 	if known && st.StatusSince.After(since) {
 		since = st.StatusSince
@@ -123,11 +134,10 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 	if known {
 		ev.Rollout = &st
 	}
-	evaluable := !known || st.Active() || st.Testing()
 	failure := gate.FirstFailure
 	if urgent {
 		failure = schemaFailure
-		if _, failed := failure(results); !failed || !act || ev.GrayRequests == 0 || !evaluable {
+		if _, failed := failure(results); !failed || ev.GrayRequests == 0 {
 			return ev
 		}
 	}
