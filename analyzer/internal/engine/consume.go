@@ -85,7 +85,10 @@ func (e *Engine) Consume(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed), errors.Is(err, jetstream.ErrConsumerDeleted),
+			errors.Is(err, jetstream.ErrConsumerNotFound):
+			// Gone (removed after ConsumerInactiveThreshold while NATS was
+			// away, or by hand): Run makes a new one, replaying the window.
 			return fmt.Errorf("consume %s: %w", SubjectStats, err)
 		case err != nil:
 			// Missed heartbeats while NATS is away: the iterator recovers

@@ -673,3 +673,34 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerRemovedUnderTheEngine: a consumer removed by the server (its
+// inactivity threshold passed while NATS was away) or by hand is made
+// again, and statistics keep being counted, each once.
+func TestConsumerRemovedUnderTheEngine(t *testing.T) {
+	v := newEnv(t)
+	e := v.run(v.name("a"), nil, nil)
+	v.publishStats(v.stat("gw-1", 2*time.Second, entry(events.ArmGray, 3, nil)))
+	v.waitRead(e.Engine, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := v.js.Stream(ctx, events.StreamStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteConsumer(ctx, e.cfg.Consumer); err != nil {
+		t.Fatal(err)
+	}
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmGray, 4, nil)))
+	deadline := time.Now().Add(v.patience)
+	for e.m.outcomes["counted"].Get() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("counted %d statistics within %v after the consumer was removed; want 2", e.m.outcomes["counted"].Get(), v.patience)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The replay of the new consumer met the first statistic again.
+	if got := e.Evaluate(context.Background())[0].GrayRequests; got != 7 {
+		t.Errorf("gray attempts = %d; want 7", got)
+	}
+}
