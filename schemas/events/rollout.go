@@ -118,6 +118,9 @@ type RolloutState struct {
 	// to active (the first event, when it is active). Zero while the
 	// deployment has never been active in the folded events.
 	ActiveSince time.Time `json:"active_since"`
+	// StatusSince is the time of the event that last changed the status
+	// (the first event): an analysis window never reaches back before it.
+	StatusSince time.Time `json:"status_since"`
 }
 
 // Apply folds ev, stored at stream sequence seq with event time at, into
@@ -129,7 +132,9 @@ func (s *RolloutState) Apply(seq uint64, at time.Time, ev *RolloutChanged) bool 
 	if s.Revision > 0 && seq <= s.Revision {
 		return false
 	}
-	wasActive := s.Revision > 0 && s.Status == StatusActive
+	known := s.Revision > 0
+	wasActive := known && s.Status == StatusActive
+	statusChanged := !known || s.Status != ev.Status
 	pct := ev.Percentage
 	if ev.Status == StatusTesting {
 		pct = 0
@@ -143,15 +148,22 @@ func (s *RolloutState) Apply(seq uint64, at time.Time, ev *RolloutChanged) bool 
 		Reason:      ev.Reason,
 		UpdatedAt:   at,
 		ActiveSince: s.ActiveSince,
+		StatusSince: s.StatusSince,
 	}
 	if ev.Status == StatusActive && !wasActive {
 		s.ActiveSince = at
+	}
+	if statusChanged {
+		s.StatusSince = at
 	}
 	return true
 }
 
 // Active reports whether the status is active (gray may serve its share).
 func (s RolloutState) Active() bool { return s.Status == StatusActive }
+
+// Testing reports status testing: gray serves forced requests only.
+func (s RolloutState) Testing() bool { return s.Status == StatusTesting }
 
 // MayForce reports whether a force header may choose the arm (SPEC §6.1):
 // in testing, or active with a percentage above 0 — at 0 % every request

@@ -78,7 +78,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	}
 
 	set := metrics.NewSet()
-	deployments := grayDeployments(cfg)
+	deployments, ignored := grayDeployments(cfg)
 	if len(deployments) == 0 {
 		log.Warn("no deployment has a gray upstream: there is nothing to evaluate")
 	}
@@ -86,6 +86,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	eng := engine.New(engine.Config{
 		Analyzer:    cfg.Analyzer,
 		Deployments: deployments,
+		Ignored:     ignored,
 		Consumer:    consumer,
 		Source:      "analyzer/" + host,
 		Logger:      log,
@@ -144,19 +145,23 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func(context.Co
 	}
 }
 
-// grayDeployments lists the deployments with a gray upstream, in config order.
-func grayDeployments(cfg *config.Config) []string {
-	var out []string
+// grayDeployments lists the deployments with a gray upstream, in config
+// order, and the others.
+func grayDeployments(cfg *config.Config) (gray []engine.Deployment, others []string) {
 	for _, name := range cfg.DeploymentOrder {
 		if d := cfg.Deployments[name]; d != nil && d.Gray != nil {
-			out = append(out, name)
+			gray = append(gray, engine.Deployment{Name: name, Timeout: d.Rollout.Timeout})
+		} else {
+			others = append(others, name)
 		}
 	}
-	return out
+	return gray, others
 }
 
-// consumerName is the default durable name: stable across restarts of the
-// same analyzer (host and port), distinct between analyzers on one host.
+// consumerName is the default consumer name: stable across restarts of
+// the same analyzer (host and port), distinct between analyzers on one
+// host; the server removes it once the analyzer has been gone for
+// engine.ConsumerInactiveThreshold.
 func consumerName(host string, addr net.Addr) string {
 	port := "0"
 	if tcp, ok := addr.(*net.TCPAddr); ok {
