@@ -142,6 +142,13 @@ func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.Request
 // is part of the wait for response headers: a request that gets none in
 // time fails with ErrTimeout like one whose upstream is slow to answer.
 func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
+	if ctx.Err() != nil {
+		// Not one byte to an upstream for a request already given up.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w: deadline passed before the request was sent", ErrTimeout)
+		}
+		return nil, ErrAborted
+	}
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.SetMethod(fasthttp.MethodPost)
