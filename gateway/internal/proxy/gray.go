@@ -126,6 +126,9 @@ func readStream(resp interface {
 			}
 			parsed += len(ev)
 			rest = tail
+			if len(ev) > l.event {
+				return invalid, overCap("an SSE event", l.event)
+			}
 			if x.takeEvent(ev, m, sent) == eventInvalid {
 				invalid = true
 			}

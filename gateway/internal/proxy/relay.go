@@ -31,7 +31,7 @@ type relay struct {
 	write time.Duration // the longest a flush may block
 	gone  func()        // cancels the upstream request
 	left  atomic.Bool
-	stall *time.Timer // armed during a flush
+	stall *time.Timer // armed while the lock is held: a write may block
 
 	stop chan struct{}
 	done chan struct{}
@@ -47,7 +47,7 @@ func newRelay(w *bufio.Writer, conn net.Conn, write time.Duration, gone func()) 
 		}
 	}
 	r.stall = time.AfterFunc(time.Hour, func() {
-		// A flush blocked this long: the client stopped reading. Closing
+		// A write blocked this long: the client stopped reading. Closing
 		// its connection unblocks fasthttp's writer, and with it ours.
 		r.gone()
 		if r.conn != nil {
@@ -62,15 +62,22 @@ func newRelay(w *bufio.Writer, conn net.Conn, write time.Duration, gone func()) 
 // Left reports whether the client left (or was cut).
 func (r *relay) Left() bool { return r.left.Load() }
 
-func (r *relay) lock()   { r.mu.Lock() }
-func (r *relay) unlock() { r.mu.Unlock() }
+// lock takes the writer; every write until unlock must end within the
+// write timeout, or the client is cut.
+func (r *relay) lock() {
+	r.mu.Lock()
+	r.stall.Reset(r.write)
+}
+
+func (r *relay) unlock() {
+	r.stall.Stop()
+	r.mu.Unlock()
+}
 
 // flush sends what was written; the caller holds the lock. It fails once
 // the client left.
 func (r *relay) flush() error {
-	r.stall.Reset(r.write)
 	err := r.w.Flush()
-	r.stall.Stop()
 	r.last = time.Now()
 	if err != nil {
 		r.gone()
@@ -103,17 +110,18 @@ func (r *relay) watch() {
 			continue // a write is in progress (the stall timer watches it)
 		}
 		if time.Since(r.last) >= keepAliveEvery {
+			r.stall.Reset(r.write)
 			r.w.WriteString(": keep-alive\n\n")
 			_ = r.flush()
 		}
-		r.mu.Unlock()
+		r.unlock()
 	}
 }
 
 // send writes b and flushes it, under the lock.
 func (r *relay) send(b []byte) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lock()
+	defer r.unlock()
 	r.w.Write(b)
 	return r.flush()
 }

@@ -253,12 +253,12 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 	defer func() { x.ans = buf[:0] }()
 	strip := !x.req.IncludeUsage
 	for {
+		var capped error // a cap reached
 		if len(buf) == cap(buf) {
 			// An event longer than the buffer: grow, up to the cap.
 			buf = upstream.Grow(buf, s.limits.event+1)
 		}
 		n, rerr := src.resp.Read(buf[len(buf):cap(buf)])
-		var capped error // a cap reached
 		if src.observe {
 			var ok bool
 			if x.tally.raw, ok = appendCapped(x.tally.raw, buf[len(buf):len(buf)+n], s.limits.answer); !ok {
@@ -274,6 +274,10 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 				break
 			}
 			rest = tail
+			if len(ev) > s.limits.event {
+				capped = overCap("an SSE event", s.limits.event)
+				break
+			}
 			first := m.TTFT == 0
 			kind := x.takeEvent(ev, &m, src.sent)
 			if x.tally.over != nil {
