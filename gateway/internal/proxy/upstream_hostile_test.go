@@ -112,7 +112,7 @@ func TestUpstreamCaps(t *testing.T) {
 				return
 			}
 			// One byte more, and the line never ends: an endless event.
-			flushOut(w, contentEvent(event+1)[:event+1])
+			flushOut(w, contentEvent(event + 1)[:event+1])
 			time.Sleep(5 * time.Second)
 		}},
 		{"tool-call arguments", true, func(w http.ResponseWriter, over int) {
@@ -177,7 +177,7 @@ func TestGrayAnswerCap(t *testing.T) {
 					for range n {
 						flushOut(w, ev)
 					}
-					flushOut(w, contentEvent(last+len(ev))[len(ev):]) // padding: a comment-free tail that belongs to no event
+					flushOut(w, contentEvent(last + len(ev))[len(ev):]) // padding: a comment-free tail that belongs to no event
 					flushOut(w, done)
 				})
 				cfg := grayConfig(t, primary.URL, gray.url, 0)

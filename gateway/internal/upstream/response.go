@@ -54,6 +54,10 @@ var ErrTooLarge = errors.New("upstream response body too large")
 // in dst: it reads at most one byte past the limit, and dst never grows
 // beyond limit+1, whatever the upstream sends or announces.
 func (r *Response) ReadAll(dst []byte, limit int) ([]byte, error) {
+	if cl := r.Header.ContentLength(); cl > 0 && len(dst)+cl > limit {
+		// Announced over the limit: refused before a byte is read.
+		return dst, fmt.Errorf("%w: %d bytes announced, limit %d", ErrTooLarge, cl, limit)
+	}
 	if cl := r.Header.ContentLength(); cl > 0 && len(dst)+cl <= limit && cap(dst)-len(dst) < cl {
 		dst = append(make([]byte, 0, len(dst)+cl+1), dst...)
 	}
