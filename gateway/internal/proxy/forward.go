@@ -163,14 +163,18 @@ func (b *answerBody) Close() error {
 }
 
 // copyBelow: an answer up to this size is copied into the response, one
-// above it is handed over with its exchange (BenchmarkSendAnswer).
-const copyBelow = 16 << 10
+// above it is handed over with its exchange. BenchmarkSendAnswer (set the
+// body and write the response, 2 cores): copy vs hand-over 343 vs 284 ns
+// at 1 KiB, 2.7 vs 0.27 µs at 16 KiB, 16.1 vs 3.5 µs at 256 KiB, 172 vs
+// 111 µs at 1 MiB, no allocation either way: handing over is never
+// slower, so only an empty answer is "copied".
+const copyBelow = 0
 
 // sendAnswer makes x.ans the response body. fasthttp writes a body after
 // the handler returned, when the exchange would be back in the pool and
-// its buffer reused by another request: a small answer is copied, a
-// large one is handed over with the exchange (x.handed), which fasthttp
-// returns to the pool when it has written it.
+// its buffer reused by another request: the answer is handed over with
+// the exchange (x.handed), which fasthttp returns to the pool when it has
+// written it (or dropped the response).
 func (s *Server) sendAnswer(c *fiber.Ctx, x *exchange) {
 	if len(x.ans) <= copyBelow {
 		c.Response().SetBody(x.ans)
