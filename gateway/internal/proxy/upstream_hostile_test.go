@@ -3,9 +3,11 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -329,7 +331,22 @@ func TestAnswersStayTheirOwn(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, ownAnswer(id))
 	})
-	g := startGateway(t, testConfig(u.url))
+	// The gateway's send buffers are small too, so that fasthttp is still
+	// writing an answer long after the handler returned.
+	srv, err := New(testConfig(u.url), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	testenv.Must(t, err)
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 8<<10) })
+	}}
+	cln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	aln, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, cln, aln) }()
+	t.Cleanup(func() { cancel(); <-served })
+	g := gw{url: "http://" + cln.Addr().String()}
 	small := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8<<10) })
 	}}
