@@ -401,3 +401,21 @@ func ownAnswer(id string) string {
 		"index": 0, "message": map[string]any{"role": "assistant", "content": strings.Repeat(id+" ", (600<<10)/(len(id)+1))}}}})
 	return string(b)
 }
+
+// TestPooledBuffersAreDropped: a scratch buffer one byte over
+// maxPooledBytes does not go back to the pool with its exchange; one at
+// the size does.
+func TestPooledBuffersAreDropped(t *testing.T) {
+	s := &Server{}
+	for _, size := range []int{maxPooledBytes, maxPooledBytes + 1} {
+		x := new(exchange)
+		x.ans, x.fwd, x.own = make([]byte, size), make([]byte, size), make([]byte, size)
+		x.tally.raw, x.tally.firstArgs = make([]byte, size), make([]byte, size)
+		s.putExchange(x)
+		kept := x.ans != nil && x.fwd != nil && x.own != nil && x.tally.raw != nil && x.tally.firstArgs != nil
+		dropped := x.ans == nil && x.fwd == nil && x.own == nil && x.tally.raw == nil && x.tally.firstArgs == nil
+		if size > maxPooledBytes && !dropped || size <= maxPooledBytes && !kept {
+			t.Errorf("putExchange with %d-byte buffers: kept %v; want kept only up to %d", size, kept, maxPooledBytes)
+		}
+	}
+}
