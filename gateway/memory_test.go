@@ -22,7 +22,7 @@ import (
 // once, all cases together; the gateway's peak resident size (VmHWM) may
 // grow by at most budgetMiB over its resident size before the attack:
 // perBufferedMiB for each buffered answer read up to the 64 MiB cap (the
-// chunked 100 MiB body; one announced over the cap is refused unread),
+// chunked 300 MiB body; one announced over the cap is refused unread),
 // perStreamMiB for each other hostile answer (a stream held to its 1 MiB
 // event cap, a refused or timed-out body), and slack for the runtime.
 const (
@@ -64,8 +64,8 @@ deployments:
 `
 
 // hostileUpstream serves the corpus of SPEC §11: one SSE line that never
-// ends, 300 MiB of well-formed tool-call chunks, a 100 MiB body (with its
-// Content-Length, and chunked), and a
+// ends, 300 MiB of well-formed tool-call chunks, a 100 MiB body with its
+// Content-Length, a 300 MiB chunked one, and a
 // body trickled one byte every two seconds. Each writes until the
 // gateway hangs up.
 func hostileUpstream(w http.ResponseWriter, r *http.Request) {
@@ -100,8 +100,13 @@ func hostileUpstream(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/bigbody/") {
 			w.Header().Set("Content-Length", strconv.Itoa(100*mib))
 		}
+		// The chunked one is longer: 300 MiB unread is what the cap saves.
+		n := 100
+		if strings.HasPrefix(r.URL.Path, "/bigchunked/") {
+			n = 300
+		}
 		chunk := bytes.Repeat([]byte(" "), mib)
-		for range 100 {
+		for range n {
 			if _, err := w.Write(chunk); err != nil {
 				return
 			}
