@@ -1,7 +1,7 @@
-// Package gate computes the four hard metrics of a gray release (SPEC §9)
-// from a window's aggregates, gray against primary, and judges each
-// against its threshold.
 package gate
+
+// The point-estimate gates of rev. 1, kept until the engine moves to
+// Config.Evaluate (input.go); nothing new should call them.
 
 import (
 	"math"
@@ -123,16 +123,6 @@ func Evaluate(gray, primary *window.Stats, l Limits) []events.GateResult {
 	}
 	add(events.GateToolLoopRatio, loops, enough)
 	return results
-}
-
-// FirstFailure returns the first failing result in Order.
-func FirstFailure(results []events.GateResult) (events.GateResult, bool) {
-	for _, r := range results {
-		if r.Verdict == events.VerdictFail {
-			return r, true
-		}
-	}
-	return events.GateResult{}, false
 }
 
 // exceeds reports v > max, forgiving the rounding of a ratio computed
