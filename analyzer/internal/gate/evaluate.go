@@ -262,7 +262,7 @@ func (e *evaluator) grayErrors() events.GateResult {
 		x := failed(s)
 		if limit > 0 {
 			// Answers slower than the rollout timeout: what Censor moves.
-			x += int64(s.Latency.CountAbove(limit) - s.Latency.Overflow)
+			x += int64(censoredCount(&s.Latency, limit))
 		}
 		xp += x
 		np += judged(s)
@@ -314,13 +314,45 @@ func (e *evaluator) limit() float64 {
 	return float64(e.c.Timeout) / float64(time.Millisecond)
 }
 
-// censor copies src into dst and censors it at the rollout timeout,
-// reusing dst's storage.
+// censor copies src into dst censored at the rollout timeout, reusing
+// dst's storage: the same result as Clone and histogram.Log.Censor,
+// without a power per bin.
 func (e *evaluator) censor(dst, src *histogram.Log) *histogram.Log {
 	dst.Zero, dst.Offset, dst.Overflow = src.Zero, src.Offset, src.Overflow
 	dst.Counts = append(dst.Counts[:0], src.Counts...)
-	dst.Censor(e.limit())
+	if limit := e.limit(); limit > 0 && len(dst.Counts) > 0 {
+		for k := max(firstCensored(limit)-dst.Offset, 0); k < len(dst.Counts); k++ {
+			dst.Overflow += dst.Counts[k]
+			dst.Counts[k] = 0
+		}
+	}
 	return dst
+}
+
+// censoredCount returns how many of h's measured values Censor(limit)
+// would move into Overflow.
+func censoredCount(h *histogram.Log, limit float64) uint64 {
+	var n uint64
+	if limit <= 0 || len(h.Counts) == 0 {
+		return 0
+	}
+	for k := max(firstCensored(limit)-h.Offset, 0); k < len(h.Counts); k++ {
+		n += h.Counts[k]
+	}
+	return n
+}
+
+// firstCensored returns the first bin Censor(limit) moves: the smallest i
+// with histogram.BinLower(i) ≥ limit.
+func firstCensored(limit float64) int {
+	i := histogram.BinOf(limit) + 1
+	for histogram.BinLower(i-1) >= limit {
+		i--
+	}
+	for histogram.BinLower(i) < limit {
+		i++
+	}
+	return i
 }
 
 // quantileGates returns gate 3's results: ttft_p99 and ttft_p99_ratio for
