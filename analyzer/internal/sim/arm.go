@@ -57,6 +57,11 @@ func (g *armGen) draw(r *rand.Rand, s *events.ArmStats, mean float64) {
 	if mean <= 0 {
 		return
 	}
+	if mean >= sampleCutoff {
+		eb := histogram.BinOf(ErrorLatencyMs)
+		span(&s.Latency, min(eb, g.latBin.first), max(eb, g.latBin.first+len(g.latBin.p)-1))
+		span(&s.TTFT, g.ttft.first, g.ttft.first+len(g.ttft.p)-1)
+	}
 	nErr := poisson(r, mean*a.ErrorShare)
 	nHang := poisson(r, mean*a.TimeoutShare)
 	answered := mean * max(0, 1-a.ErrorShare-a.TimeoutShare)

@@ -33,16 +33,19 @@ func (d Lognormal) draw(r *rand.Rand) float64 {
 }
 
 // bins is the probability of every histogram bin under a lognormal, over
-// the bins holding all but 1e-15 of its mass (beyond ±8σ).
+// the bins holding all but 1e-15 of its mass (beyond ±8σ), with the
+// Poisson constants of each bin for the last mean drawn at.
 type bins struct {
 	first int
 	p     []float64
+	mean  float64
+	pois  []poissonParams
 }
 
 func binsOf(d Lognormal) bins {
 	lo := histogram.BinOf(d.Median * math.Exp(-8*d.Sigma))
 	hi := histogram.BinOf(d.Median * math.Exp(8*d.Sigma))
-	b := bins{first: lo, p: make([]float64, hi-lo+1)}
+	b := bins{first: lo, p: make([]float64, hi-lo+1), pois: make([]poissonParams, hi-lo+1)}
 	cdf := func(x float64) float64 {
 		return distuv.UnitNormal.CDF((math.Log(x) - math.Log(d.Median)) / d.Sigma)
 	}
@@ -78,27 +81,35 @@ func fill(r *rand.Rand, h *histogram.Log, d Lognormal, b *bins, mean, limit floa
 		}
 		return k, over
 	}
-	for i, p := range b.p {
-		m := mean * p
-		if m < 1e-12 {
-			continue
+	if b.mean != mean {
+		b.mean = mean
+		for i, p := range b.p {
+			b.pois[i] = newPoisson(mean * p)
 		}
-		c := poisson(r, m)
+	}
+	straddle := math.MaxInt // the first bin whose upper edge is above limit
+	if limit > 0 {
+		straddle = histogram.BinOf(limit)
+		if histogram.BinUpper(straddle) <= limit {
+			straddle++
+		}
+	}
+	for i := range b.p {
+		c := b.pois[i].draw(r)
 		if c == 0 {
 			continue
 		}
 		n += c
 		bin := b.first + i
-		if limit > 0 && histogram.BinUpper(bin) > limit {
-			// A bin straddling the limit: its values are above the
-			// limit in proportion to the mass above it.
-			lower := histogram.BinLower(bin)
-			if lower >= limit {
+		if bin >= straddle {
+			if bin > straddle {
 				h.Overflow += uint64(c)
 				over += c
 				continue
 			}
-			above := binomial(r, c, massAbove(d, limit, histogram.BinUpper(bin))/max(p, 1e-300))
+			// The bin straddling the limit: its values are above the
+			// limit in proportion to the mass above it.
+			above := binomial(r, c, massAbove(d, limit, histogram.BinUpper(bin))/max(b.p[i], 1e-300))
 			h.Overflow += uint64(above)
 			over += above
 			c -= above
@@ -114,47 +125,89 @@ func massAbove(d Lognormal, limit, upper float64) float64 {
 	return distuv.UnitNormal.CDF(z(upper)) - distuv.UnitNormal.CDF(z(limit))
 }
 
-// addToBin adds c values to bin i of h through h.Merge (the histogram's
-// own bookkeeping), via a one-bin histogram.
+// addToBin adds c values to bin i of h: in place when h already spans
+// the bin, else through h.Merge (the histogram's own bookkeeping).
 func addToBin(h *histogram.Log, i int, c uint64) {
+	if k := i - h.Offset; k >= 0 && k < len(h.Counts) {
+		h.Counts[k] += c
+		return
+	}
 	one := [1]uint64{c}
 	h.Merge(&histogram.Log{Offset: i, Counts: one[:]})
 }
 
-// poisson draws from Poisson(m): by inversion below 10, by Hörmann's
-// transformed rejection (PTRS) above.
+// span makes the empty h span bins lo..hi, reusing its storage, so that
+// drawing bin by bin never reallocates.
+func span(h *histogram.Log, lo, hi int) {
+	if len(h.Counts) > 0 {
+		return
+	}
+	n := hi - lo + 1
+	if cap(h.Counts) < n {
+		h.Counts = make([]uint64, n)
+	}
+	h.Counts = h.Counts[:n]
+	clear(h.Counts)
+	h.Offset = lo
+}
+
+// poisson draws from Poisson(m).
 func poisson(r *rand.Rand, m float64) int64 {
+	p := newPoisson(m)
+	return p.draw(r)
+}
+
+// poissonParams holds the constants of a Poisson(m) sampler: inversion
+// below 10, Hörmann's transformed rejection (PTRS) above.
+type poissonParams struct {
+	m, em                                   float64 // mean, exp(−m)
+	loglam, b, a, invalpha, vr, logInvalpha float64
+}
+
+func newPoisson(m float64) poissonParams {
+	p := poissonParams{m: m}
 	if m < 10 {
+		p.em = math.Exp(-m)
+		return p
+	}
+	p.loglam = math.Log(m)
+	p.b = 0.931 + 2.53*math.Sqrt(m)
+	p.a = -0.059 + 0.02483*p.b
+	p.invalpha = 1.1239 + 1.1328/(p.b-3.4)
+	p.vr = 0.9277 - 3.6224/(p.b-2)
+	p.logInvalpha = math.Log(p.invalpha)
+	return p
+}
+
+func (p *poissonParams) draw(r *rand.Rand) int64 {
+	if p.m <= 0 {
+		return 0
+	}
+	if p.m < 10 {
 		u := r.Float64()
-		p := math.Exp(-m)
-		s := p
+		q := p.em
+		s := q
 		var k int64
 		for u > s && k < 1000 {
 			k++
-			p *= m / float64(k)
-			s += p
+			q *= p.m / float64(k)
+			s += q
 		}
 		return k
 	}
-	slam := math.Sqrt(m)
-	loglam := math.Log(m)
-	b := 0.931 + 2.53*slam
-	a := -0.059 + 0.02483*b
-	invalpha := 1.1239 + 1.1328/(b-3.4)
-	vr := 0.9277 - 3.6224/(b-2)
 	for {
 		u := r.Float64() - 0.5
 		v := r.Float64()
 		us := 0.5 - math.Abs(u)
-		k := math.Floor((2*a/us+b)*u + m + 0.43)
-		if us >= 0.07 && v <= vr {
+		k := math.Floor((2*p.a/us+p.b)*u + p.m + 0.43)
+		if us >= 0.07 && v <= p.vr {
 			return int64(k)
 		}
 		if k < 0 || us < 0.013 && v > us {
 			continue
 		}
 		lg, _ := math.Lgamma(k + 1)
-		if math.Log(v)+math.Log(invalpha)-math.Log(a/(us*us)+b) <= -m+k*loglam-lg {
+		if math.Log(v)+p.logInvalpha-math.Log(p.a/(us*us)+p.b) <= -p.m+k*p.loglam-lg {
 			return int64(k)
 		}
 	}

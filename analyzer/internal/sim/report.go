@@ -41,7 +41,6 @@ func (r *Report) Print(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d evaluations in %v (%.1f µs each, drawing included)\n", r.Evaluations, r.Elapsed.Round(time.Millisecond),
-		float64(r.Elapsed.Microseconds())*float64(o.Workers)/float64(max(r.Evaluations, 1)))
+	_, err := fmt.Fprintf(w, "\n%d evaluations in %v on %d workers (seed %d)\n", r.Evaluations, r.Elapsed.Round(time.Second), o.Workers, o.Seed)
 	return err
 }
