@@ -27,8 +27,36 @@ func ProportionLower(x, n int64, a float64) float64 {
 	if x >= n {
 		return math.Pow(a, 1/float64(n))
 	}
-	return distuv.Beta{Alpha: float64(x), Beta: float64(n - x + 1)}.Quantile(a)
+	k := cpKey{x: x, n: n, a: a}
+	cp.Lock()
+	v, ok := cp.m[k]
+	cp.Unlock()
+	if ok {
+		return v
+	}
+	v = distuv.Beta{Alpha: float64(x), Beta: float64(n - x + 1)}.Quantile(a)
+	cp.Lock()
+	if len(cp.m) >= maxCachedBounds {
+		clear(cp.m)
+	}
+	cp.m[k] = v
+	cp.Unlock()
+	return v
 }
+
+type cpKey struct {
+	x, n int64
+	a    float64
+}
+
+// cp caches ProportionLower: a window's counts move in a narrow band
+// between evaluations, so the same (x, n) comes back often.
+var cp = struct {
+	sync.Mutex
+	m map[cpKey]float64
+}{m: map[cpKey]float64{}}
+
+const maxCachedBounds = 1 << 18
 
 // ProportionUpper returns the Clopper-Pearson upper bound of a binomial
 // proportion from x successes in n trials: P(upper < p) ≤ a for every n and
