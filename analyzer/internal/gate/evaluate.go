@@ -74,7 +74,7 @@ func (c Config) Alpha() float64 {
 // Evaluate does not modify in and is safe for concurrent use.
 func (c Config) Evaluate(in *Input) []events.GateResult {
 	e := evalPool.Get().(*evaluator)
-	defer evalPool.Put(e)
+	defer func() { e.in = nil; evalPool.Put(e) }()
 	e.reset(c, in)
 	out := make([]events.GateResult, 0, len(events.Gates)+1)
 	out = append(out, e.tokenInflation())

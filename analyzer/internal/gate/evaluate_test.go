@@ -310,3 +310,24 @@ func TestCensorMatchesHistogram(t *testing.T) {
 		}
 	}
 }
+
+// TestEvaluateFalseFailRate checks Evaluate's own promise by simulation at
+// an error rate a test can see: with a budget of 10 looks at confidence
+// 0.9, one evaluation of a healthy gray may fail with probability at most
+// 0.1/10 = 1 %; 3,000 independent healthy windows must not fail more often.
+func TestEvaluateFalseFailRate(t *testing.T) {
+	c := defaults
+	c.Confidence, c.Horizon = 0.9, 10*c.Interval
+	r := rand.New(rand.NewPCG(21, 21))
+	const sets = 3000
+	fails := 0
+	for range sets {
+		in := input(r, with(healthy, 200, nil), with(healthy, 2000, nil))
+		if _, ok := FirstFailure(c.Evaluate(in)); ok {
+			fails++
+		}
+	}
+	if lim := missLimit(sets, 0.01); fails > lim {
+		t.Errorf("%d of %d healthy evaluations failed; want ≤ %d (1 %% + 4σ)", fails, sets, lim)
+	}
+}
