@@ -16,6 +16,9 @@ const (
 	DefaultInterval   = 5 * time.Second
 )
 
+// Quantile is the tail quantile gate 3 bounds.
+const Quantile = 0.99
+
 // MinTokenSamples is the number of answers each arm needs before the token
 // inflation bound is used: from there the coverage test
 // (TestMeanRatioCoverage) shows the asymptotic bound holds for lognormal
@@ -422,6 +425,8 @@ func (e *evaluator) perClass(g events.Gate, stream *bool, test func(r *events.Ga
 	}
 	return best
 }
+
+func ptr(v float64) *float64 { return &v }
 
 func boundOr(v *float64) float64 {
 	if v == nil {

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"math"
 	"time"
 
 	"github.com/graygate/graygate/schemas/config"
@@ -58,5 +59,21 @@ func ConfigOf(a config.Analyzer, rolloutTimeout time.Duration) Config {
 // Threshold returns the threshold of g in the units of its estimate: ratios
 // as plain ratios (0.3 is 30 %), shares as fractions, ttft_p99 in seconds.
 func (c Config) Threshold(g events.Gate) float64 {
-	return Limits{Gates: c.Gates}.Threshold(g)
+	switch g {
+	case events.GateTokenInflation:
+		return c.Gates.TokenInflationMax
+	case events.GateSchemaFailureRate:
+		return c.Gates.SchemaFailureRateMax
+	case events.GateTTFTP99:
+		return c.Gates.TTFTP99Max.Seconds()
+	case events.GateTTFTP99Ratio:
+		return c.Gates.TTFTP99RatioMax
+	case events.GateLatencyP99Ratio:
+		return c.Gates.LatencyP99RatioMax
+	case events.GateToolLoopRatio:
+		return c.Gates.ToolLoopRatioMax
+	case events.GateGrayErrorRate:
+		return c.Gates.GrayErrorRateMax
+	}
+	return math.NaN()
 }

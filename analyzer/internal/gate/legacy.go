@@ -23,9 +23,6 @@ var Order = []events.Gate{
 	events.GateToolLoopRatio,
 }
 
-// Quantile is the tail quantile gate 3 compares.
-const Quantile = 0.99
-
 // Limits are the thresholds of analyzer.gates and analyzer.min_requests.
 type Limits struct {
 	Gates config.Gates
@@ -43,23 +40,7 @@ func LimitsOf(a config.Analyzer) Limits {
 // Threshold returns the threshold of g in the units of its value: ratios
 // as plain ratios (0.3 is 30 %), ttft_p99 in seconds.
 func (l Limits) Threshold(g events.Gate) float64 {
-	switch g {
-	case events.GateTokenInflation:
-		return l.Gates.TokenInflationMax
-	case events.GateSchemaFailureRate:
-		return l.Gates.SchemaFailureRateMax
-	case events.GateTTFTP99:
-		return l.Gates.TTFTP99Max.Seconds()
-	case events.GateTTFTP99Ratio:
-		return l.Gates.TTFTP99RatioMax
-	case events.GateLatencyP99Ratio:
-		return l.Gates.LatencyP99RatioMax
-	case events.GateToolLoopRatio:
-		return l.Gates.ToolLoopRatioMax
-	case events.GateGrayErrorRate:
-		return l.Gates.GrayErrorRateMax
-	}
-	return math.NaN()
+	return Config{Gates: l.Gates}.Threshold(g)
 }
 
 // Evaluate judges gray against primary, one result per gate in Order.
@@ -137,5 +118,3 @@ func ratio(g float64, gok bool, p float64, pok bool) *float64 {
 	}
 	return ptr(g / p)
 }
-
-func ptr(v float64) *float64 { return &v }
