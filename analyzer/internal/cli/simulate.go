@@ -12,7 +12,7 @@ import (
 )
 
 // simulate runs `analyzer simulate [--days N] [--rates 0.1,1,10] [--seed S]
-// [--runs R] [--json]` (SPEC §9 "Simulation").
+// [--runs R] [--edge] [--json]` (SPEC §9 "Simulation").
 func simulate(args []string, stdout, stderr io.Writer) error {
 	o := sim.DefaultOptions()
 	fs := flag.NewFlagSet("analyzer simulate", flag.ContinueOnError)
@@ -21,6 +21,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	rates := fs.String("rates", "0.1,1,10,100,1000", "gray requests per second, comma-separated")
 	seed := fs.Uint64("seed", o.Seed, "random seed")
 	runs := fs.Int("runs", o.Runs, "runs per breakage and rate (the median is reported)")
+	edge := fs.Bool("edge", false, "make the healthy gray as bad as allowed: errors and loops +5 points, tokens +30 %")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -28,7 +29,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("simulate: unexpected arguments %q", fs.Args())
 	}
-	o.Days, o.Seed, o.Runs, o.Rates = *days, *seed, *runs, nil
+	o.Days, o.Seed, o.Runs, o.Rates, o.Edge = *days, *seed, *runs, nil, *edge
 	for _, s := range strings.Split(*rates, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil || v <= 0 {

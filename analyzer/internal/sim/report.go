@@ -12,8 +12,12 @@ import (
 // and the time to roll back each breakage.
 func (r *Report) Print(w io.Writer) error {
 	o := r.Options
-	fmt.Fprintf(w, "healthy gray, %d simulated 24-hour rollouts per rate (window %v, interval %v, confidence %v, primary at %v× gray's rate, %.0f %% streamed):\n\n",
-		o.Days, o.Window, o.Gate.Interval, o.Gate.Confidence, o.PrimaryFactor, 100*o.StreamShare)
+	kind := "healthy gray"
+	if o.Edge {
+		kind = "healthy gray at the edge (errors and loops +5 points, tokens +30 %)"
+	}
+	fmt.Fprintf(w, "%s, %d simulated %v rollouts per rate (window %v, interval %v, confidence %v, primary at %v× gray's rate, %.0f %% streamed):\n\n",
+		kind, o.Days, o.Day, o.Window, o.Gate.Interval, o.Gate.Confidence, o.PrimaryFactor, 100*o.StreamShare)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "gray req/s\tdays\tfalse rollbacks\tshare\tgates")
 	for _, h := range r.Healthy {

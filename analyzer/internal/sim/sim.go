@@ -30,8 +30,10 @@ import (
 
 // Options of a simulation.
 type Options struct {
-	// Days is the number of 24-hour healthy rollouts per gray rate.
+	// Days is the number of healthy rollouts per gray rate, each Day long
+	// (24 hours, the horizon of the promise, by default).
 	Days int
+	Day  time.Duration
 	// Rates are the gray request rates, per second.
 	Rates []float64
 	// Seed makes the run reproducible.
@@ -47,6 +49,19 @@ type Options struct {
 	PrimaryFactor float64
 	// StreamShare is the share of streamed requests (both arms).
 	StreamShare float64
+	// Edge makes the healthy gray as bad as a healthy gray may be: its
+	// error share and loop share 5 points above primary's and its mean
+	// completion tokens 30 % above, each exactly at its gate's threshold
+	// (Edge), so that a false rollback of the worst healthy gray is measured.
+	Edge bool
+}
+
+// Edge is a gray exactly at the default thresholds of gates 1, 4 and 5.
+func Edge(a Arm) Arm {
+	a.ErrorShare += 0.05
+	a.LoopShare += 0.05
+	a.Tokens.Median *= 1.30
+	return a
 }
 
 // DefaultOptions returns the defaults of the example config (SPEC §2): a
@@ -64,7 +79,7 @@ func DefaultOptions() Options {
 			MinRequests: 50, Confidence: 0.99, Interval: 5 * time.Second, Horizon: gate.Horizon,
 			Timeout: 2500 * time.Millisecond,
 		},
-		Window: 5 * time.Minute, PrimaryFactor: 19, StreamShare: 0.5,
+		Window: 5 * time.Minute, PrimaryFactor: 19, StreamShare: 0.5, Day: 24 * time.Hour,
 	}
 }
 
@@ -288,9 +303,12 @@ func (s *simulator) run(o Options, j job) outcome {
 	s.init(o)
 	seed := o.Seed*1_000_003 + uint64(j.rateIdx)*7919 + uint64(j.breakage+1)*104729
 	r := rand.New(rand.NewPCG(seed, uint64(j.run)))
-	grayArm, horizon, share := Healthy, o.Gate.Horizon, o.StreamShare
+	grayArm, horizon, share := Healthy, o.Day, o.StreamShare
+	if o.Edge {
+		grayArm = Edge(Healthy)
+	}
 	if horizon <= 0 {
-		horizon = gate.Horizon
+		horizon = 24 * time.Hour
 	}
 	if j.breakage >= 0 {
 		b := Breakages[j.breakage]

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/schemas/events"
@@ -122,5 +123,21 @@ func TestPoisson(t *testing.T) {
 		if math.Abs(mean-m) > 5*math.Sqrt(m/n) || math.Abs(v/m-1) > 0.1 {
 			t.Errorf("poisson(%v): mean %v, variance %v", m, mean, v)
 		}
+	}
+}
+
+// TestSimulatorSeesFalseRollbacks shows what the error budget is for, and
+// that the simulator counts false rollbacks: with the whole budget spent at
+// every look (Horizon one interval: a plain 90 % test each time), grays
+// exactly at their thresholds are rolled back within hours.
+func TestSimulatorSeesFalseRollbacks(t *testing.T) {
+	o := DefaultOptions()
+	o.Days, o.Rates, o.Runs, o.Day, o.Edge = 6, []float64{10}, 0, 2*time.Hour, true
+	o.Gate.Horizon, o.Gate.Confidence = o.Gate.Interval, 0.9
+	rep := Run(o)
+	if h := rep.Healthy[0]; h.FalseRollbacks < o.Days/2 {
+		t.Errorf("a 90 %% test at every look rolled back %d of %d healthy grays in 2 h; want most", h.FalseRollbacks, h.Days)
+	} else {
+		t.Logf("without the budget across looks: %d of %d healthy grays rolled back within 2 h (%v)", h.FalseRollbacks, h.Days, h.ByGate)
 	}
 }
