@@ -1,3 +1,9 @@
+// Package gate tests a gray release against primary (SPEC §9): each gate
+// is a one-sided statistical test with exact or simulated error rates —
+// Clopper-Pearson bounds for shares, binomial order statistics on the
+// histograms for p99s, a log-scale delta-method bound for the token ratio
+// — at an error budget spread over every evaluation of a 24-hour rollout,
+// so that continuous monitoring does not multiply false rollbacks.
 package gate
 
 import (
