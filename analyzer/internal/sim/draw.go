@@ -214,8 +214,7 @@ func (p *poissonParams) draw(r *rand.Rand) int64 {
 }
 
 // binomial draws from Binomial(n, p): n Bernoulli draws when n is small,
-// else a Poisson or normal-free split through poisson thinning is not exact,
-// so large n uses gonum's sampler.
+// gonum's sampler above.
 func binomial(r *rand.Rand, n int64, p float64) int64 {
 	switch {
 	case n <= 0 || p <= 0:
