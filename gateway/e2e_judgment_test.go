@@ -27,6 +27,7 @@ nats: {url: {{NATS}}}
 gateway:
   listen: {{LISTEN}}
   admin_listen: {{ADMIN}}
+  admin_token: admin-secret
   spool_dir: {{SPOOL}}
   request_log: off
   stats_interval: 1s
