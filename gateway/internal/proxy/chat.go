@@ -205,8 +205,8 @@ func (s *Server) lookupRoute(x *exchange, body []byte) (*route, error) {
 	x.name, _ = scan.Unquote(x.name[:0], body[m.Value.Start:m.Value.End])
 	rt, ok := s.routes[string(x.name)]
 	if !ok {
-		return nil, &Error{Status: fiber.StatusBadRequest, Code: CodeBadRequest, Type: "invalid_request_error",
-			Param: "model", Msg: "model " + quoteShort(x.name) + " is not served here (GET /v1/models lists the models)"}
+		return nil, &Error{Status: fiber.StatusNotFound, Code: CodeModelNotFound, Type: "invalid_request_error",
+			Param: "model", Msg: "The model " + quoteShort(x.name) + " does not exist (GET /v1/models lists the models)"}
 	}
 	return rt, nil
 }
