@@ -111,7 +111,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		// The client caused it: pass it through unchanged.
 		m.ErrorType = ErrTypeCallerBadRequest
 		c.Status(resp.Status)
-		copyAnswerHeaders(c, resp)
+		copyAnswerHeaders(c, x, resp)
 		setArmHeaders(c, k, armName, a)
 		_ = c.Send(x.ans)
 		return m, nil
@@ -126,7 +126,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 	x.tally.add(x.ans, &x.answer)
 	x.tally.fill(&m, x.body, &x.req)
 	c.Status(resp.Status)
-	copyAnswerHeaders(c, resp)
+	copyAnswerHeaders(c, x, resp)
 	setArmHeaders(c, k, armName, a)
 	_ = c.Send(x.ans)
 	return m, nil
@@ -173,14 +173,14 @@ func errorType(err error) string {
 	}
 }
 
-// copyAnswerHeaders relays the upstream headers a client may need.
-func copyAnswerHeaders(c *fiber.Ctx, resp *upstream.Response) {
+// copyAnswerHeaders relays the upstream headers a client may need: the
+// content type and those that describe the answer (passedHeader).
+func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
 	if ct := resp.ContentType(); len(ct) > 0 {
 		c.Response().Header.SetContentTypeBytes(ct)
 	}
-	if ra := resp.Header.Peek("Retry-After"); len(ra) > 0 {
-		c.Response().Header.SetBytesV("Retry-After", ra)
-	}
+	x.keepAnswerHeaders(resp.Header)
+	x.writeAnswerHeaders(c)
 }
 
 // upstreamFailed maps an upstream I/O error to 502 or 504.

@@ -32,6 +32,7 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 		return failed(m, err)
 	}
 	m.Status = resp.Status
+	x.keepAnswerHeaders(resp.Header)
 	sse := stream && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream()
 	invalid := false
 	if sse {
@@ -150,6 +151,7 @@ func (s *Server) grayBuffered(c *fiber.Ctx, x *exchange, k *call) (m Measure, se
 	}
 	c.Status(m.Status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	x.writeAnswerHeaders(c)
 	setArmHeaders(c, k, telemetry.ArmGray, d.gray)
 	_ = c.Send(x.ans)
 	s.complete(x, k, telemetry.ArmGray, d.gray, m, nil)

@@ -441,6 +441,8 @@ type exchange struct {
 	ans     []byte // buffered upstream answer
 	hdrs    []header
 	hbuf    []byte // backing store of hdrs
+	ahdrs   []header // upstream answer headers passed to the client
+	abuf    []byte   // backing store of ahdrs
 }
 
 // header is a forwarded client header, as spans into exchange.hbuf.

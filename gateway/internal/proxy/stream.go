@@ -35,7 +35,9 @@ type source struct {
 }
 
 // forwardStream serves a streaming request. Which upstream streams is
-// decided in the background (openStream). For up to keepAliveEvery the
+// decided in the background (openStream). A gray attempt is waited for
+// first, sending nothing (its rollout timeout bounds it), so that the
+// headers name the arm that serves. Then for up to keepAliveEvery the
 // client gets nothing, so a fast failure keeps its own status; after that
 // the gateway commits to an SSE answer, writes keep-alives while it waits,
 // and reports a later failure as an error event. The exchange x belongs
@@ -43,7 +45,9 @@ type source struct {
 func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan source, 1)
-	go func() { done <- s.openStream(ctx, x, k) }()
+	v := &verdict{decided: make(chan struct{}), armName: telemetry.ArmPrimary}
+	go func() { done <- s.openStream(ctx, x, k, v) }()
+	<-v.decided
 	timer := time.NewTimer(keepAliveEvery)
 	var src *source
 	select {
@@ -62,15 +66,15 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	if src != nil {
+		if src.resp != nil {
+			x.keepAnswerHeaders(src.resp.Header)
+		}
+		x.writeAnswerHeaders(c)
 		setArmHeaders(c, k, src.armName, src.arm)
 	} else {
-		// Committed before the upstream answered: name the arm being
-		// tried; the request's event records the final one.
-		planned, a := telemetry.ArmPrimary, k.deployment.primary
-		if k.useGray {
-			planned, a = telemetry.ArmGray, k.deployment.gray
-		}
-		setArmHeaders(c, k, planned, a)
+		// Committed before primary's headers arrived; the gray verdict
+		// is known, so primary serves: name it (fallback after gray).
+		setArmHeaders(c, k, v.armName, k.deployment.primary)
 	}
 	telemetry.Started()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
@@ -88,13 +92,31 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 	return nil
 }
 
+// verdict tells forwardStream that the arm to stream is decided: gray
+// (whose source follows at once) or primary under armName. armName is
+// written before decided is closed.
+type verdict struct {
+	decided chan struct{}
+	armName string
+}
+
 // openStream decides what the client will stream: a gray stream that
 // passed the contract (buffer mode), a live gray stream (observe mode),
-// or primary's stream.
-func (s *Server) openStream(ctx context.Context, x *exchange, k *call) source {
+// or primary's stream. It closes v.decided once gray's verdict is known
+// (at once without a gray attempt).
+func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdict) (src source) {
 	d := k.deployment
 	var gray *Measure
 	armName := telemetry.ArmPrimary
+	closed := false
+	decide := func() {
+		if !closed {
+			v.armName = armName
+			close(v.decided)
+			closed = true
+		}
+	}
+	defer decide()
 	if k.useGray {
 		if d.rollout.StreamValidation == config.StreamObserve {
 			sent := time.Now()
@@ -126,6 +148,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call) source {
 			gray, armName = &m, telemetry.ArmFallback
 		}
 	}
+	decide()
 	sent := time.Now()
 	resp, err := d.primary.client.Do(ctx, x.forwardBody(d.primary), x.setHeaders)
 	return source{resp: resp, err: err, arm: d.primary, armName: armName, sent: sent, gray: gray}
