@@ -440,7 +440,7 @@ type exchange struct {
 	fwd     []byte // forwarded body
 	ans     []byte // buffered upstream answer
 	hdrs    []header
-	hbuf    []byte // backing store of hdrs
+	hbuf    []byte   // backing store of hdrs
 	ahdrs   []header // upstream answer headers passed to the client
 	abuf    []byte   // backing store of ahdrs
 }

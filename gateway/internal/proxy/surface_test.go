@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // answerUpstream is an upstream that answers every request with body,
@@ -105,4 +104,3 @@ func TestSlowGrayStreamNamesFallback(t *testing.T) {
 		t.Errorf("record arm = %q; want fallback", recs[0].Arm)
 	}
 }
-
