@@ -152,12 +152,17 @@ type SamplingContract struct {
 // ParamRule is one governed parameter: a pinned value (Pinned true, Value set)
 // or an inclusive band [Min, Max] with an optional Default to inject.
 // For the integer parameters (top_k, n) every number is whole.
+//
+// IntValue, IntMin, IntMax and IntDefault hold the same numbers exactly for
+// the integer parameters (a float64 rounds integers past 2^53).
 type ParamRule struct {
 	Pinned     bool
 	Value      float64
 	Min, Max   float64
 	HasDefault bool
 	Default    float64
+
+	IntValue, IntMin, IntMax, IntDefault int64
 }
 
 // Routing is the `routing` section.

@@ -40,6 +40,28 @@ func (e *Edits) ReplaceNumber(start, end int, v float64) {
 	e.list = append(e.list, Edit{Start: start, End: end, text: Span{s, len(e.buf)}})
 }
 
+// ReplaceInt is ReplaceNumber for an integer, written as plain decimal
+// digits at any size.
+func (e *Edits) ReplaceInt(start, end int, v int64) {
+	s := len(e.buf)
+	e.buf = strconv.AppendInt(e.buf, v, 10)
+	e.list = append(e.list, Edit{Start: start, End: end, text: Span{s, len(e.buf)}})
+}
+
+// InsertInt is InsertMember for an integer, written as plain decimal
+// digits at any size.
+func (e *Edits) InsertInt(req *Request, key string, v int64) {
+	s := len(e.buf)
+	if req.Members > 0 || e.insertedAt(req.Close) {
+		e.buf = append(e.buf, ',')
+	}
+	e.buf = append(e.buf, '"')
+	e.buf = append(e.buf, key...)
+	e.buf = append(e.buf, '"', ':')
+	e.buf = strconv.AppendInt(e.buf, v, 10)
+	e.list = append(e.list, Edit{Start: req.Close, End: req.Close, text: Span{s, len(e.buf)}})
+}
+
 // InsertMember records a new top-level member `"key":<number>` inserted
 // before the object's closing brace, with a comma when the object has
 // members already (or an earlier insertion added one).
