@@ -214,7 +214,7 @@ type Deployment struct {
 
 // Upstream is an OpenAI-compatible server.
 type Upstream struct {
-	URL               string        `yaml:"url"`   // base URL, e.g. http://127.0.0.1:9001 (with or without /v1)
+	URL               string        `yaml:"url"`   // base URL up to the API version, as an SDK's base_url (no path: /v1); a gray without url uses primary's
 	Model             string        `yaml:"model"` // model name the upstream serves
 	APIKeyEnv         string        `yaml:"api_key_env"`
 	APIKey            Secret        `yaml:"-"`                   // read from APIKeyEnv at load
@@ -247,6 +247,9 @@ type UpstreamTLS struct {
 	KeyFile            string `yaml:"key_file"`
 	ServerName         string `yaml:"server_name"`
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+	// CAPEM, CertPEM and KeyPEM are the files' contents, read and
+	// checked at load.
+	CAPEM, CertPEM, KeyPEM []byte `yaml:"-"`
 }
 
 // Prompt modes (SPEC §6.6).
