@@ -25,6 +25,7 @@ gateway:
   admin_listen: {{ADMIN}}
   admin_token: admin-secret
   spool_dir: {{SPOOL}}
+  request_log: all # these tests check every request's event
   rollout_stale_after: 2s
 routing:
   routes:

@@ -27,6 +27,7 @@ gateway:
   listen: {{LISTEN}}
   admin_listen: {{ADMIN}}
   spool_dir: {{SPOOL}}
+  request_log: all # these tests check every request's event
 collector:
   listen: {{COLLECTOR}}
   api_token: e2e-api-token

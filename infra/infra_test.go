@@ -971,6 +971,9 @@ gateway:
   admin_listen: 127.0.0.1:%d
   spool_dir: %s
   rollout_stale_after: 60s
+  # Until the analyzer reads the per-arm statistics, it needs every
+  # request's event, primary's included.
+  request_log: all
 sampling_contract:
   conflict: reject
   params:

@@ -10,8 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// eventsStream is where the gateway's request events land (SPEC §7).
-const eventsStream = "GRAYGATE_EVENTS"
+// eventStreams are where the gateway's events land (SPEC §7): request
+// events, rejections and samples, and per-arm statistics.
+var eventStreams = []string{"GRAYGATE_EVENTS", "GRAYGATE_STATS"}
 
 // eventCounter reads the last sequence of the events stream, so the
 // benchmark can show that the events-on gateway really published (and how
@@ -36,21 +37,26 @@ func newEventCounter(url string) (*eventCounter, error) {
 
 func (c *eventCounter) Close() { c.nc.Close() }
 
-// lastSeq returns the stream's last sequence; 0 when the stream does not
-// exist (yet).
+// lastSeq returns the sum of the streams' last sequences (a stream that
+// does not exist yet counts 0): the difference of two readings is the
+// events stored in between.
 func (c *eventCounter) lastSeq(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	s, err := c.js.Stream(ctx, eventsStream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, nil
+	var sum uint64
+	for _, name := range eventStreams {
+		s, err := c.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("stream %s: %w", name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("stream %s info: %w", name, err)
+		}
+		sum += info.State.LastSeq
 	}
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", eventsStream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s info: %w", eventsStream, err)
-	}
-	return info.State.LastSeq, nil
+	return sum, nil
 }

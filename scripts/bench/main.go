@@ -1,6 +1,8 @@
 // Command bench is graygate's whole-system benchmark (SPEC §12): the same
 // mock upstream called directly, through nginx proxy_pass and through the
-// gateway (events off, and events on when NATS is reachable), driven by the
+// gateway in four event modes (events off; and, when NATS is reachable,
+// statistics only (request_log: off), request_log: gray (the default) and
+// request_log: all), driven by the
 // same wrk load at 1, 4 and 32 connections in one run. It prints requests/s,
 // p50/p99 latency and CPU per request of each proxy process (utime+stime
 // from /proc/PID/stat over the requests served), then the gateway/nginx
@@ -70,7 +72,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.requestBytes, "request-bytes", 1024, "size of the chat-completions request body")
 	fs.IntVar(&o.answerBytes, "answer-bytes", 800, "mock answer content size (the whole answer body is about 1 KB)")
 	fs.StringVar(&o.nginxWorkers, "nginx-workers", "1", "nginx worker_processes: 1 (one event loop, nginx's best on 2 shared cores) or auto")
-	fs.StringVar(&o.events, "events", "auto", "gateway with events published to NATS too: auto (when $NATS_URL answers) | on | off")
+	fs.StringVar(&o.events, "events", "auto", "gateway runs with events published to NATS too (statistics only, request_log gray, request_log all): auto (when $NATS_URL answers) | on | off")
 	fs.StringVar(&o.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS for the events-on run (default $NATS_URL)")
 	fs.StringVar(&o.mockBin, "mock-bin", "", "use this mockllm binary instead of building ./scripts/mockllm")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "use this gateway binary instead of building ./gateway")
@@ -100,6 +102,20 @@ func parseOptions(args []string) (options, error) {
 		return o, fmt.Errorf("--events %q: want auto, on or off", o.events)
 	}
 	return o, nil
+}
+
+// eventMode is one way the gateway runs with its event log (SPEC §7, §12).
+type eventMode struct {
+	target     string // the target's name
+	requestLog string // gateway.request_log
+	label      string
+}
+
+// eventModes are the gateway's runs with NATS, beside the one without.
+var eventModes = []eventMode{
+	{"gateway+stats", "off", "statistics only, request_log: off"},
+	{"gateway+gray", "gray", "request_log: gray (default)"},
+	{"gateway+all", "all", "request_log: all"},
 }
 
 // target is one thing wrk drives: the mock itself, nginx or a gateway.
@@ -210,10 +226,15 @@ func run(ctx context.Context, args []string) error {
 	logf("nginx: pid %d on %s, worker_processes %s, keepalive 64 to the primary mock", ng.pid(), ngAddr, o.nginxWorkers)
 
 	gw := &target{name: "gateway", skipped: gatewaySkip}
-	gwEvents := &target{name: "gateway+events", skipped: gatewaySkip}
-	targets = append(targets, gw, gwEvents)
+	targets = append(targets, gw)
+	var gwEvents []*target
+	for _, m := range eventModes {
+		t := &target{name: m.target, skipped: gatewaySkip}
+		gwEvents = append(gwEvents, t)
+		targets = append(targets, t)
+	}
 	if gatewaySkip == "" {
-		c, addr, err := startGateway(ctx, dir, gatewayBin, "gateway", "", primaryAddr, grayAddr, body)
+		c, addr, err := startGateway(ctx, dir, gatewayBin, "gateway", "", "gray", primaryAddr, grayAddr, body)
 		if err != nil {
 			return err
 		}
@@ -224,26 +245,35 @@ func run(ctx context.Context, args []string) error {
 		if reason := eventsSkip(o); reason != "" && o.events == "on" {
 			return fmt.Errorf("--events on: %s", reason)
 		} else if reason != "" {
-			gwEvents.skipped = reason
-		} else {
-			c, addr, err := startGateway(ctx, dir, gatewayBin, "gateway-events", o.natsURL, primaryAddr, grayAddr, body)
-			if err != nil {
-				return err
+			for _, t := range gwEvents {
+				t.skipped = reason
 			}
-			procs = append(procs, c)
-			gwEvents.url, gwEvents.proxy = "http://"+addr+chatPath, func() []int { return []int{c.pid()} }
-			gwEvents.natsPID = natsPID(o.natsURL)
-			if ec, err := newEventCounter(o.natsURL); err != nil {
-				logf("gateway+events: cannot read %s to count events: %v", eventsStream, err)
+		} else {
+			pid := natsPID(o.natsURL)
+			ec, err := newEventCounter(o.natsURL)
+			if err != nil {
+				logf("gateway with events: cannot read %v to count events: %v", eventStreams, err)
+				ec = nil
 			} else {
 				defer ec.Close()
-				gwEvents.events = ec
 			}
 			nats := "NATS process not found on this machine: its CPU is not reported"
-			if gwEvents.natsPID != 0 {
-				nats = fmt.Sprintf("NATS pid %d", gwEvents.natsPID)
+			if pid != 0 {
+				nats = fmt.Sprintf("NATS pid %d", pid)
 			}
-			logf("gateway (events on, %s): pid %d on %s; %s", redact(o.natsURL), c.pid(), addr, nats)
+			for i, m := range eventModes {
+				t := gwEvents[i]
+				c, addr, err := startGateway(ctx, dir, gatewayBin, strings.ReplaceAll(m.target, "+", "-"), o.natsURL, m.requestLog, primaryAddr, grayAddr, body)
+				if err != nil {
+					return err
+				}
+				procs = append(procs, c)
+				t.url, t.proxy, t.natsPID = "http://"+addr+chatPath, func() []int { return []int{c.pid()} }, pid
+				if ec != nil {
+					t.events = ec
+				}
+				logf("%s (%s, %s): pid %d on %s; %s", m.target, m.label, redact(o.natsURL), c.pid(), addr, nats)
+			}
 		}
 	}
 	for _, t := range targets {

@@ -246,6 +246,7 @@ gateway:
   listen: {{LISTEN}}
   admin_listen: {{ADMIN}}
   spool_dir: {{SPOOL}}
+  request_log: all # these tests check every request's event
   admin_token: soak-admin-token
   rollout_stale_after: 60s
 sampling_contract:

@@ -13,10 +13,11 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/graygate/graygate/gateway/internal/events"
 	"github.com/graygate/graygate/gateway/internal/proxy"
+	"github.com/graygate/graygate/gateway/internal/publish"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/spool"
+	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/schemas/config"
 	"golang.org/x/sync/errgroup"
 )
@@ -121,7 +122,7 @@ func serve(ctx context.Context, path string, log *slog.Logger) error {
 func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	host, _ := os.Hostname()
 	source := "gateway/" + host
-	nc, err := events.Connect(cfg.NATS.URL, "graygate-gateway "+host, log)
+	nc, err := publish.Connect(cfg.NATS.URL, "graygate-gateway "+host, log)
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		return fmt.Errorf("gateway.spool_dir: %w", err)
 	}
 	defer sp.Close()
-	pub, err := events.New(nc, sp, events.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, Log: log})
+	pub, err := publish.New(nc, sp, publish.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, Log: log})
 	if err != nil {
 		return err
 	}
@@ -148,23 +149,33 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
+	agg := stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval, Publisher: pub, Log: log})
+	log.Info("per-arm statistics", "gateway", agg.Gateway(), "stats_interval", cfg.Gateway.StatsInterval.String(),
+		"request_log", cfg.Gateway.RequestLog)
 	srv, err := proxy.New(cfg, log,
-		proxy.WithObserver(proxy.EventObserver{P: pub}),
+		proxy.WithObserver(proxy.EventObserver{P: pub, RequestLog: cfg.Gateway.RequestLog}),
+		proxy.WithStats(agg),
 		proxy.WithRolloutLog(table, rlog),
 		proxy.WithEventsHealth(func() bool { return pub.State().Connected }),
 	)
 	if err != nil {
 		return err
 	}
-	// The publisher outlives the listeners: it flushes what the last
-	// requests published once they have drained.
+	// The publisher outlives the listeners, and the statistics outlive
+	// them too: once the last requests have drained, the aggregator
+	// publishes the partial interval and the publisher flushes it.
 	pubCtx, stopPub := context.WithCancel(context.Background())
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- pub.Run(pubCtx) }()
+	aggCtx, stopAgg := context.WithCancel(context.Background())
+	aggDone := make(chan error, 1)
+	go func() { aggDone <- agg.Run(aggCtx) }()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return rlog.Run(gctx) })
 	g.Go(func() error { return srv.Run(gctx) })
 	err = g.Wait()
+	stopAgg()
+	aggErr := <-aggDone
 	stopPub()
-	return errors.Join(err, <-pubDone)
+	return errors.Join(err, aggErr, <-pubDone)
 }

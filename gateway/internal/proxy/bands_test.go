@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -133,9 +134,9 @@ func TestBytesPerTokenIsLearned(t *testing.T) {
 	resp, err := http.Get(g.admin + "/metrics")
 	testenv.Must(t, err)
 	defer resp.Body.Close()
-	b := make([]byte, 1<<20)
-	n, _ := resp.Body.Read(b)
-	if !strings.Contains(string(b[:n]), `graygate_bytes_per_token{model="qwen-32k-model"} 2`) {
-		t.Errorf("metrics lack the learned ratio:\n%s", grepLines(string(b[:n]), "bytes_per_token"))
+	b, err := io.ReadAll(resp.Body)
+	testenv.Must(t, err)
+	if !strings.Contains(string(b), `graygate_bytes_per_token{model="qwen-32k-model"} 2`) {
+		t.Errorf("metrics lack the learned ratio:\n%s", grepLines(string(b), "bytes_per_token"))
 	}
 }

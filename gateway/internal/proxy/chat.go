@@ -14,6 +14,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // call is one request on its way to an upstream: what was decided about
@@ -24,6 +25,7 @@ type call struct {
 	route      *route
 	deployment *deployment
 	stream     bool
+	endpoint   events.Endpoint
 	useGray    bool // canary: try gray first
 	shadow     bool // shadow: mirror a copy to gray
 	estimate   int64
@@ -32,7 +34,7 @@ type call struct {
 
 // chat serves POST /v1/chat/completions.
 func (s *Server) chat(c *fiber.Ctx) error {
-	k := call{start: time.Now(), id: requestID(c)}
+	k := call{start: time.Now(), id: requestID(c), endpoint: events.EndpointChat}
 	c.Set("x-request-id", k.id)
 	if len(c.Request().Body()) > int(s.cfg.Gateway.MaxBodyBytes) {
 		return fiber.ErrRequestEntityTooLarge
@@ -180,7 +182,7 @@ func (s *Server) reject(k *call, code, param, detail string) {
 	if s.obs == nil {
 		return
 	}
-	r := Rejection{Time: time.Now(), RequestID: k.id, Code: code, Param: param, Detail: detail, EstimatedTokens: k.estimate}
+	r := Rejection{RequestID: k.id, Code: code, Param: param, Detail: detail, EstimatedTokens: k.estimate}
 	if k.route != nil {
 		r.Route = k.route.name
 	}

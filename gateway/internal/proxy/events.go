@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/telemetry"
+	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 )
 
@@ -15,8 +17,15 @@ type Publisher interface {
 }
 
 // EventObserver turns records, rejections and samples into the event
-// types of SPEC §7 and hands them to a Publisher.
-type EventObserver struct{ P Publisher }
+// types of SPEC §7 and hands them to a Publisher. RequestLog
+// (gateway.request_log) says which records become request.completed
+// events; rejections and samples always do.
+type EventObserver struct {
+	P Publisher
+	// RequestLog is config.RequestLogAll, RequestLogGray or RequestLogOff;
+	// "" is the default, gray.
+	RequestLog string
+}
 
 var _ Observer = EventObserver{}
 
@@ -34,8 +43,38 @@ func tri(t Tri) *bool {
 	return nil
 }
 
-// Completed publishes a request.completed event.
+// Logs reports whether gateway.request_log asks for r's event: all of
+// them; none; or (gray) those that involved gray — arm gray, fallback or
+// shadow, and the primary event of a mirrored request — and every request
+// answered 5xx.
+func (o EventObserver) Logs(r *Record) bool {
+	switch o.RequestLog {
+	case config.RequestLogAll:
+		return true
+	case config.RequestLogOff:
+		return false
+	}
+	return r.Arm != telemetry.ArmPrimary || r.Mirrored || r.Status >= 500
+}
+
+// clampStatus returns an upstream-derived HTTP status within its contract:
+// 0 (no response) or 100–599; anything else is 0, and ok false.
+func clampStatus(status int) (int, bool) {
+	if status == 0 || status >= 100 && status <= 599 {
+		return status, true
+	}
+	return 0, false
+}
+
+// Completed publishes a request.completed event when the request log asks
+// for it. Values derived from the upstream's answer are clamped into their
+// contract first (a negative token count is 0 with usage_estimated, a
+// status outside 100–599 is 0 with error_type upstream_invalid_json), so
+// the upstream can never make the event unencodable.
 func (o EventObserver) Completed(r *Record) {
+	if !o.Logs(r) {
+		return
+	}
 	ev := &events.RequestCompleted{
 		RequestID: r.RequestID, Route: r.Route, Deployment: r.Deployment, Arm: events.Arm(r.Arm),
 		UpstreamModel: r.Model, Status: r.Status, ErrorType: events.ErrorType(r.ErrorType), Stream: r.Stream,
@@ -51,11 +90,25 @@ func (o EventObserver) Completed(r *Record) {
 	if ev.ErrorType == "" {
 		ev.ErrorType = events.ErrorNone
 	}
+	var ok bool
+	if ev.Status, ok = clampStatus(ev.Status); !ok {
+		ev.ErrorType = events.ErrorUpstreamInvalidJSON
+	}
+	if ev.PromptTokens < 0 || ev.CompletionTokens < 0 {
+		ev.PromptTokens, ev.CompletionTokens = max(ev.PromptTokens, 0), max(ev.CompletionTokens, 0)
+		ev.UsageEstimated = true
+	}
 	if g := r.Gray; g != nil {
 		ev.Gray = &events.GrayAttempt{
 			Status: g.Status, ErrorType: events.ErrorType(g.ErrorType), Reason: events.SampleReason(g.Reason),
 			TTFTMillis: millis(g.TTFT), LatencyMillis: millis(g.Latency),
-			PromptTokens: g.PromptTokens, CompletionTokens: g.CompletionTokens, SchemaValid: tri(g.SchemaValid),
+			PromptTokens: max(g.PromptTokens, 0), CompletionTokens: max(g.CompletionTokens, 0), SchemaValid: tri(g.SchemaValid),
+		}
+		if ev.Gray.ErrorType == "" {
+			ev.Gray.ErrorType = events.ErrorNone
+		}
+		if ev.Gray.Status, ok = clampStatus(g.Status); !ok {
+			ev.Gray.ErrorType = events.ErrorUpstreamInvalidJSON
 		}
 	}
 	o.P.Publish(ev)
@@ -74,12 +127,13 @@ func (o EventObserver) Rejected(r *Rejection) {
 func (o EventObserver) Sampled(s *Sample) {
 	ev := &events.SampleMalformed{
 		RequestID: s.RequestID, Deployment: s.Deployment, Arm: events.Arm(s.Arm), UpstreamModel: s.Model,
-		Reason: events.SampleReason(s.Reason), Status: s.Status, ValidationErrors: make([]events.ValidationError, 0, len(s.Errors)),
+		Reason: events.SampleReason(s.Reason), ValidationErrors: make([]events.ValidationError, 0, len(s.Errors)),
 		PromptHash: hex.EncodeToString(s.PromptHash[:]), LatencyMillis: millis(s.Latency),
 	}
 	for _, e := range s.Errors {
 		ev.ValidationErrors = append(ev.ValidationErrors, events.ValidationError{Field: e.Field, Description: e.Description})
 	}
+	ev.Status, _ = clampStatus(s.Status)
 	ev.SetPayload(s.Payload, 0)
 	ev.PayloadBytes, ev.PayloadTruncated = int64(s.PayloadBytes), s.Truncated
 	o.P.Publish(ev)

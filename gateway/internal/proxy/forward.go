@@ -12,6 +12,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/valyala/fasthttp"
 )
 
@@ -73,7 +74,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	resp, err := d.primary.client.Do(context.Background(), x.forwardBody(d.primary), x.setHeaders)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
-		s.complete(x, k, armName, d.primary, Measure{Status: e.Status, ErrorType: errorType(err), Latency: time.Since(sent)}, gray)
+		s.complete(x, k, armName, d.primary, Measure{Status: e.Status, ErrorType: errorType(err), Outcome: outcomeOfErr(err), Latency: time.Since(sent)}, gray)
 		return e
 	}
 	defer resp.Close()
@@ -95,16 +96,16 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 	var err error
 	x.ans, err = resp.ReadAll(x.ans[:0], maxAnswerBytes)
 	m.Latency = time.Since(sent)
-	telemetry.TTFT(k.deployment.name, armName, m.TTFT)
+	telemetry.TTFT(k.deployment.name, armName, k.stream, m.TTFT)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
-		m.Status, m.ErrorType = e.Status, errorType(err)
+		m.Status, m.ErrorType, m.Outcome = e.Status, errorType(err), outcomeOfErr(err)
 		return m, e
 	}
 	switch {
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
 		telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamStatus)
-		m.Status, m.ErrorType = fiber.StatusBadGateway, ErrTypeUpstreamStatus
+		m.Status, m.ErrorType, m.Outcome = fiber.StatusBadGateway, ErrTypeUpstreamStatus, events.OutcomeOfStatus(resp.Status)
 		return m, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d: %s", resp.Status, reason(x.ans))}
 	case resp.Status >= 400:
@@ -142,12 +143,16 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measur
 	if m.PromptTokens > 0 && !m.UsageEstimated {
 		s.router.Estimator().Observe(a.client.Model, x.req.TextBytes, len(x.body), x.req.MessageCount, m.PromptTokens)
 	}
+	s.attempted(x, k, armName, a, &m)
+	if gray != nil {
+		s.attempted(x, k, telemetry.ArmGray, k.deployment.gray, gray)
+	}
 	if s.obs == nil {
 		return
 	}
 	r := Record{
-		Time: k.start, RequestID: k.id, Route: k.route.name, Deployment: k.deployment.name,
-		Arm: armName, Model: a.client.Model, Stream: k.stream, EstimatedTokens: k.estimate,
+		RequestID: k.id, Route: k.route.name, Deployment: k.deployment.name,
+		Arm: armName, Model: a.client.Model, Stream: k.stream, Mirrored: k.shadow, EstimatedTokens: k.estimate,
 		MatchedContext: k.matched, ToolSteps: x.req.ToolSteps, Measure: m, Gray: gray,
 	}
 	if m.ToolCalls > 0 {

@@ -88,7 +88,7 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 
 // failed fills m for a gray attempt that broke off with err.
 func failed(m Measure, err error) (Measure, []filter.FieldError) {
-	m.Reason, m.ErrorType = grayReason(err), errorType(err)
+	m.Reason, m.ErrorType, m.Outcome = grayReason(err), errorType(err), outcomeOfErr(err)
 	desc := "gray could not be reached or broke off its answer"
 	if m.Reason == filter.Timeout {
 		desc = "gray did not finish within the rollout timeout"
@@ -144,7 +144,7 @@ func (s *Server) grayBuffered(c *fiber.Ctx, x *exchange, k *call) (m Measure, se
 	ctx, cancel := context.WithTimeout(context.Background(), d.rollout.Timeout)
 	m, errs := s.attempt(ctx, x, d, false)
 	cancel()
-	telemetry.TTFT(d.name, telemetry.ArmGray, m.TTFT)
+	telemetry.TTFT(d.name, telemetry.ArmGray, false, m.TTFT)
 	if m.Reason != filter.OK {
 		s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
 		return m, false
@@ -180,7 +180,7 @@ func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m Measure,
 		payload = append([]byte(nil), payload...)
 	}
 	smp := Sample{
-		Time: time.Now(), RequestID: k.id, Deployment: k.deployment.name, Arm: armName, Model: a.client.Model,
+		RequestID: k.id, Deployment: k.deployment.name, Arm: armName, Model: a.client.Model,
 		Reason: m.Reason, Status: m.Status, Errors: errs, Payload: payload, PayloadBytes: len(x.ans),
 		Truncated: truncated, PromptHash: x.promptHash(), Latency: m.Latency,
 	}
@@ -223,7 +223,7 @@ func (s *Server) mirror(x *exchange, k *call) {
 		ctx, cancel := context.WithTimeout(context.Background(), d.rollout.Timeout)
 		m, errs := s.attempt(ctx, y, d, kk.stream)
 		cancel()
-		telemetry.TTFT(d.name, telemetry.ArmShadow, m.TTFT)
+		telemetry.TTFT(d.name, telemetry.ArmShadow, kk.stream, m.TTFT)
 		if m.Reason != filter.OK {
 			s.sample(y, &kk, telemetry.ArmShadow, d.gray, m, errs)
 		}

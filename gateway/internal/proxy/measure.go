@@ -148,8 +148,8 @@ func (x *exchange) takeEvent(ev []byte, m *Measure, sent time.Time) eventKind {
 		return eventInvalid
 	}
 	x.tally.add(data, &x.answer)
-	if m.TTFT == 0 && x.tally.produced {
-		m.TTFT = time.Since(sent)
+	if !m.Output && x.tally.produced {
+		m.TTFT, m.Output = time.Since(sent), true
 	}
 	if x.answer.HasUsage && x.answer.Choices == 0 {
 		return eventUsageOnly

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // Observer receives one Record per proxied request, one Rejection per
@@ -45,10 +46,16 @@ const (
 
 // Measure is what was measured on one arm of a request (SPEC §6.4).
 type Measure struct {
-	Status           int
-	ErrorType        string
-	Reason           filter.Reason // why a gray attempt failed; "" otherwise
-	TTFT, Latency    time.Duration
+	Status    int
+	ErrorType string
+	Reason    filter.Reason // why a gray attempt failed; "" otherwise
+	// Outcome is the attempt's outcome when the other fields no longer
+	// tell it (see Measure.outcome); "" to derive it.
+	Outcome       events.Outcome
+	TTFT, Latency time.Duration
+	// Output is true when TTFT is the time to a stream's first chunk with
+	// output (per-arm statistics record no other).
+	Output           bool
 	PromptTokens     int64
 	CompletionTokens int64
 	UsageEstimated   bool
@@ -60,13 +67,13 @@ type Measure struct {
 // Record describes one proxied request: the top-level outcome is what the
 // client got; Gray holds the gray attempt of a fallback.
 type Record struct {
-	Time            time.Time
 	RequestID       string
 	Route           string
 	Deployment      string
 	Arm             string // primary | gray | fallback | shadow
 	Model           string // the upstream model that answered
 	Stream          bool
+	Mirrored        bool // a shadow copy was sent to gray
 	EstimatedTokens int64
 	MatchedContext  string // comma-separated band names
 	ToolSteps       int
@@ -77,7 +84,6 @@ type Record struct {
 
 // Rejection is a request refused by policy before any upstream call.
 type Rejection struct {
-	Time            time.Time
 	RequestID       string
 	Route           string
 	Deployment      string // empty when none was chosen
@@ -89,7 +95,6 @@ type Rejection struct {
 
 // Sample is a gray (or shadow) payload that failed the contract.
 type Sample struct {
-	Time       time.Time
 	RequestID  string
 	Deployment string
 	Arm        string // gray | shadow

@@ -35,6 +35,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
@@ -59,7 +60,8 @@ type Server struct {
 	router       *bands.Router
 	matchedNames sync.Map // band bit set → x-vsr-matched-context value
 	rollouts     *rollout.Table
-	obs          Observer   // nil: no events
+	obs          Observer // nil: no events
+	stats        *stats.Aggregator
 	rolloutLog   RolloutLog // nil: the config owns the rollout state
 	eventsUp     func() bool
 	forceHeaders map[string]bool
@@ -89,12 +91,16 @@ type deployment struct {
 	stickyHeader string
 	stickyUser   bool
 	shadowSlots  chan struct{} // bounds shadow copies in flight
+	stats        *stats.Deployment
 }
 
 // arm is one upstream of a deployment.
 type arm struct {
 	client    *upstream.Client
 	modelJSON string // the upstream model as a JSON string, for the body edit
+	// promptVersion and promptHash name the arm's prompt (SPEC §6.6) in
+	// its statistics; "" while the arm has none.
+	promptVersion, promptHash string
 }
 
 // Option configures a Server.
@@ -123,6 +129,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		o(s)
 	}
 	s.exchanges.New = func() any { return new(exchange) }
+	if s.stats == nil {
+		s.stats = stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval})
+	}
 	var grays []string
 	for _, t := range cfg.Gateway.ClientTokens {
 		s.clientTokens = append(s.clientTokens, []byte(t.Reveal()))
@@ -133,6 +142,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		if err != nil {
 			return nil, err
 		}
+		dep.stats = s.stats.Deployment(name)
 		s.deployments[name] = dep
 		if dep.gray != nil {
 			grays = append(grays, name)

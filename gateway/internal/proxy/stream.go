@@ -14,6 +14,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // keepAliveEvery is how often a streaming client that waits gets an SSE
@@ -131,7 +132,8 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 			} else {
 				x.ans, _ = resp.ReadAll(x.ans[:0], 64<<10)
 				resp.Close()
-				m = Measure{Status: resp.Status, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus, Latency: time.Since(sent)}
+				m = Measure{Status: resp.Status, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus,
+					Outcome: answeredNotAStream(resp.Status), Latency: time.Since(sent)}
 				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
 			}
 			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
@@ -140,7 +142,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 			gctx, gcancel := context.WithTimeout(ctx, d.rollout.Timeout)
 			m, errs := s.attempt(gctx, x, d, true)
 			gcancel()
-			telemetry.TTFT(d.name, telemetry.ArmGray, m.TTFT)
+			telemetry.TTFT(d.name, telemetry.ArmGray, true, m.TTFT)
 			if m.Reason == filter.OK {
 				return source{replay: true, arm: d.gray, armName: telemetry.ArmGray, grayM: m}
 			}
@@ -162,7 +164,7 @@ func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *call, src *source) err
 	switch {
 	case src.err != nil:
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
-		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Latency: time.Since(src.sent)}, src.gray)
+		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Outcome: outcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
 		return e
 	case src.replay:
 		return nil
@@ -186,7 +188,7 @@ func (s *Server) awaitSource(w *bufio.Writer, x *exchange, k *call, done <-chan 
 	w.WriteString(": keep-alive\n\n")
 	if w.Flush() != nil {
 		cancel()
-		closeSource(<-done)
+		s.abandon(x, k, <-done)
 		return nil
 	}
 	tick := time.NewTicker(keepAliveEvery)
@@ -197,7 +199,7 @@ func (s *Server) awaitSource(w *bufio.Writer, x *exchange, k *call, done <-chan 
 			if src.err != nil {
 				e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
 				writeErrorEvent(w, e)
-				s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Latency: time.Since(src.sent)}, src.gray)
+				s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Outcome: outcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
 				return nil
 			}
 			if !src.replay && (src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream()) {
@@ -207,7 +209,7 @@ func (s *Server) awaitSource(w *bufio.Writer, x *exchange, k *call, done <-chan 
 				e := &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
 					Msg: "primary answered " + itoa(st) + ": " + reason(body)}
 				writeErrorEvent(w, e)
-				s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Latency: time.Since(src.sent)}, src.gray)
+				s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
 				return nil
 			}
 			return &src
@@ -215,11 +217,27 @@ func (s *Server) awaitSource(w *bufio.Writer, x *exchange, k *call, done <-chan 
 			w.WriteString(": keep-alive\n\n")
 			if w.Flush() != nil {
 				cancel()
-				closeSource(<-done)
+				s.abandon(x, k, <-done)
 				return nil
 			}
 		}
 	}
+}
+
+// abandon closes a source the client left before it was known, and
+// counts its attempts: a gray answer that had passed, a gray failure, and
+// primary's attempt, cancelled.
+func (s *Server) abandon(x *exchange, k *call, src source) {
+	closeSource(src)
+	switch {
+	case src.replay:
+		s.attempted(x, k, src.armName, src.arm, &src.grayM)
+		return
+	case src.gray != nil:
+		s.attempted(x, k, telemetry.ArmGray, k.deployment.gray, src.gray)
+	}
+	m := Measure{ErrorType: ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: time.Since(src.sent)}
+	s.attempted(x, k, src.armName, src.arm, &m)
 }
 
 func closeSource(src source) {
@@ -235,7 +253,9 @@ func (s *Server) writeStream(w *bufio.Writer, x *exchange, k *call, src *source)
 		ok := replay(w, x.ans, !x.req.IncludeUsage)
 		m := src.grayM
 		if !ok {
-			m.ErrorType = ErrTypeCallerCancelled
+			// The client left during the replay; gray's attempt had
+			// ended, and ended well.
+			m.ErrorType, m.Outcome = ErrTypeCallerCancelled, events.OutcomeOK
 		}
 		s.complete(x, k, telemetry.ArmGray, d.gray, m, nil)
 		s.mirrorIf(x, k)
@@ -298,10 +318,10 @@ func (s *Server) pipe(w *bufio.Writer, x *exchange, k *call, src *source) Measur
 				break
 			}
 			rest = tail
-			first := m.TTFT == 0
+			first := !m.Output
 			kind := x.takeEvent(ev, &m, src.sent)
-			if first && m.TTFT != 0 {
-				telemetry.TTFT(k.deployment.name, src.armName, m.TTFT)
+			if first && m.Output {
+				telemetry.TTFT(k.deployment.name, src.armName, true, m.TTFT)
 			}
 			if strip && kind == eventUsageOnly {
 				continue
@@ -319,7 +339,7 @@ func (s *Server) pipe(w *bufio.Writer, x *exchange, k *call, src *source) Measur
 			}
 			e := s.upstreamFailed(k, src.armName, rerr)
 			writeErrorEvent(w, e)
-			m.Status, m.ErrorType = e.Status, errorType(rerr)
+			m.Status, m.ErrorType, m.Outcome = e.Status, errorType(rerr), outcomeOfErr(rerr)
 			return m
 		}
 		if w.Flush() != nil {

@@ -24,7 +24,7 @@ func init() { metrics.ExposeMetadata(true) }
 var help = map[string]string{
 	"graygate_requests_total":                     "Proxied requests by route, deployment, arm and HTTP status.",
 	"graygate_request_duration_seconds":           "Time from request received to response complete, by deployment and arm.",
-	"graygate_upstream_ttft_seconds":              "Upstream time to first token (first content chunk, or first response byte), by deployment and arm.",
+	"graygate_upstream_ttft_seconds":              "Upstream time to first token (first content chunk of a stream, first response byte otherwise), by deployment, arm and stream (true, false).",
 	"graygate_requests_in_flight":                 "Client requests being served.",
 	"graygate_rejections_total":                   "Requests refused by policy or as malformed, by error code.",
 	"graygate_sampling_contract_rejections_total": "Violated governed parameters in rejected requests, by parameter.",
@@ -65,10 +65,15 @@ type requestKey struct {
 
 type armKey struct{ deployment, arm string }
 
+type ttftKey struct {
+	deployment, arm string
+	stream          bool
+}
+
 var (
 	requests   sync.Map // requestKey → *metrics.Counter
 	durations  sync.Map // armKey → *metrics.PrometheusHistogram
-	ttfts      sync.Map // armKey → *metrics.PrometheusHistogram
+	ttfts      sync.Map // ttftKey → *metrics.PrometheusHistogram
 	rejections sync.Map // code → *metrics.Counter
 	upErrors   sync.Map // armKey(deployment, kind) → *metrics.Counter
 	inFlight   atomic.Int64
@@ -103,9 +108,18 @@ func Request(route, deployment, arm string, status int, d time.Duration) {
 	}
 }
 
-// TTFT records an upstream's time to first token.
-func TTFT(deployment, arm string, d time.Duration) {
-	histogram(&ttfts, "graygate_upstream_ttft_seconds", deployment, arm).Update(d.Seconds())
+// TTFT records an upstream's time to first token; stream says whether the
+// request streamed (a streamed and a buffered answer's first byte are not
+// the same measure).
+func TTFT(deployment, arm string, stream bool, d time.Duration) {
+	k := ttftKey{deployment, arm, stream}
+	h, ok := ttfts.Load(k)
+	if !ok {
+		name := `graygate_upstream_ttft_seconds{deployment="` + deployment + `",arm="` + arm +
+			`",stream="` + strconv.FormatBool(stream) + `"}`
+		h, _ = ttfts.LoadOrStore(k, metrics.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
+	}
+	h.(*metrics.PrometheusHistogram).Update(d.Seconds())
 }
 
 func histogram(m *sync.Map, family, deployment, arm string) *metrics.PrometheusHistogram {

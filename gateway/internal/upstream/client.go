@@ -333,11 +333,8 @@ func (c *Client) put(cn *conn) {
 }
 
 // Open returns the number of connections open to the upstream (dialing,
-// in use or idle).
+// in use or idle); max_connections bounds it.
 func (c *Client) Open() int { return len(c.slots) }
-
-// MaxConnections returns the bound on Open.
-func (c *Client) MaxConnections() int { return cap(c.slots) }
 
 // CloseIdle closes the kept-alive connections (at shutdown).
 func (c *Client) CloseIdle() {

@@ -172,15 +172,15 @@ func TestClientTimeout(t *testing.T) {
 
 func TestMaxConnectionsDefault(t *testing.T) {
 	c := newClient(t, config.Upstream{URL: "http://127.0.0.1:1"})
-	if got := c.MaxConnections(); got != config.DefaultMaxConnections {
-		t.Errorf("MaxConnections() = %d; want the default %d", got, config.DefaultMaxConnections)
+	if got := cap(c.slots); got != config.DefaultMaxConnections {
+		t.Errorf("max_connections bound = %d; want the default %d", got, config.DefaultMaxConnections)
 	}
 	if c.maxIdle != maxIdleConns {
 		t.Errorf("idle bound = %d; want %d", c.maxIdle, maxIdleConns)
 	}
 	c = newClient(t, config.Upstream{URL: "http://127.0.0.1:1", MaxConnections: 3})
-	if c.MaxConnections() != 3 || c.maxIdle != 3 {
-		t.Errorf("max_connections 3: MaxConnections() = %d, idle bound %d; want 3 and 3", c.MaxConnections(), c.maxIdle)
+	if cap(c.slots) != 3 || c.maxIdle != 3 {
+		t.Errorf("max_connections 3: max_connections bound = %d, idle bound %d; want 3 and 3", cap(c.slots), c.maxIdle)
 	}
 }
 

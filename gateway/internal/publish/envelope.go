@@ -1,4 +1,4 @@
-package events
+package publish
 
 import (
 	"encoding/json"
@@ -24,7 +24,7 @@ func newEncoder(source string) (encoder, error) {
 	return encoder{source: source, sourceJSON: b}, nil
 }
 
-// encode builds d's envelope with time at and a new UUIDv7, and returns the
+// encode builds d's envelope with time at and a new UUIDv7 (a statistic: its StatsID), and returns the
 // id and the envelope's JSON.
 func (e *encoder) encode(d schema.Data, at time.Time) (id string, b []byte, err error) {
 	env, err := schema.NewEnvelope(d.EventType(), e.source, d, at, "")

@@ -1,4 +1,4 @@
-package events
+package publish
 
 import (
 	"encoding/json"

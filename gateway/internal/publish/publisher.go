@@ -1,11 +1,11 @@
-// Package events publishes the gateway's events to the event log (NATS
+// Package publish publishes the gateway's events to the event log (NATS
 // JetStream, SPEC §7) without ever delaying or failing a client request,
 // and without losing them while the event log is unreachable (SPEC §11).
 //
 // The request path calls Publish with the typed event data; Publish puts it
 // in a bounded memory queue and returns (a few hundred nanoseconds, no
 // allocation). Run, in its own goroutine, encodes each event into its
-// CloudEvents envelope with a new UUIDv7 id, and publishes it with
+// CloudEvents envelope with a new UUIDv7 id (a statistic keeps its UUIDv5 StatsID, so a republished one counts once), and publishes it with
 // JetStream asynchronous publishing, the id as Nats-Msg-Id, at most
 // Options.MaxInFlight unacknowledged at a time. An event whose publish
 // fails, whose acknowledgement fails or times out, or that arrives while
@@ -38,7 +38,7 @@
 //     spool in the order the failures are reported, behind events that
 //     were acknowledged after them. Consumers key on the event id and
 //     time, never on stream order.
-package events
+package publish
 
 import (
 	"context"
@@ -227,7 +227,7 @@ func New(nc *nats.Conn, sp *spool.Spool, opts Options) (*Publisher, error) {
 // Publish hands d to the background loop and returns at once; it never
 // blocks. d must not be changed afterwards. When the memory queue is full,
 // Run has returned, or d is not a gateway event type (a request, rejection,
-// sample or rollout event), the event is dropped and counted.
+// sample, statistics or rollout event), the event is dropped and counted.
 func (p *Publisher) Publish(d schema.Data) {
 	k, ok := kindOf(d)
 	if !ok {

@@ -1,4 +1,4 @@
-package events
+package publish
 
 import (
 	"fmt"
@@ -34,19 +34,4 @@ func (p *Publisher) State() State {
 		return State{Connected: true, Spooled: r}
 	}
 	return State{Since: time.Unix(0, since), Spooled: r}
-}
-
-// Stats counts this Publisher's events by Kind since New.
-type Stats struct {
-	Published, Spooled, Dropped [numKinds]uint64
-}
-
-// Stats returns the Publisher's counts. Drops caused by the spool's bound
-// are counted at Run's next tick (every 250 ms) and at shutdown.
-func (p *Publisher) Stats() Stats {
-	return Stats{
-		Published: p.published.snapshot(),
-		Spooled:   p.spooled.snapshot(),
-		Dropped:   p.dropped.snapshot(),
-	}
 }

@@ -1,4 +1,4 @@
-package events
+package publish
 
 import (
 	"io"
@@ -139,7 +139,7 @@ func TestPartition(t *testing.T) {
 			if longest > maxPublishCall {
 				t.Errorf("longest Publish call = %v; want under %v", longest, maxPublishCall)
 			}
-			st := p.Stats()
+			st := statsOf(p)
 			if sum(st.Dropped) != 0 {
 				t.Errorf("Stats().Dropped = %v; want none (the spool, not the memory queue, holds the backlog)", st.Dropped)
 			}

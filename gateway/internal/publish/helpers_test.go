@@ -1,4 +1,4 @@
-package events
+package publish
 
 import (
 	"context"
@@ -299,4 +299,19 @@ func ensureStreams(t testing.TB, nc *nats.Conn) {
 	if err := schema.EnsureStreams(context.Background(), js, 1, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stats counts a Publisher's events by Kind since New.
+type stats struct {
+	Published, Spooled, Dropped [numKinds]uint64
+}
+
+// statsOf returns p's counts. Drops caused by the spool's bound are
+// counted at Run's next tick (every 250 ms) and at shutdown.
+func statsOf(x any) stats {
+	p, ok := x.(*Publisher)
+	if !ok {
+		p = x.(*running).Publisher
+	}
+	return stats{Published: p.published.snapshot(), Spooled: p.spooled.snapshot(), Dropped: p.dropped.snapshot()}
 }

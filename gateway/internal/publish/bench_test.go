@@ -1,4 +1,4 @@
-package events
+package publish
 
 import (
 	"bufio"
@@ -88,7 +88,7 @@ func drainedPublisher(b *testing.B) *Publisher {
 }
 
 func checkNoDrops(b *testing.B, p *Publisher) {
-	if d := sum(p.Stats().Dropped); d > 0 {
+	if d := sum(statsOf(p).Dropped); d > 0 {
 		b.ReportMetric(float64(d), "dropped")
 	}
 }
@@ -118,14 +118,14 @@ func BenchmarkThroughput(b *testing.B) {
 		p.Publish(ev)
 		n++
 	}
-	for sum(p.Stats().Published)+sum(p.Stats().Dropped) < uint64(n) {
+	for sum(statsOf(p).Published)+sum(statsOf(p).Dropped) < uint64(n) {
 		time.Sleep(time.Millisecond)
 	}
 	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/event")
-	if d := sum(p.Stats().Dropped); d > 0 {
+	if d := sum(statsOf(p).Dropped); d > 0 {
 		b.ReportMetric(float64(d), "dropped")
 	}
 	p.stop(b)
@@ -150,7 +150,7 @@ func BenchmarkSpooling(b *testing.B) {
 		p.Publish(ev)
 		n++
 	}
-	for sum(p.Stats().Spooled)+sum(p.Stats().Dropped) < uint64(n) {
+	for sum(statsOf(p).Spooled)+sum(statsOf(p).Dropped) < uint64(n) {
 		time.Sleep(time.Millisecond)
 	}
 	b.StopTimer()

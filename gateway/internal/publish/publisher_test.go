@@ -1,8 +1,6 @@
-package events
+package publish
 
 import (
-	"context"
-	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -44,10 +42,10 @@ func TestPublishAll(t *testing.T) {
 			for i := range tt.n {
 				p.Publish(event(i))
 			}
-			eventually(t, 30*time.Second, "every event published", func() bool { return sum(p.Stats().Published) == uint64(tt.n) })
+			eventually(t, 30*time.Second, "every event published", func() bool { return sum(statsOf(p).Published) == uint64(tt.n) })
 			p.stop(t)
 			checkExactlyOnce(t, readStream(t, ns.url()), tt.n)
-			st := p.Stats()
+			st := statsOf(p)
 			if want := [numKinds]uint64{KindRequest: uint64(tt.n * 8 / 10), KindRejection: uint64(tt.n / 10), KindSample: uint64(tt.n / 10)}; st.Published != want {
 				t.Errorf("Stats().Published = %v; want %v", st.Published, want)
 			}
@@ -114,7 +112,7 @@ func TestOutage(t *testing.T) {
 	<-done
 	eventually(t, 60*time.Second, "the spool to drain", func() bool {
 		r, _ := sp.Depth()
-		return r == 0 && sum(p.Stats().Published) >= n
+		return r == 0 && sum(statsOf(p).Published) >= n
 	})
 	if s := p.State(); !s.Connected {
 		t.Errorf("State() after recovery = %v; want connected", s)
@@ -125,7 +123,7 @@ func TestOutage(t *testing.T) {
 	if longest > maxPublishCall {
 		t.Errorf("longest Publish call = %v; want under %v", longest, maxPublishCall)
 	}
-	st := p.Stats()
+	st := statsOf(p)
 	if sum(st.Spooled) == 0 {
 		t.Errorf("Stats().Spooled = %v; want events spooled during the outage", st.Spooled)
 	}
@@ -196,7 +194,7 @@ func TestSpoolFull(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // let the loop keep up: test the spool's bound, not the queue's
 		}
 	}
-	eventually(t, 10*time.Second, "every event spooled", func() bool { return sum(p.Stats().Spooled) == n })
+	eventually(t, 10*time.Second, "every event spooled", func() bool { return sum(statsOf(p).Spooled) == n })
 	kept, _ := sp.Depth()
 	ns.start()
 	eventually(t, 30*time.Second, "the spool to drain", func() bool {
@@ -205,7 +203,7 @@ func TestSpoolFull(t *testing.T) {
 	})
 	p.stop(t)
 
-	st := p.Stats()
+	st := statsOf(p)
 	if kept == 0 || kept >= n {
 		t.Fatalf("spool kept %d of %d events; want the bound to drop some", kept, n)
 	}
@@ -259,7 +257,7 @@ func TestShutdown(t *testing.T) {
 			}
 			p.stop(t) // at once: most events are still in memory
 			p.Publish(event(n))
-			st := p.Stats()
+			st := statsOf(p)
 			if d := sum(st.Dropped); d != 1 {
 				t.Errorf("Stats().Dropped = %v; want only the event published after the stop", st.Dropped)
 			}
@@ -360,7 +358,7 @@ func TestShutdownBound(t *testing.T) {
 			if got, _ := sp.Depth(); got != n {
 				t.Errorf("spool holds %d events; want all %d", got, n)
 			}
-			if st := r.Stats(); sum(st.Dropped) != 0 || sum(st.Published) != 0 {
+			if st := statsOf(r); sum(st.Dropped) != 0 || sum(st.Published) != 0 {
 				t.Errorf("Stats() = %+v; want nothing dropped or published", st)
 			}
 		})
@@ -386,66 +384,9 @@ func TestPublishNeverBlocks(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("1000 Publish calls on a full queue took %v", d)
 	}
-	if got := p.Stats().Dropped; sum(got) != 990 {
+	if got := statsOf(p).Dropped; sum(got) != 990 {
 		t.Errorf("Stats().Dropped = %v; want 990 in all", got)
 	}
-}
-
-func TestPublishSync(t *testing.T) {
-	ns := startNATS(t)
-	nc := connect(t, ns.url())
-	ensureStreams(t, nc)
-	sp := openSpool(t, t.TempDir(), 1<<20)
-	defer sp.Close()
-	p, err := New(nc, sp, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rollout := func(dep string, pct float64) *schema.RolloutChanged {
-		return &schema.RolloutChanged{Deployment: dep, Percentage: pct, Status: schema.StatusActive, Reason: "test", Actor: schema.ActorAdmin}
-	}
-	seq := func(n uint64) *uint64 { return &n }
-	var first uint64
-	tests := []struct {
-		name     string
-		d        schema.Data
-		expected func() *uint64
-		want     error
-	}{
-		{"first event, expecting none before", rollout("a", 1), func() *uint64 { return seq(0) }, nil},
-		{"no expectation", rollout("a", 2), func() *uint64 { return nil }, nil},
-		{"stale revision", rollout("a", 3), func() *uint64 { return seq(first) }, ErrConflict},
-		{"expecting none on a subject with events", rollout("a", 3), func() *uint64 { return seq(0) }, ErrConflict},
-		{"other deployment, expecting none", rollout("b", 5), func() *uint64 { return seq(0) }, nil},
-		{"invalid data", rollout("a", 101), func() *uint64 { return nil }, schema.ErrInvalidData},
-		{"not a gateway event", &schema.AnalysisEvaluated{}, func() *uint64 { return nil }, ErrUnknownData},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := p.PublishSync(context.Background(), tt.d, tt.expected())
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("PublishSync() = %d, %v; want error %v", got, err, tt.want)
-			}
-			if err == nil && got == 0 {
-				t.Errorf("PublishSync() sequence = 0; want the stored sequence")
-			}
-			if first == 0 {
-				first = got
-			}
-		})
-	}
-	t.Run("NATS down", func(t *testing.T) {
-		ns.stop()
-		eventually(t, 10*time.Second, "disconnect", func() bool { return nc.Status() != nats.CONNECTED })
-		start := time.Now()
-		_, err := p.PublishSync(context.Background(), rollout("a", 4), nil)
-		if !errors.Is(err, ErrUnavailable) {
-			t.Errorf("PublishSync() = %v; want ErrUnavailable", err)
-		}
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("PublishSync() with NATS down took %v; want a prompt error", d)
-		}
-	})
 }
 
 func TestStartWithoutNATS(t *testing.T) {
@@ -470,7 +411,7 @@ func TestStartWithoutNATS(t *testing.T) {
 	for i := range 100 {
 		p.Publish(event(i))
 	}
-	eventually(t, 10*time.Second, "events spooled", func() bool { return sum(p.Stats().Spooled) == 100 })
+	eventually(t, 10*time.Second, "events spooled", func() bool { return sum(statsOf(p).Spooled) == 100 })
 	ns.start()
 	eventually(t, 30*time.Second, "delivery", func() bool { r, _ := sp.Depth(); return r == 0 && p.State().Connected })
 	p.stop(t)
@@ -488,7 +429,7 @@ func TestStreamMissing(t *testing.T) {
 	for i := range 50 {
 		p.Publish(event(i))
 	}
-	eventually(t, 20*time.Second, "events spooled", func() bool { return sum(p.Stats().Spooled) == 50 })
+	eventually(t, 20*time.Second, "events spooled", func() bool { return sum(statsOf(p).Spooled) == 50 })
 	if s := p.State(); s.Connected {
 		t.Errorf("State() = %v; want degraded while events are refused", s)
 	}
@@ -529,7 +470,7 @@ func TestConcurrentPublish(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	eventually(t, 30*time.Second, "every event published", func() bool { return sum(p.Stats().Published) == 2000 })
+	eventually(t, 30*time.Second, "every event published", func() bool { return sum(statsOf(p).Published) == 2000 })
 	p.stop(t)
 	checkExactlyOnce(t, readStream(t, ns.url()), 2000)
 }

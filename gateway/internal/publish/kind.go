@@ -1,4 +1,4 @@
-package events
+package publish
 
 import schema "github.com/graygate/graygate/schemas/events"
 
@@ -11,10 +11,11 @@ const (
 	KindRejection             // graygate.request.rejected
 	KindSample                // graygate.sample.malformed
 	KindRollout               // graygate.rollout.changed
+	KindStats                 // graygate.stats.interval
 	numKinds
 )
 
-var kindNames = [numKinds]string{"request", "rejection", "sample", "rollout"}
+var kindNames = [numKinds]string{"request", "rejection", "sample", "rollout", "stats"}
 
 // String returns the metric label of k.
 func (k Kind) String() string {
@@ -35,6 +36,8 @@ func kindOf(d schema.Data) (Kind, bool) {
 		return KindSample, true
 	case *schema.RolloutChanged:
 		return KindRollout, true
+	case *schema.StatsInterval:
+		return KindStats, true
 	}
 	return 0, false
 }

@@ -1,0 +1,442 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/stats"
+	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/gateway/internal/upstream"
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// sink is a Publisher that keeps every event after checking that the
+// gateway's publisher could encode it (an event that fails here would be
+// dropped as "not encodable").
+type sink struct {
+	t   *testing.T
+	mu  sync.Mutex
+	evs []events.Data
+}
+
+func (s *sink) Publish(d events.Data) {
+	env, err := events.NewEnvelope(d.EventType(), "gateway/test", d, time.Now(), "")
+	if err == nil {
+		err = events.Validate(env.Type, env.Data)
+	}
+	if err != nil {
+		s.t.Errorf("event %s not publishable: %v", d.EventType(), err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evs = append(s.evs, d)
+}
+
+func (s *sink) take() []events.Data {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.evs
+	s.evs = nil
+	return out
+}
+
+func TestMeasureOutcome(t *testing.T) {
+	tests := []struct {
+		name string
+		m    Measure
+		want events.Outcome
+	}{
+		{"2xx", Measure{Status: 200, ErrorType: ErrTypeNone}, events.OutcomeOK},
+		{"primary 4xx passed through", Measure{Status: 404, ErrorType: ErrTypeCallerBadRequest}, events.OutcomeUpstream4xx},
+		{"primary 429 passed through", Measure{Status: 429, ErrorType: ErrTypeCallerBadRequest}, events.OutcomeUpstream5xx},
+		{"primary 408 passed through", Measure{Status: 408, ErrorType: ErrTypeCallerBadRequest}, events.OutcomeUpstream5xx},
+		{"primary 5xx answered 502", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(503)}, events.OutcomeUpstream5xx},
+		{"primary 3xx answered 502", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(302)}, events.OutcomeUpstreamError},
+		{"primary invalid JSON", Measure{Status: 502, ErrorType: ErrTypeUpstreamInvalidJSON}, events.OutcomeInvalidJSON},
+		{"primary timeout", Measure{Status: 504, ErrorType: ErrTypeUpstreamTimeout, Outcome: outcomeOfErr(upstream.ErrTimeout)}, events.OutcomeTimeout},
+		{"primary cap reached", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: outcomeOfErr(upstream.ErrTooLarge)}, events.OutcomeUpstreamError},
+		{"primary unreachable", Measure{Status: 502, ErrorType: ErrTypeUpstreamUnreachable, Outcome: outcomeOfErr(errors.New("connection refused"))}, events.OutcomeUpstreamError},
+		{"client left mid-stream", Measure{Status: 200, ErrorType: ErrTypeCallerCancelled}, events.OutcomeCancelled},
+		{"client left, upstream aborted", Measure{ErrorType: ErrTypeCallerCancelled, Outcome: outcomeOfErr(upstream.ErrAborted)}, events.OutcomeCancelled},
+		{"gray schema violation", Measure{Status: 200, ErrorType: ErrTypeUpstreamSchema, Reason: filter.SchemaViolation}, events.OutcomeSchemaViolation},
+		{"gray content not JSON", Measure{Status: 200, ErrorType: ErrTypeUpstreamInvalidJSON, Reason: filter.InvalidJSON}, events.OutcomeInvalidJSON},
+		{"gray observed schema violation", Measure{Status: 200, ErrorType: ErrTypeNone, Reason: filter.SchemaViolation}, events.OutcomeSchemaViolation},
+		{"gray 500", Measure{Status: 500, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstream5xx},
+		{"gray 404", Measure{Status: 404, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstream4xx},
+		{"gray status out of range", Measure{Status: 600, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstreamError},
+		{"gray 2xx without a stream", Measure{Status: 200, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamError}, events.OutcomeUpstreamError},
+		{"gray observed 2xx without a stream", Measure{Status: 200, Reason: filter.UpstreamStatus, ErrorType: ErrTypeUpstreamStatus, Outcome: answeredNotAStream(200)}, events.OutcomeUpstreamError},
+		{"gray timeout", Measure{ErrorType: ErrTypeUpstreamTimeout, Reason: filter.Timeout}, events.OutcomeTimeout},
+		{"gray aborted by the client", Measure{ErrorType: ErrTypeCallerCancelled, Reason: filter.UpstreamError, Outcome: outcomeOfErr(upstream.ErrAborted)}, events.OutcomeCancelled},
+		{"gray replay the client left", Measure{Status: 200, ErrorType: ErrTypeCallerCancelled, Outcome: events.OutcomeOK}, events.OutcomeOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.m.outcome(); got != tt.want {
+				t.Errorf("outcome(%+v) = %s; want %s", tt.m, got, tt.want)
+			}
+		})
+	}
+}
+
+// statsGateway serves cfg with an aggregator the test flushes by hand.
+func statsGateway(t *testing.T, cfg *config.Config) (gw, *stats.Aggregator, *sink, *recorder) {
+	t.Helper()
+	sk := &sink{t: t}
+	agg := stats.New(stats.Options{Gateway: "gw-test/abc123", Publisher: sk})
+	rec := &recorder{}
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(rec), WithStats(agg))
+	testenv.Must(t, err)
+	return serveServer(t, s), agg, sk, rec
+}
+
+// flushArms publishes the aggregator's interval and returns its entries
+// of deployment qwen as "arm/stream" → entry.
+func flushArms(t *testing.T, agg *stats.Aggregator, sk *sink) map[string]events.ArmStats {
+	t.Helper()
+	agg.Flush(time.Now().Truncate(time.Second))
+	out := map[string]events.ArmStats{}
+	for _, d := range sk.take() {
+		ev := d.(*events.StatsInterval)
+		if ev.Deployment != "qwen" || ev.Gateway != "gw-test/abc123" {
+			t.Errorf("statistics of %q by %q; want qwen by gw-test/abc123", ev.Deployment, ev.Gateway)
+		}
+		for _, a := range ev.Arms {
+			out[fmt.Sprintf("%s/%v", a.Arm, a.Stream)] = a
+		}
+	}
+	return out
+}
+
+func outcomesOf(arms map[string]events.ArmStats) string {
+	var parts []string
+	for k, a := range arms {
+		for _, o := range events.AllOutcomes {
+			if n := a.Outcomes.Count(o); n > 0 {
+				parts = append(parts, fmt.Sprintf("%s:%s=%d", k, o, n))
+			}
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// TestAttemptStatistics drives real upstreams into every outcome and
+// checks the entries of the interval: a fallback counts gray's attempt in
+// arm gray and primary's answer in arm primary.
+func TestAttemptStatistics(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t)
+	cfg := grayConfig(t, primary.URL, gray.URL, 0)
+	cfg.Deployments["qwen"].Primary.Timeout = 400 * time.Millisecond
+	g, agg, sk, rec := statsGateway(t, cfg)
+	const stream = `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	force := []string{"X-Gray-Rollout", "true"}
+	cases := []struct {
+		name    string
+		grayMk  map[string]any
+		body    string
+		headers []string
+		want    string // outcomesOf the interval
+		check   func(t *testing.T, arms map[string]events.ArmStats)
+	}{
+		{"gray ok", nil, chatBody, force, "gray/false:ok=1", func(t *testing.T, arms map[string]events.ArmStats) {
+			a := arms["gray/false"]
+			if a.CompletionTokens.Count != 1 || a.PromptTokens.Count != 1 || a.Latency.Measured() != 1 || a.TTFT.Total() != 0 {
+				t.Errorf("gray ok: tokens %d/%d latency %d ttft %d; want 1/1, 1, none", a.PromptTokens.Count, a.CompletionTokens.Count, a.Latency.Measured(), a.TTFT.Total())
+			}
+		}},
+		{"fallback on schema break", map[string]any{"content": "schema-break"}, chatBody, force,
+			"gray/false:schema_violation=1 primary/false:ok=1", func(t *testing.T, arms map[string]events.ArmStats) {
+				if arms["gray/false"].CompletionTokens.Count != 1 {
+					t.Errorf("a schema violation carries tokens; got %+v", arms["gray/false"].CompletionTokens)
+				}
+			}},
+		{"fallback on invalid JSON", map[string]any{"content": "invalid-json"}, chatBody, force, "gray/false:invalid_json=1 primary/false:ok=1", nil},
+		{"fallback on gray 500", map[string]any{"status": 500}, chatBody, force, "gray/false:upstream_5xx=1 primary/false:ok=1", nil},
+		{"fallback on gray 429", map[string]any{"status": 429}, chatBody, force, "gray/false:upstream_5xx=1 primary/false:ok=1", nil},
+		{"fallback on gray 404", map[string]any{"status": 404}, chatBody, force, "gray/false:upstream_4xx=1 primary/false:ok=1", nil},
+		{"fallback on gray timeout", map[string]any{"hang": true}, chatBody, force, "gray/false:timeout=1 primary/false:ok=1",
+			func(t *testing.T, arms map[string]events.ArmStats) {
+				if a := arms["gray/false"]; a.Latency.Overflow != 1 || a.TTFT.Total() != 0 {
+					t.Errorf("gray timeout: latency overflow %d, ttft %d; want 1 and none (not streamed)", a.Latency.Overflow, a.TTFT.Total())
+				}
+			}},
+		{"gray stream ok", nil, stream, force, "gray/true:ok=1", func(t *testing.T, arms map[string]events.ArmStats) {
+			if a := arms["gray/true"]; a.TTFT.Measured() != 1 || a.Latency.Measured() != 1 {
+				t.Errorf("gray stream: ttft %d latency %d; want 1 and 1", a.TTFT.Measured(), a.Latency.Measured())
+			}
+		}},
+		{"gray stream timeout before the first token", map[string]any{"hang": true}, stream, force, "gray/true:timeout=1 primary/true:ok=1",
+			func(t *testing.T, arms map[string]events.ArmStats) {
+				if a := arms["gray/true"]; a.TTFT.Overflow != 1 || a.Latency.Overflow != 1 {
+					t.Errorf("gray stream timeout: ttft overflow %d latency overflow %d; want 1 and 1", a.TTFT.Overflow, a.Latency.Overflow)
+				}
+				if a := arms["primary/true"]; a.TTFT.Measured() != 1 {
+					t.Errorf("primary stream: ttft %d; want 1", a.TTFT.Measured())
+				}
+			}},
+		{"primary 500", nil, chatBody, []string{"x-mock-status", "500"}, "primary/false:upstream_5xx=1", nil},
+		{"primary 429", nil, chatBody, []string{"x-mock-status", "429"}, "primary/false:upstream_5xx=1", nil},
+		{"primary 400", nil, chatBody, []string{"x-mock-status", "400"}, "primary/false:upstream_4xx=1", nil},
+		{"primary timeout", nil, chatBody, []string{"x-mock-hang", "true"}, "primary/false:timeout=1", nil},
+		{"primary stream broken off", nil, stream, []string{"x-mock-drop-after", "2"}, "primary/true:upstream_error=1",
+			func(t *testing.T, arms map[string]events.ArmStats) {
+				if a := arms["primary/true"]; a.TTFT.Measured() != 1 || a.CompletionTokens.Count != 0 {
+					t.Errorf("broken stream: ttft %d tokens %d; want a TTFT and no tokens", a.TTFT.Measured(), a.CompletionTokens.Count)
+				}
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			gray.Configure(t, map[string]any{"content": nil, "status": nil, "hang": nil})
+			if len(c.grayMk) > 0 {
+				gray.Configure(t, c.grayMk)
+			}
+			rec.reset()
+			flushArms(t, agg, sk)
+			post(t, g.url, c.body, c.headers...)
+			rec.waitRecords(t, 1)
+			arms := flushArms(t, agg, sk)
+			if got := outcomesOf(arms); got != c.want {
+				t.Errorf("outcomes %s; want %s", got, c.want)
+			}
+			if c.check != nil {
+				c.check(t, arms)
+			}
+		})
+	}
+}
+
+func TestShadowStatistics(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t)
+	cfg := grayConfig(t, primary.URL, gray.URL, 100)
+	cfg.Deployments["qwen"].Rollout.Mode = config.ModeShadow
+	g, agg, sk, rec := statsGateway(t, cfg)
+	gray.Configure(t, map[string]any{"content": "schema-break"})
+	post(t, g.url, chatBody)
+	rec.waitRecords(t, 2) // primary's and the shadow copy's
+	if got, want := outcomesOf(flushArms(t, agg, sk)), "primary/false:ok=1 shadow/false:schema_violation=1"; got != want {
+		t.Errorf("outcomes %s; want %s", got, want)
+	}
+}
+
+func TestRequestLog(t *testing.T) {
+	fallback := &Measure{Status: 500, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}
+	records := []struct {
+		name string
+		r    Record
+	}{
+		{"primary 200", Record{Arm: "primary", Measure: Measure{Status: 200}}},
+		{"primary 404", Record{Arm: "primary", Measure: Measure{Status: 404, ErrorType: ErrTypeCallerBadRequest}}},
+		{"primary 502", Record{Arm: "primary", Measure: Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus}}},
+		{"primary 504", Record{Arm: "primary", Measure: Measure{Status: 504, ErrorType: ErrTypeUpstreamTimeout}}},
+		{"gray", Record{Arm: "gray", Measure: Measure{Status: 200}}},
+		{"fallback", Record{Arm: "fallback", FallbackReason: filter.UpstreamStatus, Measure: Measure{Status: 200}, Gray: fallback}},
+		{"shadow", Record{Arm: "shadow", Measure: Measure{Status: 200}}},
+		{"primary mirrored", Record{Arm: "primary", Mirrored: true, Measure: Measure{Status: 200}}},
+	}
+	want := map[string]string{ // which records each level publishes
+		config.RequestLogAll:  "primary 200,primary 404,primary 502,primary 504,gray,fallback,shadow,primary mirrored",
+		config.RequestLogGray: "primary 502,primary 504,gray,fallback,shadow,primary mirrored",
+		"":                    "primary 502,primary 504,gray,fallback,shadow,primary mirrored",
+		config.RequestLogOff:  "",
+	}
+	for level, w := range want {
+		t.Run("request_log="+level, func(t *testing.T) {
+			sk := &sink{t: t}
+			o := EventObserver{P: sk, RequestLog: level}
+			var got []string
+			for _, rc := range records {
+				r := rc.r
+				r.RequestID, r.Route, r.Deployment, r.Model = "req-1", "agent-chat", "qwen", "m"
+				before := len(sk.evs)
+				o.Completed(&r)
+				if len(sk.evs) > before {
+					got = append(got, rc.name)
+				}
+			}
+			if g := strings.Join(got, ","); g != w {
+				t.Errorf("published %q; want %q", g, w)
+			}
+			// Rejections and samples are published at every level.
+			o.Rejected(&Rejection{RequestID: "r", Route: "agent-chat", Code: CodeNoEligible, Detail: "none"})
+			o.Sampled(&Sample{RequestID: "r", Deployment: "qwen", Arm: "gray", Model: "m", Reason: filter.Timeout})
+			evs := sk.take()
+			if n := len(evs); n != len(got)+2 {
+				t.Errorf("%d events after a rejection and a sample; want %d", n, len(got)+2)
+			}
+		})
+	}
+}
+
+func TestEventsClampUpstreamValues(t *testing.T) {
+	sk := &sink{t: t}
+	o := EventObserver{P: sk, RequestLog: config.RequestLogAll}
+	o.Completed(&Record{
+		RequestID: "req-1", Route: "agent-chat", Deployment: "qwen", Arm: "fallback", Model: "m",
+		FallbackReason: filter.UpstreamStatus,
+		Measure:        Measure{Status: 700, ErrorType: ErrTypeNone, PromptTokens: -3, CompletionTokens: 5},
+		Gray:           &Measure{Status: 1000, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus, CompletionTokens: -1},
+	})
+	o.Sampled(&Sample{RequestID: "req-1", Deployment: "qwen", Arm: "gray", Model: "m", Reason: filter.UpstreamStatus, Status: 42})
+	evs := sk.take()
+	if len(evs) != 2 {
+		t.Fatalf("%d events; want the request and the sample (none dropped)", len(evs))
+	}
+	r := evs[0].(*events.RequestCompleted)
+	if r.Status != 0 || r.ErrorType != events.ErrorUpstreamInvalidJSON || r.PromptTokens != 0 || r.CompletionTokens != 5 || !r.UsageEstimated {
+		t.Errorf("request = status %d %s tokens %d/%d estimated %v; want 0 upstream_invalid_json 0/5 true",
+			r.Status, r.ErrorType, r.PromptTokens, r.CompletionTokens, r.UsageEstimated)
+	}
+	if r.Gray.Status != 0 || r.Gray.ErrorType != events.ErrorUpstreamInvalidJSON || r.Gray.CompletionTokens != 0 {
+		t.Errorf("gray = %+v; want status 0, upstream_invalid_json, 0 tokens", r.Gray)
+	}
+	if s := evs[1].(*events.SampleMalformed); s.Status != 0 {
+		t.Errorf("sample status %d; want 0", s.Status)
+	}
+}
+
+// TestHostileUpstreamValues runs an upstream that reports negative usage
+// and, as gray, a status outside HTTP's range: every event is still built,
+// and the statistics hold.
+func TestHostileUpstreamValues(t *testing.T) {
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), "qwen2.5-32b-v2") { // gray's model
+			w.WriteHeader(799)
+			io.WriteString(w, `{"error":"odd"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"{}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":-7,"completion_tokens":-2,"total_tokens":-9}}`)
+	}))
+	t.Cleanup(hostile.Close)
+	cfg := grayConfig(t, hostile.URL, hostile.URL, 0)
+	cfg.Deployments["qwen"].Rollout.SchemaJSON = nil
+	sk := &sink{t: t}
+	agg := stats.New(stats.Options{Gateway: "gw-test/abc123", Publisher: sk})
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(EventObserver{P: sk, RequestLog: config.RequestLogAll}), WithStats(agg))
+	testenv.Must(t, err)
+	g := serveServer(t, s)
+
+	post(t, g.url, chatBody)
+	post(t, g.url, chatBody, "X-Gray-Rollout", "true")
+	testenv.WaitFor(t, 5*time.Second, "two request events and a sample", func() bool {
+		sk.mu.Lock()
+		defer sk.mu.Unlock()
+		return len(sk.evs) >= 3
+	})
+	var completed []*events.RequestCompleted
+	for _, d := range sk.take() {
+		if r, ok := d.(*events.RequestCompleted); ok {
+			completed = append(completed, r)
+		}
+	}
+	if len(completed) != 2 {
+		t.Fatalf("%d request events; want 2", len(completed))
+	}
+	if r := completed[0]; r.PromptTokens != 0 || r.CompletionTokens != 0 || !r.UsageEstimated {
+		t.Errorf("negative usage: tokens %d/%d estimated %v; want 0/0 true", r.PromptTokens, r.CompletionTokens, r.UsageEstimated)
+	}
+	if r := completed[1]; r.Gray == nil || r.Gray.Status != 0 || r.Gray.ErrorType != events.ErrorUpstreamInvalidJSON {
+		t.Errorf("gray status 799: gray = %+v; want status 0 upstream_invalid_json", r.Gray)
+	}
+	agg.Flush(time.Now().Truncate(time.Second))
+	evs := sk.take()
+	if len(evs) != 1 {
+		t.Fatalf("%d statistics; want 1", len(evs))
+	}
+	st := evs[0].(*events.StatsInterval)
+	var gray, primary events.ArmStats
+	for _, a := range st.Arms {
+		if a.Arm == events.ArmGray {
+			gray = a
+		} else {
+			primary = a
+		}
+	}
+	if gray.Outcomes.UpstreamError != 1 || primary.Outcomes.OK != 2 || primary.CompletionTokens.Min < 0 || primary.PromptTokens.Count != 0 {
+		t.Errorf("statistics gray %+v primary %+v; want gray upstream_error, primary 2 ok with no negative tokens", gray.Outcomes, primary)
+	}
+}
+
+// TestNoEligibleRejectionPublished: the code is in the contract now, so
+// the rejection is an event that encodes.
+func TestNoEligibleRejectionPublished(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := bandsConfig(mock.URL, mock.URL, mock.URL)
+	cfg.Routing.Routes[0].Candidates = cfg.Routing.Routes[0].Candidates[:1]
+	sk := &sink{t: t}
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(EventObserver{P: sk}))
+	testenv.Must(t, err)
+	g := serveServer(t, s)
+	if resp, _ := post(t, g.url, bodyOfTokens("agent-chat", 40000)); resp.StatusCode != 400 {
+		t.Fatalf("status %d; want 400", resp.StatusCode)
+	}
+	evs := sk.take()
+	if len(evs) != 1 {
+		t.Fatalf("%d events; want the rejection", len(evs))
+	}
+	if r, ok := evs[0].(*events.RequestRejected); !ok || r.Code != events.CodeNoEligibleDeployment {
+		t.Errorf("event %+v; want a no_eligible_deployment rejection", evs[0])
+	}
+}
+
+// TestCancelledAttempts: a client that leaves mid-stream, or while the
+// gateway still waits for primary's headers, makes a cancelled attempt
+// that enters no histogram.
+func TestCancelledAttempts(t *testing.T) {
+	mock := testenv.StartMock(t, "--inter-token", "200ms", "--completion-tokens", "15")
+	g, agg, sk, _ := statsGateway(t, testConfig(mock.URL))
+	leave := func(after time.Duration, headers ...string) {
+		ctx, cancel := context.WithTimeout(context.Background(), after)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"agent-chat","stream":true,"messages":[]}`))
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		after   time.Duration
+		headers []string
+	}{
+		{"mid-stream", 600 * time.Millisecond, nil},
+		{"waiting for headers", 1500 * time.Millisecond, []string{"x-mock-latency", "3s"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			flushArms(t, agg, sk)
+			leave(c.after, c.headers...)
+			var got events.ArmStats
+			testenv.WaitFor(t, 5*time.Second, "the cancelled attempt", func() bool {
+				for _, a := range flushArms(t, agg, sk) {
+					got.Merge(&a)
+				}
+				return got.Requests > 0
+			})
+			if got.Requests != 1 || got.Outcomes.Cancelled != 1 || got.Latency.Total() != 0 || got.TTFT.Total() != 0 {
+				t.Errorf("requests %d outcomes %+v latency %d ttft %d; want one cancelled attempt in no histogram",
+					got.Requests, got.Outcomes, got.Latency.Total(), got.TTFT.Total())
+			}
+		})
+	}
+}

@@ -1,0 +1,386 @@
+// Package stats aggregates the gateway's upstream attempts into per-arm
+// statistics (SPEC §7 "Per-arm statistics"): per deployment, arm, stream
+// class and endpoint, the attempts that ended in each stats_interval,
+// published as one graygate.stats.interval event per deployment with
+// traffic. The analyzer reads these instead of one event per request, so
+// the cost of its input does not grow with the request rate.
+//
+// The request path calls Deployment.Record once per attempt: a mutex per
+// deployment, fixed slots, histograms that keep their storage from one
+// interval to the next — no allocation in steady state. Run swaps each
+// deployment's table at every interval boundary and hands the filled one
+// to the Publisher (the gateway's spool-backed JetStream publisher, which
+// keeps the event's UUIDv5 id, so a statistic republished after an outage
+// counts once).
+package stats
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/histogram"
+)
+
+// Publisher takes events without blocking (the gateway's publish.Publisher).
+type Publisher interface {
+	Publish(events.Data)
+}
+
+// Attempt is one upstream attempt (primary, gray or shadow) that ended.
+type Attempt struct {
+	// Arm is ArmPrimary, ArmGray or ArmShadow: for a fallback the gray
+	// attempt is gray and primary's answer primary.
+	Arm events.Arm
+	// Stream is true for a streamed request.
+	Stream   bool
+	Endpoint events.Endpoint
+	// PromptVersion and PromptHash name the arm's prompt; "" without one.
+	PromptVersion, PromptHash string
+	Outcome                   events.Outcome
+	// PromptTokens (when PromptReported) and CompletionTokens count only
+	// for the outcomes ok and schema_violation.
+	PromptTokens, CompletionTokens int64
+	PromptReported                 bool
+	// TTFT is the time from the attempt's start to its first chunk with
+	// output; Output says whether such a chunk arrived (streams only).
+	TTFT   time.Duration
+	Output bool
+	// Latency is the attempt's whole time.
+	Latency time.Duration
+	// ToolSteps (SPEC §6.5) and RepeatedToolCall describe the answer.
+	ToolSteps        int
+	RepeatedToolCall bool
+}
+
+// Aggregator collects attempts per deployment and publishes them every
+// interval. Create it with New, get each deployment's handle with
+// Deployment before serving, call Run once.
+type Aggregator struct {
+	gateway  string
+	interval time.Duration
+	pub      Publisher // nil: statistics are computed (and metrics kept) but not published
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu          sync.Mutex
+	deployments []*Deployment
+	byName      map[string]*Deployment
+}
+
+// Options tune an Aggregator. Zero values take the defaults.
+type Options struct {
+	// Gateway is the gateway field: default GatewayName().
+	Gateway string
+	// Interval is gateway.stats_interval; default 1s. It should divide an
+	// hour (config validation makes sure).
+	Interval time.Duration
+	// Publisher receives the events; nil publishes none.
+	Publisher Publisher
+	// Log receives events that could not be built; nil discards.
+	Log *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// New returns an Aggregator.
+func New(opts Options) *Aggregator {
+	if opts.Gateway == "" {
+		opts.Gateway = GatewayName()
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Aggregator{
+		gateway: opts.Gateway, interval: opts.Interval, pub: opts.Publisher, log: opts.Log, now: opts.Now,
+		byName: map[string]*Deployment{},
+	}
+}
+
+// Gateway returns the gateway field of this Aggregator's events.
+func (a *Aggregator) Gateway() string { return a.gateway }
+
+// GatewayName returns the hostname, "/", and six random hex digits drawn
+// now: a restarted gateway is a new publisher, so its statistics never
+// share an id with the ones its predecessor published.
+func GatewayName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	name := host + "/" + hex.EncodeToString(b[:])
+	if len(name) > events.MaxGatewayLen {
+		name = name[len(name)-events.MaxGatewayLen:]
+	}
+	return name
+}
+
+// Deployment returns the handle of the named deployment (a configured
+// name: it becomes a subject and a label), creating it on the first call.
+func (a *Aggregator) Deployment(name string) *Deployment {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if d, ok := a.byName[name]; ok {
+		return d
+	}
+	d := newDeployment(name)
+	a.byName[name] = d
+	a.deployments = append(a.deployments, d)
+	return d
+}
+
+// Run publishes each interval's statistics at its end, until ctx ends;
+// then it publishes the partial interval under way (so a stopping gateway
+// loses nothing it measured) and returns nil. The publisher must still
+// accept events when Run returns.
+func (a *Aggregator) Run(ctx context.Context) error {
+	start := a.now().Truncate(a.interval)
+	timer := time.NewTimer(time.Until(start.Add(a.interval)))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.Flush(start)
+			return nil
+		case <-timer.C:
+		}
+		a.Flush(start)
+		next := start.Add(a.interval)
+		if now := a.now(); now.Sub(next) >= a.interval {
+			next = now.Truncate(a.interval) // the clock jumped, or we slept
+		}
+		start = next
+		timer.Reset(time.Until(start.Add(a.interval)))
+	}
+}
+
+// Flush publishes, for every deployment with attempts since the last
+// Flush, one event dated start (which should be a multiple of the
+// interval since the epoch), and starts a new interval. Run calls it; it
+// must not be called concurrently with itself.
+func (a *Aggregator) Flush(start time.Time) {
+	a.mu.Lock()
+	ds := slices.Clone(a.deployments)
+	a.mu.Unlock()
+	for _, d := range ds {
+		ev := d.take(a.gateway, start.UTC(), a.interval)
+		if ev == nil {
+			continue
+		}
+		if err := ev.Check(); err != nil {
+			// Never expected: Record keeps the rules. Say so loudly
+			// rather than publish what consumers would skip.
+			a.log.Error("statistics not publishable: dropped", "deployment", d.name, "err", err)
+			continue
+		}
+		if a.pub != nil {
+			a.pub.Publish(ev)
+		}
+	}
+}
+
+// slots: arm (primary, gray, shadow) × stream × endpoint.
+const (
+	numArms      = 3
+	numEndpoints = 4
+	numSlots     = numArms * 2 * numEndpoints
+)
+
+var armOrder = [numArms]events.Arm{events.ArmPrimary, events.ArmGray, events.ArmShadow}
+
+func armIndex(a events.Arm) int {
+	switch a {
+	case events.ArmPrimary:
+		return 0
+	case events.ArmGray:
+		return 1
+	case events.ArmShadow:
+		return 2
+	}
+	return -1
+}
+
+func endpointIndex(e events.Endpoint) int {
+	switch e {
+	case events.EndpointChat:
+		return 0
+	case events.EndpointCompletions:
+		return 1
+	case events.EndpointResponses:
+		return 2
+	case events.EndpointEmbeddings:
+		return 3
+	}
+	return -1
+}
+
+// numOutcomes is len(events.AllOutcomes).
+const numOutcomes = 8
+
+// outcomeIndex is o's index in events.AllOutcomes, -1 outside the set.
+func outcomeIndex(o events.Outcome) int {
+	switch o {
+	case events.OutcomeOK:
+		return 0
+	case events.OutcomeSchemaViolation:
+		return 1
+	case events.OutcomeInvalidJSON:
+		return 2
+	case events.OutcomeUpstream4xx:
+		return 3
+	case events.OutcomeUpstream5xx:
+		return 4
+	case events.OutcomeTimeout:
+		return 5
+	case events.OutcomeUpstreamError:
+		return 6
+	case events.OutcomeCancelled:
+		return 7
+	}
+	return -1
+}
+
+// table is one interval's statistics of a deployment.
+type table struct {
+	used  uint32 // bit i: slots[i] has attempts
+	slots [numSlots]events.ArmStats
+}
+
+// Deployment aggregates one deployment's attempts. Its methods are safe
+// for concurrent use.
+type Deployment struct {
+	name string
+	m    metricsSet
+
+	mu         sync.Mutex
+	cur, spare *table
+}
+
+func newDeployment(name string) *Deployment {
+	return &Deployment{name: name, m: newMetrics(name), cur: new(table), spare: new(table)}
+}
+
+// Record counts one attempt that ended now, and the attempt and token
+// metrics. An attempt with an arm, endpoint or outcome outside its closed
+// set is ignored. It does not block beyond the deployment's mutex and does
+// not allocate once the histograms have room for the attempts' range.
+func (d *Deployment) Record(at *Attempt) {
+	ai, ei, oi := armIndex(at.Arm), endpointIndex(at.Endpoint), outcomeIndex(at.Outcome)
+	if ai < 0 || ei < 0 || oi < 0 {
+		return
+	}
+	slot := ai*2*numEndpoints + ei
+	if at.Stream {
+		slot += numEndpoints
+	}
+	answered := at.Outcome == events.OutcomeOK || at.Outcome == events.OutcomeSchemaViolation
+	prompt, completion := max(at.PromptTokens, 0), max(at.CompletionTokens, 0)
+
+	d.mu.Lock()
+	t := d.cur
+	s := &t.slots[slot]
+	if t.used&(1<<slot) == 0 {
+		t.used |= 1 << slot
+		s.Arm, s.Stream, s.Endpoint = at.Arm, at.Stream, at.Endpoint
+	}
+	s.ArmPromptVersion, s.ArmPromptHash = at.PromptVersion, at.PromptHash
+	s.Requests++
+	s.Outcomes.Add(at.Outcome)
+	if answered {
+		if at.PromptReported {
+			s.PromptTokens.Add(float64(prompt))
+		}
+		s.CompletionTokens.Add(float64(completion))
+		s.ToolSteps.Count++
+		s.ToolSteps.Sum += int64(max(at.ToolSteps, 0))
+		if at.ToolSteps > events.ToolLoopSteps || at.RepeatedToolCall {
+			s.ToolLoops++
+		}
+	}
+	switch at.Outcome {
+	case events.OutcomeCancelled:
+		// The client left: the attempt's times say nothing of the arm.
+	case events.OutcomeTimeout:
+		if at.Stream {
+			if at.Output {
+				s.TTFT.Add(millis(at.TTFT))
+			} else {
+				s.TTFT.AddOverflow()
+			}
+		}
+		s.Latency.AddOverflow()
+	default:
+		if at.Stream && at.Output {
+			s.TTFT.Add(millis(at.TTFT))
+		}
+		s.Latency.Add(millis(at.Latency))
+	}
+	d.mu.Unlock()
+
+	d.m.attempts[ai][oi].Inc()
+	if answered {
+		if at.PromptReported && prompt > 0 {
+			d.m.tokens[ai][0].Add(int(prompt))
+		}
+		if completion > 0 {
+			d.m.tokens[ai][1].Add(int(completion))
+		}
+	}
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// take swaps the deployment's table and returns its statistics as an
+// event (nil without attempts); the table is emptied, keeping its
+// histograms' storage for the interval after next.
+func (d *Deployment) take(gateway string, start time.Time, interval time.Duration) *events.StatsInterval {
+	d.mu.Lock()
+	t := d.cur
+	d.cur, d.spare = d.spare, t
+	d.mu.Unlock()
+	if t.used == 0 {
+		return nil
+	}
+	ev := &events.StatsInterval{
+		Deployment: d.name, Gateway: gateway, IntervalStart: start,
+		IntervalSeconds: interval.Seconds(), Arms: make([]events.ArmStats, 0, 2),
+	}
+	for i := range t.slots {
+		if t.used&(1<<i) == 0 {
+			continue
+		}
+		s := &t.slots[i]
+		out := *s
+		out.TTFT, out.Latency = ownTrimmed(&s.TTFT), ownTrimmed(&s.Latency)
+		ev.Arms = append(ev.Arms, out)
+		ttft, lat := s.TTFT, s.Latency
+		ttft.Reset()
+		lat.Reset()
+		*s = events.ArmStats{TTFT: ttft, Latency: lat}
+	}
+	t.used = 0
+	return ev
+}
+
+// ownTrimmed returns a copy of h with its own storage, without empty bins
+// at either end.
+func ownTrimmed(h *histogram.Log) histogram.Log {
+	c := *h
+	c.Trim()
+	c.Counts = slices.Clone(c.Counts)
+	return c
+}

@@ -1,0 +1,36 @@
+package stats
+
+import (
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/graygate/graygate/gateway/internal/telemetry"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+func init() {
+	telemetry.SetHelp("graygate_attempts_total", "Upstream attempts by deployment, arm (primary, gray, shadow) and outcome (SPEC §7).")
+	telemetry.SetHelp("graygate_tokens_total", "Prompt and completion tokens of the attempts that returned an answer, by deployment, arm and kind.")
+}
+
+// metricsSet holds a deployment's counters, created up front so that
+// Record does no lookup. Every label value is a configured deployment name
+// or a member of a closed set.
+type metricsSet struct {
+	attempts [numArms][numOutcomes]*metrics.Counter // by events.AllOutcomes index
+	tokens   [numArms][2]*metrics.Counter
+}
+
+func newMetrics(deployment string) metricsSet {
+	var m metricsSet
+	for i, arm := range armOrder {
+		for j, o := range events.AllOutcomes {
+			m.attempts[i][j] = metrics.GetOrCreateCounter(`graygate_attempts_total{deployment="` + deployment +
+				`",arm="` + string(arm) + `",outcome="` + string(o) + `"}`)
+		}
+		for j, kind := range [2]string{"prompt", "completion"} {
+			m.tokens[i][j] = metrics.GetOrCreateCounter(`graygate_tokens_total{deployment="` + deployment +
+				`",arm="` + string(arm) + `",kind="` + kind + `"}`)
+		}
+	}
+	return m
+}
