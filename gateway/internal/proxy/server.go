@@ -101,6 +101,10 @@ type arm struct {
 	// promptVersion and promptHash name the arm's prompt (SPEC §6.6) in
 	// its statistics; "" while the arm has none.
 	promptVersion, promptHash string
+	// prompt is the arm's system prompt (nil: the client's own);
+	// promptHeader the first 16 hex digits of its hash.
+	prompt       *config.Prompt
+	promptHeader string
 }
 
 // Option configures a Server.
@@ -141,6 +145,13 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		dep, err := newDeployment(d)
 		if err != nil {
 			return nil, err
+		}
+		// Loud at every start: an unverified upstream is a config choice.
+		if d.Primary.TLS.InsecureSkipVerify {
+			log.Warn("upstream TLS certificate is not verified (insecure_skip_verify)", "deployment", name, "arm", "primary")
+		}
+		if d.Gray != nil && grayUpstream(d).TLS.InsecureSkipVerify {
+			log.Warn("upstream TLS certificate is not verified (insecure_skip_verify)", "deployment", name, "arm", "gray")
 		}
 		dep.stats = s.stats.Deployment(name)
 		s.deployments[name] = dep
@@ -205,7 +216,7 @@ func newDeployment(d *config.Deployment) (*deployment, error) {
 	if d.Gray == nil {
 		return dep, nil
 	}
-	if dep.gray, err = newArm(d.Name, telemetry.ArmGray, *d.Gray); err != nil {
+	if dep.gray, err = newArm(d.Name, telemetry.ArmGray, grayUpstream(d)); err != nil {
 		return nil, fmt.Errorf("deployment %s gray: %w", d.Name, err)
 	}
 	target := d.Rollout.SchemaTarget
@@ -238,6 +249,24 @@ func newDeployment(d *config.Deployment) (*deployment, error) {
 // Rollouts returns the rollout state table, for a source that owns it.
 func (s *Server) Rollouts() *rollout.Table { return s.rollouts }
 
+// grayUpstream returns the deployment's gray upstream; a gray without
+// url uses primary's upstream, and its model unless it names one (a
+// prompt-only or params-only release, SPEC §6.6).
+func grayUpstream(d *config.Deployment) config.Upstream {
+	g := *d.Gray
+	if g.URL != "" {
+		return g
+	}
+	g.URL, g.TLS = d.Primary.URL, d.Primary.TLS
+	if g.Model == "" {
+		g.Model = d.Primary.Model
+	}
+	if g.APIKeyEnv == "" {
+		g.APIKey = d.Primary.APIKey
+	}
+	return g
+}
+
 func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 	c, err := upstream.New(u)
 	if err != nil {
@@ -245,7 +274,15 @@ func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 	}
 	exportConnections(deployment, armName, c)
 	q, _ := json.Marshal(u.Model)
-	return &arm{client: c, modelJSON: string(q)}, nil
+	a := &arm{client: c, modelJSON: string(q)}
+	if u.Prompt != nil {
+		a.prompt = u.Prompt
+		a.promptVersion, a.promptHash = u.Prompt.Version, u.Prompt.Hash
+		if len(a.promptHash) >= 16 {
+			a.promptHeader = a.promptHash[:16]
+		}
+	}
+	return a, nil
 }
 
 // upstreamClients holds the latest client of each deployment and arm, for

@@ -1,12 +1,23 @@
 package proxy
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/graygate/graygate/gateway/internal/testenv"
 )
 
 // answerUpstream is an upstream that answers every request with body,
@@ -102,5 +113,64 @@ func TestSlowGrayStreamNamesFallback(t *testing.T) {
 	recs := rec.waitRecords(t, 1)
 	if recs[0].Arm != "fallback" {
 		t.Errorf("record arm = %q; want fallback", recs[0].Arm)
+	}
+}
+
+// tlsUpstream is an https upstream answering jsonAnswer with a
+// certificate of its own, self-signed for 127.0.0.1, and that
+// certificate's PEM (its CA).
+func tlsUpstream(t *testing.T) (*httptest.Server, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	testenv.Must(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "upstream"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	testenv.Must(t, err)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, jsonAnswer)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// An https upstream is served with the configured CA; a certificate the
+// CA does not vouch for is refused: 502 on primary, fallback on gray.
+func TestTLSUpstreamThroughGateway(t *testing.T) {
+	good, goodCA := tlsUpstream(t)
+	_, otherCA := tlsUpstream(t)
+
+	cfg := testConfig(good.URL)
+	cfg.Deployments["qwen"].Primary.TLS.CAPEM = goodCA
+	g := startGateway(t, cfg)
+	if resp, body := post(t, g.url, chatBody); resp.StatusCode != 200 {
+		t.Errorf("trusted https primary: status %d: %s", resp.StatusCode, body)
+	}
+
+	cfg = testConfig(good.URL)
+	cfg.Deployments["qwen"].Primary.TLS.CAPEM = otherCA
+	g = startGateway(t, cfg)
+	if resp, body := post(t, g.url, chatBody); resp.StatusCode != 502 || resp.Header.Get("x-router-error-code") != "upstream_error" {
+		t.Errorf("untrusted https primary: status %d: %s; want 502 upstream_error", resp.StatusCode, body)
+	}
+
+	plain := answerUpstream(t, 200, 0, "application/json", jsonAnswer)
+	cfg = grayConfig(t, plain.URL, good.URL, 100)
+	cfg.Deployments["qwen"].Gray.TLS.CAPEM = otherCA
+	g, rec := startObserved(t, cfg)
+	resp, body := post(t, g.url, chatBody)
+	if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != "fallback" {
+		t.Errorf("untrusted https gray: status %d, arm %q: %s; want 200 fallback", resp.StatusCode, resp.Header.Get("x-gateway-arm"), body)
+	}
+	if recs := rec.waitRecords(t, 1); recs[0].Gray == nil || recs[0].Gray.ErrorType != ErrTypeUpstreamUnreachable {
+		t.Errorf("record = %+v; want a gray attempt that could not connect", recs[0])
 	}
 }

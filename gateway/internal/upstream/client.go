@@ -14,6 +14,7 @@ package upstream
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -42,9 +43,11 @@ type Client struct {
 
 	addr   string // host:port to dial
 	host   string // Host header
+	base   string // path prefix up to the API version ("/v1", "/v2", "/openai/v1")
 	path   string // request path of chat completions
 	auth   []byte // "Bearer <key>", or nil
 	dialer net.Dialer
+	tls    *tls.Config // nil for http://
 
 	// slots holds one token per open connection (dialing, in use or
 	// idle); its capacity is max_connections. A connection takes its
@@ -67,16 +70,28 @@ func New(u config.Upstream) (*Client, error) {
 	if err != nil || p.Host == "" {
 		return nil, fmt.Errorf("upstream url %q: not an absolute URL", u.URL)
 	}
-	if p.Scheme != "http" {
-		return nil, fmt.Errorf("upstream url %q: only http:// upstreams are supported", u.URL)
+	var tc *tls.Config
+	switch p.Scheme {
+	case "http":
+	case "https":
+		if tc, err = TLSConfig(p.Hostname(), u.TLS); err != nil {
+			return nil, fmt.Errorf("upstream url %q: %w", u.URL, err)
+		}
+	default:
+		return nil, fmt.Errorf("upstream url %q: only http:// and https:// upstreams are supported", u.URL)
 	}
 	addr := p.Host
 	if p.Port() == "" {
-		addr = net.JoinHostPort(p.Hostname(), "80")
+		port := "80"
+		if tc != nil {
+			port = "443"
+		}
+		addr = net.JoinHostPort(p.Hostname(), port)
 	}
-	path := strings.TrimSuffix(p.Path, "/")
-	if !strings.HasSuffix(path, "/v1") {
-		path += "/v1"
+	// The url is an SDK's base_url: up to the API version; no path is /v1.
+	path := strings.TrimSuffix(p.EscapedPath(), "/")
+	if path == "" {
+		path = "/v1"
 	}
 	maxConns := u.MaxConnections
 	if maxConns <= 0 {
@@ -88,7 +103,9 @@ func New(u config.Upstream) (*Client, error) {
 		IdleTimeout: u.StreamIdleTimeout,
 		addr:        addr,
 		host:        p.Host,
+		base:        path,
 		path:        path + "/chat/completions",
+		tls:         tc,
 		dialer:      net.Dialer{Timeout: u.Timeout, KeepAlive: 30 * time.Second},
 		slots:       make(chan struct{}, maxConns),
 		maxIdle:     min(maxIdleConns, maxConns),
@@ -310,6 +327,18 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 			return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrTimeout, c.addr, err)
 		}
 		return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrUnreachable, c.addr, err)
+	}
+	if c.tls != nil {
+		tc := tls.Client(nc, c.tls)
+		if err := tc.HandshakeContext(dctx); err != nil {
+			_ = nc.Close()
+			<-c.slots
+			if dctx.Err() == context.DeadlineExceeded {
+				return nil, false, fmt.Errorf("%w: TLS handshake with %s: %v", ErrTimeout, c.addr, err)
+			}
+			return nil, false, fmt.Errorf("%w: TLS handshake with %s: %v", ErrUnreachable, c.addr, err)
+		}
+		nc = tc
 	}
 	cn := &conn{nc: nc, slots: c.slots}
 	cn.br = bufio.NewReaderSize(readerFunc(cn.read), 16<<10)
