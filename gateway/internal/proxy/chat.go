@@ -216,12 +216,13 @@ func (s *Server) lookupRoute(x *exchange, body []byte) (*route, error) {
 // forwardBody writes into x.fwd the body to send to upstream a: the
 // recorded edits plus the model name the upstream serves.
 func (x *exchange) forwardBody(a *arm) []byte {
+	x.armEdits.Reset()
 	m := x.req.Model.Value
-	if string(x.body[m.Start:m.End]) == a.modelJSON {
-		x.fwd = x.edits.Apply(x.fwd[:0], x.body)
-	} else {
-		x.fwd = x.edits.ApplyReplacing(x.fwd[:0], x.body, m.Start, m.End, a.modelJSON)
+	if string(x.body[m.Start:m.End]) != a.modelJSON {
+		x.armEdits.Replace(m.Start, m.End, a.modelJSON)
 	}
+	a.prompt.edit(x.body, &x.req, &x.armEdits)
+	x.fwd = x.edits.ApplyWith(x.fwd[:0], x.body, &x.armEdits)
 	return x.fwd
 }
 
@@ -298,6 +299,10 @@ func setArmHeaders(c *fiber.Ctx, k *call, armName string, a *arm) {
 	c.Set("x-gateway-deployment", k.deployment.name)
 	c.Set("x-gateway-arm", armName)
 	c.Set("x-gateway-model", a.client.Model)
+	if a.prompt != nil {
+		c.Set("x-gateway-prompt-version", a.promptVersion)
+		c.Set("x-gateway-prompt-hash", a.promptHeader)
+	}
 	if k.matched != "" {
 		c.Set("x-vsr-matched-context", k.matched)
 	}

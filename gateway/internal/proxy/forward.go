@@ -154,6 +154,10 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measur
 		RequestID: k.id, Route: k.route.name, Deployment: k.deployment.name,
 		Arm: armName, Model: a.client.Model, Stream: k.stream, Mirrored: k.shadow, EstimatedTokens: k.estimate,
 		MatchedContext: k.matched, ToolSteps: x.req.ToolSteps, Measure: m, Gray: gray,
+		PromptVersion: a.promptVersion, PromptHash: a.promptHash,
+	}
+	if gray != nil && k.deployment.gray != nil {
+		r.GrayPromptVersion, r.GrayPromptHash = k.deployment.gray.promptVersion, k.deployment.gray.promptHash
 	}
 	if m.ToolCalls > 0 {
 		r.ToolSteps++

@@ -183,6 +183,7 @@ func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m Measure,
 		RequestID: k.id, Deployment: k.deployment.name, Arm: armName, Model: a.client.Model,
 		Reason: m.Reason, Status: m.Status, Errors: errs, Payload: payload, PayloadBytes: len(x.ans),
 		Truncated: truncated, PromptHash: x.promptHash(), Latency: m.Latency,
+		ArmPromptVersion: a.promptVersion, ArmPromptHash: a.promptHash,
 	}
 	s.obs.Sampled(&smp)
 }

@@ -103,7 +103,7 @@ type arm struct {
 	promptVersion, promptHash string
 	// prompt is the arm's system prompt (nil: the client's own);
 	// promptHeader the first 16 hex digits of its hash.
-	prompt       *config.Prompt
+	prompt       *armPrompt
 	promptHeader string
 }
 
@@ -276,7 +276,7 @@ func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 	q, _ := json.Marshal(u.Model)
 	a := &arm{client: c, modelJSON: string(q)}
 	if u.Prompt != nil {
-		a.prompt = u.Prompt
+		a.prompt = newArmPrompt(u.Prompt)
 		a.promptVersion, a.promptHash = u.Prompt.Version, u.Prompt.Hash
 		if len(a.promptHash) >= 16 {
 			a.promptHeader = a.promptHash[:16]
@@ -475,21 +475,22 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 
 // exchange is the per-request scratch memory, pooled.
 type exchange struct {
-	body    []byte // the client's body (the request's buffer, or own)
-	own     []byte // a copy of the body, for streams
-	req     scan.Request
-	edits   scan.Edits
-	outcome contract.Outcome
-	answer  scan.Answer
-	tally   tally
-	name    []byte // decoded model name
-	sticky  []byte // decoded sticky value
-	fwd     []byte // forwarded body
-	ans     []byte // buffered upstream answer
-	hdrs    []header
-	hbuf    []byte   // backing store of hdrs
-	ahdrs   []header // upstream answer headers passed to the client
-	abuf    []byte   // backing store of ahdrs
+	body     []byte // the client's body (the request's buffer, or own)
+	own      []byte // a copy of the body, for streams
+	req      scan.Request
+	edits    scan.Edits
+	outcome  contract.Outcome
+	answer   scan.Answer
+	tally    tally
+	name     []byte // decoded model name
+	sticky   []byte // decoded sticky value
+	fwd      []byte // forwarded body
+	ans      []byte // buffered upstream answer
+	hdrs     []header
+	hbuf     []byte     // backing store of hdrs
+	armEdits scan.Edits // the serving arm's own edits (model, prompt)
+	ahdrs    []header   // upstream answer headers passed to the client
+	abuf     []byte     // backing store of ahdrs
 }
 
 // header is a forwarded client header, as spans into exchange.hbuf.

@@ -119,6 +119,42 @@ func (e *Edits) Apply(dst, body []byte) []byte {
 	return append(dst, body[pos:]...)
 }
 
+// ApplyWith is Apply with the edits of more applied too, as if recorded
+// after e's: per-arm edits (the model name, the arm's prompt) are kept
+// apart so that the same client edits serve either arm. Edits of e and
+// more must not overlap; at one offset e's insertions come first.
+func (e *Edits) ApplyWith(dst, body []byte, more *Edits) []byte {
+	if more == nil || len(more.list) == 0 {
+		return e.Apply(dst, body)
+	}
+	a, b := e.sorted(), more.sorted()
+	pos := 0
+	for len(a) > 0 || len(b) > 0 {
+		var ed Edit
+		var buf []byte
+		if len(b) == 0 || len(a) > 0 && a[0].Start <= b[0].Start {
+			ed, buf, a = a[0], e.buf, a[1:]
+		} else {
+			ed, buf, b = b[0], more.buf, b[1:]
+		}
+		dst = append(dst, body[pos:ed.Start]...)
+		dst = append(dst, buf[ed.text.Start:ed.text.End]...)
+		pos = ed.End
+	}
+	return append(dst, body[pos:]...)
+}
+
+// sorted sorts the list by offset, stably, and returns it.
+func (e *Edits) sorted() []Edit {
+	l := e.list
+	for i := 1; i < len(l); i++ {
+		for j := i; j > 0 && l[j].Start < l[j-1].Start; j-- {
+			l[j], l[j-1] = l[j-1], l[j]
+		}
+	}
+	return l
+}
+
 // AppendNumber appends v in the shortest JSON form that reads back to the
 // same float64 (whole numbers without a fraction: 40, not 40.0).
 func AppendNumber(dst []byte, v float64) []byte {
