@@ -30,10 +30,15 @@ func TestE2ERedactedSamples(t *testing.T) {
 	gray := testenv.StartMock(t, "--content", "echo")
 	cfg := strings.NewReplacer("{{NATS}}", ns.URL, "{{PRIMARY}}", primary.URL, "{{GRAY}}", gray.URL,
 		"{{SPOOL}}", t.TempDir(), "rollout_stale_after: 2s", "rollout_stale_after: 2s\n  redact_samples: true").Replace(e2eEventsConfig)
-	gw := testenv.StartGateway(t, cfg)
+	gw := testenv.StartGateway(t, cfg, "GRAYGATE_FORCE_TOKENS=tester")
 	testenv.WaitFor(t, 10*time.Second, "the rollout state to be read from the log", func() bool {
 		return rolloutOf(t, gw).Known
 	})
+	// Testing: 0 % for everyone, the tester's force header let through.
+	if code, b := admin(t, gw, http.MethodPut, "/admin/rollouts/qwen", `{"status": "testing", "reason": "e2e"}`); code != 200 {
+		t.Fatalf("PUT testing = %d %s", code, b)
+	}
+	testenv.WaitFor(t, 5*time.Second, "testing", func() bool { return rolloutOf(t, gw).Status == "testing" })
 
 	// What the user writes, and gray echoes as its answer's content.
 	messages := map[string]string{
@@ -55,6 +60,7 @@ func TestE2ERedactedSamples(t *testing.T) {
 		}
 		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("X-Gray-Rollout", "true")
+		req.Header.Set("Authorization", "Bearer tester")
 		resp, err := http.DefaultClient.Do(req)
 		testenv.Must(t, err)
 		io.Copy(io.Discard, resp.Body)

@@ -23,6 +23,11 @@ const maxSteps = 100_000
 // with its key path and position, and decoding goes on with the next value.
 type decoder struct {
 	lookupEnv func(string) (string, bool)
+	// svc is the service loading the file: what it resolves (service.go).
+	svc Service
+	// unresolved holds the key paths of values with a reference to an
+	// unset variable in a key svc does not read: they are not checked.
+	unresolved map[string]bool
 
 	errs, warns []issue
 
@@ -47,17 +52,22 @@ type position struct{ line, col int }
 
 func newDecoder(lookupEnv func(string) (string, bool)) *decoder {
 	return &decoder{
-		lookupEnv: lookupEnv,
-		pos:       map[string]position{},
-		order:     map[string][]string{},
-		failed:    map[string]bool{},
-		active:    map[*yaml.Node]bool{},
+		lookupEnv:  lookupEnv,
+		pos:        map[string]position{},
+		order:      map[string][]string{},
+		failed:     map[string]bool{},
+		active:     map[*yaml.Node]bool{},
+		unresolved: map[string]bool{},
 	}
 }
 
 // errorf records an error at path. With n nil the position is found later
 // from the path (see locate).
 func (d *decoder) errorf(path string, n *yaml.Node, format string, args ...any) {
+	if d.unresolved[path] {
+		d.failed[path] = true
+		return
+	}
 	d.errs = append(d.errs, d.issue(path, n, fmt.Sprintf(format, args...)))
 	d.failed[path] = true
 }
@@ -534,6 +544,11 @@ func (d *decoder) expand(path string, n *yaml.Node) (text string, fromEnv, ok bo
 		}
 		name := s[i+2 : i+end]
 		val, set := d.lookupEnv(name)
+		if (!set || val == "") && !d.svc.reads(path) {
+			// Another service's key: left as written, never checked.
+			d.unresolved[path] = true
+			return n.Value, false, true
+		}
 		if !set || val == "" {
 			d.errorf(path, n, "${%s} refers to unset or empty variable %s", name, name)
 			ok = false

@@ -37,7 +37,7 @@ func TestExampleConfig(t *testing.T) {
 		}
 		t.Logf("%s not in the repository yet: using a stand-in", exampleSchema)
 	}
-	cfg, warnings, err := Parse(data, root, lookup(map[string]string{"PRIMARY_KEY": "pk"}))
+	cfg, warnings, err := Parse(data, root, lookup(map[string]string{"PRIMARY_KEY": "pk", "GRAYGATE_FORCE_TOKENS": "ft"}))
 	if err != nil {
 		t.Fatalf("example config:\n%v", err)
 	}

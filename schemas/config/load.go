@@ -19,17 +19,19 @@ const (
 	EnvDatabaseURL = "DATABASE_URL"         // postgres.url
 	EnvAdminToken  = "GRAYGATE_ADMIN_TOKEN" // gateway.admin_token
 	EnvAPIToken    = "GRAYGATE_API_TOKEN"   // collector.api_token
+	EnvNATSCreds   = "NATS_CREDS"           // nats.creds_file (rev. 2)
 )
 
-// Load reads the configuration file at path with the process environment.
+// Load reads the configuration file at path with the process environment,
+// for the service named (ForAll when none: every secret and file).
 // Relative files it names (response schemas) are looked up next to it first.
 // See Parse for the results.
-func Load(path string) (*Config, []Warning, error) {
+func Load(path string, svc ...Service) (*Config, []Warning, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(data, filepath.Dir(path), os.LookupEnv)
+	return Parse(data, filepath.Dir(path), os.LookupEnv, svc...)
 }
 
 // Parse reads a configuration document: YAML decoding with every key checked,
@@ -38,14 +40,22 @@ func Load(path string) (*Config, []Warning, error) {
 // GRAYGATE_API_TOKEN, client tokens, upstream API keys), validation, and the
 // response schema files, resolved against dir and then the working directory.
 //
+// With a Service (at most one), only that service's secrets and files are
+// resolved, and `${VAR}` is expanded only in the keys it reads: a
+// reference to an unset variable elsewhere is left unexpanded and the key
+// is not checked (SPEC §2). Without one, everything is (ForAll).
+//
 // When the document has problems, Parse returns a nil *Config and an Errors
 // listing all of them in file order. Warnings are returned either way; they
 // never make a document unusable.
-func Parse(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Config, []Warning, error) {
+func Parse(data []byte, dir string, lookupEnv func(string) (string, bool), svc ...Service) (*Config, []Warning, error) {
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
 	}
 	d := newDecoder(lookupEnv)
+	if len(svc) > 0 {
+		d.svc = svc[0]
+	}
 	cfg := &Config{}
 	cfg.setDefaults()
 
@@ -127,26 +137,26 @@ func (d *decoder) applyEnv(c *Config) {
 	if v := env(EnvNATSURL); v != "" {
 		c.NATS.URL = v
 	}
-	if v := env(EnvDatabaseURL); v != "" {
-		c.Postgres.URL = Secret(v)
+	if v := env(EnvNATSCreds); v != "" {
+		c.NATS.CredsFile = v
+	}
+	d.natsPassword(&c.NATS)
+	if d.svc.collector() {
+		if v := env(EnvDatabaseURL); v != "" {
+			c.Postgres.URL = Secret(v)
+		}
+		if v := env(EnvAPIToken); v != "" {
+			c.Collector.APIToken = Secret(v)
+		}
+	}
+	if !d.svc.gateway() {
+		return
 	}
 	if v := env(EnvAdminToken); v != "" {
 		c.Gateway.AdminToken = Secret(v)
 	}
-	if v := env(EnvAPIToken); v != "" {
-		c.Collector.APIToken = Secret(v)
-	}
-	if name := c.Gateway.ClientTokensEnv; name != "" {
-		if !envName.MatchString(name) {
-			d.errorf("gateway.client_tokens_env", nil, "%q is not a variable name", name)
-		} else {
-			for _, t := range strings.Split(env(name), ",") {
-				if t = strings.TrimSpace(t); t != "" {
-					c.Gateway.ClientTokens = append(c.Gateway.ClientTokens, Secret(t))
-				}
-			}
-		}
-	}
+	c.Gateway.ClientTokens = d.bearerTokens("gateway.client_tokens_env", c.Gateway.ClientTokensEnv)
+	c.Gateway.ForceTokens = d.bearerTokens("gateway.force_tokens_env", c.Gateway.ForceTokensEnv)
 	for _, name := range c.DeploymentOrder {
 		dep := c.Deployments[name]
 		d.apiKey("deployments."+name+".primary.api_key_env", &dep.Primary)
@@ -154,6 +164,45 @@ func (d *decoder) applyEnv(c *Config) {
 			d.apiKey("deployments."+name+".gray.api_key_env", dep.Gray)
 		}
 	}
+}
+
+// bearerTokens reads the comma-separated bearer tokens of the variable name
+// (p is its key). An unset or empty variable means no tokens (SPEC §11).
+func (d *decoder) bearerTokens(p, name string) []Secret {
+	if name == "" {
+		return nil
+	}
+	if !envName.MatchString(name) {
+		d.errorf(p, nil, "%q is not a variable name", name)
+		return nil
+	}
+	v, _ := d.lookupEnv(name)
+	var out []Secret
+	for _, t := range strings.Split(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, Secret(t))
+		}
+	}
+	return out
+}
+
+// natsPassword reads nats.password_env, which every service that connects
+// needs (each has its own identity).
+func (d *decoder) natsPassword(n *NATS) {
+	const p = "nats.password_env"
+	if n.PasswordEnv == "" || d.failed[p] {
+		return
+	}
+	if !envName.MatchString(n.PasswordEnv) {
+		d.errorf(p, nil, "%q is not a variable name", n.PasswordEnv)
+		return
+	}
+	v, _ := d.lookupEnv(n.PasswordEnv)
+	if v == "" {
+		d.errorf(p, nil, "variable %s is unset or empty", n.PasswordEnv)
+		return
+	}
+	n.Password = Secret(v)
 }
 
 func (d *decoder) apiKey(p string, u *Upstream) {

@@ -14,7 +14,11 @@ func (d *decoder) validate(c *Config, dir string) {
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		d.errorf("nats.replicas", nil, "must be between 1 and 5, got %d", c.NATS.Replicas)
 	}
+	d.validateNATS(&c.NATS)
 	d.validateGateway(&c.Gateway)
+	if d.svc.gateway() {
+		d.validateClientAuth(c)
+	}
 	d.validateSampling(c.SamplingContract)
 	bands := d.validateBands(c.Routing.Signals.Context)
 	if n := len(c.Routing.Signals.Context); n > MaxContextBands {
@@ -195,15 +199,15 @@ func (d *decoder) validateRollout(p string, r *Rollout, dir string) {
 	if r.StreamValidation != StreamBuffer && r.StreamValidation != StreamObserve {
 		d.errorf(p+".stream_validation", nil, "must be %s or %s, got %q", StreamBuffer, StreamObserve, r.StreamValidation)
 	}
-	if r.ResponseSchema != "" {
+	if r.ResponseSchema != "" && d.svc.gateway() {
 		d.loadSchema(p+".response_schema", r, dir)
 	}
 }
 
-// checkStickyKey explains why k is not user, none or header:NAME, or returns "".
+// checkStickyKey explains why k is not user, token, none or header:NAME, or returns "".
 func checkStickyKey(k string) string {
 	switch {
-	case k == StickyUser || k == StickyNone:
+	case k == StickyUser || k == StickyNone || k == StickyToken:
 		return ""
 	case strings.HasPrefix(k, StickyHeaderPrefix):
 		if isToken(strings.TrimPrefix(k, StickyHeaderPrefix)) {
@@ -211,7 +215,7 @@ func checkStickyKey(k string) string {
 		}
 		return "header name " + strconv.Quote(strings.TrimPrefix(k, StickyHeaderPrefix)) + " is not a valid HTTP header name"
 	}
-	return "must be user, none or header:NAME, got " + strconv.Quote(k)
+	return "must be user, token, none or header:NAME, got " + strconv.Quote(k)
 }
 
 // isToken reports whether s is an HTTP token (RFC 9110 §5.6.2), what a header
@@ -336,5 +340,65 @@ func (d *decoder) positiveDuration(p string, v time.Duration) {
 func (d *decoder) positiveSize(p string, v Size) {
 	if v <= 0 && !d.failed[p] {
 		d.errorf(p, nil, "must be positive, got %s", v)
+	}
+}
+
+// validateNATS checks the service's NATS identity (SPEC §7, rev. 2): at
+// most one of user with password_env, nkey_seed_file and creds_file, and
+// a TLS client certificate with its key.
+func (d *decoder) validateNATS(n *NATS) {
+	var kinds []string
+	if n.User != "" || n.PasswordEnv != "" {
+		kinds = append(kinds, "user")
+		switch {
+		case n.User == "" && !d.failed["nats.user"]:
+			d.errorf("nats.user", nil, "nats.password_env needs nats.user")
+		case n.PasswordEnv == "" && !d.failed["nats.password_env"]:
+			d.errorf("nats.password_env", nil, "nats.user needs password_env, the variable holding its password")
+		}
+	}
+	if n.NKeySeedFile != "" {
+		kinds = append(kinds, "nkey_seed_file")
+	}
+	if n.CredsFile != "" {
+		kinds = append(kinds, "creds_file")
+	}
+	if len(kinds) > 1 {
+		d.errorf("nats", nil, "at most one NATS identity: user with password_env, nkey_seed_file or creds_file (NATS_CREDS sets creds_file); got %s", strings.Join(kinds, " and "))
+	}
+	if (n.TLS.CertFile == "") != (n.TLS.KeyFile == "") {
+		d.errorf("nats.tls", nil, "cert_file and key_file go together (a client certificate and its key)")
+	}
+	if u, err := url.Parse(n.URL); n.URL != "" && err == nil && u.User != nil && len(kinds) > 0 {
+		d.errorf("nats.url", nil, "must not carry credentials when nats.%s is set", kinds[0])
+	}
+}
+
+// validateClientAuth is secure by default (SPEC §11): /v1/* on a
+// non-loopback listen needs client tokens unless allow_unauthenticated
+// says otherwise, and then warns. A force token is a client token too.
+func (d *decoder) validateClientAuth(c *Config) {
+	g := &c.Gateway
+	if d.failed["gateway.listen"] {
+		return
+	}
+	if len(g.ClientTokens) == 0 && len(g.ForceTokens) == 0 && !IsLoopback(g.Listen) {
+		if g.AllowUnauthenticated {
+			d.warnf("gateway.allow_unauthenticated", nil,
+				"true: /v1/* on %s serves anyone who can reach it, without a token (no tokens in %s or %s)",
+				g.Listen, g.ClientTokensEnv, g.ForceTokensEnv)
+		} else {
+			d.errorf("gateway.listen", nil,
+				"%s is not a loopback address and no client tokens are set (%s, gateway.client_tokens_env): set tokens, listen on loopback, or set gateway.allow_unauthenticated: true to serve /v1/* to anyone",
+				g.Listen, g.ClientTokensEnv)
+		}
+	}
+	if len(g.ForceTokens) == 0 {
+		for _, name := range c.DeploymentOrder {
+			p := "deployments." + name + ".rollout.force_header"
+			if c.Deployments[name].Gray != nil && d.has(p) {
+				d.warnf(p, nil, "no force tokens are set (%s, gateway.force_tokens_env): nobody can use %s", g.ForceTokensEnv, c.Deployments[name].Rollout.ForceHeader)
+			}
+		}
 	}
 }

@@ -30,7 +30,7 @@ func DecodeEvent(b []byte) (Envelope, Data, error) {
 		case TypeAnalysisEvaluated:
 			env, d, ok = decodeTyped[AnalysisEvaluated](b)
 		case TypeStatsInterval:
-			env, d, ok = decodeTyped[StatsInterval](b)
+			env, d, ok = decodeStats(b, data)
 		default:
 			ok = false
 		}

@@ -68,6 +68,20 @@ func FuzzDecodeEvent(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"type":"graygate.rollout.changed","Type":"x","data":{}}`))
+	// Statistics take decodeStats' fast path: compact, and with the
+	// numbers and shapes it hands to the slow path.
+	if b, err := os.ReadFile("testdata/stats.interval.event.json"); err == nil {
+		var buf bytes.Buffer
+		if json.Compact(&buf, b) == nil {
+			c := buf.Bytes()
+			f.Add(c)
+			for _, r := range [][2]string{{`"counts":[`, `"counts":[1e0,`}, {`"zero":0`, `"zero":-0`}, {`"requests":42`, `"requests":42.0`},
+				{`"gamma":1.02`, `"gamma":1.020`}, {`"stream":true`, `"stream":null`}, {`"arm":"gray"`, `"arm":"gr\u0061y"`},
+				{`"offset":243`, `"offset":243,"offset":9`}, {`"counts":[`, `"counts":[12345678901234567890,`}} {
+				f.Add(bytes.Replace(c, []byte(r[0]), []byte(r[1]), 1))
+			}
+		}
+	}
 	f.Add([]byte(`{"data":{},"data":{"deployment":"a"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		env, d, err := events.DecodeEvent(b)

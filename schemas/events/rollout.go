@@ -99,3 +99,75 @@ func (r *RolloutChanged) Check() error {
 	}
 	return p.err(TypeRolloutChanged)
 }
+
+// RolloutState is a deployment's rollout state: the fold of its
+// RolloutChanged events, the last one winning (SPEC §7). The gateway and
+// the analyzer both fold the log with Apply, so they cannot disagree on
+// what a sequence of events means.
+type RolloutState struct {
+	Deployment string        `json:"deployment"`
+	Percentage float64       `json:"percentage"`
+	Status     RolloutStatus `json:"status"`
+	// Revision is the stream sequence of the last event applied: what a
+	// writer expects as the subject's last sequence; 0 before any.
+	Revision  uint64    `json:"revision"`
+	Actor     Actor     `json:"actor"`
+	Reason    string    `json:"reason"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// ActiveSince is the time of the event that last changed the status
+	// to active (the first event, when it is active). Zero while the
+	// deployment has never been active in the folded events.
+	ActiveSince time.Time `json:"active_since"`
+	// StatusSince is the time of the event that last changed the status
+	// (the first event): an analysis window never reaches back before it.
+	StatusSince time.Time `json:"status_since"`
+}
+
+// Apply folds ev, stored at stream sequence seq with event time at, into
+// s. An event at or below s.Revision is ignored (a redelivery, or an
+// event read at start and delivered again), so Apply is idempotent. A
+// testing event stores percentage 0 whatever it carries. Apply reports
+// whether s changed.
+func (s *RolloutState) Apply(seq uint64, at time.Time, ev *RolloutChanged) bool {
+	if s.Revision > 0 && seq <= s.Revision {
+		return false
+	}
+	known := s.Revision > 0
+	wasActive := known && s.Status == StatusActive
+	statusChanged := !known || s.Status != ev.Status
+	pct := ev.Percentage
+	if ev.Status == StatusTesting {
+		pct = 0
+	}
+	*s = RolloutState{
+		Deployment:  ev.Deployment,
+		Percentage:  pct,
+		Status:      ev.Status,
+		Revision:    seq,
+		Actor:       ev.Actor,
+		Reason:      ev.Reason,
+		UpdatedAt:   at,
+		ActiveSince: s.ActiveSince,
+		StatusSince: s.StatusSince,
+	}
+	if ev.Status == StatusActive && !wasActive {
+		s.ActiveSince = at
+	}
+	if statusChanged {
+		s.StatusSince = at
+	}
+	return true
+}
+
+// Active reports whether the status is active (gray may serve its share).
+func (s RolloutState) Active() bool { return s.Status == StatusActive }
+
+// Testing reports status testing: gray serves forced requests only.
+func (s RolloutState) Testing() bool { return s.Status == StatusTesting }
+
+// MayForce reports whether a force header may choose the arm (SPEC §6.1):
+// in testing, or active with a percentage above 0 — at 0 % every request
+// is pulled back to primary whatever the headers say.
+func (s RolloutState) MayForce() bool {
+	return s.Status == StatusTesting || (s.Status == StatusActive && s.Percentage > 0)
+}

@@ -67,12 +67,32 @@ func Handler(src Source, set *metrics.Set, help map[string]string, connected fun
 	return mux
 }
 
+// Timeouts are the listener's (SPEC §11): ReadTimeout for a whole
+// request, WriteTimeout for one answer (every answer here is small and
+// whole, never a stream), IdleTimeout between keep-alive requests. Zero
+// means 60s, 30s and 120s.
+type Timeouts struct {
+	Read, Write, Idle time.Duration
+}
+
 // Serve serves h on ln until ctx ends, then shuts down within 5 seconds.
-// It returns nil after a shutdown.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+// It returns nil after a shutdown. t bounds every connection (at most one;
+// none: the defaults).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger, t ...Timeouts) error {
+	var to Timeouts
+	if len(t) > 0 {
+		to = t[0]
+	}
+	read := orDefault(to.Read, 60*time.Second)
 	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
+		Handler: h,
+		// Headers (also a new connection's first request) within 5 s, or
+		// the read timeout when that is shorter.
+		ReadHeaderTimeout: min(5*time.Second, read),
+		ReadTimeout:       read,
+		WriteTimeout:      orDefault(to.Write, 30*time.Second),
+		IdleTimeout:       orDefault(to.Idle, 120*time.Second),
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
 	done := make(chan error, 1)
@@ -89,4 +109,11 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 		err = serr
 	}
 	return err
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }

@@ -20,8 +20,9 @@ commands:
 flags (after the command):
   --config FILE      configuration file (default graygate.yaml)
   --log-level LEVEL  debug | info | warn | error (default info; serve only)
-  --consumer NAME    durable consumer name, one per analyzer process
-                     (serve only; default graygate_analyzer_<host>_<listen port>)
+  --consumer NAME    consumer name on GRAYGATE_STATS, one per analyzer process
+                     (serve only; default graygate_analyzer_<host>_<listen port>;
+                     the server removes it a minute after the analyzer stops)
   --addr HOST:PORT   analyzer to ask (status only; default analyzer.listen)
   --json             print GET /v1/status as JSON (status only)
 
@@ -39,7 +40,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	path := fs.String("config", "graygate.yaml", "configuration file")
 	level := fs.String("log-level", "info", "log level")
-	consumer := fs.String("consumer", "", "durable consumer name")
+	consumer := fs.String("consumer", "", "consumer name on GRAYGATE_STATS")
 	addr := fs.String("addr", "", "analyzer address")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args[1:]); err != nil {

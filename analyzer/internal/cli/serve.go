@@ -30,7 +30,7 @@ import (
 var ErrNoEventLog = errors.New("nats.url is empty (and NATS_URL unset): the analyzer needs the event log")
 
 func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *slog.Logger) error {
-	cfg, warnings, err := config.Load(path)
+	cfg, warnings, err := config.Load(path, config.ForAnalyzer)
 	if err != nil {
 		return fmt.Errorf("%s:\n%w", path, err)
 	}
@@ -52,7 +52,11 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	if consumer == "" {
 		consumer = consumerName(host, ln.Addr())
 	}
-	nc, err := nats.Connect(cfg.NATS.URL,
+	identity, err := cfg.NATS.ConnectOptions()
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(cfg.NATS.URL, append(identity,
 		nats.Name("graygate-analyzer"),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -63,9 +67,9 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("event log reconnected") }),
-	)
+	)...)
 	if err != nil {
-		return fmt.Errorf("connect to NATS: %w", err)
+		return fmt.Errorf("connect to NATS at %s: %s", cfg.NATS.RedactedURL(), config.RedactURLs(err.Error()))
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -74,7 +78,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	}
 
 	set := metrics.NewSet()
-	deployments := grayDeployments(cfg)
+	deployments, ignored := grayDeployments(cfg)
 	if len(deployments) == 0 {
 		log.Warn("no deployment has a gray upstream: there is nothing to evaluate")
 	}
@@ -82,6 +86,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	eng := engine.New(engine.Config{
 		Analyzer:    cfg.Analyzer,
 		Deployments: deployments,
+		Ignored:     ignored,
 		Consumer:    consumer,
 		Source:      "analyzer/" + host,
 		Logger:      log,
@@ -90,7 +95,8 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 
 	g, ctx := errgroup.WithContext(ctx)
 	handler := api.Handler(eng, set, engine.Help, nc.IsConnected)
-	g.Go(func() error { return api.Serve(ctx, ln, handler, log) })
+	timeouts := api.Timeouts{Read: cfg.Analyzer.ReadTimeout, Write: cfg.Analyzer.WriteTimeout, Idle: cfg.Analyzer.IdleTimeout}
+	g.Go(func() error { return api.Serve(ctx, ln, handler, log, timeouts) })
 	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s)\n", ln.Addr(), consumer)
 	g.Go(func() error {
 		// Streams and the lease bucket need NATS: wait for it, retrying,
@@ -139,19 +145,23 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func(context.Co
 	}
 }
 
-// grayDeployments lists the deployments with a gray upstream, in config order.
-func grayDeployments(cfg *config.Config) []string {
-	var out []string
+// grayDeployments lists the deployments with a gray upstream, in config
+// order, and the others.
+func grayDeployments(cfg *config.Config) (gray []engine.Deployment, others []string) {
 	for _, name := range cfg.DeploymentOrder {
 		if d := cfg.Deployments[name]; d != nil && d.Gray != nil {
-			out = append(out, name)
+			gray = append(gray, engine.Deployment{Name: name, Timeout: d.Rollout.Timeout})
+		} else {
+			others = append(others, name)
 		}
 	}
-	return out
+	return gray, others
 }
 
-// consumerName is the default durable name: stable across restarts of the
-// same analyzer (host and port), distinct between analyzers on one host.
+// consumerName is the default consumer name: stable across restarts of
+// the same analyzer (host and port), distinct between analyzers on one
+// host; the server removes it once the analyzer has been gone for
+// engine.ConsumerInactiveThreshold.
 func consumerName(host string, addr net.Addr) string {
 	port := "0"
 	if tcp, ok := addr.(*net.TCPAddr); ok {

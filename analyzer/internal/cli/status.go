@@ -20,7 +20,7 @@ import (
 // status asks a running analyzer for GET /v1/status and prints it.
 func status(ctx context.Context, path, addr string, asJSON bool, out io.Writer) error {
 	if addr == "" {
-		cfg, _, err := config.Load(path)
+		cfg, _, err := config.Load(path, config.ForAnalyzer)
 		if err != nil {
 			return fmt.Errorf("%s:\n%w (or give --addr)", path, err)
 		}
@@ -78,7 +78,9 @@ func dialable(listen string) string {
 }
 
 // writeTable prints the status as a header line and an aligned table with
-// one row per gate; a deployment's columns are written on its first row.
+// one row per gate and stream class — {gate, stream, estimate, bound,
+// threshold, gray_n, primary_n, verdict}; a deployment's columns are
+// written on its first row.
 func writeTable(out io.Writer, s *engine.Status) error {
 	role := "follower (evaluates, does not publish)"
 	if s.Leader {
@@ -89,7 +91,7 @@ func writeTable(out io.Writer, s *engine.Status) error {
 		ready = "NOT READY (rebuilding the window or reading the rollout log)"
 	}
 	fmt.Fprintf(out, "analyzer %s: %s, %s\n", s.Source, role, ready)
-	fmt.Fprintf(out, "window %s in %s buckets, every %s, min_requests %d; window rebuilt from %d events in %s\n\n",
+	fmt.Fprintf(out, "window %s in %s buckets, every %s, min_requests %d; window rebuilt from %d statistics in %s\n\n",
 		seconds(s.WindowSeconds), seconds(s.BucketSeconds), seconds(s.IntervalSeconds), s.MinRequests,
 		s.ReplayEvents, seconds(s.ReplaySeconds))
 	if len(s.Deployments) == 0 {
@@ -97,7 +99,7 @@ func writeTable(out io.Writer, s *engine.Status) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEPLOYMENT\tROLLOUT\tGRAY\tPRIMARY\tGATE\tVALUE\tTHRESHOLD\tVERDICT")
+	fmt.Fprintln(tw, "DEPLOYMENT\tROLLOUT\tGRAY\tPRIMARY\tGATE\tSTREAM\tESTIMATE\tBOUND\tTHRESHOLD\tGRAY_N\tPRIMARY_N\tVERDICT")
 	for _, d := range s.Deployments {
 		if d.At.IsZero() {
 			fmt.Fprintf(tw, "%s\t%s\t-\t-\t(not evaluated yet)\n", d.Deployment, rolloutCell(d.Rollout))
@@ -109,9 +111,10 @@ func writeTable(out io.Writer, s *engine.Status) error {
 			} else {
 				fmt.Fprint(tw, "\t\t\t\t")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Gate, valueCell(g.Gate, g.Estimate, true), valueCell(g.Gate, &g.Threshold, false), g.Verdict)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", g.Gate, streamCell(g.Stream), valueCell(g.Gate, g.Estimate, true),
+				valueCell(g.Gate, g.Bound, true), valueCell(g.Gate, &g.Threshold, false), g.GrayN, g.PrimaryN, g.Verdict)
 		}
-		fmt.Fprintf(tw, "\t\t\t\toverall\t\t\t%s\n", d.Verdict)
+		fmt.Fprintf(tw, "\t\t\t\toverall\t\t\t\t\t\t\t%s\n", d.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -130,6 +133,19 @@ func writeTable(out io.Writer, s *engine.Status) error {
 	return nil
 }
 
+// streamCell names a gate's stream class: "all" for a gate over every
+// attempt.
+func streamCell(s *bool) string {
+	switch {
+	case s == nil:
+		return "all"
+	case *s:
+		return "stream"
+	default:
+		return "non-stream"
+	}
+}
+
 func rolloutCell(r *rollout.State) string {
 	if r == nil {
 		return "(no event yet)"
@@ -137,9 +153,10 @@ func rolloutCell(r *rollout.State) string {
 	return fmt.Sprintf("%s %s%% rev %d", r.Status, strconv.FormatFloat(r.Percentage, 'f', -1, 64), r.Revision)
 }
 
-// valueCell formats a gate value (signed: token inflation with its sign)
-// or threshold: ratios of tokens, failures and loops as percentages, p99
-// ratios as multiples, ttft_p99 in seconds.
+// valueCell formats a gate estimate or bound (signed: token inflation with
+// its sign) or threshold: shares and token inflation as percentages (gray
+// errors and tool loops in points above primary's), p99 ratios as
+// multiples, ttft_p99 in seconds.
 func valueCell(g events.Gate, v *float64, signed bool) string {
 	if v == nil {
 		return "-"

@@ -19,18 +19,22 @@ func f(v float64) *float64 { return &v }
 
 func TestWriteTable(t *testing.T) {
 	at := time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
-	gates := func(schema float64, verdicts ...events.Verdict) []events.GateResult {
-		values := []*float64{f(0.12), f(schema), f(0.412), f(1.07), f(0.98), nil}
-		thresholds := []float64{0.3, 0, 3, 1.5, 1.5, 0.05}
-		order := []events.Gate{events.GateTokenInflation, events.GateSchemaFailureRate, events.GateTTFTP99,
-			events.GateTTFTP99Ratio, events.GateLatencyP99Ratio, events.GateToolLoopRatio}
+	yes, no := true, false
+	gates := func(schema float64, gray, primary int64, verdicts ...events.Verdict) []events.GateResult {
+		order := []events.Gate{events.GateTokenInflation, events.GateSchemaFailureRate, events.GateGrayErrorRate, events.GateTTFTP99,
+			events.GateTTFTP99Ratio, events.GateLatencyP99Ratio, events.GateLatencyP99Ratio, events.GateToolLoopRatio}
+		streams := []*bool{nil, nil, nil, &yes, &yes, &yes, &no, nil}
+		estimates := []*float64{f(0.12), f(schema), f(-0.004), f(0.412), f(1.07), f(0.98), nil, nil}
+		bounds := []*float64{f(0.04), f(schema), f(0.011), f(0.52), f(1.31), f(1.2), nil, nil}
+		thresholds := []float64{0.3, 0, 0.05, 3, 1.5, 1.5, 1.5, 0.05}
 		out := make([]events.GateResult, len(order))
 		for i, g := range order {
-			out[i] = events.GateResult{Gate: g, Estimate: values[i], Threshold: thresholds[i], Verdict: verdicts[i]}
+			out[i] = events.GateResult{Gate: g, Stream: streams[i], Estimate: estimates[i], Bound: bounds[i], Threshold: thresholds[i],
+				GrayN: gray, PrimaryN: primary, Verdict: verdicts[i]}
 		}
 		return out
 	}
-	P, F, I := events.VerdictPass, events.VerdictFail, events.VerdictInconclusive
+	P, F, I, N := events.VerdictPass, events.VerdictFail, events.VerdictInconclusive, events.VerdictNotApplicable
 	tests := []struct {
 		name   string
 		status engine.Status
@@ -41,12 +45,12 @@ func TestWriteTable(t *testing.T) {
 			Deployments: []engine.DeploymentStatus{
 				{Evaluation: engine.Evaluation{Deployment: "qwen-32k", At: at, GrayRequests: 1234, PrimaryRequests: 60512,
 					Rollout: &rollout.State{Status: events.StatusActive, Percentage: 2.5, Revision: 17},
-					Gates:   gates(0, P, P, P, P, P, I), Verdict: I}},
+					Gates:   gates(0, 1234, 60512, P, P, P, P, P, P, N, I), Verdict: I}},
 				{Evaluation: engine.Evaluation{Deployment: "llama-8k", At: at, GrayRequests: 77, PrimaryRequests: 3120,
 					Rollout: &rollout.State{Status: events.StatusRolledBack, Percentage: 0, Revision: 9},
-					Gates:   gates(0.013, P, F, I, I, I, I), Verdict: F},
+					Gates:   gates(0.013, 77, 3120, P, F, P, I, I, I, N, I), Verdict: F},
 					LastAction: &engine.Action{Kind: engine.ActionRollback, At: at, From: 8, Revision: 9,
-						Reason: "gate schema_failure_rate failed: 1.30% above 0.00% over 5m0s (77 gray, 3120 primary requests)"}},
+						Reason: "gate schema_failure_rate failed: estimate 1.30%, bound 1.30% above 0.00% over 5m0s (77 gray, 3120 primary attempts)"}},
 			},
 		}},
 		{"follower not ready", engine.Status{

@@ -12,35 +12,54 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// SubjectRequests is what the analyzer consumes: every deployment's
-// request.completed events.
-const SubjectRequests = events.SubjectRequestPrefix + "*"
+// SubjectStats is what the analyzer consumes: every deployment's
+// statistics.
+const SubjectStats = events.SubjectStatsPrefix + "*"
 
 // ackEvery is how many messages one ack covers while catching up.
 const ackEvery = 500
 
-// Consume counts request events into the window until ctx ends (it then
+// ConsumerInactiveThreshold is how long the server keeps the analyzer's
+// consumer once nobody pulls from it: a stopped analyzer's consumer does
+// not outlive it (SPEC §9). A running one pulls continuously; one cut off
+// from NATS for longer finds its consumer gone and makes a new one,
+// replaying the window (dedup makes the overlap harmless).
+const ConsumerInactiveThreshold = time.Minute
+
+// Outcomes of a statistic read, the values of graygate_analyzer_events_total's
+// outcome label: counted, duplicate and too_old come from the window;
+// future, invalid and unknown_deployment are bad input, skipped and never
+// merged; ignored are statistics of a configured deployment without gray.
+const (
+	outcomeInvalid = "invalid"
+	outcomeUnknown = "unknown_deployment"
+	outcomeIgnored = "ignored"
+)
+
+var outcomes = []string{
+	window.Counted.String(), window.Duplicate.String(), window.TooOld.String(), window.TooNew.String(),
+	outcomeInvalid, outcomeUnknown, outcomeIgnored,
+}
+
+// Consume merges statistics into the window until ctx ends (it then
 // returns nil).
 //
-// Replay strategy: the durable consumer is created anew at every start,
-// delivering from now − window − one bucket (DeliverByStartTime), so one
-// consumer both rebuilds the window after a restart and then follows new
-// events, in one visible loop. The old durable's position is not reused:
-// what it had acknowledged is exactly what a restarted analyzer has
-// forgotten, and a consumer left behind a long outage would first drag
-// through events older than the window. Replay is done once the consumer
-// has nothing pending (NumPending 0 at creation, or on a delivered
-// message); Ready stays false, and nothing is published, until then.
-// Overlap and redelivery are harmless: events are deduplicated by id.
-// Acknowledgement is AckAll, one ack per ackEvery messages while catching
-// up and one per message after.
+// Replay strategy: the consumer is created anew at every start, delivering
+// from now − window − one bucket (DeliverByStartTime), so one consumer both
+// rebuilds the window after a restart and then follows new statistics, in
+// one visible loop. Replay is done once the consumer has nothing pending
+// (NumPending 0 at creation, or on a delivered message); Ready stays false,
+// and nothing is published, until then. Overlap and redelivery are
+// harmless: statistics are deduplicated by id. Acknowledgement is AckAll,
+// one ack per ackEvery messages while catching up and one per message
+// after.
 //
-// The consumer filters on SubjectRequests, or on the one deployment's
-// subject when a single deployment has a gray release (the common case:
-// the server then never sends the analyzer other deployments' traffic).
-// nats-server 2.9 takes one filter subject per consumer, so with several
-// deployments the others' events are skipped by subject before decoding.
-// With no gray deployment at all there is nothing to read.
+// The consumer filters on SubjectStats, or on the one deployment's subject
+// when a single deployment has a gray release (the server then never sends
+// the others' statistics). nats-server 2.9 takes one filter subject per
+// consumer, so with several the ignored deployments' statistics are skipped
+// by subject before decoding. With no gray deployment there is nothing to
+// read.
 func (e *Engine) Consume(ctx context.Context) error {
 	started := time.Now()
 	if len(e.cfg.Deployments) == 0 {
@@ -55,26 +74,26 @@ func (e *Engine) Consume(ctx context.Context) error {
 	if pending == 0 {
 		e.replayDone(started, 0)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	it, err := cons.Messages(jetstream.PullMaxMessages(500))
 	if err != nil {
-		return fmt.Errorf("consume %s: %w", SubjectRequests, err)
+		return fmt.Errorf("consume %s: %w", SubjectStats, err)
 	}
 	defer it.Stop()
-	var (
-		ev   requestEvent
-		read int64
-	)
+	var read int64
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-			return fmt.Errorf("consume %s: %w", SubjectRequests, err)
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed), errors.Is(err, jetstream.ErrConsumerDeleted),
+			errors.Is(err, jetstream.ErrConsumerNotFound):
+			// Gone (removed after ConsumerInactiveThreshold while NATS was
+			// away, or by hand): Run makes a new one, replaying the window.
+			return fmt.Errorf("consume %s: %w", SubjectStats, err)
 		case err != nil:
 			// Missed heartbeats while NATS is away: the iterator recovers
 			// by itself once it is back.
-			e.cfg.Logger.Warn("request consumer", "error", err)
+			e.cfg.Logger.Warn("statistics consumer", "error", err)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -82,18 +101,18 @@ func (e *Engine) Consume(ctx context.Context) error {
 			}
 			continue
 		}
-		e.count(msg.Subject(), msg.Data(), &ev)
+		e.count(msg.Subject(), msg.Data())
 		read++
 		caughtUp := false
 		if meta, err := msg.Metadata(); err == nil && meta.NumPending == 0 {
 			caughtUp = true
 		}
 		// AckAll: one ack covers every message before it. Acking each of
-		// them would nearly double a replay's time (the server handles
-		// every ack); once caught up, each message is acked as it comes.
+		// them while catching up would make the server handle every ack;
+		// once caught up, each message is acked as it comes.
 		if caughtUp || read%ackEvery == 0 {
 			if err := msg.Ack(); err != nil {
-				e.cfg.Logger.Debug("ack request events", "error", err)
+				e.cfg.Logger.Debug("ack statistics", "error", err)
 			}
 		}
 		if caughtUp {
@@ -102,32 +121,33 @@ func (e *Engine) Consume(ctx context.Context) error {
 	}
 }
 
-// createConsumer (re)creates the durable consumer and returns it with the
-// number of messages it has to deliver to catch up.
+// createConsumer (re)creates the consumer and returns it with the number
+// of messages it has to deliver to catch up.
 func (e *Engine) createConsumer(ctx context.Context) (jetstream.Consumer, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	stream, err := e.js.Stream(ctx, events.StreamEvents)
+	stream, err := e.js.Stream(ctx, events.StreamStats)
 	if err != nil {
-		return nil, 0, fmt.Errorf("consume %s: %w", events.StreamEvents, err)
+		return nil, 0, fmt.Errorf("consume %s: %w", events.StreamStats, err)
 	}
 	if err := stream.DeleteConsumer(ctx, e.cfg.Consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, 0, fmt.Errorf("reset consumer %s: %w", e.cfg.Consumer, err)
 	}
 	from := e.cfg.Clock().Add(-e.cfg.Analyzer.Window - e.agg.Width())
-	filter := SubjectRequests
+	filter := SubjectStats
 	if len(e.cfg.Deployments) == 1 {
-		filter = events.RequestSubject(e.cfg.Deployments[0])
+		filter = events.StatsSubject(e.cfg.Deployments[0].Name)
 	}
 	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       e.cfg.Consumer,
-		Description:   "graygate analyzer: request events of the analysis window (SPEC §9)",
-		FilterSubject: filter,
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
-		OptStartTime:  &from,
-		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       30 * time.Second,
-		MaxAckPending: 20 * ackEvery,
+		Durable:           e.cfg.Consumer,
+		Description:       "graygate analyzer: statistics of the analysis window (SPEC §9)",
+		FilterSubject:     filter,
+		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
+		OptStartTime:      &from,
+		AckPolicy:         jetstream.AckAllPolicy,
+		AckWait:           30 * time.Second,
+		MaxAckPending:     20 * ackEvery,
+		InactiveThreshold: ConsumerInactiveThreshold,
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("create consumer %s: %w", e.cfg.Consumer, err)
@@ -148,43 +168,67 @@ func (e *Engine) replayDone(started time.Time, n int64) {
 }
 
 // ReplayStats returns how long rebuilding the window took and how many
-// events it read; zero before it is done.
+// statistics it read; zero before it is done.
 func (e *Engine) ReplayStats() (time.Duration, int64) {
 	e.replayMu.Lock()
 	defer e.replayMu.Unlock()
 	return e.replayTook, e.replayEvents
 }
 
-// count decodes one message and adds it to the window. Events of other
-// deployments are skipped by subject, before decoding (nats-server 2.9
-// takes one filter subject per consumer, so they are delivered too).
-func (e *Engine) count(subject string, data []byte, ev *requestEvent) {
-	if d, ok := strings.CutPrefix(subject, events.SubjectRequestPrefix); ok && !e.known[d] {
-		e.m.outcome("ignored")
+// count decodes one message and merges it into the window. Statistics of
+// ignored deployments are skipped by subject, before decoding. A message
+// that does not decode, fails its Check, is not a statistic, does not
+// match its subject or its id is skipped as invalid; one of a deployment
+// the configuration does not name as unknown_deployment; one dated more
+// than events.MaxStatsFuture ahead as future. None of them stops the
+// consumer. A counted statistic with a gray schema failure marks its
+// deployment urgent.
+func (e *Engine) count(subject string, data []byte) {
+	d, _ := strings.CutPrefix(subject, events.SubjectStatsPrefix)
+	if e.ignored[d] {
+		e.m.outcome(outcomeIgnored)
 		return
 	}
-	switch err := ev.decode(data); {
-	case errors.Is(err, errNotRequest):
-		e.m.outcome("ignored")
-		return
-	case err != nil:
-		e.m.outcome("invalid")
-		e.cfg.Logger.Debug("skipping an invalid request event", "error", err)
+	env, v, err := events.DecodeEvent(data)
+	if err != nil {
+		e.m.outcome(outcomeInvalid)
+		e.cfg.Logger.Debug("skipping an invalid statistic", "subject", subject, "error", err)
 		return
 	}
-	if !e.known[ev.Data.Deployment] {
-		e.m.outcome("ignored")
+	s, ok := v.(*events.StatsInterval)
+	switch {
+	case !ok:
+		e.m.outcome(outcomeInvalid)
+		e.cfg.Logger.Debug("skipping an event that is not a statistic", "subject", subject, "type", env.Type)
+		return
+	case s.Deployment != d:
+		e.m.outcome(outcomeInvalid)
+		e.cfg.Logger.Debug("skipping a statistic on another deployment's subject", "subject", subject, "deployment", s.Deployment)
+		return
+	case env.ID != s.ID():
+		// The id is what dedup trusts: it must be the statistic's own.
+		e.m.outcome(outcomeInvalid)
+		e.cfg.Logger.Debug("skipping a statistic whose id is not StatsID", "subject", subject, "id", env.ID)
+		return
+	case !e.known[d]:
+		e.m.outcome(outcomeUnknown)
 		return
 	}
-	e.m.outcome(e.agg.Add(ev.ID, ev.Time, &ev.Data, e.cfg.Clock()).String())
+	o := e.agg.Add(env.ID, s, e.cfg.Clock())
+	e.m.outcome(o.String())
+	if o == window.Counted && graySchemaFailure(s) {
+		e.markUrgent(d)
+	}
 }
 
-// Count adds one encoded event to the window as Consume does; for tests
-// and benchmarks that feed events without a stream.
-func (e *Engine) Count(subject string, data []byte) {
-	var ev requestEvent
-	e.count(subject, data, &ev)
+// graySchemaFailure reports whether a gray or shadow entry of s holds an
+// answer that broke the output contract (gate 2).
+func graySchemaFailure(s *events.StatsInterval) bool {
+	for i := range s.Arms {
+		a := &s.Arms[i]
+		if a.Arm != events.ArmPrimary && a.Outcomes.SchemaViolation+a.Outcomes.InvalidJSON > 0 {
+			return true
+		}
+	}
+	return false
 }
-
-// Aggregator returns the window aggregates.
-func (e *Engine) Aggregator() *window.Aggregator { return e.agg }

@@ -1,8 +1,9 @@
-// Package engine is the analyzer's loop (SPEC §9): it counts
-// request.completed events into sliding-window aggregates, follows the
-// rollout log, evaluates the gates of every deployment with a gray
-// release each interval, publishes each evaluation, and — while it holds
-// the lease — rolls a failing gray back once, or promotes a passing one.
+// Package engine is the analyzer's loop (SPEC §9): it merges the
+// gateways' per-arm statistics (graygate.stats.*) into a sliding window,
+// follows the rollout log, evaluates the gates of every deployment with a
+// gray release each interval — and gate 2 as soon as a gray schema failure
+// arrives —, publishes each evaluation, and, while it holds the lease,
+// rolls a failing gray back once, or promotes a passing one.
 package engine
 
 import (
@@ -19,6 +20,7 @@ import (
 	"github.com/graygate/graygate/analyzer/internal/rollout"
 	"github.com/graygate/graygate/analyzer/internal/window"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 )
@@ -29,17 +31,38 @@ type Leader interface {
 	Held() bool
 }
 
+// Deployment is a deployment with a gray release.
+type Deployment struct {
+	Name string
+	// Timeout is its rollout timeout: the gates censor both arms' latency
+	// and TTFT at it (SPEC §9).
+	Timeout time.Duration
+}
+
+// EvaluateFunc tests gray against primary over one deployment's window and
+// returns one result per gate and stream class.
+type EvaluateFunc func(d Deployment, in *gate.Input) []events.GateResult
+
 // Config is what the engine needs from the configuration and the process.
 type Config struct {
 	// Analyzer is the analyzer section: interval, window, min_requests,
-	// gates, promotion.
+	// confidence, gates, promotion.
 	Analyzer config.Analyzer
 	// Deployments are the deployments with a gray release, in config
-	// order; events of other deployments are not counted.
-	Deployments []string
-	// Consumer is the durable consumer's name on GRAYGATE_EVENTS: one per
-	// analyzer process.
+	// order; only their statistics are merged.
+	Deployments []Deployment
+	// Ignored are the configuration's other deployments: their statistics
+	// are read (when the consumer cannot filter them out) and skipped as
+	// "ignored"; a statistic of a deployment in neither list is counted as
+	// "unknown_deployment".
+	Ignored []string
+	// Consumer names the consumer on GRAYGATE_STATS: one per analyzer
+	// process, removed by the server once the process has been gone for
+	// ConsumerInactiveThreshold.
 	Consumer string
+	// Evaluate tests one deployment; default gate.ConfigOf(Analyzer,
+	// d.Timeout).Evaluate. Tests inject a deterministic one.
+	Evaluate EvaluateFunc
 	// Source is the CloudEvents source of published events; default
 	// analyzer/<hostname>.
 	Source string
@@ -59,9 +82,15 @@ type Engine struct {
 	leader   atomic.Pointer[Leader]
 	agg      *window.Aggregator
 	rollouts *rollout.Tracker
-	limits   gate.Limits
-	known    map[string]bool
+	known    map[string]bool // deployments with a gray release
+	ignored  map[string]bool // the configuration's other deployments
 	m        *engineMetrics
+
+	// kick wakes the evaluation loop for the deployments in urgent: a
+	// gray schema failure arrived (SPEC §9, gate 2).
+	kick     chan struct{}
+	urgentMu sync.Mutex
+	urgent   map[string]bool
 
 	replayed     chan struct{}
 	replayOnce   sync.Once
@@ -109,20 +138,33 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 		}
 		cfg.Source = "analyzer/" + host
 	}
+	if cfg.Evaluate == nil {
+		a := cfg.Analyzer
+		cfg.Evaluate = func(d Deployment, in *gate.Input) []events.GateResult {
+			return gate.ConfigOf(a, d.Timeout).Evaluate(in)
+		}
+	}
 	cfg.Deployments = slices.Clone(cfg.Deployments)
 	e := &Engine{
 		cfg:      cfg,
 		js:       js,
 		agg:      window.New(cfg.Analyzer.Window),
 		rollouts: rollout.NewTracker(),
-		limits:   gate.LimitsOf(cfg.Analyzer),
 		known:    map[string]bool{},
+		ignored:  map[string]bool{},
+		kick:     make(chan struct{}, 1),
+		urgent:   map[string]bool{},
 		replayed: make(chan struct{}),
 		state:    map[string]*deploymentState{},
 	}
 	for _, d := range cfg.Deployments {
-		e.known[d] = true
-		e.state[d] = &deploymentState{}
+		e.known[d.Name] = true
+		e.state[d.Name] = &deploymentState{}
+	}
+	for _, d := range cfg.Ignored {
+		if !e.known[d] {
+			e.ignored[d] = true
+		}
 	}
 	if leader != nil {
 		e.leader.Store(&leader)
@@ -147,13 +189,15 @@ func (e *Engine) Leading() bool {
 	return l != nil && (*l).Held()
 }
 
-// Run consumes request events, follows the rollout log and evaluates every
-// interval until ctx ends; then it returns nil. A consumer that stops (the
-// stream or consumer deleted under it, NATS gone for long) is started
-// again after a second: dedup by event id makes the overlap harmless.
+// Run consumes statistics, follows the rollout log and evaluates every
+// interval — and a deployment's gate 2 as soon as a gray schema failure
+// of it arrives — until ctx ends; then it returns nil. A consumer that
+// stops (the stream or consumer deleted under it, NATS gone for long) is
+// started again after a second: dedup by event id makes the overlap
+// harmless.
 func (e *Engine) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return e.keep(ctx, "request consumer", e.Consume) })
+	g.Go(func() error { return e.keep(ctx, "statistics consumer", e.Consume) })
 	g.Go(func() error { return e.keep(ctx, "rollout follower", e.FollowRollouts) })
 	g.Go(func() error {
 		// Evaluate as soon as the window is rebuilt and the rollout log
@@ -177,6 +221,8 @@ func (e *Engine) Run(ctx context.Context) error {
 				return nil
 			case <-tick.C:
 				e.Evaluate(ctx)
+			case <-e.kick:
+				e.EvaluateUrgent(ctx)
 			}
 		}
 	})
@@ -199,6 +245,32 @@ func (e *Engine) keep(ctx context.Context, what string, f func(context.Context) 
 	}
 }
 
+// markUrgent asks the evaluation loop to evaluate d's gate 2 now.
+func (e *Engine) markUrgent(d string) {
+	e.urgentMu.Lock()
+	e.urgent[d] = true
+	e.urgentMu.Unlock()
+	select {
+	case e.kick <- struct{}{}:
+	default: // a kick is pending: it will see d
+	}
+}
+
+// takeUrgent returns and forgets the deployments marked urgent, in config
+// order.
+func (e *Engine) takeUrgent() []Deployment {
+	e.urgentMu.Lock()
+	defer e.urgentMu.Unlock()
+	var out []Deployment
+	for _, d := range e.cfg.Deployments {
+		if e.urgent[d.Name] {
+			out = append(out, d)
+		}
+	}
+	clear(e.urgent)
+	return out
+}
+
 // FollowRollouts keeps the rollout state up to date until ctx ends.
 func (e *Engine) FollowRollouts(ctx context.Context) error {
 	return e.rollouts.Follow(ctx, e.js, e.cfg.Logger)
@@ -219,9 +291,3 @@ func (e *Engine) Ready() bool {
 		return false
 	}
 }
-
-// Replayed is closed once the window has been rebuilt from the stream.
-func (e *Engine) Replayed() <-chan struct{} { return e.replayed }
-
-// Rollouts returns the followed rollout state.
-func (e *Engine) Rollouts() *rollout.Tracker { return e.rollouts }

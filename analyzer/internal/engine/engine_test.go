@@ -7,134 +7,315 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/analyzer/internal/lease"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/histogram"
 )
 
-// TestGates drives each gate with synthetic request events through a real
-// JetStream stream, with the example config's thresholds.
-func TestGates(t *testing.T) {
-	P, F, I := events.VerdictPass, events.VerdictFail, events.VerdictInconclusive
-	primary := answers(200, events.ArmPrimary, nil)
-	tests := []struct {
-		name  string
-		reqs  []req
-		gate  events.Gate
-		want  events.Verdict
-		value float64 // NaN: no value
-	}{
-		{"token inflation 29% passes", concat(primary, answers(100, events.ArmGray, func(_ int, r *events.RequestCompleted) { r.CompletionTokens = 129 })),
-			events.GateTokenInflation, P, 0.29},
-		{"token inflation 31% fails", concat(primary, answers(100, events.ArmGray, func(_ int, r *events.RequestCompleted) { r.CompletionTokens = 131 })),
-			events.GateTokenInflation, F, 0.31},
-		{"token inflation below min_requests is inconclusive", concat(primary, answers(49, events.ArmGray, func(_ int, r *events.RequestCompleted) { r.CompletionTokens = 300 })),
-			events.GateTokenInflation, I, 2},
-		{"no schema failure passes", concat(primary, answers(100, events.ArmGray, nil)),
-			events.GateSchemaFailureRate, P, 0},
-		{"one schema failure fails", concat(primary, answers(99, events.ArmGray, nil), []req{{data: schemaFallback()}}),
-			events.GateSchemaFailureRate, F, 0.01},
-		{"one schema failure fails below min_requests", concat(primary, answers(9, events.ArmGray, nil), []req{{data: schemaFallback()}}),
-			events.GateSchemaFailureRate, F, 0.1},
-		{"an observed gray stream that broke its schema fails", concat(primary, answers(100, events.ArmGray, func(i int, r *events.RequestCompleted) {
-			if i == 50 {
-				r.SchemaValid = new(bool)
-			}
-		})), events.GateSchemaFailureRate, F, 0.01},
-		{"TTFT p99 under 3s passes", concat(answers(200, events.ArmPrimary, func(_ int, r *events.RequestCompleted) { r.TTFTMillis = 2500 }),
-			answers(100, events.ArmGray, func(_ int, r *events.RequestCompleted) { r.TTFTMillis = 2900 })),
-			events.GateTTFTP99, P, 2.9},
-		{"TTFT p99 over 3s fails", concat(answers(200, events.ArmPrimary, func(_ int, r *events.RequestCompleted) { r.TTFTMillis = 3000 }),
-			answers(100, events.ArmGray, func(i int, r *events.RequestCompleted) {
-				r.TTFTMillis = 2000
-				if i < 2 {
-					r.TTFTMillis = 3400
-				}
-			})), events.GateTTFTP99, F, 3.4},
-		{"TTFT p99 ratio 1.4 passes", concat(primary, answers(100, events.ArmGray, func(_ int, r *events.RequestCompleted) { r.TTFTMillis = 280 })),
-			events.GateTTFTP99Ratio, P, 1.4},
-		{"TTFT p99 ratio 1.6 fails", concat(primary, answers(100, events.ArmGray, func(_ int, r *events.RequestCompleted) { r.TTFTMillis = 320 })),
-			events.GateTTFTP99Ratio, F, 1.6},
-		{"latency p99 ratio 1.4 passes", concat(primary, answers(100, events.ArmGray, func(_ int, r *events.RequestCompleted) { r.LatencyMillis = 1400 })),
-			events.GateLatencyP99Ratio, P, 1.4},
-		{"latency p99 ratio 1.6 fails", concat(primary, answers(100, events.ArmGray, func(_ int, r *events.RequestCompleted) { r.LatencyMillis = 1600 })),
-			events.GateLatencyP99Ratio, F, 1.6},
-		{"gray timeouts count at the timeout", concat(primary, answers(100, events.ArmGray, func(i int, r *events.RequestCompleted) {
-			if i < 2 {
-				r.Arm, r.FallbackReason = events.ArmFallback, events.ReasonTimeout
-				r.Gray = &events.GrayAttempt{ErrorType: events.ErrorUpstreamTimeout, Reason: events.ReasonTimeout, LatencyMillis: 2500}
-			}
-		})), events.GateLatencyP99Ratio, F, 2.5},
-		{"latency ratio below min_requests is inconclusive", concat(primary, answers(49, events.ArmGray, func(_ int, r *events.RequestCompleted) { r.LatencyMillis = 9000 })),
-			events.GateLatencyP99Ratio, I, 9},
-		{"tool loops at 4% pass", concat(primary, answers(100, events.ArmGray, func(i int, r *events.RequestCompleted) {
-			if i < 4 {
-				r.ToolSteps = 4
-			}
-		})), events.GateToolLoopRatio, P, 0.04},
-		{"tool loops at 6% fail", concat(primary, answers(100, events.ArmGray, func(i int, r *events.RequestCompleted) {
-			switch {
-			case i < 3:
-				r.ToolSteps = 5
-			case i < 6:
-				r.RepeatedToolCall = true
-			}
-		})), events.GateToolLoopRatio, F, 0.06},
-		{"shadow copies are gray samples", concat(primary, answers(100, events.ArmShadow, func(i int, r *events.RequestCompleted) {
-			if i < 6 {
-				r.ToolSteps = 4
-			}
-		})), events.GateToolLoopRatio, F, 0.06},
-		{"tool loops below min_requests are inconclusive", concat(primary, answers(49, events.ArmGray, func(_ int, r *events.RequestCompleted) { r.ToolSteps = 9 })),
-			events.GateToolLoopRatio, I, 1},
+var chat = gate.Class{Stream: true, Endpoint: events.EndpointChat}
+
+// TestStatsOfTwoGatewaysMerge: what the gates see is the exact sum of the
+// gateways' statistics, histograms merged bin by bin, gray and shadow on
+// the gray side, classes apart.
+func TestStatsOfTwoGatewaysMerge(t *testing.T) {
+	v := newEnv(t)
+	e := v.start(v.name("a"), nil, nil)
+	slow := func(a *events.ArmStats) {
+		a.Latency = histogram.Log{}
+		for i := range a.Requests {
+			a.Latency.Add(float64(900 + 50*i))
+		}
+		a.CompletionTokens.Sum, a.CompletionTokens.SumSq, a.CompletionTokens.Max = 130*float64(a.Requests), 130*130*float64(a.Requests), 130
+		a.CompletionTokens.Min = 130
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			v := newEnv(t)
-			e := v.start(v.name("a"), nil, nil)
-			v.publish(tt.reqs)
-			v.waitRead(e.Engine, uint64(len(tt.reqs)))
-			evs := e.Evaluate(context.Background())
-			if len(evs) != 1 {
-				t.Fatalf("Evaluate returned %d evaluations; want 1", len(evs))
-			}
-			r := result(t, evs[0], tt.gate)
-			if r.Verdict != tt.want {
-				t.Errorf("%s verdict = %s; want %s (value %s)", tt.gate, r.Verdict, tt.want, fmtValue2(r.Estimate))
-			}
+	nonStream := func(a *events.ArmStats) { a.Stream, a.TTFT = false, histogram.Log{} }
+	ss := []*events.StatsInterval{
+		v.stat("gw-1/a", 3*time.Second, entry(events.ArmPrimary, 40, nil), entry(events.ArmGray, 4, nil)),
+		v.stat("gw-2/b", 3*time.Second, entry(events.ArmPrimary, 35, nil), entry(events.ArmGray, 6, slow), entry(events.ArmShadow, 2, nil)),
+		v.stat("gw-1/a", 2*time.Second, entry(events.ArmPrimary, 25, nonStream), entry(events.ArmGray, 1, slow)),
+	}
+	v.publishStats(ss...)
+	v.waitRead(e.Engine, uint64(len(ss)))
+	ev := e.Evaluate(context.Background())[0]
+	if ev.GrayRequests != 13 || ev.PrimaryRequests != 100 {
+		t.Errorf("gray %d, primary %d attempts; want 13, 100", ev.GrayRequests, ev.PrimaryRequests)
+	}
+	in := e.gates.input(v.dep)
+	var want struct{ gray, primary, primaryNS events.ArmStats }
+	for _, s := range ss {
+		for i := range s.Arms {
+			a := &s.Arms[i]
 			switch {
-			case math.IsNaN(tt.value):
-				if r.Estimate != nil {
-					t.Errorf("%s value = %v; want none", tt.gate, *r.Estimate)
-				}
-			case r.Estimate == nil:
-				t.Errorf("%s value = none; want %v", tt.gate, tt.value)
-			case math.Abs(*r.Estimate-tt.value) > 0.03*math.Max(1, tt.value):
-				t.Errorf("%s value = %v; want %v", tt.gate, *r.Estimate, tt.value)
+			case a.Arm != events.ArmPrimary:
+				want.gray.Merge(a)
+			case a.Stream:
+				want.primary.Merge(a)
+			default:
+				want.primaryNS.Merge(a)
 			}
-		})
+		}
+	}
+	nonStreamChat := gate.Class{Stream: false, Endpoint: events.EndpointChat}
+	if len(in.Gray) != 1 || len(in.Primary) != 2 {
+		t.Fatalf("classes: gray %d, primary %d; want 1, 2", len(in.Gray), len(in.Primary))
+	}
+	for _, c := range []struct {
+		name      string
+		got, want *events.ArmStats
+	}{{"gray", in.Gray[chat], &want.gray}, {"primary", in.Primary[chat], &want.primary}, {"primary non-stream", in.Primary[nonStreamChat], &want.primaryNS}} {
+		if c.got == nil {
+			t.Fatalf("%s: no class", c.name)
+		}
+		if c.got.Requests != c.want.Requests || c.got.Outcomes != c.want.Outcomes || c.got.CompletionTokens != c.want.CompletionTokens ||
+			c.got.PromptTokens != c.want.PromptTokens || c.got.ToolSteps != c.want.ToolSteps {
+			t.Errorf("%s = %+v; want %+v", c.name, c.got, c.want)
+		}
+		if g, w := histJSON(c.got.Latency), histJSON(c.want.Latency); g != w {
+			t.Errorf("%s latency = %s; want %s", c.name, g, w)
+		}
+		if g, w := histJSON(c.got.TTFT), histJSON(c.want.TTFT); g != w {
+			t.Errorf("%s ttft = %s; want %s", c.name, g, w)
+		}
 	}
 }
 
-func TestInconclusiveNeverRollsBack(t *testing.T) {
+func histJSON(h histogram.Log) string { return string(h.AppendJSON(nil)) }
+
+func TestDedupByEventID(t *testing.T) { onServers(t, dedupByEventID) }
+
+func dedupByEventID(t *testing.T, v *env) {
+	e := v.start(v.name("a"), nil, nil)
+	first := []*events.StatsInterval{
+		v.stat("gw-1", 3*time.Second, entry(events.ArmGray, 3, nil)),
+		v.stat("gw-1", 2*time.Second, entry(events.ArmGray, 4, nil)),
+		v.stat("gw-2", 2*time.Second, entry(events.ArmGray, 5, nil)),
+	}
+	ids := v.publishStats(first...)
+	// The same statistics again: one republished with its Nats-Msg-Id (the
+	// stream drops it), two stored again as after the duplicate window.
+	v.publishStats(first[0])
+	for i := 1; i < 3; i++ {
+		v.publishRaw(events.StatsSubject(v.dep), encode(t, first[i], ids[i]))
+	}
+	v.waitRead(e.Engine, 5)
+	if got := e.m.outcomes["duplicate"].Get(); got != 2 {
+		t.Errorf("duplicates = %d; want 2", got)
+	}
+	if got := e.Evaluate(context.Background())[0].GrayRequests; got != 12 {
+		t.Errorf("gray attempts = %d; want 12", got)
+	}
+}
+
+// TestBadStatisticsAreSkipped: a statistic that does not decode, breaks its
+// rules, is dated too far ahead or names a deployment the configuration
+// does not have is counted by reason, never merged, and the consumer goes
+// on.
+func TestBadStatisticsAreSkipped(t *testing.T) {
+	v := newEnv(t)
+	fg := newFakeGates()
+	e := New(Config{Analyzer: exampleAnalyzer(), Deployments: []Deployment{{Name: dep}, {Name: "llama-8k"}}, Ignored: []string{"primary-only"},
+		Consumer: "analyzer-a", Clock: v.clk.Now, Evaluate: fg.evaluate}, v.js, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Consume(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-e.replayed
+
+	subject := events.StatsSubject(dep)
+	good := v.stat("gw-1", 2*time.Second, entry(events.ArmGray, 3, nil))
+	broken := v.stat("gw-2", 2*time.Second, entry(events.ArmGray, 3, func(a *events.ArmStats) { a.Outcomes.OK = 1 })) // outcomes ≠ requests
+	future := v.stat("gw-3", -6*time.Minute, entry(events.ArmGray, 3, nil))
+	nearFuture := v.stat("gw-3", -4*time.Minute, entry(events.ArmGray, 2, nil))
+	v.dep = "nobody"
+	unknown := v.stat("gw-1", 2*time.Second, entry(events.ArmGray, 3, nil))
+	v.dep = "primary-only"
+	ignored := v.stat("gw-1", 2*time.Second, entry(events.ArmPrimary, 3, nil))
+	v.dep = "llama-8k"
+	other := v.stat("gw-1", 2*time.Second, entry(events.ArmGray, 7, nil))
+	v.dep = dep
+	v.publishRaw(subject, []byte(`{"specversion":"1.0","id":`))                    // invalid: not JSON
+	v.publishRaw(subject, encode(t, broken, ""))                                   // invalid: Check
+	v.publishRaw(subject, encode(t, good, "0f0e0d0c-0b0a-5908-8706-050403020100")) // invalid: not its StatsID
+	v.publishRaw(subject, encode(t, other, ""))                                    // invalid: another deployment's subject
+	v.publishRaw(subject, encode(t, future, ""))
+	v.publishRaw(events.StatsSubject("nobody"), encode(t, unknown, ""))
+	v.publishRaw(events.StatsSubject("primary-only"), encode(t, ignored, ""))
+	v.publishStats(nearFuture, good)
+	v.dep = "llama-8k"
+	v.publishStats(other)
+	v.dep = dep
+
+	deadline := time.Now().Add(v.patience)
+	for e.m.outcomes["counted"].Get() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("counted %d statistics; want 3", e.m.outcomes["counted"].Get())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	want := map[string]uint64{"invalid": 4, "future": 1, "unknown_deployment": 1, "ignored": 1, "counted": 3, "duplicate": 0, "too_old": 0}
+	for o, n := range want {
+		if got := e.m.outcomes[o].Get(); got != n {
+			t.Errorf("outcome %s = %d; want %d", o, got, n)
+		}
+	}
+	evs := e.Evaluate(context.Background())
+	if evs[0].GrayRequests != 5 || evs[1].GrayRequests != 7 {
+		t.Errorf("gray attempts = %d, %d; want 5 (3 now, 2 dated 4 minutes ahead), 7", evs[0].GrayRequests, evs[1].GrayRequests)
+	}
+}
+
+func TestRestartRebuildsWindow(t *testing.T) { onServers(t, restartRebuildsWindow) }
+
+func restartRebuildsWindow(t *testing.T, v *env) {
+	v.rollout(events.StatusActive, 10, time.Hour)
+	var ss []*events.StatsInterval
+	for sec := 1; sec < 240; sec += 3 { // four minutes of the window, three gateways
+		for g := range 3 {
+			ss = append(ss, v.stat("gw-"+string(rune('a'+g)), time.Duration(sec)*time.Second,
+				entry(events.ArmPrimary, int64(20+sec%7), func(a *events.ArmStats) {
+					a.Latency = histogram.Log{}
+					for i := range a.Requests {
+						a.Latency.Add(float64(900 + 7*sec + int(i)))
+					}
+				}),
+				entry(events.ArmGray, int64(1+sec%3), func(a *events.ArmStats) {
+					a.TTFT = histogram.Log{}
+					for i := range a.Requests {
+						a.TTFT.Add(float64(170 + sec + 13*int(i)))
+					}
+				})))
+		}
+	}
+	a := v.start(v.name("a"), nil, nil)
+	v.publishStats(ss...)
+	v.waitRead(a.Engine, uint64(len(ss)))
+	want := a.Evaluate(context.Background())[0]
+	wantIn := a.gates.input(v.dep)
+	a.stop()
+
+	b := v.start(v.name("a"), nil, nil) // same consumer name: a restart
+	got := b.Evaluate(context.Background())[0]
+	if got.GrayRequests != want.GrayRequests || got.PrimaryRequests != want.PrimaryRequests || !got.WindowStart.Equal(want.WindowStart) {
+		t.Errorf("after restart: %d gray, %d primary from %v; want %d, %d from %v",
+			got.GrayRequests, got.PrimaryRequests, got.WindowStart, want.GrayRequests, want.PrimaryRequests, want.WindowStart)
+	}
+	gotIn := b.gates.input(v.dep)
+	for _, side := range []struct {
+		name      string
+		got, want map[gate.Class]*events.ArmStats
+	}{{"gray", gotIn.Gray, wantIn.Gray}, {"primary", gotIn.Primary, wantIn.Primary}} {
+		for c, w := range side.want {
+			g := side.got[c]
+			if g == nil || g.Requests != w.Requests || g.Outcomes != w.Outcomes || g.CompletionTokens != w.CompletionTokens ||
+				histJSON(g.Latency) != histJSON(w.Latency) || histJSON(g.TTFT) != histJSON(w.TTFT) {
+				t.Errorf("%s %+v after restart = %+v; want %+v", side.name, c, g, w)
+			}
+		}
+	}
+	if took, n := b.ReplayStats(); n < int64(len(ss)) || took <= 0 {
+		t.Errorf("replay read %d statistics in %v; want at least %d", n, took, len(ss))
+	}
+}
+
+// TestConsumerDoesNotOutliveTheAnalyzer: the consumer carries an
+// inactivity threshold, so the server removes it after a stopped analyzer.
+func TestConsumerDoesNotOutliveTheAnalyzer(t *testing.T) { onServers(t, consumerInactiveThreshold) }
+
+func consumerInactiveThreshold(t *testing.T, v *env) {
+	e := v.start(v.name("a"), nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := v.js.Consumer(ctx, events.StreamStats, e.cfg.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := c.CachedInfo()
+	if info.Config.InactiveThreshold != ConsumerInactiveThreshold || info.Config.FilterSubject != events.StatsSubject(v.dep) {
+		t.Errorf("consumer inactive threshold %v on %q; want %v on %q", info.Config.InactiveThreshold, info.Config.FilterSubject,
+			ConsumerInactiveThreshold, events.StatsSubject(v.dep))
+	}
+}
+
+// TestSchemaFailureRollsBackAtOnce: a statistic carrying a gray schema
+// failure is judged as it arrives, not at the next interval (SPEC §12:
+// rollback ≤ stats_interval + 1 s after the failing response).
+func TestSchemaFailureRollsBackAtOnce(t *testing.T) {
+	v := newEnv(t)
+	rev := v.rollout(events.StatusActive, 10, time.Hour)
+	e := v.run(v.name("a"), holding(), func(a *config.Analyzer) { a.Interval = time.Hour })
+	v.publishStats(v.stat("gw-1", 2*time.Second, entry(events.ArmPrimary, 50, nil), entry(events.ArmGray, 5, nil)))
+	v.waitRead(e.Engine, 1)
+	stored := time.Now()
+	v.publishStats(v.stat("gw-2", time.Second, entry(events.ArmPrimary, 50, nil), schemaBroken(3)))
+	deadline := time.Now().Add(v.patience)
+	var rb *events.RolloutChanged
+	for rb == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rollback within %v (the interval is an hour)", v.patience)
+		}
+		if got := v.rolloutEvents(); len(got) == 2 {
+			rb = &got[1]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(stored)
+	t.Logf("failing statistic stored → rollback stored: %v", took)
+	if took > time.Second {
+		t.Errorf("rollback took %v; want well under a second", took)
+	}
+	tr := rb.Trigger
+	if rb.Status != events.StatusRolledBack || rb.Percentage != 0 || rb.Revision != rev || tr == nil || tr.Gate != events.GateSchemaFailureRate ||
+		math.Abs(tr.Estimate-1.0/8) > 1e-9 || math.Abs(tr.Bound-1.0/8) > 1e-9 || tr.Threshold != 0 || tr.WindowSeconds <= 0 || tr.WindowSeconds > 300 {
+		t.Errorf("rollback = %+v, trigger %+v; want rolled_back at 0 from %d on schema_failure_rate 1/8 over 0", rb, tr, rev)
+	}
+	analyses := fetchAll[events.AnalysisEvaluated](t, v.js, events.StreamAnalysis, events.AnalysisSubject(v.dep))
+	if len(analyses) != 1 || analyses[0].Verdict != events.VerdictFail || analyses[0].GrayRequests != 8 {
+		t.Errorf("analysis events = %+v; want the one failing evaluation of 8 gray attempts", analyses)
+	}
+}
+
+// TestUrgentEvaluationActsOnGate2Only: an urgent evaluation neither
+// publishes nor acts when gate 2 passes, whatever the other gates say.
+func TestUrgentEvaluationActsOnGate2Only(t *testing.T) {
+	v := newEnv(t)
+	rev := v.rollout(events.StatusActive, 10, time.Hour)
+	e := v.startUnfollowed(v.name("a"), holding(), rev, 10)
+	e.gates.set(events.VerdictFail)
+	e.gates.setSchemaMax(0.5)
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 50, nil), schemaBroken(10)))
+	v.waitRead(e.Engine, 1)
+	e.markUrgent(v.dep)
+	if evs := e.EvaluateUrgent(context.Background()); len(evs) != 0 {
+		t.Errorf("urgent evaluation acted: %+v; want nothing (gate 2 passes at 10%% under 50%%)", evs)
+	}
+	if got := len(v.rolloutEvents()); got != 1 {
+		t.Errorf("%d rollout events; want only the admin's", got)
+	}
+}
+
+func TestInconclusiveNeverActs(t *testing.T) {
 	v := newEnv(t)
 	v.rollout(events.StatusActive, 2, time.Hour)
-	e := v.start(v.name("a"), holding(), nil)
-	reqs := concat(answers(200, events.ArmPrimary, nil), answers(49, events.ArmGray, func(_ int, r *events.RequestCompleted) {
-		r.CompletionTokens, r.LatencyMillis, r.TTFTMillis, r.ToolSteps = 900, 9000, 5000, 9
-	}))
-	v.publish(reqs)
-	v.waitRead(e.Engine, uint64(len(reqs)))
-	ev := e.Evaluate(context.Background())[0]
-	if ev.Verdict != events.VerdictInconclusive || ev.Action != nil {
-		t.Errorf("verdict %s, action %+v; want inconclusive and no action", ev.Verdict, ev.Action)
+	e := v.start(v.name("a"), holding(), func(a *config.Analyzer) {
+		a.Promotion = &config.Promotion{Steps: []float64{1, 2, 5, 10}, Hold: time.Minute}
+	})
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 200, nil), entry(events.ArmGray, 49, nil)))
+	v.waitRead(e.Engine, 1)
+	for range 3 {
+		ev := e.Evaluate(context.Background())[0]
+		if ev.Verdict != events.VerdictInconclusive || ev.Action != nil {
+			t.Errorf("verdict %s, action %+v; want inconclusive and no action", ev.Verdict, ev.Action)
+		}
+		v.clk.Advance(time.Minute)
 	}
 	if got := len(v.rolloutEvents()); got != 1 {
 		t.Errorf("%d rollout events stored; want only the admin's", got)
 	}
 }
 
-func TestWindowStartsAtLastActiveChange(t *testing.T) {
+func TestWindowStartsAtLastStatusChange(t *testing.T) {
 	tests := []struct {
 		name       string
 		rollouts   func(v *env)
@@ -149,6 +330,10 @@ func TestWindowStartsAtLastActiveChange(t *testing.T) {
 			v.rollout(events.StatusRolledBack, 0, 3*time.Minute)
 			v.rollout(events.StatusActive, 1, 2*time.Minute)
 		}, 60, events.VerdictPass},
+		{"testing, then active: the failure while testing is out", func(v *env) {
+			v.rollout(events.StatusTesting, 0, time.Hour)
+			v.rollout(events.StatusActive, 1, 2*time.Minute)
+		}, 60, events.VerdictPass},
 		{"a percentage change does not move the start", func(v *env) {
 			v.rollout(events.StatusActive, 2, time.Hour)
 			v.rollout(events.StatusActive, 5, 2*time.Minute)
@@ -158,79 +343,22 @@ func TestWindowStartsAtLastActiveChange(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			v := newEnv(t)
 			tt.rollouts(v)
-			// A schema failure 2m30s ago, then 60 good gray answers.
-			reqs := concat([]req{{data: schemaFallback(), ago: 150 * time.Second}},
-				answers(200, events.ArmPrimary, nil), answers(60, events.ArmGray, nil))
-			v.publish(reqs)
+			// A schema failure 2m30s ago, then 60 good gray attempts.
+			v.publishStats(v.stat("gw-1", 150*time.Second, schemaBroken(1)),
+				v.stat("gw-1", time.Second, entry(events.ArmPrimary, 200, nil), entry(events.ArmGray, 60, nil)))
 			e := v.start(v.name("a"), nil, nil)
-			v.waitRead(e.Engine, uint64(len(reqs)))
+			v.waitRead(e.Engine, 2)
 			ev := e.Evaluate(context.Background())[0]
 			if ev.GrayRequests != tt.wantGray {
-				t.Errorf("gray requests = %d; want %d", ev.GrayRequests, tt.wantGray)
+				t.Errorf("gray attempts = %d; want %d", ev.GrayRequests, tt.wantGray)
 			}
 			if got := result(t, ev, events.GateSchemaFailureRate).Verdict; got != tt.wantSchema {
 				t.Errorf("schema gate = %s; want %s", got, tt.wantSchema)
 			}
-			if s := ev.Rollout; s != nil && ev.WindowStart.Before(s.ActiveSince) {
-				t.Errorf("window start %v is before the last change to active %v", ev.WindowStart, s.ActiveSince)
+			if s := ev.Rollout; s != nil && ev.WindowStart.Before(s.StatusSince) {
+				t.Errorf("window start %v is before the last status change %v", ev.WindowStart, s.StatusSince)
 			}
 		})
-	}
-}
-
-func TestDedupByEventID(t *testing.T) { onServers(t, dedupByEventID) }
-
-func dedupByEventID(t *testing.T, v *env) {
-	e := v.start(v.name("a"), nil, nil)
-	first := answers(3, events.ArmGray, nil)
-	ids := v.publish(first)
-	// The same events again: one republished with its Nats-Msg-Id (the
-	// stream drops it), two stored again as after the duplicate window.
-	again := []req{
-		{data: first[0].data, ago: first[0].ago, id: ids[0]},
-		{data: first[1].data, ago: first[1].ago, id: ids[1], noMsgID: true},
-		{data: first[2].data, ago: first[2].ago, id: ids[2], noMsgID: true},
-	}
-	v.publish(again)
-	v.waitRead(e.Engine, 5)
-	if got := e.m.outcomes["duplicate"].Get(); got != 2 {
-		t.Errorf("duplicates = %d; want 2", got)
-	}
-	if got := e.Evaluate(context.Background())[0].GrayRequests; got != 3 {
-		t.Errorf("gray requests = %d; want 3", got)
-	}
-}
-
-func TestOtherDeploymentsAreSkipped(t *testing.T) {
-	v := newEnv(t)
-	a := exampleAnalyzer()
-	e := New(Config{Analyzer: a, Deployments: []string{dep, "llama-8k"}, Consumer: "analyzer-a", Clock: v.clk.Now}, v.js, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = e.Consume(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-e.Replayed()
-	mine := answers(5, events.ArmGray, nil)
-	v.publish(mine)
-	other := answers(7, events.ArmGray, nil)
-	v.dep = "primary-only"
-	v.publish(other)
-	v.dep = "llama-8k"
-	v.publish(answers(3, events.ArmGray, nil))
-	v.dep = dep
-	deadline := time.Now().Add(v.patience)
-	for e.read()+e.m.outcomes["ignored"].Get() < 15 {
-		if time.Now().After(deadline) {
-			t.Fatalf("read %d events; want 15", e.read()+e.m.outcomes["ignored"].Get())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	if got := e.m.outcomes["ignored"].Get(); got != 7 {
-		t.Errorf("ignored %d events; want the 7 of a deployment without gray", got)
-	}
-	evs := e.Evaluate(context.Background())
-	if evs[0].GrayRequests != 5 || evs[1].GrayRequests != 3 {
-		t.Errorf("gray requests = %d, %d; want 5, 3", evs[0].GrayRequests, evs[1].GrayRequests)
 	}
 }
 
@@ -239,9 +367,9 @@ func TestRollbackPublishedOnce(t *testing.T) { onServers(t, rollbackPublishedOnc
 func rollbackPublishedOnce(t *testing.T, v *env) {
 	rev := v.rollout(events.StatusActive, 10, time.Hour)
 	e := v.startUnfollowed(v.name("a"), holding(), rev, 10)
-	reqs := concat(answers(100, events.ArmPrimary, nil), answers(20, events.ArmGray, nil), []req{{data: schemaFallback()}})
-	v.publish(reqs)
-	v.waitRead(e, uint64(len(reqs)))
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, nil), entry(events.ArmGray, 20, nil)),
+		v.stat("gw-2", time.Second, schemaBroken(1)))
+	v.waitRead(e.Engine, 2)
 
 	// Two evaluations before the rollback comes back through the log.
 	first := e.Evaluate(context.Background())[0]
@@ -262,7 +390,7 @@ func rollbackPublishedOnce(t *testing.T, v *env) {
 		t.Fatalf("%d rollout events; want the admin's and one rollback", len(got))
 	}
 	rb := got[1]
-	e.Rollouts().Apply(first.Action.Revision, v.clk.Now(), &rb)
+	e.rollouts.Apply(first.Action.Revision, v.clk.Now(), &rb)
 	third := e.Evaluate(context.Background())[0]
 	if third.Action != nil || third.Published {
 		t.Errorf("after the rollback: action %+v, published %v; want neither", third.Action, third.Published)
@@ -270,7 +398,6 @@ func rollbackPublishedOnce(t *testing.T, v *env) {
 	if got := len(v.rolloutEvents()); got != 2 {
 		t.Errorf("%d rollout events after three evaluations; want 2", got)
 	}
-
 	if rb.Status != events.StatusRolledBack || rb.Percentage != 0 || rb.Actor != events.ActorAnalyzer || rb.Revision != rev {
 		t.Errorf("rollback = %+v; want rolled_back at 0%% by the analyzer from revision %d", rb, rev)
 	}
@@ -280,13 +407,20 @@ func rollbackPublishedOnce(t *testing.T, v *env) {
 	if !strings.Contains(rb.Reason, "schema_failure_rate") {
 		t.Errorf("rollback reason %q does not name the gate", rb.Reason)
 	}
+	// Every analysis event holds to its JSON Schema (fetchAll validates)
+	// and carries every gate with its estimate, bound and sample sizes.
 	analyses := fetchAll[events.AnalysisEvaluated](t, v.js, events.StreamAnalysis, events.AnalysisSubject(v.dep))
 	if len(analyses) != 2 {
 		t.Fatalf("%d analysis events; want 2", len(analyses))
 	}
 	for _, a := range analyses {
-		if a.Verdict != events.VerdictFail || a.GrayRequests != 21 || a.PrimaryRequests != 101 || len(a.Gates) != 6 {
-			t.Errorf("analysis event = %+v; want a failing evaluation of 21 gray and 101 primary requests with 6 gates", a)
+		if a.Verdict != events.VerdictFail || a.GrayRequests != 21 || a.PrimaryRequests != 100 || len(a.Gates) != len(events.Gates)+1 {
+			t.Errorf("analysis event = %+v; want a failing evaluation of 21 gray and 100 primary attempts with %d gates", a, len(events.Gates)+1)
+		}
+		for _, g := range a.Gates {
+			if g.Gate == events.GateSchemaFailureRate && (g.Estimate == nil || g.Bound == nil || g.GrayN != 21 || g.PrimaryN != 100) {
+				t.Errorf("gate 2 = %+v; want estimate, bound, gray_n 21, primary_n 100", g)
+			}
 		}
 	}
 }
@@ -296,15 +430,14 @@ func TestRollbackFollowedFromTheLog(t *testing.T) { onServers(t, rollbackFollowe
 func rollbackFollowedFromTheLog(t *testing.T, v *env) {
 	v.rollout(events.StatusActive, 10, time.Hour)
 	e := v.start(v.name("a"), holding(), nil)
-	reqs := concat(answers(100, events.ArmPrimary, nil), []req{{data: schemaFallback()}})
-	v.publish(reqs)
-	v.waitRead(e.Engine, uint64(len(reqs)))
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, nil), schemaBroken(1)))
+	v.waitRead(e.Engine, 1)
 	first := e.Evaluate(context.Background())[0]
 	if first.Action == nil || first.Action.Revision == 0 {
 		t.Fatalf("action = %+v; want a stored rollback", first.Action)
 	}
 	v.waitRevision(e.Engine, first.Action.Revision)
-	if s, _ := e.Rollouts().Get(v.dep); s.Status != events.StatusRolledBack {
+	if s, _ := e.rollouts.Get(v.dep); s.Status != events.StatusRolledBack {
 		t.Errorf("followed state = %s; want rolled_back", s.Status)
 	}
 	for range 3 {
@@ -327,10 +460,8 @@ func rollbackNeverOverwritesAConcurrentChange(t *testing.T, v *env) {
 	// (the engine does not follow the log here, so it has not seen it).
 	e := v.startUnfollowed(v.name("a"), holding(), rev, 10)
 	v.rollout(events.StatusActive, 20, 0)
-
-	reqs := concat(answers(100, events.ArmPrimary, nil), []req{{data: schemaFallback()}})
-	v.publish(reqs)
-	v.waitRead(e, uint64(len(reqs)))
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, nil), schemaBroken(1)))
+	v.waitRead(e.Engine, 1)
 	got := e.Evaluate(context.Background())[0]
 	if got.Action == nil || got.Action.Error == "" || got.Action.Revision != 0 {
 		t.Errorf("action = %+v; want a revision conflict", got.Action)
@@ -359,10 +490,9 @@ func twoAnalyzersOneLease(t *testing.T, v *env) {
 	la, lb := open("a"), open("b")
 	a := v.start(v.name("a"), la, nil)
 	b := v.start(v.name("b"), lb, nil)
-	reqs := concat(answers(100, events.ArmPrimary, nil), []req{{data: schemaFallback()}})
-	v.publish(reqs)
-	v.waitRead(a.Engine, uint64(len(reqs)))
-	v.waitRead(b.Engine, uint64(len(reqs)))
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, nil), schemaBroken(1)))
+	v.waitRead(a.Engine, 1)
+	v.waitRead(b.Engine, 1)
 
 	la.Step(context.Background())
 	lb.Step(context.Background())
@@ -371,8 +501,11 @@ func twoAnalyzersOneLease(t *testing.T, v *env) {
 	}
 	var actions int
 	for range 3 {
-		for _, e := range []*running{a, b} {
+		for _, e := range []*running{b, a} {
 			ev := e.Evaluate(context.Background())[0]
+			if ev.Rollout != nil && !ev.Rollout.Active() {
+				continue // a's rollback reached e: its window starts anew
+			}
 			if got := result(t, ev, events.GateSchemaFailureRate).Verdict; got != events.VerdictFail {
 				t.Errorf("%s: schema gate = %s; want fail (every analyzer evaluates)", e.cfg.Consumer, got)
 			}
@@ -412,53 +545,15 @@ func twoAnalyzersOneLease(t *testing.T, v *env) {
 	}
 }
 
-func TestRestartRebuildsWindow(t *testing.T) { onServers(t, restartRebuildsWindow) }
-
-func restartRebuildsWindow(t *testing.T, v *env) {
-	v.rollout(events.StatusActive, 10, time.Hour)
-	before := concat(
-		answers(300, events.ArmPrimary, func(i int, r *events.RequestCompleted) {
-			r.CompletionTokens, r.TTFTMillis, r.LatencyMillis = int64(80+i%40), float64(150+i%97), float64(900+7*i)
-		}),
-		answers(120, events.ArmGray, func(i int, r *events.RequestCompleted) {
-			r.CompletionTokens, r.TTFTMillis, r.LatencyMillis, r.ToolSteps = int64(90+i%50), float64(170+i%89), float64(950+11*i), 1+i%5
-		}),
-	)
-	for i := range before { // spread over four minutes of the window
-		before[i].ago = time.Duration(i) * 500 * time.Millisecond
-	}
-	a := v.start(v.name("a"), nil, nil)
-	v.publish(before)
-	v.waitRead(a.Engine, uint64(len(before)))
-	want := a.Evaluate(context.Background())[0]
-	a.stop()
-
-	b := v.start(v.name("a"), nil, nil) // same consumer name: a restart
-	got := b.Evaluate(context.Background())[0]
-	if got.GrayRequests != want.GrayRequests || got.PrimaryRequests != want.PrimaryRequests || !got.WindowStart.Equal(want.WindowStart) {
-		t.Errorf("after restart: %d gray, %d primary from %v; want %d, %d from %v",
-			got.GrayRequests, got.PrimaryRequests, got.WindowStart, want.GrayRequests, want.PrimaryRequests, want.WindowStart)
-	}
-	for i, w := range want.Gates {
-		g := got.Gates[i]
-		if g.Verdict != w.Verdict || fmtValue2(g.Estimate) != fmtValue2(w.Estimate) {
-			t.Errorf("%s after restart = %s %s; want %s %s", w.Gate, g.Verdict, fmtValue2(g.Estimate), w.Verdict, fmtValue2(w.Estimate))
-		}
-	}
-	if took, n := b.ReplayStats(); n < int64(len(before)) || took <= 0 {
-		t.Errorf("replay read %d events in %v; want at least %d", n, took, len(before))
-	}
-}
-
 func TestPromotion(t *testing.T) {
 	v := newEnv(t)
 	v.rollout(events.StatusActive, 2, time.Hour)
 	e := v.start(v.name("a"), holding(), func(a *config.Analyzer) {
 		a.Promotion = &config.Promotion{Steps: []float64{1, 2, 5, 10}, Hold: time.Minute}
 	})
-	reqs := concat(answers(100, events.ArmPrimary, nil), answers(100, events.ArmGray, nil))
-	v.publish(reqs)
-	v.waitRead(e.Engine, uint64(len(reqs)))
+	e.gates.set(events.VerdictPass)
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, nil), entry(events.ArmGray, 100, nil)))
+	v.waitRead(e.Engine, 1)
 
 	steps := []struct {
 		advance time.Duration
@@ -496,5 +591,116 @@ func TestPromotion(t *testing.T) {
 	last := got[len(got)-1]
 	if len(got) != 2 || last.Status != events.StatusActive || last.Percentage != 5 || last.Actor != events.ActorAnalyzer || last.Trigger != nil {
 		t.Errorf("rollout events = %+v; want the admin's and a promotion to 5%% by the analyzer", got)
+	}
+}
+
+// TestTestingIsJudgedNeverPromoted: a deployment in testing is evaluated
+// and published like an active one, never promoted, and rolled back when a
+// gate fails.
+func TestTestingIsJudgedNeverPromoted(t *testing.T) {
+	v := newEnv(t)
+	v.rollout(events.StatusTesting, 0, time.Hour)
+	e := v.start(v.name("a"), holding(), func(a *config.Analyzer) {
+		a.Promotion = &config.Promotion{Steps: []float64{1, 5}, Hold: time.Minute}
+	})
+	e.gates.set(events.VerdictPass)
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, nil), entry(events.ArmGray, 100, nil)))
+	v.waitRead(e.Engine, 1)
+	for i := range 4 {
+		ev := e.Evaluate(context.Background())[0]
+		if ev.Verdict != events.VerdictPass || !ev.Published || ev.Action != nil {
+			t.Errorf("round %d: verdict %s, published %v, action %+v; want pass, published, no action", i, ev.Verdict, ev.Published, ev.Action)
+		}
+		v.clk.Advance(time.Minute)
+	}
+	v.publishStats(v.stat("gw-1", 0, schemaBroken(2)))
+	v.waitRead(e.Engine, 2)
+	ev := e.Evaluate(context.Background())[0]
+	if ev.Action == nil || ev.Action.Kind != ActionRollback || ev.Action.Error != "" {
+		t.Fatalf("action = %+v; want a rollback of the deployment in testing", ev.Action)
+	}
+	got := v.rolloutEvents()
+	if len(got) != 2 || got[1].Status != events.StatusRolledBack || got[1].Percentage != 0 {
+		t.Errorf("rollout events = %+v; want the admin's testing and the analyzer's rollback", got)
+	}
+}
+
+func TestPromotionReady(t *testing.T) {
+	P, F, I, N := events.VerdictPass, events.VerdictFail, events.VerdictInconclusive, events.VerdictNotApplicable
+	tests := []struct {
+		verdicts []events.Verdict
+		want     bool
+	}{
+		{nil, false},
+		{[]events.Verdict{P, P}, true},
+		{[]events.Verdict{P, N}, true},
+		{[]events.Verdict{P, I}, false},
+		{[]events.Verdict{P, F}, false},
+	}
+	for _, tt := range tests {
+		rs := make([]events.GateResult, len(tt.verdicts))
+		for i, v := range tt.verdicts {
+			rs[i].Verdict = v
+		}
+		if got := PromotionReady(rs); got != tt.want {
+			t.Errorf("PromotionReady(%v) = %v; want %v", tt.verdicts, got, tt.want)
+		}
+	}
+}
+
+// TestMetrics: each gate's estimate and bound per deployment and stream
+// class are exported, and the skip counters by reason.
+func TestMetrics(t *testing.T) {
+	v := newEnv(t)
+	e := v.start(v.name("a"), nil, nil)
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 10, nil), schemaBroken(4)))
+	v.waitRead(e.Engine, 1)
+	e.Evaluate(context.Background())
+	var b strings.Builder
+	e.cfg.Metrics.WritePrometheus(&b)
+	for _, want := range []string{
+		`graygate_analyzer_gate_estimate{deployment="qwen-32k",gate="schema_failure_rate",stream="all"} 0.25`,
+		`graygate_analyzer_gate_bound{deployment="qwen-32k",gate="schema_failure_rate",stream="all"} 0.25`,
+		`graygate_analyzer_gate_failing{deployment="qwen-32k",gate="schema_failure_rate",stream="all"} 1`,
+		`graygate_analyzer_gate_estimate{deployment="qwen-32k",gate="latency_p99_ratio",stream="non_stream"} NaN`,
+		`graygate_analyzer_gate_threshold{deployment="qwen-32k",gate="latency_p99_ratio",stream="stream"} 1.5`,
+		`graygate_analyzer_events_total{outcome="counted"} 1`,
+		`graygate_analyzer_events_total{outcome="unknown_deployment"} 0`,
+		`graygate_analyzer_window_requests{deployment="qwen-32k",arm="gray"} 4`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// TestConsumerRemovedUnderTheEngine: a consumer removed by the server (its
+// inactivity threshold passed while NATS was away) or by hand is made
+// again, and statistics keep being counted, each once.
+func TestConsumerRemovedUnderTheEngine(t *testing.T) {
+	v := newEnv(t)
+	e := v.run(v.name("a"), nil, nil)
+	v.publishStats(v.stat("gw-1", 2*time.Second, entry(events.ArmGray, 3, nil)))
+	v.waitRead(e.Engine, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := v.js.Stream(ctx, events.StreamStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteConsumer(ctx, e.cfg.Consumer); err != nil {
+		t.Fatal(err)
+	}
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmGray, 4, nil)))
+	deadline := time.Now().Add(v.patience)
+	for e.m.outcomes["counted"].Get() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("counted %d statistics within %v after the consumer was removed; want 2", e.m.outcomes["counted"].Get(), v.patience)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The replay of the new consumer met the first statistic again.
+	if got := e.Evaluate(context.Background())[0].GrayRequests; got != 7 {
+		t.Errorf("gray attempts = %d; want 7", got)
 	}
 }

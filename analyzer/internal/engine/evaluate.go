@@ -8,6 +8,7 @@ import (
 
 	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/analyzer/internal/rollout"
+	"github.com/graygate/graygate/analyzer/internal/window"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -20,13 +21,17 @@ type Evaluation struct {
 	// event for the deployment.
 	Rollout *rollout.State `json:"rollout"`
 	// WindowStart is where the window began: now − window, or the last
-	// change to active when later (rounded up to a bucket boundary).
-	WindowStart     time.Time           `json:"window_start"`
-	WindowSeconds   float64             `json:"window_seconds"`
-	GrayRequests    int64               `json:"gray_requests"`
-	PrimaryRequests int64               `json:"primary_requests"`
-	Gates           []events.GateResult `json:"gates"`
-	Verdict         events.Verdict      `json:"verdict"`
+	// status change when later (rounded up to a bucket boundary).
+	WindowStart   time.Time `json:"window_start"`
+	WindowSeconds float64   `json:"window_seconds"`
+	// GrayRequests and PrimaryRequests count the attempts in the window
+	// (gray: gray and shadow).
+	GrayRequests    int64 `json:"gray_requests"`
+	PrimaryRequests int64 `json:"primary_requests"`
+	// Gates holds one result per gate and stream class: {gate, stream,
+	// estimate, bound, threshold, gray_n, primary_n, verdict}.
+	Gates   []events.GateResult `json:"gates"`
+	Verdict events.Verdict      `json:"verdict"`
 	// PassingSince is the start of an unbroken run of passing evaluations
 	// since the last rollout change (the promotion hold); nil otherwise.
 	PassingSince *time.Time `json:"passing_since,omitempty"`
@@ -62,49 +67,89 @@ const (
 // release and returns the evaluations, in config order. Every analyzer
 // evaluates (for /v1/status and metrics); only the lease holder, and only
 // once the window is rebuilt and the rollout log read, publishes: the
-// evaluation of each deployment with gray requests in its window and an
-// active (or not yet recorded) rollout, then at most one rollout change.
+// evaluation of each deployment with gray attempts in its window and an
+// active or testing (or not yet recorded) rollout, then at most one
+// rollout change.
 func (e *Engine) Evaluate(ctx context.Context) []Evaluation {
 	now := e.cfg.Clock()
-	ready := e.Ready()
-	leader := e.Leading()
+	act := e.Ready() && e.Leading()
 	out := make([]Evaluation, 0, len(e.cfg.Deployments))
 	for _, d := range e.cfg.Deployments {
-		out = append(out, e.evaluate(ctx, d, now, ready && leader))
+		out = append(out, e.evaluate(ctx, d, now, act, false))
 	}
 	return out
 }
 
-func (e *Engine) evaluate(ctx context.Context, d string, now time.Time, act bool) Evaluation {
-	st, known := e.rollouts.Get(d)
-	since := now.Add(-e.cfg.Analyzer.Window)
-	if known && st.Active() && st.ActiveSince.After(since) {
-		since = st.ActiveSince
+// EvaluateUrgent evaluates the deployments a gray schema failure arrived
+// for since the last call, at once rather than at the next interval (SPEC
+// §9, §12). It acts only on gate 2: when schema_failure_rate fails, the
+// evaluation is published and the deployment rolled back with it as the
+// trigger; otherwise nothing is published or recorded, so the other gates
+// are looked at only every interval (their error budget counts those
+// looks). It returns the evaluations that acted.
+func (e *Engine) EvaluateUrgent(ctx context.Context) []Evaluation {
+	now := e.cfg.Clock()
+	act := e.Ready() && e.Leading()
+	var out []Evaluation
+	for _, d := range e.takeUrgent() {
+		if ev := e.evaluate(ctx, d, now, act, true); ev.Published || ev.Action != nil {
+			out = append(out, ev)
+		}
 	}
-	snap := e.agg.Snapshot(d, since, now)
-	results := gate.Evaluate(&snap.Gray, &snap.Primary, e.limits)
+	return out
+}
+
+// evaluate tests one deployment over its window: now − window, or its last
+// status change when later. urgent restricts it to gate 2 (EvaluateUrgent).
+func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act, urgent bool) Evaluation {
+	st, known := e.rollouts.Get(d.Name)
+	evaluable := !known || st.Active() || st.Testing()
+	if urgent {
+		// Only a rollback can follow: skip the work when none could.
+		e.mu.Lock()
+		ds := e.state[d.Name]
+		pending := ds.acted && ds.actedFrom == st.Revision
+		e.mu.Unlock()
+		if !act || !evaluable || pending {
+			return Evaluation{Deployment: d.Name, At: now}
+		}
+	}
+	since := now.Add(-e.cfg.Analyzer.Window)
+	if known && st.StatusSince.After(since) {
+		since = st.StatusSince
+	}
+	snap := e.agg.Snapshot(d.Name, since, now)
+	in := gate.Input{Gray: classes(snap.Gray), Primary: classes(snap.Primary)}
+	results := e.cfg.Evaluate(d, &in)
 	ev := Evaluation{
-		Deployment:      d,
+		Deployment:      d.Name,
 		At:              now,
 		WindowStart:     snap.Start,
 		WindowSeconds:   max(snap.End.Sub(snap.Start), e.agg.Width()).Seconds(),
-		GrayRequests:    snap.Gray.Requests,
-		PrimaryRequests: snap.Primary.Requests,
+		GrayRequests:    window.Requests(snap.Gray),
+		PrimaryRequests: window.Requests(snap.Primary),
 		Gates:           results,
 		Verdict:         events.OverallVerdict(results),
 	}
 	if known {
 		ev.Rollout = &st
 	}
+	failure := gate.FirstFailure
+	if urgent {
+		failure = schemaFailure
+		if _, failed := failure(results); !failed || ev.GrayRequests == 0 {
+			return ev
+		}
+	}
 	e.m.observe(&ev)
 
 	e.mu.Lock()
-	ds := e.state[d]
+	ds := e.state[d.Name]
 	if ds.revision != st.Revision {
 		ds.revision, ds.passingSince = st.Revision, time.Time{}
 	}
 	switch {
-	case ev.Verdict != events.VerdictPass:
+	case !PromotionReady(results):
 		ds.passingSince = time.Time{}
 	case ds.passingSince.IsZero():
 		ds.passingSince = now
@@ -117,10 +162,10 @@ func (e *Engine) evaluate(ctx context.Context, d string, now time.Time, act bool
 	passing := ds.passingSince
 	e.mu.Unlock()
 
-	if act && ev.GrayRequests > 0 && (!known || st.Active()) {
+	if act && ev.GrayRequests > 0 && evaluable {
 		ev.Published = e.publishAnalysis(ctx, &ev)
 		if !pending {
-			ev.Action = e.decide(ctx, d, st, &ev, now, passing)
+			ev.Action = e.decide(ctx, d.Name, st, &ev, now, passing, failure, !urgent)
 		}
 	}
 
@@ -136,32 +181,69 @@ func (e *Engine) evaluate(ctx context.Context, d string, now time.Time, act bool
 	return ev
 }
 
-// decide publishes a rollback when a gate failed, or a promotion when
-// every gate passed for the hold; nil when neither is due. Errors other
-// than a revision conflict leave nothing recorded, so the next evaluation
-// tries again.
-func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Evaluation, now, passingSince time.Time) *Action {
-	if failed, ok := gate.FirstFailure(ev.Gates); ok {
-		value := 0.0
-		if failed.Estimate != nil {
-			value = *failed.Estimate
+// classes converts the window's classes to the gate's.
+func classes(side map[window.Class]*events.ArmStats) map[gate.Class]*events.ArmStats {
+	out := make(map[gate.Class]*events.ArmStats, len(side))
+	for c, s := range side {
+		out[gate.Class(c)] = s
+	}
+	return out
+}
+
+// PromotionReady reports whether results allow a promotion: every gate
+// passes or is not applicable (never on an inconclusive one), and there is
+// at least one.
+func PromotionReady(results []events.GateResult) bool {
+	if len(results) == 0 {
+		return false
+	}
+	for _, r := range results {
+		if r.Verdict != events.VerdictPass && r.Verdict != events.VerdictNotApplicable {
+			return false
 		}
-		bound := value
+	}
+	return true
+}
+
+// schemaFailure returns the failing schema_failure_rate result.
+func schemaFailure(results []events.GateResult) (events.GateResult, bool) {
+	for _, r := range results {
+		if r.Gate == events.GateSchemaFailureRate && r.Verdict == events.VerdictFail {
+			return r, true
+		}
+	}
+	return events.GateResult{}, false
+}
+
+// decide publishes a rollback when a gate failed (the first that failure
+// returns), or — when promote and the deployment is active — a promotion
+// when every gate passed for the hold; nil when neither is due. Errors
+// other than a revision conflict leave nothing recorded, so the next
+// evaluation tries again.
+func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Evaluation, now, passingSince time.Time,
+	failure func([]events.GateResult) (events.GateResult, bool), promote bool) *Action {
+	if failed, ok := failure(ev.Gates); ok {
+		bound := 0.0
 		if failed.Bound != nil {
 			bound = *failed.Bound
+		}
+		estimate := bound
+		if failed.Estimate != nil {
+			estimate = *failed.Estimate
 		}
 		window := time.Duration(ev.WindowSeconds * float64(time.Second))
 		change := &events.RolloutChanged{
 			Deployment: d,
 			Percentage: 0,
 			Status:     events.StatusRolledBack,
-			Reason: fmt.Sprintf("gate %s failed: %s above %s over %s (%d gray, %d primary requests)",
-				failed.Gate, fmtValue(failed.Gate, value), fmtValue(failed.Gate, failed.Threshold),
-				window.Round(time.Second), ev.GrayRequests, ev.PrimaryRequests),
+			Reason: fmt.Sprintf("gate %s%s failed: estimate %s, bound %s above %s over %s (%d gray, %d primary attempts)",
+				failed.Gate, streamSuffix(failed.Stream), fmtValue(failed.Gate, estimate), fmtValue(failed.Gate, bound),
+				fmtValue(failed.Gate, failed.Threshold), window.Round(time.Second), failed.GrayN, failed.PrimaryN),
 			Actor:    events.ActorAnalyzer,
 			Revision: st.Revision,
 			Trigger: &events.GateTrigger{
-				Gate: failed.Gate, Stream: failed.Stream, Estimate: value, Bound: bound, Threshold: failed.Threshold, WindowSeconds: ev.WindowSeconds,
+				Gate: failed.Gate, Stream: failed.Stream, Estimate: estimate, Bound: bound,
+				Threshold: failed.Threshold, WindowSeconds: ev.WindowSeconds,
 			},
 		}
 		a := e.publishChange(ctx, ActionRollback, change, now)
@@ -171,7 +253,7 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 		return a
 	}
 	p := e.cfg.Analyzer.Promotion
-	if p == nil || ev.Verdict != events.VerdictPass || passingSince.IsZero() || now.Sub(passingSince) < p.Hold {
+	if !promote || st.Testing() || p == nil || !PromotionReady(ev.Gates) || passingSince.IsZero() || now.Sub(passingSince) < p.Hold {
 		return nil
 	}
 	next, ok := nextStep(p.Steps, st.Percentage)
@@ -192,6 +274,18 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 		e.m.promotion(d)
 	}
 	return a
+}
+
+// streamSuffix names a per-class gate's stream class for people.
+func streamSuffix(stream *bool) string {
+	switch {
+	case stream == nil:
+		return ""
+	case *stream:
+		return " (streamed)"
+	default:
+		return " (not streamed)"
+	}
 }
 
 // nextStep returns the first step above the current percentage.

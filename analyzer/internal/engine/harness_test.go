@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/analyzer/internal/natstest"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -31,7 +33,9 @@ func exampleAnalyzer() config.Analyzer {
 			TTFTP99RatioMax:      1.5,
 			LatencyP99RatioMax:   1.5,
 			ToolLoopRatioMax:     0.05,
+			GrayErrorRateMax:     0.05,
 		},
+		Confidence: 0.99,
 	}
 }
 
@@ -109,22 +113,111 @@ func systemEnv(t *testing.T) *env {
 	return &env{t: t, js: js, clk: newClock(), dep: fmt.Sprintf("analyzer-test-%d", time.Now().UnixNano()), patience: time.Minute}
 }
 
+// fakeGates is a deterministic evaluator the tests inject (the real gates'
+// statistics are tested in package gate): gate 2 fails on any gray schema
+// failure at threshold 0 (above it, on a share above the threshold) and
+// passes otherwise; every other gate gets the verdict the test sets
+// (inconclusive unless told). It remembers the last input per deployment.
+type fakeGates struct {
+	mu     sync.Mutex
+	others events.Verdict
+	// schemaMax is gate 2's threshold.
+	schemaMax float64
+	last      map[string]gate.Input
+	calls     int
+}
+
+func newFakeGates() *fakeGates {
+	return &fakeGates{others: events.VerdictInconclusive, last: map[string]gate.Input{}}
+}
+
+func (f *fakeGates) set(v events.Verdict) { f.mu.Lock(); f.others = v; f.mu.Unlock() }
+
+func (f *fakeGates) setSchemaMax(max float64) { f.mu.Lock(); f.schemaMax = max; f.mu.Unlock() }
+
+func (f *fakeGates) input(d string) gate.Input { f.mu.Lock(); defer f.mu.Unlock(); return f.last[d] }
+
+func (f *fakeGates) evaluate(d Deployment, in *gate.Input) []events.GateResult {
+	f.mu.Lock()
+	f.last[d.Name] = *in
+	f.calls++
+	others, schemaMax := f.others, f.schemaMax
+	f.mu.Unlock()
+	limits := gate.ConfigOf(exampleAnalyzer(), d.Timeout)
+	var grayN, primaryN, failures int64
+	for _, s := range in.Gray {
+		grayN += s.Requests
+		failures += s.Outcomes.SchemaViolation + s.Outcomes.InvalidJSON
+	}
+	for _, s := range in.Primary {
+		primaryN += s.Requests
+	}
+	out := make([]events.GateResult, 0, len(events.Gates)+1)
+	for _, g := range events.Gates {
+		r := events.GateResult{Gate: g, Threshold: limits.Threshold(g), GrayN: grayN, PrimaryN: primaryN, Verdict: others}
+		switch g {
+		case events.GateSchemaFailureRate:
+			r.Threshold = schemaMax
+			r.Verdict = events.VerdictNotApplicable
+			if grayN > 0 {
+				rate := float64(failures) / float64(grayN)
+				r.Estimate, r.Bound = &rate, &rate
+				r.Verdict = events.VerdictPass
+				if failures > 0 && rate > r.Threshold {
+					r.Verdict = events.VerdictFail
+				}
+			}
+		case events.GateTTFTP99, events.GateTTFTP99Ratio:
+			r.Stream = ptr(true)
+		case events.GateLatencyP99Ratio:
+			r.Stream = ptr(true)
+			nonStream := r
+			nonStream.Stream = ptr(false)
+			nonStream.Verdict = events.VerdictNotApplicable
+			out = append(out, withBound(r))
+			r = nonStream
+		}
+		out = append(out, withBound(r))
+	}
+	return out
+}
+
+// withBound gives a failing result the bound a failure needs.
+func withBound(r events.GateResult) events.GateResult {
+	if r.Verdict == events.VerdictFail && r.Bound == nil {
+		r.Bound = ptr(r.Threshold + 1)
+	}
+	return r
+}
+
+func ptr[T any](v T) *T { return &v }
+
 // running is an engine whose consumer and rollout follower run until stop.
 type running struct {
 	*Engine
-	stop func()
+	gates *fakeGates
+	stop  func()
 }
 
-// start runs an engine with consumer name and leader l (nil: never
-// leads), waits until it is ready, and stops it at the end of the test.
-func (v *env) start(name string, l Leader, mutate func(*config.Analyzer)) *running {
-	v.t.Helper()
+// newEngine makes an engine of the env's deployment with consumer name,
+// leader l (nil: never leads) and the fake gates.
+func (v *env) newEngine(name string, l Leader, mutate func(*config.Analyzer)) (*Engine, *fakeGates) {
 	a := exampleAnalyzer()
 	if mutate != nil {
 		mutate(&a)
 	}
-	e := New(Config{Analyzer: a, Deployments: []string{v.dep}, Consumer: name, Source: "analyzer/" + name, Clock: v.clk.Now}, v.js, l)
+	fg := newFakeGates()
+	e := New(Config{Analyzer: a, Deployments: []Deployment{{Name: v.dep, Timeout: 2500 * time.Millisecond}}, Consumer: name,
+		Source: "analyzer/" + name, Clock: v.clk.Now, Evaluate: fg.evaluate}, v.js, l)
 	v.deleteConsumer(name)
+	return e, fg
+}
+
+// start runs an engine's consumer and rollout follower, waits until it is
+// ready, and stops it at the end of the test.
+func (v *env) start(name string, l Leader, mutate func(*config.Analyzer)) *running {
+	v.t.Helper()
+	e, fg := v.newEngine(name, l, mutate)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -133,68 +226,87 @@ func (v *env) start(name string, l Leader, mutate func(*config.Analyzer)) *runni
 	var once sync.Once
 	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
 	v.t.Cleanup(stop)
+	v.waitReady(e)
+	return &running{Engine: e, gates: fg, stop: stop}
+}
+
+// run runs a whole engine (Run: consumer, follower and evaluation loop).
+func (v *env) run(name string, l Leader, mutate func(*config.Analyzer)) *running {
+	v.t.Helper()
+	e, fg := v.newEngine(name, l, mutate)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	v.t.Cleanup(stop)
+	v.waitReady(e)
+	return &running{Engine: e, gates: fg, stop: stop}
+}
+
+func (v *env) waitReady(e *Engine) {
+	v.t.Helper()
 	deadline := time.Now().Add(v.patience)
 	for !e.Ready() {
 		if time.Now().After(deadline) {
-			v.t.Fatalf("engine %s not ready within %v", name, v.patience)
+			v.t.Fatalf("engine %s not ready within %v", e.cfg.Consumer, v.patience)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return &running{Engine: e, stop: stop}
 }
 
 // startUnfollowed runs an engine whose rollout state is set by the test
 // (active at pct from revision rev) instead of followed from the log, so
 // the test decides when the engine sees a change.
-func (v *env) startUnfollowed(name string, l Leader, rev uint64, pct float64) *Engine {
+func (v *env) startUnfollowed(name string, l Leader, rev uint64, pct float64) *running {
 	v.t.Helper()
-	e := New(Config{Analyzer: exampleAnalyzer(), Deployments: []string{v.dep}, Consumer: name, Clock: v.clk.Now}, v.js, l)
-	v.deleteConsumer(name)
+	e, fg := v.newEngine(name, l, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.Consume(ctx) }()
 	v.t.Cleanup(func() { cancel(); <-done })
-	e.Rollouts().Apply(rev, v.clk.Now().Add(-time.Hour), &events.RolloutChanged{
+	e.rollouts.Apply(rev, v.clk.Now().Add(-time.Hour), &events.RolloutChanged{
 		Deployment: v.dep, Percentage: pct, Status: events.StatusActive, Reason: "test", Actor: events.ActorAdmin,
 	})
-	e.Rollouts().MarkReady()
+	e.rollouts.MarkReady()
 	select {
-	case <-e.Replayed():
+	case <-e.replayed:
 	case <-time.After(v.patience):
 		v.t.Fatalf("engine %s did not rebuild its window within %v", name, v.patience)
 	}
-	return e
+	return &running{Engine: e, gates: fg, stop: func() { cancel(); <-done }}
 }
 
-// deleteConsumer removes the engine's durable consumer at the end of the
-// test (the engine itself leaves it for its next start).
+// deleteConsumer removes the engine's consumer at the end of the test (the
+// server would after its inactivity threshold).
 func (v *env) deleteConsumer(name string) {
 	v.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if s, err := v.js.Stream(ctx, events.StreamEvents); err == nil {
+		if s, err := v.js.Stream(ctx, events.StreamStats); err == nil {
 			_ = s.DeleteConsumer(ctx, name)
 		}
 	})
 }
 
-// read returns how many request events of its deployments the engine has
-// read (on a shared server it also reads, and ignores, others').
+// read returns how many statistics of its deployments the engine has
+// read, bad ones included (on a shared server it also reads, and skips,
+// others').
 func (e *Engine) read() uint64 {
 	var n uint64
-	for _, o := range []string{"counted", "duplicate", "too_old", "invalid"} {
+	for _, o := range []string{"counted", "duplicate", "too_old", "future", "invalid"} {
 		n += e.m.outcomes[o].Get()
 	}
 	return n
 }
 
-// waitRead waits until the engine has read n request events.
+// waitRead waits until the engine has read n statistics.
 func (v *env) waitRead(e *Engine, n uint64) {
 	v.t.Helper()
 	deadline := time.Now().Add(v.patience)
 	for e.read() < n {
 		if time.Now().After(deadline) {
-			v.t.Fatalf("engine read %d request events within %v; want %d", e.read(), v.patience, n)
+			v.t.Fatalf("engine read %d statistics within %v; want %d", e.read(), v.patience, n)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -205,7 +317,7 @@ func (v *env) waitRevision(e *Engine, rev uint64) {
 	v.t.Helper()
 	deadline := time.Now().Add(v.patience)
 	for {
-		if s, _ := e.Rollouts().Get(v.dep); s.Revision >= rev {
+		if s, _ := e.rollouts.Get(v.dep); s.Revision >= rev {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -215,26 +327,76 @@ func (v *env) waitRevision(e *Engine, rev uint64) {
 	}
 }
 
-// req is a request event to publish ago before the clock's now.
-type req struct {
-	data *events.RequestCompleted
-	ago  time.Duration
-	id   string // "" makes one
-	// noMsgID stores the event even when its id was stored before (a
-	// republish after JetStream's duplicate window).
-	noMsgID bool
+// Statistics builders.
+
+// entry is one arm entry: n attempts of arm on streamed chat, each with
+// 100 completion tokens, TTFT 200 ms and latency 1 s; mod changes it.
+func entry(arm events.Arm, n int64, mod func(a *events.ArmStats)) events.ArmStats {
+	a := events.ArmStats{Arm: arm, Stream: true, Endpoint: events.EndpointChat, Requests: n}
+	a.Outcomes.OK = n
+	for range n {
+		a.PromptTokens.Add(500)
+		a.CompletionTokens.Add(100)
+		a.TTFT.Add(200)
+		a.Latency.Add(1000)
+		a.ToolSteps.Count++
+		a.ToolSteps.Sum++
+	}
+	if mod != nil {
+		mod(&a)
+	}
+	return a
 }
 
-// publish stores the requests and returns their ids.
-func (v *env) publish(reqs []req) []string {
+// schemaBroken is an entry of n gray attempts of which one broke the schema.
+func schemaBroken(n int64) events.ArmStats {
+	return entry(events.ArmGray, n, func(a *events.ArmStats) { a.Outcomes.OK--; a.Outcomes.SchemaViolation++ })
+}
+
+// stat is gateway gw's statistic of the env's deployment for the second
+// that started ago before the clock's now.
+func (v *env) stat(gw string, ago time.Duration, arms ...events.ArmStats) *events.StatsInterval {
+	return &events.StatsInterval{Deployment: v.dep, Gateway: gw, IntervalStart: v.clk.Now().Add(-ago).Truncate(time.Second),
+		IntervalSeconds: 1, Arms: arms}
+}
+
+// publishStats stores statistics (each with its StatsID, as Nats-Msg-Id)
+// and returns their ids.
+func (v *env) publishStats(ss ...*events.StatsInterval) []string {
 	v.t.Helper()
-	ids := make([]string, len(reqs))
-	now := v.clk.Now()
-	for i, r := range reqs {
-		r.data.Deployment = v.dep
-		ids[i], _ = natstest.Publish(v.t, v.js, events.TypeRequestCompleted, r.data, now.Add(-r.ago), r.id, r.noMsgID)
+	ids := make([]string, len(ss))
+	for i, s := range ss {
+		ids[i], _ = natstest.Publish(v.t, v.js, events.TypeStatsInterval, s, s.IntervalStart.Add(time.Second), "", false)
 	}
 	return ids
+}
+
+// publishRaw stores bytes on subject as they are (for bad input).
+func (v *env) publishRaw(subject string, b []byte) {
+	v.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := v.js.Publish(ctx, subject, b); err != nil {
+		v.t.Fatalf("publish on %s: %v", subject, err)
+	}
+}
+
+// encode returns the event bytes of s with id (StatsID when "") — no check.
+func encode(t *testing.T, s *events.StatsInterval, id string) []byte {
+	t.Helper()
+	if id == "" {
+		id = s.ID()
+	}
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(events.Envelope{SpecVersion: events.SpecVersion, ID: id, Source: "gateway/test", Type: events.TypeStatsInterval,
+		Time: s.IntervalStart.Add(time.Second), DataContentType: events.ContentType, Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // rollout stores a rollout change made ago before now and returns its
@@ -303,50 +465,7 @@ func fetchAll[T any, P interface {
 	return out
 }
 
-// Request builders.
-
-var reqSeq atomic.Int64
-
-func base(arm events.Arm) *events.RequestCompleted {
-	return &events.RequestCompleted{
-		RequestID: fmt.Sprintf("req-%d", reqSeq.Add(1)), Route: "agent-chat", Deployment: dep, Arm: arm,
-		UpstreamModel: "m", Status: 200, ErrorType: events.ErrorNone, MatchedContext: []string{},
-		PromptTokens: 500, CompletionTokens: 100, TTFTMillis: 200, LatencyMillis: 1000, ToolSteps: 1,
-	}
-}
-
-// answers returns n requests of arm, each changed by mod(i, r) when given.
-func answers(n int, arm events.Arm, mod func(i int, r *events.RequestCompleted)) []req {
-	out := make([]req, n)
-	for i := range out {
-		r := base(arm)
-		if mod != nil {
-			mod(i, r)
-		}
-		out[i] = req{data: r, ago: time.Duration(n-i) * 100 * time.Millisecond}
-	}
-	return out
-}
-
-// schemaFallback is a fallback whose gray answer broke the schema.
-func schemaFallback() *events.RequestCompleted {
-	r := base(events.ArmFallback)
-	r.LatencyMillis = 1900
-	r.FallbackReason = events.ReasonSchemaViolation
-	r.Gray = &events.GrayAttempt{Status: 200, ErrorType: events.ErrorUpstreamSchema, Reason: events.ReasonSchemaViolation,
-		TTFTMillis: 200, LatencyMillis: 900, PromptTokens: 500, CompletionTokens: 100, SchemaValid: new(bool)}
-	return r
-}
-
-func concat(parts ...[]req) []req {
-	var out []req
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
-// result returns the result of gate g in ev.
+// result returns the result of gate g (the first, for a per-class gate) in ev.
 func result(t *testing.T, ev Evaluation, g events.Gate) events.GateResult {
 	t.Helper()
 	for _, r := range ev.Gates {
@@ -356,11 +475,4 @@ func result(t *testing.T, ev Evaluation, g events.Gate) events.GateResult {
 	}
 	t.Fatalf("evaluation has no %s gate", g)
 	return events.GateResult{}
-}
-
-func fmtValue2(v *float64) string {
-	if v == nil {
-		return "none"
-	}
-	return fmt.Sprint(*v)
 }

@@ -5,22 +5,22 @@ import (
 	"sync"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/schemas/events"
 )
 
 // Help is the # HELP text of every family the engine registers.
 var Help = map[string]string{
-	"graygate_analyzer_gate_value":              "Last evaluated value of each gate per deployment (ratios as ratios, ttft_p99 in seconds; NaN when it cannot be computed).",
-	"graygate_analyzer_gate_threshold":          "Threshold of each gate: above it the gate fails.",
+	"graygate_analyzer_gate_estimate":           "Last point estimate of each gate per deployment and stream class (stream all for a gate over every attempt; ratios as ratios, ttft_p99 in seconds; NaN when there is none).",
+	"graygate_analyzer_gate_bound":              "Last confidence bound of each gate, the value compared with the threshold (NaN until one exists).",
+	"graygate_analyzer_gate_threshold":          "Threshold of each gate: a bound on its bad side fails the gate.",
 	"graygate_analyzer_gate_failing":            "1 while a gate's last verdict is fail, else 0.",
-	"graygate_analyzer_gate_inconclusive":       "1 while a gate's last verdict is inconclusive (too few requests, or no value), else 0.",
-	"graygate_analyzer_window_requests":         "Requests in the evaluated window per deployment and arm (gray or primary).",
+	"graygate_analyzer_gate_inconclusive":       "1 while a gate's last verdict is inconclusive, else 0.",
+	"graygate_analyzer_window_requests":         "Attempts in the evaluated window per deployment and arm (gray, with shadow, or primary).",
 	"graygate_analyzer_evaluations_total":       "Evaluations per deployment and overall verdict.",
 	"graygate_analyzer_rollbacks_total":         "Rollback events this analyzer stored, per deployment and failing gate.",
 	"graygate_analyzer_promotions_total":        "Promotion events this analyzer stored, per deployment.",
 	"graygate_analyzer_publish_errors_total":    "Events that could not be published, by kind (analysis or rollout).",
-	"graygate_analyzer_events_total":            "Request events read, by outcome (counted, duplicate, too_old, invalid, ignored).",
+	"graygate_analyzer_events_total":            "Statistics read, by outcome: counted, duplicate, too_old; skipped as bad input: invalid, future, unknown_deployment; ignored (a deployment without gray).",
 	"graygate_analyzer_replay_duration_seconds": "Time it took to rebuild the window from the stream at start.",
 	"graygate_analyzer_lease_held":              "1 while this analyzer holds the lease and may publish, else 0.",
 	"graygate_analyzer_ready":                   "1 once the window is rebuilt and the rollout log read, else 0.",
@@ -29,65 +29,78 @@ var Help = map[string]string{
 type engineMetrics struct {
 	set           *metrics.Set
 	replaySeconds *metrics.Gauge
+	outcomes      map[string]*metrics.Counter
 
-	mu       sync.Mutex
-	outcomes map[string]*metrics.Counter
+	mu sync.Mutex
+	// shown holds, per deployment, the gate series of its last evaluation:
+	// a series absent from the next one (a class without traffic) is set
+	// to NaN rather than left at a stale value.
+	shown map[string]map[string]bool
 }
 
 func newEngineMetrics(set *metrics.Set, e *Engine) *engineMetrics {
-	m := &engineMetrics{set: set, outcomes: map[string]*metrics.Counter{}}
+	m := &engineMetrics{set: set, outcomes: map[string]*metrics.Counter{}, shown: map[string]map[string]bool{}}
 	m.replaySeconds = set.GetOrCreateGauge("graygate_analyzer_replay_duration_seconds", nil)
-	set.GetOrCreateGauge("graygate_analyzer_lease_held", func() float64 {
-		if e.Leading() {
-			return 1
-		}
-		return 0
-	})
-	set.GetOrCreateGauge("graygate_analyzer_ready", func() float64 {
-		if e.Ready() {
-			return 1
-		}
-		return 0
-	})
-	for _, o := range []string{"counted", "duplicate", "too_old", "invalid", "ignored"} {
+	set.GetOrCreateGauge("graygate_analyzer_lease_held", func() float64 { return b2f(e.Leading()) })
+	set.GetOrCreateGauge("graygate_analyzer_ready", func() float64 { return b2f(e.Ready()) })
+	for _, o := range outcomes {
 		m.outcomes[o] = set.GetOrCreateCounter(`graygate_analyzer_events_total{outcome="` + o + `"}`)
-	}
-	for _, d := range e.cfg.Deployments {
-		for _, g := range gate.Order {
-			set.GetOrCreateGauge(series("graygate_analyzer_gate_threshold", d, g), nil).Set(e.limits.Threshold(g))
-			set.GetOrCreateGauge(series("graygate_analyzer_gate_value", d, g), nil).Set(math.NaN())
-		}
 	}
 	return m
 }
 
-func series(family, deployment string, g events.Gate) string {
-	return family + `{deployment="` + deployment + `",gate="` + string(g) + `"}`
+// streamLabel is the stream label of a result: stream, non_stream, or all
+// for a gate over every attempt.
+func streamLabel(s *bool) string {
+	switch {
+	case s == nil:
+		return "all"
+	case *s:
+		return "stream"
+	default:
+		return "non_stream"
+	}
 }
 
-// outcome counts one request event read.
+func gateLabels(deployment string, g events.Gate, stream string) string {
+	return `{deployment="` + deployment + `",gate="` + string(g) + `",stream="` + stream + `"}`
+}
+
+// outcome counts one statistic read.
 func (m *engineMetrics) outcome(o string) { m.outcomes[o].Inc() }
 
 // observe records an evaluation.
 func (m *engineMetrics) observe(ev *Evaluation) {
 	d := ev.Deployment
+	now := map[string]bool{}
 	for _, r := range ev.Gates {
-		v := math.NaN()
-		if r.Estimate != nil {
-			v = *r.Estimate
-		}
-		m.set.GetOrCreateGauge(series("graygate_analyzer_gate_value", d, r.Gate), nil).Set(v)
-		m.set.GetOrCreateGauge(series("graygate_analyzer_gate_threshold", d, r.Gate), nil).Set(r.Threshold)
-		m.set.GetOrCreateGauge(series("graygate_analyzer_gate_failing", d, r.Gate), nil).Set(b2f(r.Verdict == events.VerdictFail))
-		m.set.GetOrCreateGauge(series("graygate_analyzer_gate_inconclusive", d, r.Gate), nil).Set(b2f(r.Verdict == events.VerdictInconclusive))
+		l := gateLabels(d, r.Gate, streamLabel(r.Stream))
+		now[l] = true
+		m.set.GetOrCreateGauge("graygate_analyzer_gate_estimate"+l, nil).Set(orNaN(r.Estimate))
+		m.set.GetOrCreateGauge("graygate_analyzer_gate_bound"+l, nil).Set(orNaN(r.Bound))
+		m.set.GetOrCreateGauge("graygate_analyzer_gate_threshold"+l, nil).Set(r.Threshold)
+		m.set.GetOrCreateGauge("graygate_analyzer_gate_failing"+l, nil).Set(b2f(r.Verdict == events.VerdictFail))
+		m.set.GetOrCreateGauge("graygate_analyzer_gate_inconclusive"+l, nil).Set(b2f(r.Verdict == events.VerdictInconclusive))
 	}
+	m.mu.Lock()
+	for l := range m.shown[d] {
+		if !now[l] {
+			m.set.GetOrCreateGauge("graygate_analyzer_gate_estimate"+l, nil).Set(math.NaN())
+			m.set.GetOrCreateGauge("graygate_analyzer_gate_bound"+l, nil).Set(math.NaN())
+			m.set.GetOrCreateGauge("graygate_analyzer_gate_failing"+l, nil).Set(0)
+			m.set.GetOrCreateGauge("graygate_analyzer_gate_inconclusive"+l, nil).Set(0)
+			now[l] = true // keep NaN-ing it while it stays absent
+		}
+	}
+	m.shown[d] = now
+	m.mu.Unlock()
 	m.set.GetOrCreateGauge(`graygate_analyzer_window_requests{deployment="`+d+`",arm="gray"}`, nil).Set(float64(ev.GrayRequests))
 	m.set.GetOrCreateGauge(`graygate_analyzer_window_requests{deployment="`+d+`",arm="primary"}`, nil).Set(float64(ev.PrimaryRequests))
 	m.set.GetOrCreateCounter(`graygate_analyzer_evaluations_total{deployment="` + d + `",verdict="` + string(ev.Verdict) + `"}`).Inc()
 }
 
 func (m *engineMetrics) rollback(d string, g events.Gate) {
-	m.set.GetOrCreateCounter(series("graygate_analyzer_rollbacks_total", d, g)).Inc()
+	m.set.GetOrCreateCounter(`graygate_analyzer_rollbacks_total{deployment="` + d + `",gate="` + string(g) + `"}`).Inc()
 }
 
 func (m *engineMetrics) promotion(d string) {
@@ -96,6 +109,13 @@ func (m *engineMetrics) promotion(d string) {
 
 func (m *engineMetrics) publishError(kind string) {
 	m.set.GetOrCreateCounter(`graygate_analyzer_publish_errors_total{kind="` + kind + `"}`).Inc()
+}
+
+func orNaN(v *float64) float64 {
+	if v == nil {
+		return math.NaN()
+	}
+	return *v
 }
 
 func b2f(b bool) float64 {

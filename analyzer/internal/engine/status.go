@@ -8,12 +8,14 @@ type Status struct {
 	Leader   bool   `json:"leader"`
 	Source   string `json:"source"`
 	Consumer string `json:"consumer"`
-	// Window, interval and the bucket width, in seconds.
+	// Window, interval and the bucket width, in seconds; the window holds
+	// the merged statistics of every gateway.
 	WindowSeconds   float64 `json:"window_seconds"`
 	IntervalSeconds float64 `json:"interval_seconds"`
 	BucketSeconds   float64 `json:"bucket_seconds"`
 	MinRequests     int     `json:"min_requests"`
-	// ReplaySeconds and ReplayEvents describe the window's rebuild at start.
+	// ReplaySeconds and ReplayEvents describe the window's rebuild at
+	// start (events: statistics read).
 	ReplaySeconds float64 `json:"replay_seconds"`
 	ReplayEvents  int64   `json:"replay_events"`
 	// Deployments holds the last evaluation of every deployment with a
@@ -47,7 +49,8 @@ func (e *Engine) Status() Status {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, d := range e.cfg.Deployments {
+	for _, dep := range e.cfg.Deployments {
+		d := dep.Name
 		ds := e.state[d]
 		ev := ds.last
 		ev.Deployment = d

@@ -18,25 +18,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// State is a deployment's rollout state after its last event.
-type State struct {
-	Deployment string               `json:"deployment"`
-	Percentage float64              `json:"percentage"`
-	Status     events.RolloutStatus `json:"status"`
-	// Revision is the stream sequence of the last event: what a writer
-	// expects as the subject's last sequence.
-	Revision  uint64       `json:"revision"`
-	Actor     events.Actor `json:"actor"`
-	Reason    string       `json:"reason"`
-	UpdatedAt time.Time    `json:"updated_at"`
-	// ActiveSince is the time of the event that last changed the status
-	// to active (the first event, when it is active). Zero while the
-	// deployment has never been active in the retained log.
-	ActiveSince time.Time `json:"active_since"`
-}
-
-// Active reports whether gray may serve: status active.
-func (s State) Active() bool { return s.Status == events.StatusActive }
+// State is a deployment's rollout state after its last event: the fold
+// shared with the gateway (events.RolloutState).
+type State = events.RolloutState
 
 // Tracker holds the folded state of every deployment in the log. Its
 // methods are safe for concurrent use.
@@ -60,22 +44,9 @@ func NewTracker() *Tracker {
 func (t *Tracker) Apply(seq uint64, at time.Time, ev *events.RolloutChanged) (State, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	prev, known := t.states[ev.Deployment]
-	if known && seq <= prev.Revision {
-		return prev, false
-	}
-	s := State{
-		Deployment:  ev.Deployment,
-		Percentage:  ev.Percentage,
-		Status:      ev.Status,
-		Revision:    seq,
-		Actor:       ev.Actor,
-		Reason:      ev.Reason,
-		UpdatedAt:   at,
-		ActiveSince: prev.ActiveSince,
-	}
-	if ev.Status == events.StatusActive && (!known || prev.Status != events.StatusActive) {
-		s.ActiveSince = at
+	s := t.states[ev.Deployment]
+	if !s.Apply(seq, at, ev) {
+		return s, false
 	}
 	t.states[ev.Deployment] = s
 	return s, true

@@ -130,3 +130,29 @@ func TestFollow(t *testing.T) {
 		})
 	}
 }
+
+func TestStatusSince(t *testing.T) {
+	A, R, T := events.StatusActive, events.StatusRolledBack, events.StatusTesting
+	tests := []struct {
+		name  string
+		steps []*events.RolloutChanged // one a minute from t0
+		want  time.Duration
+	}{
+		{"first event", []*events.RolloutChanged{change("d", T, 0)}, 0},
+		{"testing to active moves it", []*events.RolloutChanged{change("d", T, 0), change("d", A, 1)}, time.Minute},
+		{"a percentage change does not", []*events.RolloutChanged{change("d", A, 1), change("d", A, 5)}, 0},
+		{"a rollback does", []*events.RolloutChanged{change("d", T, 0), change("d", R, 0)}, time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTracker()
+			for i, ev := range tt.steps {
+				tr.Apply(uint64(i+1), t0.Add(time.Duration(i)*time.Minute), ev)
+			}
+			got, _ := tr.Get("d")
+			if !got.StatusSince.Equal(t0.Add(tt.want)) {
+				t.Errorf("StatusSince = %v; want %v", got.StatusSince, t0.Add(tt.want))
+			}
+		})
+	}
+}

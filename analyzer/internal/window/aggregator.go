@@ -1,7 +1,8 @@
-// Package window keeps the analyzer's sliding-window aggregates (SPEC §9):
-// per deployment and arm, time buckets of request counts, completion-token
-// sums, schema failures, tool-loop signals and mergeable TTFT and latency
-// histograms, in a ring that covers the configured window. Events are
+// Package window keeps the analyzer's sliding window (SPEC §9): the
+// per-arm statistics of every gateway (graygate.stats.interval events),
+// merged per deployment, side (gray or primary) and class (stream ×
+// endpoint) into time buckets that cover the configured window. Its memory
+// is buckets × deployments × classes, whatever the traffic; events are
 // deduplicated by id within the window.
 package window
 
@@ -18,13 +19,7 @@ import (
 // seconds: a 5-minute window gets 1-second buckets, a 24-hour one
 // 144-second buckets. Buckets are aligned to the Unix epoch, so an
 // analyzer that replays the same events builds the same buckets.
-const (
-	MaxBuckets = 600
-	// FutureSkew is how far ahead of the analyzer's clock an event's time
-	// may be (a gateway whose clock runs ahead) and still count in its own
-	// bucket; later times count in the last bucket of that range.
-	FutureSkew = 5 * time.Second
-)
+const MaxBuckets = 600
 
 // BucketWidth returns the bucket width for a window: window/MaxBuckets
 // rounded up to a whole second, at least one second.
@@ -34,14 +29,15 @@ func BucketWidth(window time.Duration) time.Duration {
 	return max(w, time.Second)
 }
 
-// Outcome is what Add did with an event.
+// Outcome is what Add did with a statistic.
 type Outcome int
 
 // Outcomes of Add.
 const (
 	Counted   Outcome = iota
 	Duplicate         // its id was counted already
-	TooOld            // it lies before the window
+	TooOld            // its interval starts before the window
+	TooNew            // its interval starts more than events.MaxStatsFuture after now
 )
 
 // String names the outcome (a metric label).
@@ -51,17 +47,26 @@ func (o Outcome) String() string {
 		return "counted"
 	case Duplicate:
 		return "duplicate"
-	default:
+	case TooOld:
 		return "too_old"
+	default:
+		return "future"
 	}
 }
 
-// Aggregator holds the window of every deployment it has seen events for.
-// Its methods are safe for concurrent use.
+// Class is a stream class and endpoint (the engine's gate.Class: window
+// cannot import gate, which still imports it).
+type Class struct {
+	Stream   bool
+	Endpoint events.Endpoint
+}
+
+// Aggregator holds the window of every deployment it has been given
+// statistics for. Its methods are safe for concurrent use.
 type Aggregator struct {
 	width  int64 // bucket width, ns
 	span   int64 // buckets that cover the window
-	future int64 // buckets ahead of now an event may land in
+	future int64 // buckets after now's an interval may start in
 	slots  int64 // ring length
 	window time.Duration
 	seed   maphash.Seed
@@ -75,19 +80,26 @@ type series struct {
 	hint int // ids in the last sealed bucket: the size of a new id map
 }
 
+// bucket holds one bucket width of one deployment: per side, one merged
+// events.ArmStats per class (a handful: linear search beats a map).
 type bucket struct {
-	k       int64 // bucket index (time / width); 0 with used false when empty
+	k       int64 // bucket index (interval_start / width)
 	used    bool
-	gray    Stats
-	primary Stats
+	gray    []entry
+	primary []entry
 	ids     idSet
+}
+
+type entry struct {
+	class Class
+	stats events.ArmStats
 }
 
 // New returns an Aggregator for window (which must be positive).
 func New(window time.Duration) *Aggregator {
 	w := BucketWidth(window)
 	span := int64((window + w - 1) / w)
-	future := int64((FutureSkew + w - 1) / w)
+	future := int64((events.MaxStatsFuture + w - 1) / w)
 	return &Aggregator{
 		width:  int64(w),
 		span:   span,
@@ -98,9 +110,6 @@ func New(window time.Duration) *Aggregator {
 		series: map[string]*series{},
 	}
 }
-
-// Window returns the window length.
-func (a *Aggregator) Window() time.Duration { return a.window }
 
 // Width returns the bucket width.
 func (a *Aggregator) Width() time.Duration { return time.Duration(a.width) }
@@ -114,48 +123,87 @@ func (a *Aggregator) index(t time.Time) int64 {
 	return k
 }
 
-// Add counts the request.completed event with id, time t and data r into
-// its deployment's bucket for t, as seen at now. An id already counted in
-// that bucket is a Duplicate (a republished event keeps its id and time,
-// so it lands in the same bucket); an event before the window is TooOld.
-func (a *Aggregator) Add(id string, t time.Time, r *events.RequestCompleted, now time.Time) Outcome {
-	gray, primary := Classify(r)
+// Add merges the statistic s, with event id id, into the bucket of its
+// interval_start, as seen at now. Its gray and shadow entries merge into
+// the gray side, primary's into the primary side, each per class. An id
+// already counted in that bucket is a Duplicate (a republished statistic
+// keeps its id and interval, so it meets its first copy in the same
+// bucket); a statistic whose interval starts before the window is TooOld,
+// one starting more than events.MaxStatsFuture after now TooNew. s must
+// have passed its Check.
+func (a *Aggregator) Add(id string, s *events.StatsInterval, now time.Time) Outcome {
 	key := maphash.String(a.seed, id)
 	kNow := a.index(now)
-	k := min(a.index(t), kNow+a.future)
-	if k < kNow-a.span {
+	k := a.index(s.IntervalStart)
+	switch {
+	case k < kNow-a.span:
 		return TooOld
+	case s.IntervalStart.Sub(now) > events.MaxStatsFuture || k > kNow+a.future:
+		return TooNew
 	}
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := a.series[r.Deployment]
-	if s == nil {
-		s = &series{ring: make([]bucket, a.slots)}
-		a.series[r.Deployment] = s
+	ser := a.series[s.Deployment]
+	if ser == nil {
+		ser = &series{ring: make([]bucket, a.slots)}
+		a.series[s.Deployment] = ser
 	}
-	b := &s.ring[mod(k, a.slots)]
+	b := &ser.ring[mod(k, a.slots)]
 	switch {
 	case b.used && b.k > k: // the slot moved on: k is older than the ring
 		return TooOld
 	case !b.used || b.k < k:
 		b.reset(k)
-		s.seal(k)
+		ser.seal(k)
 	}
-	if !b.ids.insert(key, s.hint) {
+	if !b.ids.insert(key, ser.hint) {
 		return Duplicate
 	}
-	if gray.Present {
-		b.gray.Add(&gray)
-	}
-	if primary.Present {
-		b.primary.Add(&primary)
+	for i := range s.Arms {
+		arm := &s.Arms[i]
+		c := Class{Stream: arm.Stream, Endpoint: arm.Endpoint}
+		if arm.Arm == events.ArmPrimary {
+			b.primary = merge(b.primary, c, events.ArmPrimary, arm)
+		} else {
+			b.gray = merge(b.gray, c, events.ArmGray, arm)
+		}
 	}
 	return Counted
 }
 
-// seal compacts the id sets of buckets older than the one before k: events
-// arrive nearly in time order, so those take few late inserts.
+// merge adds arm into the entry of class c, making one (reusing a reset
+// entry's storage) when there is none.
+func merge(es []entry, c Class, side events.Arm, arm *events.ArmStats) []entry {
+	for i := range es {
+		if es[i].class == c {
+			es[i].stats.Merge(arm)
+			return es
+		}
+	}
+	if len(es) < cap(es) {
+		es = es[:len(es)+1]
+	} else {
+		es = append(es, entry{})
+	}
+	e := &es[len(es)-1]
+	e.class = c
+	resetArm(&e.stats, side, c)
+	e.stats.Merge(arm)
+	return es
+}
+
+// resetArm empties st for side and class c, keeping its histograms' storage.
+func resetArm(st *events.ArmStats, side events.Arm, c Class) {
+	ttft, lat := st.TTFT, st.Latency
+	ttft.Reset()
+	lat.Reset()
+	*st = events.ArmStats{Arm: side, Stream: c.Stream, Endpoint: c.Endpoint, TTFT: ttft, Latency: lat}
+}
+
+// seal compacts the id sets of buckets older than the one before k:
+// statistics arrive nearly in interval order, so those take few late
+// inserts.
 func (s *series) seal(k int64) {
 	for i := range s.ring {
 		if b := &s.ring[i]; b.used && b.k < k-1 && b.ids.hot != nil {
@@ -166,8 +214,8 @@ func (s *series) seal(k int64) {
 }
 
 func (b *bucket) reset(k int64) {
-	b.gray.Reset()
-	b.primary.Reset()
+	b.gray = b.gray[:0]
+	b.primary = b.primary[:0]
 	b.ids.reset()
 	b.k, b.used = k, true
 }
@@ -180,19 +228,30 @@ func mod(k, n int64) int64 {
 	return m
 }
 
-// Snapshot is a deployment's window, gray against primary.
+// Snapshot is a deployment's window, gray against primary, per class. A
+// class without attempts on a side is absent from that side's map.
 type Snapshot struct {
 	// Start is where the window began: the first bucket boundary at or
 	// after the requested start. End is now.
 	Start, End time.Time
-	Gray       Stats
-	Primary    Stats
+	Gray       map[Class]*events.ArmStats
+	Primary    map[Class]*events.ArmStats
 }
 
-// Snapshot merges the buckets of deployment that begin at or after since
-// (rounded up to a bucket boundary, so nothing before since is counted)
-// and at or before now, the future-skew buckets included. since is
-// clamped to now − window.
+// Requests returns the attempts of every class in side.
+func Requests(side map[Class]*events.ArmStats) int64 {
+	var n int64
+	for _, s := range side {
+		n += s.Requests
+	}
+	return n
+}
+
+// Snapshot merges the buckets of deployment whose intervals start at or
+// after since (rounded up to a bucket boundary, so nothing that began
+// before since is counted) and at or before now, the buckets of intervals
+// dated up to events.MaxStatsFuture ahead included. since is clamped to
+// now − window. The result is a copy: the caller owns it.
 func (a *Aggregator) Snapshot(deployment string, since, now time.Time) Snapshot {
 	since = later(since, now.Add(-a.window))
 	kStart := a.index(since)
@@ -200,7 +259,12 @@ func (a *Aggregator) Snapshot(deployment string, since, now time.Time) Snapshot 
 		kStart++
 	}
 	kEnd := a.index(now) + a.future
-	snap := Snapshot{Start: time.Unix(0, kStart*a.width).UTC(), End: now}
+	snap := Snapshot{
+		Start:   time.Unix(0, kStart*a.width).UTC(),
+		End:     now,
+		Gray:    map[Class]*events.ArmStats{},
+		Primary: map[Class]*events.ArmStats{},
+	}
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -211,23 +275,23 @@ func (a *Aggregator) Snapshot(deployment string, since, now time.Time) Snapshot 
 	for i := range s.ring {
 		b := &s.ring[i]
 		if b.used && b.k >= kStart && b.k <= kEnd {
-			snap.Gray.Merge(&b.gray)
-			snap.Primary.Merge(&b.primary)
+			collect(snap.Gray, b.gray)
+			collect(snap.Primary, b.primary)
 		}
 	}
 	return snap
 }
 
-// Deployments returns the deployments with events, sorted.
-func (a *Aggregator) Deployments() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	names := make([]string, 0, len(a.series))
-	for name := range a.series {
-		names = append(names, name)
+func collect(into map[Class]*events.ArmStats, es []entry) {
+	for i := range es {
+		e := &es[i]
+		dst := into[e.class]
+		if dst == nil {
+			dst = &events.ArmStats{Arm: e.stats.Arm, Stream: e.class.Stream, Endpoint: e.class.Endpoint}
+			into[e.class] = dst
+		}
+		dst.Merge(&e.stats)
 	}
-	slices.Sort(names)
-	return names
 }
 
 func later(a, b time.Time) time.Time {
@@ -237,10 +301,9 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// idSet remembers the event ids of one bucket as 64-bit hashes (a
-// collision among the 86 million events of a day at 1,000 requests/s has a
-// probability of about 2·10⁻⁴). While a bucket fills, ids go into a map;
-// seal moves them to a sorted slice, 8 bytes an id.
+// idSet remembers the event ids of one bucket as 64-bit hashes. While a
+// bucket fills, ids go into a map; seal moves them to a sorted slice, 8
+// bytes an id.
 type idSet struct {
 	hot    map[uint64]struct{}
 	sealed []uint64
@@ -258,7 +321,7 @@ func (s *idSet) insert(key uint64, hint int) bool {
 			s.sealed = slices.Insert(s.sealed, i, key)
 			return true
 		}
-		s.hot = make(map[uint64]struct{}, max(hint, 64))
+		s.hot = make(map[uint64]struct{}, max(hint, 16))
 	}
 	if _, ok := s.hot[key]; ok {
 		return false

@@ -6,19 +6,23 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/histogram"
 )
 
 var t0 = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
 
-func grayEvent(dep string, tokens int64) *events.RequestCompleted {
-	return &events.RequestCompleted{Deployment: dep, Arm: events.ArmGray, Status: 200, ErrorType: events.ErrorNone,
-		CompletionTokens: tokens, TTFTMillis: 50, LatencyMillis: 500}
-}
-
-func primaryEvent(dep string, tokens int64) *events.RequestCompleted {
-	r := grayEvent(dep, tokens)
-	r.Arm = events.ArmPrimary
-	return r
+// stat is one gateway's statistic of deployment dep for the second at t:
+// n attempts on arm (streamed chat), tokens completion tokens each, one
+// latency of lat ms each.
+func stat(dep, gw string, at time.Time, arm events.Arm, n, tokens int64, lat float64) *events.StatsInterval {
+	a := events.ArmStats{Arm: arm, Stream: true, Endpoint: events.EndpointChat, Requests: n}
+	a.Outcomes.OK = n
+	for range n {
+		a.CompletionTokens.Add(float64(tokens))
+		a.Latency.Add(lat)
+		a.TTFT.Add(lat / 4)
+	}
+	return &events.StatsInterval{Deployment: dep, Gateway: gw, IntervalStart: at, IntervalSeconds: 1, Arms: []events.ArmStats{a}}
 }
 
 func TestBucketWidth(t *testing.T) {
@@ -44,9 +48,8 @@ func TestBucketWidth(t *testing.T) {
 func TestAggregatorAdd(t *testing.T) {
 	type add struct {
 		id   string
-		at   time.Duration // event time relative to t0
+		s    *events.StatsInterval
 		now  time.Duration // analyzer clock relative to t0
-		ev   *events.RequestCompleted
 		want Outcome
 	}
 	tests := []struct {
@@ -55,101 +58,128 @@ func TestAggregatorAdd(t *testing.T) {
 		since, now  time.Duration
 		wantGray    int64
 		wantPrimary int64
-		wantTokens  int64 // gray completion tokens
+		wantTokens  float64 // gray completion tokens
 	}{
-		{
-			name: "counts each arm",
-			adds: []add{
-				{"a", 0, 0, grayEvent("d", 10), Counted},
-				{"b", time.Second, time.Second, primaryEvent("d", 20), Counted},
-				{"c", 2 * time.Second, 2 * time.Second, grayEvent("d", 30), Counted},
-			},
-			since: -time.Hour, now: 3 * time.Second,
-			wantGray: 2, wantPrimary: 1, wantTokens: 40,
-		},
-		{
-			name: "same id counts once, also much later",
-			adds: []add{
-				{"a", 0, 0, grayEvent("d", 10), Counted},
-				{"a", 0, time.Second, grayEvent("d", 10), Duplicate},
-				{"a", 0, 3 * time.Minute, grayEvent("d", 10), Duplicate},
-				{"b", 0, 3 * time.Minute, grayEvent("d", 5), Counted},
-			},
-			since: -time.Hour, now: 3 * time.Minute,
-			wantGray: 2, wantTokens: 15,
-		},
-		{
-			name: "events before the window are too old",
-			adds: []add{
-				{"a", 0, 0, grayEvent("d", 10), Counted},
-				{"b", -6 * time.Minute, 0, grayEvent("d", 10), TooOld},
-			},
-			since: -time.Hour, now: 0,
-			wantGray: 1, wantTokens: 10,
-		},
-		{
-			name: "buckets leave the window as time passes",
-			adds: []add{
-				{"a", 0, 0, grayEvent("d", 10), Counted},
-				{"b", 5 * time.Minute, 5 * time.Minute, grayEvent("d", 20), Counted},
-			},
-			since: -time.Hour, now: 5*time.Minute + 500*time.Millisecond,
-			wantGray: 1, wantTokens: 20,
-		},
-		{
-			name: "a late event lands in its own bucket",
-			adds: []add{
-				{"a", 10 * time.Second, 10 * time.Second, grayEvent("d", 10), Counted},
-				{"b", 20 * time.Second, 20 * time.Second, grayEvent("d", 20), Counted},
-				{"c", 10 * time.Second, 30 * time.Second, grayEvent("d", 30), Counted},
-				{"c", 10 * time.Second, 40 * time.Second, grayEvent("d", 30), Duplicate},
-			},
-			since: 15 * time.Second, now: 40 * time.Second,
-			wantGray: 1, wantTokens: 20,
-		},
-		{
-			name: "since cuts at the next bucket boundary",
-			adds: []add{
-				{"a", 10 * time.Second, 10 * time.Second, grayEvent("d", 1), Counted},
-				{"b", 10*time.Second + 600*time.Millisecond, 11 * time.Second, grayEvent("d", 2), Counted},
-				{"c", 11 * time.Second, 11 * time.Second, grayEvent("d", 4), Counted},
-			},
-			since: 10*time.Second + 500*time.Millisecond, now: 12 * time.Second,
-			wantGray: 1, wantTokens: 4,
-		},
-		{
-			name: "an event from a clock far ahead counts at the edge of the skew",
-			adds: []add{
-				{"a", time.Hour, 0, grayEvent("d", 7), Counted},
-				{"b", 0, 0, grayEvent("d", 1), Counted},
-			},
-			since: -time.Hour, now: 0,
-			wantGray: 2, wantTokens: 8,
-		},
-		{
-			name: "deployments are apart",
-			adds: []add{
-				{"a", 0, 0, grayEvent("d", 1), Counted},
-				{"b", 0, 0, grayEvent("other", 2), Counted},
-			},
-			since: -time.Hour, now: 0,
-			wantGray: 1, wantTokens: 1,
-		},
+		{"two gateways merge", []add{
+			{"a", stat("d", "gw1", t0, events.ArmGray, 3, 10, 100), 0, Counted},
+			{"b", stat("d", "gw2", t0, events.ArmGray, 2, 20, 100), 0, Counted},
+			{"c", stat("d", "gw1", t0, events.ArmPrimary, 7, 10, 100), 0, Counted},
+		}, -time.Hour, time.Second, 5, 7, 70},
+		{"shadow is gray", []add{
+			{"a", stat("d", "gw1", t0, events.ArmShadow, 3, 10, 100), 0, Counted},
+		}, -time.Hour, time.Second, 3, 0, 30},
+		{"a republished id counts once", []add{
+			{"a", stat("d", "gw1", t0, events.ArmGray, 3, 10, 100), 0, Counted},
+			{"a", stat("d", "gw1", t0, events.ArmGray, 3, 10, 100), 30 * time.Second, Duplicate},
+		}, -time.Hour, time.Minute, 3, 0, 30},
+		{"before the window is too old", []add{
+			{"a", stat("d", "gw1", t0.Add(-6*time.Minute), events.ArmGray, 3, 10, 100), 0, TooOld},
+			{"b", stat("d", "gw1", t0, events.ArmGray, 1, 10, 100), 0, Counted},
+		}, -time.Hour, 0, 1, 0, 10},
+		{"more than 5 minutes ahead is refused", []add{
+			{"a", stat("d", "gw1", t0.Add(5*time.Minute+time.Second), events.ArmGray, 3, 10, 100), 0, TooNew},
+			{"b", stat("d", "gw1", t0.Add(4*time.Minute), events.ArmGray, 2, 10, 100), 0, Counted},
+		}, -time.Hour, 0, 2, 0, 20},
+		{"the window starts at since, rounded up", []add{
+			{"a", stat("d", "gw1", t0.Add(-2*time.Second), events.ArmGray, 3, 10, 100), 0, Counted},
+			{"b", stat("d", "gw1", t0.Add(-time.Second), events.ArmGray, 2, 10, 100), 0, Counted},
+		}, -time.Second - time.Millisecond, 0, 2, 0, 20},
+		{"other deployments are apart", []add{
+			{"a", stat("d", "gw1", t0, events.ArmGray, 3, 10, 100), 0, Counted},
+			{"b", stat("e", "gw1", t0, events.ArmGray, 5, 10, 100), 0, Counted},
+		}, -time.Hour, 0, 3, 0, 30},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := New(5 * time.Minute)
 			for i, ad := range tt.adds {
-				if got := a.Add(ad.id, t0.Add(ad.at), ad.ev, t0.Add(ad.now)); got != ad.want {
-					t.Errorf("Add #%d (%s) = %v; want %v", i, ad.id, got, ad.want)
+				if got := a.Add(ad.id, ad.s, t0.Add(ad.now)); got != ad.want {
+					t.Errorf("Add #%d = %v; want %v", i, got, ad.want)
 				}
 			}
 			s := a.Snapshot("d", t0.Add(tt.since), t0.Add(tt.now))
-			if s.Gray.Requests != tt.wantGray || s.Primary.Requests != tt.wantPrimary || s.Gray.CompletionTokens != tt.wantTokens {
-				t.Errorf("Snapshot: gray %d, primary %d, gray tokens %d; want %d, %d, %d",
-					s.Gray.Requests, s.Primary.Requests, s.Gray.CompletionTokens, tt.wantGray, tt.wantPrimary, tt.wantTokens)
+			c := Class{Stream: true, Endpoint: events.EndpointChat}
+			var tokens float64
+			if g := s.Gray[c]; g != nil {
+				tokens = g.CompletionTokens.Sum
+			}
+			if g, p := Requests(s.Gray), Requests(s.Primary); g != tt.wantGray || p != tt.wantPrimary || tokens != tt.wantTokens {
+				t.Errorf("snapshot: gray %d, primary %d, gray tokens %v; want %d, %d, %v", g, p, tokens, tt.wantGray, tt.wantPrimary, tt.wantTokens)
 			}
 		})
+	}
+}
+
+// TestMergeEqualsUnion: the window of several gateways' statistics is the
+// statistic of all their attempts, histograms included.
+func TestMergeEqualsUnion(t *testing.T) {
+	a := New(5 * time.Minute)
+	var want events.ArmStats
+	for g := range 5 {
+		for sec := range 10 {
+			s := stat("d", fmt.Sprint("gw", g), t0.Add(time.Duration(sec)*time.Second), events.ArmGray, int64(1+g), int64(10*g+sec), float64(100+37*g+11*sec))
+			want.Merge(&s.Arms[0])
+			if got := a.Add(s.ID(), s, t0.Add(10*time.Second)); got != Counted {
+				t.Fatalf("Add = %v", got)
+			}
+		}
+	}
+	snap := a.Snapshot("d", t0.Add(-time.Hour), t0.Add(10*time.Second))
+	got := snap.Gray[Class{Stream: true, Endpoint: events.EndpointChat}]
+	if got == nil || got.Requests != want.Requests || got.Outcomes != want.Outcomes || got.CompletionTokens != want.CompletionTokens {
+		t.Fatalf("merged = %+v; want %+v", got, want)
+	}
+	for _, h := range []struct {
+		name      string
+		got, want histogram.Log
+	}{{"latency", got.Latency, want.Latency}, {"ttft", got.TTFT, want.TTFT}} {
+		g, w := h.got.Clone(), h.want.Clone()
+		g.Trim()
+		w.Trim()
+		if string(g.AppendJSON(nil)) != string(w.AppendJSON(nil)) {
+			t.Errorf("%s = %s; want %s", h.name, g.AppendJSON(nil), w.AppendJSON(nil))
+		}
+	}
+	if len(snap.Primary) != 0 {
+		t.Errorf("primary side = %v; want empty", snap.Primary)
+	}
+}
+
+// TestClassesAreApart: streamed and non-streamed attempts, and endpoints,
+// are never pooled.
+func TestClassesAreApart(t *testing.T) {
+	a := New(5 * time.Minute)
+	s := stat("d", "gw", t0, events.ArmGray, 2, 10, 100)
+	other := s.Arms[0]
+	other.Stream, other.TTFT = false, histogram.Log{}
+	third := s.Arms[0]
+	third.Endpoint = events.EndpointResponses
+	s.Arms = append(s.Arms, other, third)
+	a.Add(s.ID(), s, t0)
+	snap := a.Snapshot("d", t0.Add(-time.Hour), t0)
+	if len(snap.Gray) != 3 {
+		t.Errorf("gray classes = %d; want 3", len(snap.Gray))
+	}
+	for c, st := range snap.Gray {
+		if st.Requests != 2 || st.Stream != c.Stream || st.Endpoint != c.Endpoint {
+			t.Errorf("class %+v = %d requests, stream %v, endpoint %s", c, st.Requests, st.Stream, st.Endpoint)
+		}
+	}
+}
+
+// TestRingReuse: a slot reused for a later bucket forgets the old one.
+func TestRingReuse(t *testing.T) {
+	a := New(5 * time.Minute)
+	for sec := range 1500 {
+		at := t0.Add(time.Duration(sec) * time.Second)
+		s := stat("d", "gw", at, events.ArmGray, 1, 10, 100)
+		if got := a.Add(s.ID(), s, at); got != Counted {
+			t.Fatalf("Add at %ds = %v", sec, got)
+		}
+	}
+	now := t0.Add(1499*time.Second + 500*time.Millisecond)
+	if got := Requests(a.Snapshot("d", time.Time{}, now).Gray); got != 300 {
+		t.Errorf("window holds %d attempts; want 300 (one per second)", got)
 	}
 }
 
@@ -201,7 +231,7 @@ func TestAggregatorSealsOldBuckets(t *testing.T) {
 	a := New(5 * time.Minute)
 	for i := range 10 {
 		at := t0.Add(time.Duration(i) * time.Second)
-		a.Add(fmt.Sprintf("id-%d", i), at, grayEvent("d", 1), at)
+		a.Add(fmt.Sprintf("id-%d", i), stat("d", "gw", at, events.ArmGray, 1, 1, 10), at)
 	}
 	s := a.series["d"]
 	hot := 0
@@ -213,8 +243,8 @@ func TestAggregatorSealsOldBuckets(t *testing.T) {
 	if hot > 2 {
 		t.Errorf("%d buckets hold a hot id map; want at most 2 (the newest)", hot)
 	}
-	// A republished event of a sealed bucket is still a duplicate.
-	if got := a.Add("id-0", t0, grayEvent("d", 1), t0.Add(10*time.Second)); got != Duplicate {
+	// A republished statistic of a sealed bucket is still a duplicate.
+	if got := a.Add("id-0", stat("d", "gw", t0, events.ArmGray, 1, 1, 10), t0.Add(10*time.Second)); got != Duplicate {
 		t.Errorf("Add(id-0) again = %v; want %v", got, Duplicate)
 	}
 }

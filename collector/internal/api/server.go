@@ -43,6 +43,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger (nil: discarded).
 	Logger *slog.Logger
+	// Listener timeouts (SPEC §11): a whole request's read, one answer's
+	// write, the wait between keep-alive requests. Zero: 60s, 30s, 120s.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
 
 // Server is the collector's HTTP API.
@@ -69,9 +72,9 @@ func New(r Reader, opts Options) *Server {
 		DisableStartupMessage: true,
 		ErrorHandler:          errorHandler(opts.Logger),
 		Immutable:             true,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           2 * time.Minute,
+		ReadTimeout:           orDefault(opts.ReadTimeout, 60*time.Second),
+		WriteTimeout:          orDefault(opts.WriteTimeout, 30*time.Second),
+		IdleTimeout:           orDefault(opts.IdleTimeout, 120*time.Second),
 		BodyLimit:             64 << 10, // every route is a GET
 	})
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
@@ -155,4 +158,11 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 // ctx returns the request's context with the request timeout.
 func (s *Server) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.UserContext(), requestTimeout)
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }

@@ -199,9 +199,9 @@ func loadConfig(path string, explicit bool, stderr io.Writer) (*config.Config, e
 		err      error
 	)
 	if _, statErr := os.Stat(path); !explicit && errors.Is(statErr, os.ErrNotExist) {
-		cfg, warnings, err = config.Parse(nil, ".", os.LookupEnv)
+		cfg, warnings, err = config.Parse(nil, ".", os.LookupEnv, config.ForCollector)
 	} else {
-		cfg, warnings, err = config.Load(path)
+		cfg, warnings, err = config.Load(path, config.ForCollector)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)

@@ -68,7 +68,11 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 
 	var nc *nats.Conn
 	if cfg.NATS.URL != "" {
-		nc, err = nats.Connect(cfg.NATS.URL,
+		identity, ierr := cfg.NATS.ConnectOptions()
+		if ierr != nil {
+			return ierr
+		}
+		nc, err = nats.Connect(cfg.NATS.URL, append(identity,
 			nats.Name("graygate-collector"),
 			nats.RetryOnFailedConnect(true),
 			nats.MaxReconnects(-1),
@@ -79,9 +83,9 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 				}
 			}),
 			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted()) }),
-		)
+		)...)
 		if err != nil {
-			return fmt.Errorf("nats: %w", err)
+			return fmt.Errorf("nats %s: %s", cfg.NATS.RedactedURL(), config.RedactURLs(err.Error()))
 		}
 		defer nc.Close()
 	} else {
@@ -90,7 +94,10 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 
 	var migrated atomic.Bool
 	srv := api.New(store.NewReader(pool), api.Options{
-		Token: cfg.Collector.APIToken.Reveal(),
+		Token:        cfg.Collector.APIToken.Reveal(),
+		ReadTimeout:  cfg.Collector.ReadTimeout,
+		WriteTimeout: cfg.Collector.WriteTimeout,
+		IdleTimeout:  cfg.Collector.IdleTimeout,
 		Ready: func(ctx context.Context) error {
 			if !migrated.Load() {
 				return errors.New("migrations not applied yet")

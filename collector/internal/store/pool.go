@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/graygate/graygate/schemas/config"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -17,7 +18,8 @@ import (
 func NewPool(url string, size int) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres url: %w", err)
+		// The parser may echo the URL: never print its password.
+		return nil, fmt.Errorf("postgres url: %s", config.RedactURLs(err.Error()))
 	}
 	cfg.MaxConns = int32(max(size, 1))
 	cfg.MinConns = 0

@@ -81,7 +81,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 func validate(path string, out io.Writer) error {
-	cfg, warnings, err := config.Load(path)
+	cfg, warnings, err := config.Load(path, config.ForGateway)
 	for _, w := range warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
@@ -97,7 +97,7 @@ func validate(path string, out io.Writer) error {
 }
 
 func serve(ctx context.Context, path string, log *slog.Logger) error {
-	cfg, warnings, err := config.Load(path)
+	cfg, warnings, err := config.Load(path, config.ForGateway)
 	if err != nil {
 		return fmt.Errorf("%s:\n%w", path, err)
 	}
@@ -122,7 +122,11 @@ func serve(ctx context.Context, path string, log *slog.Logger) error {
 func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	host, _ := os.Hostname()
 	source := "gateway/" + host
-	nc, err := publish.Connect(cfg.NATS.URL, "graygate-gateway "+host, log)
+	identity, err := cfg.NATS.ConnectOptions()
+	if err != nil {
+		return err
+	}
+	nc, err := publish.Connect(cfg.NATS.URL, "graygate-gateway "+host, log, identity...)
 	if err != nil {
 		return err
 	}

@@ -37,8 +37,8 @@ func (s *Server) listRollouts(c *fiber.Ctx) error {
 	}{Rollouts: []rolloutEntry{}}
 	for _, st := range s.rollouts.All() {
 		e := rolloutEntry{
-			Deployment: st.Deployment, Percentage: st.Percentage(), Status: string(st.Status),
-			Revision: st.Revision, Reason: st.Reason, Actor: st.Actor, Known: st.Known,
+			Deployment: st.Deployment, Percentage: st.Percentage, Status: string(st.Status),
+			Revision: st.Revision, Reason: st.Reason, Actor: string(st.Actor), Known: st.Known,
 		}
 		if !st.UpdatedAt.IsZero() {
 			e.UpdatedAt = st.UpdatedAt.UTC().Format(time.RFC3339Nano)

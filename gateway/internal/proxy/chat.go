@@ -30,17 +30,21 @@ type call struct {
 	shadow     bool // shadow: mirror a copy to gray
 	estimate   int64
 	matched    string // x-vsr-matched-context value
+	force      bool   // the request holds a force token (SPEC §6.1)
+	token      []byte // the client's bearer token, valid during the handler
 }
 
 // chat serves POST /v1/chat/completions.
 func (s *Server) chat(c *fiber.Ctx) error {
 	k := call{start: time.Now(), id: requestID(c), endpoint: events.EndpointChat}
 	c.Set("x-request-id", k.id)
+	auth, err := s.authorize(c) // before the body: see clientHeaderReceived
+	if err != nil {
+		return err
+	}
+	k.force, k.token = auth.force, auth.token
 	if len(c.Request().Body()) > int(s.cfg.Gateway.MaxBodyBytes) {
 		return fiber.ErrRequestEntityTooLarge
-	}
-	if err := s.authorize(c); err != nil {
-		return err
 	}
 	if ce := c.Request().Header.ContentEncoding(); len(ce) > 0 && !bytes.EqualFold(ce, []byte("identity")) {
 		return badRequest("compressed request bodies are not accepted (Content-Encoding: %s)", clip(string(ce), 20))
@@ -148,8 +152,11 @@ func (s *Server) assign(c *fiber.Ctx, x *exchange, k *call) {
 		return
 	}
 	st := s.rollouts.Get(d.name)
-	force := rollout.ParseForce(c.Request().Header.Peek(d.rollout.ForceHeader))
-	if rollout.Assign(st, force, s.stickyValue(c, x, d)) != rollout.Gray {
+	force := rollout.NoForce
+	if k.force { // anyone else's force header is ignored (and never forwarded)
+		force = rollout.ParseForce(c.Request().Header.Peek(d.rollout.ForceHeader))
+	}
+	if rollout.Assign(st, force, s.stickyValue(c, x, k, d)) != rollout.Gray {
 		return
 	}
 	if d.rollout.Mode == config.ModeShadow {
@@ -160,8 +167,10 @@ func (s *Server) assign(c *fiber.Ctx, x *exchange, k *call) {
 }
 
 // stickyValue returns the value that keeps a user on one arm (nil: none).
-func (s *Server) stickyValue(c *fiber.Ctx, x *exchange, d *deployment) []byte {
+func (s *Server) stickyValue(c *fiber.Ctx, x *exchange, k *call, d *deployment) []byte {
 	switch {
+	case d.stickyToken:
+		return k.token
 	case d.stickyHeader != "":
 		return c.Request().Header.Peek(d.stickyHeader)
 	case d.stickyUser:

@@ -38,14 +38,43 @@ func (s *Server) snapshotHeaders(c *fiber.Ctx, x *exchange, id string) {
 	add([]byte("X-Request-Id"), []byte(id))
 }
 
-// forwardable reports whether a client header goes to the upstream.
+// forwardable reports whether a client header goes to the upstream: not
+// hop-by-hop or framing headers, not a header that carries the client's
+// credentials (authorization, cookie, proxy-authorization, api-key,
+// x-api-key) and not its network identity (forwarded, x-forwarded-*),
+// SPEC §3. Names are compared without regard to case.
 func forwardable(k []byte) bool {
-	switch string(k) {
-	case "Authorization", "Host", "Content-Length", "Content-Type", "Content-Encoding",
-		"Accept-Encoding", "Connection", "Keep-Alive", "Proxy-Authorization",
-		"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-		"Cookie", "X-Request-Id", "Expect":
+	if len(k) >= 12 && asciiEqualFold(k[:12], "x-forwarded-") {
 		return false
+	}
+	for _, name := range unforwarded {
+		if asciiEqualFold(k, name) {
+			return false
+		}
+	}
+	return true
+}
+
+var unforwarded = []string{
+	"authorization", "cookie", "proxy-authorization", "api-key", "x-api-key", "forwarded",
+	"host", "content-length", "content-type", "content-encoding", "accept-encoding",
+	"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+	"upgrade", "x-request-id", "expect",
+}
+
+// asciiEqualFold reports whether b equals the lower-case ASCII s, any case.
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
 	}
 	return true
 }

@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // recorder is an Observer that keeps everything, for assertions.
@@ -93,6 +95,7 @@ func grayConfig(t *testing.T, primary, gray string, pct float64) *config.Config 
 		SchemaTarget: config.TargetContent, StreamValidation: config.StreamBuffer,
 	}
 	cfg.Gateway.SampleMaxBytes = 256 << 10
+	cfg.Gateway.ForceTokens = []config.Secret{testerToken}
 	return cfg
 }
 
@@ -101,6 +104,11 @@ func startObserved(t *testing.T, cfg *config.Config) (gw, *recorder) {
 	rec := &recorder{}
 	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(rec))
 	testenv.Must(t, err)
+	// A gray at 0 % is tried in testing: 0 % for everyone, the tester's
+	// force header let through (at 0 % while active nobody can force).
+	if d := cfg.Deployments["qwen"]; d != nil && d.Gray != nil && d.Rollout.Percentage == 0 {
+		s.Rollouts().Set(rollout.New("qwen", 0, rollout.Testing, 1, events.ActorAdmin, "testing", time.Now()))
+	}
 	return serveServer(t, s), rec
 }
 

@@ -80,13 +80,22 @@ func startServe(t *testing.T, s *Server) (g gw, cancel context.CancelFunc, done 
 
 const chatBody = `{"model":"agent-chat","messages":[{"role":"user","content":"hello"}]}`
 
+// testerToken is the force token of grayConfig.
+const testerToken = "tester"
+
 func post(t *testing.T, url, body string, headers ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
 	testenv.Must(t, err)
 	req.Header.Set("Content-Type", "application/json")
+	// The tester's token unless the caller sets Authorization ("": none):
+	// grayConfig makes it a force token.
+	req.Header.Set("Authorization", "Bearer "+testerToken)
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	testenv.Must(t, err)
@@ -373,7 +382,7 @@ func TestModelsAndAuth(t *testing.T) {
 	cfg.Gateway.ClientTokens = []config.Secret{"tok-a", "tok-b"}
 	g := startGateway(t, cfg)
 
-	resp, body := post(t, g.url, chatBody)
+	resp, body := post(t, g.url, chatBody, "Authorization", "")
 	if resp.StatusCode != 401 || resp.Header.Get("x-router-error-code") != "unauthorized" {
 		t.Errorf("no token: %d %s; want 401 unauthorized", resp.StatusCode, body)
 	}

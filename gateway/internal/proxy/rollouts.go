@@ -16,6 +16,7 @@ import (
 const (
 	CodeUnknownDeployment = "unknown_deployment"
 	CodeRolledBack        = "rolled_back"
+	CodeTesting           = "testing"
 	CodeRevisionConflict  = "revision_conflict"
 	CodeLogUnavailable    = "event_log_unavailable"
 )
@@ -66,23 +67,33 @@ func (s *Server) putRollout(c *fiber.Ctx) error {
 	status := cur.Status
 	if ch.Status != nil {
 		status = rollout.Status(*ch.Status)
-		if status != rollout.Active && status != rollout.RolledBack {
-			return badRequest("status must be \"active\" or \"rolled_back\", got %s", quoteShort([]byte(*ch.Status)))
+		if !status.Valid() {
+			return badRequest("status must be \"active\", \"rolled_back\" or \"testing\", got %s", quoteShort([]byte(*ch.Status)))
+		}
+		switch {
+		case status == rollout.Testing && ch.Percentage != nil:
+			return badRequest("\"status\": \"testing\" stores percentage 0: send it without a percentage")
+		case status == rollout.Active && ch.Percentage == nil:
+			return badRequest("\"status\": \"active\" needs the percentage to serve at")
 		}
 	}
-	pct := cur.Percentage()
+	pct := cur.Percentage
 	if ch.Percentage != nil {
 		p := *ch.Percentage
 		if !events.ValidPercentage(p) {
 			return badRequest("percentage must be between 0 and 100 with at most two decimals, got %v", p)
 		}
-		if cur.Status == rollout.RolledBack && status != rollout.Active {
-			return &Error{Status: fiber.StatusConflict, Code: CodeRolledBack, Type: "invalid_request_error",
-				Msg: "deployment " + name + " is rolled back: send \"status\": \"active\" with the percentage to re-enable it"}
+		if (cur.Status == rollout.RolledBack || cur.Status == rollout.Testing) && status != rollout.Active {
+			code, what := CodeRolledBack, "rolled back"
+			if cur.Status == rollout.Testing {
+				code, what = CodeTesting, "in testing"
+			}
+			return &Error{Status: fiber.StatusConflict, Code: code, Type: "invalid_request_error",
+				Msg: "deployment " + name + " is " + what + ": send \"status\": \"active\" with the percentage to serve gray to its share"}
 		}
 		pct = math.Round(p*100) / 100
 	}
-	if status == rollout.RolledBack {
+	if status == rollout.RolledBack || status == rollout.Testing {
 		pct = 0
 	}
 	expected := cur.Revision
@@ -102,8 +113,7 @@ func (s *Server) putRollout(c *fiber.Ctx) error {
 	if s.rolloutLog == nil {
 		// Events are off: the configuration and this API own the state.
 		rev = cur.Revision + 1
-		s.rollouts.Set(rollout.State{Deployment: name, Basis: rollout.BasisOf(pct), Status: status, Revision: rev,
-			Reason: ev.Reason, Actor: string(ev.Actor), UpdatedAt: now, Known: true})
+		s.rollouts.Set(rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now))
 	} else {
 		if !s.rolloutLog.Fresh() {
 			return &Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",

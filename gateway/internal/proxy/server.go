@@ -13,7 +13,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +38,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -53,8 +53,9 @@ type Server struct {
 	routes       map[string]*route
 	deployments  map[string]*deployment
 	modelsBody   []byte
-	clientTokens [][]byte
-	adminToken   []byte
+	clientTokens tokenSet // client and force tokens: either may use /v1/*
+	forceTokens  tokenSet // may use a rollout force header
+	adminToken   tokenSet // at most one
 
 	contract     *contract.Contract
 	router       *bands.Router
@@ -66,8 +67,9 @@ type Server struct {
 	eventsUp     func() bool
 	forceHeaders map[string]bool
 
-	exchanges sync.Pool // *exchange
-	ready     atomic.Bool
+	exchanges   sync.Pool    // *exchange
+	clientConns *connCounter // open client connections
+	ready       atomic.Bool
 
 	client, admin *fiber.App
 }
@@ -90,6 +92,7 @@ type deployment struct {
 	// Sticky key: a header name, or the body's "user" (else X-User-Id).
 	stickyHeader string
 	stickyUser   bool
+	stickyToken  bool          // the client's bearer token (chosen by the operator, not the client)
 	shadowSlots  chan struct{} // bounds shadow copies in flight
 	stats        *stats.Deployment
 }
@@ -125,7 +128,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		log:          log,
 		routes:       make(map[string]*route),
 		deployments:  make(map[string]*deployment),
-		adminToken:   []byte(cfg.Gateway.AdminToken.Reveal()),
+		clientTokens: newTokenSet(cfg.Gateway.ClientTokens, cfg.Gateway.ForceTokens),
+		forceTokens:  newTokenSet(cfg.Gateway.ForceTokens),
+		clientConns:  &connCounter{client: true},
 		contract:     contract.New(cfg.SamplingContract),
 		forceHeaders: make(map[string]bool),
 	}
@@ -137,8 +142,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		s.stats = stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval})
 	}
 	var grays []string
-	for _, t := range cfg.Gateway.ClientTokens {
-		s.clientTokens = append(s.clientTokens, []byte(t.Reveal()))
+	if cfg.Gateway.AdminToken != "" {
+		s.adminToken = newTokenSet([]config.Secret{cfg.Gateway.AdminToken})
 	}
 	for _, name := range cfg.DeploymentOrder {
 		d := cfg.Deployments[name]
@@ -170,8 +175,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 			continue // unknown until the event log has been read
 		}
 		r := cfg.Deployments[name].Rollout
-		s.rollouts.Set(rollout.State{Deployment: name, Basis: rollout.BasisOf(r.Percentage), Status: rollout.Active,
-			Actor: "config", Reason: "initial percentage from the configuration", UpdatedAt: time.Now(), Known: true})
+		s.rollouts.Set(rollout.New(name, r.Percentage, rollout.Active, 0, events.ActorConfig,
+			"initial percentage from the configuration", time.Now()))
 	}
 	type modelEntry struct {
 		ID      string `json:"id"`
@@ -229,7 +234,9 @@ func newDeployment(d *config.Deployment) (*deployment, error) {
 	switch sk := d.Rollout.StickyKey; {
 	case strings.HasPrefix(sk, "header:"):
 		dep.stickyHeader = strings.TrimPrefix(sk, "header:")
-	case sk == "user" || sk == "":
+	case sk == config.StickyToken:
+		dep.stickyToken = true
+	case sk == config.StickyUser || sk == "":
 		dep.stickyUser = true
 	}
 	if dep.rollout.ForceHeader == "" {
@@ -307,14 +314,18 @@ func exportConnections(deployment, armName string, c *upstream.Client) {
 }
 
 func (s *Server) newClientApp() *fiber.App {
+	g := &s.cfg.Gateway
 	app := fiber.New(fiber.Config{
-		BodyLimit:             readLimit(int64(s.cfg.Gateway.MaxBodyBytes)),
-		ErrorHandler:          s.errorHandler,
+		BodyLimit:             readLimit(int64(g.MaxBodyBytes)),
+		ErrorHandler:          s.clientErrorHandler,
 		DisableStartupMessage: true,
-		ReadTimeout:           60 * time.Second,
-		IdleTimeout:           120 * time.Second,
-		ReadBufferSize:        16 << 10,
+		// write_timeout is applied per write by the listener (listen.go):
+		// fasthttp's would bound a whole stream.
+		ReadTimeout:    orDefault(g.ReadTimeout, 60*time.Second),
+		IdleTimeout:    orDefault(g.IdleTimeout, 120*time.Second),
+		ReadBufferSize: 16 << 10,
 	})
+	app.Server().HeaderReceived = s.clientHeaderReceived
 	app.Post("/v1/chat/completions", s.chat)
 	app.Get("/v1/models", s.models)
 	return app
@@ -333,12 +344,14 @@ func readLimit(maxBody int64) int {
 }
 
 func (s *Server) newAdminApp() *fiber.App {
+	g := &s.cfg.Gateway
 	app := fiber.New(fiber.Config{
-		ErrorHandler:          s.errorHandler,
+		ErrorHandler:          s.adminErrorHandler,
 		DisableStartupMessage: true,
-		ReadTimeout:           10 * time.Second,
-		IdleTimeout:           60 * time.Second,
+		ReadTimeout:           orDefault(g.ReadTimeout, 60*time.Second),
+		IdleTimeout:           orDefault(g.IdleTimeout, 120*time.Second),
 	})
+	app.Server().HeaderReceived = s.adminHeaderReceived
 	app.Get("/metrics", s.metrics)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
 	app.Get("/readyz", s.readyz)
@@ -376,6 +389,13 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 	s.log.Info("gateway listening", "client", client.Addr().String(), "admin", admin.Addr().String())
 	g, ctx := errgroup.WithContext(ctx)
+	wt := orDefault(s.cfg.Gateway.WriteTimeout, 30*time.Second)
+	maxConns := s.cfg.Gateway.MaxClientConnections
+	if maxConns <= 0 {
+		maxConns = 10000
+	}
+	client = newListener(client, maxConns, wt, s.clientConns)
+	admin = newListener(admin, 0, wt, &connCounter{})
 	g.Go(func() error { return s.client.Listener(client) })
 	g.Go(func() error { return s.admin.Listener(admin) })
 	s.ready.Store(true)
@@ -407,7 +427,7 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 const shutdownGrace = 30 * time.Second
 
 func (s *Server) models(c *fiber.Ctx) error {
-	if err := s.authorize(c); err != nil {
+	if _, err := s.authorize(c); err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
@@ -415,42 +435,24 @@ func (s *Server) models(c *fiber.Ctx) error {
 }
 
 // authorize checks the client bearer token when client tokens are set.
-func (s *Server) authorize(c *fiber.Ctx) error {
-	if len(s.clientTokens) == 0 {
-		return nil
+func (s *Server) authorize(c *fiber.Ctx) (clientAuth, error) {
+	a := s.authenticate(&c.Request().Header)
+	if !a.ok {
+		return a, errUnauthorized
 	}
-	if tok, ok := bearer(c); ok {
-		for _, t := range s.clientTokens {
-			if subtle.ConstantTimeCompare(tok, t) == 1 {
-				return nil
-			}
-		}
-	}
-	return &Error{Status: fiber.StatusUnauthorized, Code: CodeUnauthorized, Type: "authentication_error",
-		Msg: "a valid bearer token is required"}
+	return a, nil
 }
 
 // adminAuth guards /admin/*: 403 when no admin token is configured, 401
 // without the right one.
 func (s *Server) adminAuth(c *fiber.Ctx) error {
 	if len(s.adminToken) == 0 {
-		return &Error{Status: fiber.StatusForbidden, Code: CodeForbidden, Type: "permission_error",
-			Msg: "the admin API is disabled: set gateway.admin_token or GRAYGATE_ADMIN_TOKEN"}
+		return errAdminDisabled
 	}
-	tok, ok := bearer(c)
-	if !ok || subtle.ConstantTimeCompare(tok, s.adminToken) != 1 {
-		return &Error{Status: fiber.StatusUnauthorized, Code: CodeUnauthorized, Type: "authentication_error",
-			Msg: "a valid admin bearer token is required"}
+	if !s.adminAuthorized(&c.Request().Header) {
+		return errAdminUnauthorized
 	}
 	return c.Next()
-}
-
-func bearer(c *fiber.Ctx) ([]byte, bool) {
-	h := c.Request().Header.Peek(fiber.HeaderAuthorization)
-	if len(h) > 7 && (string(h[:7]) == "Bearer " || string(h[:7]) == "bearer ") {
-		return h[7:], true
-	}
-	return nil, false
 }
 
 func (s *Server) readyz(c *fiber.Ctx) error {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/graygate/graygate/schemas/config"
 	"github.com/nats-io/nats.go"
 )
 
@@ -16,22 +17,23 @@ import (
 // dead server is noticed within about 15 seconds without a closed socket
 // (pings), or within 2 seconds of a write the network does not take. The
 // caller closes the connection.
-func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
+// opts carry the gateway's NATS identity and TLS (config.NATS.ConnectOptions).
+func Connect(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	nc, err := nats.Connect(url,
+	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(name),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
+		nats.ReconnectWait(500 * time.Millisecond),
 		nats.ReconnectBufSize(-1),
-		nats.PingInterval(5*time.Second),
+		nats.PingInterval(5 * time.Second),
 		nats.MaxPingsOutstanding(2),
 		// A write the network does not take within 2 s ends the
 		// connection: the client holds its lock while it writes, so a
 		// longer stall would stall the publisher's loop with it.
-		nats.FlusherTimeout(2*time.Second),
+		nats.FlusherTimeout(2 * time.Second),
 		nats.ReconnectOnFlusherError(),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {
@@ -40,9 +42,13 @@ func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
 			}
 			log.Warn("NATS error", "err", err)
 		}),
-	)
+	}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS: %w", err)
+		return nil, fmt.Errorf("connect to NATS at %s: %v", redact(url), redact(err.Error()))
 	}
 	return nc, nil
 }
+
+// redact removes credentials from URLs in a text: a URL is never printed
+// with its credentials (SPEC §11).
+func redact(s string) string { return config.RedactURLs(config.RedactURL(s)) }

@@ -32,30 +32,32 @@ func ParseForce(v []byte) Force {
 	return NoForce
 }
 
-// Assign picks the arm for a request (SPEC §6.1): an unknown or rolled-back
-// state serves primary whatever the headers say; then the force header;
-// then the sticky value's bucket against the percentage, so the same
-// value always lands on the same arm and raising the percentage only
-// moves values from primary to gray. Without a sticky value the draw is
-// random.
+// Assign picks the arm for a request (SPEC §6.1): an unknown or
+// rolled-back state serves primary whatever the headers say; then the
+// force header, which the caller passes only for a request that carries a
+// force token, and which counts in testing or at a percentage above 0;
+// testing and 0 % serve primary; then the sticky value's bucket against
+// the percentage, so the same value always lands on the same arm of a
+// deployment and raising the percentage only moves values from primary
+// to gray. Without a sticky value the draw is random.
 func Assign(s *State, force Force, sticky []byte) Arm {
 	if s == nil || !s.Known || s.Status == RolledBack {
 		return Primary
 	}
-	switch force {
-	case ForceGray:
-		return Gray
-	case ForcePrimary:
+	if force != NoForce && s.MayForce() {
+		if force == ForceGray {
+			return Gray
+		}
 		return Primary
 	}
-	if s.Basis <= 0 {
+	if s.Status != Active || s.Basis <= 0 {
 		return Primary
 	}
 	var bucket uint32
 	if len(sticky) == 0 {
 		bucket = rand.Uint32N(10000)
 	} else {
-		bucket = Bucket(sticky)
+		bucket = Bucket(s.Deployment, sticky)
 	}
 	if int32(bucket) < s.Basis {
 		return Gray
@@ -63,16 +65,31 @@ func Assign(s *State, force Force, sticky []byte) Arm {
 	return Primary
 }
 
-// Bucket maps a sticky value to one of 10000 buckets (FNV-1a, 64-bit).
-func Bucket(sticky []byte) uint32 {
+// Bucket maps a sticky value to one of 10000 buckets of a deployment:
+// FNV-1a (64-bit) over the deployment name, a separator and the value,
+// then a full avalanche (murmur3's fmix64), so the same value falls in
+// unrelated buckets of different deployments — the gray cohort of one
+// deployment says nothing about another's.
+func Bucket(deployment string, sticky []byte) uint32 {
 	const (
 		offset = 14695981039346656037
 		prime  = 1099511628211
 	)
 	h := uint64(offset)
+	for i := 0; i < len(deployment); i++ {
+		h ^= uint64(deployment[i])
+		h *= prime
+	}
+	h ^= 0xff // never a byte of a deployment name
+	h *= prime
 	for _, c := range sticky {
 		h ^= uint64(c)
 		h *= prime
 	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
 	return uint32(h % 10000)
 }

@@ -4,10 +4,19 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 func active(pct float64) *State {
-	return &State{Deployment: "d", Basis: BasisOf(pct), Status: Active, Known: true}
+	s := New("d", pct, Active, 1, events.ActorAdmin, "", time.Time{})
+	return &s
+}
+
+func testing_() *State {
+	s := New("d", 0, Testing, 1, events.ActorAdmin, "", time.Time{})
+	return &s
 }
 
 func TestAssignOrderOfRules(t *testing.T) {
@@ -18,9 +27,13 @@ func TestAssignOrderOfRules(t *testing.T) {
 		force Force
 		want  Arm
 	}{
-		{"unknown state serves primary even when forced", &State{Basis: 10000, Status: Active}, ForceGray, Primary},
-		{"rolled back beats the force header", &State{Basis: 10000, Status: RolledBack, Known: true}, ForceGray, Primary},
-		{"force gray at 0%", active(0), ForceGray, Gray},
+		{"unknown state serves primary even when forced", &State{Basis: 10000, RolloutState: events.RolloutState{Status: Active, Percentage: 100}}, ForceGray, Primary},
+		{"rolled back beats the force header", &State{Basis: 10000, RolloutState: events.RolloutState{Status: RolledBack, Percentage: 100}, Known: true}, ForceGray, Primary},
+		{"0% beats the force header", active(0), ForceGray, Primary},
+		{"force gray at 1%", active(1), ForceGray, Gray},
+		{"testing lets force gray through", testing_(), ForceGray, Gray},
+		{"testing lets force primary through", testing_(), ForcePrimary, Primary},
+		{"testing is 0% without the header", testing_(), NoForce, Primary},
 		{"force primary at 100%", active(100), ForcePrimary, Primary},
 		{"100% is gray", active(100), NoForce, Gray},
 		{"0% is primary", active(0), NoForce, Primary},
@@ -92,13 +105,13 @@ func TestTableSetGetWatch(t *testing.T) {
 	}
 	var seen []State
 	tb.Watch(func(s State) { seen = append(seen, s) })
-	if !tb.Set(State{Deployment: "a", Basis: 250, Status: Active, Known: true, Revision: 3}) {
+	if !tb.Set(New("a", 2.5, Active, 3, events.ActorAdmin, "", time.Time{})) {
 		t.Fatal("Set(a) = false")
 	}
-	if tb.Set(State{Deployment: "zzz"}) {
+	if tb.Set(New("zzz", 0, Active, 0, events.ActorAdmin, "", time.Time{})) {
 		t.Error("Set(unknown deployment) = true")
 	}
-	if s := tb.Get("a"); s.Percentage() != 2.5 || s.Revision != 3 {
+	if s := tb.Get("a"); s.Percentage != 2.5 || s.Basis != 250 || s.Revision != 3 {
 		t.Errorf("Get(a) = %+v", s)
 	}
 	tb.Forget()
@@ -107,6 +120,30 @@ func TestTableSetGetWatch(t *testing.T) {
 	}
 	if got := tb.All(); len(got) != 2 || got[0].Deployment != "a" {
 		t.Errorf("All = %+v", got)
+	}
+}
+
+// TestBucketIsKeyedByDeployment: the gray cohort of one deployment is
+// not the gray cohort of another (SPEC §6.1, rev. 2).
+func TestBucketIsKeyedByDeployment(t *testing.T) {
+	const users = 10000
+	both, inA, inB := 0, 0, 0
+	for u := 0; u < users; u++ {
+		id := []byte(fmt.Sprintf("user-%d", u))
+		a, b := Bucket("qwen-32k", id) < 1000, Bucket("qwen-128k", id) < 1000
+		if a {
+			inA++
+		}
+		if b {
+			inB++
+		}
+		if a && b {
+			both++
+		}
+	}
+	// Independent 10 % cohorts share about 1 % of the users.
+	if both > 200 || inA < 900 || inB < 900 {
+		t.Errorf("10%% cohorts: %d and %d users, %d in both; want about 1000, 1000 and 100", inA, inB, both)
 	}
 }
 

@@ -194,13 +194,16 @@ func (l *Log) apply(data []byte, seq uint64) {
 	if cur == nil {
 		return // a deployment this gateway does not serve
 	}
-	if cur.Known && cur.Revision >= seq {
+	fold := cur.RolloutState
+	if cur.Known && !fold.Apply(seq, env.Time, &ev) {
 		return // already applied (read at start, then delivered)
 	}
-	l.table.Set(State{
-		Deployment: ev.Deployment, Basis: BasisOf(ev.Percentage), Status: Status(ev.Status),
-		Revision: seq, Reason: ev.Reason, Actor: string(ev.Actor), UpdatedAt: env.Time, Known: true,
-	})
+	if !cur.Known {
+		// The state seen before the log was (re)read is not a fold of it.
+		fold = events.RolloutState{}
+		fold.Apply(seq, env.Time, &ev)
+	}
+	l.table.Set(FromFold(fold))
 }
 
 // Errors of Append.

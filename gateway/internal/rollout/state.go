@@ -13,36 +13,46 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // Status is a deployment's rollout status.
-type Status string
+type Status = events.RolloutStatus
 
 // Statuses.
 const (
-	Active     Status = "active"
-	RolledBack Status = "rolled_back"
+	Active     = events.StatusActive
+	RolledBack = events.StatusRolledBack
+	// Testing is 0 % for everyone, with the force header let through.
+	Testing = events.StatusTesting
 )
 
-// State is one deployment's rollout state.
+// State is one deployment's rollout state: the fold of its rollout events
+// (events.RolloutState, shared with the analyzer) plus what assignment
+// needs.
 type State struct {
-	Deployment string
+	events.RolloutState
 	// Basis is the gray share in hundredths of a percent (0–10000), so that
 	// a percentage with two decimals is exact.
-	Basis     int32
-	Status    Status
-	Revision  uint64 // JetStream sequence of the last rollout event; 0 before any
-	Reason    string
-	Actor     string
-	UpdatedAt time.Time
+	Basis int32
 	// Known is false until the source has told the state (the event log
 	// not yet read, or cut off for too long): the deployment then serves
 	// primary only, whatever the headers say.
 	Known bool
 }
 
-// Percentage returns the gray share in percent.
-func (s *State) Percentage() float64 { return float64(s.Basis) / 100 }
+// FromFold returns the known state of a folded event log.
+func FromFold(f events.RolloutState) State {
+	return State{RolloutState: f, Basis: BasisOf(f.Percentage), Known: true}
+}
+
+// New returns a known state built from its values, for sources other
+// than the event log (the configuration, the admin API with events off).
+func New(deployment string, pct float64, status Status, revision uint64, actor events.Actor, reason string, at time.Time) State {
+	return FromFold(events.RolloutState{Deployment: deployment, Percentage: pct, Status: status,
+		Revision: revision, Actor: actor, Reason: reason, UpdatedAt: at})
+}
 
 // BasisOf converts a percentage (at most two decimals) to hundredths.
 func BasisOf(pct float64) int32 {
@@ -63,7 +73,7 @@ func NewTable(deployments []string) *Table {
 	t := &Table{states: make(map[string]*atomic.Pointer[State], len(deployments))}
 	for _, d := range deployments {
 		p := new(atomic.Pointer[State])
-		p.Store(&State{Deployment: d, Status: Active})
+		p.Store(&State{RolloutState: events.RolloutState{Deployment: d, Status: Active}})
 		t.states[d] = p
 	}
 	return t

@@ -85,9 +85,9 @@ func Rollout(s rollout.State) {
 		if !st.Known || st.Status == rollout.RolledBack {
 			return 0
 		}
-		return st.Percentage()
+		return st.Percentage
 	})
-	for _, status := range []string{string(rollout.Active), string(rollout.RolledBack), "unknown"} {
+	for _, status := range []string{string(rollout.Active), string(rollout.RolledBack), string(rollout.Testing), "unknown"} {
 		status := status
 		metrics.GetOrCreateGauge(`graygate_rollout_status{deployment="`+d+`",status="`+status+`"}`, func() float64 {
 			st := get()

@@ -68,17 +68,17 @@ type Client struct {
 func New(u config.Upstream) (*Client, error) {
 	p, err := url.Parse(u.URL)
 	if err != nil || p.Host == "" {
-		return nil, fmt.Errorf("upstream url %q: not an absolute URL", u.URL)
+		return nil, fmt.Errorf("upstream url %q: not an absolute URL", config.RedactURL(u.URL))
 	}
 	var tc *tls.Config
 	switch p.Scheme {
 	case "http":
 	case "https":
 		if tc, err = TLSConfig(p.Hostname(), u.TLS); err != nil {
-			return nil, fmt.Errorf("upstream url %q: %w", u.URL, err)
+			return nil, fmt.Errorf("upstream url %q: %w", config.RedactURL(u.URL), err)
 		}
 	default:
-		return nil, fmt.Errorf("upstream url %q: only http:// and https:// upstreams are supported", u.URL)
+		return nil, fmt.Errorf("upstream url %q: only http:// and https:// upstreams are supported", config.RedactURL(u.URL))
 	}
 	addr := p.Host
 	if p.Port() == "" {
@@ -157,6 +157,7 @@ func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body
 	req.Header.SetContentTypeBytes(jsonType)
 	if hdr != nil {
 		hdr(&req.Header)
+		stripCredentials(&req.Header)
 	}
 	if c.auth != nil {
 		req.Header.SetBytesV(fasthttp.HeaderAuthorization, c.auth)
@@ -453,3 +454,29 @@ func isReset(err error) bool {
 type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// credentialHeaders are client headers that carry credentials or the
+// client's network identity; none of them ever reaches an upstream (SPEC
+// §3, §11), whatever the caller's header function set. The upstream gets
+// its own key, or none.
+var credentialHeaders = []string{
+	fasthttp.HeaderAuthorization, fasthttp.HeaderCookie, fasthttp.HeaderProxyAuthorization,
+	"Api-Key", "X-Api-Key", "Forwarded",
+}
+
+// stripCredentials deletes the credential headers and every X-Forwarded-*
+// header from h.
+func stripCredentials(h *fasthttp.RequestHeader) {
+	for _, k := range credentialHeaders {
+		h.Del(k)
+	}
+	var fwd []string
+	for k := range h.All() {
+		if len(k) >= 12 && strings.EqualFold(string(k[:12]), "x-forwarded-") {
+			fwd = append(fwd, string(k))
+		}
+	}
+	for _, k := range fwd {
+		h.Del(k)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -429,5 +430,19 @@ func TestEveryStaleIdleConnectionIsSkipped(t *testing.T) {
 	}
 	if n := cl.Open(); n != 1 {
 		t.Errorf("Open() = %d; want 1 (every dead connection closed, one new)", n)
+	}
+}
+
+// TestNewNeverPrintsCredentials: a URL is never printed with its
+// credentials (SPEC §11), not even in a start error.
+func TestNewNeverPrintsCredentials(t *testing.T) {
+	for _, raw := range []string{"ftp://user:s3cret@host/v1", "//user:s3cret@"} {
+		_, err := New(config.Upstream{URL: raw, Model: "m"})
+		if err == nil {
+			t.Fatalf("New(%q) accepted it", raw)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("New: %v; shows the password", err)
+		}
 	}
 }

@@ -1,0 +1,409 @@
+package natsinfra_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The shipped server configuration, run in-process with throwaway TLS
+// certificates and passwords: every service works with its own identity
+// and nothing more (SPEC §7 "Who may write").
+
+type secureNATS struct {
+	url       string
+	ca        string
+	passwords map[string]string
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// throwawayTLS writes a CA and a server certificate for 127.0.0.1 and
+// localhost into dir and returns their paths.
+func throwawayTLS(t *testing.T, dir string) (ca, cert, key string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "graygate test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	srvKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	srvTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "nats"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{"localhost", "nats"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(srvKey)
+	ca, cert, key = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	writePEM(t, ca, "CERTIFICATE", caDER)
+	writePEM(t, cert, "CERTIFICATE", srvDER)
+	writePEM(t, key, "EC PRIVATE KEY", keyDER)
+	return ca, cert, key
+}
+
+func randomSecret(t *testing.T) string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// startSecureNATS runs infra/nats/nats-server.conf as shipped, on a free
+// loopback port with a temporary store.
+func startSecureNATS(t *testing.T) *secureNATS {
+	t.Helper()
+	dir := t.TempDir()
+	ca, cert, key := throwawayTLS(t, dir)
+	t.Setenv("NATS_TLS_CA", ca)
+	t.Setenv("NATS_TLS_CERT", cert)
+	t.Setenv("NATS_TLS_KEY", key)
+	pw := map[string]string{}
+	for _, svc := range []string{"gateway", "analyzer", "collector"} {
+		pw[svc] = randomSecret(t)
+		t.Setenv("NATS_"+strings.ToUpper(svc)+"_PASSWORD", pw[svc])
+	}
+	opts, err := server.ProcessConfigFile("nats-server.conf")
+	if err != nil {
+		t.Fatalf("load nats-server.conf: %v", err)
+	}
+	if opts.HTTPPort != 0 || opts.HTTPSPort != 0 {
+		t.Errorf("the shipped configuration exposes the monitoring port")
+	}
+	if opts.TLSConfig == nil {
+		t.Fatal("the shipped configuration has no TLS")
+	}
+	if !opts.JetStream {
+		t.Fatal("the shipped configuration has no JetStream")
+	}
+	opts.Host, opts.Port = "127.0.0.1", -1
+	opts.StoreDir = filepath.Join(dir, "js")
+	opts.NoLog, opts.NoSigs = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(s.Shutdown)
+	return &secureNATS{url: "tls://" + s.Addr().String(), ca: ca, passwords: pw}
+}
+
+// conn is one service's connection, built the way the services build it
+// (config.NATS.ConnectOptions), with the permission errors it was sent.
+type conn struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	mu    sync.Mutex
+	perms []string
+}
+
+func (c *conn) violations() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.perms...)
+}
+
+func (n *secureNATS) connect(t *testing.T, user, password string) (*conn, error) {
+	t.Helper()
+	cfg := config.NATS{URL: n.url, User: user, Password: config.Secret(password), TLS: config.NATSTLS{CAFile: n.ca}}
+	opts, err := cfg.ConnectOptions()
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{}
+	opts = append(opts, nats.Timeout(3*time.Second), nats.MaxReconnects(0),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				c.mu.Lock()
+				c.perms = append(c.perms, err.Error())
+				c.mu.Unlock()
+			}
+		}))
+	if user == "" {
+		opts = []nats.Option{nats.RootCAs(n.ca), nats.Timeout(3 * time.Second), nats.MaxReconnects(0)}
+	}
+	c.nc, err = nats.Connect(n.url, opts...)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(c.nc.Close)
+	c.js, err = jetstream.New(c.nc)
+	return c, err
+}
+
+func (n *secureNATS) service(t *testing.T, svc string) *conn {
+	t.Helper()
+	c, err := n.connect(t, svc, n.passwords[svc])
+	if err != nil {
+		t.Fatalf("%s connects with its own identity: %v", svc, err)
+	}
+	return c
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func publish(t *testing.T, c *conn, d events.Data, source string) error {
+	t.Helper()
+	_, _, err := events.Publish(ctxT(t, time.Second), c.js, source, d, time.Now())
+	return err
+}
+
+func rollout(dep string, pct float64, status events.RolloutStatus, actor events.Actor) *events.RolloutChanged {
+	return &events.RolloutChanged{Deployment: dep, Percentage: pct, Status: status, Reason: "test", Actor: actor}
+}
+
+// fold reads GRAYGATE_ROLLOUT as a gateway does (the last event of the
+// deployment) and folds it: the state every gateway would serve.
+func fold(t *testing.T, c *conn, dep string) events.RolloutState {
+	t.Helper()
+	s, err := c.js.Stream(ctxT(t, 2*time.Second), events.StreamRollout)
+	if err != nil {
+		t.Fatalf("stream info of GRAYGATE_ROLLOUT: %v", err)
+	}
+	var st events.RolloutState
+	msg, err := s.GetLastMsgForSubject(ctxT(t, 2*time.Second), events.RolloutSubject(dep))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return st
+	}
+	if err != nil {
+		t.Fatalf("read the last rollout event: %v", err)
+	}
+	env, err := events.Decode(msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.RolloutChanged
+	if err := env.Unmarshal(&ev); err != nil {
+		t.Fatal(err)
+	}
+	st.Apply(msg.Sequence, env.Time, &ev)
+	return st
+}
+
+func TestShippedNATSPermissions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a nats-server")
+	}
+	n := startSecureNATS(t)
+
+	// Nobody without an identity, and no wrong password.
+	if _, err := n.connect(t, "", ""); err == nil {
+		t.Error("a client without credentials connected")
+	}
+	if _, err := n.connect(t, "gateway", "wrong"); err == nil {
+		t.Error("a wrong password connected")
+	}
+	// TLS is required: a plain connection is refused.
+	if nc, err := nats.Connect(strings.Replace(n.url, "tls://", "nats://", 1), nats.UserInfo("gateway", n.passwords["gateway"]), nats.Timeout(2*time.Second), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Error("a plaintext connection was accepted")
+	}
+
+	gw, an, col := n.service(t, "gateway"), n.service(t, "analyzer"), n.service(t, "collector")
+	// Every service makes sure the streams exist at start.
+	for name, c := range map[string]*conn{"gateway": gw, "analyzer": an, "collector": col} {
+		if err := events.EnsureStreams(ctxT(t, 5*time.Second), c.js, 1, nil); err != nil {
+			t.Fatalf("%s: EnsureStreams: %v", name, err)
+		}
+	}
+
+	const dep = "qwen-32k"
+	t.Run("gateway", func(t *testing.T) {
+		src := "gateway/test"
+		for _, d := range []events.Data{
+			&events.RequestRejected{RequestID: "r1", Route: "m", Code: events.RejectionCode("tool_step_limit_exceeded"), Detail: "x"},
+			rollout(dep, 10, events.StatusActive, events.ActorAdmin),
+		} {
+			if err := publish(t, gw, d, src); err != nil {
+				t.Errorf("gateway publishes %s: %v", d.EventType(), err)
+			}
+		}
+		for _, subj := range []string{events.RequestSubject(dep), events.SampleSubject(dep), events.StatsSubject(dep)} {
+			if _, err := gw.js.Publish(ctxT(t, time.Second), subj, []byte("{}")); err != nil {
+				t.Errorf("gateway publishes on %s: %v", subj, err)
+			}
+		}
+		if st := fold(t, gw, dep); st.Percentage != 10 || st.Status != events.StatusActive {
+			t.Errorf("gateway reads GRAYGATE_ROLLOUT: %+v", st)
+		}
+		// Follows the log with an ordered consumer, as the gateway does.
+		cons, err := gw.js.OrderedConsumer(ctxT(t, 2*time.Second), events.StreamRollout, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.SubjectRolloutAll}})
+		if err != nil {
+			t.Fatalf("gateway follows GRAYGATE_ROLLOUT: %v", err)
+		}
+		if _, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second)); err != nil {
+			t.Errorf("gateway reads a rollout event: %v", err)
+		}
+		// Not the analyzer's subjects, and no other stream's messages.
+		if _, err := gw.js.Publish(ctxT(t, time.Second), events.AnalysisSubject(dep), []byte("{}")); err == nil {
+			t.Error("gateway published an analysis event")
+		}
+		if _, err := gw.js.CreateConsumer(ctxT(t, time.Second), events.StreamEvents, jetstream.ConsumerConfig{Durable: "gw-snoop"}); err == nil {
+			t.Error("gateway read GRAYGATE_EVENTS")
+		}
+	})
+
+	t.Run("analyzer", func(t *testing.T) {
+		src := "analyzer/test"
+		if err := publish(t, an, rollout(dep, 0, events.StatusRolledBack, events.ActorAnalyzer), src); err != nil {
+			t.Errorf("analyzer publishes a rollback: %v", err)
+		}
+		if _, err := an.js.Publish(ctxT(t, time.Second), events.AnalysisSubject(dep), []byte("{}")); err != nil {
+			t.Errorf("analyzer publishes an analysis: %v", err)
+		}
+		// Reads GRAYGATE_STATS through its own durable consumer.
+		cons, err := an.js.CreateOrUpdateConsumer(ctxT(t, 2*time.Second), events.StreamStats, jetstream.ConsumerConfig{Durable: "analyzer-test", AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatalf("analyzer consumes GRAYGATE_STATS: %v", err)
+		}
+		msg, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second))
+		if err != nil {
+			t.Fatalf("analyzer reads a statistic: %v", err)
+		}
+		if err := msg.DoubleAck(ctxT(t, 2*time.Second)); err != nil {
+			t.Errorf("analyzer acks a statistic: %v", err)
+		}
+		if st := fold(t, an, dep); st.Status != events.StatusRolledBack {
+			t.Errorf("analyzer reads GRAYGATE_ROLLOUT: %+v", st)
+		}
+		// Its lease bucket.
+		kv, err := an.js.CreateKeyValue(ctxT(t, 2*time.Second), jetstream.KeyValueConfig{Bucket: "graygate_analyzer", TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("analyzer creates its lease bucket: %v (violations %q)", err, an.violations())
+		}
+		if _, err := kv.Create(ctxT(t, time.Second), "leader", []byte("analyzer/test")); err != nil {
+			t.Errorf("analyzer takes its lease: %v", err)
+		}
+		if e, err := kv.Get(ctxT(t, time.Second), "leader"); err != nil || string(e.Value()) != "analyzer/test" {
+			t.Errorf("analyzer reads its lease: %v", err)
+		}
+		// Not the gateway's subjects.
+		if _, err := an.js.Publish(ctxT(t, time.Second), events.RequestSubject(dep), []byte("{}")); err == nil {
+			t.Error("analyzer published a request event")
+		}
+		if _, err := an.js.Publish(ctxT(t, time.Second), events.StatsSubject(dep), []byte("{}")); err == nil {
+			t.Error("analyzer published a statistic")
+		}
+	})
+
+	t.Run("collector", func(t *testing.T) {
+		for _, stream := range []string{events.StreamEvents, events.StreamStats, events.StreamRollout, events.StreamAnalysis} {
+			cons, err := col.js.CreateOrUpdateConsumer(ctxT(t, 2*time.Second), stream, jetstream.ConsumerConfig{Durable: "collector-test", AckPolicy: jetstream.AckExplicitPolicy})
+			if err != nil {
+				t.Errorf("collector consumes %s: %v", stream, err)
+				continue
+			}
+			msg, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second))
+			if err != nil {
+				t.Errorf("collector reads %s: %v", stream, err)
+				continue
+			}
+			if err := msg.DoubleAck(ctxT(t, 2*time.Second)); err != nil {
+				t.Errorf("collector acks %s: %v", stream, err)
+			}
+		}
+		for _, subj := range []string{events.RequestSubject(dep), events.StatsSubject(dep), events.AnalysisSubject(dep)} {
+			if _, err := col.js.Publish(ctxT(t, time.Second), subj, []byte("{}")); err == nil {
+				t.Errorf("collector published on %s", subj)
+			}
+		}
+	})
+
+	t.Run("an identity without the permission cannot change a rollout", func(t *testing.T) {
+		before := fold(t, gw, dep)
+		info, _ := gw.js.Stream(ctxT(t, time.Second), events.StreamRollout)
+		msgs := info.CachedInfo().State.Msgs
+		// The collector's identity publishes a rollout event: JetStream
+		// acknowledges nothing, and the server reports a violation.
+		if err := publish(t, col, rollout(dep, 100, events.StatusActive, events.ActorAdmin), "collector/test"); err == nil {
+			t.Fatal("the collector's identity stored a rollout event")
+		}
+		// Core NATS too (a raw PUB, as in the issue).
+		_ = col.nc.Publish(events.RolloutSubject(dep), []byte(`{"percentage":100}`))
+		_ = col.nc.Flush()
+		time.Sleep(200 * time.Millisecond)
+		if v := col.violations(); len(v) == 0 {
+			t.Error("the server reported no permission violation to the collector")
+		}
+		after := fold(t, gw, dep)
+		info, _ = gw.js.Stream(ctxT(t, time.Second), events.StreamRollout)
+		if after != before || info.CachedInfo().State.Msgs != msgs {
+			t.Errorf("rollout state changed from %+v to %+v (%d → %d events)", before, after, msgs, info.CachedInfo().State.Msgs)
+		}
+		if after.Status != events.StatusRolledBack {
+			t.Errorf("every gateway serves %+v; want the analyzer's rollback to stand", after)
+		}
+	})
+
+	t.Run("no service identity may purge, delete or update a stream", func(t *testing.T) {
+		for name, c := range map[string]*conn{"gateway": gw, "analyzer": an, "collector": col} {
+			s, err := c.js.Stream(ctxT(t, 2*time.Second), events.StreamRollout)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			before := s.CachedInfo().State.Msgs
+			if err := s.Purge(ctxT(t, time.Second)); err == nil {
+				t.Errorf("%s purged GRAYGATE_ROLLOUT", name)
+			}
+			if err := s.DeleteMsg(ctxT(t, time.Second), s.CachedInfo().State.LastSeq); err == nil {
+				t.Errorf("%s deleted a rollout event", name)
+			}
+			if err := c.js.DeleteStream(ctxT(t, time.Second), events.StreamRollout); err == nil {
+				t.Errorf("%s deleted GRAYGATE_ROLLOUT", name)
+			}
+			cfg := s.CachedInfo().Config
+			cfg.MaxMsgsPerSubject = 1
+			if _, err := c.js.UpdateStream(ctxT(t, time.Second), cfg); err == nil {
+				t.Errorf("%s updated GRAYGATE_ROLLOUT", name)
+			}
+			info, err := gw.js.Stream(ctxT(t, 2*time.Second), events.StreamRollout)
+			if err != nil || info.CachedInfo().State.Msgs != before || info.CachedInfo().Config.MaxMsgsPerSubject != events.RolloutPerSubject {
+				t.Errorf("after %s's attempts GRAYGATE_ROLLOUT is %+v", name, info.CachedInfo())
+			}
+		}
+	})
+}

@@ -1,0 +1,42 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+)
+
+// ConnectOptions returns the nats.go options of the service's NATS
+// identity and TLS (SPEC §7 "Who may write"): user and password, an nkey
+// seed file, or a creds file (NATS_CREDS already applied), and a CA and
+// client certificate. Every service dials with them, so the keys mean the
+// same everywhere. No identity configured: no option (an unauthenticated
+// NATS, the development setup). Errors never show a secret.
+func (n *NATS) ConnectOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	switch {
+	case n.User != "":
+		opts = append(opts, nats.UserInfo(n.User, n.Password.Reveal()))
+	case n.NKeySeedFile != "":
+		o, err := nats.NkeyOptionFromSeed(n.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats.nkey_seed_file: %w", redactErr(err))
+		}
+		opts = append(opts, o)
+	case n.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(n.CredsFile))
+	}
+	if n.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(n.TLS.CAFile))
+	}
+	if n.TLS.CertFile != "" {
+		opts = append(opts, nats.ClientCert(n.TLS.CertFile, n.TLS.KeyFile))
+	}
+	return opts, nil
+}
+
+// RedactedURL is nats.url without credentials, for logs and errors.
+func (n *NATS) RedactedURL() string { return RedactURL(n.URL) }
+
+func redactErr(err error) error { return errors.New(RedactURLs(err.Error())) }

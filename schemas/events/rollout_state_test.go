@@ -1,0 +1,47 @@
+package events
+
+import (
+	"testing"
+	"time"
+)
+
+// TestRolloutStateFold: the one fold of rollout events the gateway and the
+// analyzer share.
+func TestRolloutStateFold(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	ev := func(pct float64, st RolloutStatus) *RolloutChanged {
+		return &RolloutChanged{Deployment: "d", Percentage: pct, Status: st, Actor: ActorAdmin, Reason: "r"}
+	}
+	var s RolloutState
+	steps := []struct {
+		seq         uint64
+		ev          *RolloutChanged
+		changed     bool
+		pct         float64
+		status      RolloutStatus
+		activeSince time.Time
+		mayForce    bool
+	}{
+		{3, ev(5, StatusActive), true, 5, StatusActive, at(3), true},
+		{3, ev(50, StatusActive), false, 5, StatusActive, at(3), true}, // redelivery
+		{2, ev(50, StatusActive), false, 5, StatusActive, at(3), true}, // older
+		{4, ev(10, StatusActive), true, 10, StatusActive, at(3), true}, // still active since 3
+		{5, ev(0, StatusActive), true, 0, StatusActive, at(3), false},  // 0 %: nobody forces
+		{6, ev(0, StatusRolledBack), true, 0, StatusRolledBack, at(3), false},
+		{7, ev(0, StatusTesting), true, 0, StatusTesting, at(3), true}, // testing: forcing allowed
+		{8, ev(20, StatusActive), true, 20, StatusActive, at(8), true}, // active again: new window
+	}
+	for _, st := range steps {
+		if got := s.Apply(st.seq, at(int(st.seq)), st.ev); got != st.changed {
+			t.Fatalf("Apply(seq %d) changed = %v; want %v", st.seq, got, st.changed)
+		}
+		if s.Percentage != st.pct || s.Status != st.status || !s.ActiveSince.Equal(st.activeSince) || s.MayForce() != st.mayForce {
+			t.Errorf("after seq %d: %+v (may force %v); want %v %s active since %v may force %v",
+				st.seq, s, s.MayForce(), st.pct, st.status, st.activeSince, st.mayForce)
+		}
+	}
+	if s.Revision != 8 {
+		t.Errorf("Revision = %d; want 8", s.Revision)
+	}
+}
