@@ -236,8 +236,18 @@ type Upstream struct {
 	TLS UpstreamTLS `yaml:"tls"`
 	// Prompt is the system prompt this arm sends; nil: the client's own.
 	Prompt *Prompt `yaml:"prompt"`
-	// Params are sampling values this arm sets (governed keys of SPEC §4).
-	Params map[string]float64 `yaml:"params"`
+	// Params are sampling values this arm sets (governed keys of SPEC §4),
+	// injected or replacing the client's; each satisfies the contract.
+	Params ArmParams `yaml:"params"`
+}
+
+// ArmParams are an arm's sampling values by governed parameter name.
+type ArmParams map[string]ArmParam
+
+// ArmParam is one value; Int holds it exactly for top_k and n.
+type ArmParam struct {
+	Value float64
+	Int   int64
 }
 
 // UpstreamTLS is an upstream's `tls` block.

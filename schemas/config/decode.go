@@ -169,6 +169,7 @@ var (
 	sizeType     = reflect.TypeFor[Size]()
 	tokensType   = reflect.TypeFor[Tokens]()
 	paramsType   = reflect.TypeFor[map[string]ParamRule]()
+	armParamType = reflect.TypeFor[ArmParams]()
 )
 
 // decode fills v from n. A null node leaves v as it is (the default).
@@ -196,6 +197,9 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 		return
 	case tokensType:
 		d.tokens(path, n, v)
+		return
+	case armParamType:
+		d.armParams(path, n, v)
 		return
 	case paramsType:
 		d.params(path, n, v)

@@ -285,3 +285,77 @@ func (d *decoder) validateSampling(sc *SamplingContract) {
 		}
 	}
 }
+
+// armParams decodes an upstream's params: governed names to numbers
+// (SPEC §6.6). Domains and the contract are checked by validateArmParams.
+func (d *decoder) armParams(path string, n *yaml.Node, v reflect.Value) {
+	params := ArmParams{}
+	v.Set(reflect.ValueOf(params))
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(path, n, "expected a mapping of parameter names to values, got %s", describe(n))
+		return
+	}
+	for _, p := range d.pairs(path, n) {
+		kp := joinPath(path, p.key)
+		if _, ok := domainOf(p.key); !ok {
+			d.errorf(kp, p.k, "unknown parameter; the governed parameters are %s", strings.Join(GovernedParams(), ", "))
+			continue
+		}
+		d.mark(kp, p.k)
+		d.order[path] = append(d.order[path], p.key)
+		val := deref(p.v)
+		if val.Kind != yaml.ScalarNode || isNull(val) {
+			d.errorf(kp, val, "expected a number, got %s", describeValue(val))
+			continue
+		}
+		f, text, ok := d.numberText(kp, val)
+		if !ok {
+			continue
+		}
+		ap := ArmParam{Value: f}
+		if d.whole(kp, val, p.key, text, f, &ap.Int) {
+			params[p.key] = ap
+		}
+	}
+}
+
+// validateArmParams checks an arm's params against the engine's domains
+// and the sampling contract: an arm may only send what the contract
+// admits (SPEC §6.6).
+func (d *decoder) validateArmParams(path string, params ArmParams, sc *SamplingContract) {
+	path += ".params"
+	for _, name := range d.order[path] {
+		ap, ok := params[name]
+		if !ok {
+			continue
+		}
+		kp := path + "." + name
+		dom, _ := domainOf(name)
+		if why := dom.checkRule(ap.Value, ap.Int); why != "" {
+			d.errorf(kp, nil, "%s", why)
+			continue
+		}
+		if sc == nil {
+			continue
+		}
+		rule, ok := sc.Params[name]
+		if !ok {
+			continue
+		}
+		cp := "sampling_contract.params." + name
+		switch {
+		case dom.whole && rule.Pinned && ap.Int != rule.IntValue:
+			d.errorf(kp, nil, "%d violates %s: expected %d", ap.Int, cp, rule.IntValue)
+		case dom.whole && !rule.Pinned && (ap.Int < rule.IntMin || ap.Int > rule.IntMax):
+			d.errorf(kp, nil, "%d violates %s: expected a value in [%d, %d]", ap.Int, cp, rule.IntMin, rule.IntMax)
+		case dom.whole:
+		case rule.Pinned && ap.Value != rule.Value:
+			d.errorf(kp, nil, "%s violates %s: expected %s", formatNumber(ap.Value), cp, formatNumber(rule.Value))
+		case !rule.Pinned && (ap.Value < rule.Min || ap.Value > rule.Max):
+			d.errorf(kp, nil, "%s violates %s: expected a value in [%s, %s]", formatNumber(ap.Value), cp, formatNumber(rule.Min), formatNumber(rule.Max))
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,3 +88,41 @@ func TestAtMost64ContextBands(t *testing.T) {
 }
 
 func strconvItoa(i int) string { return strconv.Itoa(i) }
+
+func TestArmParams(t *testing.T) {
+	doc := func(contract, gray string) string {
+		return contract + "routing:\n  routes:\n    - model: m\n      candidates: [{deployment: d}]\n" +
+			"deployments:\n  d:\n    primary: {url: http://127.0.0.1:9001, model: base}\n    gray: " + gray + "\n"
+	}
+	contract := "sampling_contract:\n  params: {top_k: {min: 1, max: 100, default: 40}, temperature: 0.7}\n"
+	cases := []struct {
+		name, contract, gray, err string
+		want                      ArmParams
+	}{
+		{"within the band", contract, "{params: {top_k: 20}}", "", ArmParams{"top_k": {Value: 20, Int: 20}}},
+		{"pin kept", contract, "{params: {temperature: 0.7, top_k: 100}}", "", ArmParams{"temperature": {Value: 0.7}, "top_k": {Value: 100, Int: 100}}},
+		{"no contract, exact", "", "{params: {top_k: 9007199254740993}}", "", ArmParams{"top_k": {Value: 9007199254740992, Int: 9007199254740993}}},
+		{"outside the band", contract, "{params: {top_k: 101}}", "deployments.d.gray.params.top_k: 101 violates sampling_contract.params.top_k: expected a value in [1, 100]", nil},
+		{"against the pin", contract, "{params: {temperature: 0.2}}", "deployments.d.gray.params.temperature: 0.2 violates sampling_contract.params.temperature: expected 0.7", nil},
+		{"outside the domain", "", "{params: {top_p: 0}}", "deployments.d.gray.params.top_p: 0 is outside the domain of top_p", nil},
+		{"not whole", "", "{params: {n: 1.5}}", "deployments.d.gray.params.n: 1.5 is not a whole number", nil},
+		{"unknown", "", "{params: {seed: 1}}", "deployments.d.gray.params.seed: unknown parameter", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, _, err := Parse([]byte(doc(c.contract, c.gray)), "", nil)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Errorf("Parse error = %v; want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := cfg.Deployments["d"].Gray.Params; !reflect.DeepEqual(got, c.want) {
+				t.Errorf("params = %+v; want %+v", got, c.want)
+			}
+		})
+	}
+}

@@ -26,7 +26,13 @@ func (d *decoder) validate(c *Config, dir string) {
 	}
 	d.validateRoutes(c, bands)
 	for _, name := range c.DeploymentOrder {
-		d.validateDeployment(c.Deployments[name], dir)
+		dep := c.Deployments[name]
+		d.validateDeployment(dep, dir)
+		p := "deployments." + name
+		d.validateArmParams(p+".primary", dep.Primary.Params, c.SamplingContract)
+		if dep.Gray != nil {
+			d.validateArmParams(p+".gray", dep.Gray.Params, c.SamplingContract)
+		}
 	}
 	d.validateAnalyzer(&c.Analyzer)
 	d.validateCollector(&c.Collector)

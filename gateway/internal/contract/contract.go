@@ -137,16 +137,20 @@ func (c *Contract) Check(body []byte, req *scan.Request, edits *scan.Edits, out 
 			switch {
 			case r.inject && p.IsInt():
 				edits.InsertInt(req, p.String(), r.injectInt)
+				edits.MarkParam(p)
 			case r.inject:
 				edits.InsertMember(req, p.String(), r.injectWith)
+				edits.MarkParam(p)
 			}
 			continue
 		case scan.KindNull:
 			switch {
 			case r.inject && p.IsInt():
 				edits.ReplaceInt(m.Value.Start, m.Value.End, r.injectInt)
+				edits.MarkParam(p)
 			case r.inject:
 				edits.ReplaceNumber(m.Value.Start, m.Value.End, r.injectWith)
+				edits.MarkParam(p)
 			}
 			continue
 		}

@@ -231,7 +231,8 @@ func (x *exchange) forwardBody(a *arm) []byte {
 		x.armEdits.Replace(m.Start, m.End, a.modelJSON)
 	}
 	a.prompt.edit(x.body, &x.req, &x.armEdits)
-	x.fwd = x.edits.ApplyWith(x.fwd[:0], x.body, &x.armEdits)
+	a.paramEdits(&x.req, &x.armEdits)
+	x.fwd = x.edits.ApplyWith(x.fwd[:0], x.body, &x.armEdits, a.paramMask)
 	return x.fwd
 }
 

@@ -66,3 +66,23 @@ func (p *armPrompt) edit(body []byte, r *scan.Request, e *scan.Edits) {
 		e.Replace(r.System.Value.Start, r.System.Value.End, p.message)
 	}
 }
+
+// armParam is one sampling value an arm sets, as JSON text.
+type armParam struct {
+	p            scan.Param
+	text, member string // the value; `"key":value`
+}
+
+// paramEdits records in e the arm's sampling values: a value the client
+// sent is replaced where it stands, a missing key is added before the
+// closing brace. The contract's own edits of these keys are left out by
+// the caller (ApplyWith's skip).
+func (a *arm) paramEdits(r *scan.Request, e *scan.Edits) {
+	for _, ap := range a.params {
+		if m := r.Params[ap.p]; m.Present() {
+			e.Replace(m.Value.Start, m.Value.End, ap.text)
+			continue
+		}
+		e.InsertRaw(r, ap.member)
+	}
+}

@@ -122,3 +122,39 @@ func TestPromptOnlyGray(t *testing.T) {
 		t.Errorf("primary prompt header = %q; want v1.2 (%s)", resp.Header.Get("x-gateway-prompt-version"), got)
 	}
 }
+
+// An arm's params replace the client's values and the contract's
+// injection of the same key; the other arm keeps both.
+func TestArmParamsInjected(t *testing.T) {
+	up, bodies := recordingUpstream(t)
+	cfg := grayConfig(t, up.URL, "", 100)
+	d := cfg.Deployments["qwen"]
+	d.Rollout.SchemaJSON = nil
+	cfg.SamplingContract = &config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{
+		"top_k": {Min: 1, Max: 9007199254740995, IntMin: 1, IntMax: 9007199254740995, HasDefault: true, Default: 40, IntDefault: 40},
+	}}
+	d.Gray = &config.Upstream{Model: "next", Timeout: d.Gray.Timeout, StreamIdleTimeout: d.Gray.StreamIdleTimeout,
+		Params: config.ArmParams{"top_k": {Value: 9007199254740992, Int: 9007199254740993}, "temperature": {Value: 0.25}}}
+	g := startGateway(t, cfg)
+	cases := []struct{ name, body, want string }{
+		{"absent: injected once", `{"model":"agent-chat","messages":[]}`,
+			`{"model":"next","messages":[],"temperature":0.25,"top_k":9007199254740993}`},
+		{"null replaced", `{"model":"agent-chat","top_k":null,"messages":[]}`,
+			`{"model":"next","top_k":9007199254740993,"messages":[],"temperature":0.25}`},
+		{"client value replaced", `{"model":"agent-chat","temperature":1,"top_k":30,"messages":[]}`,
+			`{"model":"next","temperature":0.25,"top_k":9007199254740993,"messages":[]}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := len(bodies())
+			resp, body := post(t, g.url, c.body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			sent := bodies()[n:]
+			if len(sent) != 1 || sent[0] != c.want {
+				t.Errorf("gray got %q; want %q", sent, c.want)
+			}
+		})
+	}
+}

@@ -108,6 +108,10 @@ type arm struct {
 	// promptHeader the first 16 hex digits of its hash.
 	prompt       *armPrompt
 	promptHeader string
+	// params are the arm's sampling values (SPEC §6.6), replacing or
+	// added to the client's; paramMask has bit 1<<Param of each.
+	params    []armParam
+	paramMask uint16
 }
 
 // Option configures a Server.
@@ -282,6 +286,19 @@ func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 	exportConnections(deployment, armName, c)
 	q, _ := json.Marshal(u.Model)
 	a := &arm{client: c, modelJSON: string(q)}
+	for _, name := range config.GovernedParams() {
+		v, ok := u.Params[name]
+		if !ok {
+			continue
+		}
+		p, _ := scan.ParamByName(name)
+		text := string(scan.AppendNumber(nil, v.Value))
+		if p.IsInt() {
+			text = strconv.FormatInt(v.Int, 10)
+		}
+		a.params = append(a.params, armParam{p: p, text: text, member: `"` + name + `":` + text})
+		a.paramMask |= 1 << p
+	}
 	if u.Prompt != nil {
 		a.prompt = newArmPrompt(u.Prompt)
 		a.promptVersion, a.promptHash = u.Prompt.Version, u.Prompt.Hash

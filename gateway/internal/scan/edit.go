@@ -6,6 +6,7 @@ import "strconv"
 type Edit struct {
 	Start, End int
 	text       Span // into Edits.buf
+	param      int8 // 1+Param for an edit of a governed parameter's value, else 0
 }
 
 // Edits collects in-place changes to a body so that the forwarded body is
@@ -14,6 +15,14 @@ type Edit struct {
 type Edits struct {
 	list []Edit
 	buf  []byte
+}
+
+// MarkParam records that the last edit sets parameter p's value, so that
+// ApplyWith can leave it out for an arm that sets p itself.
+func (e *Edits) MarkParam(p Param) {
+	if n := len(e.list); n > 0 {
+		e.list[n-1].param = int8(p) + 1
+	}
 }
 
 // Reset empties the list, keeping its memory.
@@ -123,8 +132,11 @@ func (e *Edits) Apply(dst, body []byte) []byte {
 // after e's: per-arm edits (the model name, the arm's prompt) are kept
 // apart so that the same client edits serve either arm. Edits of e and
 // more must not overlap; at one offset e's insertions come first.
-func (e *Edits) ApplyWith(dst, body []byte, more *Edits) []byte {
-	if more == nil || len(more.list) == 0 {
+//
+// skip is a bit set of parameters (1<<Param) whose edits in e (MarkParam)
+// are left out: more sets them instead.
+func (e *Edits) ApplyWith(dst, body []byte, more *Edits, skip uint16) []byte {
+	if (more == nil || len(more.list) == 0) && skip == 0 {
 		return e.Apply(dst, body)
 	}
 	a, b := e.sorted(), more.sorted()
@@ -134,6 +146,9 @@ func (e *Edits) ApplyWith(dst, body []byte, more *Edits) []byte {
 		var buf []byte
 		if len(b) == 0 || len(a) > 0 && a[0].Start <= b[0].Start {
 			ed, buf, a = a[0], e.buf, a[1:]
+			if ed.param > 0 && skip&(1<<(ed.param-1)) != 0 {
+				continue
+			}
 		} else {
 			ed, buf, b = b[0], more.buf, b[1:]
 		}
