@@ -100,7 +100,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	}
 	d := k.deployment
 	sent := time.Now()
-	resp, err := d.primary.client.Do(context.Background(), x.forwardBody(d.primary), x.setHeaders)
+	resp, err := d.primary.client.DoEndpoint(context.Background(), x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
 		s.complete(x, k, armName, d.primary, Measure{Status: e.Status, ErrorType: errorType(err), Outcome: outcomeOfErr(err), Latency: time.Since(sent)}, gray)

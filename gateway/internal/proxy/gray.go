@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
+	"github.com/graygate/graygate/gateway/internal/upstream"
 )
 
 // This file is the gray arm: attempts under the rollout's hard timeout,
@@ -26,7 +28,7 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 	x.ans = x.ans[:0]
 	x.tally.reset(true)
 	sent := time.Now()
-	resp, err := d.gray.client.Do(ctx, x.forwardBody(d.gray), x.setHeaders)
+	resp, err := d.gray.client.DoEndpoint(ctx, x.ep, d.gray.client.Timeout, x.forwardBody(d.gray), x.setHeaders)
 	if err != nil {
 		m.Latency = time.Since(sent)
 		return failed(m, err)
@@ -66,6 +68,15 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 		return m, []filter.FieldError{{Field: "(body)", Description: "gray answered a body that is not a JSON object"}}
 	}
 	x.tally.fill(&m, x.body, &x.req)
+	if x.ep == upstream.Embeddings {
+		// No schema: a 2xx JSON object with "data" is accepted (SPEC §3).
+		var e struct{ Data json.RawMessage }
+		if json.Unmarshal(x.ans, &e) != nil || len(e.Data) == 0 || string(e.Data) == "null" {
+			m.Reason, m.ErrorType = filter.InvalidJSON, ErrTypeUpstreamInvalidJSON
+			return m, []filter.FieldError{{Field: "data", Description: "gray answered embeddings without data"}}
+		}
+		return m, nil
+	}
 	body := x.ans
 	if sse {
 		body = nil // a stream has no body to validate: its assembled contents are checked

@@ -344,6 +344,8 @@ func (s *Server) newClientApp() *fiber.App {
 	})
 	app.Server().HeaderReceived = s.clientHeaderReceived
 	app.Post("/v1/chat/completions", s.chat)
+	app.Post("/v1/completions", s.completions)
+	app.Post("/v1/embeddings", s.embeddings)
 	app.Get("/v1/models", s.models)
 	return app
 }
@@ -507,7 +509,8 @@ type exchange struct {
 	ans      []byte // buffered upstream answer
 	hdrs     []header
 	hbuf     []byte     // backing store of hdrs
-	armEdits scan.Edits // the serving arm's own edits (model, prompt)
+	armEdits scan.Edits        // the serving arm's own edits (model, prompt)
+	ep       upstream.Endpoint // the endpoint being proxied
 	ahdrs    []header   // upstream answer headers passed to the client
 	abuf     []byte     // backing store of ahdrs
 }

@@ -134,5 +134,8 @@ type Request struct {
 	SystemContent Member
 	MessagesOpen  int
 
-	msgBytes, toolsBytes int64 // the two parts of TextBytes, so a repeated key replaces its own part
+	// Prompt is completions' "prompt" or embeddings' "input" (rev. 2).
+	Prompt Member
+
+	msgBytes, toolsBytes, promptBytes int64 // the two parts of TextBytes, so a repeated key replaces its own part
 }

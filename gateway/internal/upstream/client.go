@@ -45,6 +45,7 @@ type Client struct {
 	host   string // Host header
 	base   string // path prefix up to the API version ("/v1", "/v2", "/openai/v1")
 	path   string // request path of chat completions
+	paths  [numEndpoints]string
 	auth   []byte // "Bearer <key>", or nil
 	dialer net.Dialer
 	tls    *tls.Config // nil for http://
@@ -111,6 +112,9 @@ func New(u config.Upstream) (*Client, error) {
 		maxIdle:     min(maxIdleConns, maxConns),
 		wake:        make(chan struct{}, 1),
 	}
+	for ep, p := range endpointPaths {
+		c.paths[ep] = c.base + p
+	}
 	if k := u.APIKey.Reveal(); k != "" {
 		c.auth = []byte("Bearer " + k)
 	}
@@ -149,10 +153,32 @@ func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.Request
 // is part of the wait for response headers: a request that gets none in
 // time fails with ErrTimeout like one whose upstream is slow to answer.
 func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
+	return c.DoEndpoint(ctx, Chat, headerTimeout, body, hdr)
+}
+
+// Endpoint is an OpenAI API endpoint below the upstream's base URL.
+type Endpoint uint8
+
+// The endpoints the gateway proxies (SPEC §3).
+const (
+	Chat        Endpoint = iota // /chat/completions
+	Completions                 // /completions
+	Embeddings                  // /embeddings
+	Responses                   // /responses
+	numEndpoints
+)
+
+var endpointPaths = [numEndpoints]string{"/chat/completions", "/completions", "/embeddings", "/responses"}
+
+// DoEndpoint is DoWithin for the endpoint ep.
+func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI(c.path)
+	if ep >= numEndpoints {
+		ep = Chat
+	}
+	req.SetRequestURI(c.paths[ep])
 	req.Header.SetHost(c.host)
 	req.Header.SetContentTypeBytes(jsonType)
 	if hdr != nil {
