@@ -14,6 +14,7 @@ require (
 	github.com/tidwall/gjson v1.20.0
 	github.com/valyala/fasthttp v1.78.0
 	github.com/xeipuuv/gojsonschema v1.2.0
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 	gopkg.in/yaml.v2 v2.4.0
 	gopkg.in/yaml.v3 v3.0.1

@@ -77,7 +77,8 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 		// The exchange now belongs to the stream, which returns it.
 		return s.forwardStream(c, x, &k)
 	}
-	defer s.putExchange(x)
+	// A buffered answer may be handed to fasthttp with x (sendAnswer).
+	defer s.release(x)
 	telemetry.Started()
 	defer telemetry.Finished()
 	return s.forward(c, x, &k)

@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,11 +88,16 @@ func (x *exchange) setHeaders(h *fasthttp.RequestHeader) {
 
 // forward serves a non-streaming request: gray first when the request was
 // assigned to it and its answer passes the contract, else primary.
+//
+// A client that leaves cancels the upstream request (gray or primary):
+// its connection is watched while the answer is awaited.
 func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
+	ctx, stop := clientContext(c.Context().Conn())
+	defer stop()
 	var gray *Measure
 	armName := telemetry.ArmPrimary
 	if k.useGray {
-		m, served := s.grayBuffered(c, x, k)
+		m, served := s.grayBuffered(ctx, c, x, k)
 		if served {
 			return nil
 		}
@@ -100,7 +105,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	}
 	d := k.deployment
 	sent := time.Now()
-	resp, err := d.primary.client.DoEndpoint(context.Background(), x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
+	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
 		s.complete(x, k, armName, d.primary, Measure{Status: e.Status, ErrorType: errorType(err), Outcome: outcomeOfErr(err), Latency: time.Since(sent)}, gray)
@@ -118,12 +123,17 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	return nil
 }
 
-// relayBuffered reads a whole primary answer and relays it: 2xx with a
-// valid JSON body and 4xx pass through, anything else is a 502.
+// relayBuffered reads a whole primary answer (at most
+// max_buffered_answer_bytes) and relays it: 2xx with a valid JSON body
+// and 4xx pass through, anything else is a 502. The answer is handed to
+// fasthttp with x (sendAnswer).
 func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *arm, resp *upstream.Response, sent time.Time) (Measure, *Error) {
 	m := Measure{Status: resp.Status, ErrorType: ErrTypeNone, TTFT: time.Since(sent)}
 	var err error
-	x.ans, err = resp.ReadAll(x.ans[:0], maxAnswerBytes)
+	x.ans, err = resp.ReadAll(x.ans[:0], s.limits.answer)
+	if errors.Is(err, upstream.ErrTooLarge) {
+		err = overCap("an answer", s.limits.answer)
+	}
 	m.Latency = time.Since(sent)
 	telemetry.TTFT(k.deployment.name, armName, k.stream, m.TTFT)
 	if err != nil {
@@ -143,7 +153,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		c.Status(resp.Status)
 		copyAnswerHeaders(c, x, resp)
 		setArmHeaders(c, k, armName, a)
-		_ = c.Send(x.ans)
+		s.sendAnswer(c, x)
 		return m, nil
 	}
 	if err := scan.ScanAnswer(x.ans, &x.answer); err != nil {
@@ -154,12 +164,56 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 	}
 	x.tally.reset(false)
 	x.tally.add(x.ans, &x.answer)
+	if x.tally.over != nil {
+		e := s.upstreamFailed(k, telemetry.ArmPrimary, x.tally.over)
+		m.Status, m.ErrorType = e.Status, errorType(x.tally.over)
+		return m, e
+	}
 	x.tally.fill(&m, x.body, &x.req)
 	c.Status(resp.Status)
 	copyAnswerHeaders(c, x, resp)
 	setArmHeaders(c, k, armName, a)
-	_ = c.Send(x.ans)
+	s.sendAnswer(c, x)
 	return m, nil
+}
+
+// answerBody is x.ans as a response body stream. fasthttp closes it once
+// the body is written (or the response dropped), and Close returns the
+// exchange to the pool: until then the bytes are fasthttp's.
+type answerBody struct {
+	bytes.Reader
+	s *Server
+	x *exchange
+}
+
+// Close returns the exchange to the pool.
+func (b *answerBody) Close() error {
+	b.s.putExchange(b.x)
+	return nil
+}
+
+// copyBelow: an answer up to this size is copied into the response, one
+// above it is handed over with its exchange. BenchmarkSendAnswer (set the
+// body and write the response, 2 cores): copy vs hand-over 343 vs 284 ns
+// at 1 KiB, 2.7 vs 0.27 µs at 16 KiB, 16.1 vs 3.5 µs at 256 KiB, 172 vs
+// 111 µs at 1 MiB, no allocation either way: handing over is never
+// slower, so only an empty answer is "copied".
+const copyBelow = 0
+
+// sendAnswer makes x.ans the response body. fasthttp writes a body after
+// the handler returned, when the exchange would be back in the pool and
+// its buffer reused by another request: the answer is handed over with
+// the exchange (x.handed), which fasthttp returns to the pool when it has
+// written it (or dropped the response).
+func (s *Server) sendAnswer(c *fiber.Ctx, x *exchange) {
+	if len(x.ans) <= copyBelow {
+		c.Response().SetBody(x.ans)
+		return
+	}
+	x.out.s, x.out.x = s, x
+	x.out.Reset(x.ans)
+	x.handed = true
+	c.Response().SetBodyStream(&x.out, len(x.ans))
 }
 
 // complete records the request's outcome: metrics, and the record for the
@@ -205,7 +259,7 @@ func errorType(err error) string {
 	case errors.Is(err, upstream.ErrAborted):
 		return ErrTypeCallerCancelled
 	case errors.Is(err, upstream.ErrTooLarge):
-		return ErrTypeUpstreamStatus
+		return ErrTypeUpstreamUnreachable // upstream_error: a cap reached
 	default:
 		return ErrTypeUpstreamUnreachable
 	}
@@ -230,10 +284,11 @@ func (s *Server) upstreamFailed(k *call, armName string, err error) *Error {
 	case ErrTypeUpstreamTimeout:
 		return &Error{Status: fiber.StatusGatewayTimeout, Code: CodeUpstreamTimeout, Type: "server_error",
 			Msg: fmt.Sprintf("%s of deployment %s did not answer in time", armName, d), Cause: err}
-	case ErrTypeUpstreamStatus:
-		return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-			Msg: fmt.Sprintf("%s of deployment %s answered more than %d bytes", armName, d, maxAnswerBytes), Cause: err}
 	default:
+		if errors.Is(err, upstream.ErrTooLarge) {
+			return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+				Msg: fmt.Sprintf("%s of deployment %s %s", armName, d, capMessage(err)), Cause: err}
+		}
 		return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("%s of deployment %s could not be reached or broke off its answer", armName, d), Cause: err}
 	}

@@ -38,10 +38,13 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 	sse := stream && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream()
 	invalid := false
 	if sse {
-		invalid, err = readStream(resp, x, sent, &m)
+		invalid, err = readStream(resp, x, sent, &m, s.limits)
 	} else {
 		m.TTFT = time.Since(sent)
-		x.ans, err = resp.ReadAll(x.ans, maxAnswerBytes)
+		x.ans, err = resp.ReadAll(x.ans, s.limits.answer)
+		if errors.Is(err, upstream.ErrTooLarge) {
+			err = overCap("an answer", s.limits.answer)
+		}
 	}
 	resp.Close()
 	m.Latency = time.Since(sent)
@@ -61,6 +64,9 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 			invalid = true
 		} else {
 			x.tally.add(x.ans, &x.answer)
+			if x.tally.over != nil {
+				return failed(m, x.tally.over)
+			}
 		}
 	}
 	if invalid {
@@ -108,14 +114,18 @@ func failed(m Measure, err error) (Measure, []filter.FieldError) {
 }
 
 // readStream reads a gray event stream to its end into x.ans, tallying
-// every chunk; it reports whether a chunk was not valid JSON.
+// every chunk; it reports whether a chunk was not valid JSON. The stream
+// is held whole, so it is capped at l.answer, and an event at l.event.
 func readStream(resp interface {
 	Read([]byte) (int, error)
-}, x *exchange, sent time.Time, m *Measure) (invalid bool, err error) {
+}, x *exchange, sent time.Time, m *Measure, l limits) (invalid bool, err error) {
 	parsed := 0
 	for {
 		if len(x.ans) == cap(x.ans) {
-			x.ans = append(x.ans, 0)[:len(x.ans)]
+			if len(x.ans) > l.answer {
+				return invalid, overCap("an answer", l.answer)
+			}
+			x.ans = upstream.Grow(x.ans, l.answer+1)
 		}
 		n, rerr := resp.Read(x.ans[len(x.ans):cap(x.ans)])
 		x.ans = x.ans[:len(x.ans)+n]
@@ -127,12 +137,21 @@ func readStream(resp interface {
 			}
 			parsed += len(ev)
 			rest = tail
+			if len(ev) > l.event {
+				return invalid, overCap("an SSE event", l.event)
+			}
 			if x.takeEvent(ev, m, sent) == eventInvalid {
 				invalid = true
 			}
+			if x.tally.over != nil {
+				return invalid, x.tally.over
+			}
 		}
-		if len(x.ans) > maxAnswerBytes {
-			return invalid, fmt.Errorf("gray stream over %d bytes", maxAnswerBytes)
+		if len(x.ans) > l.answer {
+			return invalid, overCap("an answer", l.answer)
+		}
+		if len(x.ans)-parsed > l.event {
+			return invalid, overCap("an SSE event", l.event)
 		}
 		if errors.Is(rerr, io.EOF) {
 			if m.TTFT == 0 {
@@ -150,9 +169,9 @@ func readStream(resp interface {
 // passes the contract it is written to the client and recorded, and
 // served is true; otherwise the failure is sampled and its measure
 // returned for the fallback's record.
-func (s *Server) grayBuffered(c *fiber.Ctx, x *exchange, k *call) (m Measure, served bool) {
+func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k *call) (m Measure, served bool) {
 	d := k.deployment
-	ctx, cancel := context.WithTimeout(context.Background(), d.rollout.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, d.rollout.Timeout)
 	m, errs := s.attempt(ctx, x, d, false)
 	cancel()
 	telemetry.TTFT(d.name, telemetry.ArmGray, false, m.TTFT)
@@ -164,8 +183,8 @@ func (s *Server) grayBuffered(c *fiber.Ctx, x *exchange, k *call) (m Measure, se
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	x.writeAnswerHeaders(c)
 	setArmHeaders(c, k, telemetry.ArmGray, d.gray)
-	_ = c.Send(x.ans)
 	s.complete(x, k, telemetry.ArmGray, d.gray, m, nil)
+	s.sendAnswer(c, x)
 	return m, true
 }
 

@@ -98,6 +98,10 @@ func (c *conn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// NetConn returns the accepted connection, so the relay can peek at it to
+// notice a client that left (gone_unix.go).
+func (c *conn) NetConn() net.Conn { return c.Conn }
+
 func (c *conn) Close() error {
 	c.once.Do(func() { c.l.counter.add(-1) })
 	return c.Conn.Close()

@@ -26,6 +26,10 @@ type tally struct {
 	produced     bool     // some content or tool call arrived (TTFT)
 	scratch      []byte
 	raw          []byte // the stream as received (observe mode), for a sample
+	// maxArgs caps firstArgs (max_tool_arguments_bytes; 0: no cap); over is the
+	// cap error once firstArgs, or the number of calls, went past.
+	maxArgs int
+	over    error
 }
 
 type callKey struct{ choice, index int }
@@ -37,10 +41,33 @@ func (t *tally) reset(keepContent bool) {
 	t.raw = t.raw[:0]
 	t.firstName, t.firstArgs = t.firstName[:0], t.firstArgs[:0]
 	t.keepContent = keepContent
+	t.over = nil
 	for i := range t.contents {
 		t.contents[i] = t.contents[i][:0]
 	}
 	t.contents = t.contents[:0]
+}
+
+// drop forgets the buffers that grew past maxPooledBytes (the tally goes
+// back to the pool with its exchange).
+func (t *tally) drop() {
+	if cap(t.raw) > maxPooledBytes {
+		t.raw = nil
+	}
+	if cap(t.firstArgs) > maxPooledBytes || cap(t.firstName) > maxPooledBytes {
+		t.firstArgs, t.firstName = nil, nil
+	}
+	if cap(t.scratch) > maxPooledBytes {
+		t.scratch = nil
+	}
+	if cap(t.calls) > 64 {
+		t.calls = nil
+	}
+	for i, c := range t.contents {
+		if cap(c) > maxPooledBytes {
+			t.contents[i] = nil
+		}
+	}
 }
 
 // add takes in one scanned answer or chunk; b holds the bytes a spans.
@@ -74,6 +101,10 @@ func (t *tally) add(b []byte, a *scan.Answer) {
 			}
 		}
 		if !seen {
+			if len(t.calls) == maxToolCalls {
+				t.over = &capError{what: "tool calls", limit: maxToolCalls, unit: "distinct calls"}
+				return
+			}
 			t.calls = append(t.calls, k)
 		}
 		if c.Arguments.End > c.Arguments.Start {
@@ -86,6 +117,10 @@ func (t *tally) add(b []byte, a *scan.Answer) {
 			if k == t.firstKey {
 				t.firstName = appendString(t.firstName, b, c.Name)
 				t.firstArgs = appendString(t.firstArgs, b, c.Arguments)
+				if t.maxArgs > 0 && (len(t.firstName) > t.maxArgs || len(t.firstArgs) > t.maxArgs) {
+					t.over = overCap("tool-call arguments", t.maxArgs)
+					return
+				}
 			}
 		}
 	}

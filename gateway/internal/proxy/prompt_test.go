@@ -66,7 +66,7 @@ func TestArmPromptEdit(t *testing.T) {
 	}
 }
 
-// recordingUpstream answers jsonAnswer and keeps the bodies it received.
+// recordingUpstream answers surfaceAnswer and keeps the bodies it received.
 func recordingUpstream(t *testing.T) (*httptest.Server, func() []string) {
 	t.Helper()
 	var mu sync.Mutex
@@ -77,7 +77,7 @@ func recordingUpstream(t *testing.T) (*httptest.Server, func() []string) {
 		bodies = append(bodies, string(b))
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, jsonAnswer)
+		_, _ = io.WriteString(w, surfaceAnswer)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), bodies...) }

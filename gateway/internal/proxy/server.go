@@ -42,9 +42,6 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// maxAnswerBytes bounds a buffered upstream answer.
-const maxAnswerBytes = 64 << 20
-
 // Server serves the client and admin listeners of one gateway.
 type Server struct {
 	cfg *config.Config
@@ -69,6 +66,7 @@ type Server struct {
 
 	exchanges   sync.Pool    // *exchange
 	clientConns *connCounter // open client connections
+	limits      limits       // caps on upstream-fed buffers (limits.go)
 	ready       atomic.Bool
 
 	client, admin *fiber.App
@@ -137,6 +135,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		clientConns:  &connCounter{client: true},
 		contract:     contract.New(cfg.SamplingContract),
 		forceHeaders: make(map[string]bool),
+		limits:       newLimits(cfg.Gateway),
 	}
 	for _, o := range opts {
 		o(s)
@@ -508,28 +507,51 @@ type exchange struct {
 	fwd      []byte // forwarded body
 	ans      []byte // buffered upstream answer
 	hdrs     []header
-	hbuf     []byte     // backing store of hdrs
+	hbuf     []byte            // backing store of hdrs
 	armEdits scan.Edits        // the serving arm's own edits (model, prompt)
 	ep       upstream.Endpoint // the endpoint being proxied
-	ahdrs    []header   // upstream answer headers passed to the client
-	abuf     []byte     // backing store of ahdrs
+	ahdrs    []header          // upstream answer headers passed to the client
+	abuf     []byte            // backing store of ahdrs
+	// out hands ans to fasthttp as the response body; handed is set
+	// then, and the exchange returns to the pool when fasthttp closes
+	// out, after writing it (sendAnswer).
+	out    answerBody
+	handed bool
 }
 
 // header is a forwarded client header, as spans into exchange.hbuf.
 type header struct{ k, v scan.Span }
 
-func (s *Server) getExchange() *exchange { return s.exchanges.Get().(*exchange) }
+func (s *Server) getExchange() *exchange {
+	x := s.exchanges.Get().(*exchange)
+	x.handed = false
+	x.tally.maxArgs = s.limits.args
+	return x
+}
 
+// release returns x to the pool unless its answer was handed to fasthttp
+// (sendAnswer), which returns it once written.
+func (s *Server) release(x *exchange) {
+	if !x.handed {
+		s.putExchange(x)
+	}
+}
+
+// putExchange returns x to the pool; a scratch buffer that grew past
+// maxPooledBytes is dropped rather than kept at its peak.
 func (s *Server) putExchange(x *exchange) {
 	x.body = nil
-	if cap(x.own) > 1<<20 {
-		x.own = nil
+	x.out = answerBody{}
+	drop := func(b []byte) []byte {
+		if cap(b) > maxPooledBytes {
+			return nil
+		}
+		return b
 	}
-	if cap(x.fwd) > 1<<20 {
-		x.fwd = nil
-	}
-	if cap(x.ans) > 1<<20 {
-		x.ans = nil
+	x.own, x.fwd, x.ans, x.hbuf = drop(x.own), drop(x.fwd), drop(x.ans), drop(x.hbuf)
+	x.tally.drop()
+	if cap(x.answer.Calls) > maxToolCalls || cap(x.answer.Contents) > maxToolCalls {
+		x.answer = scan.Answer{}
 	}
 	s.exchanges.Put(x)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/graygate/graygate/gateway/internal/scan"
 )
@@ -78,8 +79,9 @@ func FuzzStream(f *testing.F) {
 		var m Measure
 		tl.fill(&m, nil, &req)
 		var out bytes.Buffer
-		w := bufio.NewWriter(&out)
-		if !replay(w, stream, true) {
+		r := newRelay(bufio.NewWriter(&out), nil, time.Minute, func() {})
+		defer r.Close()
+		if !replay(r, stream, true) {
 			t.Fatal("replay to a buffer failed")
 		}
 		if out.Len() > len(stream) {

@@ -56,7 +56,7 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 		timer.Stop()
 		if e := s.notAStream(c, x, k, &got); e != nil || got.resp == nil && !got.replay {
 			cancel()
-			s.putExchange(x)
+			s.release(x)
 			return e
 		}
 		src = &got
@@ -78,17 +78,22 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 		setArmHeaders(c, k, v.armName, k.deployment.primary)
 	}
 	telemetry.Started()
+	conn := c.Context().Conn()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer telemetry.Finished()
 		defer s.putExchange(x)
 		defer cancel()
+		// The relay's watcher cancels the upstream request when the
+		// client leaves or stops reading, whatever the stream is doing.
+		r := newRelay(w, conn, s.limits.write, cancel)
+		defer r.Close()
 		if src == nil {
-			src = s.awaitSource(w, x, k, done, cancel)
+			src = s.awaitSource(r, x, k, done)
 			if src == nil {
 				return
 			}
 		}
-		s.writeStream(w, x, k, src)
+		s.writeStream(r, x, k, src)
 	})
 	return nil
 }
@@ -181,47 +186,33 @@ func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *call, src *source) err
 	return nil
 }
 
-// awaitSource writes keep-alives until the source is known. It returns
-// nil after writing an error event, or when the client went away.
-func (s *Server) awaitSource(w *bufio.Writer, x *exchange, k *call, done <-chan source, cancel func()) *source {
+// awaitSource waits until the source is known, while the relay writes
+// keep-alives. It returns nil after writing an error event, or when the
+// client went away.
+func (s *Server) awaitSource(r *relay, x *exchange, k *call, done <-chan source) *source {
 	// The headers and a first keep-alive: the client has waited a second.
-	w.WriteString(": keep-alive\n\n")
-	if w.Flush() != nil {
-		cancel()
-		s.abandon(x, k, <-done)
+	if r.send([]byte(": keep-alive\n\n")) != nil {
+		s.abandon(x, k, <-done) // the relay cancelled the request
 		return nil
 	}
-	tick := time.NewTicker(keepAliveEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case src := <-done:
-			if src.err != nil {
-				e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
-				writeErrorEvent(w, e)
-				s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Outcome: outcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
-				return nil
-			}
-			if !src.replay && (src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream()) {
-				body, _ := src.resp.ReadAll(nil, 64<<10)
-				st := src.resp.Status
-				src.resp.Close()
-				e := &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-					Msg: "primary answered " + itoa(st) + ": " + reason(body)}
-				writeErrorEvent(w, e)
-				s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
-				return nil
-			}
-			return &src
-		case <-tick.C:
-			w.WriteString(": keep-alive\n\n")
-			if w.Flush() != nil {
-				cancel()
-				s.abandon(x, k, <-done)
-				return nil
-			}
-		}
+	src := <-done
+	if src.err != nil {
+		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
+		writeErrorEvent(r, e)
+		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Outcome: outcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
+		return nil
 	}
+	if !src.replay && (src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream()) {
+		body, _ := src.resp.ReadAll(nil, 64<<10)
+		st := src.resp.Status
+		src.resp.Close()
+		e := &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+			Msg: "primary answered " + itoa(st) + ": " + reason(body)}
+		writeErrorEvent(r, e)
+		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
+		return nil
+	}
+	return &src
 }
 
 // abandon closes a source the client left before it was known, and
@@ -247,10 +238,10 @@ func closeSource(src source) {
 }
 
 // writeStream relays the source to the client and records the request.
-func (s *Server) writeStream(w *bufio.Writer, x *exchange, k *call, src *source) {
+func (s *Server) writeStream(r *relay, x *exchange, k *call, src *source) {
 	d := k.deployment
 	if src.replay {
-		ok := replay(w, x.ans, !x.req.IncludeUsage)
+		ok := replay(r, x.ans, !x.req.IncludeUsage)
 		m := src.grayM
 		if !ok {
 			// The client left during the replay; gray's attempt had
@@ -263,7 +254,7 @@ func (s *Server) writeStream(w *bufio.Writer, x *exchange, k *call, src *source)
 	}
 	defer src.resp.Close()
 	x.tally.reset(src.observe)
-	m := s.pipe(w, x, k, src)
+	m := s.pipe(r, x, k, src)
 	if src.observe && m.ErrorType == ErrTypeNone {
 		r, errs := d.filter.Check(nil, x.tally.contents)
 		if d.filter.HasSchema() {
@@ -293,8 +284,10 @@ func (s *Server) mirrorIf(x *exchange, k *call) {
 // pipe relays the upstream's events to the client as they arrive, one
 // flush per read. It strips the usage chunk the gateway asked for when the
 // client did not, measures TTFT at the first content, and tallies the
-// answer into x.tally.
-func (s *Server) pipe(w *bufio.Writer, x *exchange, k *call, src *source) Measure {
+// answer into x.tally. It holds at most one event (max_sse_event_bytes)
+// and, in observe mode, the answer so far (max_buffered_answer_bytes):
+// a cap reached ends the stream with an upstream_error event.
+func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 	m := Measure{Status: src.resp.Status, ErrorType: ErrTypeNone}
 	buf := x.ans[:0]
 	if cap(buf) < 32<<10 {
@@ -303,46 +296,75 @@ func (s *Server) pipe(w *bufio.Writer, x *exchange, k *call, src *source) Measur
 	defer func() { x.ans = buf[:0] }()
 	strip := !x.req.IncludeUsage
 	for {
+		var capped error // a cap reached
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)] // grow for an event longer than the buffer
+			// An event longer than the buffer: grow, up to the cap.
+			buf = upstream.Grow(buf, s.limits.event+1)
 		}
 		n, rerr := src.resp.Read(buf[len(buf):cap(buf)])
 		if src.observe {
-			x.tally.raw = append(x.tally.raw, buf[len(buf):len(buf)+n]...)
+			var ok bool
+			if x.tally.raw, ok = appendCapped(x.tally.raw, buf[len(buf):len(buf)+n], s.limits.answer); !ok {
+				capped = overCap("an answer", s.limits.answer)
+			}
 		}
 		buf = buf[:len(buf)+n]
 		rest := buf
-		for {
+		r.lock()
+		for capped == nil {
 			ev, tail, ok := nextEvent(rest)
 			if !ok {
 				break
 			}
 			rest = tail
+			if len(ev) > s.limits.event {
+				capped = overCap("an SSE event", s.limits.event)
+				break
+			}
 			first := !m.Output
 			kind := x.takeEvent(ev, &m, src.sent)
+			if x.tally.over != nil {
+				capped = x.tally.over
+				break
+			}
 			if first && m.Output {
 				telemetry.TTFT(k.deployment.name, src.armName, true, m.TTFT)
 			}
 			if strip && kind == eventUsageOnly {
 				continue
 			}
-			w.Write(ev)
+			r.w.Write(ev)
 		}
 		buf = append(buf[:0], rest...)
+		if capped == nil && len(buf) > s.limits.event {
+			capped = overCap("an SSE event", s.limits.event)
+		}
+		if capped != nil {
+			rerr = capped
+		}
 		if rerr != nil {
 			m.Latency = time.Since(src.sent)
 			x.tally.fill(&m, x.body, &x.req)
 			if errors.Is(rerr, io.EOF) {
-				w.Write(buf) // an unterminated last event, as sent
-				w.Flush()
+				r.w.Write(buf) // an unterminated last event, as sent
+				r.flush()
+				r.unlock()
 				return m
 			}
+			r.unlock()
+			if r.Left() {
+				m.ErrorType = ErrTypeCallerCancelled
+				return m
+			}
+			src.resp.Abort() // a cap reached: stop the upstream
 			e := s.upstreamFailed(k, src.armName, rerr)
-			writeErrorEvent(w, e)
+			writeErrorEvent(r, e)
 			m.Status, m.ErrorType, m.Outcome = e.Status, errorType(rerr), outcomeOfErr(rerr)
 			return m
 		}
-		if w.Flush() != nil {
+		err := r.flush()
+		r.unlock()
+		if err != nil {
 			src.resp.Abort() // the client went away: stop the upstream
 			m.Latency = time.Since(src.sent)
 			m.ErrorType = ErrTypeCallerCancelled
@@ -355,7 +377,7 @@ func (s *Server) pipe(w *bufio.Writer, x *exchange, k *call, src *source) Measur
 // replay writes a buffered stream to the client event by event, keeping
 // the upstream's chunk boundaries, without the usage chunk when strip.
 // It reports false when the client went away.
-func replay(w *bufio.Writer, stream []byte, strip bool) bool {
+func replay(r *relay, stream []byte, strip bool) bool {
 	var a scan.Answer
 	rest := stream
 	for {
@@ -369,13 +391,11 @@ func replay(w *bufio.Writer, stream []byte, strip bool) bool {
 				continue
 			}
 		}
-		w.Write(ev)
-		if w.Flush() != nil {
+		if r.send(ev) != nil {
 			return false
 		}
 	}
-	w.Write(rest)
-	return w.Flush() == nil
+	return r.send(rest) == nil
 }
 
 var doneMarker = []byte("[DONE]")
@@ -418,9 +438,11 @@ func eventData(ev []byte) []byte {
 }
 
 // writeErrorEvent ends a stream with the error envelope as a data event.
-func writeErrorEvent(w *bufio.Writer, e *Error) {
-	w.WriteString("data: ")
-	w.Write(marshalError(e))
-	w.WriteString("\n\n")
-	w.Flush()
+func writeErrorEvent(r *relay, e *Error) {
+	r.lock()
+	defer r.unlock()
+	r.w.WriteString("data: ")
+	r.w.Write(marshalError(e))
+	r.w.WriteString("\n\n")
+	_ = r.flush()
 }

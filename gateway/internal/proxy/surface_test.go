@@ -43,7 +43,7 @@ func answerUpstream(t *testing.T, status int, delay time.Duration, contentType, 
 }
 
 const (
-	jsonAnswer   = `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"{\"action\":\"final\",\"answer\":\"ok\"}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
+	surfaceAnswer   = `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"{\"action\":\"final\",\"answer\":\"ok\"}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
 	streamAnswer = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n" +
 		"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\ndata: [DONE]\n\n"
 )
@@ -61,7 +61,7 @@ func TestUpstreamAnswerHeadersPassed(t *testing.T) {
 	cases := []struct {
 		name, body, ct, answer string
 	}{
-		{"buffered", chatBody, "application/json", jsonAnswer},
+		{"buffered", chatBody, "application/json", surfaceAnswer},
 		{"stream", `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`, "text/event-stream", streamAnswer},
 	}
 	for _, c := range cases {
@@ -116,7 +116,7 @@ func TestSlowGrayStreamNamesFallback(t *testing.T) {
 	}
 }
 
-// tlsUpstream is an https upstream answering jsonAnswer with a
+// tlsUpstream is an https upstream answering surfaceAnswer with a
 // certificate of its own, self-signed for 127.0.0.1, and that
 // certificate's PEM (its CA).
 func tlsUpstream(t *testing.T) (*httptest.Server, []byte) {
@@ -134,7 +134,7 @@ func tlsUpstream(t *testing.T) (*httptest.Server, []byte) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, jsonAnswer)
+		_, _ = io.WriteString(w, surfaceAnswer)
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 	srv.StartTLS()
@@ -162,7 +162,7 @@ func TestTLSUpstreamThroughGateway(t *testing.T) {
 		t.Errorf("untrusted https primary: status %d: %s; want 502 upstream_error", resp.StatusCode, body)
 	}
 
-	plain := answerUpstream(t, 200, 0, "application/json", jsonAnswer)
+	plain := answerUpstream(t, 200, 0, "application/json", surfaceAnswer)
 	cfg = grayConfig(t, plain.URL, good.URL, 100)
 	cfg.Deployments["qwen"].Gray.TLS.CAPEM = otherCA
 	g, rec := startObserved(t, cfg)

@@ -7,8 +7,12 @@
 // `stream_idle_timeout` as the longest gap between body reads. It also
 // bounds them: at most `max_connections` are open to the upstream at once
 // (in use and idle), and a request that finds them all busy waits for one
-// within its header deadline. HTTP framing (chunked encoding,
-// Content-Length) is fasthttp's.
+// within its header deadline. `connect_timeout` bounds a dial and
+// `max_duration` a whole exchange, body included, however slowly the
+// upstream trickles it. A request body is sent at most once: a kept-alive
+// connection is checked before it is used, and a request is sent again on
+// a new connection only when not one byte of it was written. HTTP framing
+// (chunked encoding, Content-Length) is fasthttp's.
 package upstream
 
 import (
@@ -38,8 +42,9 @@ type Client struct {
 	// Model is the name the upstream serves (the forwarded "model").
 	Model string
 	// Timeout bounds the wait for response headers; IdleTimeout the gap
-	// between two reads of the response body.
-	Timeout, IdleTimeout time.Duration
+	// between two reads of the response body; MaxDuration the whole
+	// exchange, from the request to the last byte of the body.
+	Timeout, IdleTimeout, MaxDuration time.Duration
 
 	addr   string // host:port to dial
 	host   string // Host header
@@ -98,16 +103,21 @@ func New(u config.Upstream) (*Client, error) {
 	if maxConns <= 0 {
 		maxConns = config.DefaultMaxConnections
 	}
+	connect := u.ConnectTimeout
+	if connect <= 0 || connect > u.Timeout && u.Timeout > 0 {
+		connect = u.Timeout
+	}
 	c := &Client{
 		Model:       u.Model,
 		Timeout:     u.Timeout,
 		IdleTimeout: u.StreamIdleTimeout,
+		MaxDuration: u.MaxDuration,
 		addr:        addr,
 		host:        p.Host,
 		base:        path,
 		path:        path + "/chat/completions",
 		tls:         tc,
-		dialer:      net.Dialer{Timeout: u.Timeout, KeepAlive: 30 * time.Second},
+		dialer:      net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second},
 		slots:       make(chan struct{}, maxConns),
 		maxIdle:     min(maxIdleConns, maxConns),
 		wake:        make(chan struct{}, 1),
@@ -139,9 +149,9 @@ var (
 // Do sends body as a chat-completions POST with the headers set by hdr
 // (may be nil) and returns once the response headers are in; the body is
 // then read through the Response, which the caller must Close. Do blocks
-// for at most Timeout, or until ctx is done. A ctx deadline is a hard
-// limit on the whole exchange: when it passes, the connection is closed
-// and a blocked Do or Read returns ErrTimeout.
+// for at most Timeout, or until ctx is done. A ctx deadline, and
+// MaxDuration from now, are hard limits on the whole exchange: when the
+// first passes, a blocked Do or Read returns ErrTimeout.
 func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
 	return c.DoWithin(ctx, c.Timeout, body, hdr)
 }
@@ -172,6 +182,13 @@ var endpointPaths = [numEndpoints]string{"/chat/completions", "/completions", "/
 
 // DoEndpoint is DoWithin for the endpoint ep.
 func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
+	if ctx.Err() != nil {
+		// Not one byte to an upstream for a request already given up.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w: deadline passed before the request was sent", ErrTimeout)
+		}
+		return nil, ErrAborted
+	}
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.SetMethod(fasthttp.MethodPost)
@@ -190,27 +207,34 @@ func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time
 	}
 	req.SetBodyRaw(body)
 
-	deadline := time.Now().Add(min(headerTimeout, c.Timeout))
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	now := time.Now()
+	var hard time.Time // the end of the whole exchange; zero: none
+	if c.MaxDuration > 0 {
+		hard = now.Add(c.MaxDuration)
+	}
+	if d, ok := ctx.Deadline(); ok && (hard.IsZero() || d.Before(hard)) {
+		hard = d
+	}
+	deadline := now.Add(min(headerTimeout, c.Timeout))
+	if !hard.IsZero() && hard.Before(deadline) {
+		deadline = hard
 	}
 	for {
 		cn, reused, err := c.get(ctx, deadline)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := c.roundTrip(ctx, cn, req, deadline)
+		resp, err := c.roundTrip(ctx, cn, req, deadline, hard)
 		if err == nil {
 			return resp, nil
 		}
 		cn.close()
-		// A kept-alive connection the upstream closed while idle fails
-		// before any byte of a response: the request was not processed,
-		// so it is safe to send it again. An upstream that drops idle
-		// connections (uvicorn after 5 s) often dropped the other idle
-		// ones too: try the next, until a new connection is dialled —
-		// each dead one is closed, so this ends.
-		if reused && errors.Is(err, errStale) {
+		// get skips kept-alive connections the upstream has closed, but
+		// one may close between that check and the write. The request
+		// is sent again on another connection only when not one byte of
+		// it reached the socket: once written, the upstream may be
+		// generating, and a second send would generate twice.
+		if reused && cn.wrote == 0 && errors.Is(err, errStale) {
 			continue
 		}
 		return nil, err
@@ -222,11 +246,11 @@ var (
 	errStale = errors.New("kept-alive connection closed by upstream")
 )
 
-func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request, deadline time.Time) (*Response, error) {
+func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request, deadline, hard time.Time) (*Response, error) {
 	if err := cn.nc.SetDeadline(deadline); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
-	cn.idle, cn.got = 0, false
+	cn.idle, cn.got, cn.wrote, cn.hard = 0, false, 0, hard
 	stop := func() bool { return false }
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { cn.abort(ctx.Err()) })
@@ -253,7 +277,8 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request,
 		fasthttp.ReleaseResponse(resp)
 		return nil, cn.classify(err, true)
 	}
-	// From here on each body read may wait IdleTimeout.
+	// From here on each body read may wait IdleTimeout, and none past
+	// the end of the exchange.
 	if err := cn.nc.SetWriteDeadline(time.Time{}); err != nil {
 		stop()
 		fasthttp.ReleaseResponse(resp)
@@ -315,23 +340,32 @@ func (c *Client) wait(ctx context.Context, deadline time.Time) (*conn, bool, err
 	}
 }
 
-// popIdle takes the most recently used idle connection, or returns nil.
-// When it leaves others idle while callers wait, it wakes one of them.
+// popIdle takes the most recently used idle connection that is still
+// open, or returns nil. Connections the upstream closed while idle are
+// closed here (an upstream that drops idle connections, as uvicorn does
+// after 5 s, often dropped them all). When it leaves others idle while
+// callers wait, it wakes one of them.
 func (c *Client) popIdle() *conn {
-	c.mu.Lock()
-	n := len(c.idle)
-	if n == 0 {
+	for {
+		c.mu.Lock()
+		n := len(c.idle)
+		if n == 0 {
+			c.mu.Unlock()
+			return nil
+		}
+		cn := c.idle[n-1]
+		c.idle[n-1] = nil
+		c.idle = c.idle[:n-1]
 		c.mu.Unlock()
-		return nil
+		if cn.br.Buffered() > 0 || !alive(cn.nc) {
+			cn.close()
+			continue
+		}
+		if n > 1 && c.waiting.Load() > 0 {
+			c.signal()
+		}
+		return cn
 	}
-	cn := c.idle[n-1]
-	c.idle[n-1] = nil
-	c.idle = c.idle[:n-1]
-	c.mu.Unlock()
-	if n > 1 && c.waiting.Load() > 0 {
-		c.signal()
-	}
-	return cn
 }
 
 // signal wakes one waiter, if none has been woken already.
@@ -347,6 +381,8 @@ func (c *Client) signal() {
 func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, error) {
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	// The dialer's Timeout is connect_timeout: a dial that fails on it
+	// before the header deadline is an unreachable upstream.
 	nc, err := c.dialer.DialContext(dctx, "tcp", c.addr)
 	if err != nil {
 		<-c.slots
@@ -357,7 +393,13 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 	}
 	if c.tls != nil {
 		tc := tls.Client(nc, c.tls)
-		if err := tc.HandshakeContext(dctx); err != nil {
+		hctx, hcancel := dctx, context.CancelFunc(func() {})
+		if c.dialer.Timeout > 0 { // connect_timeout bounds TCP + TLS
+			hctx, hcancel = context.WithTimeout(dctx, c.dialer.Timeout)
+		}
+		err := tc.HandshakeContext(hctx)
+		hcancel()
+		if err != nil {
 			_ = nc.Close()
 			<-c.slots
 			if dctx.Err() == context.DeadlineExceeded {
@@ -369,7 +411,7 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 	}
 	cn := &conn{nc: nc, slots: c.slots}
 	cn.br = bufio.NewReaderSize(readerFunc(cn.read), 16<<10)
-	cn.bw = bufio.NewWriterSize(nc, 16<<10)
+	cn.bw = bufio.NewWriterSize(writerFunc(cn.write), 16<<10)
 	return cn, false, nil
 }
 
@@ -411,13 +453,19 @@ type conn struct {
 	br      *bufio.Reader
 	bw      *bufio.Writer
 	idle    time.Duration         // when > 0, every read gets this deadline
+	hard    time.Time             // no read deadline past this (zero: none)
 	got     bool                  // a response byte was read
+	wrote   int64                 // request bytes written to the socket
 	aborted atomic.Pointer[error] // why the connection was closed from outside
 }
 
 func (cn *conn) read(p []byte) (int, error) {
 	if cn.idle > 0 {
-		if err := cn.nc.SetReadDeadline(time.Now().Add(cn.idle)); err != nil {
+		d := time.Now().Add(cn.idle)
+		if !cn.hard.IsZero() && cn.hard.Before(d) {
+			d = cn.hard
+		}
+		if err := cn.nc.SetReadDeadline(d); err != nil {
 			return 0, err
 		}
 	}
@@ -425,6 +473,12 @@ func (cn *conn) read(p []byte) (int, error) {
 	if n > 0 {
 		cn.got = true
 	}
+	return n, err
+}
+
+func (cn *conn) write(p []byte) (int, error) {
+	n, err := cn.nc.Write(p)
+	cn.wrote += int64(n)
 	return n, err
 }
 
@@ -506,3 +560,7 @@ func stripCredentials(h *fasthttp.RequestHeader) {
 		h.Del(k)
 	}
 }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -50,14 +50,23 @@ func (r *Response) Read(p []byte) (int, error) {
 // ErrTooLarge is returned by ReadAll for a body over its limit.
 var ErrTooLarge = errors.New("upstream response body too large")
 
-// ReadAll appends the whole body to dst, refusing more than limit bytes.
+// ReadAll appends the whole body to dst, refusing more than limit bytes
+// in dst: it reads at most one byte past the limit, and dst never grows
+// beyond limit+1, whatever the upstream sends or announces.
 func (r *Response) ReadAll(dst []byte, limit int) ([]byte, error) {
-	if cl := r.Header.ContentLength(); cl > 0 && cl <= limit && cap(dst)-len(dst) < cl {
-		dst = append(make([]byte, 0, len(dst)+cl), dst...)
+	if cl := r.Header.ContentLength(); cl > 0 && len(dst)+cl > limit {
+		// Announced over the limit: refused before a byte is read.
+		return dst, fmt.Errorf("%w: %d bytes announced, limit %d", ErrTooLarge, cl, limit)
+	}
+	if cl := r.Header.ContentLength(); cl > 0 && len(dst)+cl <= limit && cap(dst)-len(dst) < cl {
+		dst = append(make([]byte, 0, len(dst)+cl+1), dst...)
 	}
 	for {
 		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
+			if len(dst) > limit {
+				return dst, fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)
+			}
+			dst = Grow(dst, limit+1)
 		}
 		n, err := r.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]
@@ -71,6 +80,18 @@ func (r *Response) ReadAll(dst []byte, limit int) ([]byte, error) {
 			return dst, err
 		}
 	}
+}
+
+// Grow makes room for at least one more byte in b, doubling its capacity
+// (from 4 KiB) but never past limit.
+func Grow(b []byte, limit int) []byte {
+	n := min(max(2*cap(b), 4<<10), limit)
+	if n <= len(b) {
+		n = len(b) + 1
+	}
+	nb := make([]byte, len(b), n)
+	copy(nb, b)
+	return nb
 }
 
 // ContentType returns the response's Content-Type header.

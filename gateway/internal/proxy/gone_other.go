@@ -1,0 +1,9 @@
+//go:build !unix
+
+package proxy
+
+import "net"
+
+// peerClosed cannot peek at a socket on this platform: a departed client
+// is found by the next write to it.
+func peerClosed(net.Conn) bool { return false }

@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/graygate/graygate/gateway/internal/upstream"
+	"github.com/graygate/graygate/schemas/config"
+)
+
+// This file names, in one place, every cap on a buffer the upstream feeds
+// (SPEC §11: a hostile or broken upstream cannot take the gateway down)
+// and the timings that bound a client connection.
+
+// limits are the caps of one server, from the gateway config.
+type limits struct {
+	// event bounds one SSE event as the relay holds it: an upstream line
+	// that never ends reaches it (gateway.max_sse_event_bytes).
+	event int
+	// args bounds the decoded arguments of the first tool call of an
+	// answer, kept for the repeated-call check
+	// (gateway.max_tool_arguments_bytes).
+	args int
+	// answer bounds an answer held whole: a buffered or observed gray
+	// answer, and the primary answer the gateway reads to inspect it
+	// (gateway.max_buffered_answer_bytes).
+	answer int
+	// write bounds one write to a client: a streaming client that stops
+	// reading is cut after it (gateway.write_timeout, one write, never a
+	// whole stream).
+	write time.Duration
+}
+
+const (
+	// maxToolCalls bounds the distinct tool calls tallied for one answer
+	// (their keys are kept, and looked up per fragment).
+	maxToolCalls = 1024
+	// maxPooledBytes: a pooled scratch buffer that grew past this size
+	// is dropped when its exchange goes back to the pool, not kept at
+	// its peak.
+	maxPooledBytes = 1 << 20
+	// clientCheckEvery is how often a waiting or streaming request
+	// looks whether its client has left.
+	clientCheckEvery = 250 * time.Millisecond
+	// defaultWriteTimeout applies when gateway.write_timeout is unset.
+	defaultWriteTimeout = 30 * time.Second
+)
+
+// errClientLeft: a write found the client gone (closed, or cut for not
+// reading).
+var errClientLeft = errors.New("client left")
+
+func newLimits(g config.Gateway) limits {
+	l := limits{event: int(g.MaxSSEEventBytes), args: int(g.MaxToolArgumentsBytes),
+		answer: int(g.MaxBufferedAnswerBytes), write: g.WriteTimeout}
+	if l.event <= 0 {
+		l.event = 1 << 20
+	}
+	if l.args <= 0 {
+		l.args = 1 << 20
+	}
+	if l.answer <= 0 {
+		l.answer = 64 << 20
+	}
+	if l.write <= 0 {
+		l.write = defaultWriteTimeout
+	}
+	return l
+}
+
+// capError is a cap of limits reached by an upstream's answer: the
+// attempt ends as upstream_error. It wraps upstream.ErrTooLarge.
+type capError struct {
+	what  string // "an SSE event", "tool-call arguments", "an answer"
+	limit int
+	unit  string // "bytes" unless said
+}
+
+func (e *capError) Error() string {
+	return fmt.Sprintf("%s over %d %s (%v)", e.what, e.limit, e.unit, upstream.ErrTooLarge)
+}
+
+func (e *capError) Unwrap() error { return upstream.ErrTooLarge }
+
+func overCap(what string, limit int) error { return &capError{what: what, limit: limit, unit: "bytes"} }
+
+// capMessage is what a client is told about a cap reached by err.
+func capMessage(err error) string {
+	var ce *capError
+	if errors.As(err, &ce) {
+		return fmt.Sprintf("sent %s over the gateway's limit of %d %s", ce.what, ce.limit, ce.unit)
+	}
+	return "sent an answer over the gateway's limit"
+}
+
+// appendCapped appends p to b, growing b at most to limit+1 bytes (with
+// doubling below that); it reports false, appending nothing, when b
+// would hold more than limit bytes.
+func appendCapped(b, p []byte, limit int) ([]byte, bool) {
+	if len(b)+len(p) > limit {
+		return b, false
+	}
+	for cap(b)-len(b) < len(p) {
+		b = upstream.Grow(b, limit)
+	}
+	return append(b, p...), true
+}
+
+// watchClient calls gone, once, when the client of conn has closed its
+// connection; it looks every clientCheckEvery until stop is called. It
+// starts no goroutine of its own (a timer callback runs the check), so a
+// request that ends quickly costs one timer.
+func watchClient(conn net.Conn, gone func()) (stop func()) {
+	if conn == nil {
+		return func() {}
+	}
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	t = time.AfterFunc(clientCheckEvery, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if peerClosed(conn) {
+			stopped = true
+			gone()
+			return
+		}
+		t.Reset(clientCheckEvery)
+	})
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
+}
+
+// clientContext returns a context that ends when the client of conn
+// leaves, and the function that stops watching (and releases it).
+func clientContext(conn net.Conn) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := watchClient(conn, cancel)
+	return ctx, func() { stop(); cancel() }
+}
