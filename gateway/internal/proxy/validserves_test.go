@@ -76,7 +76,7 @@ func FuzzValidatedConfigServes(f *testing.F) {
 		if err != nil {
 			t.Fatalf("validate accepted the config, serve refused it: %v\n%s", err, data)
 		}
-		resp, err := s.client.Test(httptest.NewRequest("GET", "/v1/models", nil), -1)
+		resp, err := s.client.Test(httptest.NewRequest("GET", "/v1/models", nil), 5000)
 		if err != nil {
 			t.Fatalf("GET /v1/models: %v", err)
 		}
