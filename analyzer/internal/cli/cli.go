@@ -1,4 +1,5 @@
-// Package cli implements the analyzer's command line: serve and status.
+// Package cli implements the analyzer's command line: serve, status and
+// simulate.
 package cli
 
 import (
@@ -16,6 +17,10 @@ commands:
   serve    evaluate the gray release gates continuously; roll back a failing
            gray (and promote a passing one) while holding the lease
   status   print the live gate values of a running analyzer as a table
+  simulate replay synthetic traffic through the gates on a simulated clock:
+           false rollbacks of a healthy gray per traffic level, and the time
+           to roll back each kind of breakage
+           [--days N] [--rates 0.1,1,10,100,1000] [--seed S] [--runs R] [--edge] [--json]
 
 flags (after the command):
   --config FILE      configuration file (default graygate.yaml)
@@ -34,6 +39,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		return nil
+	}
+	if args[0] == "simulate" {
+		return simulate(args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("analyzer "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -625,29 +625,6 @@ func TestTestingIsJudgedNeverPromoted(t *testing.T) {
 	}
 }
 
-func TestPromotionReady(t *testing.T) {
-	P, F, I, N := events.VerdictPass, events.VerdictFail, events.VerdictInconclusive, events.VerdictNotApplicable
-	tests := []struct {
-		verdicts []events.Verdict
-		want     bool
-	}{
-		{nil, false},
-		{[]events.Verdict{P, P}, true},
-		{[]events.Verdict{P, N}, true},
-		{[]events.Verdict{P, I}, false},
-		{[]events.Verdict{P, F}, false},
-	}
-	for _, tt := range tests {
-		rs := make([]events.GateResult, len(tt.verdicts))
-		for i, v := range tt.verdicts {
-			rs[i].Verdict = v
-		}
-		if got := PromotionReady(rs); got != tt.want {
-			t.Errorf("PromotionReady(%v) = %v; want %v", tt.verdicts, got, tt.want)
-		}
-	}
-}
-
 // TestMetrics: each gate's estimate and bound per deployment and stream
 // class are exported, and the skip counters by reason.
 func TestMetrics(t *testing.T) {

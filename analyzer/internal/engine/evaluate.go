@@ -119,7 +119,7 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 		since = st.StatusSince
 	}
 	snap := e.agg.Snapshot(d.Name, since, now)
-	in := gate.Input{Gray: classes(snap.Gray), Primary: classes(snap.Primary)}
+	in := gate.Input{Gray: snap.Gray, Primary: snap.Primary}
 	results := e.cfg.Evaluate(d, &in)
 	ev := Evaluation{
 		Deployment:      d.Name,
@@ -149,7 +149,7 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 		ds.revision, ds.passingSince = st.Revision, time.Time{}
 	}
 	switch {
-	case !PromotionReady(results):
+	case !gate.PromotionReady(results):
 		ds.passingSince = time.Time{}
 	case ds.passingSince.IsZero():
 		ds.passingSince = now
@@ -181,29 +181,6 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 	return ev
 }
 
-// classes converts the window's classes to the gate's.
-func classes(side map[window.Class]*events.ArmStats) map[gate.Class]*events.ArmStats {
-	out := make(map[gate.Class]*events.ArmStats, len(side))
-	for c, s := range side {
-		out[gate.Class(c)] = s
-	}
-	return out
-}
-
-// PromotionReady reports whether results allow a promotion: every gate
-// passes or is not applicable (never on an inconclusive one), and there is
-// at least one.
-func PromotionReady(results []events.GateResult) bool {
-	if len(results) == 0 {
-		return false
-	}
-	for _, r := range results {
-		if r.Verdict != events.VerdictPass && r.Verdict != events.VerdictNotApplicable {
-			return false
-		}
-	}
-	return true
-}
 
 // schemaFailure returns the failing schema_failure_rate result.
 func schemaFailure(results []events.GateResult) (events.GateResult, bool) {
@@ -253,7 +230,7 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 		return a
 	}
 	p := e.cfg.Analyzer.Promotion
-	if !promote || st.Testing() || p == nil || !PromotionReady(ev.Gates) || passingSince.IsZero() || now.Sub(passingSince) < p.Hold {
+	if !promote || st.Testing() || p == nil || !gate.PromotionReady(ev.Gates) || passingSince.IsZero() || now.Sub(passingSince) < p.Hold {
 		return nil
 	}
 	next, ok := nextStep(p.Steps, st.Percentage)

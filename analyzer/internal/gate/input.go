@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"math"
 	"time"
 
 	"github.com/graygate/graygate/schemas/config"
@@ -55,22 +56,24 @@ func ConfigOf(a config.Analyzer, rolloutTimeout time.Duration) Config {
 	}
 }
 
-// Evaluate tests gray against primary and returns one result per gate and
-// stream class, in events.Gates order (latency_p99_ratio once per stream
-// class with attempts on both arms).
-//
-// Interim: every gate is inconclusive until the statistical tests land
-// (issue 13); callers may already build on the signature.
-func (c Config) Evaluate(in *Input) []events.GateResult {
-	out := make([]events.GateResult, 0, len(events.Gates))
-	for _, g := range events.Gates {
-		out = append(out, events.GateResult{Gate: g, Threshold: c.Threshold(g), Verdict: events.VerdictInconclusive})
-	}
-	return out
-}
-
 // Threshold returns the threshold of g in the units of its estimate: ratios
 // as plain ratios (0.3 is 30 %), shares as fractions, ttft_p99 in seconds.
 func (c Config) Threshold(g events.Gate) float64 {
-	return Limits{Gates: c.Gates}.Threshold(g)
+	switch g {
+	case events.GateTokenInflation:
+		return c.Gates.TokenInflationMax
+	case events.GateSchemaFailureRate:
+		return c.Gates.SchemaFailureRateMax
+	case events.GateTTFTP99:
+		return c.Gates.TTFTP99Max.Seconds()
+	case events.GateTTFTP99Ratio:
+		return c.Gates.TTFTP99RatioMax
+	case events.GateLatencyP99Ratio:
+		return c.Gates.LatencyP99RatioMax
+	case events.GateToolLoopRatio:
+		return c.Gates.ToolLoopRatioMax
+	case events.GateGrayErrorRate:
+		return c.Gates.GrayErrorRateMax
+	}
+	return math.NaN()
 }

@@ -7,6 +7,7 @@
 package window
 
 import (
+	"github.com/graygate/graygate/analyzer/internal/gate"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -54,12 +55,8 @@ func (o Outcome) String() string {
 	}
 }
 
-// Class is a stream class and endpoint (the engine's gate.Class: window
-// cannot import gate, which still imports it).
-type Class struct {
-	Stream   bool
-	Endpoint events.Endpoint
-}
+// Class is a stream class and endpoint: what the gates never pool.
+type Class = gate.Class
 
 // Aggregator holds the window of every deployment it has been given
 // statistics for. Its methods are safe for concurrent use.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -99,7 +100,16 @@ func statsGateway(t *testing.T, cfg *config.Config) (gw, *stats.Aggregator, *sin
 	rec := &recorder{}
 	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(rec), WithStats(agg))
 	testenv.Must(t, err)
+	testing0(s, cfg)
 	return serveServer(t, s), agg, sk, rec
+}
+
+// testing0 puts a gray at 0 % in testing, so a tester's force header is
+// let through (at 0 % while active nobody can force; SPEC §6.1).
+func testing0(s *Server, cfg *config.Config) {
+	if d := cfg.Deployments["qwen"]; d != nil && d.Gray != nil && d.Rollout.Percentage == 0 {
+		s.Rollouts().Set(rollout.New("qwen", 0, rollout.Testing, 1, events.ActorAdmin, "testing", time.Now()))
+	}
 }
 
 // flushArms publishes the aggregator's interval and returns its entries
@@ -143,7 +153,7 @@ func TestAttemptStatistics(t *testing.T) {
 	cfg.Deployments["qwen"].Primary.Timeout = 400 * time.Millisecond
 	g, agg, sk, rec := statsGateway(t, cfg)
 	const stream = `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`
-	force := []string{"X-Gray-Rollout", "true"}
+	force := []string{"X-Gray-Rollout", "true", "Authorization", "Bearer " + testerToken}
 	cases := []struct {
 		name    string
 		grayMk  map[string]any
@@ -331,10 +341,11 @@ func TestHostileUpstreamValues(t *testing.T) {
 	agg := stats.New(stats.Options{Gateway: "gw-test/abc123", Publisher: sk})
 	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(EventObserver{P: sk, RequestLog: config.RequestLogAll}), WithStats(agg))
 	testenv.Must(t, err)
+	testing0(s, cfg)
 	g := serveServer(t, s)
 
 	post(t, g.url, chatBody)
-	post(t, g.url, chatBody, "X-Gray-Rollout", "true")
+	post(t, g.url, chatBody, "X-Gray-Rollout", "true", "Authorization", "Bearer "+testerToken)
 	testenv.WaitFor(t, 5*time.Second, "two request events and a sample", func() bool {
 		sk.mu.Lock()
 		defer sk.mu.Unlock()

@@ -1,0 +1,197 @@
+package gate
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/graygate/graygate/schemas/histogram"
+)
+
+// missLimit is the largest miss count of sets draws at rate a that the
+// tests accept: the mean plus four binomial standard deviations, and at
+// least 3, so a correct bound fails a test about once in 30,000 runs.
+func missLimit(sets int, a float64) int {
+	m := float64(sets) * a
+	return int(math.Max(3, math.Ceil(m+4*math.Sqrt(m*(1-a)))))
+}
+
+func TestQuantileRanksMatchBinomial(t *testing.T) {
+	for _, n := range []int64{1, 5, 50, 300, 1000, 5000} {
+		for _, a := range []float64{0.05, 1e-3, 1e-7} {
+			lo, hi := QuantileRanks(n, 0.99, a)
+			b := distuv.Binomial{N: float64(n), P: 0.01}
+			// P(lo-th smallest > ξ) = P(E ≥ n−lo+1) ≤ a, and lo is the largest such.
+			tail := func(i int64) float64 { // P(E ≥ i)
+				if i <= 0 {
+					return 1
+				}
+				return b.Survival(float64(i) - 0.5)
+			}
+			if lo >= 1 && tail(n-lo+1) > a*(1+1e-6) {
+				t.Errorf("n=%d a=%g: lo=%d misses with %g", n, a, lo, tail(n-lo+1))
+			}
+			if lo+1 <= n && tail(n-lo) <= a*(1-1e-6) {
+				t.Errorf("n=%d a=%g: lo=%d is not the largest rank (lo+1 misses with %g)", n, a, lo, tail(n-lo))
+			}
+			// P(hi-th smallest < ξ) = P(E ≤ n−hi) ≤ a, and hi is the smallest such.
+			cdf := func(j int64) float64 {
+				if j < 0 {
+					return 0
+				}
+				return b.CDF(float64(j))
+			}
+			if hi <= n && cdf(n-hi) > a*(1+1e-6) {
+				t.Errorf("n=%d a=%g: hi=%d misses with %g", n, a, hi, cdf(n-hi))
+			}
+			if hi-1 >= 1 && cdf(n-hi+1) <= a*(1-1e-6) {
+				t.Errorf("n=%d a=%g: hi=%d is not the smallest rank", n, a, hi)
+			}
+		}
+	}
+}
+
+// TestQuantileBoundsCoverage draws 10,000 histograms of lognormal latencies
+// and counts how often each bound misses the true p99.
+func TestQuantileBoundsCoverage(t *testing.T) {
+	const sets, a = 10000, 0.02
+	r := rand.New(rand.NewPCG(7, 13))
+	truth := 300 * math.Exp(0.75*distuv.UnitNormal.Quantile(0.99))
+	for _, n := range []int{20, 400, 1000} {
+		var lowMiss, highMiss, noUpper int
+		var h histogram.Log
+		for range sets {
+			h.Reset()
+			for range n {
+				h.Add(300 * math.Exp(0.75*r.NormFloat64()))
+			}
+			if l, ok := QuantileLower(&h, 0.99, a); ok && l > truth {
+				lowMiss++
+			}
+			u, ok := QuantileUpper(&h, 0.99, a)
+			switch {
+			case !ok:
+				noUpper++
+			case u < truth:
+				highMiss++
+			}
+		}
+		if lim := missLimit(sets, a); lowMiss > lim || highMiss > lim {
+			t.Errorf("n=%d: lower bound missed %d, upper %d of %d; want ≤ %d", n, lowMiss, highMiss, sets, lim)
+		}
+		t.Logf("n=%d: lower missed %d, upper %d (no upper bound %d) of %d at a=%g", n, lowMiss, highMiss, noUpper, sets, a)
+	}
+}
+
+// TestProportionCoverage checks the Clopper-Pearson bounds' miss rate.
+func TestProportionCoverage(t *testing.T) {
+	const sets, a = 10000, 0.01
+	r := rand.New(rand.NewPCG(3, 5))
+	for _, c := range []struct {
+		n int64
+		p float64
+	}{{10, 0.3}, {200, 0.01}, {2000, 0.05}, {50, 0.9}} {
+		var low, high int
+		b := distuv.Binomial{N: float64(c.n), P: c.p, Src: r}
+		for range sets {
+			x := int64(b.Rand())
+			if ProportionLower(x, c.n, a) > c.p {
+				low++
+			}
+			if ProportionUpper(x, c.n, a) < c.p {
+				high++
+			}
+		}
+		if lim := missLimit(sets, a); low > lim || high > lim {
+			t.Errorf("n=%d p=%g: lower missed %d, upper %d of %d; want ≤ %d", c.n, c.p, low, high, sets, lim)
+		}
+	}
+}
+
+func TestProportionBoundsExact(t *testing.T) {
+	// At x = n the lower bound is a^(1/n); at x = 0 the upper is 1 − a^(1/n).
+	if got, want := ProportionLower(20, 20, 1e-6), math.Pow(1e-6, 1.0/20); math.Abs(got-want) > 1e-12 {
+		t.Errorf("ProportionLower(20, 20) = %v; want %v", got, want)
+	}
+	if got, want := ProportionUpper(0, 20, 1e-6), 1-math.Pow(1e-6, 1.0/20); math.Abs(got-want) > 1e-12 {
+		t.Errorf("ProportionUpper(0, 20) = %v; want %v", got, want)
+	}
+	// The bound's own definition: P(X ≥ x | p = lower) = a.
+	x, n, a := int64(37), int64(1000), 1e-7
+	l := ProportionLower(x, n, a)
+	if got := (distuv.Binomial{N: float64(n), P: l}).Survival(float64(x) - 0.5); math.Abs(got-a)/a > 1e-4 {
+		t.Errorf("P(X ≥ %d | p=%v) = %v; want %v", x, l, got, a)
+	}
+}
+
+// TestMeanRatioCoverage checks the token ratio's lower bound (the one that
+// rolls back) on lognormal token counts with σ 0.8, gray n answers against
+// primary's 19 n, from MinTokenSamples on. The upper bound (the one that
+// lets a promotion through) is anti-conservative for right-skewed data:
+// logged, not asserted (README).
+func TestMeanRatioCoverage(t *testing.T) {
+	const sets, a = 10000, 0.01
+	r := rand.New(rand.NewPCG(11, 17))
+	for _, n := range []int{MinTokenSamples, 200} {
+		var low, high int
+		for range sets {
+			var sg, qg, sp, qp float64
+			for range n {
+				x := math.Round(200 * math.Exp(0.8*r.NormFloat64()))
+				sg, qg = sg+x, qg+x*x
+			}
+			// Primary's 19 n answers: their sum and sum of squares.
+			for range 19 * n {
+				x := math.Round(200 * math.Exp(0.8*r.NormFloat64()))
+				sp, qp = sp+x, qp+x*x
+			}
+			_, l, u, ok := MeanRatioBounds(int64(n), sg, qg, int64(19*n), sp, qp, a)
+			if !ok {
+				t.Fatal("MeanRatioBounds: no bound")
+			}
+			if l > 1 {
+				low++
+			}
+			if u < 1 {
+				high++
+			}
+		}
+		if lim := missLimit(sets, a); low > lim {
+			t.Errorf("n=%d: lower bound missed %d of %d; want ≤ %d", n, low, sets, lim)
+		}
+		t.Logf("n=%d: lower missed %d, upper %d of %d at a=%g", n, low, high, sets, a)
+	}
+}
+
+func TestQuantileUpperOverflow(t *testing.T) {
+	var h histogram.Log
+	for i := range 5000 {
+		h.Add(float64(100 + i%50))
+	}
+	for range 100 {
+		h.AddOverflow()
+	}
+	// 2 % overflow: the p99's upper bound is +Inf, its lower bound finite.
+	if u, _ := QuantileUpper(&h, 0.99, 1e-6); !math.IsInf(u, 1) {
+		t.Errorf("QuantileUpper = %v; want +Inf", u)
+	}
+	if l, ok := QuantileLower(&h, 0.99, 1e-6); !ok || math.IsInf(l, 0) || l < 140 {
+		t.Errorf("QuantileLower = %v, %v; want the top measured bin", l, ok)
+	}
+}
+
+func BenchmarkQuantileRanksUncached(b *testing.B) {
+	ns := make([]int64, 1000)
+	for i := range ns {
+		ns[i] = 5_000_000 + int64(i)
+	}
+	slices.Reverse(ns)
+	b.ResetTimer()
+	for i := range b.N {
+		lowerTail(ns[i%len(ns)], 0.01, 4e-8)
+		upperTail(ns[i%len(ns)], 0.01, 4e-8)
+	}
+}

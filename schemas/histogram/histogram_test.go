@@ -1,0 +1,258 @@
+package histogram
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+// values draws n lognormal latencies (median m ms, σ 0.75), with a few
+// zeros.
+func values(r *rand.Rand, n int, m float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = m * math.Exp(0.75*r.NormFloat64())
+		if r.IntN(500) == 0 {
+			v[i] = 0
+		}
+	}
+	return v
+}
+
+func of(v []float64) *Log {
+	var h Log
+	for _, x := range v {
+		h.Add(x)
+	}
+	return &h
+}
+
+// trimmed returns a trimmed copy for comparison.
+func trimmed(h *Log) Log {
+	c := h.Clone()
+	c.Trim()
+	if len(c.Counts) == 0 {
+		c.Counts = nil
+	}
+	return c
+}
+
+func TestMergeEqualsHistogramOfUnion(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for trial := range 50 {
+		var all []float64
+		var merged Log
+		for part := range 1 + r.IntN(8) {
+			v := values(r, r.IntN(300), float64(10+part*200+trial))
+			all = append(all, v...)
+			h := of(v)
+			for range r.IntN(3) {
+				h.AddOverflow()
+				all = append(all, math.Inf(1))
+			}
+			merged.Merge(h)
+		}
+		want := of(finite(all)) // an overflowed attempt is +Inf in all
+		for _, x := range all {
+			if math.IsInf(x, 1) {
+				want.AddOverflow()
+			}
+		}
+		if got, w := trimmed(&merged), trimmed(want); !reflect.DeepEqual(got, w) {
+			t.Fatalf("trial %d: merge of the parts differs from the histogram of the union", trial)
+		}
+	}
+}
+
+func finite(v []float64) []float64 {
+	var out []float64
+	for _, x := range v {
+		if !math.IsInf(x, 0) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// nearestRank returns the ⌈q·n⌉-th smallest of sorted.
+func nearestRank(sorted []float64, q float64) float64 {
+	rank := max(1, min(int(math.Ceil(q*float64(len(sorted)))), len(sorted)))
+	return sorted[rank-1]
+}
+
+func TestQuantileWithinRelativeError(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for trial := range 200 {
+		v := values(r, 1+r.IntN(2000), 1+r.Float64()*1000)
+		h := of(v)
+		slices.Sort(v)
+		for _, q := range []float64{0.01, 0.5, 0.9, 0.99, 0.999, 1} {
+			got, ok := h.Quantile(q)
+			want := nearestRank(v, q)
+			if !ok {
+				t.Fatalf("Quantile(%v) not ok", q)
+			}
+			if want <= MinMillis {
+				if got != 0 {
+					t.Errorf("trial %d q=%v: got %v; want 0 (zero bin)", trial, q, got)
+				}
+				continue
+			}
+			if math.Abs(got-want) > RelativeError*want*(1+1e-12) {
+				t.Errorf("trial %d q=%v: got %v; want %v within %v", trial, q, got, want, RelativeError)
+			}
+		}
+	}
+}
+
+func TestRankBoundsContainOrderStatistic(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for trial := range 100 {
+		v := values(r, 1+r.IntN(1000), 50+r.Float64()*500)
+		h := of(v)
+		over := r.IntN(20)
+		for range over {
+			h.AddOverflow()
+			v = append(v, math.Inf(1))
+		}
+		slices.Sort(v)
+		for rank := 1; rank <= len(v); rank++ {
+			lo, hi, ok := h.RankBounds(uint64(rank))
+			x := v[rank-1]
+			switch {
+			case !ok:
+				t.Fatalf("RankBounds(%d) not ok with %d values", rank, len(v))
+			case x <= MinMillis:
+				if lo != 0 || hi != MinMillis {
+					t.Errorf("rank %d in Zero: bounds (%v, %v]", rank, lo, hi)
+				}
+			case !(lo < x && x <= hi):
+				t.Errorf("trial %d rank %d: %v not in (%v, %v]", trial, rank, x, lo, hi)
+			}
+		}
+		if _, _, ok := h.RankBounds(uint64(len(v) + 1)); ok {
+			t.Errorf("RankBounds above Total is ok")
+		}
+		if _, _, ok := h.RankBounds(0); ok {
+			t.Errorf("RankBounds(0) is ok")
+		}
+	}
+}
+
+func TestCensor(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	v := values(r, 5000, 1000)
+	h := of(v)
+	h.AddOverflow()
+	total := h.Total()
+	const limit = 2500.0
+	h.Censor(limit)
+	if h.Total() != total {
+		t.Errorf("Censor changed Total: %d → %d", total, h.Total())
+	}
+	var above uint64 = 1
+	for _, x := range v {
+		if BinLower(BinOf(math.Max(x, 2*MinMillis))) >= limit && x > MinMillis {
+			above++
+		}
+	}
+	if h.Overflow != above {
+		t.Errorf("Overflow = %d; want %d (every value in a bin at or above the limit, and the overflow)", h.Overflow, above)
+	}
+	for k, c := range h.Counts {
+		if c > 0 && BinLower(h.Offset+k) >= limit {
+			t.Errorf("bin %d at or above the limit still counts %d", h.Offset+k, c)
+		}
+	}
+	// Censoring twice, or at no limit, changes nothing.
+	c := h.Clone()
+	h.Censor(limit)
+	h.Censor(0)
+	if !reflect.DeepEqual(trimmed(h), trimmed(&c)) {
+		t.Errorf("Censor is not idempotent")
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for trial := range 50 {
+		h := of(values(r, r.IntN(500), 1+r.Float64()*100))
+		h.Overflow = uint64(r.IntN(3))
+		b, err := h.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Log
+		if err := back.UnmarshalJSON(b); err != nil {
+			t.Fatalf("trial %d: UnmarshalJSON(%s) = %v", trial, b, err)
+		}
+		if got, want := trimmed(&back), trimmed(h); !reflect.DeepEqual(got, want) {
+			t.Fatalf("trial %d: round trip %s gave %+v; want %+v", trial, b, got, want)
+		}
+	}
+}
+
+func TestUnmarshalRefuses(t *testing.T) {
+	for _, in := range []string{
+		`{"gamma":1.01,"zero":0,"offset":0,"counts":[],"overflow":0}`,
+		`{"gamma":1.02,"zero":0,"offset":0,"counts":[]}`,
+		`{"gamma":1.02,"zero":0,"offset":0,"counts":[],"overflow":0,"x":1}`,
+		`{"gamma":1.02,"zero":0,"offset":99999,"counts":[1],"overflow":0}`,
+		`{"gamma":1.02,"zero":-1,"offset":0,"counts":[],"overflow":0}`,
+		`{"gamma":1.02,"zero":0,"offset":0,"counts":[],"overflow":0} {}`,
+	} {
+		var h Log
+		if err := h.UnmarshalJSON([]byte(in)); err == nil {
+			t.Errorf("UnmarshalJSON(%s) = nil; want an error", in)
+		}
+	}
+}
+
+// FuzzUnmarshal feeds arbitrary bytes to UnmarshalJSON: it never panics,
+// and what it accepts marshals back to a form it reads as the same
+// histogram.
+func FuzzUnmarshal(f *testing.F) {
+	f.Add([]byte(`{"gamma":1.02,"zero":1,"offset":300,"counts":[3,0,5],"overflow":1}`))
+	f.Add([]byte(`{"gamma":1.02,"zero":0,"offset":0,"counts":[],"overflow":0}`))
+	f.Add([]byte(`{"gamma":1.02,"zero":0,"offset":-349,"counts":[1],"overflow":18446744073709551615}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h Log
+		if err := h.UnmarshalJSON(b); err != nil {
+			return
+		}
+		h.Quantile(0.99)
+		h.RankBounds(h.Total())
+		out := h.AppendJSON(nil)
+		var back Log
+		if err := back.UnmarshalJSON(out); err != nil {
+			t.Fatalf("re-reading %s: %v", out, err)
+		}
+		if !reflect.DeepEqual(trimmed(&back), trimmed(&h)) {
+			t.Fatalf("%s read back differently", out)
+		}
+	})
+}
+
+// TestMergedP99Of100Gateways is the statistics precision test: the p99 of
+// the merged histograms of 100 gateways, each with its own traffic, is
+// within RelativeError of the exact p99 of the union of their samples.
+func TestMergedP99Of100Gateways(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	var merged Log
+	var all []float64
+	for gw := range 100 {
+		v := values(r, 200+r.IntN(2000), 200+float64(gw)*5)
+		all = append(all, v...)
+		merged.Merge(of(v))
+	}
+	slices.Sort(all)
+	for _, q := range []float64{0.5, 0.99, 0.999} {
+		got, _ := merged.Quantile(q)
+		want := nearestRank(all, q)
+		if math.Abs(got-want) > RelativeError*want {
+			t.Errorf("merged q%v = %v; exact %v, off by %.3g %% > %.3g %%", q, got, want, 100*math.Abs(got/want-1), 100*RelativeError)
+		}
+	}
+}
