@@ -89,8 +89,8 @@ func TestE2EOpenAISDK(t *testing.T) {
 		if !errors.As(err, &apiErr) {
 			t.Fatalf("err = %v; want *openai.Error", err)
 		}
-		if apiErr.StatusCode != 400 || apiErr.Code != "bad_request" || apiErr.Param != "model" {
-			t.Errorf("status %d code %q param %q; want 400 bad_request model", apiErr.StatusCode, apiErr.Code, apiErr.Param)
+		if apiErr.StatusCode != 404 || apiErr.Code != "model_not_found" || apiErr.Param != "model" {
+			t.Errorf("status %d code %q param %q; want 404 model_not_found model", apiErr.StatusCode, apiErr.Code, apiErr.Param)
 		}
 	})
 

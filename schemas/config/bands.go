@@ -24,6 +24,10 @@ type span struct {
 // validateBands checks the band rules of SPEC §5.1 and warns about gaps,
 // partial overlaps and several open-ended bands. It returns the set of
 // defined band names, for the candidates' `context` references.
+// MaxContextBands is the most bands routing.signals.context holds (the
+// gateway matches them as one 64-bit set).
+const MaxContextBands = 64
+
 func (d *decoder) validateBands(bands []ContextBand) map[string]bool {
 	names := map[string]bool{}
 	first := map[string]int{}

@@ -152,12 +152,17 @@ type SamplingContract struct {
 // ParamRule is one governed parameter: a pinned value (Pinned true, Value set)
 // or an inclusive band [Min, Max] with an optional Default to inject.
 // For the integer parameters (top_k, n) every number is whole.
+//
+// IntValue, IntMin, IntMax and IntDefault hold the same numbers exactly for
+// the integer parameters (a float64 rounds integers past 2^53).
 type ParamRule struct {
 	Pinned     bool
 	Value      float64
 	Min, Max   float64
 	HasDefault bool
 	Default    float64
+
+	IntValue, IntMin, IntMax, IntDefault int64
 }
 
 // Routing is the `routing` section.
@@ -209,7 +214,7 @@ type Deployment struct {
 
 // Upstream is an OpenAI-compatible server.
 type Upstream struct {
-	URL               string        `yaml:"url"`   // base URL, e.g. http://127.0.0.1:9001 (with or without /v1)
+	URL               string        `yaml:"url"`   // base URL up to the API version, as an SDK's base_url (no path: /v1); a gray without url uses primary's
 	Model             string        `yaml:"model"` // model name the upstream serves
 	APIKeyEnv         string        `yaml:"api_key_env"`
 	APIKey            Secret        `yaml:"-"`                   // read from APIKeyEnv at load
@@ -231,8 +236,18 @@ type Upstream struct {
 	TLS UpstreamTLS `yaml:"tls"`
 	// Prompt is the system prompt this arm sends; nil: the client's own.
 	Prompt *Prompt `yaml:"prompt"`
-	// Params are sampling values this arm sets (governed keys of SPEC §4).
-	Params map[string]float64 `yaml:"params"`
+	// Params are sampling values this arm sets (governed keys of SPEC §4),
+	// injected or replacing the client's; each satisfies the contract.
+	Params ArmParams `yaml:"params"`
+}
+
+// ArmParams are an arm's sampling values by governed parameter name.
+type ArmParams map[string]ArmParam
+
+// ArmParam is one value; Int holds it exactly for top_k and n.
+type ArmParam struct {
+	Value float64
+	Int   int64
 }
 
 // UpstreamTLS is an upstream's `tls` block.
@@ -242,6 +257,9 @@ type UpstreamTLS struct {
 	KeyFile            string `yaml:"key_file"`
 	ServerName         string `yaml:"server_name"`
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+	// CAPEM, CertPEM and KeyPEM are the files' contents, read and
+	// checked at load.
+	CAPEM, CertPEM, KeyPEM []byte `yaml:"-"`
 }
 
 // Prompt modes (SPEC §6.6).

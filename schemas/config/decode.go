@@ -169,6 +169,7 @@ var (
 	sizeType     = reflect.TypeFor[Size]()
 	tokensType   = reflect.TypeFor[Tokens]()
 	paramsType   = reflect.TypeFor[map[string]ParamRule]()
+	armParamType = reflect.TypeFor[ArmParams]()
 )
 
 // decode fills v from n. A null node leaves v as it is (the default).
@@ -196,6 +197,9 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 		return
 	case tokensType:
 		d.tokens(path, n, v)
+		return
+	case armParamType:
+		d.armParams(path, n, v)
 		return
 	case paramsType:
 		d.params(path, n, v)
@@ -621,14 +625,20 @@ var decimalFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-
 // number reads a float: a YAML int or float, or text from the environment,
 // written in decimal. NaN and infinities are refused.
 func (d *decoder) number(path string, n *yaml.Node) (float64, bool) {
+	f, _, ok := d.numberText(path, n)
+	return f, ok
+}
+
+// numberText is number that also returns the number's decimal text.
+func (d *decoder) numberText(path string, n *yaml.Node) (float64, string, bool) {
 	s, ok := d.scalar(path, n, "a number")
 	if !ok || s.null() {
-		return 0, false
+		return 0, "", false
 	}
 	tag := s.yamlTag()
 	if !s.fromEnv && tag != "!!int" && tag != "!!float" {
 		d.errorf(path, n, "expected a number, got %s", gotText(s))
-		return 0, false
+		return 0, "", false
 	}
 	text := strings.TrimSpace(s.text)
 	if !decimalFloat.MatchString(text) {
@@ -638,14 +648,14 @@ func (d *decoder) number(path string, n *yaml.Node) (float64, bool) {
 		} else {
 			d.errorf(path, n, "expected a decimal number, got %q", s.text)
 		}
-		return 0, false
+		return 0, "", false
 	}
 	f, err := strconv.ParseFloat(text, 64)
 	if err != nil {
 		d.errorf(path, n, "number %q is out of range", s.text)
-		return 0, false
+		return 0, "", false
 	}
-	return f, true
+	return f, text, true
 }
 
 func (d *decoder) duration(path string, n *yaml.Node, v reflect.Value) {

@@ -54,7 +54,7 @@ func TestExampleConfig(t *testing.T) {
 	if p := cfg.Analyzer.Promotion; p == nil || !reflect.DeepEqual(p.Steps, []float64{1, 2, 5, 10, 25, 50, 100}) || p.Hold != 10*time.Minute {
 		t.Errorf("promotion = %+v", p)
 	}
-	if sc := cfg.SamplingContract; sc == nil || sc.Params["top_k"] != (ParamRule{Min: 1, Max: 100, HasDefault: true, Default: 40}) {
+	if sc := cfg.SamplingContract; sc == nil || sc.Params["top_k"] != (ParamRule{Min: 1, Max: 100, HasDefault: true, Default: 40, IntMin: 1, IntMax: 100, IntDefault: 40}) {
 		t.Errorf("sampling contract = %+v", sc)
 	}
 	if got := cfg.Routing.Signals.Context; len(got) != 2 || got[0].MaxTokens != (Tokens{Set: true, Value: 8000}) || got[1].MinTokens != (Tokens{Set: true, Value: 8001}) {
@@ -90,8 +90,8 @@ func TestFullConfig(t *testing.T) {
 		{"gateway.redact_samples", cfg.Gateway.RedactSamples, true},
 		{"sampling_contract.conflict", cfg.SamplingContract.Conflict, "allow"},
 		{"temperature", cfg.SamplingContract.Params["temperature"], ParamRule{Min: 0, Max: 1, HasDefault: true, Default: 0.5}},
-		{"top_k", cfg.SamplingContract.Params["top_k"], ParamRule{Min: -1, Max: 100, HasDefault: true, Default: 40}},
-		{"n", cfg.SamplingContract.Params["n"], ParamRule{Pinned: true, Value: 1}},
+		{"top_k", cfg.SamplingContract.Params["top_k"], ParamRule{Min: -1, Max: 100, HasDefault: true, Default: 40, IntMin: -1, IntMax: 100, IntDefault: 40}},
+		{"n", cfg.SamplingContract.Params["n"], ParamRule{Pinned: true, Value: 1, IntValue: 1}},
 		{"band tiny", cfg.Routing.Signals.Context[0].MaxTokens, Tokens{Set: true, Value: 83}},
 		{"band short", cfg.Routing.Signals.Context[1].MaxTokens, Tokens{Set: true, Value: 1000}},
 		{"band mid min", cfg.Routing.Signals.Context[2].MinTokens, Tokens{Set: true, Value: 900}},

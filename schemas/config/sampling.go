@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"math/big"
 	"reflect"
 	"strconv"
 	"strings"
@@ -58,6 +59,32 @@ func domainOf(name string) (paramDomain, bool) {
 // are compared as exact integers, so a bound above it could not be honoured.
 const maxWhole = 1 << 53
 
+// wholeNumber reads the decimal text of a whole parameter's number as an
+// exact integer; f is the same number as a float64.
+func (p paramDomain) wholeNumber(text string, f float64) (int64, string) {
+	r, ok := new(big.Rat).SetString(strings.TrimPrefix(text, "+"))
+	if !ok || !r.IsInt() {
+		return 0, "" // not whole: validateSampling reports it
+	}
+	if !r.Num().IsInt64() {
+		return 0, text + " is out of range (" + p.name + " is a 64-bit integer parameter)"
+	}
+	return r.Num().Int64(), ""
+}
+
+// checkInt returns why the whole number v is not a valid value of the
+// parameter, or "".
+func (p paramDomain) checkInt(v int64) string {
+	if p.minusOne && v == -1 {
+		return ""
+	}
+	f := float64(v)
+	if f < p.lo || f > p.hi || (p.loOpen && f == p.lo) || (p.hiOpen && f == p.hi) {
+		return strconv.FormatInt(v, 10) + " is outside the domain of " + p.name + ": " + p.text
+	}
+	return ""
+}
+
 // check returns why v is not a valid value of the parameter, or "".
 func (p paramDomain) check(v float64) string {
 	if p.whole && (v != math.Trunc(v) || math.Abs(v) > maxWhole) {
@@ -70,6 +97,14 @@ func (p paramDomain) check(v float64) string {
 		return formatNumber(v) + " is outside the domain of " + p.name + ": " + p.text
 	}
 	return ""
+}
+
+// checkRule checks a rule's number: exactly (i) for whole parameters.
+func (p paramDomain) checkRule(f float64, i int64) string {
+	if p.whole && f == math.Trunc(f) {
+		return p.checkInt(i)
+	}
+	return p.check(f)
 }
 
 func formatNumber(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
@@ -102,8 +137,11 @@ func (d *decoder) params(path string, n *yaml.Node, v reflect.Value) {
 				rules[p.key] = rule
 			}
 		case val.Kind == yaml.ScalarNode && !isNull(val):
-			if f, ok := d.number(kp, val); ok {
-				rules[p.key] = ParamRule{Pinned: true, Value: f}
+			if f, text, ok := d.numberText(kp, val); ok {
+				rule := ParamRule{Pinned: true, Value: f}
+				if d.whole(kp, val, p.key, text, f, &rule.IntValue) {
+					rules[p.key] = rule
+				}
 			}
 		default:
 			d.errorf(kp, val, "expected a number (a pinned value) or a band {min, max, default}, got %s", describeValue(val))
@@ -125,21 +163,40 @@ func describeValue(n *yaml.Node) string {
 	return describe(n)
 }
 
+// whole reads an integer parameter's number exactly into dst; it reports
+// false (after an error) when the number is not a whole int64. Other
+// parameters pass.
+func (d *decoder) whole(path string, n *yaml.Node, name, text string, f float64, dst *int64) bool {
+	dom, _ := domainOf(name)
+	if !dom.whole {
+		return true
+	}
+	i, why := dom.wholeNumber(text, f)
+	if why != "" {
+		d.errorf(path, n, "%s", why)
+		return false
+	}
+	*dst = i
+	return true
+}
+
 // band decodes {min, max, default?}.
 func (d *decoder) band(path string, n *yaml.Node) (ParamRule, bool) {
+	name := path[strings.LastIndexByte(path, '.')+1:]
 	var rule ParamRule
 	var hasMin, hasMax bool
 	ok := true
 	for _, p := range d.pairs(path, n) {
 		kp := joinPath(path, p.key)
 		var dst *float64
+		var idst *int64
 		switch p.key {
 		case "min":
-			dst, hasMin = &rule.Min, true
+			dst, idst, hasMin = &rule.Min, &rule.IntMin, true
 		case "max":
-			dst, hasMax = &rule.Max, true
+			dst, idst, hasMax = &rule.Max, &rule.IntMax, true
 		case "default":
-			dst, rule.HasDefault = &rule.Default, true
+			dst, idst, rule.HasDefault = &rule.Default, &rule.IntDefault, true
 		default:
 			d.errorf(kp, p.k, "unknown key; a band has min, max and default")
 			ok = false
@@ -152,8 +209,8 @@ func (d *decoder) band(path string, n *yaml.Node) (ParamRule, bool) {
 			ok = false
 			continue
 		}
-		f, good := d.number(kp, val)
-		if !good {
+		f, text, good := d.numberText(kp, val)
+		if !good || !d.whole(kp, val, name, text, f, idst) {
 			ok = false
 			continue
 		}
@@ -190,7 +247,7 @@ func (d *decoder) validateSampling(sc *SamplingContract) {
 		dom, _ := domainOf(name)
 		p := "sampling_contract.params." + name
 		if rule.Pinned {
-			if why := dom.check(rule.Value); why != "" {
+			if why := dom.checkRule(rule.Value, rule.IntValue); why != "" {
 				d.errorf(p, nil, "%s", why)
 			}
 			continue
@@ -199,18 +256,24 @@ func (d *decoder) validateSampling(sc *SamplingContract) {
 		for _, b := range []struct {
 			key string
 			v   float64
+			i   int64
 			set bool
-		}{{"min", rule.Min, true}, {"max", rule.Max, true}, {"default", rule.Default, rule.HasDefault}} {
+		}{{"min", rule.Min, rule.IntMin, true}, {"max", rule.Max, rule.IntMax, true}, {"default", rule.Default, rule.IntDefault, rule.HasDefault}} {
 			if !b.set {
 				continue
 			}
-			if why := dom.check(b.v); why != "" {
+			if why := dom.checkRule(b.v, b.i); why != "" {
 				d.errorf(p+"."+b.key, nil, "%s", why)
 				inDomain = false
 			}
 		}
 		switch {
 		case !inDomain:
+		case dom.whole && rule.IntMin > rule.IntMax:
+			d.errorf(p, nil, "min %d is greater than max %d", rule.IntMin, rule.IntMax)
+		case dom.whole && rule.HasDefault && (rule.IntDefault < rule.IntMin || rule.IntDefault > rule.IntMax):
+			d.errorf(p+".default", nil, "%d is outside the band [%d, %d]", rule.IntDefault, rule.IntMin, rule.IntMax)
+		case dom.whole:
 		case rule.Min > rule.Max:
 			d.errorf(p, nil, "min %s is greater than max %s", formatNumber(rule.Min), formatNumber(rule.Max))
 		case rule.HasDefault && (rule.Default < rule.Min || rule.Default > rule.Max):
@@ -219,6 +282,80 @@ func (d *decoder) validateSampling(sc *SamplingContract) {
 		}
 		if sc.Conflict == ConflictAllow && !rule.HasDefault {
 			d.errorf(p, nil, "a band without default does nothing under conflict: allow (add a default or pin the value)")
+		}
+	}
+}
+
+// armParams decodes an upstream's params: governed names to numbers
+// (SPEC §6.6). Domains and the contract are checked by validateArmParams.
+func (d *decoder) armParams(path string, n *yaml.Node, v reflect.Value) {
+	params := ArmParams{}
+	v.Set(reflect.ValueOf(params))
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(path, n, "expected a mapping of parameter names to values, got %s", describe(n))
+		return
+	}
+	for _, p := range d.pairs(path, n) {
+		kp := joinPath(path, p.key)
+		if _, ok := domainOf(p.key); !ok {
+			d.errorf(kp, p.k, "unknown parameter; the governed parameters are %s", strings.Join(GovernedParams(), ", "))
+			continue
+		}
+		d.mark(kp, p.k)
+		d.order[path] = append(d.order[path], p.key)
+		val := deref(p.v)
+		if val.Kind != yaml.ScalarNode || isNull(val) {
+			d.errorf(kp, val, "expected a number, got %s", describeValue(val))
+			continue
+		}
+		f, text, ok := d.numberText(kp, val)
+		if !ok {
+			continue
+		}
+		ap := ArmParam{Value: f}
+		if d.whole(kp, val, p.key, text, f, &ap.Int) {
+			params[p.key] = ap
+		}
+	}
+}
+
+// validateArmParams checks an arm's params against the engine's domains
+// and the sampling contract: an arm may only send what the contract
+// admits (SPEC §6.6).
+func (d *decoder) validateArmParams(path string, params ArmParams, sc *SamplingContract) {
+	path += ".params"
+	for _, name := range d.order[path] {
+		ap, ok := params[name]
+		if !ok {
+			continue
+		}
+		kp := path + "." + name
+		dom, _ := domainOf(name)
+		if why := dom.checkRule(ap.Value, ap.Int); why != "" {
+			d.errorf(kp, nil, "%s", why)
+			continue
+		}
+		if sc == nil {
+			continue
+		}
+		rule, ok := sc.Params[name]
+		if !ok {
+			continue
+		}
+		cp := "sampling_contract.params." + name
+		switch {
+		case dom.whole && rule.Pinned && ap.Int != rule.IntValue:
+			d.errorf(kp, nil, "%d violates %s: expected %d", ap.Int, cp, rule.IntValue)
+		case dom.whole && !rule.Pinned && (ap.Int < rule.IntMin || ap.Int > rule.IntMax):
+			d.errorf(kp, nil, "%d violates %s: expected a value in [%d, %d]", ap.Int, cp, rule.IntMin, rule.IntMax)
+		case dom.whole:
+		case rule.Pinned && ap.Value != rule.Value:
+			d.errorf(kp, nil, "%s violates %s: expected %s", formatNumber(ap.Value), cp, formatNumber(rule.Value))
+		case !rule.Pinned && (ap.Value < rule.Min || ap.Value > rule.Max):
+			d.errorf(kp, nil, "%s violates %s: expected a value in [%s, %s]", formatNumber(ap.Value), cp, formatNumber(rule.Min), formatNumber(rule.Max))
 		}
 	}
 }

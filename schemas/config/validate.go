@@ -21,9 +21,18 @@ func (d *decoder) validate(c *Config, dir string) {
 	}
 	d.validateSampling(c.SamplingContract)
 	bands := d.validateBands(c.Routing.Signals.Context)
+	if n := len(c.Routing.Signals.Context); n > MaxContextBands {
+		d.errorf(contextPath, nil, "at most %d context bands, got %d", MaxContextBands, n)
+	}
 	d.validateRoutes(c, bands)
 	for _, name := range c.DeploymentOrder {
-		d.validateDeployment(c.Deployments[name], dir)
+		dep := c.Deployments[name]
+		d.validateDeployment(dep, dir)
+		p := "deployments." + name
+		d.validateArmParams(p+".primary", dep.Primary.Params, c.SamplingContract)
+		if dep.Gray != nil {
+			d.validateArmParams(p+".gray", dep.Gray.Params, c.SamplingContract)
+		}
 	}
 	d.validateAnalyzer(&c.Analyzer)
 	d.validateCollector(&c.Collector)
@@ -110,12 +119,12 @@ func (d *decoder) validateDeployment(dep *Deployment, dir string) {
 		d.errorf(p+".context_window", nil, "must not be negative (omit it when unknown), got %d", dep.ContextWindow)
 	}
 	if d.has(p + ".primary") {
-		d.validateUpstream(p+".primary", &dep.Primary)
+		d.validateUpstream(p+".primary", &dep.Primary, dir, false)
 	} else {
 		d.errorf(p, nil, "a deployment needs a primary upstream {url, model}")
 	}
 	if dep.Gray != nil {
-		d.validateUpstream(p+".gray", dep.Gray)
+		d.validateUpstream(p+".gray", dep.Gray, dir, true)
 	}
 	rp := p + ".rollout"
 	if dep.Gray == nil && d.has(rp) {
@@ -126,9 +135,13 @@ func (d *decoder) validateDeployment(dep *Deployment, dir string) {
 	}
 }
 
-func (d *decoder) validateUpstream(p string, u *Upstream) {
+// validateUpstream checks an upstream; a gray may omit url (and model):
+// it then uses primary's upstream (SPEC §6.6).
+func (d *decoder) validateUpstream(p string, u *Upstream, dir string, gray bool) {
+	sameUpstream := gray && u.URL == "" && !d.failed[p+".url"]
 	switch {
 	case d.failed[p+".url"]:
+	case sameUpstream:
 	case u.URL == "":
 		d.errorf(p+".url", nil, "an upstream needs a url")
 	default:
@@ -136,7 +149,11 @@ func (d *decoder) validateUpstream(p string, u *Upstream) {
 			d.errorf(p+".url", nil, "%s", why)
 		}
 	}
-	if u.Model == "" && !d.failed[p+".model"] {
+	d.validateTLS(p, u, dir)
+	if u.Prompt != nil {
+		d.validatePrompt(p, u.Prompt, dir)
+	}
+	if u.Model == "" && !sameUpstream && !d.failed[p+".model"] {
 		d.errorf(p+".model", nil, "an upstream needs the model name it serves")
 	}
 	d.positiveDuration(p+".timeout", u.Timeout)

@@ -81,3 +81,14 @@ func (p *problems) status(field string, v int) {
 		p.add("%s %d is not 0 or an HTTP status 100-599", field, v)
 	}
 }
+
+// armPrompt checks an arm's prompt fields (SPEC §6.6): a version of at
+// most 128 bytes, and a hash that is "" or 64 lowercase hex digits.
+func (p *problems) armPrompt(prefix, version, hash string) {
+	if len(version) > 128 {
+		p.add("%sarm_prompt_version is longer than 128 bytes", prefix)
+	}
+	if hash != "" && !isHexSHA256(hash) {
+		p.add("%sarm_prompt_hash %q is not 64 lowercase hex digits", prefix, hash)
+	}
+}

@@ -54,6 +54,11 @@ type RequestCompleted struct {
 	FallbackReason SampleReason `json:"fallback_reason"`
 	// Gray is the failed gray attempt, present exactly for ArmFallback.
 	Gray *GrayAttempt `json:"gray,omitempty"`
+	// ArmPromptVersion and ArmPromptHash name the prompt of the arm that
+	// answered (primary on a fallback), SPEC §6.6; "" without one. The
+	// hash is 64 lowercase hex digits. (rev. 2)
+	ArmPromptVersion string `json:"arm_prompt_version"`
+	ArmPromptHash    string `json:"arm_prompt_hash"`
 }
 
 // GrayAttempt is the gray half of a fallback: what gray did before primary
@@ -74,6 +79,9 @@ type GrayAttempt struct {
 	// SchemaValid is nil when gray's answer was never checked against the
 	// schema (no schema, or it failed before that).
 	SchemaValid *bool `json:"schema_valid"`
+	// ArmPromptVersion and ArmPromptHash name gray's prompt. (rev. 2)
+	ArmPromptVersion string `json:"arm_prompt_version"`
+	ArmPromptHash    string `json:"arm_prompt_hash"`
 }
 
 // EventType returns TypeRequestCompleted.
@@ -139,7 +147,9 @@ func (r *RequestCompleted) Check() error {
 		p.millis("gray.latency_ms", g.LatencyMillis)
 		p.count("gray.prompt_tokens", g.PromptTokens)
 		p.count("gray.completion_tokens", g.CompletionTokens)
+		p.armPrompt("gray.", g.ArmPromptVersion, g.ArmPromptHash)
 	}
+	p.armPrompt("", r.ArmPromptVersion, r.ArmPromptHash)
 	return p.err(TypeRequestCompleted)
 }
 

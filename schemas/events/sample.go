@@ -42,6 +42,10 @@ type SampleMalformed struct {
 	// PromptHash is the lowercase hex SHA-256 of the bytes of the request's
 	// `messages` value as received, so failures of one prompt group together.
 	PromptHash string `json:"prompt_hash"`
+	// ArmPromptVersion and ArmPromptHash name the failing arm's prompt
+	// (SPEC §6.6), "" without one; distinct from PromptHash. (rev. 2)
+	ArmPromptVersion string `json:"arm_prompt_version"`
+	ArmPromptHash    string `json:"arm_prompt_hash"`
 	// LatencyMillis is the gray attempt's duration.
 	LatencyMillis float64 `json:"latency_ms"`
 }
@@ -149,6 +153,7 @@ func (s *SampleMalformed) Check() error {
 	if !isHexSHA256(s.PromptHash) {
 		p.add("prompt_hash %q is not 64 lowercase hex digits", s.PromptHash)
 	}
+	p.armPrompt("", s.ArmPromptVersion, s.ArmPromptHash)
 	p.millis("latency_ms", s.LatencyMillis)
 	return p.err(TypeSampleMalformed)
 }

@@ -3,7 +3,9 @@
 // the gray version starting to break its output contract, the first bad
 // gray answer that the client never sees, the analyzer's verdict, the
 // rollback event, and the gateway's gray share dropping to zero; then a
-// second act in which a re-enabled gray inflates its completions.
+// second act in which a re-enabled gray inflates its completions, and a
+// fourth in which a prompt-only gray release (v1.2 → v1.3, same upstream
+// and model) makes the answers longer.
 //
 // It talks only to the services' public interfaces: the gateway's client
 // and admin APIs, the mock upstreams' /_mock/config, the collector's
@@ -29,6 +31,7 @@ import (
 
 type options struct {
 	gateway, admin, grayMock, collector string
+	promptMock                          string
 	adminToken, apiToken, config        string
 	deployment                          string
 	rate                                int
@@ -40,6 +43,7 @@ func main() {
 	flag.StringVar(&o.gateway, "gateway", "http://127.0.0.1:8080", "gateway client URL")
 	flag.StringVar(&o.admin, "admin", "http://127.0.0.1:8081", "gateway admin URL")
 	flag.StringVar(&o.grayMock, "gray-mock", "http://127.0.0.1:9002", "the gray mock upstream")
+	flag.StringVar(&o.promptMock, "prompt-mock", "http://127.0.0.1:9003", "the mock upstream behind the prompt-only release (act 4)")
 	flag.StringVar(&o.collector, "collector", "http://127.0.0.1:8082", "collector URL")
 	flag.StringVar(&o.adminToken, "admin-token", envOr("GRAYGATE_ADMIN_TOKEN", "demo-admin-token"), "gateway admin token")
 	flag.StringVar(&o.apiToken, "api-token", envOr("GRAYGATE_API_TOKEN", "demo-api-token"), "collector API token")
@@ -68,6 +72,7 @@ type demo struct {
 	http  *http.Client
 
 	mu          sync.Mutex
+	model       string // the route the traffic uses
 	arms        map[string]int
 	statuses    map[int]int
 	firstBad    time.Time // first answer with x-gateway-arm: fallback
@@ -82,7 +87,7 @@ func (d *demo) say(format string, args ...any) {
 
 func run(ctx context.Context, o options) error {
 	d := &demo{o: o, start: time.Now(), http: &http.Client{Timeout: 30 * time.Second},
-		arms: map[string]int{}, statuses: map[int]int{}}
+		arms: map[string]int{}, statuses: map[int]int{}, model: "agent-chat"}
 	fmt.Println("graygate demo: a gray release that goes wrong, and the pipeline that catches it")
 	fmt.Println(strings.Repeat("=", 78))
 	if err := d.checkUp(); err != nil {
@@ -141,9 +146,16 @@ func run(ctx context.Context, o options) error {
 	if err := d.awaitRollback(time.Now()); err != nil {
 		return err
 	}
+	_ = d.mock(map[string]any{"content": nil, "completion-tokens": nil})
+
+	// Act 4: a prompt-only gray release on the same upstream and model.
+	fmt.Println("\n-- act 4: a prompt-only gray (v1.2 → v1.3) that makes answers longer ---------")
+	if err := d.promptAct(); err != nil {
+		return err
+	}
 	stopTraffic()
 	<-progressDone
-	_ = d.mock(map[string]any{"content": nil, "completion-tokens": nil})
+	_ = d.mockAt(d.o.promptMock, map[string]any{"inflate-on": nil})
 
 	fmt.Println("\n-- what the sample store kept ------------------------------------------------")
 	d.summary()
@@ -185,7 +197,15 @@ func (d *demo) adminDo(method, path, body string) ([]byte, int, error) {
 	return b, resp.StatusCode, err
 }
 
+// deployment is the deployment of the current act.
+func (d *demo) deployment() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.o.deployment
+}
+
 func (d *demo) rollout() (rolloutState, error) {
+	dep := d.deployment()
 	b, code, err := d.adminDo(http.MethodGet, "/admin/rollouts", "")
 	if err != nil || code != 200 {
 		return rolloutState{}, fmt.Errorf("GET /admin/rollouts: %d %s %v", code, b, err)
@@ -195,17 +215,18 @@ func (d *demo) rollout() (rolloutState, error) {
 		return rolloutState{}, err
 	}
 	for _, r := range out.Rollouts {
-		if r.Deployment == d.o.deployment {
+		if r.Deployment == dep {
 			return r, nil
 		}
 	}
-	return rolloutState{}, fmt.Errorf("deployment %s has no gray release", d.o.deployment)
+	return rolloutState{}, fmt.Errorf("deployment %s has no gray release", dep)
 }
 
 func (d *demo) put(body string) (rolloutState, error) {
-	b, code, err := d.adminDo(http.MethodPut, "/admin/rollouts/"+d.o.deployment, body)
+	dep := d.deployment()
+	b, code, err := d.adminDo(http.MethodPut, "/admin/rollouts/"+dep, body)
 	if err != nil || code != 200 {
-		return rolloutState{}, fmt.Errorf("PUT /admin/rollouts/%s: %d %s %v", d.o.deployment, code, b, err)
+		return rolloutState{}, fmt.Errorf("PUT /admin/rollouts/%s: %d %s %v", dep, code, b, err)
 	}
 	var r rolloutState
 	return r, json.Unmarshal(b, &r)
@@ -223,14 +244,38 @@ func (d *demo) waitRollout(ok func(rolloutState) bool, within time.Duration) (ro
 	return r, false
 }
 
+// promptAct moves the traffic to the prompt-only release: deployment
+// agent-prompt sends prompt v1.2 on primary and v1.3 on gray to the same
+// mock, which answers 1.6 times longer when it sees v1.3's marker — the
+// token-inflation gate rolls it back.
+func (d *demo) promptAct() error {
+	if err := d.mockAt(d.o.promptMock, map[string]any{"inflate-on": "[agent prompt v1.3]:1.6"}); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.model, d.firstBad = "agent-chat-prompt", time.Time{}
+	d.o.deployment = "agent-prompt"
+	d.mu.Unlock()
+	d.say("route agent-chat-prompt → deployment agent-prompt: one upstream, primary prompt v1.2, gray prompt v1.3")
+	d.say("the upstream answers 1.6× longer when the system prompt is v1.3 (x-gateway-prompt-version tells the arms apart)")
+	if _, err := d.put(`{"status":"active","percentage":20,"reason":"demo: prompt v1.3 gray release"}`); err != nil {
+		return err
+	}
+	d.waitRollout(func(r rolloutState) bool { return r.Status == "active" }, 10*time.Second)
+	return d.awaitRollback(time.Now())
+}
+
 // mock changes the gray mock's live behaviour.
-func (d *demo) mock(settings map[string]any) error {
+func (d *demo) mock(settings map[string]any) error { return d.mockAt(d.o.grayMock, settings) }
+
+// mockAt changes the live behaviour of the mock at base.
+func (d *demo) mockAt(base string, settings map[string]any) error {
 	b, _ := json.Marshal(settings)
-	req, _ := http.NewRequest(http.MethodPut, d.o.grayMock+"/_mock/config", bytes.NewReader(b))
+	req, _ := http.NewRequest(http.MethodPut, base+"/_mock/config", bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := d.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("the gray mock does not answer: %w", err)
+		return fmt.Errorf("the mock at %s does not answer: %w", base, err)
 	}
 	resp.Body.Close()
 	return nil
@@ -252,7 +297,10 @@ func (d *demo) traffic(ctx context.Context) {
 
 func (d *demo) one() {
 	user := fmt.Sprintf("user-%03d", rand.IntN(200))
-	body := `{"model":"agent-chat","user":"` + user + `","messages":[{"role":"user","content":"What should the agent do next?"}]}`
+	d.mu.Lock()
+	model := d.model
+	d.mu.Unlock()
+	body := `{"model":"` + model + `","user":"` + user + `","messages":[{"role":"user","content":"What should the agent do next?"}]}`
 	resp, err := d.http.Post(d.o.gateway+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	d.sent.Add(1)
 	if err != nil {
@@ -359,7 +407,7 @@ func (d *demo) analyzerStatus() {
 // rolloutHistory prints the deployment's last rollout events as the
 // collector stored them.
 func (d *demo) rolloutHistory() {
-	req, _ := http.NewRequest(http.MethodGet, d.o.collector+"/v1/rollouts/"+d.o.deployment+"/history?limit=3", nil)
+	req, _ := http.NewRequest(http.MethodGet, d.o.collector+"/v1/rollouts/"+d.deployment()+"/history?limit=3", nil)
 	req.Header.Set("Authorization", "Bearer "+d.o.apiToken)
 	var body []byte
 	for i := 0; i < 20; i++ { // the collector writes in batches

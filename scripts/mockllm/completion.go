@@ -77,6 +77,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, start time.Ti
 		return writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "bad_request", "")
 	}
 
+	set.applyInflate(req.system)
 	a := answer{
 		id:           s.nextID(),
 		created:      start.Unix(),

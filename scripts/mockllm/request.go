@@ -39,6 +39,7 @@ type parsedRequest struct {
 	messages     int
 	textBytes    int
 	lastUser     string
+	system       string // the system and developer messages' text
 }
 
 var errNotObject = errors.New("request body must be a JSON object")
@@ -63,11 +64,15 @@ func parseRequest(body []byte) (parsedRequest, error) {
 		messages:     len(req.Messages),
 	}
 	for i, m := range req.Messages {
-		text, n, err := messageText(m.Content, m.Role == "user")
+		sys := m.Role == "system" || m.Role == "developer"
+		text, n, err := messageText(m.Content, m.Role == "user" || sys)
 		if err != nil {
 			return parsedRequest{}, fmt.Errorf("messages[%d].content: %w", i, err)
 		}
 		p.textBytes += n
+		if sys {
+			p.system += text
+		}
 		if m.Role == "user" {
 			p.lastUser = text
 		}

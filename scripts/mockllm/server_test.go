@@ -108,7 +108,12 @@ func TestEndpoints(t *testing.T) {
 		{http.MethodGet, "/v1/chat/completions", "", http.StatusMethodNotAllowed, ""},
 		{http.MethodGet, "/_mock/stats", "", http.StatusOK, `"in_flight":0`},
 		{http.MethodGet, "/_mock/config", "", http.StatusOK, `"model":"served-model"`},
-		{http.MethodPost, "/v1/embeddings", "{}", http.StatusNotFound, ""},
+		{http.MethodPost, "/v1/embeddings", `{"input":["a","bb"]}`, http.StatusOK, `"index":1,"embedding":[`},
+		{http.MethodPost, "/embeddings", `{"input":"a"}`, http.StatusOK, `"object":"embedding"`},
+		{http.MethodPost, "/v1/completions", `{"prompt":"hi"}`, http.StatusOK, `"object":"text_completion"`},
+		{http.MethodPost, "/completions", `{"prompt":"hi","stream":true}`, http.StatusOK, "data: [DONE]"},
+		{http.MethodPost, "/v1/completions", `{"prompt":`, http.StatusBadRequest, "not valid"},
+		{http.MethodPost, "/v1/responses", "{}", http.StatusNotFound, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

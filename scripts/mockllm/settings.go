@@ -82,6 +82,11 @@ type Settings struct {
 	// so two mocks with the same settings answer like two samples of one
 	// model. 0 (the default) answers exactly as configured.
 	Spread float64
+	// InflateOn, when set, is "MARKER:FACTOR": a request whose system (or
+	// developer) text contains MARKER gets FACTOR times the completion
+	// tokens — a prompt change that makes answers longer, which the mock
+	// cannot otherwise see (the demo's prompt-only gray release).
+	InflateOn string
 }
 
 // defaultSettings are the process defaults before flags are applied.
@@ -186,6 +191,51 @@ var options = []option{
 		get:     func(s *Settings) any { return s.Spread },
 		restore: func(dst, src *Settings) { dst.Spread = src.Spread },
 	},
+	{
+		name:  "inflate-on",
+		usage: "MARKER:FACTOR — multiply completion tokens by FACTOR when the system prompt contains MARKER (empty: off)",
+		kind:  "marker:factor",
+		set: func(s *Settings, v string) error {
+			if v == "" {
+				s.InflateOn = ""
+				return nil
+			}
+			if _, _, err := parseInflate(v); err != nil {
+				return err
+			}
+			s.InflateOn = v
+			return nil
+		},
+		get:     func(s *Settings) any { return s.InflateOn },
+		restore: func(dst, src *Settings) { dst.InflateOn = src.InflateOn },
+	},
+}
+
+// parseInflate reads an inflate-on value: a non-empty marker, a colon and
+// a factor in (0, 100].
+func parseInflate(v string) (marker string, factor float64, err error) {
+	i := strings.LastIndexByte(v, ':')
+	if i <= 0 {
+		return "", 0, fmt.Errorf("want MARKER:FACTOR, got %q", v)
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v[i+1:]), 64)
+	if err != nil || !(f > 0) || f > 100 {
+		return "", 0, fmt.Errorf("want MARKER:FACTOR with a factor in (0, 100], got %q", v)
+	}
+	return v[:i], f, nil
+}
+
+// applyInflate multiplies the completion tokens when the request's system
+// text holds the inflate-on marker.
+func (s *Settings) applyInflate(system string) {
+	if s.InflateOn == "" || s.CompletionTokens == 0 {
+		return
+	}
+	marker, f, err := parseInflate(s.InflateOn)
+	if err != nil || !strings.Contains(system, marker) {
+		return
+	}
+	s.CompletionTokens = max(1, min(maxCompletionTokens, int(math.Round(float64(s.CompletionTokens)*f))))
 }
 
 // optionsByName indexes options by their lowercase name.

@@ -39,6 +39,7 @@ var layered = map[string]layeredValues{
 	"drop-after":        {flag: "1", live: "2", header: "0", liveJSON: `2`, wantFlag: "1", wantLive: "2", wantHeader: "0"},
 	"model":             {flag: "m-flag", live: "m-live", header: "m-header", liveJSON: `"m-live"`, wantFlag: "m-flag", wantLive: "m-live", wantHeader: "m-header"},
 	"spread":            {flag: "0.5", live: "0.25", header: "1", liveJSON: `0.25`, wantFlag: "0.5", wantLive: "0.25", wantHeader: "1"},
+	"inflate-on":        {flag: "v1.3:1.6", live: "LONG:2", header: "x:0.5", liveJSON: `"LONG:2"`, wantFlag: "v1.3:1.6", wantLive: "LONG:2", wantHeader: "x:0.5"},
 }
 
 func TestOptionsCovered(t *testing.T) {
@@ -246,5 +247,30 @@ func TestSpread(t *testing.T) {
 	same.applySpread()
 	if same.Latency != time.Second || same.CompletionTokens != 7 {
 		t.Errorf("spread 0 changed the settings: %+v", same)
+	}
+}
+
+func TestInflateOn(t *testing.T) {
+	for _, bad := range []string{"nocolon", ":2", "m:0", "m:abc", "m:101"} {
+		var s Settings
+		if err := optionsByName["inflate-on"].set(&s, bad); err == nil {
+			t.Errorf("inflate-on %q accepted; want an error", bad)
+		}
+	}
+	cases := []struct {
+		inflate, system string
+		want            int
+	}{
+		{"", "You are v1.3", 10},
+		{"v1.3:1.6", "You are v1.3", 16},
+		{"v1.3:1.6", "You are v1.2", 10},
+		{"a:b:2", "has a:b here", 20},
+	}
+	for _, c := range cases {
+		s := Settings{CompletionTokens: 10, InflateOn: c.inflate}
+		s.applyInflate(c.system)
+		if s.CompletionTokens != c.want {
+			t.Errorf("inflate-on %q with system %q: %d tokens; want %d", c.inflate, c.system, s.CompletionTokens, c.want)
+		}
 	}
 }

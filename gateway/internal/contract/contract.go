@@ -39,6 +39,7 @@ type rule struct {
 	intMax     int64
 	inject     bool // inject a value when the key is absent or null
 	injectWith float64
+	injectInt  int64 // injectWith exactly, for top_k and n
 }
 
 // New compiles cfg, which must have passed config validation (known
@@ -57,13 +58,28 @@ func New(cfg *config.SamplingContract) *Contract {
 		r := rule{governed: true, pinned: pr.Pinned}
 		if pr.Pinned {
 			r.pin, r.min, r.max = pr.Value, pr.Value, pr.Value
-			r.inject, r.injectWith = true, pr.Value
+			r.inject, r.injectWith, r.injectInt = true, pr.Value, pr.IntValue
 		} else {
 			r.min, r.max = pr.Min, pr.Max
-			r.inject, r.injectWith = pr.HasDefault, pr.Default
+			r.inject, r.injectWith, r.injectInt = pr.HasDefault, pr.Default, pr.IntDefault
 		}
 		r.intPin, r.intPinOK = wholeInt64(r.pin)
 		r.intMin, r.intMax, r.intBandOK = intBand(r.min, r.max)
+		r.injectInt, _ = wholeInt64(r.injectWith)
+		if p.IsInt() {
+			// The config reads top_k and n exactly: prefer its integers
+			// (a config built in code may set the floats only).
+			exact := func(f float64, i int64) bool { return float64(i) == f }
+			if pr.Pinned && exact(pr.Value, pr.IntValue) {
+				r.intPin, r.injectInt = pr.IntValue, pr.IntValue
+			}
+			if !pr.Pinned && exact(pr.Min, pr.IntMin) && exact(pr.Max, pr.IntMax) {
+				r.intMin, r.intMax, r.intBandOK = pr.IntMin, pr.IntMax, pr.IntMin <= pr.IntMax
+			}
+			if !pr.Pinned && pr.HasDefault && exact(pr.Default, pr.IntDefault) {
+				r.injectInt = pr.IntDefault
+			}
+		}
 		c.rules[p] = r
 	}
 	return c
@@ -118,13 +134,23 @@ func (c *Contract) Check(body []byte, req *scan.Request, edits *scan.Edits, out 
 		m := &req.Params[p]
 		switch m.Kind {
 		case scan.KindAbsent:
-			if r.inject {
+			switch {
+			case r.inject && p.IsInt():
+				edits.InsertInt(req, p.String(), r.injectInt)
+				edits.MarkParam(p)
+			case r.inject:
 				edits.InsertMember(req, p.String(), r.injectWith)
+				edits.MarkParam(p)
 			}
 			continue
 		case scan.KindNull:
-			if r.inject {
+			switch {
+			case r.inject && p.IsInt():
+				edits.ReplaceInt(m.Value.Start, m.Value.End, r.injectInt)
+				edits.MarkParam(p)
+			case r.inject:
 				edits.ReplaceNumber(m.Value.Start, m.Value.End, r.injectWith)
+				edits.MarkParam(p)
 			}
 			continue
 		}

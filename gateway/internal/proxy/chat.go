@@ -13,6 +13,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
+	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -35,8 +36,24 @@ type call struct {
 }
 
 // chat serves POST /v1/chat/completions.
-func (s *Server) chat(c *fiber.Ctx) error {
-	k := call{start: time.Now(), id: requestID(c), endpoint: events.EndpointChat}
+func (s *Server) chat(c *fiber.Ctx) error { return s.proxy(c, upstream.Chat, events.EndpointChat) }
+
+// completions serves POST /v1/completions (rev. 2): the chat pipeline,
+// with bands estimated from "prompt" and each choices[i].text validated.
+func (s *Server) completions(c *fiber.Ctx) error {
+	return s.proxy(c, upstream.Completions, events.EndpointCompletions)
+}
+
+// embeddings serves POST /v1/embeddings (rev. 2): routed by model, bands
+// estimated from "input", no sampling contract and no stream; a gray
+// answer is accepted when it is a 2xx JSON object with "data".
+func (s *Server) embeddings(c *fiber.Ctx) error {
+	return s.proxy(c, upstream.Embeddings, events.EndpointEmbeddings)
+}
+
+// proxy serves one request of endpoint ep.
+func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint) error {
+	k := call{start: time.Now(), id: requestID(c), endpoint: name}
 	c.Set("x-request-id", k.id)
 	auth, err := s.authorize(c) // before the body: see clientHeaderReceived
 	if err != nil {
@@ -51,6 +68,7 @@ func (s *Server) chat(c *fiber.Ctx) error {
 	}
 	x := s.getExchange()
 	x.body = c.Request().Body()
+	x.ep = ep
 	if err := s.prepare(c, x, &k); err != nil {
 		s.putExchange(x)
 		return err
@@ -78,7 +96,7 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 		return err
 	}
 	k.route = rt
-	k.stream = x.req.Stream.Kind == scan.KindTrue
+	k.stream = x.req.Stream.Kind == scan.KindTrue && x.ep != upstream.Embeddings
 	if k.stream {
 		// A stream is written after the handler returns: keep our own
 		// copy of the body (spans stay valid), the request's buffer may
@@ -88,7 +106,10 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 	}
 
 	x.edits.Reset()
-	s.contract.Check(body, &x.req, &x.edits, &x.outcome)
+	x.outcome.N = 0
+	if x.ep != upstream.Embeddings { // no sampling: no contract
+		s.contract.Check(body, &x.req, &x.edits, &x.outcome)
+	}
 	if x.outcome.Rejected() {
 		x.outcome.Count()
 		v := x.outcome.First()
@@ -217,8 +238,8 @@ func (s *Server) lookupRoute(x *exchange, body []byte) (*route, error) {
 	x.name, _ = scan.Unquote(x.name[:0], body[m.Value.Start:m.Value.End])
 	rt, ok := s.routes[string(x.name)]
 	if !ok {
-		return nil, &Error{Status: fiber.StatusBadRequest, Code: CodeBadRequest, Type: "invalid_request_error",
-			Param: "model", Msg: "model " + quoteShort(x.name) + " is not served here (GET /v1/models lists the models)"}
+		return nil, &Error{Status: fiber.StatusNotFound, Code: CodeModelNotFound, Type: "invalid_request_error",
+			Param: "model", Msg: "The model " + quoteShort(x.name) + " does not exist (GET /v1/models lists the models)"}
 	}
 	return rt, nil
 }
@@ -226,12 +247,21 @@ func (s *Server) lookupRoute(x *exchange, body []byte) (*route, error) {
 // forwardBody writes into x.fwd the body to send to upstream a: the
 // recorded edits plus the model name the upstream serves.
 func (x *exchange) forwardBody(a *arm) []byte {
+	x.armEdits.Reset()
 	m := x.req.Model.Value
-	if string(x.body[m.Start:m.End]) == a.modelJSON {
-		x.fwd = x.edits.Apply(x.fwd[:0], x.body)
-	} else {
-		x.fwd = x.edits.ApplyReplacing(x.fwd[:0], x.body, m.Start, m.End, a.modelJSON)
+	if string(x.body[m.Start:m.End]) != a.modelJSON {
+		x.armEdits.Replace(m.Start, m.End, a.modelJSON)
 	}
+	var mask uint16
+	switch x.ep {
+	case upstream.Chat:
+		a.prompt.edit(x.body, &x.req, &x.armEdits)
+		fallthrough
+	case upstream.Completions:
+		a.paramEdits(&x.req, &x.armEdits)
+		mask = a.paramMask
+	}
+	x.fwd = x.edits.ApplyWith(x.fwd[:0], x.body, &x.armEdits, mask)
 	return x.fwd
 }
 
@@ -308,6 +338,10 @@ func setArmHeaders(c *fiber.Ctx, k *call, armName string, a *arm) {
 	c.Set("x-gateway-deployment", k.deployment.name)
 	c.Set("x-gateway-arm", armName)
 	c.Set("x-gateway-model", a.client.Model)
+	if a.prompt != nil {
+		c.Set("x-gateway-prompt-version", a.promptVersion)
+		c.Set("x-gateway-prompt-hash", a.promptHeader)
+	}
 	if k.matched != "" {
 		c.Set("x-vsr-matched-context", k.matched)
 	}

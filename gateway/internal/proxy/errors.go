@@ -11,6 +11,7 @@ import (
 // Error codes of SPEC §3, sent as error.code and x-router-error-code.
 const (
 	CodeBadRequest          = "bad_request"
+	CodeModelNotFound       = "model_not_found"
 	CodeContract            = "sampling_contract_violation"
 	CodeContextLength       = "context_length_exceeded"
 	CodeToolSteps           = "tool_step_limit_exceeded"

@@ -82,7 +82,8 @@ func (o EventObserver) Completed(r *Record) {
 		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, UsageEstimated: r.UsageEstimated,
 		TTFTMillis: millis(r.TTFT), LatencyMillis: millis(r.Latency), ToolCalls: r.ToolCalls,
 		ToolSteps: r.ToolSteps, RepeatedToolCall: r.RepeatedToolCall, SchemaValid: tri(r.SchemaValid),
-		FallbackReason: events.SampleReason(r.FallbackReason),
+		FallbackReason:   events.SampleReason(r.FallbackReason),
+		ArmPromptVersion: r.PromptVersion, ArmPromptHash: r.PromptHash,
 	}
 	if r.MatchedContext != "" {
 		ev.MatchedContext = strings.Split(r.MatchedContext, ",")
@@ -103,6 +104,7 @@ func (o EventObserver) Completed(r *Record) {
 			Status: g.Status, ErrorType: events.ErrorType(g.ErrorType), Reason: events.SampleReason(g.Reason),
 			TTFTMillis: millis(g.TTFT), LatencyMillis: millis(g.Latency),
 			PromptTokens: max(g.PromptTokens, 0), CompletionTokens: max(g.CompletionTokens, 0), SchemaValid: tri(g.SchemaValid),
+			ArmPromptVersion: r.GrayPromptVersion, ArmPromptHash: r.GrayPromptHash,
 		}
 		if ev.Gray.ErrorType == "" {
 			ev.Gray.ErrorType = events.ErrorNone
@@ -129,6 +131,7 @@ func (o EventObserver) Sampled(s *Sample) {
 		RequestID: s.RequestID, Deployment: s.Deployment, Arm: events.Arm(s.Arm), UpstreamModel: s.Model,
 		Reason: events.SampleReason(s.Reason), ValidationErrors: make([]events.ValidationError, 0, len(s.Errors)),
 		PromptHash: hex.EncodeToString(s.PromptHash[:]), LatencyMillis: millis(s.Latency),
+		ArmPromptVersion: s.ArmPromptVersion, ArmPromptHash: s.ArmPromptHash,
 	}
 	for _, e := range s.Errors {
 		ev.ValidationErrors = append(ev.ValidationErrors, events.ValidationError{Field: e.Field, Description: e.Description})

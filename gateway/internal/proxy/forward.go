@@ -105,7 +105,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	}
 	d := k.deployment
 	sent := time.Now()
-	resp, err := d.primary.client.Do(ctx, x.forwardBody(d.primary), x.setHeaders)
+	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
 		s.complete(x, k, armName, d.primary, Measure{Status: e.Status, ErrorType: errorType(err), Outcome: outcomeOfErr(err), Latency: time.Since(sent)}, gray)
@@ -151,7 +151,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		// The client caused it: pass it through unchanged.
 		m.ErrorType = ErrTypeCallerBadRequest
 		c.Status(resp.Status)
-		copyAnswerHeaders(c, resp)
+		copyAnswerHeaders(c, x, resp)
 		setArmHeaders(c, k, armName, a)
 		s.sendAnswer(c, x)
 		return m, nil
@@ -171,7 +171,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 	}
 	x.tally.fill(&m, x.body, &x.req)
 	c.Status(resp.Status)
-	copyAnswerHeaders(c, resp)
+	copyAnswerHeaders(c, x, resp)
 	setArmHeaders(c, k, armName, a)
 	s.sendAnswer(c, x)
 	return m, nil
@@ -237,6 +237,10 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measur
 		RequestID: k.id, Route: k.route.name, Deployment: k.deployment.name,
 		Arm: armName, Model: a.client.Model, Stream: k.stream, Mirrored: k.shadow, EstimatedTokens: k.estimate,
 		MatchedContext: k.matched, ToolSteps: x.req.ToolSteps, Measure: m, Gray: gray,
+		PromptVersion: a.promptVersion, PromptHash: a.promptHash,
+	}
+	if gray != nil && k.deployment.gray != nil {
+		r.GrayPromptVersion, r.GrayPromptHash = k.deployment.gray.promptVersion, k.deployment.gray.promptHash
 	}
 	if m.ToolCalls > 0 {
 		r.ToolSteps++
@@ -261,14 +265,14 @@ func errorType(err error) string {
 	}
 }
 
-// copyAnswerHeaders relays the upstream headers a client may need.
-func copyAnswerHeaders(c *fiber.Ctx, resp *upstream.Response) {
+// copyAnswerHeaders relays the upstream headers a client may need: the
+// content type and those that describe the answer (passedHeader).
+func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
 	if ct := resp.ContentType(); len(ct) > 0 {
 		c.Response().Header.SetContentTypeBytes(ct)
 	}
-	if ra := resp.Header.Peek("Retry-After"); len(ra) > 0 {
-		c.Response().Header.SetBytesV("Retry-After", ra)
-	}
+	x.keepAnswerHeaders(resp.Header)
+	x.writeAnswerHeaders(c)
 }
 
 // upstreamFailed maps an upstream I/O error to 502 or 504.

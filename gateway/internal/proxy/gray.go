@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,12 +28,13 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 	x.ans = x.ans[:0]
 	x.tally.reset(true)
 	sent := time.Now()
-	resp, err := d.gray.client.Do(ctx, x.forwardBody(d.gray), x.setHeaders)
+	resp, err := d.gray.client.DoEndpoint(ctx, x.ep, d.gray.client.Timeout, x.forwardBody(d.gray), x.setHeaders)
 	if err != nil {
 		m.Latency = time.Since(sent)
 		return failed(m, err)
 	}
 	m.Status = resp.Status
+	x.keepAnswerHeaders(resp.Header)
 	sse := stream && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream()
 	invalid := false
 	if sse {
@@ -72,6 +74,15 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 		return m, []filter.FieldError{{Field: "(body)", Description: "gray answered a body that is not a JSON object"}}
 	}
 	x.tally.fill(&m, x.body, &x.req)
+	if x.ep == upstream.Embeddings {
+		// No schema: a 2xx JSON object with "data" is accepted (SPEC §3).
+		var e struct{ Data json.RawMessage }
+		if json.Unmarshal(x.ans, &e) != nil || len(e.Data) == 0 || string(e.Data) == "null" {
+			m.Reason, m.ErrorType = filter.InvalidJSON, ErrTypeUpstreamInvalidJSON
+			return m, []filter.FieldError{{Field: "data", Description: "gray answered embeddings without data"}}
+		}
+		return m, nil
+	}
 	body := x.ans
 	if sse {
 		body = nil // a stream has no body to validate: its assembled contents are checked
@@ -170,6 +181,7 @@ func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k 
 	}
 	c.Status(m.Status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	x.writeAnswerHeaders(c)
 	setArmHeaders(c, k, telemetry.ArmGray, d.gray)
 	s.complete(x, k, telemetry.ArmGray, d.gray, m, nil)
 	s.sendAnswer(c, x)
@@ -201,6 +213,7 @@ func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m Measure,
 		RequestID: k.id, Deployment: k.deployment.name, Arm: armName, Model: a.client.Model,
 		Reason: m.Reason, Status: m.Status, Errors: errs, Payload: payload, PayloadBytes: len(x.ans),
 		Truncated: truncated, PromptHash: x.promptHash(), Latency: m.Latency,
+		ArmPromptVersion: a.promptVersion, ArmPromptHash: a.promptHash,
 	}
 	s.obs.Sampled(&smp)
 }

@@ -48,6 +48,7 @@ func TestHostileRequests(t *testing.T) {
 	// A huge number is valid JSON; the request still needs a known route
 	// and then reaches policy. Give it an unknown model so it stays local.
 	corpus[6].body = `{"model":"nope","max_tokens":` + strings.Repeat("9", 5000) + `}`
+	corpus[6].status = 404 // model_not_found
 
 	// A steady, well-behaved client runs during the attack.
 	stop := make(chan struct{})

@@ -78,6 +78,10 @@ type Record struct {
 	MatchedContext  string // comma-separated band names
 	ToolSteps       int
 	FallbackReason  filter.Reason
+	// PromptVersion and PromptHash name the answering arm's prompt;
+	// GrayPromptVersion and GrayPromptHash the gray attempt's (SPEC §6.6).
+	PromptVersion, PromptHash         string
+	GrayPromptVersion, GrayPromptHash string
 	Measure
 	Gray *Measure
 }
@@ -108,5 +112,7 @@ type Sample struct {
 	PayloadBytes int
 	Truncated    bool
 	PromptHash   [32]byte
-	Latency      time.Duration
+	// ArmPromptVersion and ArmPromptHash name the failing arm's prompt.
+	ArmPromptVersion, ArmPromptHash string
+	Latency                         time.Duration
 }

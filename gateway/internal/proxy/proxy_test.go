@@ -166,7 +166,7 @@ func TestProxyErrors(t *testing.T) {
 	}{
 		{"not json", `{"model":`, nil, 400, "bad_request", "not valid JSON", false},
 		{"not an object", `[1]`, nil, 400, "bad_request", "must be a JSON object", false},
-		{"unknown model", `{"model":"nope","messages":[]}`, nil, 400, "bad_request", `model "nope" is not served here`, false},
+		{"unknown model", `{"model":"nope","messages":[]}`, nil, 404, "model_not_found", `model "nope" does not exist`, false},
 		{"model not a string", `{"model":1}`, nil, 400, "bad_request", "must be a string", false},
 		{"duplicate model", `{"model":"agent-chat","model":"agent-chat"}`, nil, 400, "bad_request", "repeats the routing key", false},
 		{"too large", big, nil, 413, "payload_too_large", "max_body_bytes", false},

@@ -102,6 +102,14 @@ type arm struct {
 	// promptVersion and promptHash name the arm's prompt (SPEC §6.6) in
 	// its statistics; "" while the arm has none.
 	promptVersion, promptHash string
+	// prompt is the arm's system prompt (nil: the client's own);
+	// promptHeader the first 16 hex digits of its hash.
+	prompt       *armPrompt
+	promptHeader string
+	// params are the arm's sampling values (SPEC §6.6), replacing or
+	// added to the client's; paramMask has bit 1<<Param of each.
+	params    []armParam
+	paramMask uint16
 }
 
 // Option configures a Server.
@@ -145,6 +153,13 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		dep, err := newDeployment(d)
 		if err != nil {
 			return nil, err
+		}
+		// Loud at every start: an unverified upstream is a config choice.
+		if d.Primary.TLS.InsecureSkipVerify {
+			log.Warn("upstream TLS certificate is not verified (insecure_skip_verify)", "deployment", name, "arm", "primary")
+		}
+		if d.Gray != nil && grayUpstream(d).TLS.InsecureSkipVerify {
+			log.Warn("upstream TLS certificate is not verified (insecure_skip_verify)", "deployment", name, "arm", "gray")
 		}
 		dep.stats = s.stats.Deployment(name)
 		s.deployments[name] = dep
@@ -209,7 +224,7 @@ func newDeployment(d *config.Deployment) (*deployment, error) {
 	if d.Gray == nil {
 		return dep, nil
 	}
-	if dep.gray, err = newArm(d.Name, telemetry.ArmGray, *d.Gray); err != nil {
+	if dep.gray, err = newArm(d.Name, telemetry.ArmGray, grayUpstream(d)); err != nil {
 		return nil, fmt.Errorf("deployment %s gray: %w", d.Name, err)
 	}
 	target := d.Rollout.SchemaTarget
@@ -244,6 +259,24 @@ func newDeployment(d *config.Deployment) (*deployment, error) {
 // Rollouts returns the rollout state table, for a source that owns it.
 func (s *Server) Rollouts() *rollout.Table { return s.rollouts }
 
+// grayUpstream returns the deployment's gray upstream; a gray without
+// url uses primary's upstream, and its model unless it names one (a
+// prompt-only or params-only release, SPEC §6.6).
+func grayUpstream(d *config.Deployment) config.Upstream {
+	g := *d.Gray
+	if g.URL != "" {
+		return g
+	}
+	g.URL, g.TLS = d.Primary.URL, d.Primary.TLS
+	if g.Model == "" {
+		g.Model = d.Primary.Model
+	}
+	if g.APIKeyEnv == "" {
+		g.APIKey = d.Primary.APIKey
+	}
+	return g
+}
+
 func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 	c, err := upstream.New(u)
 	if err != nil {
@@ -251,7 +284,28 @@ func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 	}
 	exportConnections(deployment, armName, c)
 	q, _ := json.Marshal(u.Model)
-	return &arm{client: c, modelJSON: string(q)}, nil
+	a := &arm{client: c, modelJSON: string(q)}
+	for _, name := range config.GovernedParams() {
+		v, ok := u.Params[name]
+		if !ok {
+			continue
+		}
+		p, _ := scan.ParamByName(name)
+		text := string(scan.AppendNumber(nil, v.Value))
+		if p.IsInt() {
+			text = strconv.FormatInt(v.Int, 10)
+		}
+		a.params = append(a.params, armParam{p: p, text: text, member: `"` + name + `":` + text})
+		a.paramMask |= 1 << p
+	}
+	if u.Prompt != nil {
+		a.prompt = newArmPrompt(u.Prompt)
+		a.promptVersion, a.promptHash = u.Prompt.Version, u.Prompt.Hash
+		if len(a.promptHash) >= 16 {
+			a.promptHeader = a.promptHash[:16]
+		}
+	}
+	return a, nil
 }
 
 // upstreamClients holds the latest client of each deployment and arm, for
@@ -289,6 +343,8 @@ func (s *Server) newClientApp() *fiber.App {
 	})
 	app.Server().HeaderReceived = s.clientHeaderReceived
 	app.Post("/v1/chat/completions", s.chat)
+	app.Post("/v1/completions", s.completions)
+	app.Post("/v1/embeddings", s.embeddings)
 	app.Get("/v1/models", s.models)
 	return app
 }
@@ -439,19 +495,23 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 
 // exchange is the per-request scratch memory, pooled.
 type exchange struct {
-	body    []byte // the client's body (the request's buffer, or own)
-	own     []byte // a copy of the body, for streams
-	req     scan.Request
-	edits   scan.Edits
-	outcome contract.Outcome
-	answer  scan.Answer
-	tally   tally
-	name    []byte // decoded model name
-	sticky  []byte // decoded sticky value
-	fwd     []byte // forwarded body
-	ans     []byte // buffered upstream answer
-	hdrs    []header
-	hbuf    []byte // backing store of hdrs
+	body     []byte // the client's body (the request's buffer, or own)
+	own      []byte // a copy of the body, for streams
+	req      scan.Request
+	edits    scan.Edits
+	outcome  contract.Outcome
+	answer   scan.Answer
+	tally    tally
+	name     []byte // decoded model name
+	sticky   []byte // decoded sticky value
+	fwd      []byte // forwarded body
+	ans      []byte // buffered upstream answer
+	hdrs     []header
+	hbuf     []byte            // backing store of hdrs
+	armEdits scan.Edits        // the serving arm's own edits (model, prompt)
+	ep       upstream.Endpoint // the endpoint being proxied
+	ahdrs    []header          // upstream answer headers passed to the client
+	abuf     []byte            // backing store of ahdrs
 	// out hands ans to fasthttp as the response body; handed is set
 	// then, and the exchange returns to the pool when fasthttp closes
 	// out, after writing it (sendAnswer).

@@ -36,7 +36,9 @@ type source struct {
 }
 
 // forwardStream serves a streaming request. Which upstream streams is
-// decided in the background (openStream). For up to keepAliveEvery the
+// decided in the background (openStream). A gray attempt is waited for
+// first, sending nothing (its rollout timeout bounds it), so that the
+// headers name the arm that serves. Then for up to keepAliveEvery the
 // client gets nothing, so a fast failure keeps its own status; after that
 // the gateway commits to an SSE answer, writes keep-alives while it waits,
 // and reports a later failure as an error event. The exchange x belongs
@@ -44,7 +46,9 @@ type source struct {
 func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan source, 1)
-	go func() { done <- s.openStream(ctx, x, k) }()
+	v := &verdict{decided: make(chan struct{}), armName: telemetry.ArmPrimary}
+	go func() { done <- s.openStream(ctx, x, k, v) }()
+	<-v.decided
 	timer := time.NewTimer(keepAliveEvery)
 	var src *source
 	select {
@@ -63,15 +67,15 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	if src != nil {
+		if src.resp != nil {
+			x.keepAnswerHeaders(src.resp.Header)
+		}
+		x.writeAnswerHeaders(c)
 		setArmHeaders(c, k, src.armName, src.arm)
 	} else {
-		// Committed before the upstream answered: name the arm being
-		// tried; the request's event records the final one.
-		planned, a := telemetry.ArmPrimary, k.deployment.primary
-		if k.useGray {
-			planned, a = telemetry.ArmGray, k.deployment.gray
-		}
-		setArmHeaders(c, k, planned, a)
+		// Committed before primary's headers arrived; the gray verdict
+		// is known, so primary serves: name it (fallback after gray).
+		setArmHeaders(c, k, v.armName, k.deployment.primary)
 	}
 	telemetry.Started()
 	conn := c.Context().Conn()
@@ -94,17 +98,35 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 	return nil
 }
 
+// verdict tells forwardStream that the arm to stream is decided: gray
+// (whose source follows at once) or primary under armName. armName is
+// written before decided is closed.
+type verdict struct {
+	decided chan struct{}
+	armName string
+}
+
 // openStream decides what the client will stream: a gray stream that
 // passed the contract (buffer mode), a live gray stream (observe mode),
-// or primary's stream.
-func (s *Server) openStream(ctx context.Context, x *exchange, k *call) source {
+// or primary's stream. It closes v.decided once gray's verdict is known
+// (at once without a gray attempt).
+func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdict) (src source) {
 	d := k.deployment
 	var gray *Measure
 	armName := telemetry.ArmPrimary
+	closed := false
+	decide := func() {
+		if !closed {
+			v.armName = armName
+			close(v.decided)
+			closed = true
+		}
+	}
+	defer decide()
 	if k.useGray {
 		if d.rollout.StreamValidation == config.StreamObserve {
 			sent := time.Now()
-			resp, err := d.gray.client.DoWithin(ctx, d.rollout.Timeout, x.forwardBody(d.gray), x.setHeaders)
+			resp, err := d.gray.client.DoEndpoint(ctx, x.ep, d.rollout.Timeout, x.forwardBody(d.gray), x.setHeaders)
 			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
 				return source{resp: resp, observe: true, arm: d.gray, armName: telemetry.ArmGray, sent: sent}
 			}
@@ -133,8 +155,9 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call) source {
 			gray, armName = &m, telemetry.ArmFallback
 		}
 	}
+	decide()
 	sent := time.Now()
-	resp, err := d.primary.client.Do(ctx, x.forwardBody(d.primary), x.setHeaders)
+	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
 	return source{resp: resp, err: err, arm: d.primary, armName: armName, sent: sent, gray: gray}
 }
 

@@ -101,6 +101,12 @@ func (s *scanner) choice(a *Answer, pos int) error {
 		if s.peek() == '{' && (s.keyIs(key, "message") || s.keyIs(key, "delta")) {
 			return s.answerMessage(a)
 		}
+		if s.peek() == '"' && s.keyIs(key, "text") { // a text completion's choice
+			start := s.i
+			err := s.skipString(&a.ContentBytes)
+			a.Contents = append(a.Contents, Content{Text: Span{start, s.i}})
+			return err
+		}
 		start := s.i
 		kind, err := s.value(3, nil)
 		if err == nil && kind == KindNumber && s.keyIs(key, "index") {

@@ -84,6 +84,7 @@ func (s *scanner) messages(r *Request) (Kind, error) {
 		return s.value(1, nil)
 	}
 	r.MessageCount, r.msgBytes, r.ToolSteps, r.LastToolCalls = 0, 0, 0, Span{}
+	r.System, r.SystemContent, r.MessagesOpen = Member{}, Member{}, s.i+1
 	err := s.array(2, func() error {
 		r.MessageCount++
 		if s.peek() != '{' {
@@ -97,9 +98,11 @@ func (s *scanner) messages(r *Request) (Kind, error) {
 
 // message reads one message object (depth 3).
 func (s *scanner) message(r *Request) error {
-	assistant := false
+	assistant, system := false, false
 	var calls Span
 	nCalls := 0
+	start := s.i
+	var content Member
 	err := s.object(3, func(key Span) error {
 		switch {
 		case s.keyIs(key, "role"):
@@ -108,17 +111,28 @@ func (s *scanner) message(r *Request) error {
 				if err := s.skipString(nil); err != nil {
 					return err
 				}
-				assistant = s.keyIs(Span{v, s.i}, "assistant")
+				role := Span{v, s.i}
+				assistant = s.keyIs(role, "assistant")
+				system = s.keyIs(role, "system") || s.keyIs(role, "developer")
 				return nil
 			}
-			assistant = false
+			assistant, system = false, false
 		case s.keyIs(key, "content"):
+			v := s.i
+			var err error
 			switch s.peek() {
 			case '"':
-				return s.skipString(&r.msgBytes)
+				err = s.skipString(&r.msgBytes)
+				content = Member{Kind: KindString, Key: key, Value: Span{v, s.i}}
 			case '[':
-				return s.contentParts(r)
+				err = s.contentParts(r)
+				content = Member{Kind: KindArray, Key: key, Value: Span{v, s.i}}
+			default:
+				var k Kind
+				k, err = s.value(3, nil)
+				content = Member{Kind: k, Key: key, Value: Span{v, s.i}}
 			}
+			return err
 		case s.keyIs(key, "tool_calls"):
 			if s.peek() == '[' {
 				start := s.i
@@ -134,6 +148,10 @@ func (s *scanner) message(r *Request) error {
 	if err == nil && assistant && nCalls > 0 {
 		r.ToolSteps++
 		r.LastToolCalls = calls
+	}
+	if err == nil && system && r.System.Kind == KindAbsent {
+		r.System = Member{Kind: KindObject, Value: Span{start, s.i}, Index: r.MessageCount - 1}
+		r.SystemContent = content
 	}
 	return err
 }

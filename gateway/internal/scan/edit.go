@@ -6,6 +6,7 @@ import "strconv"
 type Edit struct {
 	Start, End int
 	text       Span // into Edits.buf
+	param      int8 // 1+Param for an edit of a governed parameter's value, else 0
 }
 
 // Edits collects in-place changes to a body so that the forwarded body is
@@ -14,6 +15,14 @@ type Edit struct {
 type Edits struct {
 	list []Edit
 	buf  []byte
+}
+
+// MarkParam records that the last edit sets parameter p's value, so that
+// ApplyWith can leave it out for an arm that sets p itself.
+func (e *Edits) MarkParam(p Param) {
+	if n := len(e.list); n > 0 {
+		e.list[n-1].param = int8(p) + 1
+	}
 }
 
 // Reset empties the list, keeping its memory.
@@ -38,6 +47,28 @@ func (e *Edits) ReplaceNumber(start, end int, v float64) {
 	s := len(e.buf)
 	e.buf = AppendNumber(e.buf, v)
 	e.list = append(e.list, Edit{Start: start, End: end, text: Span{s, len(e.buf)}})
+}
+
+// ReplaceInt is ReplaceNumber for an integer, written as plain decimal
+// digits at any size.
+func (e *Edits) ReplaceInt(start, end int, v int64) {
+	s := len(e.buf)
+	e.buf = strconv.AppendInt(e.buf, v, 10)
+	e.list = append(e.list, Edit{Start: start, End: end, text: Span{s, len(e.buf)}})
+}
+
+// InsertInt is InsertMember for an integer, written as plain decimal
+// digits at any size.
+func (e *Edits) InsertInt(req *Request, key string, v int64) {
+	s := len(e.buf)
+	if req.Members > 0 || e.insertedAt(req.Close) {
+		e.buf = append(e.buf, ',')
+	}
+	e.buf = append(e.buf, '"')
+	e.buf = append(e.buf, key...)
+	e.buf = append(e.buf, '"', ':')
+	e.buf = strconv.AppendInt(e.buf, v, 10)
+	e.list = append(e.list, Edit{Start: req.Close, End: req.Close, text: Span{s, len(e.buf)}})
 }
 
 // InsertMember records a new top-level member `"key":<number>` inserted
@@ -95,6 +126,48 @@ func (e *Edits) Apply(dst, body []byte) []byte {
 		pos = ed.End
 	}
 	return append(dst, body[pos:]...)
+}
+
+// ApplyWith is Apply with the edits of more applied too, as if recorded
+// after e's: per-arm edits (the model name, the arm's prompt) are kept
+// apart so that the same client edits serve either arm. Edits of e and
+// more must not overlap; at one offset e's insertions come first.
+//
+// skip is a bit set of parameters (1<<Param) whose edits in e (MarkParam)
+// are left out: more sets them instead.
+func (e *Edits) ApplyWith(dst, body []byte, more *Edits, skip uint16) []byte {
+	if (more == nil || len(more.list) == 0) && skip == 0 {
+		return e.Apply(dst, body)
+	}
+	a, b := e.sorted(), more.sorted()
+	pos := 0
+	for len(a) > 0 || len(b) > 0 {
+		var ed Edit
+		var buf []byte
+		if len(b) == 0 || len(a) > 0 && a[0].Start <= b[0].Start {
+			ed, buf, a = a[0], e.buf, a[1:]
+			if ed.param > 0 && skip&(1<<(ed.param-1)) != 0 {
+				continue
+			}
+		} else {
+			ed, buf, b = b[0], more.buf, b[1:]
+		}
+		dst = append(dst, body[pos:ed.Start]...)
+		dst = append(dst, buf[ed.text.Start:ed.text.End]...)
+		pos = ed.End
+	}
+	return append(dst, body[pos:]...)
+}
+
+// sorted sorts the list by offset, stably, and returns it.
+func (e *Edits) sorted() []Edit {
+	l := e.list
+	for i := 1; i < len(l); i++ {
+		for j := i; j > 0 && l[j].Start < l[j-1].Start; j-- {
+			l[j], l[j-1] = l[j-1], l[j]
+		}
+	}
+	return l
 }
 
 // AppendNumber appends v in the shortest JSON form that reads back to the

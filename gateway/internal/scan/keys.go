@@ -36,6 +36,8 @@ func (s *scanner) classifyKey(start, end int) (key, Param) {
 		return keyMessages, 0
 	case "tools":
 		return keyTools, 0
+	case "prompt", "input":
+		return keyPrompt, 0
 	}
 	for i, n := range paramNames {
 		if string(name) == n {

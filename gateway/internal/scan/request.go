@@ -124,5 +124,18 @@ type Request struct {
 	// that has one (empty span when none), for repeated-call detection.
 	LastToolCalls Span
 
-	msgBytes, toolsBytes int64 // the two parts of TextBytes, so a repeated key replaces its own part
+	// System is the first message whose role is "system" or "developer"
+	// (Kind absent when none): Value spans the whole message object, and
+	// SystemContent its "content" value (absent when it has none).
+	// MessagesOpen is the offset just after the messages array's '['
+	// (0 when messages is not an array). A per-arm prompt is edited
+	// through them (SPEC §6.6).
+	System        Member
+	SystemContent Member
+	MessagesOpen  int
+
+	// Prompt is completions' "prompt" or embeddings' "input" (rev. 2).
+	Prompt Member
+
+	msgBytes, toolsBytes, promptBytes int64 // the two parts of TextBytes, so a repeated key replaces its own part
 }

@@ -23,6 +23,7 @@ const (
 	keyStreamOptions
 	keyMessages
 	keyTools
+	keyPrompt // completions' prompt, embeddings' input: text measured
 )
 
 // Scan reads body once and fills r. It returns a *SyntaxError for invalid
@@ -77,6 +78,8 @@ func Scan(body []byte, r *Request) error {
 			m.Kind, err = s.tools(r)
 		case keyStreamOptions:
 			m.Kind, err = s.streamOptions(r)
+		case keyPrompt:
+			m.Kind, err = s.promptText(r)
 		default:
 			m.Kind, err = s.value(0, nil)
 		}
@@ -95,7 +98,7 @@ func Scan(body []byte, r *Request) error {
 			s.ws()
 		case '}':
 			r.Close = s.i
-			r.TextBytes = r.msgBytes + r.toolsBytes
+			r.TextBytes = r.msgBytes + r.toolsBytes + r.promptBytes
 			s.i++
 			return s.end()
 		default:
@@ -135,8 +138,47 @@ func (r *Request) record(k key, p Param, m Member, b []byte) error {
 		r.Messages = m
 	case keyTools:
 		r.Tools = m
+	case keyPrompt:
+		r.Prompt = m
 	}
 	return err
+}
+
+// tokenIDBytes is what one token id of a pre-tokenized prompt counts
+// toward TextBytes: the estimator's default bytes per token.
+const tokenIDBytes = 4
+
+// promptText reads completions' "prompt" or embeddings' "input": a
+// string, an array of strings, a token-id array or an array of them.
+// Strings count their UTF-8 bytes; a token id counts tokenIDBytes.
+func (s *scanner) promptText(r *Request) (Kind, error) {
+	r.promptBytes = 0
+	var elem func(depth int) error
+	elem = func(depth int) error {
+		switch s.peek() {
+		case '"':
+			return s.skipString(&r.promptBytes)
+		case '[':
+			if depth > 2 {
+				_, err := s.value(depth, nil)
+				return err
+			}
+			return s.array(depth+1, func() error { return elem(depth + 1) })
+		}
+		k, err := s.value(depth, nil)
+		if k == KindNumber {
+			r.promptBytes += tokenIDBytes
+		}
+		return err
+	}
+	if s.peek() == '"' || s.peek() == '[' {
+		k := KindString
+		if s.peek() == '[' {
+			k = KindArray
+		}
+		return k, elem(1)
+	}
+	return s.value(1, nil)
 }
 
 // scanner is a cursor over the body. Its methods advance s.i past what they

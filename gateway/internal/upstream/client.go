@@ -18,6 +18,7 @@ package upstream
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -47,9 +48,12 @@ type Client struct {
 
 	addr   string // host:port to dial
 	host   string // Host header
+	base   string // path prefix up to the API version ("/v1", "/v2", "/openai/v1")
 	path   string // request path of chat completions
+	paths  [numEndpoints]string
 	auth   []byte // "Bearer <key>", or nil
 	dialer net.Dialer
+	tls    *tls.Config // nil for http://
 
 	// slots holds one token per open connection (dialing, in use or
 	// idle); its capacity is max_connections. A connection takes its
@@ -72,16 +76,28 @@ func New(u config.Upstream) (*Client, error) {
 	if err != nil || p.Host == "" {
 		return nil, fmt.Errorf("upstream url %q: not an absolute URL", config.RedactURL(u.URL))
 	}
-	if p.Scheme != "http" {
-		return nil, fmt.Errorf("upstream url %q: only http:// upstreams are supported", config.RedactURL(u.URL))
+	var tc *tls.Config
+	switch p.Scheme {
+	case "http":
+	case "https":
+		if tc, err = TLSConfig(p.Hostname(), u.TLS); err != nil {
+			return nil, fmt.Errorf("upstream url %q: %w", config.RedactURL(u.URL), err)
+		}
+	default:
+		return nil, fmt.Errorf("upstream url %q: only http:// and https:// upstreams are supported", config.RedactURL(u.URL))
 	}
 	addr := p.Host
 	if p.Port() == "" {
-		addr = net.JoinHostPort(p.Hostname(), "80")
+		port := "80"
+		if tc != nil {
+			port = "443"
+		}
+		addr = net.JoinHostPort(p.Hostname(), port)
 	}
-	path := strings.TrimSuffix(p.Path, "/")
-	if !strings.HasSuffix(path, "/v1") {
-		path += "/v1"
+	// The url is an SDK's base_url: up to the API version; no path is /v1.
+	path := strings.TrimSuffix(p.EscapedPath(), "/")
+	if path == "" {
+		path = "/v1"
 	}
 	maxConns := u.MaxConnections
 	if maxConns <= 0 {
@@ -98,11 +114,16 @@ func New(u config.Upstream) (*Client, error) {
 		MaxDuration: u.MaxDuration,
 		addr:        addr,
 		host:        p.Host,
+		base:        path,
 		path:        path + "/chat/completions",
+		tls:         tc,
 		dialer:      net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second},
 		slots:       make(chan struct{}, maxConns),
 		maxIdle:     min(maxIdleConns, maxConns),
 		wake:        make(chan struct{}, 1),
+	}
+	for ep, p := range endpointPaths {
+		c.paths[ep] = c.base + p
 	}
 	if k := u.APIKey.Reveal(); k != "" {
 		c.auth = []byte("Bearer " + k)
@@ -142,6 +163,25 @@ func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.Request
 // is part of the wait for response headers: a request that gets none in
 // time fails with ErrTimeout like one whose upstream is slow to answer.
 func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
+	return c.DoEndpoint(ctx, Chat, headerTimeout, body, hdr)
+}
+
+// Endpoint is an OpenAI API endpoint below the upstream's base URL.
+type Endpoint uint8
+
+// The endpoints the gateway proxies (SPEC §3).
+const (
+	Chat        Endpoint = iota // /chat/completions
+	Completions                 // /completions
+	Embeddings                  // /embeddings
+	Responses                   // /responses
+	numEndpoints
+)
+
+var endpointPaths = [numEndpoints]string{"/chat/completions", "/completions", "/embeddings", "/responses"}
+
+// DoEndpoint is DoWithin for the endpoint ep.
+func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
 	if ctx.Err() != nil {
 		// Not one byte to an upstream for a request already given up.
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -152,7 +192,10 @@ func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI(c.path)
+	if ep >= numEndpoints {
+		ep = Chat
+	}
+	req.SetRequestURI(c.paths[ep])
 	req.Header.SetHost(c.host)
 	req.Header.SetContentTypeBytes(jsonType)
 	if hdr != nil {
@@ -347,6 +390,24 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 			return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrTimeout, c.addr, err)
 		}
 		return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrUnreachable, c.addr, err)
+	}
+	if c.tls != nil {
+		tc := tls.Client(nc, c.tls)
+		hctx, hcancel := dctx, context.CancelFunc(func() {})
+		if c.dialer.Timeout > 0 { // connect_timeout bounds TCP + TLS
+			hctx, hcancel = context.WithTimeout(dctx, c.dialer.Timeout)
+		}
+		err := tc.HandshakeContext(hctx)
+		hcancel()
+		if err != nil {
+			_ = nc.Close()
+			<-c.slots
+			if dctx.Err() == context.DeadlineExceeded {
+				return nil, false, fmt.Errorf("%w: TLS handshake with %s: %v", ErrTimeout, c.addr, err)
+			}
+			return nil, false, fmt.Errorf("%w: TLS handshake with %s: %v", ErrUnreachable, c.addr, err)
+		}
+		nc = tc
 	}
 	cn := &conn{nc: nc, slots: c.slots}
 	cn.br = bufio.NewReaderSize(readerFunc(cn.read), 16<<10)

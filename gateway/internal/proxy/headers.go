@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"bytes"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/valyala/fasthttp"
+)
+
+// upstreamRequestID is the name under which an upstream's x-request-id
+// reaches the client: the gateway's own x-request-id names the request.
+const upstreamRequestID = "x-upstream-request-id"
+
+// passedHeader reports the client-side name of an upstream response
+// header that describes the answer (SPEC §3): x-ratelimit-*,
+// retry-after, openai-*, and x-request-id as x-upstream-request-id. It
+// returns "" for every other header: hop-by-hop and framing headers are
+// the gateway's own.
+func passedHeader(k []byte) string {
+	switch {
+	case hasPrefixFold(k, "x-ratelimit-"), hasPrefixFold(k, "openai-"):
+		return string(k)
+	case len(k) == len("retry-after") && hasPrefixFold(k, "retry-after"):
+		return "Retry-After"
+	case len(k) == len("x-request-id") && hasPrefixFold(k, "x-request-id"):
+		return upstreamRequestID
+	}
+	return ""
+}
+
+func hasPrefixFold(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && bytes.EqualFold(b[:len(prefix)], []byte(prefix))
+}
+
+// namedIn reports whether the Connection header value conn lists the
+// header k (a hop-by-hop header by the sender's declaration, RFC 9110
+// §7.6.1).
+func namedIn(conn, k []byte) bool {
+	for len(conn) > 0 {
+		tok := conn
+		if i := bytes.IndexByte(conn, ','); i >= 0 {
+			tok, conn = conn[:i], conn[i+1:]
+		} else {
+			conn = nil
+		}
+		if bytes.EqualFold(bytes.TrimSpace(tok), k) {
+			return true
+		}
+	}
+	return false
+}
+
+// keepAnswerHeaders records the upstream answer's headers that are
+// passed to the client, replacing any recorded before (a failed gray
+// attempt's, when primary answers after it).
+func (x *exchange) keepAnswerHeaders(h *fasthttp.ResponseHeader) {
+	x.ahdrs, x.abuf = x.ahdrs[:0], x.abuf[:0]
+	if h == nil {
+		return
+	}
+	conn := h.Peek(fasthttp.HeaderConnection)
+	for k, v := range h.All() {
+		name := passedHeader(k)
+		if name == "" || len(conn) > 0 && namedIn(conn, k) {
+			continue
+		}
+		ks := len(x.abuf)
+		x.abuf = append(x.abuf, name...)
+		vs := len(x.abuf)
+		x.abuf = append(x.abuf, v...)
+		x.ahdrs = append(x.ahdrs, header{scan.Span{Start: ks, End: vs}, scan.Span{Start: vs, End: len(x.abuf)}})
+	}
+}
+
+// writeAnswerHeaders sets the recorded upstream headers on the client's
+// response.
+func (x *exchange) writeAnswerHeaders(c *fiber.Ctx) {
+	for _, kv := range x.ahdrs {
+		c.Response().Header.SetBytesKV(x.abuf[kv.k.Start:kv.k.End], x.abuf[kv.v.Start:kv.v.End])
+	}
+}

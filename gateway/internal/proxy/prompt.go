@@ -1,0 +1,88 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/schemas/config"
+)
+
+// This file is an arm's system prompt (SPEC §6.6): one more in-place edit
+// of the single pass, recorded per arm so that the client's edits serve
+// either arm.
+
+// armPrompt is an arm's prompt, JSON-encoded once at start.
+type armPrompt struct {
+	prepend bool
+	// quoted is the text as a JSON string; prefix the same string
+	// without its closing quote, followed by a blank line (prepend puts
+	// it before the client's own string); message a whole system message.
+	quoted, prefix, message string
+}
+
+func newArmPrompt(p *config.Prompt) *armPrompt {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(string(p.Text)) // validated UTF-8 at load
+	q := string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+	return &armPrompt{
+		prepend: p.Mode == config.PromptPrepend,
+		quoted:  q,
+		prefix:  q[:len(q)-1] + `\n\n`,
+		message: `{"role":"system","content":` + q + `}`,
+	}
+}
+
+// edit records in e the prompt's edit of a chat request: replace puts the
+// text in place of the first system (or developer) message's content, or
+// in front of the messages when there is none; prepend puts it before
+// that message's own text, separated by a blank line.
+func (p *armPrompt) edit(body []byte, r *scan.Request, e *scan.Edits) {
+	if p == nil || r.Messages.Kind != scan.KindArray || r.MessagesOpen == 0 {
+		return
+	}
+	c := r.SystemContent
+	switch {
+	case r.System.Kind == scan.KindAbsent:
+		text := p.message
+		if r.MessageCount > 0 {
+			text += ","
+		}
+		e.Replace(r.MessagesOpen, r.MessagesOpen, text)
+	case p.prepend && c.Kind == scan.KindString:
+		// `"client` becomes `"prompt\n\nclient`.
+		e.Replace(c.Value.Start, c.Value.Start+1, p.prefix)
+	case p.prepend && c.Kind == scan.KindArray:
+		part := `{"type":"text","text":` + p.prefix + `"}`
+		if len(bytes.TrimSpace(body[c.Value.Start+1:c.Value.End-1])) > 0 {
+			part += ","
+		}
+		e.Replace(c.Value.Start+1, c.Value.Start+1, part)
+	case c.Present():
+		e.Replace(c.Value.Start, c.Value.End, p.quoted)
+	default: // a system message without content
+		e.Replace(r.System.Value.Start, r.System.Value.End, p.message)
+	}
+}
+
+// armParam is one sampling value an arm sets, as JSON text.
+type armParam struct {
+	p            scan.Param
+	text, member string // the value; `"key":value`
+}
+
+// paramEdits records in e the arm's sampling values: a value the client
+// sent is replaced where it stands, a missing key is added before the
+// closing brace. The contract's own edits of these keys are left out by
+// the caller (ApplyWith's skip).
+func (a *arm) paramEdits(r *scan.Request, e *scan.Edits) {
+	for _, ap := range a.params {
+		if m := r.Params[ap.p]; m.Present() {
+			e.Replace(m.Value.Start, m.Value.End, ap.text)
+			continue
+		}
+		e.InsertRaw(r, ap.member)
+	}
+}

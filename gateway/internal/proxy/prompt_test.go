@@ -1,0 +1,160 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/schemas/config"
+)
+
+func TestArmPromptEdit(t *testing.T) {
+	text := "Be <brief>.\n\"v1.3\""
+	replace := newArmPrompt(&config.Prompt{Text: []byte(text), Mode: config.PromptReplace})
+	prepend := newArmPrompt(&config.Prompt{Text: []byte(text), Mode: config.PromptPrepend})
+	cases := []struct {
+		name string
+		p    *armPrompt
+		body string
+		want string // the messages after the edit, as JSON
+	}{
+		{"replace system", replace, `{"messages":[{"role":"system","content":"old"},{"role":"user","content":"hi"}]}`,
+			`[{"role":"system","content":"Be <brief>.\n\"v1.3\""},{"role":"user","content":"hi"}]`},
+		{"replace developer parts", replace, `{"messages":[{"role":"user","content":"a"},{"content":[{"type":"text","text":"x"}],"role":"developer"}]}`,
+			`[{"role":"user","content":"a"},{"content":"Be <brief>.\n\"v1.3\"","role":"developer"}]`},
+		{"replace none: in front", replace, `{"messages":[{"role":"user","content":"hi"}]}`,
+			`[{"role":"system","content":"Be <brief>.\n\"v1.3\""},{"role":"user","content":"hi"}]`},
+		{"empty messages", replace, `{"messages":[ ]}`, `[{"role":"system","content":"Be <brief>.\n\"v1.3\""}]`},
+		{"system without content", replace, `{"messages":[{"role":"system"}]}`, `[{"role":"system","content":"Be <brief>.\n\"v1.3\""}]`},
+		{"prepend string", prepend, `{"messages":[{"role":"system","content":"own \u00e9"}]}`,
+			`[{"role":"system","content":"Be <brief>.\n\"v1.3\"\n\nown é"}]`},
+		{"prepend parts", prepend, `{"messages":[{"role":"system","content":[{"type":"text","text":"own"}]}]}`,
+			`[{"role":"system","content":[{"type":"text","text":"Be <brief>.\n\"v1.3\"\n\n"},{"type":"text","text":"own"}]}]`},
+		{"prepend none", prepend, `{"messages":[{"role":"user","content":"hi"}]}`,
+			`[{"role":"system","content":"Be <brief>.\n\"v1.3\""},{"role":"user","content":"hi"}]`},
+		{"only the first system message", replace, `{"messages":[{"role":"system","content":"a"},{"role":"system","content":"b"}]}`,
+			`[{"role":"system","content":"Be <brief>.\n\"v1.3\""},{"role":"system","content":"b"}]`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var r scan.Request
+			var e scan.Edits
+			if err := scan.Scan([]byte(c.body), &r); err != nil {
+				t.Fatal(err)
+			}
+			c.p.edit([]byte(c.body), &r, &e)
+			out := e.Apply(nil, []byte(c.body))
+			var got struct{ Messages json.RawMessage }
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("edited body %s: %v", out, err)
+			}
+			var g, w any
+			_ = json.Unmarshal(got.Messages, &g)
+			_ = json.Unmarshal([]byte(c.want), &w)
+			gb, _ := json.Marshal(g)
+			wb, _ := json.Marshal(w)
+			if string(gb) != string(wb) {
+				t.Errorf("messages = %s; want %s", gb, wb)
+			}
+		})
+	}
+}
+
+// recordingUpstream answers surfaceAnswer and keeps the bodies it received.
+func recordingUpstream(t *testing.T) (*httptest.Server, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, surfaceAnswer)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), bodies...) }
+}
+
+// A prompt-only gray (no url) sends its prompt to primary's upstream and
+// model; the headers name the serving arm's prompt.
+func TestPromptOnlyGray(t *testing.T) {
+	up, bodies := recordingUpstream(t)
+	cfg := grayConfig(t, up.URL, "", 100)
+	d := cfg.Deployments["qwen"]
+	d.Rollout.SchemaJSON = nil
+	text := []byte("You are v1.3.")
+	sum := sha256.Sum256(text)
+	hash := hex.EncodeToString(sum[:])
+	d.Gray = &config.Upstream{Timeout: d.Gray.Timeout, StreamIdleTimeout: d.Gray.StreamIdleTimeout,
+		Prompt: &config.Prompt{Version: "v1.3", Mode: config.PromptReplace, Text: text, Hash: hash}}
+	d.Primary.Prompt = &config.Prompt{Version: "v1.2", Mode: config.PromptReplace, Text: []byte("You are v1.2."), Hash: "ab" + hash[2:]}
+	g, rec := startObserved(t, cfg)
+
+	body := `{"model":"agent-chat","messages":[{"role":"system","content":"client"},{"role":"user","content":"hello"}]}`
+	resp, got := post(t, g.url, body)
+	if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != "gray" {
+		t.Fatalf("status %d arm %q: %s", resp.StatusCode, resp.Header.Get("x-gateway-arm"), got)
+	}
+	if v, h := resp.Header.Get("x-gateway-prompt-version"), resp.Header.Get("x-gateway-prompt-hash"); v != "v1.3" || h != hash[:16] {
+		t.Errorf("prompt headers = %q, %q; want v1.3, %s", v, h, hash[:16])
+	}
+	sent := bodies()
+	want := `{"model":"qwen2.5-32b-v1","messages":[{"role":"system","content":"You are v1.3."},{"role":"user","content":"hello"}]}`
+	if len(sent) != 1 || sent[0] != want {
+		t.Errorf("upstream got %q; want %q", sent, want)
+	}
+	recs := rec.waitRecords(t, 1)
+	if recs[0].PromptVersion != "v1.3" || recs[0].PromptHash != hash {
+		t.Errorf("record prompt = %q %q; want v1.3 %s", recs[0].PromptVersion, recs[0].PromptHash, hash)
+	}
+
+	// Forced to primary: primary's prompt.
+	resp, got = post(t, g.url, body, "X-Gray-Rollout", "false")
+	if resp.Header.Get("x-gateway-arm") == "primary" && resp.Header.Get("x-gateway-prompt-version") != "v1.2" {
+		t.Errorf("primary prompt header = %q; want v1.2 (%s)", resp.Header.Get("x-gateway-prompt-version"), got)
+	}
+}
+
+// An arm's params replace the client's values and the contract's
+// injection of the same key; the other arm keeps both.
+func TestArmParamsInjected(t *testing.T) {
+	up, bodies := recordingUpstream(t)
+	cfg := grayConfig(t, up.URL, "", 100)
+	d := cfg.Deployments["qwen"]
+	d.Rollout.SchemaJSON = nil
+	cfg.SamplingContract = &config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{
+		"top_k": {Min: 1, Max: 9007199254740995, IntMin: 1, IntMax: 9007199254740995, HasDefault: true, Default: 40, IntDefault: 40},
+	}}
+	d.Gray = &config.Upstream{Model: "next", Timeout: d.Gray.Timeout, StreamIdleTimeout: d.Gray.StreamIdleTimeout,
+		Params: config.ArmParams{"top_k": {Value: 9007199254740992, Int: 9007199254740993}, "temperature": {Value: 0.25}}}
+	g := startGateway(t, cfg)
+	cases := []struct{ name, body, want string }{
+		{"absent: injected once", `{"model":"agent-chat","messages":[]}`,
+			`{"model":"next","messages":[],"temperature":0.25,"top_k":9007199254740993}`},
+		{"null replaced", `{"model":"agent-chat","top_k":null,"messages":[]}`,
+			`{"model":"next","top_k":9007199254740993,"messages":[],"temperature":0.25}`},
+		{"client value replaced", `{"model":"agent-chat","temperature":1,"top_k":30,"messages":[]}`,
+			`{"model":"next","temperature":0.25,"top_k":9007199254740993,"messages":[]}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := len(bodies())
+			resp, body := post(t, g.url, c.body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			sent := bodies()[n:]
+			if len(sent) != 1 || sent[0] != c.want {
+				t.Errorf("gray got %q; want %q", sent, c.want)
+			}
+		})
+	}
+}
