@@ -748,7 +748,7 @@ func TestReferencedMetricsExist(t *testing.T) {
 	cfgPath := filepath.Join(work, "graygate.yaml")
 	writeFile(t, cfgPath, fmt.Sprintf(testConfig, natsURL, gwPort, adminPort, filepath.Join(work, "spool"),
 		up.primary, up.gray, up.broken, anPort, colPort))
-	env := []string{"INFRA_TEST_KEY=k", "GRAYGATE_ADMIN_TOKEN=admin-token", "GRAYGATE_API_TOKEN=api-token"}
+	env := []string{"INFRA_TEST_KEY=k", "GRAYGATE_ADMIN_TOKEN=admin-token", "GRAYGATE_API_TOKEN=api-token", "GRAYGATE_FORCE_TOKENS=force-token"}
 
 	// Analyzer first: it must be following the stream when the gray fails.
 	startProcess(t, "analyzer", env, bin["analyzer"], "serve", "--config", cfgPath)
@@ -800,6 +800,9 @@ func TestReferencedMetricsExist(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		for k, v := range hdr {
 			req.Header.Set(k, v)
+			if k == "X-Gray-Rollout" {
+				req.Header.Set("Authorization", "Bearer force-token") // only testers may force an arm
+			}
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -826,11 +829,21 @@ func TestReferencedMetricsExist(t *testing.T) {
 	}
 
 	// Gray and primary answers that pass every gate on infra-promote: the
-	// analyzer promotes it from 10 to 20 %% after the 1s hold.
-	for i := 0; i < 3; i++ {
-		chat("infra-promote", "", map[string]string{"X-Gray-Rollout": "true"})
-		chat("infra-promote", "", map[string]string{"X-Gray-Rollout": "false"})
+	// analyzer promotes it from 10 to 20 %% after the 1s hold. A gate passes
+	// only once its confidence bound is inside the threshold, and a p99's
+	// upper bound needs about 1,700 answers per arm (analyzer README).
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 250; i++ {
+				chat("infra-promote", "", map[string]string{"X-Gray-Rollout": "true"})
+				chat("infra-promote", "", map[string]string{"X-Gray-Rollout": "false"})
+			}
+		}()
 	}
+	wg.Wait()
 
 	// The analyzer rolls infra-chat back (schema drift: invalid JSON) and
 	// promotes infra-promote; the gateway applies the rollback.
@@ -970,8 +983,7 @@ gateway:
   admin_listen: 127.0.0.1:%d
   spool_dir: %s
   rollout_stale_after: 60s
-  # Until the analyzer reads the per-arm statistics, it needs every
-  # request's event, primary's included.
+  # Every request's event, so the collector's series all appear.
   request_log: all
 sampling_contract:
   conflict: reject

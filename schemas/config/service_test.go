@@ -115,7 +115,7 @@ func TestSecureByDefault(t *testing.T) {
 		{"all interfaces without tokens refuses", doc("0.0.0.0:8080", ""), nil, "allow_unauthenticated", ""},
 		{"empty host without tokens refuses", doc(":8080", ""), nil, "allow_unauthenticated", ""},
 		{"client tokens serve anywhere", doc("0.0.0.0:8080", ""), map[string]string{"GRAYGATE_CLIENT_TOKENS": "a,b"}, "", ""},
-		{"a force token is a client token", doc("0.0.0.0:8080", ""), map[string]string{"GRAYGATE_FORCE_TOKENS": "f"}, "", ""},
+		{"force tokens alone do not close /v1/*", doc("0.0.0.0:8080", ""), map[string]string{"GRAYGATE_FORCE_TOKENS": "f"}, "allow_unauthenticated", ""},
 		{"allow_unauthenticated serves and warns", doc(`"[::]:8080"`, "  allow_unauthenticated: true\n"), nil, "", "allow_unauthenticated"},
 	}
 	for _, c := range cases {

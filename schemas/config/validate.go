@@ -382,17 +382,18 @@ func (d *decoder) validateNATS(n *NATS) {
 
 // validateClientAuth is secure by default (SPEC §11): /v1/* on a
 // non-loopback listen needs client tokens unless allow_unauthenticated
-// says otherwise, and then warns. A force token is a client token too.
+// says otherwise, and then warns. Force tokens alone do not close /v1/*
+// (they only grant the force header), so they do not count here.
 func (d *decoder) validateClientAuth(c *Config) {
 	g := &c.Gateway
 	if d.failed["gateway.listen"] {
 		return
 	}
-	if len(g.ClientTokens) == 0 && len(g.ForceTokens) == 0 && !IsLoopback(g.Listen) {
+	if len(g.ClientTokens) == 0 && !IsLoopback(g.Listen) {
 		if g.AllowUnauthenticated {
 			d.warnf("gateway.allow_unauthenticated", nil,
-				"true: /v1/* on %s serves anyone who can reach it, without a token (no tokens in %s or %s)",
-				g.Listen, g.ClientTokensEnv, g.ForceTokensEnv)
+				"true: /v1/* on %s serves anyone who can reach it, without a token (no client tokens in %s)",
+				g.Listen, g.ClientTokensEnv)
 		} else {
 			d.errorf("gateway.listen", nil,
 				"%s is not a loopback address and no client tokens are set (%s, gateway.client_tokens_env): set tokens, listen on loopback, or set gateway.allow_unauthenticated: true to serve /v1/* to anyone",

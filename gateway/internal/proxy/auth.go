@@ -62,12 +62,18 @@ type clientAuth struct {
 }
 
 // authenticate checks the request headers' bearer token against the
-// client and force tokens. With none of either configured, every request
-// may use /v1/* and none may force an arm.
+// client and force tokens. Without client tokens every request may use
+// /v1/* (force tokens alone do not close the API: they only grant the
+// force header); with none of either, nobody may force an arm.
 func (s *Server) authenticate(h *fasthttp.RequestHeader) clientAuth {
 	tok, ok := bearerToken(h.Peek(fiber.HeaderAuthorization))
-	if len(s.clientTokens) == 0 {
-		return clientAuth{ok: true, token: tok}
+	if !s.requireToken {
+		a := clientAuth{ok: true, token: tok}
+		if ok && len(s.forceTokens) > 0 {
+			d := sha256.Sum256(tok)
+			a.force = s.forceTokens.has(&d)
+		}
+		return a
 	}
 	if !ok {
 		return clientAuth{}
@@ -86,7 +92,7 @@ func (s *Server) authenticate(h *fasthttp.RequestHeader) clientAuth {
 // cannot make the gateway buffer one (SPEC §11). Its body is refused
 // unread and clientErrorHandler answers 401.
 func (s *Server) clientHeaderReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if len(s.clientTokens) == 0 || s.authenticate(h).ok {
+	if !s.requireToken || s.authenticate(h).ok {
 		return fasthttp.RequestConfig{}
 	}
 	return fasthttp.RequestConfig{MaxRequestBodySize: unauthBodyLimit}

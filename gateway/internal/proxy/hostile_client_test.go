@@ -420,3 +420,27 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 		}
 	}
 }
+
+// TestForceTokensAloneKeepTheAPIOpen: with force tokens and no client
+// tokens (a loopback gateway for a team's testers), /v1/* stays open to
+// every client, and only a force token's holder can choose an arm.
+func TestForceTokensAloneKeepTheAPIOpen(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t)
+	cfg := grayConfig(t, primary.URL, gray.URL, 0) // force token: testerToken, no client tokens
+	s := newServer(t, cfg)
+	s.Rollouts().Set(rollout.New("qwen", 0, rollout.Testing, 1, events.ActorAdmin, "testing", time.Now()))
+	g := serveServer(t, s)
+	for _, c := range []struct {
+		name, auth, want string
+	}{
+		{"no token", "", "primary"},
+		{"another token", "Bearer someone", "primary"},
+		{"the force token", "Bearer " + testerToken, "gray"},
+	} {
+		resp, body := post(t, g.url, chatBody, "Authorization", c.auth, "X-Gray-Rollout", "true")
+		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != c.want {
+			t.Errorf("%s: status %d arm %q (%s); want 200 from %s", c.name, resp.StatusCode, resp.Header.Get("x-gateway-arm"), body, c.want)
+		}
+	}
+}

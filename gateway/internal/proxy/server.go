@@ -51,6 +51,7 @@ type Server struct {
 	deployments  map[string]*deployment
 	modelsBody   []byte
 	clientTokens tokenSet // client and force tokens: either may use /v1/*
+	requireToken bool     // client tokens are configured: /v1/* needs one
 	forceTokens  tokenSet // may use a rollout force header
 	adminToken   tokenSet // at most one
 
@@ -131,6 +132,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		routes:       make(map[string]*route),
 		deployments:  make(map[string]*deployment),
 		clientTokens: newTokenSet(cfg.Gateway.ClientTokens, cfg.Gateway.ForceTokens),
+		requireToken: len(cfg.Gateway.ClientTokens) > 0,
 		forceTokens:  newTokenSet(cfg.Gateway.ForceTokens),
 		clientConns:  &connCounter{client: true},
 		contract:     contract.New(cfg.SamplingContract),
