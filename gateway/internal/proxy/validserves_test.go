@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // gatewayConfigs are the shapes the gateway's tests serve, as YAML.

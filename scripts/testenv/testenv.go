@@ -34,7 +34,7 @@ var (
 func RepoRoot(t testing.TB) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
 // Binary builds the main package at pkg (relative to the repo root, e.g.
@@ -327,7 +327,7 @@ func UUIDv7(t testing.TB) string {
 func Command(bin string, env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	_, file, _, _ := runtime.Caller(0)
-	cmd.Dir = filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	cmd.Dir = filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 	cmd.Env = append(cleanEnviron(), env...)
 	return cmd
 }
