@@ -181,6 +181,7 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 	return ev
 }
 
+
 // schemaFailure returns the failing schema_failure_rate result.
 func schemaFailure(results []events.GateResult) (events.GateResult, bool) {
 	for _, r := range results {
