@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/engine"
-	"github.com/graygate/graygate/analyzer/internal/natstest"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -160,13 +160,13 @@ func TestServeEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := natstest.Server(t)
-	_, js := natstest.Connect(t, url)
-	natstest.Streams(t, js)
+	url := testenv.StartNATS(t).URL
+	_, js := testenv.Connect(t, url)
+	testenv.Streams(t, js)
 	addr := freeAddr(t)
 	path := writeConfig(t, url, addr)
 	const dep = "qwen-32k"
-	_, rev := natstest.Publish(t, js, events.TypeRolloutChanged, &events.RolloutChanged{
+	_, rev := testenv.Publish(t, js, events.TypeRolloutChanged, &events.RolloutChanged{
 		Deployment: dep, Percentage: 10, Status: events.StatusActive, Reason: "config", Actor: events.ActorConfig,
 	}, time.Now().Add(-time.Hour), "", false)
 
@@ -211,8 +211,8 @@ func TestServeEndToEnd(t *testing.T) {
 		Arms: []events.ArmStats{primary}}
 	s2 := &events.StatsInterval{Deployment: dep, Gateway: "gw-2/bb", IntervalStart: start.Add(-time.Second), IntervalSeconds: 1,
 		Arms: []events.ArmStats{primary, gray}}
-	natstest.Publish(t, js, events.TypeStatsInterval, s1, start, "", false)
-	natstest.Publish(t, js, events.TypeStatsInterval, s2, start, "", false)
+	testenv.Publish(t, js, events.TypeStatsInterval, s1, start, "", false)
+	testenv.Publish(t, js, events.TypeStatsInterval, s2, start, "", false)
 	published := time.Now()
 
 	var s engine.Status

@@ -18,8 +18,8 @@ import (
 	"github.com/graygate/graygate/collector/internal/consume"
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/telemetry"
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 func logger() *slog.Logger {
@@ -94,8 +94,8 @@ func count(t testing.TB, pool *pgxpool.Pool, q string, args ...any) int {
 // Events of every type published to JetStream end up as rows, with the
 // stream sequence of each message.
 func TestRoundTrip(t *testing.T) {
-	pool, _ := testenv.Pool(t)
-	_, js := testenv.NATS(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 5*time.Second)
 	dep := "ct-" + testenv.Suffix()
@@ -132,8 +132,8 @@ func TestRoundTrip(t *testing.T) {
 // The same event never becomes two rows: not when republished with its id
 // (JetStream drops it), not with another message id (the insert skips it).
 func TestSameEventTwice(t *testing.T) {
-	pool, _ := testenv.Pool(t)
-	_, js := testenv.NATS(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 5*time.Second)
 	dep := "ct-" + testenv.Suffix()
@@ -155,7 +155,7 @@ func TestSameEventTwice(t *testing.T) {
 	})
 	// Past the duplicate window (or from a spool), the same event arrives
 	// under another message id: the collector skips it.
-	if !publish(t, js, d, env, testenv.ID(t)) {
+	if !publish(t, js, d, env, testenv.UUIDv7(t)) {
 		t.Fatal("publish with a new message id was dropped")
 	}
 	waitFor(t, 10*time.Second, "the second copy skipped", func() bool { return dup.Get() > before })
@@ -183,8 +183,8 @@ func (c *crashAfterCommit) Write(ctx context.Context, batch []store.Event) (stor
 }
 
 func TestCrashBetweenCommitAndAck(t *testing.T) {
-	pool, _ := testenv.Pool(t)
-	_, js := testenv.NATS(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 2*time.Second, events.RequestSubject(dep))
@@ -267,8 +267,8 @@ func (f *flakyStore) Write(ctx context.Context, batch []store.Event) (store.Resu
 
 // A failing database delays the events (Nak with backoff) and loses none.
 func TestWriteErrorsRedeliver(t *testing.T) {
-	pool, _ := testenv.Pool(t)
-	_, js := testenv.NATS(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 30*time.Second, events.RequestSubject(dep))
@@ -336,7 +336,7 @@ func (r *recorder) total() int {
 
 // Batches close at BatchSize events, or FlushInterval after their first.
 func TestBatching(t *testing.T) {
-	_, js := testenv.NATS(t)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 30*time.Second, events.RequestSubject(dep))
@@ -378,7 +378,7 @@ func TestBatching(t *testing.T) {
 // Messages that are not graygate events are terminated: counted, never
 // redelivered, and they do not hold up the events behind them.
 func TestInvalidMessagesTerminated(t *testing.T) {
-	_, js := testenv.NATS(t)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, time.Second, events.RequestSubject(dep))

@@ -79,7 +79,7 @@ func (r *recorder) waitRecords(t *testing.T, n int) []Record {
 
 func agentSchema(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "schemas", "contracts", "agent-action.schema.json"))
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "schemas", "contracts", "agent-action.schema.json"))
 	testenv.Must(t, err)
 	return b
 }
