@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -55,6 +56,9 @@ func (n *NATS) Start() {
 	n.s = s
 	n.URL = s.ClientURL()
 }
+
+// Addr is the server's host:port (the same across restarts).
+func (n *NATS) Addr() string { return fmt.Sprintf("127.0.0.1:%d", n.port) }
 
 // Stop shuts the server down (idempotent).
 func (n *NATS) Stop() {

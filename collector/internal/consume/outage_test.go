@@ -52,7 +52,7 @@ func TestPostgresOutage(t *testing.T) {
 			sent.Add(1)
 		}
 	}()
-	waitFor(t, 10*time.Second, "traffic flowing", func() bool { return count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep) > 200 })
+	testenv.WaitFor(t, 10*time.Second, "traffic flowing", func() bool { return count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep) > 200 })
 	proxy.Cut()
 	cutAt := sent.Load()
 	time.Sleep(3 * time.Second)
@@ -62,7 +62,7 @@ func TestPostgresOutage(t *testing.T) {
 	proxy.Restore()
 	restoredAt := sent.Load()
 	<-done
-	waitFor(t, 60*time.Second, "every event after the outage", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "every event after the outage", func() bool {
 		return count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep) == n
 	})
 	if got := count(t, pool, `SELECT count(DISTINCT request_id) FROM requests WHERE deployment = $1`, dep); got != n {
