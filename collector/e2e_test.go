@@ -19,8 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // collector is a running collector binary.
@@ -126,7 +126,7 @@ func (c *collector) get(t *testing.T, path, token string) (int, []byte) {
 // SIGTERM stops it cleanly.
 func TestE2ECollectorKilledUnderTraffic(t *testing.T) {
 	dbURL := testenv.Database(t)
-	_, js := testenv.NATS(t)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-e2e-" + testenv.Suffix()
 	dep := "ce-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 3*time.Second)

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )

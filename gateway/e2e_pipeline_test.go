@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/jackc/pgx/v5"
 )
 

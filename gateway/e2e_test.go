@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // The memory budget of SPEC §11, measured on a running gateway (README,

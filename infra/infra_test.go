@@ -16,8 +16,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,12 +37,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"gopkg.in/yaml.v3"
 
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // infraDir is the directory of this file (infra/); repoRoot its parent.
@@ -740,7 +738,7 @@ func TestReferencedMetricsExist(t *testing.T) {
 	}
 	all := exprs(t)
 	bin := buildBinaries(t)
-	natsURL := startNATS(t)
+	natsURL := testenv.StartNATS(t).URL
 	up := startUpstreams(t)
 
 	work := t.TempDir()
@@ -939,7 +937,7 @@ func republishFirst(t *testing.T, natsURL, stream string) {
 	for k, v := range m.Header {
 		msg.Header[k] = v
 	}
-	msg.Header.Set(jetstream.MsgIDHeader, "infra-test-republished-"+suffix())
+	msg.Header.Set(jetstream.MsgIDHeader, "infra-test-republished-"+testenv.Suffix())
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
@@ -966,12 +964,6 @@ func sqlExec(t *testing.T, dbURL, stmt string) {
 	if _, err := conn.Exec(ctx, stmt); err != nil {
 		t.Fatalf("%s: %v", stmt, err)
 	}
-}
-
-func suffix() string {
-	var b [5]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 const testConfig = `
@@ -1114,24 +1106,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startNATS runs a private JetStream server for the test.
-func startNATS(t *testing.T) string {
-	t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("in-process NATS did not start")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv.ClientURL()
-}
-
 // database creates a fresh database on DATABASE_URL's server (default the
 // local Postgres as user postgres) and returns its URL, dropped at the end;
 // or "" and why there is none.
@@ -1154,7 +1128,7 @@ func database(t *testing.T) (string, string) {
 		return "", fmt.Sprintf("Postgres unreachable (%v): the collector's metrics are not checked; set DATABASE_URL or start Postgres", err)
 	}
 	defer conn.Close(context.Background())
-	name := "graygate_infra_test_" + suffix()
+	name := "graygate_infra_test_" + testenv.Suffix()
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("create database: %v", err)
 	}

@@ -11,15 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/engine"
-	"github.com/graygate/graygate/analyzer/internal/natstest"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -122,33 +120,6 @@ analyzer:
 	return path
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// analyzerBinary builds the analyzer once per test run.
-var analyzerBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "graygate-analyzer-")
-	if err != nil {
-		return "", err
-	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-	bin := filepath.Join(dir, "analyzer")
-	cmd := exec.Command("go", "build", "-o", bin, "./analyzer")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./analyzer: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
 // TestServeEndToEnd runs the real binary on statistics: it merges them,
 // evaluates, and `analyzer status` and /metrics show every gate with its
 // stream class, estimate, bound and sample sizes. When the gates judge a
@@ -156,17 +127,14 @@ var analyzerBinary = sync.OnceValues(func() (string, error) {
 // gates land on branch gates), the rollback must follow within about
 // stats_interval + 1 s (SPEC §12).
 func TestServeEndToEnd(t *testing.T) {
-	bin, err := analyzerBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := natstest.Server(t)
-	_, js := natstest.Connect(t, url)
-	natstest.Streams(t, js)
-	addr := freeAddr(t)
+	bin := testenv.Binary(t, "./analyzer")
+	url := testenv.StartNATS(t).URL
+	_, js := testenv.Connect(t, url)
+	testenv.Streams(t, js)
+	addr := testenv.FreeAddr(t)
 	path := writeConfig(t, url, addr)
 	const dep = "qwen-32k"
-	_, rev := natstest.Publish(t, js, events.TypeRolloutChanged, &events.RolloutChanged{
+	_, rev := testenv.Publish(t, js, events.TypeRolloutChanged, &events.RolloutChanged{
 		Deployment: dep, Percentage: 10, Status: events.StatusActive, Reason: "config", Actor: events.ActorConfig,
 	}, time.Now().Add(-time.Hour), "", false)
 
@@ -196,7 +164,7 @@ func TestServeEndToEnd(t *testing.T) {
 	if !strings.Contains(line, "analyzer listening on "+addr) {
 		t.Fatalf("first stdout line %q; want the listen address; stderr:\n%s", line, stderr.String())
 	}
-	waitFor(t, "ready", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "ready", func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return false
@@ -211,12 +179,12 @@ func TestServeEndToEnd(t *testing.T) {
 		Arms: []events.ArmStats{primary}}
 	s2 := &events.StatsInterval{Deployment: dep, Gateway: "gw-2/bb", IntervalStart: start.Add(-time.Second), IntervalSeconds: 1,
 		Arms: []events.ArmStats{primary, gray}}
-	natstest.Publish(t, js, events.TypeStatsInterval, s1, start, "", false)
-	natstest.Publish(t, js, events.TypeStatsInterval, s2, start, "", false)
+	testenv.Publish(t, js, events.TypeStatsInterval, s1, start, "", false)
+	testenv.Publish(t, js, events.TypeStatsInterval, s2, start, "", false)
 	published := time.Now()
 
 	var s engine.Status
-	waitFor(t, "the statistics in analyzer status", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the statistics in analyzer status", func() bool {
 		var out strings.Builder
 		if err := Run(context.Background(), []string{"status", "--addr", addr, "--json"}, &out, io.Discard); err != nil {
 			t.Fatalf("analyzer status --json: %v", err)
@@ -262,7 +230,7 @@ func TestServeEndToEnd(t *testing.T) {
 	)
 
 	var rollback *events.RolloutChanged
-	waitFor(t, "a rollback", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "a rollback", func() bool {
 		rollback = lastRollout(t, js, dep)
 		return rollback != nil && rollback.Status == events.StatusRolledBack
 	})
@@ -276,7 +244,7 @@ func TestServeEndToEnd(t *testing.T) {
 	if rollback.Actor != events.ActorAnalyzer || rollback.Revision != rev || rollback.Trigger == nil || rollback.Trigger.Gate != events.GateSchemaFailureRate {
 		t.Errorf("rollback = %+v; want the analyzer's, from revision %d, naming schema_failure_rate", rollback, rev)
 	}
-	waitFor(t, "the rollback in analyzer status", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the rollback in analyzer status", func() bool {
 		out.Reset()
 		if err := Run(context.Background(), []string{"status", "--config", path}, &out, io.Discard); err != nil {
 			t.Fatalf("analyzer status: %v", err)
@@ -318,15 +286,4 @@ func lastRollout(t *testing.T, js jetstream.JetStream, dep string) *events.Rollo
 		t.Fatal(err)
 	}
 	return &rc
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 15s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/analyzer/internal/natstest"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -198,8 +198,7 @@ func BenchmarkEvaluate(b *testing.B) {
 //	go test -run '^$' -bench Replay -benchtime 3x ./analyzer/internal/engine/
 func BenchmarkReplay(b *testing.B) {
 	const seconds = 15
-	_, js := natstest.Connect(b, natstest.Server(b))
-	natstest.Streams(b, js)
+	_, js := testenv.NATSServer(b)
 	f := newFleet(b, time.Now().Truncate(time.Second).Add(-seconds*time.Second))
 	n := 0
 	for sec := range seconds {

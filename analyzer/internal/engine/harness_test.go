@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/gate"
-	"github.com/graygate/graygate/analyzer/internal/natstest"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -74,8 +74,7 @@ type env struct {
 // newEnv starts a private in-process server.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	_, js := natstest.Connect(t, natstest.Server(t))
-	natstest.Streams(t, js)
+	_, js := testenv.NATSServer(t)
 	return &env{t: t, js: js, clk: newClock(), dep: dep, patience: 10 * time.Second}
 }
 
@@ -108,8 +107,7 @@ func (v *env) bucket() string {
 // lose other tests' events.
 func systemEnv(t *testing.T) *env {
 	t.Helper()
-	_, js := natstest.Connect(t, natstest.System(t))
-	natstest.Streams(t, js)
+	_, js := testenv.SystemNATS(t)
 	return &env{t: t, js: js, clk: newClock(), dep: fmt.Sprintf("analyzer-test-%d", time.Now().UnixNano()), patience: time.Minute}
 }
 
@@ -366,7 +364,7 @@ func (v *env) publishStats(ss ...*events.StatsInterval) []string {
 	v.t.Helper()
 	ids := make([]string, len(ss))
 	for i, s := range ss {
-		ids[i], _ = natstest.Publish(v.t, v.js, events.TypeStatsInterval, s, s.IntervalStart.Add(time.Second), "", false)
+		ids[i], _ = testenv.Publish(v.t, v.js, events.TypeStatsInterval, s, s.IntervalStart.Add(time.Second), "", false)
 	}
 	return ids
 }
@@ -403,7 +401,7 @@ func encode(t *testing.T, s *events.StatsInterval, id string) []byte {
 // revision.
 func (v *env) rollout(status events.RolloutStatus, pct float64, ago time.Duration) uint64 {
 	v.t.Helper()
-	_, seq := natstest.Publish(v.t, v.js, events.TypeRolloutChanged, &events.RolloutChanged{
+	_, seq := testenv.Publish(v.t, v.js, events.TypeRolloutChanged, &events.RolloutChanged{
 		Deployment: v.dep, Percentage: pct, Status: status, Reason: "test", Actor: events.ActorAdmin,
 	}, v.clk.Now().Add(-ago), "", false)
 	return seq

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/analyzer/internal/natstest"
+	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -16,11 +16,11 @@ import (
 // machine's nats-server 2.9 (with a bucket of its own, deleted afterwards).
 func servers(t *testing.T, f func(t *testing.T, js jetstream.JetStream, bucket string)) {
 	t.Run("in-process", func(t *testing.T) {
-		_, js := natstest.Connect(t, natstest.Server(t))
+		_, js := testenv.Connect(t, testenv.StartNATS(t).URL)
 		f(t, js, DefaultBucket)
 	})
 	t.Run("system nats-server", func(t *testing.T) {
-		_, js := natstest.Connect(t, natstest.System(t))
+		_, js := testenv.SystemNATS(t)
 		bucket := fmt.Sprintf("graygate_lease_test_%d", time.Now().UnixNano())
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -108,7 +108,7 @@ func TestTakeoverAfterHolderStops(t *testing.T) {
 }
 
 func TestHeldLapsesWithoutRenewal(t *testing.T) {
-	_, js := natstest.Connect(t, natstest.Server(t))
+	_, js := testenv.Connect(t, testenv.StartNATS(t).URL)
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -130,7 +130,7 @@ func TestHeldLapsesWithoutRenewal(t *testing.T) {
 }
 
 func TestRunReleasesOnCancel(t *testing.T) {
-	_, js := natstest.Connect(t, natstest.Server(t))
+	_, js := testenv.Connect(t, testenv.StartNATS(t).URL)
 	a := open(t, js, DefaultBucket, "a", 3*time.Second, nil)
 	b := open(t, js, DefaultBucket, "b", 3*time.Second, nil)
 	var (
@@ -164,7 +164,7 @@ func TestRunReleasesOnCancel(t *testing.T) {
 }
 
 func TestOpenKeepsAnExistingBucketsTTL(t *testing.T) {
-	_, js := natstest.Connect(t, natstest.Server(t))
+	_, js := testenv.Connect(t, testenv.StartNATS(t).URL)
 	var logs strings.Builder
 	_ = open(t, js, DefaultBucket, "a", 4*time.Second, nil)
 	l, err := Open(context.Background(), js, Config{Holder: "b", TTL: 9 * time.Second, Logger: newTextLogger(&logs)})

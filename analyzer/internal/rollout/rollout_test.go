@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/analyzer/internal/natstest"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 var t0 = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
@@ -82,13 +82,12 @@ func TestFollow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, js := natstest.Connect(t, natstest.Server(t))
-			natstest.Streams(t, js)
+			_, js := testenv.NATSServer(t)
 			var lastSeq uint64
 			var lastAt time.Time
 			for i, ev := range tt.before {
 				lastAt = t0.Add(time.Duration(i) * time.Minute)
-				_, lastSeq = natstest.Publish(t, js, events.TypeRolloutChanged, ev, lastAt, "", false)
+				_, lastSeq = testenv.Publish(t, js, events.TypeRolloutChanged, ev, lastAt, "", false)
 			}
 			tr := NewTracker()
 			ctx, cancel := context.WithCancel(context.Background())
@@ -113,7 +112,7 @@ func TestFollow(t *testing.T) {
 			}
 			// A change stored later reaches the tracker.
 			at := t0.Add(time.Hour)
-			_, seq := natstest.Publish(t, js, events.TypeRolloutChanged, change("d", events.StatusRolledBack, 0), at, "", false)
+			_, seq := testenv.Publish(t, js, events.TypeRolloutChanged, change("d", events.StatusRolledBack, 0), at, "", false)
 			deadline := time.Now().Add(5 * time.Second)
 			for {
 				if s, _ := tr.Get("d"); s.Revision == seq {

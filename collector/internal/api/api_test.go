@@ -21,8 +21,8 @@ import (
 	"github.com/graygate/graygate/collector/internal/api"
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/telemetry"
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 const token = "s3cret-token"
@@ -219,7 +219,7 @@ func TestMetrics(t *testing.T) {
 // 2,500 samples without gaps or repeats, one sample in full, and a
 // rollout history.
 func TestSamplesAgainstPostgres(t *testing.T) {
-	pool, _ := testenv.Pool(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	ctx := context.Background()
 	w := store.NewWriter(pool, store.Options{})
 	now := time.Now().UTC().Truncate(time.Second)
@@ -240,7 +240,7 @@ func TestSamplesAgainstPostgres(t *testing.T) {
 		// Groups of five share a time: the keyset must break ties by id.
 		at := now.Add(-time.Duration(i/5) * time.Second)
 		d := testenv.Sample(deps[i%3], i, reasons[i%2], arms[(i/2)%2], []byte(fmt.Sprintf(`{"n":%d}`, i)))
-		e := testenv.Event(t, d, at, "")
+		e := testenv.Event[store.Event](t, d, at, "")
 		batch = append(batch, e)
 		all = append(all, want{e.Envelope.ID, at, d.Deployment, d.Reason, d.Arm, d.RequestID})
 	}
@@ -342,7 +342,7 @@ func TestSamplesAgainstPostgres(t *testing.T) {
 	})
 
 	t.Run("binary payload", func(t *testing.T) {
-		e := testenv.Event(t, testenv.Sample("bin", 1, events.ReasonInvalidJSON, events.ArmGray, []byte{0xff, 0xfe}), now, "")
+		e := testenv.Event[store.Event](t, testenv.Sample("bin", 1, events.ReasonInvalidJSON, events.ArmGray, []byte{0xff, 0xfe}), now, "")
 		if _, err := w.Write(ctx, []store.Event{e}); err != nil {
 			t.Fatal(err)
 		}
@@ -361,9 +361,9 @@ func TestSamplesAgainstPostgres(t *testing.T) {
 			if i == 2 { // a per-class gate: the stream class is kept
 				r.Trigger = &events.GateTrigger{Gate: events.GateTTFTP99, Stream: ptr(true), Estimate: 2.5, Bound: 2.1, Threshold: 2, WindowSeconds: 600}
 			}
-			hist = append(hist, testenv.Event(t, r, now.Add(time.Duration(i)*time.Minute), ""))
+			hist = append(hist, testenv.Event[store.Event](t, r, now.Add(time.Duration(i)*time.Minute), ""))
 		}
-		hist = append(hist, testenv.Event(t, testenv.Rollout("other", 9), now, ""))
+		hist = append(hist, testenv.Event[store.Event](t, testenv.Rollout("other", 9), now, ""))
 		if _, err := w.Write(ctx, hist); err != nil {
 			t.Fatal(err)
 		}

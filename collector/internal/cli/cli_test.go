@@ -12,8 +12,8 @@ import (
 
 	"github.com/graygate/graygate/collector/internal/cli"
 	"github.com/graygate/graygate/collector/internal/store"
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -51,7 +51,7 @@ func run(t *testing.T, args ...string) (string, error) {
 // seed stores fixed samples: fixed ids and times, so output is stable.
 func seed(t *testing.T) {
 	t.Helper()
-	pool, url := testenv.Pool(t)
+	pool, url := testenv.Pool(t, store.NewPool, store.Migrate)
 	t.Setenv("DATABASE_URL", url)
 	at := time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.UTC)
 	long := testenv.Sample("qwen-32k", 3, events.ReasonSchemaViolation, events.ArmGray, []byte("{\"action\":\"search\",\"note\":\"\x1b[31mred\x1b[0m\"}\n"))
@@ -63,9 +63,9 @@ func seed(t *testing.T) {
 	binary := testenv.Sample("qwen-32k", 1, events.ReasonInvalidJSON, events.ArmGray, bytes.Repeat([]byte{0xff, 0x00, 0x7f}, 40))
 	binary.PayloadTruncated, binary.PayloadBytes = true, 300000
 	batch := []store.Event{
-		testenv.Event(t, binary, at, "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c01"),
-		testenv.Event(t, timeout, at.Add(time.Minute), "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c02"),
-		testenv.Event(t, long, at.Add(2*time.Minute), "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c03"),
+		testenv.Event[store.Event](t, binary, at, "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c01"),
+		testenv.Event[store.Event](t, timeout, at.Add(time.Minute), "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c02"),
+		testenv.Event[store.Event](t, long, at.Add(2*time.Minute), "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c03"),
 	}
 	if _, err := store.NewWriter(pool, store.Options{}).Write(context.Background(), batch); err != nil {
 		t.Fatal(err)

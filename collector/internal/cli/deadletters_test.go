@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/collector/internal/store"
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 func TestDeadLetters(t *testing.T) {
-	pool, url := testenv.Pool(t)
+	pool, url := testenv.Pool(t, store.NewPool, store.Migrate)
 	t.Setenv("DATABASE_URL", url)
 	if out, err := run(t, "deadletters", "list"); err != nil || out != "no dead letters\n" {
 		t.Errorf("deadletters list on an empty table = %q, %v", out, err)
@@ -63,14 +63,14 @@ func strconvI(n int64) string {
 }
 
 func TestRolloutsHistory(t *testing.T) {
-	pool, url := testenv.Pool(t)
+	pool, url := testenv.Pool(t, store.NewPool, store.Migrate)
 	t.Setenv("DATABASE_URL", url)
 	w := store.NewWriter(pool, store.Options{})
 	at := time.Now().Add(-time.Hour)
 	r := testenv.Rollout("qwen-32k", 4)
 	stream := true
 	r.Trigger = &events.GateTrigger{Gate: events.GateTTFTP99, Stream: &stream, Estimate: 2.5, Bound: 2.1, Threshold: 2, WindowSeconds: 600}
-	if _, err := w.Write(context.Background(), []store.Event{testenv.Event(t, testenv.Rollout("qwen-32k", 3), at, ""), testenv.Event(t, r, at.Add(time.Minute), "")}); err != nil {
+	if _, err := w.Write(context.Background(), []store.Event{testenv.Event[store.Event](t, testenv.Rollout("qwen-32k", 3), at, ""), testenv.Event[store.Event](t, r, at.Add(time.Minute), "")}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := run(t, "rollouts", "history", "qwen-32k")

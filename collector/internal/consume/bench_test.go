@@ -12,8 +12,8 @@ import (
 	"github.com/graygate/graygate/collector/internal/consume"
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/telemetry"
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // BenchmarkPipeline measures the whole collector path for request.completed
@@ -33,8 +33,8 @@ func BenchmarkPipeline(b *testing.B) {
 	}{{store.ModeCopy, 1}, {store.ModeCopy, 2}, {store.ModeCopy, 4}, {store.ModeInsert, 2}} {
 		mode := bc.mode
 		b.Run(fmt.Sprintf("%s/workers=%d/events=%d", mode, bc.workers, n), func(b *testing.B) {
-			pool, _ := testenv.Pool(b)
-			_, js := testenv.NATS(b)
+			pool, _ := testenv.Pool(b, store.NewPool, store.Migrate)
+			_, js := testenv.SystemNATS(b)
 			var elapsed time.Duration
 			for range b.N {
 				b.StopTimer()
@@ -83,8 +83,8 @@ func BenchmarkPipeline(b *testing.B) {
 //
 //	go test -run '^$' -bench Lag -benchtime 1x ./collector/internal/consume
 func BenchmarkLag(b *testing.B) {
-	pool, _ := testenv.Pool(b)
-	_, js := testenv.NATS(b)
+	pool, _ := testenv.Pool(b, store.NewPool, store.Migrate)
+	_, js := testenv.SystemNATS(b)
 	ctx := context.Background()
 	for range b.N {
 		prefix := "graygate-collector-bench-" + testenv.Suffix()

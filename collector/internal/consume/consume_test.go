@@ -18,8 +18,8 @@ import (
 	"github.com/graygate/graygate/collector/internal/consume"
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/telemetry"
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 func logger() *slog.Logger {
@@ -71,17 +71,6 @@ func run(t testing.TB, c *consume.Consumer) (stop func()) {
 	return stop
 }
 
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func count(t testing.TB, pool *pgxpool.Pool, q string, args ...any) int {
 	t.Helper()
 	var n int
@@ -94,8 +83,8 @@ func count(t testing.TB, pool *pgxpool.Pool, q string, args ...any) int {
 // Events of every type published to JetStream end up as rows, with the
 // stream sequence of each message.
 func TestRoundTrip(t *testing.T) {
-	pool, _ := testenv.Pool(t)
-	_, js := testenv.NATS(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 5*time.Second)
 	dep := "ct-" + testenv.Suffix()
@@ -113,7 +102,7 @@ func TestRoundTrip(t *testing.T) {
 		publish(t, js, d, env, env.ID)
 	}
 	tables := map[string]int{"requests": 2, "rejections": 1, "samples": 1, "rollout_events": 1, "analysis_evaluations": 1}
-	waitFor(t, 10*time.Second, "every event stored", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "every event stored", func() bool {
 		for table, n := range tables {
 			if count(t, pool, `SELECT count(*) FROM `+table+` WHERE deployment = $1`, dep) != n {
 				return false
@@ -132,8 +121,8 @@ func TestRoundTrip(t *testing.T) {
 // The same event never becomes two rows: not when republished with its id
 // (JetStream drops it), not with another message id (the insert skips it).
 func TestSameEventTwice(t *testing.T) {
-	pool, _ := testenv.Pool(t)
-	_, js := testenv.NATS(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 5*time.Second)
 	dep := "ct-" + testenv.Suffix()
@@ -150,15 +139,15 @@ func TestSameEventTwice(t *testing.T) {
 	if publish(t, js, d, env, env.ID) {
 		t.Error("republish with the same Nats-Msg-Id was stored; want JetStream to drop it")
 	}
-	waitFor(t, 10*time.Second, "the event stored", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the event stored", func() bool {
 		return count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep) == 1
 	})
 	// Past the duplicate window (or from a spool), the same event arrives
 	// under another message id: the collector skips it.
-	if !publish(t, js, d, env, testenv.ID(t)) {
+	if !publish(t, js, d, env, testenv.UUIDv7(t)) {
 		t.Fatal("publish with a new message id was dropped")
 	}
-	waitFor(t, 10*time.Second, "the second copy skipped", func() bool { return dup.Get() > before })
+	testenv.WaitFor(t, 10*time.Second, "the second copy skipped", func() bool { return dup.Get() > before })
 	if n := count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep); n != 1 {
 		t.Errorf("%d rows for one event; want 1", n)
 	}
@@ -183,8 +172,8 @@ func (c *crashAfterCommit) Write(ctx context.Context, batch []store.Event) (stor
 }
 
 func TestCrashBetweenCommitAndAck(t *testing.T) {
-	pool, _ := testenv.Pool(t)
-	_, js := testenv.NATS(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 2*time.Second, events.RequestSubject(dep))
@@ -219,7 +208,7 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 	dup := telemetry.EventsDuplicate(events.TypeRequestCompleted)
 	before := dup.Get()
 	run(t, consume.New(js, store.NewWriter(pool, store.Options{}), cfg))
-	waitFor(t, 20*time.Second, "the redelivered batch skipped as duplicates", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "the redelivered batch skipped as duplicates", func() bool {
 		return dup.Get()-before >= uint64(stored) && count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep) == n
 	})
 	if got := count(t, pool, `SELECT count(DISTINCT request_id) FROM requests WHERE deployment = $1`, dep); got != n {
@@ -229,7 +218,7 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "every message acknowledged", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "every message acknowledged", func() bool {
 		info, err := cons.Info(context.Background())
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
 	})
@@ -267,8 +256,8 @@ func (f *flakyStore) Write(ctx context.Context, batch []store.Event) (store.Resu
 
 // A failing database delays the events (Nak with backoff) and loses none.
 func TestWriteErrorsRedeliver(t *testing.T) {
-	pool, _ := testenv.Pool(t)
-	_, js := testenv.NATS(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 30*time.Second, events.RequestSubject(dep))
@@ -284,7 +273,7 @@ func TestWriteErrorsRedeliver(t *testing.T) {
 		env := testenv.Envelope(t, d, time.Now(), "")
 		publish(t, js, d, env, env.ID)
 	}
-	waitFor(t, 30*time.Second, "all events stored after the failures", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "all events stored after the failures", func() bool {
 		return count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep) == n
 	})
 	if got := errs.Get() - before; got < 3 {
@@ -336,7 +325,7 @@ func (r *recorder) total() int {
 
 // Batches close at BatchSize events, or FlushInterval after their first.
 func TestBatching(t *testing.T) {
-	_, js := testenv.NATS(t)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 30*time.Second, events.RequestSubject(dep))
@@ -348,7 +337,7 @@ func TestBatching(t *testing.T) {
 		env := testenv.Envelope(t, d, time.Now(), "")
 		publish(t, js, d, env, env.ID)
 	}
-	waitFor(t, 10*time.Second, "25 events", func() bool { return rec.total() == 25 })
+	testenv.WaitFor(t, 10*time.Second, "25 events", func() bool { return rec.total() == 25 })
 	rec.mu.Lock()
 	sizes := rec.sizes
 	rec.mu.Unlock()
@@ -369,7 +358,7 @@ func TestBatching(t *testing.T) {
 	env := testenv.Envelope(t, d, time.Now(), "")
 	start := time.Now()
 	publish(t, js, d, env, env.ID)
-	waitFor(t, 5*time.Second, "the lone event", func() bool { return rec.total() == 26 })
+	testenv.WaitFor(t, 5*time.Second, "the lone event", func() bool { return rec.total() == 26 })
 	if took := time.Since(start); took < 250*time.Millisecond || took > 2*time.Second {
 		t.Errorf("a lone event was written after %v; want about FlushInterval (300ms)", took)
 	}
@@ -378,7 +367,7 @@ func TestBatching(t *testing.T) {
 // Messages that are not graygate events are terminated: counted, never
 // redelivered, and they do not hold up the events behind them.
 func TestInvalidMessagesTerminated(t *testing.T) {
-	_, js := testenv.NATS(t)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, time.Second, events.RequestSubject(dep))
@@ -400,7 +389,7 @@ func TestInvalidMessagesTerminated(t *testing.T) {
 	}
 	env := testenv.Envelope(t, good, time.Now(), "")
 	publish(t, js, good, env, env.ID)
-	waitFor(t, 10*time.Second, "the valid event behind the invalid ones", func() bool { return rec.total() == 1 })
+	testenv.WaitFor(t, 10*time.Second, "the valid event behind the invalid ones", func() bool { return rec.total() == 1 })
 	if got := invalid.Get() - before; got != 3 {
 		t.Errorf("invalid messages counted %d; want 3", got)
 	}

@@ -9,14 +9,14 @@ import (
 	"github.com/graygate/graygate/collector/internal/consume"
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/telemetry"
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // Postgres becomes unreachable under steady traffic and comes back: every
 // event is stored once, none lost, none twice.
 func TestPostgresOutage(t *testing.T) {
-	_, dbURL := testenv.Pool(t) // migrated
+	_, dbURL := testenv.Pool(t, store.NewPool, store.Migrate) // migrated
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatalf("DATABASE_URL is not a URL (%v); this test needs one to route it through a proxy", err)
@@ -28,7 +28,7 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	_, js := testenv.NATS(t)
+	_, js := testenv.SystemNATS(t)
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 30*time.Second, events.RequestSubject(dep))
@@ -52,7 +52,7 @@ func TestPostgresOutage(t *testing.T) {
 			sent.Add(1)
 		}
 	}()
-	waitFor(t, 10*time.Second, "traffic flowing", func() bool { return count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep) > 200 })
+	testenv.WaitFor(t, 10*time.Second, "traffic flowing", func() bool { return count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep) > 200 })
 	proxy.Cut()
 	cutAt := sent.Load()
 	time.Sleep(3 * time.Second)
@@ -62,7 +62,7 @@ func TestPostgresOutage(t *testing.T) {
 	proxy.Restore()
 	restoredAt := sent.Load()
 	<-done
-	waitFor(t, 60*time.Second, "every event after the outage", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "every event after the outage", func() bool {
 		return count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep) == n
 	})
 	if got := count(t, pool, `SELECT count(DISTINCT request_id) FROM requests WHERE deployment = $1`, dep); got != n {

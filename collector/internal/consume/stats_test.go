@@ -13,8 +13,8 @@ import (
 	"github.com/graygate/graygate/collector/internal/consume"
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/telemetry"
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // body is the message body of an event.
@@ -31,7 +31,7 @@ func body(t testing.TB, env events.Envelope) []byte {
 // every message.
 func drained(t testing.TB, js jetstream.JetStream, stream, consumer string) {
 	t.Helper()
-	waitFor(t, 15*time.Second, "every message of "+stream+" acknowledged", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "every message of "+stream+" acknowledged", func() bool {
 		cons, err := js.Consumer(context.Background(), stream, consumer)
 		if err != nil {
 			return false
@@ -60,7 +60,7 @@ func (l *lostAck) Write(ctx context.Context, batch []store.Event) (store.Result,
 // batch that was in fact stored, and when a gateway republishes a
 // statistic from its spool under a new message id.
 func TestArmStatsStoredOnce(t *testing.T) {
-	pool, _ := testenv.Pool(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	_, js := testenv.NATSServer(t)
 	w := &lostAck{Writer: store.NewWriter(pool, store.Options{Retention: 720 * time.Hour})}
 	dup := telemetry.EventsDuplicate(events.TypeStatsInterval)
@@ -78,14 +78,14 @@ func TestArmStatsStoredOnce(t *testing.T) {
 		publish(t, js, s, env, env.ID)
 		sent = append(sent, s)
 	}
-	waitFor(t, 15*time.Second, "three statistics stored", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "three statistics stored", func() bool {
 		return count(t, pool, `SELECT count(*) FROM arm_stats`) == 3 && w.failed.Load()
 	})
 	// The first statistic again, later, from a spool: a new message id, a
 	// later envelope time, the same event id.
 	again := testenv.Envelope(t, sent[0], time.Now(), "")
-	publish(t, js, sent[0], again, testenv.ID(t))
-	waitFor(t, 15*time.Second, "the republished statistic skipped", func() bool { return dup.Get()-before >= 4 })
+	publish(t, js, sent[0], again, testenv.UUIDv7(t))
+	testenv.WaitFor(t, 15*time.Second, "the republished statistic skipped", func() bool { return dup.Get()-before >= 4 })
 	drained(t, js, events.StreamStats, consume.DefaultConsumer+"-stats")
 	if n := count(t, pool, `SELECT count(*) FROM arm_stats`); n != 3 {
 		t.Errorf("arm_stats has %d rows; want 3", n)
@@ -117,7 +117,7 @@ func TestArmStatsStoredOnce(t *testing.T) {
 // received, and every message is acknowledged. (Without isolating them,
 // the whole batch would be redelivered forever and nothing stored.)
 func TestRefusedMessagesBecomeDeadLetters(t *testing.T) {
-	pool, _ := testenv.Pool(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	_, js := testenv.NATSServer(t)
 	dep := "qwen-32k"
 	now := time.Now()
@@ -163,7 +163,7 @@ func TestRefusedMessagesBecomeDeadLetters(t *testing.T) {
 	w := store.NewWriter(pool, store.Options{Retention: 720 * time.Hour})
 	run(t, consume.New(js, w, consume.Config{BatchSize: 100, FlushInterval: 300 * time.Millisecond, Logger: logger()}))
 
-	waitFor(t, 20*time.Second, "every good event stored", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "every good event stored", func() bool {
 		return count(t, pool, `SELECT count(*) FROM requests`) == 40 && count(t, pool, `SELECT count(*) FROM rejections`) == 1 &&
 			count(t, pool, `SELECT count(*) FROM samples`) == 1 && count(t, pool, `SELECT count(*) FROM rollout_events`) == 4
 	})
@@ -196,7 +196,7 @@ func TestRefusedMessagesBecomeDeadLetters(t *testing.T) {
 // is acknowledged, counted and not stored, and no partition is made for
 // its day.
 func TestFutureEventsSkipped(t *testing.T) {
-	pool, _ := testenv.Pool(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	_, js := testenv.NATSServer(t)
 	now := time.Now().UTC()
 	later := now.AddDate(0, 0, 3)

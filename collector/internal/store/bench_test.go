@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/graygate/graygate/collector/internal/store"
-	"github.com/graygate/graygate/collector/internal/testenv"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // BenchmarkWrite measures events/s of request.completed into Postgres with
@@ -20,10 +20,10 @@ func BenchmarkWrite(b *testing.B) {
 	for _, size := range []int{500, 2000} {
 		for _, mode := range []store.Mode{store.ModeCopy, store.ModeStage, store.ModeInsert} {
 			b.Run(fmt.Sprintf("%s/batch=%d", mode, size), func(b *testing.B) {
-				pool, _ := testenv.Pool(b)
+				pool, _ := testenv.Pool(b, store.NewPool, store.Migrate)
 				w := store.NewWriter(pool, store.Options{Mode: mode, Retention: 720 * time.Hour})
 				now := time.Now().UTC()
-				tmpl := testenv.Event(b, testenv.Request("qwen-32k", 1), now, "")
+				tmpl := testenv.Event[store.Event](b, testenv.Request("qwen-32k", 1), now, "")
 				batch := make([]store.Event, size)
 				fresh := func() {
 					for i := range batch {

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/graygate/graygate/collector/internal/store"
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 var partitioned = []string{"requests", "rejections", "samples", "analysis_evaluations", "arm_stats"}
@@ -22,7 +22,7 @@ var partitioned = []string{"requests", "rejections", "samples", "analysis_evalua
 // Today's and tomorrow's partitions of every partitioned table exist once
 // the maintenance loop has started, before any event needs them.
 func TestPartitionsMadeADayAhead(t *testing.T) {
-	pool, _ := testenv.Pool(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	now := time.Date(2025, 3, 14, 23, 59, 0, 0, time.UTC)
 	w := store.NewWriter(pool, store.Options{Now: func() time.Time { return now }})
 	mctx, cancel := context.WithCancel(ctx)
@@ -43,7 +43,7 @@ func TestPartitionsMadeADayAhead(t *testing.T) {
 		t.Errorf("RunMaintenance = %v; want nil after cancel", err)
 	}
 	// A partition made ahead carries the parent's key and defaults.
-	e := testenv.Event(t, testenv.Primary("d", 1), now.Add(2*time.Minute), "")
+	e := testenv.Event[store.Event](t, testenv.Primary("d", 1), now.Add(2*time.Minute), "")
 	for range 2 {
 		if _, err := w.Write(ctx, []store.Event{e}); err != nil {
 			t.Fatal(err)
@@ -94,17 +94,17 @@ func sqlstate(err error) string {
 // partition is ATTACHed, which needs only SHARE UPDATE EXCLUSIVE on the
 // parent, so inserts never queue behind it.
 func TestPartitionDDLLockTimeout(t *testing.T) {
-	pool, dbURL := testenv.Pool(t)
+	pool, dbURL := testenv.Pool(t, store.NewPool, store.Migrate)
 	const timeout = 500 * time.Millisecond
 	now := time.Now().UTC()
 	w := store.NewWriter(pool, store.Options{LockTimeout: timeout})
-	today := testenv.Event(t, testenv.Primary("d", 0), now, "")
+	today := testenv.Event[store.Event](t, testenv.Primary("d", 0), now, "")
 	if _, err := w.Write(ctx, []store.Event{today}); err != nil { // today's partition exists
 		t.Fatal(err)
 	}
 	// An event of a day without a partition (last week's) needs DDL.
 	lastWeek := func(i int) store.Event {
-		return testenv.Event(t, testenv.Primary("d", i), now.AddDate(0, 0, -7), "")
+		return testenv.Event[store.Event](t, testenv.Primary("d", i), now.AddDate(0, 0, -7), "")
 	}
 
 	t.Run("access exclusive", func(t *testing.T) {
@@ -153,7 +153,7 @@ func TestPartitionDDLLockTimeout(t *testing.T) {
 			default:
 			}
 			s := time.Now()
-			if _, err := w.Write(ctx, []store.Event{testenv.Event(t, testenv.Primary("d", i), now, "")}); err != nil {
+			if _, err := w.Write(ctx, []store.Event{testenv.Event[store.Event](t, testenv.Primary("d", i), now, "")}); err != nil {
 				t.Fatalf("insert into an existing partition while DDL waits: %v", err)
 			}
 			slowest = max(slowest, time.Since(s))
@@ -171,12 +171,12 @@ func TestPartitionDDLLockTimeout(t *testing.T) {
 // Retention's DROP waits at most LockTimeout too, and drops at the next
 // round once the lock is gone.
 func TestDropExpiredLockTimeout(t *testing.T) {
-	pool, dbURL := testenv.Pool(t)
+	pool, dbURL := testenv.Pool(t, store.NewPool, store.Migrate)
 	now := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	w := store.NewWriter(pool, store.Options{Now: clock, Retention: 24 * time.Hour, LockTimeout: 300 * time.Millisecond})
 	old := store.NewWriter(pool, store.Options{Now: clock})
-	if _, err := old.Write(ctx, []store.Event{testenv.Event(t, testenv.Primary("d", 1), now.AddDate(0, 0, -3), "")}); err != nil {
+	if _, err := old.Write(ctx, []store.Event{testenv.Event[store.Event](t, testenv.Primary("d", 1), now.AddDate(0, 0, -3), "")}); err != nil {
 		t.Fatal(err)
 	}
 	release := lockTable(t, dbURL, "requests", "ACCESS SHARE") // a long-running report
@@ -222,7 +222,7 @@ func TestPoison(t *testing.T) {
 // What Postgres refuses in real events is poison; a dead letter is stored
 // once per event id and read back as it was.
 func TestRefusalsAndDeadLetters(t *testing.T) {
-	pool, _ := testenv.Pool(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	w := store.NewWriter(pool, store.Options{})
 	rollout := testenv.Rollout("d", 1)
 	rollout.Reason = "a\x00b"
@@ -230,7 +230,7 @@ func TestRefusalsAndDeadLetters(t *testing.T) {
 	sample.ValidationErrors[1].Field = "args\x00"
 	stats := testenv.Stats("d", "gw\x00/1", at)
 	for _, d := range []events.Data{rollout, sample, stats} {
-		e := testenv.Event(t, d, at, "")
+		e := testenv.Event[store.Event](t, d, at, "")
 		_, err := w.Write(ctx, []store.Event{e})
 		if !store.Poison(err) {
 			t.Errorf("Write(%s with a NUL) = %v; want a poison refusal", d.EventType(), err)
@@ -258,13 +258,13 @@ func TestRefusalsAndDeadLetters(t *testing.T) {
 // The rev. 2 values of closed sets are stored as they come: a rollout in
 // testing, a rejection with no eligible deployment (and so none named).
 func TestRev2Values(t *testing.T) {
-	pool, _ := testenv.Pool(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	w := store.NewWriter(pool, store.Options{})
 	ro := testenv.Rollout("d", 3)
 	ro.Status, ro.Percentage, ro.Trigger, ro.Actor = events.StatusTesting, 0, nil, events.ActorAdmin
 	rej := testenv.Rejection("", 4)
 	rej.Code, rej.Param = events.CodeNoEligibleDeployment, ""
-	ev := []store.Event{testenv.Event(t, ro, at, ""), testenv.Event(t, rej, at, "")}
+	ev := []store.Event{testenv.Event[store.Event](t, ro, at, ""), testenv.Event[store.Event](t, rej, at, "")}
 	if _, err := w.Write(ctx, ev); err != nil {
 		t.Fatal(err)
 	}

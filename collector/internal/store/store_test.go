@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/graygate/graygate/collector/internal/store"
-	"github.com/graygate/graygate/collector/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 var ctx = context.Background()
@@ -24,7 +24,7 @@ var ctx = context.Background()
 var at = time.Now().UTC().Truncate(time.Hour).Add(-30 * time.Minute).Add(123456 * time.Microsecond)
 
 func TestMigrate(t *testing.T) {
-	pool, _ := testenv.Pool(t) // migrated once
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate) // migrated once
 	applied, err := store.Migrate(ctx, pool, nil)
 	if err != nil || len(applied) != 0 {
 		t.Errorf("second Migrate = %v, %v; want nothing applied", applied, err)
@@ -109,16 +109,16 @@ func pgTime(ts time.Time) string { return ts.UTC().Format("2006-01-02T15:04:05.9
 func TestWriteEveryField(t *testing.T) {
 	for _, mode := range []store.Mode{store.ModeCopy, store.ModeStage, store.ModeInsert} {
 		t.Run(mode.String(), func(t *testing.T) {
-			pool, _ := testenv.Pool(t)
+			pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 			w := store.NewWriter(pool, store.Options{Mode: mode, Retention: 720 * time.Hour})
 			ev := []store.Event{
-				testenv.Event(t, testenv.Request("qwen-32k", 1), at, ""),
-				testenv.Event(t, testenv.Primary("qwen-32k", 2), at, ""),
-				testenv.Event(t, testenv.Rejection("qwen-32k", 3), at, ""),
-				testenv.Event(t, testenv.Sample("qwen-32k", 4, events.ReasonSchemaViolation, events.ArmGray, []byte(`{"actoin":1}`)), at, ""),
-				testenv.Event(t, testenv.Sample("qwen-32k", 5, events.ReasonInvalidJSON, events.ArmShadow, []byte{0xff, 0}), at, ""),
-				testenv.Event(t, testenv.Rollout("qwen-32k", 41), at, ""),
-				testenv.Event(t, testenv.Analysis("qwen-32k", at), at, ""),
+				testenv.Event[store.Event](t, testenv.Request("qwen-32k", 1), at, ""),
+				testenv.Event[store.Event](t, testenv.Primary("qwen-32k", 2), at, ""),
+				testenv.Event[store.Event](t, testenv.Rejection("qwen-32k", 3), at, ""),
+				testenv.Event[store.Event](t, testenv.Sample("qwen-32k", 4, events.ReasonSchemaViolation, events.ArmGray, []byte(`{"actoin":1}`)), at, ""),
+				testenv.Event[store.Event](t, testenv.Sample("qwen-32k", 5, events.ReasonInvalidJSON, events.ArmShadow, []byte{0xff, 0}), at, ""),
+				testenv.Event[store.Event](t, testenv.Rollout("qwen-32k", 41), at, ""),
+				testenv.Event[store.Event](t, testenv.Analysis("qwen-32k", at), at, ""),
 			}
 			for i := range ev {
 				ev[i].Sequence = uint64(100 + i)
@@ -236,9 +236,9 @@ func TestWriteEveryField(t *testing.T) {
 func TestWriteDuplicateInBatch(t *testing.T) {
 	for _, mode := range []store.Mode{store.ModeCopy, store.ModeStage, store.ModeInsert} {
 		t.Run(mode.String(), func(t *testing.T) {
-			pool, _ := testenv.Pool(t)
+			pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 			w := store.NewWriter(pool, store.Options{Mode: mode})
-			e := testenv.Event(t, testenv.Primary("d", 1), at, "")
+			e := testenv.Event[store.Event](t, testenv.Primary("d", 1), at, "")
 			res, err := w.Write(ctx, []store.Event{e, e})
 			if err != nil {
 				t.Fatal(err)
@@ -262,15 +262,15 @@ func partitionsOf(t *testing.T, pool *pgxpool.Pool, table string) []string {
 }
 
 func TestRetention(t *testing.T) {
-	pool, _ := testenv.Pool(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	now := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	keepAll := store.NewWriter(pool, store.Options{Now: clock})
 	old := []store.Event{
-		testenv.Event(t, testenv.Primary("d", 1), now.AddDate(0, 0, -5), ""),
-		testenv.Event(t, testenv.Primary("d", 2), now.AddDate(0, 0, -3), ""),
-		testenv.Event(t, testenv.Primary("d", 3), now.Add(-49*time.Hour), ""),
-		testenv.Event(t, testenv.Sample("d", 4, events.ReasonTimeout, events.ArmGray, nil), now.AddDate(0, 0, -5), ""),
+		testenv.Event[store.Event](t, testenv.Primary("d", 1), now.AddDate(0, 0, -5), ""),
+		testenv.Event[store.Event](t, testenv.Primary("d", 2), now.AddDate(0, 0, -3), ""),
+		testenv.Event[store.Event](t, testenv.Primary("d", 3), now.Add(-49*time.Hour), ""),
+		testenv.Event[store.Event](t, testenv.Sample("d", 4, events.ReasonTimeout, events.ArmGray, nil), now.AddDate(0, 0, -5), ""),
 	}
 	if _, err := keepAll.Write(ctx, old); err != nil {
 		t.Fatal(err)
@@ -282,10 +282,10 @@ func TestRetention(t *testing.T) {
 
 	w := store.NewWriter(pool, store.Options{Now: clock, Retention: 48 * time.Hour})
 	batch := []store.Event{
-		testenv.Event(t, testenv.Primary("d", 5), now.Add(-49*time.Hour), ""), // expired
-		testenv.Event(t, testenv.Primary("d", 6), now.Add(-47*time.Hour), ""),
-		testenv.Event(t, testenv.Rollout("d", 1), now.AddDate(-1, 0, 0), ""),  // rollout history is kept
-		testenv.Event(t, testenv.Primary("d", 7), now.Add(4*time.Minute), ""), // within events.MaxStatsFuture
+		testenv.Event[store.Event](t, testenv.Primary("d", 5), now.Add(-49*time.Hour), ""), // expired
+		testenv.Event[store.Event](t, testenv.Primary("d", 6), now.Add(-47*time.Hour), ""),
+		testenv.Event[store.Event](t, testenv.Rollout("d", 1), now.AddDate(-1, 0, 0), ""),  // rollout history is kept
+		testenv.Event[store.Event](t, testenv.Primary("d", 7), now.Add(4*time.Minute), ""), // within events.MaxStatsFuture
 	}
 	res, err := w.Write(ctx, batch)
 	if err != nil {
@@ -308,7 +308,7 @@ func TestRetention(t *testing.T) {
 	}
 	// The writer recreates a dropped day's partition if an event for it
 	// is still inside the retention.
-	if _, err := w.Write(ctx, []store.Event{testenv.Event(t, testenv.Primary("d", 8), now.Add(-1*time.Minute), "")}); err != nil {
+	if _, err := w.Write(ctx, []store.Event{testenv.Event[store.Event](t, testenv.Primary("d", 8), now.Add(-1*time.Minute), "")}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, pool, "requests"); n != 4 {
@@ -317,9 +317,9 @@ func TestRetention(t *testing.T) {
 }
 
 func TestMaxPayloadBytes(t *testing.T) {
-	pool, _ := testenv.Pool(t)
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	w := store.NewWriter(pool, store.Options{MaxPayloadBytes: 4})
-	e := testenv.Event(t, testenv.Sample("d", 1, events.ReasonInvalidJSON, events.ArmGray, []byte("abcdefgh")), at, "")
+	e := testenv.Event[store.Event](t, testenv.Sample("d", 1, events.ReasonInvalidJSON, events.ArmGray, []byte("abcdefgh")), at, "")
 	if _, err := w.Write(ctx, []store.Event{e}); err != nil {
 		t.Fatal(err)
 	}
@@ -333,18 +333,18 @@ func TestMaxPayloadBytes(t *testing.T) {
 func TestWriteMixedBatch(t *testing.T) {
 	for _, mode := range []store.Mode{store.ModeCopy, store.ModeStage, store.ModeInsert} {
 		t.Run(mode.String(), func(t *testing.T) {
-			pool, _ := testenv.Pool(t)
+			pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 			w := store.NewWriter(pool, store.Options{Mode: mode})
 			var old, mixed []store.Event
 			for i := range 3 {
-				old = append(old, testenv.Event(t, testenv.Primary("d", i), at, ""))
+				old = append(old, testenv.Event[store.Event](t, testenv.Primary("d", i), at, ""))
 			}
 			if _, err := w.Write(ctx, old); err != nil {
 				t.Fatal(err)
 			}
-			mixed = append(mixed, testenv.Event(t, testenv.Primary("d", 10), at, ""))
+			mixed = append(mixed, testenv.Event[store.Event](t, testenv.Primary("d", 10), at, ""))
 			mixed = append(mixed, old...)
-			mixed = append(mixed, testenv.Event(t, testenv.Rejection("d", 11), at, ""))
+			mixed = append(mixed, testenv.Event[store.Event](t, testenv.Rejection("d", 11), at, ""))
 			res, err := w.Write(ctx, mixed)
 			if err != nil {
 				t.Fatal(err)

@@ -5,12 +5,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 func agentSchema(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "schemas", "contracts", "agent-action.schema.json"))
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "schemas", "contracts", "agent-action.schema.json"))
 	testenv.Must(t, err)
 	return b
 }

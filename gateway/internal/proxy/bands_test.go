@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // bandsConfig routes agent-chat to a 32K deployment for short requests and

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/valyala/fasthttp"
 )
 
@@ -47,7 +47,7 @@ func fixedUpstream(b *testing.B) string {
 //     the agent-action schema (and pass).
 func BenchmarkGateway(b *testing.B) {
 	up := fixedUpstream(b)
-	schema, err := os.ReadFile(filepath.Join(testenv.RepoRoot(b), "schemas", "contracts", "agent-action.schema.json"))
+	schema, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "schemas", "contracts", "agent-action.schema.json"))
 	testenv.Must(b, err)
 	policy := func(cfg *config.Config, pct float64) {
 		cfg.SamplingContract = &config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )

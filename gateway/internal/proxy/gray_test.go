@@ -17,9 +17,9 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/rollout"
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // recorder is an Observer that keeps everything, for assertions.
@@ -79,7 +79,7 @@ func (r *recorder) waitRecords(t *testing.T, n int) []Record {
 
 func agentSchema(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "schemas", "contracts", "agent-action.schema.json"))
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "schemas", "contracts", "agent-action.schema.json"))
 	testenv.Must(t, err)
 	return b
 }

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/rollout"
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // The hostile-client suite (issue #14): what a client without the right

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // TestHostileRequests sends a corpus of hostile requests: each must get a

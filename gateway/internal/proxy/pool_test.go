@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // upstreamConnections reads graygate_upstream_connections of deployment

@@ -10,8 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 func TestRedact(t *testing.T) {

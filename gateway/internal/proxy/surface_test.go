@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // answerUpstream is an upstream that answers every request with body,

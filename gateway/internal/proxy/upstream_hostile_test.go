@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // hostile is a loopback upstream whose answer a test writes, and which

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // gatewayConfigs are the shapes the gateway's tests serve, as YAML.
@@ -49,7 +49,7 @@ var fuzzEnv = map[string]string{
 // `gateway validate` accepts builds a serving gateway. Seeds are the good
 // configs of schemas/config/testdata and the gateway tests' shapes.
 func FuzzValidatedConfigServes(f *testing.F) {
-	dir := filepath.Join(testenv.RepoRoot(f), "schemas", "config", "testdata")
+	dir := filepath.Join(testenv.RepoRoot(), "schemas", "config", "testdata")
 	files, _ := filepath.Glob(filepath.Join(dir, "*.good.yaml"))
 	if len(files) == 0 {
 		f.Fatal("no good configs under schemas/config/testdata")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/spool"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // BenchmarkPublish measures the request path: one Publish of an event the
@@ -44,8 +45,8 @@ func BenchmarkPublish(b *testing.B) {
 		checkNoDrops(b, p)
 	})
 	b.Run("nats", func(b *testing.B) {
-		ns := startNATS(b)
-		nc := connect(b, ns.url())
+		ns := testenv.StartNATS(b)
+		nc := connect(b, ns.URL)
 		ensureStreams(b, nc)
 		sp := openSpool(b, b.TempDir(), 1<<30)
 		defer sp.Close()
@@ -66,8 +67,8 @@ func drainedPublisher(b *testing.B) *Publisher {
 	b.Helper()
 	sp := openSpool(b, b.TempDir(), 1<<20)
 	b.Cleanup(func() { sp.Close() })
-	ns := startNATS(b)
-	p, err := New(connect(b, ns.url()), sp, Options{QueueSize: 1 << 16})
+	ns := testenv.StartNATS(b)
+	p, err := New(connect(b, ns.URL), sp, Options{QueueSize: 1 << 16})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,8 +101,8 @@ func checkNoDrops(b *testing.B, p *Publisher) {
 func BenchmarkThroughput(b *testing.B) {
 	url := externalNATS(b)
 	if url == "" {
-		ns := startNATS(b)
-		url = ns.url()
+		ns := testenv.StartNATS(b)
+		url = ns.URL
 		b.Log("no nats-server binary: in-process JetStream, CPU per event includes the server")
 	}
 	nc := connect(b, url)
@@ -134,9 +135,9 @@ func BenchmarkThroughput(b *testing.B) {
 // BenchmarkSpooling measures the loop while NATS is down: events/s encoded
 // and appended to the spool.
 func BenchmarkSpooling(b *testing.B) {
-	ns := startNATS(b)
-	nc := connect(b, ns.url())
-	ns.stop()
+	ns := testenv.StartNATS(b)
+	nc := connect(b, ns.URL)
+	ns.Stop()
 	sp := openSpool(b, b.TempDir(), 1<<30)
 	defer sp.Close()
 	p := startPublisher(b, nc, sp, Options{QueueSize: 1 << 20})
@@ -162,7 +163,7 @@ func BenchmarkSpooling(b *testing.B) {
 func BenchmarkDrain(b *testing.B) {
 	url := externalNATS(b)
 	if url == "" {
-		url = startNATS(b).url()
+		url = testenv.StartNATS(b).URL
 	}
 	nc := connect(b, url)
 	ensureStreams(b, nc)

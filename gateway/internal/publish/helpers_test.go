@@ -7,63 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/graygate/graygate/gateway/internal/spool"
 	schema "github.com/graygate/graygate/schemas/events"
 )
-
-// natsServer is an in-process JetStream server a test can stop and start
-// again on the same port and store.
-type natsServer struct {
-	t    testing.TB
-	dir  string
-	port int
-	s    *server.Server
-}
-
-func startNATS(t testing.TB) *natsServer {
-	t.Helper()
-	n := &natsServer{t: t, dir: t.TempDir(), port: -1}
-	n.start()
-	n.port = n.s.Addr().(*net.TCPAddr).Port
-	t.Cleanup(n.stop)
-	return n
-}
-
-func (n *natsServer) start() {
-	n.t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir, NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		n.t.Fatalf("nats server: %v", err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		n.t.Fatal("nats server not ready")
-	}
-	n.s = s
-}
-
-func (n *natsServer) stop() {
-	if n.s != nil {
-		n.s.Shutdown()
-		n.s.WaitForShutdown()
-		n.s = nil
-	}
-}
-
-func (n *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
 
 // testLog logs to the test output when -v and GRAYGATE_TEST_LOG are set.
 func testLog(t testing.TB) *slog.Logger {
@@ -276,18 +231,6 @@ func sum(a [numKinds]uint64) (n uint64) {
 		n += v
 	}
 	return n
-}
-
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func ensureStreams(t testing.TB, nc *nats.Conn) {

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // blackhole is a TCP proxy that can stop forwarding without closing
@@ -98,8 +100,8 @@ func TestPartition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ns := startNATS(t)
-			bh := newBlackhole(t, ns.s.Addr().String())
+			ns := testenv.StartNATS(t)
+			bh := newBlackhole(t, ns.Addr())
 			nc := connect(t, bh.url())
 			ensureStreams(t, nc)
 			sp := openSpool(t, t.TempDir(), 1<<30)
@@ -125,11 +127,11 @@ func TestPartition(t *testing.T) {
 			}()
 			time.Sleep(500 * time.Millisecond)
 			bh.frozen.Store(true)
-			eventually(t, 10*time.Second, "the publisher to notice", func() bool { return !p.State().Connected })
+			testenv.WaitFor(t, 10*time.Second, "the publisher to notice", func() bool { return !p.State().Connected })
 			time.Sleep(2 * time.Second)
 			bh.frozen.Store(false)
 			<-done
-			eventually(t, 60*time.Second, "the spool to drain", func() bool {
+			testenv.WaitFor(t, 60*time.Second, "the spool to drain", func() bool {
 				r, _ := sp.Depth()
 				return r == 0 && len(p.queue) == 0 && p.State().Connected
 			})
@@ -146,7 +148,7 @@ func TestPartition(t *testing.T) {
 			if sum(st.Spooled) == 0 {
 				t.Errorf("Stats().Spooled = %v; want events spooled during the partition", st.Spooled)
 			}
-			checkExactlyOnce(t, readStream(t, ns.url()), tt.n)
+			checkExactlyOnce(t, readStream(t, ns.URL), tt.n)
 		})
 	}
 }

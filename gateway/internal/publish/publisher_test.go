@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	schema "github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 func TestPublishAll(t *testing.T) {
@@ -29,8 +30,8 @@ func TestPublishAll(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ns := startNATS(t)
-			nc := connect(t, ns.url())
+			ns := testenv.StartNATS(t)
+			nc := connect(t, ns.URL)
 			if !tt.ensure {
 				ensureStreams(t, nc)
 			}
@@ -42,9 +43,9 @@ func TestPublishAll(t *testing.T) {
 			for i := range tt.n {
 				p.Publish(event(i))
 			}
-			eventually(t, 30*time.Second, "every event published", func() bool { return sum(statsOf(p).Published) == uint64(tt.n) })
+			testenv.WaitFor(t, 30*time.Second, "every event published", func() bool { return sum(statsOf(p).Published) == uint64(tt.n) })
 			p.stop(t)
-			checkExactlyOnce(t, readStream(t, ns.url()), tt.n)
+			checkExactlyOnce(t, readStream(t, ns.URL), tt.n)
 			st := statsOf(p)
 			if want := [numKinds]uint64{KindRequest: uint64(tt.n * 8 / 10), KindRejection: uint64(tt.n / 10), KindSample: uint64(tt.n / 10)}; st.Published != want {
 				t.Errorf("Stats().Published = %v; want %v", st.Published, want)
@@ -87,8 +88,8 @@ func publishSteadily(p *Publisher, from, to int, interval time.Duration) time.Du
 const maxPublishCall = 100 * time.Millisecond
 
 func TestOutage(t *testing.T) {
-	ns := startNATS(t)
-	nc := connect(t, ns.url())
+	ns := testenv.StartNATS(t)
+	nc := connect(t, ns.URL)
 	ensureStreams(t, nc)
 	sp := openSpool(t, t.TempDir(), 64<<20)
 	defer sp.Close()
@@ -102,15 +103,15 @@ func TestOutage(t *testing.T) {
 		longest = publishSteadily(p.Publisher, 0, n, time.Millisecond)
 	}()
 	time.Sleep(500 * time.Millisecond)
-	ns.stop()
-	eventually(t, 10*time.Second, "the publisher to notice", func() bool { return !p.State().Connected })
+	ns.Stop()
+	testenv.WaitFor(t, 10*time.Second, "the publisher to notice", func() bool { return !p.State().Connected })
 	if s := p.State().String(); !strings.HasPrefix(s, "degraded: event log unreachable") {
 		t.Errorf("State() = %q; want degraded: event log unreachable …", s)
 	}
 	time.Sleep(2 * time.Second)
-	ns.start()
+	ns.Start()
 	<-done
-	eventually(t, 60*time.Second, "the spool to drain", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "the spool to drain", func() bool {
 		r, _ := sp.Depth()
 		return r == 0 && sum(statsOf(p).Published) >= n
 	})
@@ -130,12 +131,12 @@ func TestOutage(t *testing.T) {
 	if sum(st.Dropped) != 0 {
 		t.Errorf("Stats().Dropped = %v; want none", st.Dropped)
 	}
-	checkExactlyOnce(t, readStream(t, ns.url()), n)
+	checkExactlyOnce(t, readStream(t, ns.URL), n)
 }
 
 func TestOutageWithRestart(t *testing.T) {
-	ns := startNATS(t)
-	nc := connect(t, ns.url())
+	ns := testenv.StartNATS(t)
+	nc := connect(t, ns.URL)
 	ensureStreams(t, nc)
 	dir := t.TempDir()
 
@@ -144,7 +145,7 @@ func TestOutageWithRestart(t *testing.T) {
 	p := startPublisher(t, nc, sp, Options{ShutdownGrace: time.Second})
 	var longest time.Duration
 	longest = max(longest, publishSteadily(p.Publisher, 0, 500, time.Millisecond))
-	ns.stop()
+	ns.Stop()
 	longest = max(longest, publishSteadily(p.Publisher, 500, 1500, time.Millisecond))
 	p.stop(t)
 	if err := sp.Close(); err != nil {
@@ -159,12 +160,12 @@ func TestOutageWithRestart(t *testing.T) {
 	if r, _ := sp.Depth(); r == 0 {
 		t.Fatal("the first gateway left nothing in the spool")
 	}
-	nc = connect(t, ns.url())
+	nc = connect(t, ns.URL)
 	p = startPublisher(t, nc, sp, Options{})
 	longest = max(longest, publishSteadily(p.Publisher, 1500, 2000, time.Millisecond))
-	ns.start()
+	ns.Start()
 	longest = max(longest, publishSteadily(p.Publisher, 2000, 2500, time.Millisecond))
-	eventually(t, 60*time.Second, "the spool to drain", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "the spool to drain", func() bool {
 		r, _ := sp.Depth()
 		return r == 0 && p.State().Connected
 	})
@@ -174,18 +175,18 @@ func TestOutageWithRestart(t *testing.T) {
 	if longest > maxPublishCall {
 		t.Errorf("longest Publish call = %v; want under %v", longest, maxPublishCall)
 	}
-	checkExactlyOnce(t, readStream(t, ns.url()), 2500)
+	checkExactlyOnce(t, readStream(t, ns.URL), 2500)
 }
 
 func TestSpoolFull(t *testing.T) {
-	ns := startNATS(t)
-	nc := connect(t, ns.url())
+	ns := testenv.StartNATS(t)
+	nc := connect(t, ns.URL)
 	ensureStreams(t, nc)
-	ns.stop()
+	ns.Stop()
 	sp := openSpool(t, t.TempDir(), 64<<10)
 	defer sp.Close()
 	p := startPublisher(t, nc, sp, Options{})
-	eventually(t, 10*time.Second, "the publisher to notice", func() bool { return !p.State().Connected })
+	testenv.WaitFor(t, 10*time.Second, "the publisher to notice", func() bool { return !p.State().Connected })
 
 	const n = 2000 // about 600 KB of events for a 64 KiB spool
 	for i := range n {
@@ -194,10 +195,10 @@ func TestSpoolFull(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // let the loop keep up: test the spool's bound, not the queue's
 		}
 	}
-	eventually(t, 10*time.Second, "every event spooled", func() bool { return sum(statsOf(p).Spooled) == n })
+	testenv.WaitFor(t, 10*time.Second, "every event spooled", func() bool { return sum(statsOf(p).Spooled) == n })
 	kept, _ := sp.Depth()
-	ns.start()
-	eventually(t, 30*time.Second, "the spool to drain", func() bool {
+	ns.Start()
+	testenv.WaitFor(t, 30*time.Second, "the spool to drain", func() bool {
 		r, _ := sp.Depth()
 		return r == 0 && p.State().Connected
 	})
@@ -213,7 +214,7 @@ func TestSpoolFull(t *testing.T) {
 	if st.Dropped[KindRequest] == 0 || st.Dropped[KindSample] == 0 {
 		t.Errorf("Stats().Dropped = %v; want drops counted under their kinds", st.Dropped)
 	}
-	s := readStream(t, ns.url())
+	s := readStream(t, ns.URL)
 	if s.msgs != int(kept) || len(s.ids) != int(kept) {
 		t.Errorf("stream holds %d messages, %d ids; want the %d kept", s.msgs, len(s.ids), kept)
 	}
@@ -242,11 +243,11 @@ func TestShutdown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ns := startNATS(t)
-			nc := connect(t, ns.url())
+			ns := testenv.StartNATS(t)
+			nc := connect(t, ns.URL)
 			ensureStreams(t, nc)
 			if tt.natsDown {
-				ns.stop()
+				ns.Stop()
 			}
 			dir := t.TempDir()
 			sp := openSpool(t, dir, 64<<20)
@@ -272,16 +273,16 @@ func TestShutdown(t *testing.T) {
 				t.Errorf("spool holds %d events; want none with NATS up", spooled)
 			}
 			if tt.natsDown {
-				ns.start()
+				ns.Start()
 			}
 			// The next gateway delivers what the spool holds: together with
 			// what reached NATS, every event exactly once.
 			sp = openSpool(t, dir, 64<<20)
 			defer sp.Close()
-			p = startPublisher(t, connect(t, ns.url()), sp, Options{})
-			eventually(t, 30*time.Second, "the spool to drain", func() bool { r, _ := sp.Depth(); return r == 0 })
+			p = startPublisher(t, connect(t, ns.URL), sp, Options{})
+			testenv.WaitFor(t, 30*time.Second, "the spool to drain", func() bool { r, _ := sp.Depth(); return r == 0 })
 			p.stop(t)
-			checkExactlyOnce(t, readStream(t, ns.url()), n)
+			checkExactlyOnce(t, readStream(t, ns.URL), n)
 		})
 	}
 }
@@ -330,8 +331,8 @@ func TestShutdownBound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ns := startNATS(t)
-			nc := connect(t, ns.url())
+			ns := testenv.StartNATS(t)
+			nc := connect(t, ns.URL)
 			ensureStreams(t, nc)
 			sp := openSpool(t, t.TempDir(), 64<<20)
 			defer sp.Close()
@@ -345,7 +346,7 @@ func TestShutdownBound(t *testing.T) {
 			for i := range n {
 				r.Publish(event(i))
 			}
-			eventually(t, 10*time.Second, "every event taken", func() bool { return len(p.queue) == 0 })
+			testenv.WaitFor(t, 10*time.Second, "every event taken", func() bool { return len(p.queue) == 0 })
 			time.Sleep(2 * spillAfter) // the connection is up: Run tries to publish, and retries the spool
 			start := time.Now()
 			r.stop(t)
@@ -367,8 +368,8 @@ func TestShutdownBound(t *testing.T) {
 
 func TestPublishNeverBlocks(t *testing.T) {
 	// Run is not started: the queue fills and the rest is dropped.
-	ns := startNATS(t)
-	nc := connect(t, ns.url())
+	ns := testenv.StartNATS(t)
+	nc := connect(t, ns.URL)
 	sp := openSpool(t, t.TempDir(), 1<<20)
 	defer sp.Close()
 	p, err := New(nc, sp, Options{QueueSize: 10})
@@ -392,13 +393,13 @@ func TestPublishNeverBlocks(t *testing.T) {
 func TestStartWithoutNATS(t *testing.T) {
 	// NATS is down when the gateway starts: Connect returns at once, events
 	// spool, and are delivered when NATS comes up.
-	ns := startNATS(t)
-	nc0 := connect(t, ns.url())
+	ns := testenv.StartNATS(t)
+	nc0 := connect(t, ns.URL)
 	ensureStreams(t, nc0)
 	nc0.Close()
-	ns.stop()
+	ns.Stop()
 	start := time.Now()
-	nc := connect(t, ns.url())
+	nc := connect(t, ns.URL)
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("Connect with NATS down took %v", d)
 	}
@@ -411,32 +412,32 @@ func TestStartWithoutNATS(t *testing.T) {
 	for i := range 100 {
 		p.Publish(event(i))
 	}
-	eventually(t, 10*time.Second, "events spooled", func() bool { return sum(statsOf(p).Spooled) == 100 })
-	ns.start()
-	eventually(t, 30*time.Second, "delivery", func() bool { r, _ := sp.Depth(); return r == 0 && p.State().Connected })
+	testenv.WaitFor(t, 10*time.Second, "events spooled", func() bool { return sum(statsOf(p).Spooled) == 100 })
+	ns.Start()
+	testenv.WaitFor(t, 30*time.Second, "delivery", func() bool { r, _ := sp.Depth(); return r == 0 && p.State().Connected })
 	p.stop(t)
-	checkExactlyOnce(t, readStream(t, ns.url()), 100)
+	checkExactlyOnce(t, readStream(t, ns.URL), 100)
 }
 
 func TestStreamMissing(t *testing.T) {
 	// Connected, but the stream does not exist: events spool until it is
 	// created, then drain.
-	ns := startNATS(t)
-	nc := connect(t, ns.url())
+	ns := testenv.StartNATS(t)
+	nc := connect(t, ns.URL)
 	sp := openSpool(t, t.TempDir(), 1<<20)
 	defer sp.Close()
 	p := startPublisher(t, nc, sp, Options{AckTimeout: time.Second})
 	for i := range 50 {
 		p.Publish(event(i))
 	}
-	eventually(t, 20*time.Second, "events spooled", func() bool { return sum(statsOf(p).Spooled) == 50 })
+	testenv.WaitFor(t, 20*time.Second, "events spooled", func() bool { return sum(statsOf(p).Spooled) == 50 })
 	if s := p.State(); s.Connected {
 		t.Errorf("State() = %v; want degraded while events are refused", s)
 	}
 	ensureStreams(t, nc)
-	eventually(t, 30*time.Second, "delivery", func() bool { r, _ := sp.Depth(); return r == 0 })
+	testenv.WaitFor(t, 30*time.Second, "delivery", func() bool { r, _ := sp.Depth(); return r == 0 })
 	p.stop(t)
-	checkExactlyOnce(t, readStream(t, ns.url()), 50)
+	checkExactlyOnce(t, readStream(t, ns.URL), 50)
 }
 
 func TestStateString(t *testing.T) {
@@ -455,8 +456,8 @@ func TestStateString(t *testing.T) {
 }
 
 func TestConcurrentPublish(t *testing.T) {
-	ns := startNATS(t)
-	nc := connect(t, ns.url())
+	ns := testenv.StartNATS(t)
+	nc := connect(t, ns.URL)
 	ensureStreams(t, nc)
 	sp := openSpool(t, t.TempDir(), 1<<20)
 	defer sp.Close()
@@ -470,7 +471,7 @@ func TestConcurrentPublish(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	eventually(t, 30*time.Second, "every event published", func() bool { return sum(statsOf(p).Published) == 2000 })
+	testenv.WaitFor(t, 30*time.Second, "every event published", func() bool { return sum(statsOf(p).Published) == 2000 })
 	p.stop(t)
-	checkExactlyOnce(t, readStream(t, ns.url()), 2000)
+	checkExactlyOnce(t, readStream(t, ns.URL), 2000)
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/publish"
 	"github.com/graygate/graygate/gateway/internal/spool"
-	"github.com/graygate/graygate/gateway/internal/testenv"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // storedStats reads every message of GRAYGATE_STATS.

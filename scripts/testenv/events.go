@@ -6,23 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/schemas/events"
 )
 
 func ptr[T any](v T) *T { return &v }
-
-// ID returns a new UUIDv7 event id.
-func ID(t testing.TB) string {
-	t.Helper()
-	u, err := uuid.NewV7()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.String()
-}
 
 // Request returns a request.completed fallback with every field set.
 func Request(deployment string, n int) *events.RequestCompleted {
@@ -144,8 +131,19 @@ func Envelope(t testing.TB, data events.Data, at time.Time, id string) events.En
 	return env
 }
 
-// Event is Envelope decoded as the collector decodes it.
-func Event(t testing.TB, data events.Data, at time.Time, id string) store.Event {
+// StoredEvent is the shape of the collector's store.Event, which this
+// package cannot name (it is internal to the collector).
+type StoredEvent interface {
+	~struct {
+		Envelope events.Envelope
+		Data     events.Data
+		Sequence uint64
+	}
+}
+
+// Event is Envelope decoded as the collector decodes it, as E (the
+// collector's store.Event: testenv.Event[store.Event](t, …)).
+func Event[E StoredEvent](t testing.TB, data events.Data, at time.Time, id string) E {
 	t.Helper()
 	env := Envelope(t, data, at, id)
 	b, err := json.Marshal(env)
@@ -156,5 +154,5 @@ func Event(t testing.TB, data events.Data, at time.Time, id string) store.Event 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store.Event{Envelope: env, Data: d}
+	return E{Envelope: env, Data: d}
 }
