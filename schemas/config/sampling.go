@@ -109,19 +109,19 @@ func (p paramDomain) checkRule(f float64, i int64) string {
 
 func formatNumber(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-// params decodes sampling_contract.params: each governed name maps to a
-// number (a pin) or to a band {min, max, default?}. Meaning (domains, order of
-// the bounds, conflict policy) is checked by validateSampling.
-func (d *decoder) params(path string, n *yaml.Node, v reflect.Value) {
-	rules := map[string]ParamRule{}
-	v.Set(reflect.ValueOf(rules))
+// governed returns the pairs of a mapping of governed parameter names, in
+// file order, recording each name's key path and order; null is no pairs,
+// and another node, or an unknown name, is an error (notShape formats the
+// message for a node that is not a mapping).
+func (d *decoder) governed(path string, n *yaml.Node, notShape string) []pair {
 	if isNull(n) {
-		return
+		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.errorf(path, n, "expected a mapping of parameter names, got %s", describe(n))
-		return
+		d.errorf(path, n, notShape, describe(n))
+		return nil
 	}
+	var out []pair
 	for _, p := range d.pairs(path, n) {
 		kp := joinPath(path, p.key)
 		if _, ok := domainOf(p.key); !ok {
@@ -130,6 +130,19 @@ func (d *decoder) params(path string, n *yaml.Node, v reflect.Value) {
 		}
 		d.mark(kp, p.k)
 		d.order[path] = append(d.order[path], p.key)
+		out = append(out, p)
+	}
+	return out
+}
+
+// params decodes sampling_contract.params: each governed name maps to a
+// number (a pin) or to a band {min, max, default?}. Meaning (domains, order of
+// the bounds, conflict policy) is checked by validateSampling.
+func (d *decoder) params(path string, n *yaml.Node, v reflect.Value) {
+	rules := map[string]ParamRule{}
+	v.Set(reflect.ValueOf(rules))
+	for _, p := range d.governed(path, n, "expected a mapping of parameter names, got %s") {
+		kp := joinPath(path, p.key)
 		val := deref(p.v)
 		switch {
 		case val.Kind == yaml.MappingNode:
@@ -291,21 +304,8 @@ func (d *decoder) validateSampling(sc *SamplingContract) {
 func (d *decoder) armParams(path string, n *yaml.Node, v reflect.Value) {
 	params := ArmParams{}
 	v.Set(reflect.ValueOf(params))
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		d.errorf(path, n, "expected a mapping of parameter names to values, got %s", describe(n))
-		return
-	}
-	for _, p := range d.pairs(path, n) {
+	for _, p := range d.governed(path, n, "expected a mapping of parameter names to values, got %s") {
 		kp := joinPath(path, p.key)
-		if _, ok := domainOf(p.key); !ok {
-			d.errorf(kp, p.k, "unknown parameter; the governed parameters are %s", strings.Join(GovernedParams(), ", "))
-			continue
-		}
-		d.mark(kp, p.k)
-		d.order[path] = append(d.order[path], p.key)
 		val := deref(p.v)
 		if val.Kind != yaml.ScalarNode || isNull(val) {
 			d.errorf(kp, val, "expected a number, got %s", describeValue(val))
