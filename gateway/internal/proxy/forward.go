@@ -92,8 +92,8 @@ func (x *exchange) setHeaders(h *fasthttp.RequestHeader) {
 // A client that leaves cancels the upstream request (gray or primary):
 // its connection is watched while the answer is awaited.
 func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
-	ctx, stop := clientContext(c.Context().Conn())
-	defer stop()
+	ctx := s.watcher.add(&x.watch, c.Context().Conn())
+	defer s.watcher.remove(&x.watch)
 	var gray *Measure
 	armName := telemetry.ArmPrimary
 	if k.useGray {

@@ -1,11 +1,8 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"sync"
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -108,46 +105,4 @@ func appendCapped(b, p []byte, limit int) ([]byte, bool) {
 		b = upstream.Grow(b, limit)
 	}
 	return append(b, p...), true
-}
-
-// watchClient calls gone, once, when the client of conn has closed its
-// connection; it looks every clientCheckEvery until stop is called. It
-// starts no goroutine of its own (a timer callback runs the check), so a
-// request that ends quickly costs one timer.
-func watchClient(conn net.Conn, gone func()) (stop func()) {
-	if conn == nil {
-		return func() {}
-	}
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	mu.Lock()
-	t = time.AfterFunc(clientCheckEvery, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		if peerClosed(conn) {
-			stopped = true
-			gone()
-			return
-		}
-		t.Reset(clientCheckEvery)
-	})
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
-	}
-}
-
-// clientContext returns a context that ends when the client of conn
-// leaves, and the function that stops watching (and releases it).
-func clientContext(conn net.Conn) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	stop := watchClient(conn, cancel)
-	return ctx, func() { stop(); cancel() }
 }

@@ -54,6 +54,7 @@ type Server struct {
 	requireToken bool     // client tokens are configured: /v1/* needs one
 	forceTokens  tokenSet // may use a rollout force header
 	adminToken   tokenSet // at most one
+	watcher      watcher  // cancels buffered requests whose client left
 
 	contract     *contract.Contract
 	router       *bands.Router
@@ -519,6 +520,7 @@ type exchange struct {
 	// out, after writing it (sendAnswer).
 	out    answerBody
 	handed bool
+	watch  clientWatch // the request's registration with Server.watcher
 }
 
 // header is a forwarded client header, as spans into exchange.hbuf.

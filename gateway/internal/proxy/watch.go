@@ -1,0 +1,125 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+)
+
+// watcher cancels the buffered requests whose client has left (SPEC §3:
+// a client that leaves cancels the upstream request). One goroutine looks,
+// every clientCheckEvery, at the connection of every request in flight, so
+// a request costs a registration under a mutex: no timer, no goroutine and
+// no allocation of its own. The goroutine runs while requests are
+// registered and exits at the first look that finds none.
+type watcher struct {
+	mu      sync.Mutex
+	items   []*clientWatch
+	running bool
+	every   time.Duration
+}
+
+// clientWatch is a request's registration with the watcher; it lives in
+// the request's exchange and is reused with it.
+type clientWatch struct {
+	ctx    context.Context // ends when the client leaves
+	cancel context.CancelFunc
+	conn   net.Conn
+	slot   int    // index in watcher.items; -1 when not registered (under watcher.mu)
+	gen    uint64 // counts registrations, so a late look cannot hit the next request
+	added  bool   // add registered it and remove has not run (the owner's alone)
+}
+
+// look is a snapshot of one registration, taken under the mutex and
+// checked outside it.
+type look struct {
+	w    *clientWatch
+	conn net.Conn
+	gen  uint64
+}
+
+// add registers a request served on conn and returns the context that
+// ends when its client leaves. The context of the previous request on
+// cw is reused unless it ended. A nil conn (an in-memory test request) is
+// not watched.
+func (w *watcher) add(cw *clientWatch, conn net.Conn) context.Context {
+	if cw.ctx == nil || cw.ctx.Err() != nil {
+		cw.ctx, cw.cancel = context.WithCancel(context.Background())
+	}
+	if conn == nil {
+		return cw.ctx
+	}
+	cw.added = true
+	w.mu.Lock()
+	cw.conn, cw.gen, cw.slot = conn, cw.gen+1, len(w.items)
+	w.items = append(w.items, cw)
+	if !w.running {
+		w.running = true
+		go w.run()
+	}
+	w.mu.Unlock()
+	return cw.ctx
+}
+
+// remove ends cw's registration; after it returns, the watcher no longer
+// cancels cw's context.
+func (w *watcher) remove(cw *clientWatch) {
+	if !cw.added {
+		return
+	}
+	cw.added = false
+	w.mu.Lock()
+	w.unlink(cw)
+	w.mu.Unlock()
+}
+
+// unlink removes cw from items; w.mu is held.
+func (w *watcher) unlink(cw *clientWatch) {
+	i, last := cw.slot, len(w.items)-1
+	if i < 0 {
+		return
+	}
+	w.items[i] = w.items[last]
+	w.items[i].slot = i
+	w.items[last] = nil
+	w.items = w.items[:last]
+	cw.slot, cw.conn = -1, nil
+}
+
+// run looks at every registered connection each period and cancels the
+// requests whose client closed its connection. The peeks run outside the
+// mutex, so registering never waits on a system call.
+func (w *watcher) run() {
+	every := w.every
+	if every <= 0 {
+		every = clientCheckEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var looks []look
+	for range t.C {
+		w.mu.Lock()
+		if len(w.items) == 0 {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		looks = looks[:0]
+		for _, cw := range w.items {
+			looks = append(looks, look{cw, cw.conn, cw.gen})
+		}
+		w.mu.Unlock()
+		for i, l := range looks {
+			if peerClosed(l.conn) {
+				w.mu.Lock()
+				if l.w.slot >= 0 && l.w.gen == l.gen {
+					l.w.cancel()
+					w.unlink(l.w)
+				}
+				w.mu.Unlock()
+			}
+			looks[i] = look{}
+		}
+	}
+}

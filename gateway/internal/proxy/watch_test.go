@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/scripts/testenv"
+)
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (server, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	testenv.Must(t, err)
+	server = <-accepted
+	t.Cleanup(func() { server.Close(); client.Close() })
+	return server, client
+}
+
+func TestWatcherCancelsWhenClientLeaves(t *testing.T) {
+	w := &watcher{every: 10 * time.Millisecond}
+	stayed, _ := tcpPair(t)
+	left, leaver := tcpPair(t)
+	var a, b clientWatch
+	ctxA := w.add(&a, stayed)
+	ctxB := w.add(&b, left)
+	leaver.Close()
+	select {
+	case <-ctxB.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the request whose client left was not cancelled within 2 s")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if ctxA.Err() != nil {
+		t.Fatal("the request whose client stayed was cancelled")
+	}
+	w.remove(&b) // already unlinked by the watcher: a no-op
+	w.remove(&a)
+	// A cancelled context is not reused; a live one is.
+	if again := w.add(&b, nil); again == ctxB || again.Err() != nil {
+		t.Error("a cancelled registration's context was reused")
+	}
+	if again := w.add(&a, nil); again != ctxA {
+		t.Error("a live registration's context was not reused")
+	}
+}
+
+func TestWatcherIgnoresRemovedRequests(t *testing.T) {
+	w := &watcher{every: 10 * time.Millisecond}
+	left, leaver := tcpPair(t)
+	var cw clientWatch
+	ctx := w.add(&cw, left)
+	w.remove(&cw)
+	leaver.Close()
+	time.Sleep(60 * time.Millisecond)
+	if ctx.Err() != nil {
+		t.Fatal("a request removed before its client left was cancelled")
+	}
+}
+
+func TestWatcherStopsWhenIdle(t *testing.T) {
+	w := &watcher{every: 5 * time.Millisecond}
+	conn, _ := tcpPair(t)
+	var cw clientWatch
+	w.add(&cw, conn)
+	w.remove(&cw)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		w.mu.Lock()
+		running := w.running
+		w.mu.Unlock()
+		if !running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher goroutine still runs with nothing registered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// BenchmarkWatch is a buffered request's cost of being watched.
+func BenchmarkWatch(b *testing.B) {
+	w := &watcher{}
+	conn, _ := tcpPair(&testing.T{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var cw clientWatch
+		for pb.Next() {
+			w.add(&cw, conn)
+			w.remove(&cw)
+		}
+	})
+}
