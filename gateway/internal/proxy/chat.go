@@ -53,7 +53,29 @@ func (s *Server) embeddings(c *fiber.Ctx) error {
 
 // proxy serves one request of endpoint ep.
 func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint) error {
-	k := call{start: time.Now(), id: requestID(c), endpoint: name}
+	// The call lives in the pooled exchange: a request allocates nothing
+	// of its own for it.
+	x := s.getExchange()
+	x.call = call{start: time.Now(), id: requestID(c), endpoint: name}
+	k := &x.call
+	if err := s.admit(c, x, k, ep); err != nil {
+		s.putExchange(x)
+		return err
+	}
+	if k.stream {
+		// The exchange now belongs to the stream, which returns it.
+		return s.forwardStream(c, x, k)
+	}
+	// A buffered answer may be handed to fasthttp with x (sendAnswer).
+	defer s.release(x)
+	telemetry.Started()
+	defer telemetry.Finished()
+	return s.forward(c, x, k)
+}
+
+// admit authorizes the request, checks its body's size and encoding, and
+// prepares it (prepare).
+func (s *Server) admit(c *fiber.Ctx, x *exchange, k *call, ep upstream.Endpoint) error {
 	c.Set("x-request-id", k.id)
 	auth, err := s.authorize(c) // before the body: see clientHeaderReceived
 	if err != nil {
@@ -66,22 +88,9 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 	if ce := c.Request().Header.ContentEncoding(); len(ce) > 0 && !bytes.EqualFold(ce, []byte("identity")) {
 		return badRequest("compressed request bodies are not accepted (Content-Encoding: %s)", clip(string(ce), 20))
 	}
-	x := s.getExchange()
 	x.body = c.Request().Body()
 	x.ep = ep
-	if err := s.prepare(c, x, &k); err != nil {
-		s.putExchange(x)
-		return err
-	}
-	if k.stream {
-		// The exchange now belongs to the stream, which returns it.
-		return s.forwardStream(c, x, &k)
-	}
-	// A buffered answer may be handed to fasthttp with x (sendAnswer).
-	defer s.release(x)
-	telemetry.Started()
-	defer telemetry.Finished()
-	return s.forward(c, x, &k)
+	return s.prepare(c, x, k)
 }
 
 // prepare runs every check that needs no upstream, in SPEC order: body,

@@ -521,6 +521,7 @@ type exchange struct {
 	out    answerBody
 	handed bool
 	watch  clientWatch // the request's registration with Server.watcher
+	call   call        // what was decided about the request
 }
 
 // header is a forwarded client header, as spans into exchange.hbuf.
@@ -545,6 +546,7 @@ func (s *Server) release(x *exchange) {
 // maxPooledBytes is dropped rather than kept at its peak.
 func (s *Server) putExchange(x *exchange) {
 	x.body = nil
+	x.call = call{}
 	x.out = answerBody{}
 	drop := func(b []byte) []byte {
 		if cap(b) > maxPooledBytes {

@@ -241,6 +241,10 @@ func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time
 	}
 }
 
+// neverRegistered is the stop function of an exchange whose context
+// cannot end: there is no callback to unregister.
+func neverRegistered() bool { return true }
+
 var (
 	jsonType = []byte("application/json")
 	errStale = errors.New("kept-alive connection closed by upstream")
@@ -251,9 +255,10 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request,
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	cn.idle, cn.got, cn.wrote, cn.hard = 0, false, 0, hard
-	stop := func() bool { return false }
+	stop := neverRegistered
 	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { cn.abort(ctx.Err()) })
+		cn.ctx = ctx
+		stop = context.AfterFunc(ctx, cn.onCancel)
 	}
 	if err := req.Write(cn.bw); err != nil {
 		stop()
@@ -357,7 +362,7 @@ func (c *Client) popIdle() *conn {
 		c.idle[n-1] = nil
 		c.idle = c.idle[:n-1]
 		c.mu.Unlock()
-		if cn.br.Buffered() > 0 || !alive(cn.nc) {
+		if cn.br.Buffered() > 0 || !cn.peek.alive() {
 			cn.close()
 			continue
 		}
@@ -409,7 +414,8 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 		}
 		nc = tc
 	}
-	cn := &conn{nc: nc, slots: c.slots}
+	cn := &conn{nc: nc, slots: c.slots, peek: newPeeker(nc)}
+	cn.onCancel = cn.cancelled
 	cn.br = bufio.NewReaderSize(readerFunc(cn.read), 16<<10)
 	cn.bw = bufio.NewWriterSize(writerFunc(cn.write), 16<<10)
 	return cn, false, nil
@@ -457,7 +463,17 @@ type conn struct {
 	got     bool                  // a response byte was read
 	wrote   int64                 // request bytes written to the socket
 	aborted atomic.Pointer[error] // why the connection was closed from outside
+	peek    *peeker
+	// ctx is the context of the exchange in progress; onCancel (made
+	// once per connection) aborts the connection when it ends.
+	ctx      context.Context
+	onCancel func()
 }
+
+// cancelled aborts the connection because its exchange's context ended.
+// It runs only while that exchange is in progress: Response.Close reuses
+// a connection only when the callback was unregistered before it ran.
+func (cn *conn) cancelled() { cn.abort(cn.ctx.Err()) }
 
 func (cn *conn) read(p []byte) (int, error) {
 	if cn.idle > 0 {

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"github.com/graygate/graygate/scripts/testenv"
 	"net"
 	"strings"
 	"sync"
@@ -318,7 +319,7 @@ func TestWaiterTimesOut(t *testing.T) {
 	s := startServer(t)
 	cl := newClient(t, config.Upstream{URL: s.url, MaxConnections: 1, Timeout: 150 * time.Millisecond})
 	resp := hold(t, cl)
-	defer resp.Close()
+	defer resp.Close() // closed below too: a second Close does nothing
 
 	start := time.Now()
 	_, err := call(context.Background(), cl, nil)
@@ -444,5 +445,32 @@ func TestNewNeverPrintsCredentials(t *testing.T) {
 		if strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("New: %v; shows the password", err)
 		}
+	}
+}
+
+// TestSecondCloseDoesNothing: closing a response twice (a deferred Close
+// after an explicit one) must not put its connection, or its pooled
+// fasthttp response, back twice: two later requests would then share one.
+// Found by -race in TestWaiterTimesOut, which closed its held response twice.
+func TestSecondCloseDoesNothing(t *testing.T) {
+	s := startServer(t)
+	cl := newClient(t, config.Upstream{URL: s.url, MaxConnections: 4})
+	resp := hold(t, cl)
+	if _, err := resp.ReadAll(nil, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	resp.Close()
+	resp.Close()
+	a, err := cl.Do(context.Background(), body, nil)
+	testenv.Must(t, err)
+	defer a.Close()
+	b, err := cl.Do(context.Background(), body, nil)
+	testenv.Must(t, err)
+	defer b.Close()
+	if a.conn == b.conn {
+		t.Fatal("two requests in flight share one connection after a double Close")
+	}
+	if a.resp == b.resp {
+		t.Fatal("two requests in flight share one pooled response after a double Close")
 	}
 }

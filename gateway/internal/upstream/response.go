@@ -107,13 +107,21 @@ func (r *Response) IsEventStream() bool {
 func (r *Response) Abort() { r.conn.abort(nil) }
 
 // Close releases the response. A connection whose body was read to its end
-// goes back to the pool, any other is closed.
+// goes back to the pool, any other is closed. A second Close does nothing:
+// releasing twice would hand one pooled response, or one connection, to
+// two callers at once.
 func (r *Response) Close() {
-	r.stop()
-	reuse := r.eof && r.err == nil && r.conn.aborted.Load() == nil &&
+	if r.resp == nil {
+		return
+	}
+	// A callback already started (stop reports false) may abort the
+	// connection at any moment: it is not reused.
+	unregistered := r.stop()
+	reuse := unregistered && r.eof && r.err == nil && r.conn.aborted.Load() == nil &&
 		!r.resp.ConnectionClose() && r.Header.ContentLength() != -2
 	_ = r.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(r.resp)
+	r.resp = nil
 	if reuse {
 		r.client.put(r.conn)
 	} else {
