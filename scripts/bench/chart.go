@@ -6,12 +6,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -82,7 +80,7 @@ func writeChart(path string, r Results) error {
 				return nil, err
 			}
 			bars.LineStyle.Width = 0
-			bars.Color = plotutil.Color(slices.Index(names, name))
+			bars.Color = targetColor(name)
 			bars.Offset = vg.Length(float64(i)-float64(len(drawn)-1)/2) * w
 			p.Add(bars)
 			p.Legend.Add(name, bars)
@@ -141,6 +139,25 @@ func writeChart(path string, r Results) error {
 		return err
 	}
 	return f.Close()
+}
+
+// targetColors keep each target's colour from run to run (Tableau 10):
+// the references in grey, green and blue, the gateway's modes in warm hues.
+var targetColors = map[string]color.RGBA{
+	tDirect:     {0xba, 0xb0, 0xac, 0xff},
+	tNginx:      {0x59, 0xa1, 0x4f, 0xff},
+	tFiber:      {0x4e, 0x79, 0xa7, 0xff},
+	tGwS12:      {0xf2, 0x8e, 0x2b, 0xff},
+	tGwGray:     {0xb0, 0x7a, 0xa1, 0xff},
+	tGwAll:      {0xe1, 0x57, 0x59, 0xff},
+	tGwNoEvents: {0x76, 0xb7, 0xb2, 0xff},
+}
+
+func targetColor(name string) color.Color {
+	if c, ok := targetColors[name]; ok {
+		return c
+	}
+	return color.Black
 }
 
 // niceTicks labels an axis from 0 at steps of 1, 2 or 5 × 10^n, about five

@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -69,6 +70,7 @@ type options struct {
 	mockBin          string
 	gatewayBin       string
 	keep             bool
+	replot           string
 }
 
 // allTargets are the targets --targets accepts, in the order they are
@@ -99,6 +101,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.mockBin, "mock-bin", "", "use this mockllm binary instead of building ./scripts/mockllm")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "use this gateway binary instead of building ./gateway")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, logs) after the run")
+	fs.StringVar(&o.replot, "replot", "", "measure nothing: read this results JSON, print its report and draw its chart at --png")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -186,6 +189,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if o.pngPath == "" {
 		o.pngPath = filepath.Join(root, ".data", "bench", "bench.png")
+	}
+	if o.replot != "" {
+		return replot(o.replot, o.pngPath)
 	}
 	dir, err := os.MkdirTemp("", "graygate-bench-")
 	if err != nil {
@@ -596,4 +602,23 @@ func repoRoot() (string, error) {
 			return "", fmt.Errorf("no graygate go.mod in %s or its parents", dir)
 		}
 	}
+}
+
+// replot prints the report of a results JSON a run wrote and draws its
+// chart again, measuring nothing.
+func replot(jsonPath, pngPath string) error {
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		return err
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", jsonPath, err)
+	}
+	report(os.Stdout, r)
+	if err := writeChart(pngPath, r); err != nil {
+		return fmt.Errorf("write %s: %w", pngPath, err)
+	}
+	fmt.Printf("\nwrote %s\n", pngPath)
+	return nil
 }
