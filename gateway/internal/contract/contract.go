@@ -162,14 +162,21 @@ func (c *Contract) Check(body []byte, req *scan.Request, edits *scan.Edits, out 
 		if r.admits(p, v) {
 			continue
 		}
-		out.add(Violation{
+		viol := Violation{
 			Param:  p,
 			State:  v.State,
 			Index:  m.Index,
 			Pinned: r.pinned,
 			Min:    r.min,
 			Max:    r.max,
-		}, raw)
+		}
+		switch {
+		case p.IsInt() && r.pinned && r.intPinOK:
+			viol.Exact, viol.IntMin, viol.IntMax = true, r.intPin, r.intPin
+		case p.IsInt() && !r.pinned && r.intBandOK:
+			viol.Exact, viol.IntMin, viol.IntMax = true, r.intMin, r.intMax
+		}
+		out.add(viol, raw)
 	}
 }
 
