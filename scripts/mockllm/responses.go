@@ -235,7 +235,9 @@ func (a *responseAnswer) stream(st *responseStream) error {
 	}
 	steps := []func() error{
 		func() error { return st.event("response.created", map[string]any{"response": a.object("in_progress")}) },
-		func() error { return st.event("response.in_progress", map[string]any{"response": a.object("in_progress")}) },
+		func() error {
+			return st.event("response.in_progress", map[string]any{"response": a.object("in_progress")})
+		},
 	}
 	for _, f := range steps {
 		if err := f(); err != nil {

@@ -29,9 +29,9 @@ func newArmPrompt(p *config.Prompt) *armPrompt {
 	_ = enc.Encode(string(p.Text)) // validated UTF-8 at load
 	q := string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 	return &armPrompt{
-		prepend: p.Mode == config.PromptPrepend,
-		quoted:  q,
-		prefix:  q[:len(q)-1] + `\n\n`,
+		prepend:      p.Mode == config.PromptPrepend,
+		quoted:       q,
+		prefix:       q[:len(q)-1] + `\n\n`,
 		message:      `{"role":"system","content":` + q + `}`,
 		instructions: `"instructions":` + q,
 	}

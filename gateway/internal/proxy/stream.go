@@ -441,4 +441,3 @@ func eventData(ev []byte) []byte {
 	}
 	return nil
 }
-
