@@ -48,9 +48,11 @@ func (s *scanner) inputItem(r *Request) (call bool, err error) {
 		switch {
 		case s.peek() == '"' && s.keyIs(key, "type"):
 			v := s.i
-			err := s.skipString(nil)
+			if err := s.skipString(nil); err != nil {
+				return err
+			}
 			call = s.keyIs(Span{v, s.i}, "function_call")
-			return err
+			return nil
 		case s.peek() == '"' && (s.keyIs(key, "content") || s.keyIs(key, "arguments") || s.keyIs(key, "output")):
 			return s.skipString(&r.promptBytes)
 		case s.peek() == '[' && s.keyIs(key, "content"):
@@ -245,9 +247,11 @@ func (s *scanner) outputItem(a *Answer, depth int, texts bool) (call ToolCall, i
 		start := s.i
 		switch {
 		case s.peek() == '"' && s.keyIs(key, "type"):
-			err := s.skipString(nil)
+			if err := s.skipString(nil); err != nil {
+				return err
+			}
 			isCall = s.keyIs(Span{start, s.i}, "function_call")
-			return err
+			return nil
 		case texts && s.peek() == '[' && s.keyIs(key, "content"):
 			return s.array(depth+1, func() error {
 				if s.peek() != '{' {
@@ -279,9 +283,11 @@ func (s *scanner) outputPart(a *Answer, depth int) error {
 		start := s.i
 		switch {
 		case s.peek() == '"' && s.keyIs(key, "type"):
-			err := s.skipString(nil)
+			if err := s.skipString(nil); err != nil {
+				return err
+			}
 			isText = s.keyIs(Span{start, s.i}, "output_text")
-			return err
+			return nil
 		case s.peek() == '"' && s.keyIs(key, "text"):
 			n = 0
 			err := s.skipString(&n)
