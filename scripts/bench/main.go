@@ -1,23 +1,27 @@
 // Command bench is graygate's whole-system benchmark (SPEC §12): the same
-// mock upstream called directly, through nginx proxy_pass and through the
-// gateway in four event modes (events off; and, when NATS is reachable,
-// statistics only (request_log: off), request_log: gray (the default) and
-// request_log: all), driven by the
-// same wrk load at 1, 4 and 32 connections in one run. It prints requests/s,
-// p50/p99 latency and CPU per request of each proxy process (utime+stime
-// from /proc/PID/stat over the requests served), then the gateway/nginx
-// ratios against the SPEC's targets.
+// mock upstream called directly, through nginx proxy_pass, through a bare
+// fiber pass-through (./passthrough) and through the gateway in SPEC §12's
+// configuration (contract, bands, gray dispatch at 5 %, statistics to NATS,
+// request_log: off), with the default request_log: gray and with all,
+// driven by the same wrk load at 1, 4 and 32 connections in one run. Each
+// target runs several rounds, interleaved with the others; it prints the
+// median requests/s and p50/p99 latency, CPU per request of each proxy
+// process and of NATS (utime+stime from /proc/PID/stat over the requests
+// served), the ratios to nginx and to bare fiber, and PASS/MISS for each
+// SPEC §12 target, and writes the results as JSON and a PNG chart.
 //
-//	go run ./scripts/bench [--quick] [--duration 10s] [--conns 1,4,32] ...
+//	go run ./scripts/bench [--quick] [--rounds 3] [--duration 5s] [--conns 1,4,32] [--strace] ...
 //
-// wrk and nginx come from Debian packages, installed when missing. nginx
-// runs as a child with its own prefix and config; the system nginx (if any)
-// is never touched. Targets missing from the tree (no gateway main package
-// yet) are reported as skipped.
+// wrk and nginx come from Debian packages, installed when missing (strace
+// too, for --strace). nginx and NATS run as children with their own
+// config and storage; the system's servers are never touched. Targets
+// missing from the tree (no gateway main package yet) are reported as
+// skipped.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,6 +30,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,34 +55,53 @@ func logf(format string, args ...any) {
 // options are the command-line settings.
 type options struct {
 	duration, warmup time.Duration
+	rounds           int
 	conns            []int
+	targets          []string
 	threads          int
 	requestBytes     int
 	answerBytes      int
 	nginxWorkers     string
-	events           string
-	natsURL          string
+	nats             string // "private", "off" or a nats:// URL
+	jsonPath         string
+	pngPath          string
+	strace           bool
+	straceDuration   time.Duration
 	mockBin          string
 	gatewayBin       string
 	keep             bool
+	replot           string
 }
+
+// allTargets are the targets --targets accepts, in the order they are
+// reported; defaultTargets are the ones a plain run measures.
+var (
+	allTargets     = []string{tDirect, tNginx, tFiber, tGwS12, tGwGray, tGwAll, tGwNoEvents}
+	defaultTargets = []string{tDirect, tNginx, tFiber, tGwS12, tGwGray, tGwAll}
+)
 
 func parseOptions(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time per run (whole seconds)")
-	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up before each measured run")
-	quick := fs.Bool("quick", false, "short runs: 3s measured after 1s warm-up")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per run (whole seconds)")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up before each measured run (whole seconds)")
+	fs.IntVar(&o.rounds, "rounds", 3, "measured runs per target and connection count, targets interleaved; the table shows their median")
+	quick := fs.Bool("quick", false, "short run: 2 rounds of 2s measured after 1s warm-up (about 2 minutes)")
 	conns := fs.String("conns", "1,4,32", "comma-separated connection counts")
+	targets := fs.String("targets", strings.Join(defaultTargets, ","), "comma-separated targets, of: "+strings.Join(allTargets, ","))
 	fs.IntVar(&o.threads, "threads", 1, "wrk threads (at most the connection count)")
 	fs.IntVar(&o.requestBytes, "request-bytes", 1024, "size of the chat-completions request body")
 	fs.IntVar(&o.answerBytes, "answer-bytes", 800, "mock answer content size (the whole answer body is about 1 KB)")
 	fs.StringVar(&o.nginxWorkers, "nginx-workers", "1", "nginx worker_processes: 1 (one event loop, nginx's best on 2 shared cores) or auto")
-	fs.StringVar(&o.events, "events", "auto", "gateway runs with events published to NATS too (statistics only, request_log gray, request_log all): auto (when $NATS_URL answers) | on | off")
-	fs.StringVar(&o.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS for the events-on run (default $NATS_URL)")
+	fs.StringVar(&o.nats, "nats", "private", "NATS for the gateway's events: private (a nats-server child with its own store, so its CPU is the gateway's alone; $NATS_URL when no nats-server binary is found), off (gateway targets that need NATS are skipped), or a nats:// URL")
+	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON here (default .data/bench/bench.json under the repository)")
+	fs.StringVar(&o.pngPath, "png", "", "write the chart here (default .data/bench/bench.png under the repository)")
+	fs.BoolVar(&o.strace, "strace", false, "also count system calls per request of nginx, the bare fiber pass-through and gw-s12 under strace -c -f at 32 connections")
+	fs.DurationVar(&o.straceDuration, "strace-duration", 3*time.Second, "load time per target under strace")
 	fs.StringVar(&o.mockBin, "mock-bin", "", "use this mockllm binary instead of building ./scripts/mockllm")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "use this gateway binary instead of building ./gateway")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, logs) after the run")
+	fs.StringVar(&o.replot, "replot", "", "measure nothing: read this results JSON, print its report and draw its chart at --png")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -84,7 +109,10 @@ func parseOptions(args []string) (options, error) {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if *quick {
-		o.duration, o.warmup = 3*time.Second, time.Second
+		o.rounds, o.duration, o.warmup = 2, 2*time.Second, time.Second
+	}
+	if o.rounds < 1 {
+		return o, errors.New("--rounds must be at least 1")
 	}
 	for _, s := range strings.Split(*conns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -93,51 +121,54 @@ func parseOptions(args []string) (options, error) {
 		}
 		o.conns = append(o.conns, n)
 	}
+	seen := map[string]bool{}
+	for _, s := range strings.Split(*targets, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(allTargets, s) {
+			return o, fmt.Errorf("--targets: unknown target %q; want some of %s", s, strings.Join(allTargets, ","))
+		}
+		seen[s] = true
+	}
+	for _, t := range allTargets { // report order, whatever the flag's
+		if seen[t] {
+			o.targets = append(o.targets, t)
+		}
+	}
 	if o.threads < 1 {
 		return o, errors.New("--threads must be at least 1")
 	}
-	switch o.events {
-	case "auto", "on", "off":
-	default:
-		return o, fmt.Errorf("--events %q: want auto, on or off", o.events)
+	if o.nats != "private" && o.nats != "off" && !strings.HasPrefix(o.nats, "nats://") {
+		return o, fmt.Errorf("--nats %q: want private, off or a nats:// URL", o.nats)
 	}
 	return o, nil
 }
 
-// eventMode is one way the gateway runs with its event log (SPEC §7, §12).
-type eventMode struct {
-	target     string // the target's name
+// gatewayMode is one of the gateway's configurations: all have contract,
+// bands and gray dispatch at 5 %; they differ in their event log (SPEC §7,
+// §12).
+type gatewayMode struct {
+	target     string
 	requestLog string // gateway.request_log
-	label      string
+	nats       bool   // publishes to NATS
 }
 
-// eventModes are the gateway's runs with NATS, beside the one without.
-var eventModes = []eventMode{
-	{"gateway+stats", "off", "statistics only, request_log: off"},
-	{"gateway+gray", "gray", "request_log: gray (default)"},
-	{"gateway+all", "all", "request_log: all"},
+// gatewayModes are the gateway targets, in report order.
+var gatewayModes = []gatewayMode{
+	{tGwS12, "off", true},
+	{tGwGray, "gray", true},
+	{tGwAll, "all", true},
+	{tGwNoEvents, "gray", false},
 }
 
-// target is one thing wrk drives: the mock itself, nginx or a gateway.
+// target is one thing wrk drives: the mock itself, nginx, the bare fiber
+// pass-through or a gateway.
 type target struct {
 	name    string
 	url     string
 	proxy   func() []int  // processes whose CPU is the proxy's; nil for the mock itself
-	natsPID int           // the NATS server's pid for the events-on run, 0 when unknown
-	events  *eventCounter // the events-on run's stream reader, nil otherwise
+	natsPID int           // the NATS server's pid for the gateways with events, 0 when unknown
+	events  *eventCounter // the gateways-with-events' stream reader, nil otherwise
 	skipped string        // why the target is not measured
-}
-
-// measurement is one target at one connection count.
-type measurement struct {
-	target   string
-	conns    int
-	res      wrkResult
-	proxyCPU time.Duration // per request
-	mockCPU  time.Duration // per request, both mocks
-	natsCPU  time.Duration // per request, -1 when not measured
-	events   int64         // events stored during the run, -1 when not counted
-	err      error
 }
 
 func run(ctx context.Context, args []string) error {
@@ -148,9 +179,19 @@ func run(ctx context.Context, args []string) error {
 		}
 		return err
 	}
+	started := time.Now()
 	root, err := repoRoot()
 	if err != nil {
 		return err
+	}
+	if o.jsonPath == "" {
+		o.jsonPath = filepath.Join(root, ".data", "bench", "bench.json")
+	}
+	if o.pngPath == "" {
+		o.pngPath = filepath.Join(root, ".data", "bench", "bench.png")
+	}
+	if o.replot != "" {
+		return replot(o.replot, o.pngPath)
 	}
 	dir, err := os.MkdirTemp("", "graygate-bench-")
 	if err != nil {
@@ -162,6 +203,7 @@ func run(ctx context.Context, args []string) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
+	want := func(name string) bool { return slices.Contains(o.targets, name) }
 
 	wrk, nginx, err := tools(ctx)
 	if err != nil {
@@ -181,8 +223,15 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("the mock upstream is required: %w", err)
 		}
 	}
+	var fiberBin string
+	if want(tFiber) {
+		logf("building ./scripts/bench/passthrough")
+		if fiberBin, err = buildMain(ctx, root, "scripts/bench/passthrough", dir); err != nil {
+			return err
+		}
+	}
 	gatewayBin, gatewaySkip := o.gatewayBin, ""
-	if gatewayBin == "" {
+	if gatewayBin == "" && slices.ContainsFunc(o.targets, func(t string) bool { return strings.HasPrefix(t, "gw-") }) {
 		logf("building ./gateway")
 		gatewayBin, err = buildMain(ctx, root, "gateway", dir)
 		if errors.Is(err, errNoMain) {
@@ -214,124 +263,194 @@ func run(ctx context.Context, args []string) error {
 	logf("mock upstreams: primary %s (pid %d), gray %s (pid %d); request %d B, answer %d B",
 		primaryAddr, primary.pid(), grayAddr, gray.pid(), len(body), answerSize)
 
-	targets := []*target{{name: "direct", url: "http://" + primaryAddr + chatPath}}
-
-	ng, ngAddr, err := startNginx(ctx, dir, nginx, o.nginxWorkers, primaryAddr, body)
-	if err != nil {
-		return err
+	var targets []*target
+	if want(tDirect) {
+		targets = append(targets, &target{name: tDirect, url: "http://" + primaryAddr + chatPath})
 	}
-	procs = append(procs, ng)
-	targets = append(targets, &target{name: "nginx", url: "http://" + ngAddr + chatPath,
-		proxy: func() []int { return append([]int{ng.pid()}, childPIDs(ng.pid())...) }})
-	logf("nginx: pid %d on %s, worker_processes %s, keepalive 64 to the primary mock", ng.pid(), ngAddr, o.nginxWorkers)
+	if want(tNginx) {
+		ng, ngAddr, err := startNginx(ctx, dir, nginx, o.nginxWorkers, primaryAddr, body)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, ng)
+		targets = append(targets, &target{name: tNginx, url: "http://" + ngAddr + chatPath,
+			proxy: func() []int { return append([]int{ng.pid()}, childPIDs(ng.pid())...) }})
+		logf("nginx: pid %d on %s, worker_processes %s, keepalive 64 to the primary mock", ng.pid(), ngAddr, o.nginxWorkers)
+	}
+	if want(tFiber) {
+		fb, fbAddr, err := startPassthrough(ctx, dir, fiberBin, primaryAddr, body)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, fb)
+		targets = append(targets, &target{name: tFiber, url: "http://" + fbAddr + chatPath,
+			proxy: func() []int { return []int{fb.pid()} }})
+		logf("fiber pass-through: pid %d on %s, at most 64 keep-alive connections to the primary mock", fb.pid(), fbAddr)
+	}
 
-	gw := &target{name: "gateway", skipped: gatewaySkip}
-	targets = append(targets, gw)
-	var gwEvents []*target
-	for _, m := range eventModes {
+	natsURL, natsPid, natsSkip := "", 0, ""
+	needNATS := slices.ContainsFunc(gatewayModes, func(m gatewayMode) bool { return m.nats && want(m.target) })
+	if needNATS && gatewaySkip == "" {
+		var nc *child
+		natsURL, nc, natsSkip, err = setupNATS(ctx, o, root, dir)
+		if err != nil {
+			return err
+		}
+		if nc != nil {
+			procs = append(procs, nc)
+			natsPid = nc.pid()
+		} else if natsURL != "" {
+			natsPid = natsPID(natsURL)
+		}
+	}
+	var ec *eventCounter
+	if natsURL != "" {
+		if ec, err = newEventCounter(natsURL); err != nil {
+			logf("cannot read %v to count events: %v", eventStreams, err)
+			ec = nil
+		} else {
+			defer ec.Close()
+		}
+	}
+	for _, m := range gatewayModes {
+		if !want(m.target) {
+			continue
+		}
 		t := &target{name: m.target, skipped: gatewaySkip}
-		gwEvents = append(gwEvents, t)
 		targets = append(targets, t)
-	}
-	if gatewaySkip == "" {
-		c, addr, err := startGateway(ctx, dir, gatewayBin, "gateway", "", "gray", primaryAddr, grayAddr, body)
+		if t.skipped == "" && m.nats && natsSkip != "" {
+			t.skipped = natsSkip
+		}
+		if t.skipped != "" {
+			continue
+		}
+		u := ""
+		if m.nats {
+			u = natsURL
+		}
+		c, addr, err := startGateway(ctx, dir, gatewayBin, m.target, u, m.requestLog, primaryAddr, grayAddr, body)
 		if err != nil {
 			return err
 		}
 		procs = append(procs, c)
-		gw.url, gw.proxy = "http://"+addr+chatPath, func() []int { return []int{c.pid()} }
-		logf("gateway (events off): pid %d on %s", c.pid(), addr)
-
-		if reason := eventsSkip(o); reason != "" && o.events == "on" {
-			return fmt.Errorf("--events on: %s", reason)
-		} else if reason != "" {
-			for _, t := range gwEvents {
-				t.skipped = reason
-			}
-		} else {
-			pid := natsPID(o.natsURL)
-			ec, err := newEventCounter(o.natsURL)
-			if err != nil {
-				logf("gateway with events: cannot read %v to count events: %v", eventStreams, err)
-				ec = nil
-			} else {
-				defer ec.Close()
-			}
-			nats := "NATS process not found on this machine: its CPU is not reported"
-			if pid != 0 {
-				nats = fmt.Sprintf("NATS pid %d", pid)
-			}
-			for i, m := range eventModes {
-				t := gwEvents[i]
-				c, addr, err := startGateway(ctx, dir, gatewayBin, strings.ReplaceAll(m.target, "+", "-"), o.natsURL, m.requestLog, primaryAddr, grayAddr, body)
-				if err != nil {
-					return err
-				}
-				procs = append(procs, c)
-				t.url, t.proxy, t.natsPID = "http://"+addr+chatPath, func() []int { return []int{c.pid()} }, pid
-				if ec != nil {
-					t.events = ec
-				}
-				logf("%s (%s, %s): pid %d on %s; %s", m.target, m.label, redact(o.natsURL), c.pid(), addr, nats)
+		t.url, t.proxy = "http://"+addr+chatPath, func() []int { return []int{c.pid()} }
+		nats := "events off"
+		if m.nats {
+			t.natsPID, t.events = natsPid, ec
+			nats = "NATS " + redact(natsURL) + ", NATS process not found on this machine: its CPU is not reported"
+			if natsPid != 0 {
+				nats = fmt.Sprintf("NATS %s pid %d", redact(natsURL), natsPid)
 			}
 		}
+		logf("%s (request_log: %s; %s): pid %d on %s", m.target, m.requestLog, nats, c.pid(), addr)
 	}
+	var active []*target
 	for _, t := range targets {
 		if t.skipped != "" {
 			logf("%s: skipped (%s)", t.name, t.skipped)
+		} else {
+			active = append(active, t)
 		}
 	}
 
 	load := loadAverage()
 	logf("load average: %s", load)
-	var active []*target
-	for _, t := range targets {
-		if t.skipped == "" {
-			active = append(active, t)
-		}
+	samples := measureAll(ctx, o, wrk, script, active, mocks, natsPid)
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
-	// Connection counts outermost: each count's runs follow one another, so
-	// a slow patch of the shared machine hits every target alike.
-	var results []measurement
-	total, n := len(active)*len(o.conns), 0
+
+	res := Results{
+		Started: started,
+		Machine: Machine{CPUs: runtime.NumCPU(), LoadAverage: load},
+		Settings: Settings{Rounds: o.rounds, WarmupS: o.warmup.Seconds(), DurationS: o.duration.Seconds(), Conns: o.conns,
+			WrkThreads: o.threads, RequestBytes: len(body), AnswerBytes: answerSize, NginxWorkers: o.nginxWorkers, NATS: natsDescription(o, natsURL, natsPid)},
+	}
+	var names []string
+	for _, t := range targets {
+		res.Targets = append(res.Targets, TargetInfo{Name: t.name, Label: targetLabels[t.name], Skipped: t.skipped})
+		names = append(names, t.name)
+	}
 	for _, conns := range o.conns {
 		for _, t := range active {
-			n++
-			logf("[%d/%d] %s, %d connection(s): warm-up %s, measure %s", n, total, t.name, conns, o.warmup, o.duration)
-			m := measure(ctx, o, wrk, script, t, conns, mocks)
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if m.err != nil {
-				logf("[%d/%d] %s, %d connection(s): %v", n, total, t.name, conns, m.err)
-			} else {
-				logf("[%d/%d] %s, %d connection(s): %.0f req/s, p50 %s, p99 %s", n, total, t.name, conns,
-					m.res.rps(), fmtLatency(m.res.P50), fmtLatency(m.res.P99))
-			}
-			results = append(results, m)
+			res.Cells = append(res.Cells, summarize(t.name, conns, samples[key(t.name, conns)]))
 		}
 	}
-	report(os.Stdout, o, load, len(body), answerSize, targets, results)
+	res.Settings.NATSIdleCPUUSPerS = natsIdleRate(samples)
+	res.Ratios = ratios(res.Cells, names, o.conns)
+	res.Checks = checks(res.Cells)
+	if o.strace {
+		res.Syscalls = straceAll(ctx, o, wrk, script, active)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	report(os.Stdout, res)
+	if err := writeJSON(o.jsonPath, res); err != nil {
+		return fmt.Errorf("write %s: %w", o.jsonPath, err)
+	}
+	if err := writeChart(o.pngPath, res); err != nil {
+		return fmt.Errorf("write %s: %w", o.pngPath, err)
+	}
+	fmt.Printf("\nwrote %s and %s (%s in all)\n", o.jsonPath, o.pngPath, time.Since(started).Round(time.Second))
 	return nil
 }
 
+// measureAll runs every active target at every connection count, rounds
+// times. The connection count is the outer loop; inside it the targets take
+// turns, each round starting one target later than the last, so a noisy
+// patch of the shared machine spreads over every target rather than
+// landing on one, and no target always runs right after the same other.
+// It returns the samples by key(target, conns).
+func measureAll(ctx context.Context, o options, wrk, script string, active []*target, mocks []int, bgNATS int) map[string][]sample {
+	samples := map[string][]sample{}
+	total, n := len(active)*len(o.conns)*o.rounds, 0
+	for _, conns := range o.conns {
+		for round := range o.rounds {
+			for i := range active {
+				t := active[(i+round)%len(active)]
+				n++
+				s := measure(ctx, o, wrk, script, t, conns, mocks, bgNATS)
+				if ctx.Err() != nil {
+					return samples
+				}
+				samples[key(t.name, conns)] = append(samples[key(t.name, conns)], s)
+				prefix := fmt.Sprintf("[%d/%d] %d conn(s), round %d/%d, %s:", n, total, conns, round+1, o.rounds, t.name)
+				if s.err != nil {
+					logf("%s %v", prefix, s.err)
+					continue
+				}
+				cpu := ""
+				if s.hasProxy && s.res.Requests > 0 {
+					cpu = fmt.Sprintf(", CPU %.1fµs/req", micros(s.proxyCPU)/float64(s.res.Requests))
+				}
+				logf("%s %.0f req/s, p50 %s, p99 %s%s", prefix, s.res.rps(), fmtLatency(s.res.P50), fmtLatency(s.res.P99), cpu)
+			}
+		}
+	}
+	return samples
+}
+
 // measure warms the target up, then runs wrk while taking CPU readings of
-// the proxy, the mocks and NATS before and after.
-func measure(ctx context.Context, o options, wrk, script string, t *target, conns int, mocks []int) measurement {
-	m := measurement{target: t.name, conns: conns, natsCPU: -1, events: -1}
+// the proxy, the mocks and NATS before and after. For a target that does
+// not publish, NATS's CPU (bgNATS, when there is one) is taken as the
+// server's idle cost over the run's wall time.
+func measure(ctx context.Context, o options, wrk, script string, t *target, conns int, mocks []int, bgNATS int) sample {
+	s := sample{natsCPU: -1, events: -1, hasProxy: t.proxy != nil}
 	if _, err := runWrk(ctx, wrk, script, t.url, conns, o.threads, o.warmup); err != nil {
-		m.err = fmt.Errorf("warm-up: %w", err)
-		return m
+		s.err = fmt.Errorf("warm-up: %w", err)
+		return s
 	}
 	var proxy []int
 	if t.proxy != nil {
 		proxy = t.proxy()
 	}
-	proxy0, mock0 := cpuOf(proxy), cpuOf(mocks)
-	var nats0 time.Duration
-	if t.natsPID != 0 {
-		nats0 = cpuOf([]int{t.natsPID})
+	natsPID := t.natsPID
+	if natsPID == 0 {
+		natsPID = bgNATS
 	}
+	// The stream readings are JetStream API calls NATS spends CPU on: they
+	// stay outside the CPU readings.
 	var seq0 uint64
 	countEvents := t.events != nil
 	if countEvents {
@@ -341,41 +460,90 @@ func measure(ctx context.Context, o options, wrk, script string, t *target, conn
 			countEvents = false
 		}
 	}
+	start := time.Now()
+	proxy0, mock0 := cpuOf(proxy), cpuOf(mocks)
+	var nats0 time.Duration
+	if natsPID != 0 {
+		nats0 = cpuOf([]int{natsPID})
+	}
 	res, err := runWrk(ctx, wrk, script, t.url, conns, o.threads, o.duration)
 	if err != nil {
-		m.err = err
-		return m
+		s.err = err
+		return s
 	}
-	m.res = res
-	if countEvents {
-		// Publishing is asynchronous: give the last events a moment to land.
-		time.Sleep(500 * time.Millisecond)
-		if seq1, err := t.events.lastSeq(ctx); err == nil {
-			m.events = int64(seq1 - seq0)
-		}
+	s.res = res
+	if t.natsPID != 0 {
+		// Publishing is asynchronous: give the last events a moment to
+		// land. (Statistics go out at each second's boundary, so a run of
+		// D seconds spans about D of them, whenever it starts.)
+		time.Sleep(200 * time.Millisecond)
 	}
-	if res.Requests > 0 {
-		per := func(d time.Duration) time.Duration { return d / time.Duration(res.Requests) }
-		m.proxyCPU = per(cpuOf(proxy) - proxy0)
-		m.mockCPU = per(cpuOf(mocks) - mock0)
+	s.proxyCPU, s.mockCPU = cpuOf(proxy)-proxy0, cpuOf(mocks)-mock0
+	if natsPID != 0 {
+		d := cpuOf([]int{natsPID}) - nats0
 		if t.natsPID != 0 {
-			m.natsCPU = per(cpuOf([]int{t.natsPID}) - nats0)
+			s.natsCPU = d
+		} else {
+			s.natsIdle, s.idleWall = d, time.Since(start)
 		}
 	}
-	return m
+	if countEvents {
+		if seq1, err := t.events.lastSeq(ctx); err == nil {
+			s.events = int64(seq1 - seq0)
+		}
+	}
+	return s
 }
 
-// eventsSkip says why the events-on gateway is not run, or "".
-func eventsSkip(o options) string {
-	if o.events == "off" {
-		return "--events off"
+// setupNATS decides where the gateways with events publish. It returns
+// the URL and, for a private server, its process; or why those gateways
+// are skipped.
+func setupNATS(ctx context.Context, o options, root, dir string) (url string, c *child, skip string, err error) {
+	switch o.nats {
+	case "off":
+		return "", nil, "--nats off", nil
+	case "private":
+		if bin := natsServerBinary(root); bin != "" {
+			c, url, err := startNATS(ctx, dir, bin)
+			if err != nil {
+				return "", nil, "", err
+			}
+			logf("NATS: private %s, pid %d on %s, JetStream store in the working directory", bin, c.pid(), url)
+			return url, c, "", nil
+		}
+		env := os.Getenv("NATS_URL")
+		if env == "" {
+			return "", nil, "no nats-server binary and no $NATS_URL (task bench brings NATS up)", nil
+		}
+		logf("NATS: no nats-server binary found; using $NATS_URL %s (its CPU includes any other client's)", redact(env))
+		if reason := natsUnreachable(env); reason != "" {
+			return "", nil, reason, nil
+		}
+		return env, nil, "", nil
+	default:
+		if reason := natsUnreachable(o.nats); reason != "" {
+			return "", nil, "", fmt.Errorf("--nats %s: %s", redact(o.nats), reason)
+		}
+		return o.nats, nil, "", nil
 	}
-	if o.natsURL == "" {
-		return "no NATS: set NATS_URL or run `task bench`, which brings NATS up"
+}
+
+func natsDescription(o options, url string, pid int) string {
+	switch {
+	case url == "":
+		return "none (" + o.nats + ")"
+	case o.nats == "private" && pid != 0:
+		return "private nats-server " + url
+	default:
+		return redact(url)
 	}
-	u, err := url.Parse(o.natsURL)
+}
+
+// natsUnreachable says why the NATS at raw cannot be used, or "".
+func natsUnreachable(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return fmt.Sprintf("NATS URL %q is not a nats://host:port URL", redact(o.natsURL))
+		return fmt.Sprintf("NATS URL %q is not a nats://host:port URL", redact(raw))
 	}
 	host := u.Host
 	if u.Port() == "" {
@@ -383,7 +551,7 @@ func eventsSkip(o options) string {
 	}
 	c, err := net.DialTimeout("tcp", host, 2*time.Second)
 	if err != nil {
-		return fmt.Sprintf("NATS at %s is not reachable: %v", redact(o.natsURL), err)
+		return fmt.Sprintf("NATS at %s is not reachable: %v", redact(raw), err)
 	}
 	c.Close()
 	return ""
@@ -434,4 +602,23 @@ func repoRoot() (string, error) {
 			return "", fmt.Errorf("no graygate go.mod in %s or its parents", dir)
 		}
 	}
+}
+
+// replot prints the report of a results JSON a run wrote and draws its
+// chart again, measuring nothing.
+func replot(jsonPath, pngPath string) error {
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		return err
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", jsonPath, err)
+	}
+	report(os.Stdout, r)
+	if err := writeChart(pngPath, r); err != nil {
+		return fmt.Errorf("write %s: %w", pngPath, err)
+	}
+	fmt.Printf("\nwrote %s\n", pngPath)
+	return nil
 }

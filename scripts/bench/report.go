@@ -1,11 +1,12 @@
 package main
 
 import (
-	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,178 +21,137 @@ func fmtLatency(d time.Duration) string {
 	return fmt.Sprintf("%.1fms", ms)
 }
 
-func fmtCPU(d time.Duration) string {
-	if d < 0 {
+// fmtUS formats microseconds as a latency.
+func fmtUS(us float64) string { return fmtLatency(time.Duration(us * float64(time.Microsecond))) }
+
+// fmtPer formats a per-request CPU figure in µs, "-" when not measured.
+func fmtPer(v *float64) string {
+	if v == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond))
+	return fmt.Sprintf("%.1fµs", *v)
 }
 
-// report prints the table of every run and the gateway/nginx ratios with
-// SPEC §12's targets beside them.
-func report(w io.Writer, o options, load string, reqBytes, answerBytes int, targets []*target, results []measurement) {
-	fmt.Fprintf(w, "\ngraygate whole-system benchmark: %d CPUs shared by wrk, proxy and mocks; wrk %d thread(s); %s measured after %s warm-up per run\n",
-		runtime.NumCPU(), o.threads, o.duration, o.warmup)
-	fmt.Fprintf(w, "POST %s: request %d B, answer %d B; nginx worker_processes %s, upstream keepalive 64\n",
-		chatPath, reqBytes, answerBytes, o.nginxWorkers)
-	fmt.Fprintf(w, "CPU/req = utime+stime of the process (nginx: master and workers) during the measured run / requests served\n")
-	fmt.Fprintf(w, "load average before the run: %s\n\n", load)
+func fmtRatio(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", *v)
+}
 
-	const rowFormat = "%-15s %5s %8s %9s %9s %14s %13s %13s %7s\n"
-	fmt.Fprintf(w, rowFormat, "target", "conns", "req/s", "p50", "p99", "proxy CPU/req", "mock CPU/req", "NATS CPU/req", "errors")
-	byKey := map[string]measurement{}
-	for _, conns := range o.conns {
-		for _, m := range results {
-			if m.conns != conns {
-				continue
-			}
-			byKey[key(m.target, m.conns)] = m
-			if m.err != nil {
-				fmt.Fprintf(w, rowFormat, m.target, fmt.Sprint(m.conns), "failed", "", "", "", "", "", "")
-				continue
-			}
-			proxy := fmtCPU(m.proxyCPU)
-			if m.target == "direct" {
-				proxy = "-"
-			}
-			errs := m.res.Errors + m.res.StatusErrors + m.res.Timeouts
-			fmt.Fprintf(w, rowFormat, m.target, fmt.Sprint(m.conns), fmt.Sprintf("%.0f", m.res.rps()),
-				fmtLatency(m.res.P50), fmtLatency(m.res.P99), proxy, fmtCPU(m.mockCPU), fmtCPU(m.natsCPU), fmt.Sprint(errs))
-		}
+// report prints the results table, the ratios to nginx and to the bare
+// fiber pass-through, SPEC §12's checks and, with --strace, the system
+// calls per request.
+func report(w io.Writer, r Results) {
+	s := r.Settings
+	fmt.Fprintf(w, "\ngraygate whole-system benchmark: %d CPUs shared by wrk, proxies, mocks and NATS; wrk %d thread(s)\n", r.Machine.CPUs, s.WrkThreads)
+	fmt.Fprintf(w, "%d round(s) per target and connection count, targets interleaved; each round %gs warm-up + %gs measured\n", s.Rounds, s.WarmupS, s.DurationS)
+	fmt.Fprintf(w, "req/s, p50, p99: median of the rounds; CPU/req: utime+stime of the process (nginx: master and workers) over all rounds / requests served\n")
+	fmt.Fprintf(w, "POST %s: request %d B, answer %d B; nginx worker_processes %s, upstream keepalive 64; NATS: %s\n", chatPath, s.RequestBytes, s.AnswerBytes, s.NginxWorkers, s.NATS)
+	if s.NATSIdleCPUUSPerS != nil {
+		fmt.Fprintf(w, "NATS idle (while targets that do not publish ran): %.0fµs CPU per second\n", *s.NATSIdleCPUUSPerS)
 	}
-	for _, t := range targets {
-		if t.skipped != "" {
-			fmt.Fprintf(w, "skipped: %s (%s)\n", t.name, t.skipped)
-		}
+	fmt.Fprintf(w, "load average before the run: %s\n\n", r.Machine.LoadAverage)
+	for _, t := range r.Targets {
+		fmt.Fprintf(w, "  %-12s %s\n", t.Name, t.Label)
 	}
-	for _, m := range results {
-		if m.err == nil && m.events == 0 && m.res.Requests > 0 {
-			fmt.Fprintf(w, "warning: %s at %d connection(s): no event reached %s, so this run measured no publishing\n",
-				m.target, m.conns, strings.Join(eventStreams, " or "))
-		}
-		if m.err != nil {
-			fmt.Fprintf(w, "failed: %s at %d connection(s): %v\n", m.target, m.conns, m.err)
-		} else if n := m.res.Errors + m.res.StatusErrors + m.res.Timeouts; n > 0 {
-			fmt.Fprintf(w, "warning: %s at %d connection(s): %d errors (%d socket, %d status >= 400, %d timeouts); its numbers are suspect\n",
-				m.target, m.conns, n, m.res.Errors, m.res.StatusErrors, m.res.Timeouts)
-		}
-	}
+	fmt.Fprintln(w)
 
-	fmt.Fprintln(w, "\nratios to nginx (same mock, same load):")
-	var ratios bytes.Buffer
-	tw := tabwriter.NewWriter(&ratios, 0, 0, 2, ' ', 0)
-	printed := false
-	row := func(what, value, target string, ok *bool) {
-		printed = true
-		verdict := ""
-		if ok != nil {
-			verdict = "ok"
-			if !*ok {
-				verdict = "MISS"
-			}
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", what, value, target, verdict)
-	}
-	check := func(b bool) *bool { return &b }
-	labels := map[string]string{"gateway": "events off"}
-	for _, m := range eventModes {
-		labels[m.target] = m.label
-	}
-	gateways := []string{"gateway"}
-	for _, m := range eventModes {
-		gateways = append(gateways, m.target)
-	}
-	for _, gw := range gateways {
-		label := labels[gw]
-		for _, conns := range o.conns {
-			g, okG := byKey[key(gw, conns)]
-			n, okN := byKey[key("nginx", conns)]
-			if !okG || !okN || g.err != nil || n.err != nil || n.res.rps() == 0 {
-				continue
-			}
-			ratio := g.res.rps() / n.res.rps()
-			var target string
-			var ok *bool
-			if conns == 32 && gw == "gateway" {
-				target, ok = "target >= 1.0x", check(ratio >= 1.0)
-			}
-			if conns == 32 && gw == "gateway+stats" {
-				target, ok = "target >= 1.0x", check(ratio >= 1.0)
-			}
-			row(fmt.Sprintf("throughput, %d conn(s), %s", conns, label), fmt.Sprintf("%.2fx", ratio), target, ok)
-		}
-	}
-	if g, n, ok := pair(byKey, "gateway", "nginx", 1); ok && n.res.P50 > 0 {
-		ratio := float64(g.res.P50) / float64(n.res.P50)
-		row("p50 latency, 1 conn, events off", fmt.Sprintf("%.2fx (%s vs %s)", ratio, fmtLatency(g.res.P50), fmtLatency(n.res.P50)),
-			"target <= 1.5x", check(ratio <= 1.5))
-	}
-	if g, n, ok := pair(byKey, "gateway", "nginx", 4); ok {
-		row("p99 latency, 4 conns, events off", fmt.Sprintf("%s (nginx %s)", fmtLatency(g.res.P99), fmtLatency(n.res.P99)),
-			"target <= 0.5ms", check(g.res.P99 <= 500*time.Microsecond))
-	}
-	for _, conns := range o.conns {
-		g, n, ok := pair(byKey, "gateway", "nginx", conns)
-		if !ok || n.proxyCPU <= 0 {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\tconns\treq/s\tp50\tp99\tCPU/req\tNATS CPU/req\tmock CPU/req\tevents/req\terrors\t")
+	for _, c := range r.Cells {
+		if c.Error != "" {
+			fmt.Fprintf(tw, "%s\t%d\tfailed\t\t\t\t\t\t\t\t\n", c.Target, c.Conns)
 			continue
 		}
-		var target string
-		var pass *bool
-		if conns == 32 {
-			target, pass = "target <= 22µs", check(g.proxyCPU <= 22*time.Microsecond)
+		ev := "-"
+		if c.EventsPerReq != nil {
+			ev = fmt.Sprintf("%.4f", *c.EventsPerReq)
 		}
-		row(fmt.Sprintf("CPU/request, %d conn(s), events off", conns),
-			fmt.Sprintf("%s vs nginx %s (%.2fx)", fmtCPU(g.proxyCPU), fmtCPU(n.proxyCPU), float64(g.proxyCPU)/float64(n.proxyCPU)), target, pass)
-	}
-	for _, m := range eventModes {
-		for _, conns := range o.conns {
-			g, n, ok := pair(byKey, m.target, "nginx", conns)
-			if !ok || n.proxyCPU <= 0 {
-				continue
-			}
-			var target string
-			var pass *bool
-			if conns == 32 && m.target == "gateway+stats" {
-				target, pass = "target <= 22µs", check(g.proxyCPU <= 22*time.Microsecond)
-			}
-			row(fmt.Sprintf("gateway CPU/request, %d conn(s), %s", conns, m.label),
-				fmt.Sprintf("%s vs nginx %s (%.2fx)", fmtCPU(g.proxyCPU), fmtCPU(n.proxyCPU), float64(g.proxyCPU)/float64(n.proxyCPU)), target, pass)
-			nats, target, pass := "not measured", "", (*bool)(nil)
-			if g.natsCPU >= 0 {
-				nats = fmtCPU(g.natsCPU)
-				if conns == 32 && m.target == "gateway+stats" {
-					target, pass = "target <= 1µs", check(g.natsCPU <= time.Microsecond)
-				}
-			}
-			if g.events >= 0 && g.res.Requests > 0 {
-				nats += fmt.Sprintf(", %.4f events stored/request", float64(g.events)/float64(g.res.Requests))
-			}
-			row(fmt.Sprintf("NATS CPU/request, %d conn(s), %s", conns, m.label), nats, target, pass)
-		}
-	}
-	for _, conns := range o.conns {
-		n, okN := byKey[key("nginx", conns)]
-		d, okD := byKey[key("direct", conns)]
-		if okN && okD && n.err == nil && d.err == nil && d.res.rps() > 0 {
-			row(fmt.Sprintf("nginx / direct throughput, %d conn(s)", conns), fmt.Sprintf("%.2fx", n.res.rps()/d.res.rps()), "(reference)", nil)
-		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%.1fµs\t%s\t%d\t\n", c.Target, c.Conns, c.RPS, fmtUS(c.P50US), fmtUS(c.P99US),
+			fmtPer(c.CPUUSPerReq), fmtPer(c.NATSCPUUSPerReq), c.MockCPUUSPerReq, ev, c.Errors)
 	}
 	tw.Flush()
-	for _, line := range strings.SplitAfter(ratios.String(), "\n") {
-		fmt.Fprint(w, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n")))
+	for _, t := range r.Targets {
+		if t.Skipped != "" {
+			fmt.Fprintf(w, "skipped: %s (%s)\n", t.Name, t.Skipped)
+		}
 	}
-	if !printed {
-		fmt.Fprintln(w, "  none: no gateway run to compare")
+	for _, c := range r.Cells {
+		switch {
+		case c.Error != "":
+			fmt.Fprintf(w, "failed: %s at %d connection(s): %s\n", c.Target, c.Conns, c.Error)
+		case c.Errors > 0:
+			fmt.Fprintf(w, "warning: %s at %d connection(s): %d errors (socket, status >= 400 or timeouts); its numbers are suspect\n", c.Target, c.Conns, c.Errors)
+		case c.EventsPerReq != nil && *c.EventsPerReq == 0:
+			fmt.Fprintf(w, "warning: %s at %d connection(s): no event reached %s, so it measured no publishing\n", c.Target, c.Conns, strings.Join(eventStreams, " or "))
+		}
+		for i, rd := range c.Rounds {
+			if rd.Error != "" && c.Error == "" {
+				fmt.Fprintf(w, "warning: %s at %d connection(s): round %d failed and is left out: %s\n", c.Target, c.Conns, i+1, rd.Error)
+			}
+		}
+	}
+
+	if len(r.Ratios) > 0 {
+		fmt.Fprintln(w, "\nratios (throughput above 1 and CPU and p50 below 1 favour the target):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "target\tconns\treq/s / nginx\treq/s / fiber\tCPU / nginx\tCPU / fiber\tp50 / nginx\tp50 / fiber\t")
+		for _, x := range r.Ratios {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Target, x.Conns, fmtRatio(x.RPSVsNginx), fmtRatio(x.RPSVsFiber),
+				fmtRatio(x.CPUVsNginx), fmtRatio(x.CPUVsFiber), fmtRatio(x.P50VsNginx), fmtRatio(x.P50VsFiber))
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintf(w, "\nSPEC §12 targets, gateway in the §12 configuration (%s):\n", tGwS12)
+	for _, c := range r.Checks {
+		fmt.Fprintln(w, checkLine(c))
+	}
+
+	if len(r.Syscalls) > 0 {
+		fmt.Fprintln(w, "\nsystem calls per request at 32 connections (strace -c -f; strace slows every target alike, the counts are what matter):")
+		for _, sc := range r.Syscalls {
+			if sc.Error != "" {
+				fmt.Fprintf(w, "  %-10s %s\n", sc.Target, sc.Error)
+				continue
+			}
+			fmt.Fprintf(w, "  %-10s %6.2f per request over %d requests; %s\n", sc.Target, sc.PerReq, sc.Requests, fmtTop(sc.Top))
+		}
 	}
 }
 
-func key(target string, conns int) string { return fmt.Sprintf("%s/%d", target, conns) }
+// checkLine is one check: its verdict, what it measures, value and limit.
+func checkLine(c Check) string {
+	value := "not measured"
+	if c.Value != nil {
+		value = strconv.FormatFloat(*c.Value, 'f', 2, 64) + c.Unit
+	}
+	return fmt.Sprintf("  %-4s %-38s %s (target %s %g%s)", c.Verdict, c.Name, value, c.Op, c.Limit, c.Unit)
+}
 
-// pair returns the two targets' measurements at conns when both succeeded.
-func pair(byKey map[string]measurement, a, b string, conns int) (measurement, measurement, bool) {
-	ma, okA := byKey[key(a, conns)]
-	mb, okB := byKey[key(b, conns)]
-	return ma, mb, okA && okB && ma.err == nil && mb.err == nil
+// fmtTop lists the system calls by count per request, highest first.
+func fmtTop(top map[string]float64) string {
+	type kv struct {
+		name string
+		n    float64
+	}
+	var list []kv
+	for k, v := range top {
+		list = append(list, kv{k, v})
+	}
+	// Highest first, then by name, so the line is stable.
+	slices.SortFunc(list, func(a, b kv) int {
+		if c := cmp.Compare(b.n, a.n); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	var parts []string
+	for _, x := range list {
+		parts = append(parts, fmt.Sprintf("%s %.2f", x.name, x.n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // loadAverage reads the one-minute load average and says whether the

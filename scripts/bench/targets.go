@@ -331,3 +331,74 @@ func buildMain(ctx context.Context, root, pkgDir, dir string) (string, error) {
 }
 
 var errNoMain = errors.New("no main package in the tree yet")
+
+// startPassthrough runs the bare fiber pass-through (./passthrough) in
+// front of the primary mock.
+func startPassthrough(ctx context.Context, dir, bin, upstream string, body []byte) (*child, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := startChild("fiber", filepath.Join(dir, "fiber.log"), os.Environ(), bin,
+		"--listen", addr, "--upstream", upstream, "--max-conns", "64")
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := waitServing(ctx, c, "http://"+addr+chatPath, body); err != nil {
+		c.stop()
+		return nil, "", err
+	}
+	return c, addr, nil
+}
+
+// natsServerBinary finds a nats-server: in PATH, Debian's, or the one
+// scripts/devenv built into .data/bin; "" when there is none.
+func natsServerBinary(root string) string {
+	if p, err := exec.LookPath("nats-server"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/sbin/nats-server", filepath.Join(root, ".data", "bin", "nats-server")} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// startNATS runs a private nats-server with JetStream, its store in dir,
+// so the CPU it spends is the benchmark's gateways' alone.
+func startNATS(ctx context.Context, dir, bin string) (*child, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	store := filepath.Join(dir, "nats")
+	c, err := startChild("nats", filepath.Join(dir, "nats.log"), os.Environ(), bin,
+		"--addr", host, "--port", port, "--jetstream", "--store_dir", store, "--server_name", "graygate-bench")
+	if err != nil {
+		return nil, "", err
+	}
+	url := "nats://" + addr
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ec, err := newEventCounter(url)
+		if err == nil {
+			_, err = ec.lastSeq(ctx)
+			ec.Close()
+		}
+		if err == nil {
+			return c, url, nil
+		}
+		if c.exited() || time.Now().After(deadline) {
+			c.stop()
+			return nil, "", c.failure(fmt.Errorf("JetStream not ready: %w", err))
+		}
+		select {
+		case <-ctx.Done():
+			c.stop()
+			return nil, "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -23,6 +23,8 @@ type textRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+
+	raw []byte // the whole body, for an endpoint that reads more of it
 }
 
 // promptStrings returns the strings of a prompt or input value (a string
@@ -66,6 +68,7 @@ func (s *Server) textPrelude(w http.ResponseWriter, r *http.Request) (textReques
 		_ = writeError(w, http.StatusBadRequest, "request body is not valid: "+err.Error(), "invalid_request_error", "bad_request", "")
 		return textRequest{}, Settings{}, nil, false
 	}
+	req.raw = body
 	if set.Hang {
 		<-r.Context().Done()
 		return textRequest{}, Settings{}, nil, false

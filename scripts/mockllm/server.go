@@ -71,6 +71,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /completions", s.handleCompletions)
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("POST /embeddings", s.handleEmbeddings)
+	mux.HandleFunc("POST /v1/responses", s.handleResponses)
+	mux.HandleFunc("POST /responses", s.handleResponses)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /models", s.handleModels)
 	mux.HandleFunc("GET /_mock/requests", s.handleRequests)

@@ -113,7 +113,10 @@ func TestEndpoints(t *testing.T) {
 		{http.MethodPost, "/v1/completions", `{"prompt":"hi"}`, http.StatusOK, `"object":"text_completion"`},
 		{http.MethodPost, "/completions", `{"prompt":"hi","stream":true}`, http.StatusOK, "data: [DONE]"},
 		{http.MethodPost, "/v1/completions", `{"prompt":`, http.StatusBadRequest, "not valid"},
-		{http.MethodPost, "/v1/responses", "{}", http.StatusNotFound, ""},
+		{http.MethodPost, "/v1/responses", `{"input":"hi"}`, http.StatusOK, `"object":"response"`},
+		{http.MethodPost, "/responses", `{"input":[{"role":"user","content":"hi"}],"stream":true}`, http.StatusOK, "event: response.completed"},
+		{http.MethodPost, "/v1/responses", `{"input":`, http.StatusBadRequest, "not valid"},
+		{http.MethodPost, "/v1/files", "{}", http.StatusNotFound, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

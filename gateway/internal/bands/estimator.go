@@ -189,13 +189,17 @@ func base(req *scan.Request, body []byte) int64 {
 	return addSat(TokensPerMessage*int64(max(req.MessageCount, 0)), outputReserve(req, body))
 }
 
-// outputReserve is max_completion_tokens, else max_tokens, else 0. Only a
+// outputReserve is max_completion_tokens, else max_tokens, else 0 (a
+// responses body: max_output_tokens, else 0). Only a
 // JSON integer ≥ 0 (digits alone, no sign, fraction or exponent) counts as
 // a reserve; a member holding anything else (null, a string, -1, 1.5, 1e3)
 // counts as not given, so that null falls through to max_tokens as engines
 // read `max_completion_tokens or max_tokens`. Clients write token limits as
 // plain integers; a whole number spelt 1e3 or 1000.0 reserves nothing.
 func outputReserve(req *scan.Request, body []byte) int64 {
+	if n, ok := wholeTokens(req.MaxOutputTokens, body); ok { // responses (ScanResponses) only
+		return n
+	}
 	if n, ok := wholeTokens(req.MaxCompletionTokens, body); ok {
 		return n
 	}

@@ -122,13 +122,24 @@ func (c *Contract) Reject() bool { return c != nil && c.reject }
 // and edits are then of no use. req must come from a successful scan.Scan
 // of body. Check does not allocate beyond the growth of edits.
 func (c *Contract) Check(body []byte, req *scan.Request, edits *scan.Edits, out *Outcome) {
+	c.CheckOnly(body, req, edits, out, AllParams)
+}
+
+// AllParams is the bit set (1<<Param) of every governed parameter.
+const AllParams = 1<<scan.NumParams - 1
+
+// CheckOnly is Check for the parameters in the bit set only (1<<Param):
+// an endpoint whose API knows some of the governed keys (the Responses
+// API: temperature and top_p) is neither checked nor injected with the
+// others.
+func (c *Contract) CheckOnly(body []byte, req *scan.Request, edits *scan.Edits, out *Outcome, only uint16) {
 	out.N = 0
 	if c == nil {
 		return
 	}
 	for p := range scan.NumParams {
 		r := &c.rules[p]
-		if !r.governed {
+		if !r.governed || only&(1<<p) == 0 {
 			continue
 		}
 		m := &req.Params[p]
@@ -162,14 +173,21 @@ func (c *Contract) Check(body []byte, req *scan.Request, edits *scan.Edits, out 
 		if r.admits(p, v) {
 			continue
 		}
-		out.add(Violation{
+		viol := Violation{
 			Param:  p,
 			State:  v.State,
 			Index:  m.Index,
 			Pinned: r.pinned,
 			Min:    r.min,
 			Max:    r.max,
-		}, raw)
+		}
+		switch {
+		case p.IsInt() && r.pinned && r.intPinOK:
+			viol.Exact, viol.IntMin, viol.IntMax = true, r.intPin, r.intPin
+		case p.IsInt() && !r.pinned && r.intBandOK:
+			viol.Exact, viol.IntMin, viol.IntMax = true, r.intMin, r.intMax
+		}
+		out.add(viol, raw)
 	}
 }
 

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -25,6 +26,11 @@ type Violation struct {
 	// inclusive band [Min, Max].
 	Pinned   bool
 	Min, Max float64
+	// Exact says that IntMin and IntMax are the bounds as exact integers
+	// (top_k and n): a bound past 2^53 is printed digit for digit, not as
+	// the float64 Min and Max round it to.
+	Exact          bool
+	IntMin, IntMax int64
 
 	// got holds the value as the client wrote it, cut to maxGot bytes. It
 	// is a copy, so a Violation outlives the body it came from.
@@ -46,13 +52,22 @@ func (v *Violation) Expected() string {
 
 func (v *Violation) appendExpected(b []byte) []byte {
 	if v.Pinned {
-		return scan.AppendNumber(b, v.Min)
+		return v.appendBound(b, v.Min, v.IntMin)
 	}
 	b = append(b, "a value in ["...)
-	b = scan.AppendNumber(b, v.Min)
+	b = v.appendBound(b, v.Min, v.IntMin)
 	b = append(b, ", "...)
-	b = scan.AppendNumber(b, v.Max)
+	b = v.appendBound(b, v.Max, v.IntMax)
 	return append(b, ']')
+}
+
+// appendBound appends one bound: the exact integer when v has them, else
+// the float in its shortest form.
+func (v *Violation) appendBound(b []byte, f float64, i int64) []byte {
+	if v.Exact {
+		return strconv.AppendInt(b, i, 10)
+	}
+	return scan.AppendNumber(b, f)
 }
 
 // Message returns the client-facing text of the violation (SPEC §3, §4):

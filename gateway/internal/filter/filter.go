@@ -5,6 +5,7 @@ package filter
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/xeipuuv/gojsonschema"
@@ -44,12 +45,33 @@ type FieldError struct {
 type Filter struct {
 	schema *gojsonschema.Schema
 	target string
+	// field names a content in validation errors: a format with one %d
+	// (the choice), or a plain name.
+	field string
+}
+
+// contentField is chat's: choices[i].message.content.
+const contentField = "choices[%d].message.content"
+
+// ForEndpoint returns f as it judges the answers of an endpoint other than
+// chat, whose content is named field in errors (a format with one %d for
+// the choice, or a plain name such as "output_text"). A body target does
+// not apply there (SPEC §3: "schema_target: body applies to chat only"):
+// a response schema for chat's body would refuse every completions or
+// responses body, so such answers are checked for JSON validity only.
+func (f *Filter) ForEndpoint(field string) *Filter {
+	g := *f
+	g.field = field
+	if f.target == TargetBody {
+		g.schema = nil
+	}
+	return &g
 }
 
 // New compiles schemaJSON (nil: no schema) for the target ("content" or
 // "body").
 func New(schemaJSON []byte, target string) (*Filter, error) {
-	f := &Filter{target: target}
+	f := &Filter{target: target, field: contentField}
 	if target != TargetContent && target != TargetBody {
 		return nil, fmt.Errorf("schema target %q: want content or body", target)
 	}
@@ -78,17 +100,24 @@ func (f *Filter) Check(body []byte, contents [][]byte) (Reason, []FieldError) {
 	}
 	for i, c := range contents {
 		if !scan.Valid(c) {
-			return InvalidJSON, []FieldError{{Field: fmt.Sprintf("choices[%d].message.content", i), Description: "content is not valid JSON"}}
+			return InvalidJSON, []FieldError{{Field: f.contentName(i), Description: "content is not valid JSON"}}
 		}
 		prefix := ""
 		if len(contents) > 1 {
-			prefix = fmt.Sprintf("choices[%d]: ", i)
+			prefix = f.contentName(i) + ": "
 		}
 		if r, errs := f.validate(c, prefix); r != OK {
 			return r, errs
 		}
 	}
 	return OK, nil
+}
+
+func (f *Filter) contentName(i int) string {
+	if strings.Contains(f.field, "%d") {
+		return fmt.Sprintf(f.field, i)
+	}
+	return f.field
 }
 
 func (f *Filter) validate(doc []byte, prefix string) (Reason, []FieldError) {

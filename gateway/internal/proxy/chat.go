@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/graygate/graygate/gateway/internal/bands"
+	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
@@ -97,7 +98,11 @@ func (s *Server) admit(c *fiber.Ctx, x *exchange, k *call, ep upstream.Endpoint)
 // route, sampling contract, context bands, tool steps, then the arm.
 func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 	body := x.body
-	if err := scan.Scan(body, &x.req); err != nil {
+	read := scan.Scan
+	if x.ep == upstream.Responses {
+		read = scan.ScanResponses
+	}
+	if err := read(body, &x.req); err != nil {
 		return badRequest("%s", err.Error())
 	}
 	rt, err := s.lookupRoute(x, body)
@@ -116,7 +121,11 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 
 	x.edits.Reset()
 	x.outcome.N = 0
-	if x.ep != upstream.Embeddings { // no sampling: no contract
+	switch x.ep {
+	case upstream.Embeddings: // no sampling: no contract
+	case upstream.Responses:
+		s.contract.CheckOnly(body, &x.req, &x.edits, &x.outcome, responsesParams)
+	default:
 		s.contract.Check(body, &x.req, &x.edits, &x.outcome)
 	}
 	if x.outcome.Rejected() {
@@ -134,13 +143,17 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 
 	if max := s.cfg.Gateway.MaxToolSteps; max > 0 && x.req.ToolSteps >= max {
 		msg := "the conversation already has " + itoa(x.req.ToolSteps) + " tool steps; the limit is " + itoa(max)
-		s.reject(k, CodeToolSteps, "messages", msg)
+		param := "messages"
+		if x.ep == upstream.Responses {
+			param = "input"
+		}
+		s.reject(k, CodeToolSteps, param, msg)
 		return &Error{Status: fiber.StatusBadRequest, Code: CodeToolSteps, Type: "invalid_request_error",
-			Param: "messages", Msg: msg}
+			Param: param, Msg: msg}
 	}
 
 	s.assign(c, x, k)
-	if k.stream {
+	if k.stream && x.ep != upstream.Responses { // responses report usage in response.completed
 		askUsage(body, &x.req, &x.edits)
 	}
 	s.snapshotHeaders(c, x, k.id)
@@ -179,7 +192,7 @@ func (s *Server) matchedHeader(set bands.Set) string {
 // to gray (shadow), from the deployment's rollout state.
 func (s *Server) assign(c *fiber.Ctx, x *exchange, k *call) {
 	d := k.deployment
-	if d.gray == nil {
+	if d.gray == nil || !grayMayServe(x.ep, d, &x.req) {
 		return
 	}
 	st := s.rollouts.Get(d.name)
@@ -267,18 +280,29 @@ func (x *exchange) forwardBody(a *arm) []byte {
 		a.prompt.edit(x.body, &x.req, &x.armEdits)
 		fallthrough
 	case upstream.Completions:
-		a.paramEdits(&x.req, &x.armEdits)
+		a.paramEdits(&x.req, &x.armEdits, contractAll)
 		mask = a.paramMask
+	case upstream.Responses:
+		a.prompt.editInstructions(&x.req, &x.armEdits)
+		a.paramEdits(&x.req, &x.armEdits, responsesParams)
+		mask = a.paramMask & responsesParams
 	}
 	x.fwd = x.edits.ApplyWith(x.fwd[:0], x.body, &x.armEdits, mask)
 	return x.fwd
 }
 
-// promptHash is the hex-able SHA-256 of the request's messages value.
+// promptHash is the hex-able SHA-256 of the request's messages value (a
+// body without messages: its prompt or input).
 func (x *exchange) promptHash() [32]byte {
 	m := x.req.Messages.Value
+	if !x.req.Messages.Present() {
+		m = x.req.Prompt.Value
+	}
 	return sha256.Sum256(x.body[m.Start:m.End])
 }
+
+// contractAll is every governed parameter (1<<Param).
+const contractAll = contract.AllParams
 
 // askUsage makes a streaming request ask the upstream for its usage chunk
 // (stream_options.include_usage), so completion tokens are counted.

@@ -156,7 +156,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		s.sendAnswer(c, x)
 		return m, nil
 	}
-	if err := scan.ScanAnswer(x.ans, &x.answer); err != nil {
+	if err := x.scanAnswer(x.ans); err != nil {
 		telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamInvalidJSON)
 		m.Status, m.ErrorType = fiber.StatusBadGateway, ErrTypeUpstreamInvalidJSON
 		return m, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",

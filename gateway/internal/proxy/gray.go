@@ -10,9 +10,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
-	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // This file is the gray arm: attempts under the rollout's hard timeout,
@@ -60,7 +60,7 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 		return m, []filter.FieldError{{Field: "(content-type)", Description: "gray answered a streaming request without an event stream"}}
 	}
 	if !sse {
-		if scan.ScanAnswer(x.ans, &x.answer) != nil {
+		if x.scanAnswer(x.ans) != nil {
 			invalid = true
 		} else {
 			x.tally.add(x.ans, &x.answer)
@@ -72,6 +72,15 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 	if invalid {
 		m.Reason, m.ErrorType = filter.InvalidJSON, ErrTypeUpstreamInvalidJSON
 		return m, []filter.FieldError{{Field: "(body)", Description: "gray answered a body that is not a JSON object"}}
+	}
+	if failed, relayed := x.streamFailed(); sse && failed {
+		// A responses stream without its response is a failed attempt.
+		m.Reason, m.ErrorType, m.Outcome = filter.UpstreamError, ErrTypeUpstreamInvalidJSON, events.OutcomeUpstreamError
+		desc := "gray's response stream ended without response.completed"
+		if relayed {
+			m.ErrorType, desc = ErrTypeUpstreamStatus, "gray's response stream ended with response.failed or error"
+		}
+		return m, []filter.FieldError{{Field: "(stream)", Description: desc}}
 	}
 	x.tally.fill(&m, x.body, &x.req)
 	if x.ep == upstream.Embeddings {
@@ -87,8 +96,9 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 	if sse {
 		body = nil // a stream has no body to validate: its assembled contents are checked
 	}
-	r, errs := d.filter.Check(body, x.tally.contents)
-	if d.filter.HasSchema() {
+	f := d.filterFor(x.ep)
+	r, errs := f.Check(body, x.tally.contents)
+	if f.HasSchema() {
 		m.SchemaValid = Yes
 		if r == filter.SchemaViolation {
 			m.SchemaValid = No

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/gateway/internal/upstream"
 )
 
 // tally accumulates what an answer says about itself, from one whole body
@@ -30,6 +31,10 @@ type tally struct {
 	// cap error once firstArgs, or the number of calls, went past.
 	maxArgs int
 	over    error
+	// A Responses API stream: the sequence number after the last event
+	// seen, and the event that ended it (EventOther: none yet).
+	seq int64
+	end scan.EventType
 }
 
 type callKey struct{ choice, index int }
@@ -42,6 +47,7 @@ func (t *tally) reset(keepContent bool) {
 	t.firstName, t.firstArgs = t.firstName[:0], t.firstArgs[:0]
 	t.keepContent = keepContent
 	t.over = nil
+	t.seq, t.end = 0, scan.EventOther
 	for i := range t.contents {
 		t.contents[i] = t.contents[i][:0]
 	}
@@ -70,11 +76,16 @@ func (t *tally) drop() {
 	}
 }
 
-// add takes in one scanned answer or chunk; b holds the bytes a spans.
-func (t *tally) add(b []byte, a *scan.Answer) {
+// usage takes in the usage a reports, if any.
+func (t *tally) usage(a *scan.Answer) {
 	if a.HasUsage {
 		t.hasUsage, t.prompt, t.completion = true, a.PromptTokens, a.CompletionTokens
 	}
+}
+
+// add takes in one scanned answer or chunk; b holds the bytes a spans.
+func (t *tally) add(b []byte, a *scan.Answer) {
+	t.usage(a)
 	t.contentBytes += a.ContentBytes
 	if a.ContentBytes > 0 {
 		t.produced = true
@@ -178,6 +189,9 @@ func (x *exchange) takeEvent(ev []byte, m *Measure, sent time.Time) eventKind {
 	data := eventData(ev)
 	if data == nil || bytes.Equal(data, doneMarker) {
 		return eventOther
+	}
+	if x.ep == upstream.Responses {
+		return x.takeResponseEvent(data, m, sent)
 	}
 	if scan.ScanAnswer(data, &x.answer) != nil {
 		return eventInvalid

@@ -17,8 +17,9 @@ type armPrompt struct {
 	prepend bool
 	// quoted is the text as a JSON string; prefix the same string
 	// without its closing quote, followed by a blank line (prepend puts
-	// it before the client's own string); message a whole system message.
-	quoted, prefix, message string
+	// it before the client's own string); message a whole system message;
+	// instructions a responses body's member.
+	quoted, prefix, message, instructions string
 }
 
 func newArmPrompt(p *config.Prompt) *armPrompt {
@@ -28,10 +29,11 @@ func newArmPrompt(p *config.Prompt) *armPrompt {
 	_ = enc.Encode(string(p.Text)) // validated UTF-8 at load
 	q := string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 	return &armPrompt{
-		prepend: p.Mode == config.PromptPrepend,
-		quoted:  q,
-		prefix:  q[:len(q)-1] + `\n\n`,
-		message: `{"role":"system","content":` + q + `}`,
+		prepend:      p.Mode == config.PromptPrepend,
+		quoted:       q,
+		prefix:       q[:len(q)-1] + `\n\n`,
+		message:      `{"role":"system","content":` + q + `}`,
+		instructions: `"instructions":` + q,
 	}
 }
 
@@ -76,9 +78,13 @@ type armParam struct {
 // paramEdits records in e the arm's sampling values: a value the client
 // sent is replaced where it stands, a missing key is added before the
 // closing brace. The contract's own edits of these keys are left out by
-// the caller (ApplyWith's skip).
-func (a *arm) paramEdits(r *scan.Request, e *scan.Edits) {
+// the caller (ApplyWith's skip). Only the parameters in the bit set only
+// (1<<Param) are set.
+func (a *arm) paramEdits(r *scan.Request, e *scan.Edits, only uint16) {
 	for _, ap := range a.params {
+		if only&(1<<ap.p) == 0 {
+			continue
+		}
 		if m := r.Params[ap.p]; m.Present() {
 			e.Replace(m.Value.Start, m.Value.End, ap.text)
 			continue

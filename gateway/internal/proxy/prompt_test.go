@@ -158,3 +158,34 @@ func TestArmParamsInjected(t *testing.T) {
 		})
 	}
 }
+
+// A pinned top_k past 2^53 is forwarded digit for digit, and the message
+// (and rejection event) of a violation prints it exactly, not as the
+// float64 it rounds to (SPEC §4, rev. 2).
+func TestContractExactIntegerThroughGateway(t *testing.T) {
+	up, bodies := recordingUpstream(t)
+	cfg := testConfig(up.URL)
+	cfg.SamplingContract = &config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{
+		"top_k": {Pinned: true, Value: 9007199254740992, IntValue: 9007199254740993},
+	}}
+	g, rec := startObserved(t, cfg)
+	resp, out := post(t, g.url, `{"model":"agent-chat","messages":[]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, out)
+	}
+	if got, want := bodies(), `{"model":"qwen2.5-32b-v1","messages":[],"top_k":9007199254740993}`; len(got) != 1 || got[0] != want {
+		t.Errorf("forwarded %q; want %q", got, want)
+	}
+	resp, out = post(t, g.url, `{"model":"agent-chat","top_k":9007199254740992,"messages":[]}`)
+	want := "top_k violates this deployment's sampling contract: got 9007199254740992, expected 9007199254740993 (or omit the field)"
+	var env struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	_ = json.Unmarshal(out, &env)
+	if resp.StatusCode != 400 || env.Error.Message != want {
+		t.Errorf("status %d message %q; want 400 %q", resp.StatusCode, env.Error.Message, want)
+	}
+	if _, rej, _ := rec.snapshot(); len(rej) != 1 || rej[0].Detail != want {
+		t.Errorf("rejections %+v; want one with detail %q", rej, want)
+	}
+}

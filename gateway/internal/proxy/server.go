@@ -88,7 +88,13 @@ type deployment struct {
 	primary *arm
 	gray    *arm // nil without a gray upstream
 	rollout config.Rollout
-	filter  *filter.Filter // the gray answer contract
+	filter  *filter.Filter // the gray answer contract (chat)
+	// textFilter and respFilter are filter as it judges completions and
+	// responses answers (filterFor).
+	textFilter, respFilter *filter.Filter
+	// grayOwnUpstream: gray has a url of its own, so it does not hold
+	// the state primary's upstream holds (responses, SPEC §3).
+	grayOwnUpstream bool
 	// Sticky key: a header name, or the body's "user" (else X-User-Id).
 	stickyHeader string
 	stickyUser   bool
@@ -237,6 +243,9 @@ func newDeployment(d *config.Deployment) (*deployment, error) {
 	if dep.filter, err = filter.New(d.Rollout.SchemaJSON, target); err != nil {
 		return nil, fmt.Errorf("deployment %s rollout.response_schema: %w", d.Name, err)
 	}
+	dep.textFilter = dep.filter.ForEndpoint("choices[%d].text")
+	dep.respFilter = dep.filter.ForEndpoint("output_text")
+	dep.grayOwnUpstream = d.Gray.URL != ""
 	switch sk := d.Rollout.StickyKey; {
 	case strings.HasPrefix(sk, "header:"):
 		dep.stickyHeader = strings.TrimPrefix(sk, "header:")
@@ -257,6 +266,18 @@ func newDeployment(d *config.Deployment) (*deployment, error) {
 	}
 	dep.shadowSlots = make(chan struct{}, n)
 	return dep, nil
+}
+
+// filterFor returns the gray answer contract for endpoint ep: a body
+// target applies to chat only (SPEC §3).
+func (d *deployment) filterFor(ep upstream.Endpoint) *filter.Filter {
+	switch ep {
+	case upstream.Completions:
+		return d.textFilter
+	case upstream.Responses:
+		return d.respFilter
+	}
+	return d.filter
 }
 
 // Rollouts returns the rollout state table, for a source that owns it.
@@ -348,6 +369,7 @@ func (s *Server) newClientApp() *fiber.App {
 	app.Post("/v1/chat/completions", s.chat)
 	app.Post("/v1/completions", s.completions)
 	app.Post("/v1/embeddings", s.embeddings)
+	app.Post("/v1/responses", s.responses)
 	app.Get("/v1/models", s.models)
 	return app
 }

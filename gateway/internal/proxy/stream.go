@@ -196,9 +196,10 @@ func (s *Server) awaitSource(r *relay, x *exchange, k *call, done <-chan source)
 		return nil
 	}
 	src := <-done
+	x.tally.seq = 0 // nothing relayed yet: an error event is the stream's first
 	if src.err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
-		writeErrorEvent(r, e)
+		x.writeErrorEvent(r, e)
 		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Outcome: outcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
 		return nil
 	}
@@ -208,7 +209,7 @@ func (s *Server) awaitSource(r *relay, x *exchange, k *call, done <-chan source)
 		src.resp.Close()
 		e := &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
 			Msg: "primary answered " + itoa(st) + ": " + reason(body)}
-		writeErrorEvent(r, e)
+		x.writeErrorEvent(r, e)
 		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
 		return nil
 	}
@@ -241,7 +242,7 @@ func closeSource(src source) {
 func (s *Server) writeStream(r *relay, x *exchange, k *call, src *source) {
 	d := k.deployment
 	if src.replay {
-		ok := replay(r, x.ans, !x.req.IncludeUsage)
+		ok := replay(r, x.ans, !x.req.IncludeUsage && x.ep != upstream.Responses)
 		m := src.grayM
 		if !ok {
 			// The client left during the replay; gray's attempt had
@@ -256,8 +257,9 @@ func (s *Server) writeStream(r *relay, x *exchange, k *call, src *source) {
 	x.tally.reset(src.observe)
 	m := s.pipe(r, x, k, src)
 	if src.observe && m.ErrorType == ErrTypeNone {
-		r, errs := d.filter.Check(nil, x.tally.contents)
-		if d.filter.HasSchema() {
+		f := d.filterFor(x.ep)
+		r, errs := f.Check(nil, x.tally.contents)
+		if f.HasSchema() {
 			m.SchemaValid = Yes
 			if r == filter.SchemaViolation {
 				m.SchemaValid = No
@@ -349,6 +351,9 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 				r.w.Write(buf) // an unterminated last event, as sent
 				r.flush()
 				r.unlock()
+				if failed, relayed := x.streamFailed(); failed {
+					s.endFailedStream(r, x, k, src.armName, &m, relayed)
+				}
 				return m
 			}
 			r.unlock()
@@ -358,7 +363,7 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 			}
 			src.resp.Abort() // a cap reached: stop the upstream
 			e := s.upstreamFailed(k, src.armName, rerr)
-			writeErrorEvent(r, e)
+			x.writeErrorEvent(r, e)
 			m.Status, m.ErrorType, m.Outcome = e.Status, errorType(rerr), outcomeOfErr(rerr)
 			return m
 		}
@@ -435,14 +440,4 @@ func eventData(ev []byte) []byte {
 		}
 	}
 	return nil
-}
-
-// writeErrorEvent ends a stream with the error envelope as a data event.
-func writeErrorEvent(r *relay, e *Error) {
-	r.lock()
-	defer r.unlock()
-	r.w.WriteString("data: ")
-	r.w.Write(marshalError(e))
-	r.w.WriteString("\n\n")
-	_ = r.flush()
 }

@@ -19,6 +19,18 @@ type Answer struct {
 	ContentBytes int64
 	// Calls holds every element of every choice's tool_calls array.
 	Calls []ToolCall
+
+	// A Responses API stream event (ScanResponseEvent): its type, and its
+	// sequence_number when HasSeq.
+	Event  EventType
+	Seq    int64
+	HasSeq bool
+}
+
+// reset empties a, keeping the memory of its slices.
+func (a *Answer) reset() {
+	contents, calls := a.Contents[:0], a.Calls[:0]
+	*a = Answer{Contents: contents, Calls: calls}
 }
 
 // Content is one choice's content string.
@@ -40,8 +52,7 @@ type ToolCall struct {
 // "data: ") into a, reusing a's memory. It returns a *SyntaxError when b is
 // not valid JSON, ErrNotObject when it is not an object.
 func ScanAnswer(b []byte, a *Answer) error {
-	contents, calls := a.Contents[:0], a.Calls[:0]
-	*a = Answer{Contents: contents, Calls: calls}
+	a.reset()
 	s := scanner{b: b}
 	s.ws()
 	if s.peek() != '{' {
@@ -74,18 +85,23 @@ func ScanAnswer(b []byte, a *Answer) error {
 	return s.end()
 }
 
-func (s *scanner) usage(a *Answer) error {
+func (s *scanner) usage(a *Answer) error { return s.usageAt(a, 2) }
+
+// usageAt reads a usage object at depth: chat's prompt_tokens and
+// completion_tokens, or the Responses API's input_tokens and
+// output_tokens, which mean the same (SPEC §3).
+func (s *scanner) usageAt(a *Answer, depth int) error {
 	a.HasUsage = true
-	return s.object(2, func(key Span) error {
+	return s.object(depth, func(key Span) error {
 		var dst *int64
 		switch {
-		case s.keyIs(key, "prompt_tokens"):
+		case s.keyIs(key, "prompt_tokens"), s.keyIs(key, "input_tokens"):
 			dst = &a.PromptTokens
-		case s.keyIs(key, "completion_tokens"):
+		case s.keyIs(key, "completion_tokens"), s.keyIs(key, "output_tokens"):
 			dst = &a.CompletionTokens
 		}
 		start := s.i
-		kind, err := s.value(2, nil)
+		kind, err := s.value(depth, nil)
 		if err == nil && dst != nil && kind == KindNumber {
 			*dst = wholeNumber(s.b[start:s.i])
 		}
@@ -208,12 +224,18 @@ func Valid(b []byte) bool {
 	return s.i < len(b) && s.validValue()
 }
 
-// FirstToolCall reads the first element of the tool_calls array in b (as
-// Request.LastToolCalls spans it) and returns it with spans into b.
+// FirstToolCall reads the first element of the tool_calls array in b, or
+// the responses function_call item in b (as Request.LastToolCalls spans
+// either), and returns it with spans into b.
 func FirstToolCall(b []byte) (ToolCall, bool) {
 	s := scanner{b: b}
 	var call ToolCall
 	found := false
+	if s.peek() == '{' {
+		var a Answer
+		call, found, err := s.outputItem(&a, 1, false)
+		return call, found && err == nil
+	}
 	if s.peek() != '[' {
 		return call, false
 	}

@@ -125,7 +125,7 @@ func (s *scanner) message(r *Request) error {
 				err = s.skipString(&r.msgBytes)
 				content = Member{Kind: KindString, Key: key, Value: Span{v, s.i}}
 			case '[':
-				err = s.contentParts(r)
+				err = s.contentParts(&r.msgBytes)
 				content = Member{Kind: KindArray, Key: key, Value: Span{v, s.i}}
 			default:
 				var k Kind
@@ -156,9 +156,9 @@ func (s *scanner) message(r *Request) error {
 	return err
 }
 
-// contentParts reads an array of content parts (depth 4), counting the
-// text of each part.
-func (s *scanner) contentParts(r *Request) error {
+// contentParts reads an array of content parts (depth 4), adding the
+// decoded length of each part's "text" to n.
+func (s *scanner) contentParts(n *int64) error {
 	return s.array(4, func() error {
 		if s.peek() != '{' {
 			_, err := s.value(4, nil)
@@ -166,7 +166,7 @@ func (s *scanner) contentParts(r *Request) error {
 		}
 		return s.object(5, func(key Span) error {
 			if s.peek() == '"' && s.keyIs(key, "text") {
-				return s.skipString(&r.msgBytes)
+				return s.skipString(n)
 			}
 			_, err := s.value(5, nil)
 			return err

@@ -19,6 +19,24 @@ func (s *scanner) classifyKey(start, end int) (key, Param) {
 	if !ok {
 		return keyOther, 0
 	}
+	if s.responses {
+		switch string(name) {
+		case "input":
+			return keyInput, 0
+		case "instructions":
+			return keyInstructions, 0
+		case "max_output_tokens":
+			return keyMaxOutputTokens, 0
+		case "store":
+			return keyStore, 0
+		case "previous_response_id":
+			return keyPreviousResponseID, 0
+		case "conversation":
+			return keyConversation, 0
+		case "messages", "prompt", "max_tokens", "max_completion_tokens":
+			return keyOther, 0 // not Responses API parameters
+		}
+	}
 	switch string(name) {
 	case "model":
 		return keyModel, 0

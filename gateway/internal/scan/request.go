@@ -134,8 +134,33 @@ type Request struct {
 	SystemContent Member
 	MessagesOpen  int
 
-	// Prompt is completions' "prompt" or embeddings' "input" (rev. 2).
+	// Prompt is completions' "prompt", embeddings' "input" or responses'
+	// "input" (rev. 2).
 	Prompt Member
 
-	msgBytes, toolsBytes, promptBytes int64 // the two parts of TextBytes, so a repeated key replaces its own part
+	// Responses API keys (ScanResponses). MaxOutputTokens is a routing
+	// key; Instructions is where an arm's prompt goes (SPEC §6.6); Store,
+	// PreviousResponseID and Conversation say whether the request holds
+	// or names state at the upstream (SPEC §3). For a responses body,
+	// MessageCount counts the input items (a string input is one) plus
+	// the instructions, and ToolSteps the runs of consecutive
+	// function_call items (one assistant turn may call several tools);
+	// LastToolCalls spans the first function_call item of the last run.
+	MaxOutputTokens    Member
+	Instructions       Member
+	Store              Member
+	PreviousResponseID Member
+	Conversation       Member
+
+	msgBytes, toolsBytes, promptBytes, instrBytes int64 // the parts of TextBytes, so a repeated key replaces its own part
+	inputItems                                    int
+}
+
+// Stateless reports whether a Responses API request neither asks the
+// upstream to store the response ("store": false) nor names state an
+// upstream holds (previous_response_id, conversation; null counts as
+// absent). Only such a request may go to a gray with its own upstream.
+func (r *Request) Stateless() bool {
+	named := func(m Member) bool { return m.Present() && m.Kind != KindNull }
+	return r.Store.Kind == KindFalse && !named(r.PreviousResponseID) && !named(r.Conversation)
 }

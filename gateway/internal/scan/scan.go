@@ -24,18 +24,35 @@ const (
 	keyMessages
 	keyTools
 	keyPrompt // completions' prompt, embeddings' input: text measured
+
+	// Keys of a Responses API body (ScanResponses only).
+	keyInput // responses' input: a string or an array of items
+	keyInstructions
+	keyMaxOutputTokens
+	keyStore
+	keyPreviousResponseID
+	keyConversation
 )
 
 // Scan reads body once and fills r. It returns a *SyntaxError for invalid
 // JSON, ErrNotObject when the top level is not an object, ErrTooDeep,
 // ErrInvalidUTF8, or a *DuplicateKeyError for a repeated routing key.
 // Scan does not retain body.
-func Scan(body []byte, r *Request) error {
+func Scan(body []byte, r *Request) error { return scanBody(body, r, false) }
+
+// ScanResponses is Scan for a Responses API body (POST /v1/responses): it
+// reads "input" as items and text parts, "instructions", the routing key
+// "max_output_tokens" and the keys that say whether the request is
+// stateful ("store", "previous_response_id", "conversation"), and leaves
+// chat's "messages" and completions' "prompt" alone.
+func ScanResponses(body []byte, r *Request) error { return scanBody(body, r, true) }
+
+func scanBody(body []byte, r *Request, responses bool) error {
 	*r = Request{}
 	if !utf8.Valid(body) {
 		return ErrInvalidUTF8
 	}
-	s := scanner{b: body}
+	s := scanner{b: body, responses: responses}
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		if s.i < len(s.b) && s.validValue() {
@@ -80,6 +97,10 @@ func Scan(body []byte, r *Request) error {
 			m.Kind, err = s.streamOptions(r)
 		case keyPrompt:
 			m.Kind, err = s.promptText(r)
+		case keyInput:
+			m.Kind, err = s.responsesInput(r)
+		case keyInstructions:
+			m.Kind, err = s.instructions(r)
 		default:
 			m.Kind, err = s.value(0, nil)
 		}
@@ -98,7 +119,13 @@ func Scan(body []byte, r *Request) error {
 			s.ws()
 		case '}':
 			r.Close = s.i
-			r.TextBytes = r.msgBytes + r.toolsBytes + r.promptBytes
+			r.TextBytes = r.msgBytes + r.toolsBytes + r.promptBytes + r.instrBytes
+			if responses {
+				r.MessageCount = r.inputItems
+				if r.Instructions.Kind == KindString {
+					r.MessageCount++ // the instructions are a system message
+				}
+			}
 			s.i++
 			return s.end()
 		default:
@@ -138,8 +165,19 @@ func (r *Request) record(k key, p Param, m Member, b []byte) error {
 		r.Messages = m
 	case keyTools:
 		r.Tools = m
-	case keyPrompt:
+	case keyPrompt, keyInput:
 		r.Prompt = m
+	case keyInstructions:
+		r.Instructions = m
+	case keyMaxOutputTokens:
+		err = dup(r.MaxOutputTokens, "max_output_tokens")
+		r.MaxOutputTokens = m
+	case keyStore:
+		r.Store = m
+	case keyPreviousResponseID:
+		r.PreviousResponseID = m
+	case keyConversation:
+		r.Conversation = m
 	}
 	return err
 }
@@ -186,6 +224,8 @@ func (s *scanner) promptText(r *Request) (Kind, error) {
 type scanner struct {
 	b []byte
 	i int
+	// responses: the body is a Responses API request (ScanResponses).
+	responses bool
 }
 
 func (s *scanner) peek() byte {
