@@ -43,6 +43,7 @@ type FieldError struct {
 // without a schema checks JSON validity only. It is safe for concurrent use.
 type Filter struct {
 	schema *gojsonschema.Schema
+	fast   *validator // nil: the schema uses what the fast path lacks
 	target string
 }
 
@@ -59,6 +60,11 @@ func New(schemaJSON []byte, target string) (*Filter, error) {
 			return nil, fmt.Errorf("compile response schema: %w", err)
 		}
 		f.schema = s
+		// The fast path is an optimisation: a schema it does not support
+		// (errUnsupported) is checked by gojsonschema alone.
+		if v, err := newValidator(schemaJSON); err == nil {
+			f.fast = v
+		}
 	}
 	return f, nil
 }
@@ -91,7 +97,13 @@ func (f *Filter) Check(body []byte, contents [][]byte) (Reason, []FieldError) {
 	return OK, nil
 }
 
+// validate judges doc. The fast path can only accept; whatever it does
+// not accept is judged again by gojsonschema, which stays the reference
+// and writes every error.
 func (f *Filter) validate(doc []byte, prefix string) (Reason, []FieldError) {
+	if f.fast != nil && f.fast.accepts(doc) {
+		return OK, nil
+	}
 	res, err := f.schema.Validate(gojsonschema.NewBytesLoader(doc))
 	if err != nil {
 		return InvalidJSON, []FieldError{{Field: "(root)", Description: prefix + err.Error()}}
