@@ -139,14 +139,31 @@ func compileSchema(schemaJSON []byte) (*schema, error) {
 	return s, nil
 }
 
-// hasID reports whether any object in v has an id or $id key. gojsonschema
-// registers those anywhere in the document (even in values it otherwise
-// ignores), and they change what a $ref resolves to.
+// hasID reports whether gojsonschema would register an id or $id in v:
+// it looks for string ids in every object (even in values it otherwise
+// ignores) except const and enum values and the names of properties,
+// dependencies and patternProperties, and they change what a $ref
+// resolves to.
 func hasID(v any) bool {
 	switch v := v.(type) {
 	case map[string]any:
+		if _, ok := v["id"].(string); ok {
+			return true
+		}
+		if _, ok := v["$id"].(string); ok {
+			return true
+		}
 		for k, e := range v {
-			if k == "id" || k == "$id" || hasID(e) {
+			if k == "const" || k == "enum" {
+				continue
+			}
+			if named, ok := e.(map[string]any); ok && (k == "properties" || k == "dependencies" || k == "patternProperties") {
+				for _, e := range named {
+					if hasID(e) {
+						return true
+					}
+				}
+			} else if hasID(e) {
 				return true
 			}
 		}
