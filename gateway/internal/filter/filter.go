@@ -1,6 +1,22 @@
 // Package filter decides whether a gray answer may reach a client: it must
 // be a 2xx, valid JSON, and pass the deployment's response schema on the
 // configured target (SPEC §6.2).
+//
+// gojsonschema is the reference validator, but it decodes every answer
+// into interface{} and formats error text even for if branches that fail
+// on valid answers. So New also compiles the schema into a tree of checks
+// of the draft-07 keywords graygate needs (compile.go), judged exactly as
+// gojsonschema judges them (numbers as exact rationals, "integer"
+// including 1.0, lengths in runes, const and enum compared through
+// float64), over answers decoded into flat reusable nodes (decode.go). The
+// fast path can only accept: whatever it does not accept, including what
+// it leaves alone (duplicate keys, invalid UTF-8, huge numbers), is
+// validated again by gojsonschema, which decides and writes every
+// FieldError. A schema with a keyword or form it lacks (format,
+// dependencies, propertyNames, $id, draft 4, remote $ref) is validated by
+// gojsonschema alone. TestFastAgreesWithGojsonschema and
+// FuzzFastAgreesWithGojsonschema check both agree on (schema, document)
+// pairs.
 package filter
 
 import (
