@@ -11,8 +11,9 @@ import (
 // instead of encoding/json's interface{} tree. It only accepts what
 // encoding/json would decode to the same values; anything else (invalid
 // JSON, trailing data, duplicate keys, invalid UTF-8, lone surrogates,
-// deep nesting) is refused, and gojsonschema then judges the document as
-// before, with its own messages.
+// deep nesting, numbers gojsonschema fails on: see readable) is refused,
+// and gojsonschema then judges the document as before, with its own
+// messages.
 
 // maxDepth bounds the nesting the fast path decodes (encoding/json allows
 // 10000; deeper documents go to gojsonschema).
@@ -374,7 +375,22 @@ func (d *document) number() ([]byte, bool) {
 			return nil, false
 		}
 	}
-	return d.b[start:d.i], true
+	lit := d.b[start:d.i]
+	return lit, readable(lit)
+}
+
+// readable reports whether gojsonschema reads lit without failing, so
+// that the fast path may judge the document: big.Rat takes it (within the
+// fast path's limits) and it does not overflow float64. gojsonschema
+// panics on such numbers in const, enum, uniqueItems and numeric limits,
+// and it checks keywords the fast path skips after a first failure (under
+// not, for one), so these documents are left to it whatever the schema.
+func readable(lit []byte) bool {
+	d, ok := parseDecimal(lit)
+	if ok && d.point > 300 { // below 10^300 float64 cannot overflow
+		_, ok = floatBits(lit)
+	}
+	return ok
 }
 
 func (d *document) digits() int {

@@ -80,6 +80,9 @@ var keywordSchemas = []string{
 	`{"definitions":{"a":{"type":"string"}},"$ref":"#/definitions/a","format":"ignored beside $ref"}`,
 	`{"title":"t","description":"d","$comment":"c","default":1,"examples":[2],"x-custom":{"ref":"x"},"type":"string"}`,
 	`{"properties":{"a":{"enum":[{"id":"not an id"}]}}}`,
+	// gojsonschema panics on 1e400 at the const the fast path never reaches.
+	`{"not":{"maximum":5,"const":1}}`,
+	`{"multipleOf":2,"allOf":[{"type":"string"},{"const":null}]}`,
 }
 
 // fallbackSchemas use a keyword or form the fast path lacks. The last

@@ -106,7 +106,8 @@ func (r *run) typeOK(t typeSet, n *node) bool {
 	return ok && d.isInt()
 }
 
-// decimal reads a number node, marking the run unsure past the limits.
+// decimal reads a number node. decode has refused literals past the
+// limits; the run is marked unsure all the same should one get here.
 func (r *run) decimal(n *node) (decimal, bool) {
 	d, ok := parseDecimal(n.raw)
 	if !ok {
@@ -161,7 +162,7 @@ func (r *run) array(s *schema, i int) bool {
 			return false
 		}
 	}
-	if s.uniqueItems && (!r.marshalable(i) || !r.unique(i)) {
+	if s.uniqueItems && !r.unique(i) {
 		return false
 	}
 	return s.contains == nil || r.containsOne(s.contains, i)
@@ -275,9 +276,6 @@ func (r *run) common(s *schema, i int) bool {
 	if !s.hasConst && len(s.enum) == 0 {
 		return true
 	}
-	if !r.marshalable(i) {
-		return false
-	}
 	if s.hasConst && !r.same(i, &s.constant) {
 		return false
 	}
@@ -336,23 +334,6 @@ func (r *run) one(list []*schema, i int) bool {
 		}
 	}
 	return passed == 1
-}
-
-// marshalable reports whether gojsonschema can re-marshal node i through
-// float64 for const, enum and uniqueItems; it panics on a number that
-// overflows float64, so such values are left to it (the run is unsure).
-func (r *run) marshalable(i int) bool {
-	nodes := r.doc.nodes
-	for k := i; k < nodes[i].next; k++ {
-		if nodes[k].kind != kindNumber {
-			continue
-		}
-		if _, ok := floatBits(nodes[k].raw); !ok {
-			r.unsure = true
-			return false
-		}
-	}
-	return true
 }
 
 // same reports whether node i equals l as gojsonschema compares const and
