@@ -15,6 +15,11 @@ import (
 // Filter then uses gojsonschema alone.
 var errUnsupported = errors.New("schema not supported by the fast path")
 
+// errRefLoop: a $ref cycle that never steps into a nested value. gojsonschema
+// compiles such a schema and then recurses without end on every document
+// (a fatal stack overflow, not a panic), so New refuses it.
+var errRefLoop = errors.New("$ref cycle without a nested value: validation would never end")
+
 // draft07 are the $schema values gojsonschema reads as draft-07. Without
 // $schema it uses its "hybrid" draft, which reads the keywords supported
 // here as draft-07 does (the boolean exclusiveMinimum of draft-04, which
@@ -133,7 +138,7 @@ func compileSchema(schemaJSON []byte) (*schema, error) {
 	for sub := range reachable(s, map[*schema]bool{}) {
 		if loops(sub, state) {
 			// gojsonschema recurses without end on such a schema.
-			return nil, fmt.Errorf("%w: $ref cycle without a nested value", errUnsupported)
+			return nil, errRefLoop
 		}
 	}
 	return s, nil

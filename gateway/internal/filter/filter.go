@@ -20,6 +20,7 @@
 package filter
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -100,7 +101,11 @@ func New(schemaJSON []byte, target string) (*Filter, error) {
 		f.schema = s
 		// The fast path is an optimisation: a schema it does not support
 		// (errUnsupported) is checked by gojsonschema alone.
-		if v, err := newValidator(schemaJSON); err == nil {
+		v, err := newValidator(schemaJSON)
+		switch {
+		case errors.Is(err, errRefLoop):
+			return nil, fmt.Errorf("compile response schema: %w", err)
+		case err == nil:
 			f.fast = v
 		}
 	}
