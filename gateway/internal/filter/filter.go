@@ -1,9 +1,26 @@
 // Package filter decides whether a gray answer may reach a client: it must
 // be a 2xx, valid JSON, and pass the deployment's response schema on the
 // configured target (SPEC §6.2).
+//
+// gojsonschema is the reference validator, but it decodes every answer
+// into interface{} and formats error text even for if branches that fail
+// on valid answers. So New also compiles the schema into a tree of checks
+// of the draft-07 keywords graygate needs (compile.go), judged exactly as
+// gojsonschema judges them (numbers as exact rationals, "integer"
+// including 1.0, lengths in runes, const and enum compared through
+// float64), over answers decoded into flat reusable nodes (decode.go). The
+// fast path can only accept: whatever it does not accept, including what
+// it leaves alone (duplicate keys, invalid UTF-8, huge numbers), is
+// validated again by gojsonschema, which decides and writes every
+// FieldError. A schema with a keyword or form it lacks (format,
+// dependencies, propertyNames, $id, draft 4, remote $ref) is validated by
+// gojsonschema alone. TestFastAgreesWithGojsonschema and
+// FuzzFastAgreesWithGojsonschema check both agree on (schema, document)
+// pairs.
 package filter
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -44,6 +61,7 @@ type FieldError struct {
 // without a schema checks JSON validity only. It is safe for concurrent use.
 type Filter struct {
 	schema *gojsonschema.Schema
+	fast   *validator // nil: the schema uses what the fast path lacks
 	target string
 	// field names a content in validation errors: a format with one %d
 	// (the choice), or a plain name.
@@ -63,7 +81,7 @@ func (f *Filter) ForEndpoint(field string) *Filter {
 	g := *f
 	g.field = field
 	if f.target == TargetBody {
-		g.schema = nil
+		g.schema, g.fast = nil, nil
 	}
 	return &g
 }
@@ -81,6 +99,15 @@ func New(schemaJSON []byte, target string) (*Filter, error) {
 			return nil, fmt.Errorf("compile response schema: %w", err)
 		}
 		f.schema = s
+		// The fast path is an optimisation: a schema it does not support
+		// (errUnsupported) is checked by gojsonschema alone.
+		v, err := newValidator(schemaJSON)
+		switch {
+		case errors.Is(err, errRefLoop):
+			return nil, fmt.Errorf("compile response schema: %w", err)
+		case err == nil:
+			f.fast = v
+		}
 	}
 	return f, nil
 }
@@ -120,7 +147,13 @@ func (f *Filter) contentName(i int) string {
 	return f.field
 }
 
+// validate judges doc. The fast path can only accept; whatever it does
+// not accept is judged again by gojsonschema, which stays the reference
+// and writes every error.
 func (f *Filter) validate(doc []byte, prefix string) (Reason, []FieldError) {
+	if f.fast != nil && f.fast.accepts(doc) {
+		return OK, nil
+	}
 	res, err := f.schema.Validate(gojsonschema.NewBytesLoader(doc))
 	if err != nil {
 		return InvalidJSON, []FieldError{{Field: "(root)", Description: prefix + err.Error()}}

@@ -8,7 +8,9 @@ import (
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
-func agentSchema(t *testing.T) []byte {
+func agentSchema(t *testing.T) []byte { return readAgentSchema(t) }
+
+func readAgentSchema(t testing.TB) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "schemas", "contracts", "agent-action.schema.json"))
 	testenv.Must(t, err)
