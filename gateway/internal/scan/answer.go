@@ -54,12 +54,8 @@ type ToolCall struct {
 func ScanAnswer(b []byte, a *Answer) error {
 	a.reset()
 	s := scanner{b: b}
-	s.ws()
-	if s.peek() != '{' {
-		if s.i < len(b) && s.validValue() {
-			return ErrNotObject
-		}
-		return s.fail("expected a JSON object")
+	if err := s.openObject(); err != nil {
+		return err
 	}
 	if err := s.object(1, func(key Span) error {
 		switch {
@@ -248,4 +244,18 @@ func FirstToolCall(b []byte) (ToolCall, bool) {
 		return s.toolCall(&call)
 	})
 	return call, found && err == nil
+}
+
+// openObject skips leading space and checks that an object follows: it
+// returns ErrNotObject for another JSON value and a *SyntaxError for
+// anything else.
+func (s *scanner) openObject() error {
+	s.ws()
+	if s.peek() == '{' {
+		return nil
+	}
+	if s.i < len(s.b) && s.validValue() {
+		return ErrNotObject
+	}
+	return s.fail("expected a JSON object")
 }

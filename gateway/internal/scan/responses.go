@@ -118,12 +118,8 @@ func (t EventType) Failed() bool { return t == EventFailed || t == EventError }
 func ScanResponse(b []byte, a *Answer) error {
 	a.reset()
 	s := scanner{b: b}
-	s.ws()
-	if s.peek() != '{' {
-		if s.i < len(b) && s.validValue() {
-			return ErrNotObject
-		}
-		return s.fail("expected a JSON object")
+	if err := s.openObject(); err != nil {
+		return err
 	}
 	if err := s.response(a, 1); err != nil {
 		return err
@@ -140,12 +136,8 @@ func ScanResponse(b []byte, a *Answer) error {
 func ScanResponseEvent(b []byte, a *Answer) error {
 	a.reset()
 	s := scanner{b: b}
-	s.ws()
-	if s.peek() != '{' {
-		if s.i < len(b) && s.validValue() {
-			return ErrNotObject
-		}
-		return s.fail("expected a JSON object")
+	if err := s.openObject(); err != nil {
+		return err
 	}
 	var typ, delta Span
 	var deltaBytes int64
