@@ -189,8 +189,9 @@ func base(req *scan.Request, body []byte) int64 {
 	return addSat(TokensPerMessage*int64(max(req.MessageCount, 0)), outputReserve(req, body))
 }
 
-// outputReserve is max_completion_tokens, else max_tokens, else 0 (a
-// responses body: max_output_tokens, else 0). Only a
+// outputReserve is max_completion_tokens, else max_tokens, else the
+// endpoint's default (a responses body: max_output_tokens; completions:
+// 16; others 0, req.DefaultOutputReserve). Only a
 // JSON integer ≥ 0 (digits alone, no sign, fraction or exponent) counts as
 // a reserve; a member holding anything else (null, a string, -1, 1.5, 1e3)
 // counts as not given, so that null falls through to max_tokens as engines
@@ -206,7 +207,7 @@ func outputReserve(req *scan.Request, body []byte) int64 {
 	if n, ok := wholeTokens(req.MaxTokens, body); ok {
 		return n
 	}
-	return 0
+	return req.DefaultOutputReserve
 }
 
 // wholeTokens reads m's value as a JSON integer ≥ 0, saturating at

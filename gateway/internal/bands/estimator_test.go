@@ -359,3 +359,27 @@ func TestEstimatorConcurrent(t *testing.T) {
 		t.Errorf("BytesPerToken = %v; want 3", got)
 	}
 }
+
+// TestDefaultOutputReserve: a body that gives no usable token limit
+// reserves the endpoint's default (completions: 16, set by the proxy), and
+// one that gives a limit reserves that limit.
+func TestDefaultOutputReserve(t *testing.T) {
+	const msg = `"messages":[{"role":"user","content":"abcd"}]`
+	e := NewEstimator()
+	for _, tt := range []struct {
+		members string
+		want    int64
+	}{
+		{``, 5 + 16},
+		{`,"max_tokens":null`, 5 + 16},
+		{`,"max_tokens":100`, 105},
+		{`,"max_tokens":0`, 5},
+	} {
+		body := `{"model":"m",` + msg + tt.members + `}`
+		req := scanned(t, body)
+		req.DefaultOutputReserve = 16
+		if got := e.Estimate("m", req, []byte(body)); got != tt.want {
+			t.Errorf("Estimate(%s) with a default reserve of 16 = %d; want %d", body, got, tt.want)
+		}
+	}
+}

@@ -140,3 +140,37 @@ func TestBytesPerTokenIsLearned(t *testing.T) {
 		t.Errorf("metrics lack the learned ratio:\n%s", grepLines(string(b), "bytes_per_token"))
 	}
 }
+
+// TestCompletionsReserveDefaultsTo16: a completions request without
+// max_tokens reserves the API's default of 16 output tokens (SPEC §3), so
+// a prompt that fits a deployment's window only without them is refused.
+func TestCompletionsReserveDefaultsTo16(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	// "abcd" is 1 token of text (plus 4 if counted as a message): at most
+	// 5, within a window of 16; with the default reserve at least 17.
+	cfg.Deployments["qwen"].ContextWindow = 16
+	g := startGateway(t, cfg)
+	for _, c := range []struct {
+		body string
+		want int
+	}{
+		{`{"model":"agent-chat","prompt":"abcd"}`, 400},
+		{`{"model":"agent-chat","prompt":"abcd","max_tokens":10}`, 200},
+		{`{"model":"agent-chat","prompt":"abcd","max_tokens":0}`, 200},
+	} {
+		req, err := http.NewRequest(http.MethodPost, g.url+"/v1/completions", strings.NewReader(c.body))
+		testenv.Must(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		testenv.Must(t, err)
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: status %d (%s); want %d", c.body, resp.StatusCode, out, c.want)
+		}
+		if c.want == 400 && resp.Header.Get("x-router-error-code") != "context_length_exceeded" {
+			t.Errorf("%s: code %q; want context_length_exceeded", c.body, resp.Header.Get("x-router-error-code"))
+		}
+	}
+}

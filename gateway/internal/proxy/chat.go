@@ -94,6 +94,10 @@ func (s *Server) admit(c *fiber.Ctx, x *exchange, k *call, ep upstream.Endpoint)
 	return s.prepare(c, x, k)
 }
 
+// completionsMaxTokens is the legacy completions API's default max_tokens,
+// the output reserve of a completions request that gives none (SPEC §3).
+const completionsMaxTokens = 16
+
 // prepare runs every check that needs no upstream, in SPEC order: body,
 // route, sampling contract, context bands, tool steps, then the arm.
 func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
@@ -104,6 +108,9 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 	}
 	if err := read(body, &x.req); err != nil {
 		return badRequest("%s", err.Error())
+	}
+	if x.ep == upstream.Completions {
+		x.req.DefaultOutputReserve = completionsMaxTokens
 	}
 	rt, err := s.lookupRoute(x, body)
 	if err != nil {

@@ -138,6 +138,11 @@ type Request struct {
 	// "input" (rev. 2).
 	Prompt Member
 
+	// DefaultOutputReserve is the output reserve of a body that gives no
+	// token limit: the scan leaves it 0 and the caller sets the endpoint's
+	// default (SPEC §3: completions' max_tokens defaults to 16).
+	DefaultOutputReserve int64
+
 	// Responses API keys (ScanResponses). MaxOutputTokens is a routing
 	// key; Instructions is where an arm's prompt goes (SPEC §6.6); Store,
 	// PreviousResponseID and Conversation say whether the request holds
