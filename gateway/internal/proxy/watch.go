@@ -29,6 +29,57 @@ type clientWatch struct {
 	slot   int    // index in watcher.items; -1 when not registered (under watcher.mu)
 	gen    uint64 // counts registrations, so a late look cannot hit the next request
 	added  bool   // add registered it and remove has not run (the owner's alone)
+
+	// The upstream client's abort callback (upstream.EndNotifier): called
+	// when the client leaves, without context.AfterFunc's allocation.
+	endMu  sync.Mutex
+	onEnd  func()
+	ended  bool        // the client left and ctx is cancelled
+	stopFn func() bool // stopOnEnd as a value, made once
+}
+
+// clientWatch is the request's context: ctx's, plus OnEnd.
+func (cw *clientWatch) Deadline() (time.Time, bool) { return cw.ctx.Deadline() }
+func (cw *clientWatch) Done() <-chan struct{}       { return cw.ctx.Done() }
+func (cw *clientWatch) Err() error                  { return cw.ctx.Err() }
+func (cw *clientWatch) Value(key any) any           { return cw.ctx.Value(key) }
+
+// OnEnd registers f to run when the client leaves (upstream.EndNotifier);
+// stop unregisters it and reports whether f will never run.
+func (cw *clientWatch) OnEnd(f func()) (stop func() bool) {
+	cw.endMu.Lock()
+	if cw.ended {
+		cw.endMu.Unlock()
+		go f()
+		return alreadyEnded
+	}
+	cw.onEnd = f
+	cw.endMu.Unlock()
+	return cw.stopFn
+}
+
+func alreadyEnded() bool { return false }
+
+func (cw *clientWatch) stopOnEnd() bool {
+	cw.endMu.Lock()
+	registered := cw.onEnd != nil
+	cw.onEnd = nil
+	cw.endMu.Unlock()
+	return registered
+}
+
+// end cancels the request because its client left, and runs the
+// registered callback.
+func (cw *clientWatch) end() {
+	cw.cancel()
+	cw.endMu.Lock()
+	cw.ended = true
+	f := cw.onEnd
+	cw.onEnd = nil
+	cw.endMu.Unlock()
+	if f != nil {
+		go f()
+	}
 }
 
 // look is a snapshot of one registration, taken under the mutex and
@@ -40,15 +91,19 @@ type look struct {
 }
 
 // add registers a request served on conn and returns the context that
-// ends when its client leaves. The context of the previous request on
-// cw is reused unless it ended. A nil conn (an in-memory test request) is
-// not watched.
+// ends when its client leaves (cw itself). The context of the previous
+// request on cw is reused unless it ended. A nil conn (an in-memory test
+// request) is not watched.
 func (w *watcher) add(cw *clientWatch, conn net.Conn) context.Context {
 	if cw.ctx == nil || cw.ctx.Err() != nil {
 		cw.ctx, cw.cancel = context.WithCancel(context.Background())
+		cw.ended, cw.onEnd = false, nil
+	}
+	if cw.stopFn == nil {
+		cw.stopFn = cw.stopOnEnd
 	}
 	if conn == nil {
-		return cw.ctx
+		return cw
 	}
 	cw.added = true
 	w.mu.Lock()
@@ -59,7 +114,7 @@ func (w *watcher) add(cw *clientWatch, conn net.Conn) context.Context {
 		go w.run()
 	}
 	w.mu.Unlock()
-	return cw.ctx
+	return cw
 }
 
 // remove ends cw's registration; after it returns, the watcher no longer
@@ -114,7 +169,7 @@ func (w *watcher) run() {
 			if peerClosed(l.conn) {
 				w.mu.Lock()
 				if l.w.slot >= 0 && l.w.gen == l.gen {
-					l.w.cancel()
+					l.w.end()
 					w.unlink(l.w)
 				}
 				w.mu.Unlock()

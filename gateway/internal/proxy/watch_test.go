@@ -33,24 +33,52 @@ func TestWatcherCancelsWhenClientLeaves(t *testing.T) {
 	var a, b clientWatch
 	ctxA := w.add(&a, stayed)
 	ctxB := w.add(&b, left)
+	innerA, innerB := a.ctx, b.ctx
+	called := make(chan struct{})
+	stopB := b.OnEnd(func() { close(called) })
+	stopA := a.OnEnd(func() { t.Error("the callback of the request whose client stayed ran") })
 	leaver.Close()
 	select {
 	case <-ctxB.Done():
 	case <-time.After(2 * time.Second):
 		t.Fatal("the request whose client left was not cancelled within 2 s")
 	}
+	select {
+	case <-called:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the callback of the request whose client left did not run")
+	}
+	if stopB() {
+		t.Error("stop after the callback ran reported it unregistered")
+	}
 	time.Sleep(50 * time.Millisecond)
 	if ctxA.Err() != nil {
 		t.Fatal("the request whose client stayed was cancelled")
 	}
+	if !stopA() {
+		t.Error("stop before the client left did not report the callback unregistered")
+	}
 	w.remove(&b) // already unlinked by the watcher: a no-op
 	w.remove(&a)
 	// A cancelled context is not reused; a live one is.
-	if again := w.add(&b, nil); again == ctxB || again.Err() != nil {
+	if again := w.add(&b, nil); b.ctx == innerB || again.Err() != nil {
 		t.Error("a cancelled registration's context was reused")
 	}
-	if again := w.add(&a, nil); again != ctxA {
+	if w.add(&a, nil); a.ctx != innerA {
 		t.Error("a live registration's context was not reused")
+	}
+	// A callback registered after the client left runs at once.
+	var c clientWatch
+	w.add(&c, nil)
+	c.end()
+	ran := make(chan struct{})
+	if c.OnEnd(func() { close(ran) })() {
+		t.Error("stop of a callback registered after the end reported it unregistered")
+	}
+	select {
+	case <-ran:
+	case <-time.After(time.Second):
+		t.Fatal("a callback registered after the end never ran")
 	}
 }
 

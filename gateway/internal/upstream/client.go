@@ -241,6 +241,16 @@ func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time
 	}
 }
 
+// EndNotifier is a context that runs a function when it ends, without
+// context.AfterFunc's allocation and cancel-tree bookkeeping per request
+// (the gateway's per-request client context). OnEnd runs f once when the
+// context ends (soon, in another goroutine, if it has ended already);
+// stop unregisters f and reports whether f will never run.
+type EndNotifier interface {
+	context.Context
+	OnEnd(f func()) (stop func() bool)
+}
+
 // neverRegistered is the stop function of an exchange whose context
 // cannot end: there is no callback to unregister.
 func neverRegistered() bool { return true }
@@ -256,7 +266,10 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request,
 	}
 	cn.idle, cn.got, cn.wrote, cn.hard = 0, false, 0, hard
 	stop := neverRegistered
-	if ctx.Done() != nil {
+	if n, ok := ctx.(EndNotifier); ok {
+		cn.ctx = ctx
+		stop = n.OnEnd(cn.onCancel)
+	} else if ctx.Done() != nil {
 		cn.ctx = ctx
 		stop = context.AfterFunc(ctx, cn.onCancel)
 	}
