@@ -2,6 +2,7 @@ package scan
 
 import (
 	"bytes"
+	"encoding/binary"
 	"unicode/utf8"
 )
 
@@ -443,13 +444,33 @@ func (s *scanner) skipString(textBytes *int64) error {
 // checkControl refuses raw control characters inside a string, as strict
 // JSON decoders (the engine's json.loads among them) do.
 func (s *scanner) checkControl(seg []byte) error {
-	for j, c := range seg {
-		if c < 0x20 {
-			s.i += j
-			return s.fail("control character in string")
-		}
+	if j := controlAt(seg); j >= 0 {
+		s.i += j
+		return s.fail("control character in string")
 	}
 	return nil
+}
+
+// controlAt returns the index of the first byte below 0x20 in b, or -1.
+// It tests eight bytes at a time: (w - 0x20…20) & ^w & 0x80…80 is non-zero
+// exactly when a byte of w is below 0x20 (a byte ≥ 0x80 has its top bit
+// cleared by ^w, and a borrow only starts at a byte below 0x20); only the
+// word that holds one is searched byte by byte.
+func controlAt(b []byte) int {
+	const highs, below = 0x8080808080808080, 0x20 * 0x0101010101010101
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		if (w-below)&^w&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i] < 0x20 {
+			return i
+		}
+	}
+	return -1
 }
 
 // escape reads the backslash escape at s.i and returns the number of UTF-8

@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -250,4 +251,39 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("Scan(%q) = %v; encoding/json accepts it", body, err)
 		}
 	})
+}
+
+// TestControlAt: the eight-bytes-at-a-time search finds the first byte
+// below 0x20 exactly where a byte-by-byte loop does, at every position and
+// next to bytes that could fool it (0x20, 0x7f, 0x80, 0xff).
+func TestControlAt(t *testing.T) {
+	naive := func(b []byte) int {
+		for i, c := range b {
+			if c < 0x20 {
+				return i
+			}
+		}
+		return -1
+	}
+	fill := []byte{'a', 0x20, 0x7f, 0x80, 0xff, 0x21, 0xa0}
+	for n := 0; n <= 40; n++ {
+		for _, f := range fill {
+			b := bytes.Repeat([]byte{f}, n)
+			if got, want := controlAt(b), naive(b); got != want {
+				t.Fatalf("controlAt(%d × %#x) = %d; want %d", n, f, got, want)
+			}
+			for at := 0; at < n; at++ {
+				for _, c := range []byte{0x00, 0x0a, 0x1f} {
+					b := bytes.Repeat([]byte{f}, n)
+					b[at] = c
+					if at+1 < n {
+						b[n-1] = 0x01 // a later control byte must not win
+					}
+					if got, want := controlAt(b), naive(b); got != want {
+						t.Fatalf("controlAt(%q) = %d; want %d", b, got, want)
+					}
+				}
+			}
+		}
+	}
 }
