@@ -450,7 +450,13 @@ func (p *Publisher) resolve(r result) {
 		return
 	}
 	p.published.add(e.kind, 1)
-	p.downSince.Store(0)
+	// A late ack of an event sent before the connection dropped does not
+	// make the event log reachable again: only the connection's return
+	// (refresh) does then. Without this, an ack that arrived after the
+	// drop left State connected for the whole outage.
+	if p.connected {
+		p.downSince.Store(0)
+	}
 	if e.spooled {
 		p.backoff = minBackoff
 		p.settle(e, true)

@@ -475,3 +475,33 @@ func TestConcurrentPublish(t *testing.T) {
 	p.stop(t)
 	checkExactlyOnce(t, readStream(t, ns.URL), 2000)
 }
+
+// TestLateAckKeepsOutageVisible: an ack that arrives after the connection
+// dropped (an event sent just before) must not report the event log
+// reachable; only the connection's return does. Found by TestOutage under
+// -race in CI: State stayed connected for the whole outage.
+func TestLateAckKeepsOutageVisible(t *testing.T) {
+	ns := testenv.StartNATS(t)
+	nc := connect(t, ns.URL)
+	ensureStreams(t, nc)
+	sp := openSpool(t, t.TempDir(), 1<<20)
+	defer sp.Close()
+	p, err := New(nc, sp, Options{Log: testLog(t)})
+	testenv.Must(t, err)
+	// As Run's loop sees it: the connection dropped, then an ack came.
+	p.connected = false
+	p.markDown()
+	e := &entry{kind: KindRequest}
+	p.pending[&e.msg] = e
+	p.resolve(result{msg: &e.msg})
+	if s := p.State(); s.Connected {
+		t.Fatal("State() connected after a late ack while the connection is down")
+	}
+	// The same ack with the connection up makes it reachable.
+	p.connected = true
+	p.pending[&e.msg] = e
+	p.resolve(result{msg: &e.msg})
+	if s := p.State(); !s.Connected {
+		t.Fatalf("State() = %v after an ack with the connection up; want connected", s)
+	}
+}
