@@ -159,13 +159,7 @@ func TestCompletionsReserveDefaultsTo16(t *testing.T) {
 		{`{"model":"agent-chat","prompt":"abcd","max_tokens":10}`, 200},
 		{`{"model":"agent-chat","prompt":"abcd","max_tokens":0}`, 200},
 	} {
-		req, err := http.NewRequest(http.MethodPost, g.url+"/v1/completions", strings.NewReader(c.body))
-		testenv.Must(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		testenv.Must(t, err)
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, out := postPath(t, g.url, "/v1/completions", c.body)
 		if resp.StatusCode != c.want {
 			t.Errorf("%s: status %d (%s); want %d", c.body, resp.StatusCode, out, c.want)
 		}

@@ -83,9 +83,17 @@ const chatBody = `{"model":"agent-chat","messages":[{"role":"user","content":"he
 // testerToken is the force token of grayConfig.
 const testerToken = "tester"
 
+// post posts body to /v1/chat/completions (postPath).
 func post(t *testing.T, url, body string, headers ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	return postPath(t, url, "/v1/chat/completions", body, headers...)
+}
+
+// postPath posts a JSON body to path with the tester's token and the
+// given header name, value pairs, and returns the answer and its body.
+func postPath(t *testing.T, url, path, body string, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+path, strings.NewReader(body))
 	testenv.Must(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	// The tester's token unless the caller sets Authorization ("": none):

@@ -12,7 +12,6 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/schemas/config"
-	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // respAnswer is a Responses API answer whose output_text is a valid agent action.
@@ -64,19 +63,7 @@ func respUpstream(t *testing.T, answer, stream string) (*httptest.Server, func()
 // postResponses posts body to /v1/responses with the tester's token.
 func postResponses(t *testing.T, url, body string, headers ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/v1/responses", strings.NewReader(body))
-	testenv.Must(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+testerToken)
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	testenv.Must(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	testenv.Must(t, err)
-	return resp, b
+	return postPath(t, url, "/v1/responses", body, headers...)
 }
 
 func errorCode(t *testing.T, b []byte) (code, param, msg string) {
