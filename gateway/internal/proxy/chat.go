@@ -77,7 +77,7 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 // admit authorizes the request, checks its body's size and encoding, and
 // prepares it (prepare).
 func (s *Server) admit(c *fiber.Ctx, x *exchange, k *call, ep upstream.Endpoint) error {
-	c.Set("x-request-id", k.id)
+	c.Response().Header.SetCanonical(hdrRequestID, []byte(k.id))
 	auth, err := s.authorize(c) // before the body: see clientHeaderReceived
 	if err != nil {
 		return err
@@ -373,16 +373,30 @@ func quoteShort(b []byte) string {
 	return `"` + clip(string(b), 64) + `"`
 }
 
+// The gateway's response headers, in fasthttp's canonical form: set with
+// SetCanonical, they skip the normalizing copy of the key that Set makes
+// on every call (the values are converted without a copy).
+var (
+	hdrRequestID      = []byte("X-Request-Id")
+	hdrDeployment     = []byte("X-Gateway-Deployment")
+	hdrArm            = []byte("X-Gateway-Arm")
+	hdrModel          = []byte("X-Gateway-Model")
+	hdrPromptVersion  = []byte("X-Gateway-Prompt-Version")
+	hdrPromptHash     = []byte("X-Gateway-Prompt-Hash")
+	hdrMatchedContext = []byte("X-Vsr-Matched-Context")
+)
+
 // setArmHeaders adds the response headers that say who served.
 func setArmHeaders(c *fiber.Ctx, k *call, armName string, a *arm) {
-	c.Set("x-gateway-deployment", k.deployment.name)
-	c.Set("x-gateway-arm", armName)
-	c.Set("x-gateway-model", a.client.Model)
+	h := &c.Response().Header
+	h.SetCanonical(hdrDeployment, []byte(k.deployment.name))
+	h.SetCanonical(hdrArm, []byte(armName))
+	h.SetCanonical(hdrModel, []byte(a.client.Model))
 	if a.prompt != nil {
-		c.Set("x-gateway-prompt-version", a.promptVersion)
-		c.Set("x-gateway-prompt-hash", a.promptHeader)
+		h.SetCanonical(hdrPromptVersion, []byte(a.promptVersion))
+		h.SetCanonical(hdrPromptHash, []byte(a.promptHeader))
 	}
 	if k.matched != "" {
-		c.Set("x-vsr-matched-context", k.matched)
+		h.SetCanonical(hdrMatchedContext, []byte(k.matched))
 	}
 }

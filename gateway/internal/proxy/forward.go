@@ -233,7 +233,10 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measur
 	if s.obs == nil {
 		return
 	}
-	r := Record{
+	// The record lives in the exchange: an Observer copies what it keeps
+	// (Observer), so one per request need not be allocated.
+	r := &x.rec
+	*r = Record{
 		RequestID: k.id, Route: k.route.name, Deployment: k.deployment.name,
 		Arm: armName, Model: a.client.Model, Stream: k.stream, Mirrored: k.shadow, EstimatedTokens: k.estimate,
 		MatchedContext: k.matched, ToolSteps: x.req.ToolSteps, Measure: m, Gray: gray,
@@ -248,7 +251,7 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measur
 	if gray != nil {
 		r.FallbackReason = gray.Reason
 	}
-	s.obs.Completed(&r)
+	s.obs.Completed(r)
 }
 
 // errorType classifies an upstream I/O error.

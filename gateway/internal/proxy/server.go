@@ -544,6 +544,7 @@ type exchange struct {
 	handed bool
 	watch  clientWatch // the request's registration with Server.watcher
 	call   call        // what was decided about the request
+	rec    Record      // the record complete hands to the Observer
 }
 
 // header is a forwarded client header, as spans into exchange.hbuf.
