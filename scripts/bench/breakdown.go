@@ -41,7 +41,8 @@ var (
 var components = []component{
 	{"upstream: idle-connection check", anyOf("upstream.(*peeker)")},
 	{"gray dispatch (5 % of requests)", anyOf("proxy.(*Server).grayBuffered")},
-	{"policy: scan, contract, bands, routing", anyOf("proxy.(*Server).admit", "proxy.(*Server).prepare", "proxy.requestID")},
+	{"policy: scan, contract, bands, routing", anyOf("proxy.(*Server).admit", "proxy.(*Server).prepare", "proxy.requestID",
+		"proxy.(*exchange).forwardBody")},
 	{"answer: scan, usage, schema", anyOf("proxy.(*exchange).scanAnswer", "proxy.(*tally)", "internal/filter.")},
 	{"headers: arm, passed-through, forwarded", anyOf("proxy.setArmHeaders", "proxy.copyAnswerHeaders",
 		"proxy.(*exchange).setHeaders", "proxy.(*Server).snapshotHeaders", "upstream.stripCredentials")},
