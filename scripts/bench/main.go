@@ -8,9 +8,12 @@
 // median requests/s and p50/p99 latency, CPU per request of each proxy
 // process and of NATS (utime+stime from /proc/PID/stat over the requests
 // served), the ratios to nginx and to bare fiber, and PASS/MISS for each
-// SPEC §12 target, and writes the results as JSON and a PNG chart.
+// SPEC §12 target, and writes the results as JSON and a PNG chart. With
+// --profile it then takes CPU profiles of the bare fiber pass-through and
+// gw-s12 under the same load and prints where each one's CPU per request
+// goes, component by component.
 //
-//	go run ./scripts/bench [--quick] [--rounds 3] [--duration 5s] [--conns 1,4,32] [--strace] ...
+//	go run ./scripts/bench [--quick] [--rounds 3] [--duration 5s] [--conns 1,4,32] [--strace] [--profile] [--gomaxprocs N] ...
 //
 // wrk and nginx come from Debian packages, installed when missing (strace
 // too, for --strace). nginx and NATS run as children with their own
