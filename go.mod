@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/gofiber/fiber/v2 v2.52.15
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/nats-io/nats-server/v2 v2.15.3

@@ -8,9 +8,12 @@
 // median requests/s and p50/p99 latency, CPU per request of each proxy
 // process and of NATS (utime+stime from /proc/PID/stat over the requests
 // served), the ratios to nginx and to bare fiber, and PASS/MISS for each
-// SPEC §12 target, and writes the results as JSON and a PNG chart.
+// SPEC §12 target, and writes the results as JSON and a PNG chart. With
+// --profile it then takes CPU profiles of the bare fiber pass-through and
+// gw-s12 under the same load and prints where each one's CPU per request
+// goes, component by component.
 //
-//	go run ./scripts/bench [--quick] [--rounds 3] [--duration 5s] [--conns 1,4,32] [--strace] ...
+//	go run ./scripts/bench [--quick] [--rounds 3] [--duration 5s] [--conns 1,4,32] [--strace] [--profile] [--gomaxprocs N] ...
 //
 // wrk and nginx come from Debian packages, installed when missing (strace
 // too, for --strace). nginx and NATS run as children with their own
@@ -21,6 +24,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -71,6 +75,14 @@ type options struct {
 	gatewayBin       string
 	keep             bool
 	replot           string
+	// gomaxprocs is GOMAXPROCS for the Go proxies (the fiber pass-through
+	// and the gateways); 0 leaves the Go runtime's default.
+	gomaxprocs int
+	// profile takes CPU profiles of fiber and gw-s12 at profileConns
+	// connections for profileDuration each, written under profileDir.
+	profile         bool
+	profileDuration time.Duration
+	profileDir      string
 }
 
 // allTargets are the targets --targets accepts, in the order they are
@@ -102,6 +114,10 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "use this gateway binary instead of building ./gateway")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, logs) after the run")
 	fs.StringVar(&o.replot, "replot", "", "measure nothing: read this results JSON, print its report and draw its chart at --png")
+	fs.IntVar(&o.gomaxprocs, "gomaxprocs", 0, "GOMAXPROCS of the fiber pass-through and the gateways (not the mocks); 0: the Go runtime's default")
+	fs.BoolVar(&o.profile, "profile", false, "after the measured rounds, take a Go CPU profile of the bare fiber pass-through and gw-s12 under wrk at 32 connections and print where their CPU per request goes")
+	fs.DurationVar(&o.profileDuration, "profile-duration", 10*time.Second, "load time per target while profiling (whole seconds), after the warm-up")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "write the --profile profiles here (default: profile/ beside the --json file)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -140,6 +156,12 @@ func parseOptions(args []string) (options, error) {
 	if o.nats != "private" && o.nats != "off" && !strings.HasPrefix(o.nats, "nats://") {
 		return o, fmt.Errorf("--nats %q: want private, off or a nats:// URL", o.nats)
 	}
+	if o.gomaxprocs < 0 {
+		return o, fmt.Errorf("--gomaxprocs %d: want 0 (the Go runtime's default) or more", o.gomaxprocs)
+	}
+	if o.profileDuration < time.Second {
+		return o, fmt.Errorf("--profile-duration %s: want at least 1s", o.profileDuration)
+	}
 	return o, nil
 }
 
@@ -168,6 +190,7 @@ type target struct {
 	proxy   func() []int  // processes whose CPU is the proxy's; nil for the mock itself
 	natsPID int           // the NATS server's pid for the gateways with events, 0 when unknown
 	events  *eventCounter // the gateways-with-events' stream reader, nil otherwise
+	pprof   *pprofSource  // where the proxy serves CPU profiles, nil when it does not
 	skipped string        // why the target is not measured
 }
 
@@ -189,6 +212,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if o.pngPath == "" {
 		o.pngPath = filepath.Join(root, ".data", "bench", "bench.png")
+	}
+	if o.profileDir == "" {
+		o.profileDir = filepath.Join(filepath.Dir(o.jsonPath), "profile")
 	}
 	if o.replot != "" {
 		return replot(o.replot, o.pngPath)
@@ -278,13 +304,16 @@ func run(ctx context.Context, args []string) error {
 		logf("nginx: pid %d on %s, worker_processes %s, keepalive 64 to the primary mock", ng.pid(), ngAddr, o.nginxWorkers)
 	}
 	if want(tFiber) {
-		fb, fbAddr, err := startPassthrough(ctx, dir, fiberBin, primaryAddr, body)
+		fb, fbAddr, pprofAddr, err := startPassthrough(ctx, dir, fiberBin, primaryAddr, o.gomaxprocs, o.profile, body)
 		if err != nil {
 			return err
 		}
 		procs = append(procs, fb)
-		targets = append(targets, &target{name: tFiber, url: "http://" + fbAddr + chatPath,
-			proxy: func() []int { return []int{fb.pid()} }})
+		t := &target{name: tFiber, url: "http://" + fbAddr + chatPath, proxy: func() []int { return []int{fb.pid()} }}
+		if pprofAddr != "" {
+			t.pprof = &pprofSource{profileURL: "http://" + pprofAddr + "/debug/pprof/profile"}
+		}
+		targets = append(targets, t)
 		logf("fiber pass-through: pid %d on %s, at most 64 keep-alive connections to the primary mock", fb.pid(), fbAddr)
 	}
 
@@ -312,6 +341,8 @@ func run(ctx context.Context, args []string) error {
 			defer ec.Close()
 		}
 	}
+	gw := gatewaySpec{bin: gatewayBin, dir: dir, primary: primaryAddr, gray: grayAddr,
+		adminToken: rand.Text(), gomaxprocs: o.gomaxprocs, body: body}
 	for _, m := range gatewayModes {
 		if !want(m.target) {
 			continue
@@ -328,12 +359,13 @@ func run(ctx context.Context, args []string) error {
 		if m.nats {
 			u = natsURL
 		}
-		c, addr, err := startGateway(ctx, dir, gatewayBin, m.target, u, m.requestLog, primaryAddr, grayAddr, body)
+		c, addr, admin, err := startGateway(ctx, gw, m.target, u, m.requestLog)
 		if err != nil {
 			return err
 		}
 		procs = append(procs, c)
 		t.url, t.proxy = "http://"+addr+chatPath, func() []int { return []int{c.pid()} }
+		t.pprof = &pprofSource{profileURL: "http://" + admin + "/admin/debug/pprof/profile", token: gw.adminToken}
 		nats := "events off"
 		if m.nats {
 			t.natsPID, t.events = natsPid, ec
@@ -364,7 +396,8 @@ func run(ctx context.Context, args []string) error {
 		Started: started,
 		Machine: Machine{CPUs: runtime.NumCPU(), LoadAverage: load},
 		Settings: Settings{Rounds: o.rounds, WarmupS: o.warmup.Seconds(), DurationS: o.duration.Seconds(), Conns: o.conns,
-			WrkThreads: o.threads, RequestBytes: len(body), AnswerBytes: answerSize, NginxWorkers: o.nginxWorkers, NATS: natsDescription(o, natsURL, natsPid)},
+			WrkThreads: o.threads, RequestBytes: len(body), AnswerBytes: answerSize, NginxWorkers: o.nginxWorkers, GOMAXPROCS: o.gomaxprocs,
+			NATS: natsDescription(o, natsURL, natsPid)},
 	}
 	var names []string
 	for _, t := range targets {
@@ -381,6 +414,12 @@ func run(ctx context.Context, args []string) error {
 	res.Checks = checks(res.Cells)
 	if o.strace {
 		res.Syscalls = straceAll(ctx, o, wrk, script, active)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if o.profile {
+		res.Profile = profileAll(ctx, o, wrk, script, active)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -41,13 +41,14 @@ func fmtRatio(v *float64) string {
 
 // report prints the results table, the ratios to nginx and to the bare
 // fiber pass-through, SPEC §12's checks and, with --strace, the system
-// calls per request.
+// calls per request and, with --profile, where the CPU per request goes.
 func report(w io.Writer, r Results) {
 	s := r.Settings
 	fmt.Fprintf(w, "\ngraygate whole-system benchmark: %d CPUs shared by wrk, proxies, mocks and NATS; wrk %d thread(s)\n", r.Machine.CPUs, s.WrkThreads)
 	fmt.Fprintf(w, "%d round(s) per target and connection count, targets interleaved; each round %gs warm-up + %gs measured\n", s.Rounds, s.WarmupS, s.DurationS)
 	fmt.Fprintf(w, "req/s, p50, p99: median of the rounds; CPU/req: utime+stime of the process (nginx: master and workers) over all rounds / requests served\n")
-	fmt.Fprintf(w, "POST %s: request %d B, answer %d B; nginx worker_processes %s, upstream keepalive 64; NATS: %s\n", chatPath, s.RequestBytes, s.AnswerBytes, s.NginxWorkers, s.NATS)
+	fmt.Fprintf(w, "POST %s: request %d B, answer %d B; nginx worker_processes %s, upstream keepalive 64; fiber and gateway GOMAXPROCS %s; NATS: %s\n",
+		chatPath, s.RequestBytes, s.AnswerBytes, s.NginxWorkers, fmtGOMAXPROCS(s.GOMAXPROCS), s.NATS)
 	if s.NATSIdleCPUUSPerS != nil {
 		fmt.Fprintf(w, "NATS idle (while targets that do not publish ran): %.0fµs CPU per second\n", *s.NATSIdleCPUUSPerS)
 	}
@@ -119,6 +120,17 @@ func report(w io.Writer, r Results) {
 			fmt.Fprintf(w, "  %-10s %6.2f per request over %d requests; %s\n", sc.Target, sc.PerReq, sc.Requests, fmtTop(sc.Top))
 		}
 	}
+	if r.Profile != nil {
+		reportProfile(w, *r.Profile)
+	}
+}
+
+// fmtGOMAXPROCS states the Go proxies' GOMAXPROCS as the header shows it.
+func fmtGOMAXPROCS(n int) string {
+	if n == 0 {
+		return "the Go runtime's default"
+	}
+	return strconv.Itoa(n)
 }
 
 // checkLine is one check: its verdict, what it measures, value and limit.

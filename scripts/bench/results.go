@@ -42,6 +42,7 @@ type Results struct {
 	Ratios   []Ratio        `json:"ratios"`
 	Checks   []Check        `json:"checks"`
 	Syscalls []SyscallCount `json:"syscalls,omitempty"`
+	Profile  *Profile       `json:"profile,omitempty"`
 }
 
 // Machine is where the run happened.
@@ -60,7 +61,10 @@ type Settings struct {
 	RequestBytes int     `json:"request_bytes"`
 	AnswerBytes  int     `json:"answer_bytes"`
 	NginxWorkers string  `json:"nginx_workers"`
-	NATS         string  `json:"nats"`
+	// GOMAXPROCS of the fiber pass-through and the gateways; 0 is the Go
+	// runtime's default.
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	NATS       string `json:"nats"`
 	// NATSIdleCPUUSPerS is the NATS server's CPU per second of wall time
 	// while the targets that do not publish ran: its cost with no traffic
 	// of the gateways', already inside every NATS CPU/req figure. Null

@@ -307,6 +307,72 @@ func TestParseOptions(t *testing.T) {
 	}
 }
 
+func TestParseProfileAndGOMAXPROCSOptions(t *testing.T) {
+	o, err := parseOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.profile || o.profileDuration != 10*time.Second || o.profileDir != "" || o.gomaxprocs != 0 {
+		t.Errorf("defaults: profile %v, duration %v, dir %q, gomaxprocs %d; want false, 10s, \"\" (beside --json), 0",
+			o.profile, o.profileDuration, o.profileDir, o.gomaxprocs)
+	}
+	o, err = parseOptions([]string{"--quick", "--targets", "nginx,fiber,gw-s12", "--conns", "32", "--profile",
+		"--profile-duration", "3s", "--profile-dir", "/tmp/p", "--gomaxprocs", "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.profile || o.profileDuration != 3*time.Second || o.profileDir != "/tmp/p" || o.gomaxprocs != 2 {
+		t.Errorf("set: profile %v, duration %v, dir %q, gomaxprocs %d; want true, 3s, /tmp/p, 2",
+			o.profile, o.profileDuration, o.profileDir, o.gomaxprocs)
+	}
+	// --profile leaves the measured rounds' settings alone.
+	if !slices.Equal(o.targets, []string{tNginx, tFiber, tGwS12}) || !slices.Equal(o.conns, []int{32}) || o.rounds != 2 {
+		t.Errorf("with --profile: targets %v, conns %v, rounds %d; want [nginx fiber gw-s12], [32], 2", o.targets, o.conns, o.rounds)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gomaxprocs", "-1"}, "--gomaxprocs -1"},
+		{[]string{"--profile-duration", "500ms"}, "--profile-duration 500ms"},
+	} {
+		if _, err := parseOptions(tt.args); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("parseOptions(%v) = %v; want an error naming %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestGoEnv(t *testing.T) {
+	env := []string{"PATH=/bin", "GOMAXPROCS=7", "GRAYGATE_ADMIN_TOKEN=x", "NATS_URL=nats://y"}
+	tests := []struct {
+		name       string
+		gomaxprocs int
+		drop       []string
+		want       []string
+	}{
+		{"default drops an inherited GOMAXPROCS", 0, nil, []string{"PATH=/bin", "GRAYGATE_ADMIN_TOKEN=x", "NATS_URL=nats://y"}},
+		{"set", 2, nil, []string{"PATH=/bin", "GRAYGATE_ADMIN_TOKEN=x", "NATS_URL=nats://y", "GOMAXPROCS=2"}},
+		{"gateway drops its overrides", 1, []string{"NATS_URL=", "GRAYGATE_"}, []string{"PATH=/bin", "GOMAXPROCS=1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := goEnv(env, tt.gomaxprocs, tt.drop...); !slices.Equal(got, tt.want) {
+				t.Errorf("goEnv(%d, %v) = %v; want %v", tt.gomaxprocs, tt.drop, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReportStatesGOMAXPROCS(t *testing.T) {
+	for n, want := range map[int]string{0: "fiber and gateway GOMAXPROCS the Go runtime's default;", 2: "fiber and gateway GOMAXPROCS 2;"} {
+		var b strings.Builder
+		report(&b, Results{Settings: Settings{Rounds: 1, NginxWorkers: "1", GOMAXPROCS: n}})
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report with GOMAXPROCS %d lacks %q:\n%s", n, want, b.String())
+		}
+	}
+}
+
 func TestReportPrintsChecks(t *testing.T) {
 	cells := []Cell{cell(tNginx, 32, 10000, 3000, 6000, 20, nil), cell(tGwS12, 32, 9000, 3000, 6000, 25, ptr(0.4))}
 	var b strings.Builder

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -263,53 +264,80 @@ deployments:
       timeout: 2500ms
 `))
 
+// gatewaySpec is what every benchmark gateway shares.
+type gatewaySpec struct {
+	bin, dir      string
+	primary, gray string // the mocks' host:port
+	// adminToken is given to the gateways as GRAYGATE_ADMIN_TOKEN, so the
+	// benchmark can fetch their profiles from the admin listener. It is
+	// random per run and never printed.
+	adminToken string
+	gomaxprocs int // GOMAXPROCS; 0 for the Go runtime's default
+	body       []byte
+}
+
 // startGateway validates and serves a generated config. natsURL empty
-// means events off; requestLog is gateway.request_log. The child's environment carries no NATS_URL,
-// DATABASE_URL or GRAYGATE_* from the benchmark's, since those override the
-// file.
-func startGateway(ctx context.Context, dir, bin, name, natsURL, requestLog, primary, gray string, body []byte) (*child, string, error) {
-	listen, err := freeAddr()
-	if err != nil {
-		return nil, "", err
+// means events off; requestLog is gateway.request_log. It returns the
+// child and its client and admin listeners' addresses. The child's
+// environment carries no NATS_URL, DATABASE_URL or GRAYGATE_* from the
+// benchmark's, since those override the file; it gets the spec's admin
+// token and GOMAXPROCS instead.
+func startGateway(ctx context.Context, spec gatewaySpec, name, natsURL, requestLog string) (c *child, listen, admin string, err error) {
+	if listen, err = freeAddr(); err != nil {
+		return nil, "", "", err
 	}
-	admin, err := freeAddr()
-	if err != nil {
-		return nil, "", err
+	if admin, err = freeAddr(); err != nil {
+		return nil, "", "", err
 	}
-	sub := filepath.Join(dir, "run-"+name)
+	sub := filepath.Join(spec.dir, "run-"+name)
 	if err := os.MkdirAll(sub, 0o755); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	var b bytes.Buffer
 	if err := gatewayConfig.Execute(&b, map[string]string{
 		"NATS": natsURL, "RequestLog": requestLog, "Listen": listen, "Admin": admin, "Dir": sub,
-		"Model": benchModel, "Primary": primary, "Gray": gray,
+		"Model": benchModel, "Primary": spec.primary, "Gray": spec.gray,
 	}); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	conf := filepath.Join(sub, "graygate.yaml")
 	if err := os.WriteFile(conf, b.Bytes(), 0o644); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "NATS_URL=") || strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "GRAYGATE_") {
-			continue
-		}
-		env = append(env, kv)
+	env := goEnv(os.Environ(), spec.gomaxprocs, "NATS_URL=", "DATABASE_URL=", "GRAYGATE_")
+	if spec.adminToken != "" {
+		env = append(env, "GRAYGATE_ADMIN_TOKEN="+spec.adminToken)
 	}
-	if out, err := exec.CommandContext(ctx, bin, "validate", "--config", conf).CombinedOutput(); err != nil {
-		return nil, "", fmt.Errorf("%s: gateway validate --config %s: %w\n%s", name, conf, err, out)
+	if out, err := exec.CommandContext(ctx, spec.bin, "validate", "--config", conf).CombinedOutput(); err != nil {
+		return nil, "", "", fmt.Errorf("%s: gateway validate --config %s: %w\n%s", name, conf, err, out)
 	}
-	c, err := startChild(name, filepath.Join(sub, "gateway.log"), env, bin, "serve", "--config", conf, "--log-level", "warn")
+	c, err = startChild(name, filepath.Join(sub, "gateway.log"), env, spec.bin, "serve", "--config", conf, "--log-level", "warn")
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	if _, err := waitServing(ctx, c, "http://"+listen+chatPath, body); err != nil {
+	if _, err := waitServing(ctx, c, "http://"+listen+chatPath, spec.body); err != nil {
 		c.stop()
-		return nil, "", err
+		return nil, "", "", err
 	}
-	return c, listen, nil
+	return c, listen, admin, nil
+}
+
+// goEnv is env for a Go proxy child: without the variables that start
+// with any of drop, and with GOMAXPROCS set to gomaxprocs, or unset for
+// the Go runtime's default when it is 0 (an inherited GOMAXPROCS would
+// make the report's header wrong).
+func goEnv(env []string, gomaxprocs int, drop ...string) []string {
+	drop = append(drop, "GOMAXPROCS=")
+	var out []string
+	for _, kv := range env {
+		if !slices.ContainsFunc(drop, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			out = append(out, kv)
+		}
+	}
+	if gomaxprocs > 0 {
+		out = append(out, "GOMAXPROCS="+strconv.Itoa(gomaxprocs))
+	}
+	return out
 }
 
 // buildMain builds the main package in pkgDir into dir, or reports
@@ -333,22 +361,29 @@ func buildMain(ctx context.Context, root, pkgDir, dir string) (string, error) {
 var errNoMain = errors.New("no main package in the tree yet")
 
 // startPassthrough runs the bare fiber pass-through (./passthrough) in
-// front of the primary mock.
-func startPassthrough(ctx context.Context, dir, bin, upstream string, body []byte) (*child, string, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, "", err
+// front of the primary mock, with GOMAXPROCS set to gomaxprocs (0: the
+// Go runtime's default). With pprof true it also serves net/http/pprof on
+// a free loopback address, returned as pprofAddr.
+func startPassthrough(ctx context.Context, dir, bin, upstream string, gomaxprocs int, pprof bool, body []byte) (c *child, addr, pprofAddr string, err error) {
+	if addr, err = freeAddr(); err != nil {
+		return nil, "", "", err
 	}
-	c, err := startChild("fiber", filepath.Join(dir, "fiber.log"), os.Environ(), bin,
-		"--listen", addr, "--upstream", upstream, "--max-conns", "64")
+	args := []string{"--listen", addr, "--upstream", upstream, "--max-conns", "64"}
+	if pprof {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return nil, "", "", err
+		}
+		args = append(args, "--pprof", pprofAddr)
+	}
+	c, err = startChild("fiber", filepath.Join(dir, "fiber.log"), goEnv(os.Environ(), gomaxprocs), bin, args...)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	if _, err := waitServing(ctx, c, "http://"+addr+chatPath, body); err != nil {
 		c.stop()
-		return nil, "", err
+		return nil, "", "", err
 	}
-	return c, addr, nil
+	return c, addr, pprofAddr, nil
 }
 
 // natsServerBinary finds a nats-server: in PATH, Debian's, or the one

@@ -4,7 +4,11 @@
 // policy, no events. What it costs per request is what fiber and fasthttp
 // cost, the floor under the gateway's own proxy path.
 //
-//	passthrough --listen 127.0.0.1:9100 --upstream 127.0.0.1:9001
+//	passthrough --listen 127.0.0.1:9100 --upstream 127.0.0.1:9001 [--pprof 127.0.0.1:9101]
+//
+// With --pprof it also serves net/http/pprof's handlers on that separate
+// loopback address, from a plain net/http server, so the benchmark can take
+// a CPU profile; without it (the default) nothing else runs.
 package main
 
 import (
@@ -12,6 +16,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -38,6 +45,7 @@ func run(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve on")
 	upstream := fs.String("upstream", "", "upstream host:port (plain HTTP)")
 	maxConns := fs.Int("max-conns", 64, "keep-alive connections to the upstream, at most")
+	pprofAddr := fs.String("pprof", "", "also serve net/http/pprof at /debug/pprof/ on this loopback host:port (default off)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -46,6 +54,13 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *upstream == "" {
 		return errors.New("--upstream is required")
+	}
+	if *pprofAddr != "" {
+		stop, err := servePprof(*pprofAddr)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	app := newApp(newClient(*upstream, *maxConns), *upstream)
 	errc := make(chan error, 1)
@@ -98,4 +113,31 @@ func newApp(client *fasthttp.HostClient, upstream string) *fiber.App {
 		return nil
 	})
 	return app
+}
+
+// servePprof serves net/http/pprof's handlers under /debug/pprof/ on addr,
+// which must be a loopback address (profiles show the process's code and
+// memory), from a plain net/http server of its own. It returns once the
+// address listens; stop closes the server.
+func servePprof(addr string) (stop func(), err error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("--pprof %q: want a loopback address such as 127.0.0.1:9101", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return func() { srv.Close() }, nil
 }

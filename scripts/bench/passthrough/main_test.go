@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPassthroughCopiesStatusTypeAndBody(t *testing.T) {
@@ -71,5 +73,54 @@ func TestPassthroughUpstreamDownIs502(t *testing.T) {
 	}
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("status = %d; want 502", resp.StatusCode)
+	}
+}
+
+func TestPprofFlagServesProfiles(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // run listens there
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--pprof", addr})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run() = %v after cancel; want nil", err)
+		}
+	}()
+
+	url := "http://" + addr + "/debug/pprof/"
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "profile") {
+				t.Fatalf("GET %s = %d %.200q; want 200 and the pprof index", url, resp.StatusCode, body)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v after 5s", url, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPprofFlagRefusesNonLoopback(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:6060", "nonsense"} {
+		t.Run(addr, func(t *testing.T) {
+			err := run(context.Background(), []string{"--upstream", "127.0.0.1:1", "--pprof", addr})
+			if err == nil || !strings.Contains(err.Error(), "--pprof") {
+				t.Errorf("run(--pprof %s) = %v; want an error naming --pprof", addr, err)
+			}
+		})
 	}
 }
