@@ -35,7 +35,7 @@ func (s *Server) snapshotHeaders(c *fiber.Ctx, x *exchange, id string) {
 		}
 		add(k, v)
 	}
-	add([]byte("X-Request-Id"), []byte(id))
+	add(hdrRequestID, []byte(id))
 }
 
 // forwardable reports whether a client header goes to the upstream: not
@@ -79,10 +79,12 @@ func asciiEqualFold(b []byte, s string) bool {
 	return true
 }
 
-// setHeaders writes x's forwarded headers into an upstream request.
+// setHeaders writes x's forwarded headers into an upstream request. The
+// names come from fasthttp's parse of the client request, which put them
+// in canonical form already: SetCanonical does not normalize them again.
 func (x *exchange) setHeaders(h *fasthttp.RequestHeader) {
 	for _, kv := range x.hdrs {
-		h.SetBytesKV(x.hbuf[kv.k.Start:kv.k.End], x.hbuf[kv.v.Start:kv.v.End])
+		h.SetCanonical(x.hbuf[kv.k.Start:kv.k.End], x.hbuf[kv.v.Start:kv.v.End])
 	}
 }
 

@@ -574,20 +574,32 @@ var credentialHeaders = []string{
 }
 
 // stripCredentials deletes the credential headers and every X-Forwarded-*
-// header from h.
+// header from h. It looks at the headers once and deletes only what it
+// found: on the request path there is usually nothing to delete.
 func stripCredentials(h *fasthttp.RequestHeader) {
-	for _, k := range credentialHeaders {
-		h.Del(k)
-	}
-	var fwd []string
+	var found []string
 	for k := range h.All() {
-		if len(k) >= 12 && strings.EqualFold(string(k[:12]), "x-forwarded-") {
-			fwd = append(fwd, string(k))
+		if isCredential(k) {
+			found = append(found, string(k))
 		}
 	}
-	for _, k := range fwd {
+	for _, k := range found {
 		h.Del(k)
 	}
+}
+
+// isCredential reports whether the header name k, in any case, is one of
+// credentialHeaders or starts with X-Forwarded-.
+func isCredential(k []byte) bool {
+	if len(k) >= 12 && strings.EqualFold(string(k[:12]), "x-forwarded-") {
+		return true
+	}
+	for _, c := range credentialHeaders {
+		if strings.EqualFold(string(k), c) {
+			return true
+		}
+	}
+	return false
 }
 
 type writerFunc func([]byte) (int, error)

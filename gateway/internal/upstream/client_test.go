@@ -474,3 +474,34 @@ func TestSecondCloseDoesNothing(t *testing.T) {
 		t.Fatal("two requests in flight share one pooled response after a double Close")
 	}
 }
+
+// TestStripCredentials: whatever a header function set, in whatever case,
+// no credential or X-Forwarded-* header is left, and every other header is.
+func TestStripCredentials(t *testing.T) {
+	var h fasthttp.RequestHeader
+	h.DisableNormalizing() // keep the case an attacker chose
+	for _, kv := range [][2]string{
+		{"authorization", "Bearer client"}, {"COOKIE", "a=b"}, {"Proxy-Authorization", "Basic x"},
+		{"api-key", "k1"}, {"X-API-KEY", "k2"}, {"forwarded", "for=1.2.3.4"},
+		{"x-forwarded-for", "1.2.3.4"}, {"X-Forwarded-Proto", "https"}, {"X-FORWARDED-HOST", "evil"},
+		{"X-Custom", "kept"}, {"X-Forwarded", "kept-too"}, {"Api-Keys", "kept-three"},
+	} {
+		h.Set(kv[0], kv[1])
+	}
+	stripCredentials(&h)
+	got := map[string]string{}
+	for k, v := range h.All() {
+		got[strings.ToLower(string(k))] = string(v)
+	}
+	want := map[string]string{"x-custom": "kept", "x-forwarded": "kept-too", "api-keys": "kept-three"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("header %s = %q; want %q", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("header %s was not stripped", k)
+		}
+	}
+}
