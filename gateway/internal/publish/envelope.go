@@ -9,9 +9,10 @@ import (
 )
 
 // encoder writes envelopes as encoding/json would, without a second pass
-// over the data: NewEnvelope has already marshalled and checked it, and the
-// other attributes are known to need no escaping (a canonical UUID, a type
-// constant, an RFC 3339 time) except the source, quoted once.
+// over the data: NewEnvelope (or, for a request.completed, AppendJSON) has
+// already marshalled it after its check, and the other attributes are
+// known to need no escaping (a canonical UUID, a type constant, an RFC 3339
+// time) except the source, quoted once.
 type encoder struct {
 	source     string
 	sourceJSON []byte
