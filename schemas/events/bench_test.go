@@ -23,6 +23,18 @@ func BenchmarkNewEnvelope(b *testing.B) {
 	}
 }
 
+// BenchmarkNewEnvelopeOnly is NewEnvelope alone, as the gateway calls it
+// for a request.completed: check, a new id, and the data's JSON.
+func BenchmarkNewEnvelopeOnly(b *testing.B) {
+	d := full()[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := events.NewEnvelope(events.TypeRequestCompleted, "gateway/h", d, exampleTime, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkDecode is a consumer's cost per event: Decode and DecodeData of
 // a request.completed.
 func BenchmarkDecode(b *testing.B) {

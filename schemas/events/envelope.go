@@ -40,8 +40,11 @@ type Envelope struct {
 
 // NewEnvelope wraps data as an event of type typ from source. now is the
 // event's time (the zero time means time.Now()); id is its UUIDv7 ("" makes
-// a new one). When data is one of this package's data types (value or
-// pointer), its EventType must be typ and its Check must pass. The result is ready to marshal with encoding/json.
+// a new one with NewID; a statistic gets its StatsID). When data is one of
+// this package's data types (value or pointer), its EventType must be typ
+// and its Check must pass. Data is marshalled with encoding/json, except a
+// RequestCompleted, which AppendJSON writes to the same bytes. The result
+// is ready to marshal with encoding/json.
 func NewEnvelope(typ, source string, data any, now time.Time, id string) (Envelope, error) {
 	if !knownType(typ) {
 		return Envelope{}, fmt.Errorf("%w %q", ErrUnknownType, typ)
@@ -77,19 +80,20 @@ func NewEnvelope(typ, source string, data any, now time.Time, id string) (Envelo
 		}
 	}
 	if id == "" {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return Envelope{}, fmt.Errorf("new event id: %w", err)
-		}
-		id = u.String()
+		id = NewID()
 	} else if err := checkID(id, typ); err != nil {
 		return Envelope{}, err
 	}
 	if now.IsZero() {
 		now = time.Now()
 	}
-	b, err := json.Marshal(data)
-	if err != nil {
+	var b []byte
+	var err error
+	if r, ok := data.(*RequestCompleted); ok { // the per-request event: no reflection
+		if b, err = r.AppendJSON(make([]byte, 0, r.jsonSize())); err != nil {
+			return Envelope{}, err
+		}
+	} else if b, err = json.Marshal(data); err != nil {
 		return Envelope{}, fmt.Errorf("%w: marshal %s data: %v", ErrInvalidData, typ, err)
 	}
 	if len(b) == 0 || b[0] != '{' {
