@@ -3,12 +3,9 @@ package proxy
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
-	"math/rand/v2"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/google/uuid"
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/rollout"
@@ -340,22 +337,7 @@ func requestID(c *fiber.Ctx) string {
 	if id := c.Request().Header.Peek("X-Request-Id"); len(id) > 0 && len(id) <= 128 && printable(id) {
 		return string(id)
 	}
-	return newUUIDv7(time.Now()).String()
-}
-
-// newUUIDv7 returns a version 7 UUID (RFC 9562): 48 bits of Unix
-// milliseconds, then random bits. Request ids need uniqueness, not
-// secrecy, so the random part comes from the runtime's fast generator
-// instead of a getrandom system call per request.
-func newUUIDv7(now time.Time) uuid.UUID {
-	var u uuid.UUID
-	ms := uint64(now.UnixMilli())
-	r1, r2 := rand.Uint64(), rand.Uint64()
-	binary.BigEndian.PutUint64(u[0:8], ms<<16|r1&0xffff)
-	binary.BigEndian.PutUint64(u[8:16], r2)
-	u[6] = 0x70 | u[6]&0x0f // version 7
-	u[8] = 0x80 | u[8]&0x3f // RFC 4122 variant
-	return u
+	return events.NewID() // the same UUIDv7s as event ids: unique, from the fast generator
 }
 
 func printable(b []byte) bool {
