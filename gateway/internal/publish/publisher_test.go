@@ -505,3 +505,62 @@ func TestLateAckKeepsOutageVisible(t *testing.T) {
 		t.Fatalf("State() = %v after an ack with the connection up; want connected", s)
 	}
 }
+
+// TestLinger: the first event of a burst waits Options.Linger for the rest,
+// and the burst is published together; an event still lingering when Run
+// stops is published all the same.
+func TestLinger(t *testing.T) {
+	t.Run("a burst waits for the linger, then goes together", func(t *testing.T) {
+		ns := testenv.StartNATS(t)
+		nc := connect(t, ns.URL)
+		ensureStreams(t, nc)
+		sp := openSpool(t, t.TempDir(), 64<<20)
+		defer sp.Close()
+		const linger = time.Second
+		p := startPublisher(t, nc, sp, Options{Linger: linger})
+		start := time.Now()
+		p.Publish(event(0))
+		time.Sleep(linger / 5)
+		for i := 1; i < 10; i++ {
+			p.Publish(event(i))
+		}
+		if got := sum(statsOf(p).Published); got != 0 && time.Since(start) < linger {
+			t.Fatalf("%d events published %s after the first, within the linger of %s", got, time.Since(start), linger)
+		}
+		testenv.WaitFor(t, 30*time.Second, "the burst published", func() bool { return sum(statsOf(p).Published) == 10 })
+		if d := time.Since(start); d < linger {
+			t.Errorf("the burst was published %s after its first event; want after the linger of %s", d, linger)
+		}
+		p.stop(t)
+		checkExactlyOnce(t, readStream(t, ns.URL), 10)
+	})
+	t.Run("an event lingering at the stop is published", func(t *testing.T) {
+		ns := testenv.StartNATS(t)
+		nc := connect(t, ns.URL)
+		ensureStreams(t, nc)
+		sp := openSpool(t, t.TempDir(), 64<<20)
+		defer sp.Close()
+		p := startPublisher(t, nc, sp, Options{Linger: time.Hour})
+		p.Publish(event(0))
+		testenv.WaitFor(t, 10*time.Second, "Run to take the event", func() bool { return len(p.queue) == 0 })
+		p.stop(t)
+		if st := statsOf(p); sum(st.Published) != 1 || sum(st.Dropped) != 0 {
+			t.Errorf("after the stop: published %v, dropped %v; want the one event published", st.Published, st.Dropped)
+		}
+		checkExactlyOnce(t, readStream(t, ns.URL), 1)
+	})
+	t.Run("a negative linger publishes at once", func(t *testing.T) {
+		ns := testenv.StartNATS(t)
+		nc := connect(t, ns.URL)
+		ensureStreams(t, nc)
+		sp := openSpool(t, t.TempDir(), 64<<20)
+		defer sp.Close()
+		p := startPublisher(t, nc, sp, Options{Linger: -1})
+		if p.opts.Linger >= 0 {
+			t.Fatalf("Linger = %s; want it left negative (off)", p.opts.Linger)
+		}
+		p.Publish(event(0))
+		testenv.WaitFor(t, 30*time.Second, "the event published", func() bool { return sum(statsOf(p).Published) == 1 })
+		p.stop(t)
+	})
+}
