@@ -46,6 +46,42 @@ type Envelope struct {
 // RequestCompleted, which AppendJSON writes to the same bytes. The result
 // is ready to marshal with encoding/json.
 func NewEnvelope(typ, source string, data any, now time.Time, id string) (Envelope, error) {
+	env, err := NewEnvelopeAttributes(typ, source, data, now, id)
+	if err != nil {
+		return Envelope{}, err
+	}
+	var b []byte
+	if r, ok := asRequest(data); ok { // the per-request event: no reflection
+		if b, err = r.AppendJSON(make([]byte, 0, r.jsonSize())); err != nil {
+			return Envelope{}, err
+		}
+	} else if b, err = json.Marshal(data); err != nil {
+		return Envelope{}, fmt.Errorf("%w: marshal %s data: %v", ErrInvalidData, typ, err)
+	}
+	if len(b) == 0 || b[0] != '{' {
+		return Envelope{}, fmt.Errorf("%w: %s data is not a JSON object", ErrInvalidData, typ)
+	}
+	env.Data = b
+	return env, nil
+}
+
+// asRequest returns data as a *RequestCompleted, when it is one (value or
+// pointer).
+func asRequest(data any) (*RequestCompleted, bool) {
+	switch v := data.(type) {
+	case *RequestCompleted:
+		return v, v != nil
+	case RequestCompleted:
+		return &v, true
+	}
+	return nil, false
+}
+
+// NewEnvelopeAttributes is NewEnvelope without the data: it makes the same
+// checks and returns every attribute, and leaves Data empty for a caller
+// that writes the data itself (the gateway's publisher appends
+// RequestCompleted.AppendJSON straight after the attributes).
+func NewEnvelopeAttributes(typ, source string, data any, now time.Time, id string) (Envelope, error) {
 	if !knownType(typ) {
 		return Envelope{}, fmt.Errorf("%w %q", ErrUnknownType, typ)
 	}
@@ -87,18 +123,6 @@ func NewEnvelope(typ, source string, data any, now time.Time, id string) (Envelo
 	if now.IsZero() {
 		now = time.Now()
 	}
-	var b []byte
-	var err error
-	if r, ok := data.(*RequestCompleted); ok { // the per-request event: no reflection
-		if b, err = r.AppendJSON(make([]byte, 0, r.jsonSize())); err != nil {
-			return Envelope{}, err
-		}
-	} else if b, err = json.Marshal(data); err != nil {
-		return Envelope{}, fmt.Errorf("%w: marshal %s data: %v", ErrInvalidData, typ, err)
-	}
-	if len(b) == 0 || b[0] != '{' {
-		return Envelope{}, fmt.Errorf("%w: %s data is not a JSON object", ErrInvalidData, typ)
-	}
 	return Envelope{
 		SpecVersion:     SpecVersion,
 		ID:              id,
@@ -106,7 +130,6 @@ func NewEnvelope(typ, source string, data any, now time.Time, id string) (Envelo
 		Type:            typ,
 		Time:            now.UTC().Truncate(time.Microsecond),
 		DataContentType: ContentType,
-		Data:            b,
 	}, nil
 }
 

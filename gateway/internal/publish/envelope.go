@@ -51,23 +51,13 @@ func (e *encoder) encode(d schema.Data, at time.Time) (id string, b []byte, err 
 }
 
 // encodeRequest is encode for the per-request event, with the data
-// appended straight into the envelope instead of through Envelope.Data.
-// It makes the checks NewEnvelope makes for a request.completed — the
-// type is r's own and newEncoder refused an empty source, so Check is the
-// one left — and returns the same bytes and errors.
+// appended straight into the envelope instead of through Envelope.Data:
+// NewEnvelopeAttributes makes NewEnvelope's checks, so the bytes and the
+// errors are NewEnvelope's.
 func (e *encoder) encodeRequest(r *schema.RequestCompleted, at time.Time) (id string, b []byte, err error) {
-	if err := r.Check(); err != nil {
+	env, err := schema.NewEnvelopeAttributes(schema.TypeRequestCompleted, e.source, r, at, "")
+	if err != nil {
 		return "", nil, err
-	}
-	if at.IsZero() {
-		at = time.Now()
-	}
-	env := schema.Envelope{
-		SpecVersion:     schema.SpecVersion,
-		ID:              schema.NewID(),
-		Type:            schema.TypeRequestCompleted,
-		Time:            at.UTC().Truncate(time.Microsecond),
-		DataContentType: schema.ContentType,
 	}
 	b = e.appendHead(make([]byte, 0, requestEnvelopeSize), &env)
 	if b, err = r.AppendJSON(b); err != nil {
