@@ -1,0 +1,221 @@
+package gate
+
+import (
+	"math"
+	"sync"
+)
+
+// Confidence sequences: bounds that hold at every look at once, however
+// many looks are taken and whenever the looking stops (SPEC §9 rev. 3, the
+// epoch layer). The fixed-sample bounds of bounds.go miss with probability
+// a at one look; these miss with probability at most a over every look of
+// an unbounded horizon, so the epoch's evidence can be judged every
+// interval for days without spending more error.
+//
+// The construction is the beta-binomial mixture martingale (Robbins 1970;
+// Howard, Ramdas, McAuliffe and Sekhon, "Time-uniform, nonparametric,
+// nonasymptotic confidence sequences", Annals of Statistics 2021, §3): for
+// a sequence of independent Bernoulli(p) draws with x successes in n,
+//
+//	E_n(p) = B(α₀+x, β₀+n−x) / (B(α₀, β₀) · p^x · (1−p)^(n−x))
+//
+// is the likelihood of the data under p drawn from a Beta(α₀, β₀) prior,
+// divided by its likelihood under p itself: a nonnegative martingale with
+// mean 1 at the true p. By Ville's inequality it ever reaches 1/a with
+// probability at most a, so {p : E_n(p) < 1/a} holds the true p at every
+// n at once with probability at least 1 − a. The set is an interval (log
+// E_n is convex in p) that contains x/n (the mixture never exceeds the
+// maximum likelihood, so E_n(x/n) ≤ 1).
+//
+// The draws of one arm are independent of how many there are at any time
+// (the split between the arms moves with promotion steps, but an attempt's
+// outcome does not depend on its arm being chosen), so one sequence per
+// arm stays valid through every percentage period of an epoch.
+
+// seqPrior is the Beta(α₀, β₀) mixing prior: Jeffreys' Beta(½, ½), which
+// weighs shares near 0 and 1 (error rates, the p99's tail) as well as the
+// middle.
+const seqPrior = 0.5
+
+// seqLogBPrior is log B(α₀, β₀) = log π for α₀ = β₀ = ½.
+var seqLogBPrior = math.Log(math.Pi)
+
+// logBeta returns log B(a, b).
+func logBeta(a, b float64) float64 {
+	la, _ := math.Lgamma(a)
+	lb, _ := math.Lgamma(b)
+	lab, _ := math.Lgamma(a + b)
+	return la + lb - lab
+}
+
+// seqLogMixture returns log B(α₀+x, β₀+n−x) − log B(α₀, β₀): the part of
+// log E_n(p) that does not depend on p.
+func seqLogMixture(x, n int64) float64 {
+	return logBeta(seqPrior+float64(x), seqPrior+float64(n-x)) - seqLogBPrior
+}
+
+// seqLogE returns log E_n(p) for x successes in n draws, given m =
+// seqLogMixture(x, n).
+func seqLogE(m float64, x, n int64, p float64) float64 {
+	v := m
+	if x > 0 {
+		v -= float64(x) * math.Log(p)
+	}
+	if n > x {
+		v -= float64(n-x) * math.Log1p(-p)
+	}
+	return v
+}
+
+// SeqProportionBounds returns a confidence sequence for a binomial
+// proportion from x successes in n independent draws: P(there is an n at
+// which p < lower or p > upper) ≤ a, for every true p, however many times
+// it is called as n grows (time-uniform, by the mixture martingale). It is
+// [0, 1] when n is 0. Each side alone misses with probability at most a.
+func SeqProportionBounds(x, n int64, a float64) (lower, upper float64) {
+	if n <= 0 {
+		return 0, 1
+	}
+	x = min(max(x, 0), n)
+	k := cpKey{x: x, n: n, a: a}
+	seq.Lock()
+	v, ok := seq.m[k]
+	seq.Unlock()
+	if ok {
+		return v[0], v[1]
+	}
+	// The prior is symmetric, so the upper bound of x in n is one minus
+	// the lower bound of n−x in n: both are searched near 0, where float64
+	// keeps their relative precision (1 − p cannot, near 1).
+	lower, upper = seqLowerEdge(x, n, a), 1-seqLowerEdge(n-x, n, a)
+	seq.Lock()
+	if len(seq.m) >= maxCachedBounds {
+		clear(seq.m)
+	}
+	seq.m[k] = [2]float64{lower, upper}
+	seq.Unlock()
+	return lower, upper
+}
+
+// seqLowerEdge returns the lower end of {p : E_n(p) < 1/a} for x
+// successes in n draws (0 when x is 0).
+func seqLowerEdge(x, n int64, a float64) float64 {
+	if x <= 0 {
+		return 0
+	}
+	m := seqLogMixture(x, n)
+	thr := math.Log(1 / a)
+	return bisectLogit(float64(x)/float64(n), 0, func(p float64) bool { return seqLogE(m, x, n, p) < thr })
+}
+
+// seq caches SeqProportionBounds, as cp does ProportionLower.
+var seq = struct {
+	sync.Mutex
+	m map[cpKey][2]float64
+}{m: map[cpKey][2]float64{}}
+
+// bisectLogit returns the edge of the interval {p : in(p)} between inside
+// (in(inside) is true) and the end it lies towards (0 or 1, outside),
+// found on the log-odds scale so that bounds near 0 and 1 keep their
+// relative precision. The edge returned is outside-leaning: the last
+// point of the search still inside, moved no further than the search's
+// resolution, so the bound errs on the side of the interval.
+func bisectLogit(inside, end float64, in func(float64) bool) float64 {
+	logit := func(p float64) float64 { return math.Log(p) - math.Log1p(-p) }
+	expit := func(l float64) float64 { return 1 / (1 + math.Exp(-l)) }
+	// The interval's edge lies between inside and end; on the logit scale
+	// the end is infinite, so search between inside's logit and ±745 (the
+	// smallest positive float64's logit).
+	const far = 745
+	lo := logit(inside)
+	hi := float64(far)
+	if end == 0 {
+		hi = -far
+	}
+	if math.IsInf(lo, 0) {
+		lo = -hi // inside is 0 or 1 itself: start from the other extreme
+	}
+	if in(expit(hi)) {
+		return end // the interval reaches the end
+	}
+	for range 200 {
+		mid := (lo + hi) / 2
+		if mid == lo || mid == hi {
+			break
+		}
+		if in(expit(mid)) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	// hi is outside, lo inside: return hi, the wider of the two.
+	return expit(hi)
+}
+
+// SeqQuantileRanks returns the ranks of the order statistics that bound
+// the q-quantile ξ of a continuous distribution from n independent draws,
+// at every n at once: with probability at least 1 − a, for every n, the
+// lo-th smallest draw is at most ξ and the hi-th smallest is above it
+// (time-uniform, the same mixture applied to the count of draws at or
+// below ξ, which is Binomial(n, q)). lo is 0 when no rank is low enough,
+// hi is n+1 when none is high enough. One call's two ranks together spend
+// a, not 2a.
+func SeqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
+	if n <= 0 {
+		return 0, 1
+	}
+	k := rankKey{n: n, q: q, a: a}
+	seqRanks.Lock()
+	r, ok := seqRanks.m[k]
+	seqRanks.Unlock()
+	if ok {
+		return r[0], r[1]
+	}
+	thr := math.Log(1 / a)
+	lq, l1q := math.Log(q), math.Log1p(-q)
+	// logE(s) is convex in s with its minimum near n·q; the counts s with
+	// logE(s) < thr are an integer interval [l, u] around it.
+	logE := func(s int64) float64 {
+		return seqLogMixture(s, n) - float64(s)*lq - float64(n-s)*l1q
+	}
+	mode := int64(math.Round(float64(n) * q))
+	mode = min(max(mode, 0), n)
+	if logE(mode) >= thr {
+		// Only for a near 1: the maximum likelihood is inside whenever
+		// 1/a exceeds the mixture's largest ratio to it.
+		return 0, n + 1
+	}
+	// l: the smallest s in [0, mode] with logE(s) < thr.
+	l := searchInts(0, mode, func(s int64) bool { return logE(s) < thr })
+	// u: the largest s in [mode, n] with logE(s) < thr.
+	u := mode + n - searchInts(mode, n, func(s int64) bool { return logE(mode+n-s) < thr })
+	lo, hi = l, u+1
+	seqRanks.Lock()
+	if len(seqRanks.m) >= maxCachedRanks {
+		clear(seqRanks.m)
+	}
+	seqRanks.m[k] = [2]int64{lo, hi}
+	seqRanks.Unlock()
+	return lo, hi
+}
+
+// seqRanks caches SeqQuantileRanks.
+var seqRanks = struct {
+	sync.Mutex
+	m map[rankKey][2]int64
+}{m: map[rankKey][2]int64{}}
+
+// searchInts returns the smallest s in [from, to] with ok(s), given that
+// ok is false and then true (monotone) over the range and ok(to) holds.
+func searchInts(from, to int64, ok func(int64) bool) int64 {
+	for from < to {
+		mid := from + (to-from)/2
+		if ok(mid) {
+			to = mid
+		} else {
+			from = mid + 1
+		}
+	}
+	return from
+}
