@@ -1,4 +1,5 @@
-// Package cli implements the gateway's command line: serve and validate.
+// Package cli implements the gateway's command line: serve, validate and
+// the rollout commands.
 package cli
 
 import (
@@ -27,6 +28,8 @@ const usage = `usage: gateway <command> [flags]
 commands:
   serve      serve client traffic and the admin API
   validate   load and check a config file; print warnings and errors
+  rollout    list or change rollouts through the admin API
+             (gateway rollout --help)
 
 flags (after the command):
   --config FILE      configuration file (default graygate.yaml)
@@ -45,6 +48,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		return nil
+	}
+	if args[0] == "rollout" {
+		return rolloutCommand(ctx, args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("gateway "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)

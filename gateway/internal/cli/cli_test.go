@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,4 +98,46 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestRolloutAdminURL: without --admin-url the commands talk to the
+// config's gateway.admin_listen, reading nothing else of the file.
+func TestRolloutAdminURL(t *testing.T) {
+	t.Setenv("ADMIN_ADDR", "10.0.0.7:9181")
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		f    rolloutFlags
+		want string
+		code int
+	}{
+		{"flag wins", rolloutFlags{adminURL: "https://gw.internal:8443/", config: "missing.yaml"}, "https://gw.internal:8443", 0},
+		{"default file missing", rolloutFlags{config: filepath.Join(dir, "absent.yaml")}, "http://127.0.0.1:8081", 0},
+		{"named file missing", rolloutFlags{config: filepath.Join(dir, "absent.yaml"), configSet: true}, "", ExitUsage},
+		// The upstream key variable is unset: only admin_listen is read.
+		{"from the file", rolloutFlags{config: write("a.yaml", "gateway: {admin_listen: 127.0.0.1:9999}\ndeployments: {d: {primary: {url: x, api_key_env: UNSET_KEY}}}\n")}, "http://127.0.0.1:9999", 0},
+		{"every address", rolloutFlags{config: write("b.yaml", "gateway: {admin_listen: '0.0.0.0:8081'}\n")}, "http://127.0.0.1:8081", 0},
+		{"from a variable", rolloutFlags{config: write("c.yaml", "gateway: {admin_listen: '${ADMIN_ADDR}'}\n")}, "http://10.0.0.7:9181", 0},
+		{"unset variable", rolloutFlags{config: write("d.yaml", "gateway: {admin_listen: '${NOT_SET_ANYWHERE}'}\n")}, "", ExitUsage},
+		{"credentials in the URL", rolloutFlags{adminURL: "http://u:p@h:1"}, "", ExitUsage},
+		{"not http", rolloutFlags{adminURL: "ftp://h:1"}, "", ExitUsage},
+	} {
+		got, err := adminURL(&c.f)
+		code := 0
+		if exit, ok := errors.AsType[*ExitError](err); ok {
+			code = exit.Code
+		} else if err != nil {
+			code = -1
+		}
+		if got != c.want || code != c.code {
+			t.Errorf("%s: adminURL = %q, exit %d (%v); want %q, exit %d", c.name, got, code, err, c.want, c.code)
+		}
+	}
 }
