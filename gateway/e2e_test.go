@@ -94,6 +94,22 @@ func TestE2EOpenAISDK(t *testing.T) {
 		}
 	})
 
+	t.Run("models list and retrieve", func(t *testing.T) {
+		page, err := client.Models.List(ctx)
+		if err != nil || len(page.Data) != 1 || page.Data[0].ID != "agent-chat" {
+			t.Fatalf("Models.List = %+v, %v; want agent-chat", page, err)
+		}
+		m, err := client.Models.Get(ctx, "agent-chat")
+		if err != nil || m.ID != "agent-chat" || m.Object != "model" || m.OwnedBy != "graygate" {
+			t.Fatalf("Models.Get(agent-chat) = %+v, %v", m, err)
+		}
+		_, err = client.Models.Get(ctx, "no-such-model")
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "model_not_found" {
+			t.Errorf("Models.Get(no-such-model) = %v; want 404 model_not_found", err)
+		}
+	})
+
 	for _, r := range mock.Requests(t) {
 		if a := r.Headers["Authorization"]; len(a) != 1 || a[0] != "Bearer sk-upstream" {
 			t.Errorf("upstream saw Authorization %v; want only the upstream's key", a)

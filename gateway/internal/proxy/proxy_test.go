@@ -423,6 +423,21 @@ func TestModelsAndAuth(t *testing.T) {
 	for _, c := range []struct {
 		path, token string
 		want        int
+		body        string
+	}{
+		{"/v1/models/agent-chat", "tok-a", 200, `{"id":"agent-chat","object":"model"`},
+		{"/v1/models/agent%2Dchat", "tok-a", 200, `"id":"agent-chat"`},
+		{"/v1/models/agent-chat", "", 401, `"code":"unauthorized"`},
+		{"/v1/models/nope", "tok-a", 404, `"code":"model_not_found"`},
+		{"/v1/models/agent-chat/extra", "tok-a", 404, `"code":"model_not_found"`},
+	} {
+		if code, b := get(g.url+c.path, c.token); code != c.want || !strings.Contains(b, c.body) {
+			t.Errorf("GET %s = %d %s; want %d with %s", c.path, code, b, c.want, c.body)
+		}
+	}
+	for _, c := range []struct {
+		path, token string
+		want        int
 	}{
 		{"/healthz", "", 200},
 		{"/readyz", "", 200},

@@ -79,6 +79,7 @@ type route struct {
 	name       string
 	candidates []*deployment
 	bands      *bands.Route // estimate, band matching and candidate selection
+	model      []byte       // GET /v1/models/{model}: this route's model object
 }
 
 // deployment is one configured deployment with its upstream clients.
@@ -216,7 +217,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 			rt.candidates = append(rt.candidates, d)
 		}
 		s.routes[r.Model] = rt
-		list.Data = append(list.Data, modelEntry{ID: r.Model, Object: "model", Created: now, OwnedBy: "graygate"})
+		entry := modelEntry{ID: r.Model, Object: "model", Created: now, OwnedBy: "graygate"}
+		list.Data = append(list.Data, entry)
+		rt.model, _ = json.Marshal(entry)
 	}
 	s.modelsBody, _ = json.Marshal(list)
 	s.client = s.newClientApp()
@@ -371,6 +374,7 @@ func (s *Server) newClientApp() *fiber.App {
 	app.Post("/v1/embeddings", s.embeddings)
 	app.Post("/v1/responses", s.responses)
 	app.Get("/v1/models", s.models)
+	app.Get("/v1/models/*", s.model)
 	return app
 }
 
