@@ -23,6 +23,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +35,7 @@ type options struct {
 	gateway, admin, grayMock, collector string
 	promptMock                          string
 	adminToken, apiToken, config        string
+	forceToken                          string
 	deployment                          string
 	rate                                int
 	timeout                             time.Duration
@@ -47,6 +50,8 @@ func main() {
 	flag.StringVar(&o.collector, "collector", "http://127.0.0.1:8082", "collector URL")
 	flag.StringVar(&o.adminToken, "admin-token", envOr("GRAYGATE_ADMIN_TOKEN", "demo-admin-token"), "gateway admin token")
 	flag.StringVar(&o.apiToken, "api-token", envOr("GRAYGATE_API_TOKEN", "demo-api-token"), "collector API token")
+	flag.StringVar(&o.forceToken, "force-token", firstToken(envOr("GRAYGATE_FORCE_TOKENS", "demo-force-token")),
+		"a force token of the gateway (GRAYGATE_FORCE_TOKENS): lets a tester's request choose its arm")
 	flag.StringVar(&o.config, "config", "scripts/devenv/graygate.yaml", "config file (for the analyzer and collector CLIs)")
 	flag.StringVar(&o.deployment, "deployment", "qwen-32k", "the deployment with a gray release")
 	flag.IntVar(&o.rate, "rate", 40, "requests per second")
@@ -116,6 +121,7 @@ func run(ctx context.Context, o options) error {
 
 	// Act 1: a healthy gray.
 	fmt.Println("\n-- act 1: a healthy gray release --------------------------------------------")
+	d.say("a tester forcing gray (force token, X-Gray-Rollout: true) gets x-gateway-arm: %s", d.forcedArm())
 	time.Sleep(8 * time.Second)
 
 	// Act 2: the gray version starts breaking its output contract.
@@ -373,14 +379,57 @@ func (d *demo) awaitRollback(since time.Time) error {
 	}
 	d.analyzerStatus()
 	d.rolloutHistory()
-	// Show that the gray share is really zero now, force header or not.
-	resp, err := d.http.Do(mustReq(d.o.gateway, `{"model":"agent-chat","messages":[]}`, "X-Gray-Rollout", "true"))
-	if err == nil {
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		d.say("  a request forcing gray now gets x-gateway-arm: %s", resp.Header.Get("x-gateway-arm"))
-	}
+	// Show that the gray share is really zero now, even for a tester
+	// whose force token may choose the arm.
+	d.say("  a tester forcing gray (force token, X-Gray-Rollout: true) now gets x-gateway-arm: %s", d.forcedArm())
 	return nil
+}
+
+// forcedArm sends one request of a tester that forces gray with a force
+// token and returns the arm that answered it.
+func (d *demo) forcedArm() string {
+	d.mu.Lock()
+	model := d.model
+	d.mu.Unlock()
+	req := mustReq(d.o.gateway, `{"model":"`+model+`","messages":[{"role":"user","content":"What should the agent do next?"}]}`,
+		"X-Gray-Rollout", "true", "Authorization", "Bearer "+d.o.forceToken)
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return "(no answer: " + err.Error() + ")"
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("(HTTP %d)", resp.StatusCode)
+	}
+	return resp.Header.Get("x-gateway-arm")
+}
+
+// firstToken returns the first of a comma-separated token list.
+func firstToken(list string) string {
+	first, _, _ := strings.Cut(list, ",")
+	return strings.TrimSpace(first)
+}
+
+// statusCounts formats HTTP status counts as "200: 1009, 502: 1", by status.
+func statusCounts(m map[int]int) string {
+	codes := make([]int, 0, len(m))
+	for c := range m {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	parts := make([]string, 0, len(codes))
+	for _, c := range codes {
+		name := strconv.Itoa(c)
+		if c == 0 {
+			name = "no answer"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d", name, m[c]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func mustReq(base, body string, headers ...string) *http.Request {
@@ -441,7 +490,7 @@ func (d *demo) rolloutHistory() {
 // summary prints the client's view and the sample store.
 func (d *demo) summary() {
 	d.mu.Lock()
-	codes := fmt.Sprint(d.statuses)
+	codes := statusCounts(d.statuses)
 	d.mu.Unlock()
 	d.say("requests sent: %d; HTTP statuses the clients got: %s", d.sent.Load(), codes)
 	out, err := exec.Command("bin/collector", "samples", "list", "--since", "15m", "--limit", "8", "--config", d.o.config).CombinedOutput()

@@ -41,6 +41,10 @@ func services() []service {
 	}
 }
 
+// devForceToken is the development gateway's force token (SPEC §6.1),
+// set when GRAYGATE_FORCE_TOKENS is not.
+const devForceToken = "demo-force-token"
+
 // startServices starts every built service that is not running yet, with
 // .data/env's variables in its environment, and waits until each accepts
 // connections. Services whose binary is not built are skipped with a message.
@@ -55,6 +59,11 @@ func startServices(ctx context.Context, l layout) error {
 	environ := os.Environ()
 	for _, n := range env.names {
 		environ = append(environ, n+"="+env.get(n))
+	}
+	if os.Getenv("GRAYGATE_FORCE_TOKENS") == "" {
+		// A development force token, so that the demo (and a tester) can
+		// show a forced request: a rollback beats even a force header.
+		environ = append(environ, "GRAYGATE_FORCE_TOKENS="+devForceToken)
 	}
 	var errs []error
 	for _, s := range services() {
