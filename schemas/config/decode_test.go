@@ -355,8 +355,8 @@ deployments:
 	}
 	got := parseErrors(t, doc, map[string]string{"P_KEY": ""})
 	want := []string{
-		"deployments.d.primary.api_key_env: variable P_KEY is unset or empty",
-		"deployments.d.gray.api_key_env: variable G_KEY is unset or empty",
+		"deployments.d.primary.api_key_env: variable P_KEY is unset or empty (export it, or drop api_key_env for an upstream that takes no key)",
+		"deployments.d.gray.api_key_env: variable G_KEY is unset or empty (export it, or drop api_key_env for an upstream that takes no key)",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("errors %q; want %q", got, want)

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,32 +9,23 @@ import (
 )
 
 const (
-	exampleConfig  = "../../infra/graygate.example.yaml"
-	exampleSchema  = "schemas/contracts/agent-action.schema.json"
-	repositoryRoot = "../.."
+	exampleConfig = "../../infra/graygate.example.yaml"
+	exampleDir    = "../../infra"
+	exampleSchema = "../schemas/contracts/agent-action.schema.json" // as the example names it
 )
 
 // TestExampleConfig loads infra/graygate.example.yaml, the SPEC §2 example,
-// with the repository root as its directory (where operators run the
-// services from). Until the contract it names exists in the repository, a
-// stand-in schema is written to a temporary root.
+// from its own directory: every relative path in it resolves from there.
 func TestExampleConfig(t *testing.T) {
 	data, err := os.ReadFile(exampleConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := repositoryRoot
-	if _, err := os.Stat(filepath.Join(root, exampleSchema)); errors.Is(err, os.ErrNotExist) {
-		root = t.TempDir()
-		file := filepath.Join(root, exampleSchema)
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		stand := `{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}`
-		if err := os.WriteFile(file, []byte(stand), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s not in the repository yet: using a stand-in", exampleSchema)
+	// Relative paths resolve next to the file, so the example validates
+	// from any working directory.
+	root := exampleDir
+	if _, err := os.Stat(filepath.Join(root, exampleSchema)); err != nil {
+		t.Fatalf("the example's response_schema %s, next to the example: %v", exampleSchema, err)
 	}
 	cfg, warnings, err := Parse(data, root, lookup(map[string]string{"PRIMARY_KEY": "pk", "GRAYGATE_FORCE_TOKENS": "ft"}))
 	if err != nil {

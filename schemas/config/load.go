@@ -215,7 +215,7 @@ func (d *decoder) apiKey(p string, u *Upstream) {
 	}
 	v, _ := d.lookupEnv(u.APIKeyEnv)
 	if v == "" {
-		d.errorf(p, nil, "variable %s is unset or empty", u.APIKeyEnv)
+		d.errorf(p, nil, "variable %s is unset or empty (export it, or drop api_key_env for an upstream that takes no key)", u.APIKeyEnv)
 		return
 	}
 	u.APIKey = Secret(v)

@@ -37,7 +37,7 @@ func TestLoad(t *testing.T) {
 	}
 
 	t.Setenv("GG_TEST_KEY", "")
-	if _, _, err := Load(path); err == nil || err.Error() != "deployments.d.primary.api_key_env: variable GG_TEST_KEY is unset or empty" {
+	if _, _, err := Load(path); err == nil || err.Error() != "deployments.d.primary.api_key_env: variable GG_TEST_KEY is unset or empty (export it, or drop api_key_env for an upstream that takes no key)" {
 		t.Errorf("Load with GG_TEST_KEY empty: err = %v", err)
 	}
 	if _, _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, fs.ErrNotExist) {
