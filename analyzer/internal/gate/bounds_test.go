@@ -195,3 +195,27 @@ func BenchmarkQuantileRanksUncached(b *testing.B) {
 		upperTail(ns[i%len(ns)], 0.01, 4e-8)
 	}
 }
+
+// BenchmarkProportionLowerUncached measures ProportionLower on a fresh
+// (x, n) each call, as a window's counts after a change: a gate's usual
+// counts (a few to a few hundred events in thousands of attempts) at the
+// α one test spends per look.
+func BenchmarkProportionLowerUncached(b *testing.B) {
+	a := defaults.Alpha() / 2
+	b.ReportAllocs()
+	for i := range b.N {
+		n := int64(3000 + i%1_000_000)
+		ProportionLower(int64(1+i%300), n, a)
+	}
+}
+
+// BenchmarkProportionUpperUncached is the same for the upper bound (gate
+// 5's primary side: few errors in many attempts).
+func BenchmarkProportionUpperUncached(b *testing.B) {
+	a := defaults.Alpha() / 2
+	b.ReportAllocs()
+	for i := range b.N {
+		n := int64(57000 + i%1_000_000)
+		ProportionUpper(int64(i%60), n, a)
+	}
+}
