@@ -334,3 +334,21 @@ func TestEvaluateFalseFailRate(t *testing.T) {
 		t.Errorf("%d of %d healthy evaluations failed; want ≤ %d (1 %% + 4σ)", fails, sets, lim)
 	}
 }
+
+// TestGrayErrorsAgainstCleanPrimary is issue 22's case: a gray with 11 %
+// errors fails gate 5 against a primary with 11 errors in 57,000 as it does
+// against 30 (the cleaner primary once made the gate blind: its upper
+// bound came out 0.05 instead of 0.0007).
+func TestGrayErrorsAgainstCleanPrimary(t *testing.T) {
+	k := Class{Endpoint: events.EndpointChat}
+	for _, primaryErrors := range []int64{0, 11, 30} {
+		g := &events.ArmStats{Requests: 3000}
+		g.Outcomes.Upstream5xx, g.Outcomes.OK = 330, 2670
+		p := &events.ArmStats{Requests: 57000}
+		p.Outcomes.Upstream5xx, p.Outcomes.OK = primaryErrors, 57000-primaryErrors
+		in := &Input{Gray: map[Class]*events.ArmStats{k: g}, Primary: map[Class]*events.ArmStats{k: p}}
+		if v := verdicts(defaults.Evaluate(in))["gray_error_rate"]; v != events.VerdictFail {
+			t.Errorf("11 %% gray errors against %d primary errors in 57,000: gray_error_rate = %s; want fail", primaryErrors, v)
+		}
+	}
+}
