@@ -191,8 +191,8 @@ func BenchmarkQuantileRanksUncached(b *testing.B) {
 	slices.Reverse(ns)
 	b.ResetTimer()
 	for i := range b.N {
-		lowerTail(ns[i%len(ns)], 0.01, 4e-8)
-		upperTail(ns[i%len(ns)], 0.01, 4e-8)
+		lowerTail(ns[i%len(ns)], 0.01, 0.99, 4e-8)
+		upperTail(ns[i%len(ns)], 0.01, 0.99, 4e-8)
 	}
 }
 

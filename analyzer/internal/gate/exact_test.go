@@ -124,3 +124,40 @@ func TestProportionUpperFewEvents(t *testing.T) {
 		t.Errorf("ProportionUpper(5, 57000) = %v; want about 0.0005", u)
 	}
 }
+
+// TestQuantileRanksMatchReference checks QuantileRanks against the
+// math/big binomial tails for n up to 10⁷ and α down to 10⁻¹⁸: E, the
+// number of draws above the p99, is Binomial(n, 0.01); the lower rank lo
+// must have P(E ≥ n−lo+1) ≤ α and be the largest such, the upper rank hi
+// P(E ≤ n−hi) ≤ α and be the smallest such. A tail within 10⁻⁹ of α is a
+// tie either answer may take.
+func TestQuantileRanksMatchReference(t *testing.T) {
+	const q = 0.99
+	p := 1 - q
+	within := func(v, a float64) bool { return v <= a*(1+1e-9) }
+	beyond := func(v, a float64) bool { return v > a*(1-1e-9) }
+	for _, n := range []int64{1, 10, 100, 1000, 57_000, 1_000_000, 10_000_000} {
+		for _, a := range cpAlphas {
+			lo, hi := QuantileRanks(n, q, a)
+			// lo: i = n − lo + 1 is the smallest i with P(E ≥ i) ≤ α.
+			i := n - lo + 1
+			if lo >= 1 && !within(refTail(n, i, p, true), a) {
+				t.Errorf("n=%d α=%g: lo=%d misses with P(E ≥ %d) = %.6g", n, a, lo, i, refTail(n, i, p, true))
+			}
+			if lo+1 <= n && !beyond(refTail(n, i-1, p, true), a) {
+				t.Errorf("n=%d α=%g: lo=%d is not the largest rank: P(E ≥ %d) = %.6g", n, a, lo, i-1, refTail(n, i-1, p, true))
+			}
+			// hi: j = n − hi is the largest j with P(E ≤ j) ≤ α.
+			j := n - hi
+			if hi <= n && !within(refTail(n, j, p, false), a) {
+				t.Errorf("n=%d α=%g: hi=%d misses with P(E ≤ %d) = %.6g", n, a, hi, j, refTail(n, j, p, false))
+			}
+			if hi-1 >= 1 && !beyond(refTail(n, j+1, p, false), a) {
+				t.Errorf("n=%d α=%g: hi=%d is not the smallest rank: P(E ≤ %d) = %.6g", n, a, hi, j+1, refTail(n, j+1, p, false))
+			}
+			if n == 57_000 || n == 10_000_000 {
+				t.Logf("n=%d α=%g: ranks %d, %d", n, a, lo, hi)
+			}
+		}
+	}
+}
