@@ -202,16 +202,23 @@ func upperTail(n int64, p, q, a float64) int64 {
 }
 
 // QuantileLower returns a lower confidence bound, in milliseconds, of the
-// q-quantile of the distribution h's attempts were drawn from: P(lower >
-// quantile) ≤ a for every n, overflow counting as slower than every
-// measured value. ok is false when h holds too few attempts for one.
-func QuantileLower(h *histogram.Log, q, a float64) (lower float64, ok bool) {
+// q-quantile of the distribution h's attempts were drawn from, h censored
+// at limit milliseconds (every Overflow attempt slower than limit): P(lower
+// > quantile) ≤ a for every n. When the bounding rank falls in Overflow the
+// bound is limit and beyond is true: then P(quantile ≤ limit) ≤ a, the
+// quantile is above the limit, not merely at it. With limit ≤ 0 (no
+// censoring) an Overflow rank gives the top edge of the last measured bin.
+// ok is false when h holds too few attempts for a bound.
+func QuantileLower(h *histogram.Log, q, a, limit float64) (lower float64, beyond, ok bool) {
 	lo, _ := QuantileRanks(int64(h.Total()), q, a)
 	if lo < 1 {
-		return 0, false
+		return 0, false, false
 	}
-	l, _, ok := h.RankBounds(uint64(lo))
-	return l, ok
+	l, u, ok := h.RankBounds(uint64(lo))
+	if ok && math.IsInf(u, 1) && limit > 0 {
+		return limit, true, true
+	}
+	return l, false, ok
 }
 
 // QuantileUpper returns an upper confidence bound, in milliseconds, of the
