@@ -169,6 +169,17 @@ func logBinomTail(n, k int64, p, q float64, upper bool) (tail, pmf float64) {
 // so that the one that is small keeps its relative precision, and rounds
 // 1 − q towards the conservative side.
 func cpBound(x, n int64, a float64, upper bool) float64 {
+	// For a < 1/2 the lower bound is below x/n and the upper above it
+	// (the tail beyond the mean holds at least half the mass), which
+	// settles the common cases without a look at p = 1/2.
+	if a < 0.5 {
+		switch {
+		case !upper && 2*x <= n:
+			return cpSolve(x, n, a, false)
+		case upper && 2*x >= n:
+			return oneMinus(cpSolve(n-x, n, a, false), true)
+		}
+	}
 	half, _ := logBinomTail(n, x, 0.5, 0.5, !upper)
 	// The lower bound is below 1/2 when P(X ≥ x | 1/2) > a, the upper
 	// bound when P(X ≤ x | 1/2) < a.
