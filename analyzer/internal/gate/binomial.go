@@ -1,6 +1,10 @@
 package gate
 
-import "math"
+import (
+	"math"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
 
 // Exact binomial tails for the bounds. gonum's RegIncBeta (Cephes incbet)
 // takes 1 − p as an argument and log-gamma differences for its prefactor,
@@ -210,10 +214,11 @@ func oneMinus(q float64, up bool) float64 {
 // runs Newton's method on the log of the tail in u = log p (the tail's log
 // is close to linear there, so a handful of steps reach 10⁻¹³), kept
 // inside a bracket that bisection shrinks whenever a step leaves it. It
-// returns the end of the final bracket on the safe side of the root (a
-// lower bound below it, an upper bound above it), moved further by the
-// tail's own error (cpSlack in its log), so that rounding in the tail never
-// makes a bound miss more often than a.
+// returns Newton's last point once its step is below 10⁻¹³ (or the end of
+// the final bracket on the safe side of the root), moved towards the safe
+// side (a lower bound down, an upper bound up) by the tail's own error
+// (cpSlack in its log) and one float64 step, so that rounding never makes
+// a bound miss more often than a.
 func cpSolve(x, n int64, a float64, upper bool) float64 {
 	const (
 		tol     = 1e-13
@@ -238,9 +243,18 @@ func cpSolve(x, n int64, a float64, upper bool) float64 {
 	// smaller p), hi for an upper one.
 	lo, hi := math.Log(1e-300), 0.0
 	dlo, dhi := math.Inf(1), math.Inf(1)
-	u := math.Log(float64(x) / float64(n))
+	u := math.Log(wilson(x, n, a, upper))
 	for range 200 {
 		fu, du := f(u)
+		step := -fu / du
+		if math.Abs(step) < tol {
+			// Newton's next point is the root to within about step²;
+			// what remains is the tail's own error.
+			if upper {
+				return safe(u+step+cpSlack/du, true)
+			}
+			return safe(u+step-cpSlack/du, false)
+		}
 		if fu <= 0 {
 			lo, dlo = u, du
 		} else {
@@ -249,10 +263,6 @@ func cpSolve(x, n int64, a float64, upper bool) float64 {
 		if hi-lo < tol {
 			break
 		}
-		step := -fu / du
-		if math.Abs(step) < tol && (fu <= 0) != upper {
-			break // u is on the safe side, within tol of the root
-		}
 		next := u + step
 		if math.IsNaN(next) || next <= lo || next >= hi {
 			next = lo + (hi-lo)/2
@@ -260,7 +270,35 @@ func cpSolve(x, n int64, a float64, upper bool) float64 {
 		u = next
 	}
 	if upper {
-		return math.Exp(hi + cpSlack/dhi)
+		return safe(hi+cpSlack/dhi, true)
 	}
-	return math.Exp(lo - cpSlack/dlo)
+	return safe(lo-cpSlack/dlo, false)
+}
+
+// safe returns e^u moved one float64 step up (an upper bound) or down: where
+// the tail is steep (n = 10⁷, p near 1/2) rounding p to float64 alone moves
+// it by 10⁻¹², more than the slack.
+func safe(u float64, up bool) float64 {
+	if up {
+		return math.Nextafter(math.Exp(u), 1)
+	}
+	return math.Nextafter(math.Exp(u), 0)
+}
+
+// wilson returns the Wilson score bound of x events in n trials at error
+// probability a, within (10⁻³⁰⁰, 1): cpSolve's starting point, a few
+// per cent from the exact bound once x is in the tens.
+func wilson(x, n int64, a float64, upper bool) float64 {
+	z := -distuv.UnitNormal.Quantile(a)
+	xf, nf := float64(x), float64(n)
+	c := xf + z*z/2
+	d := z * math.Sqrt(xf*(nf-xf)/nf+z*z/4)
+	p := (c - d) / (nf + z*z)
+	if upper {
+		p = (c + d) / (nf + z*z)
+	}
+	if !(p > 1e-300 && p < 1) {
+		return xf / nf
+	}
+	return p
 }
