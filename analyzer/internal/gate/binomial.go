@@ -10,7 +10,7 @@ import (
 // takes 1 − p as an argument and log-gamma differences for its prefactor,
 // which costs it up to 3·10⁻⁸ of relative accuracy at n = 10⁷ and all of
 // it when p is below 10⁻¹⁶ of 1 − p; Beta.Quantile built on it returned
-// 0.049 instead of 0.00037 for the upper bound of 5 events in 57,000 at
+// 0.049 instead of 0.00054 for the upper bound of 5 events in 57,000 at
 // α = 10⁻⁸. Here the probability of one count is Loader's saddle-point
 // form ("Fast and accurate computation of binomial probabilities", 2000;
 // also R's dbinom), exact to a few units of 10⁻¹⁵ of its logarithm at
