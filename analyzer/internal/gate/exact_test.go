@@ -106,7 +106,7 @@ func relErr(got, want float64) float64 {
 }
 
 // TestProportionUpperFewEvents is issue 22's case: the upper bound of 5
-// events in 57,000 at the gates' α was 0.049 (Beta.Quantile failing); the
+// events in 57,000 at the gates' α was 0.048 (Beta.Quantile failing); the
 // exact value is about 0.0005.
 func TestProportionUpperFewEvents(t *testing.T) {
 	a := defaults.Alpha() / 2
