@@ -31,8 +31,12 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("example config:\n%v", err)
 	}
-	if len(warnings) != 0 {
-		t.Errorf("example config warnings: %v", warnings)
+	// The SPEC §2 example keeps ttft_p99_max 3s above its 2.5s rollout
+	// timeout, which validate points out (SPEC §9 rev. 3); nothing else.
+	for _, w := range warnings {
+		if w.Path != "analyzer.gates.ttft_p99_max" {
+			t.Errorf("example config warning: %v", w)
+		}
 	}
 	if got := cfg.DeploymentOrder; !reflect.DeepEqual(got, []string{"qwen-32k", "qwen-128k"}) {
 		t.Errorf("DeploymentOrder = %q", got)

@@ -35,6 +35,7 @@ func (d *decoder) validate(c *Config, dir string) {
 		}
 	}
 	d.validateAnalyzer(&c.Analyzer)
+	d.warnTTFTLimit(c)
 	d.validateCollector(&c.Collector)
 }
 

@@ -68,7 +68,7 @@ func TestQuantileBoundsCoverage(t *testing.T) {
 			for range n {
 				h.Add(300 * math.Exp(0.75*r.NormFloat64()))
 			}
-			if l, ok := QuantileLower(&h, 0.99, a); ok && l > truth {
+			if l, _, ok := QuantileLower(&h, 0.99, a, 0); ok && l > truth {
 				lowMiss++
 			}
 			u, ok := QuantileUpper(&h, 0.99, a)
@@ -178,8 +178,12 @@ func TestQuantileUpperOverflow(t *testing.T) {
 	if u, _ := QuantileUpper(&h, 0.99, 1e-6); !math.IsInf(u, 1) {
 		t.Errorf("QuantileUpper = %v; want +Inf", u)
 	}
-	if l, ok := QuantileLower(&h, 0.99, 1e-6); !ok || math.IsInf(l, 0) || l < 140 {
-		t.Errorf("QuantileLower = %v, %v; want the top measured bin", l, ok)
+	if l, beyond, ok := QuantileLower(&h, 0.99, 1e-6, 0); !ok || beyond || math.IsInf(l, 0) || l < 140 {
+		t.Errorf("QuantileLower without a limit = %v, %v, %v; want the top measured bin", l, beyond, ok)
+	}
+	// Censored at 2,500 ms: the lower bound is the limit, exceeded.
+	if l, beyond, ok := QuantileLower(&h, 0.99, 1e-6, 2500); !ok || !beyond || l != 2500 {
+		t.Errorf("QuantileLower at limit 2500 = %v, %v, %v; want 2500, true, true", l, beyond, ok)
 	}
 }
 
@@ -191,7 +195,82 @@ func BenchmarkQuantileRanksUncached(b *testing.B) {
 	slices.Reverse(ns)
 	b.ResetTimer()
 	for i := range b.N {
-		lowerTail(ns[i%len(ns)], 0.01, 4e-8)
-		upperTail(ns[i%len(ns)], 0.01, 4e-8)
+		lowerTail(ns[i%len(ns)], 0.01, 0.99, 4e-8)
+		upperTail(ns[i%len(ns)], 0.01, 0.99, 4e-8)
+	}
+}
+
+// BenchmarkProportionLowerUncached measures ProportionLower on a fresh
+// (x, n) each call, as a window's counts after a change: a gate's usual
+// counts (a few to a few hundred events in thousands of attempts) at the
+// α one test spends per look.
+func BenchmarkProportionLowerUncached(b *testing.B) {
+	a := defaults.Alpha() / 2
+	b.ReportAllocs()
+	for i := range b.N {
+		n := int64(3000 + i%1_000_000)
+		ProportionLower(int64(1+i%300), n, a)
+	}
+}
+
+// BenchmarkProportionUpperUncached is the same for the upper bound (gate
+// 5's primary side: few errors in many attempts).
+func BenchmarkProportionUpperUncached(b *testing.B) {
+	a := defaults.Alpha() / 2
+	b.ReportAllocs()
+	for i := range b.N {
+		n := int64(57000 + i%1_000_000)
+		ProportionUpper(int64(i%60), n, a)
+	}
+}
+
+// TestCensoredQuantileBoundsCoverage checks the p99 bounds of censored
+// histograms by simulation: lognormal TTFTs whose true p99 sits below, at
+// and above the censoring limit, every value past the limit an overflow (a
+// timeout). The lower bound misses when it is above the p99, or when it
+// says the p99 is beyond the limit (beyond) and it is not; the upper bound
+// misses when it is below the p99.
+func TestCensoredQuantileBoundsCoverage(t *testing.T) {
+	const sets, a, limit = 10000, 0.02, 2500.0
+	r := rand.New(rand.NewPCG(17, 19))
+	z99 := distuv.UnitNormal.Quantile(0.99)
+	for _, c := range []struct {
+		n    int
+		p99  float64 // true p99 in ms
+		name string
+	}{
+		{400, 0.8 * limit, "p99 below the limit"},
+		{400, limit, "p99 at the limit"},
+		{1000, limit, "p99 at the limit"},
+		{1000, 1.3 * limit, "p99 above the limit"},
+	} {
+		median := c.p99 / math.Exp(0.5*z99)
+		var lowMiss, highMiss, beyondN int
+		var h histogram.Log
+		for range sets {
+			h.Reset()
+			for range c.n {
+				if v := median * math.Exp(0.5*r.NormFloat64()); v > limit {
+					h.AddOverflow()
+				} else {
+					h.Add(v)
+				}
+			}
+			h.Censor(limit)
+			l, beyond, ok := QuantileLower(&h, 0.99, a, limit)
+			if beyond {
+				beyondN++
+			}
+			if ok && (l > c.p99 || beyond && c.p99 <= limit) {
+				lowMiss++
+			}
+			if u, ok := QuantileUpper(&h, 0.99, a); ok && u < c.p99 {
+				highMiss++
+			}
+		}
+		if lim := missLimit(sets, a); lowMiss > lim || highMiss > lim {
+			t.Errorf("n=%d, %s: lower bound missed %d, upper %d of %d; want ≤ %d", c.n, c.name, lowMiss, highMiss, sets, lim)
+		}
+		t.Logf("n=%d, %s: lower missed %d, upper %d, beyond the limit %d of %d at a=%g", c.n, c.name, lowMiss, highMiss, beyondN, sets, a)
 	}
 }

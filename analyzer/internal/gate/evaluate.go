@@ -167,13 +167,20 @@ func (e *evaluator) reset(c Config, in *Input) {
 // is above the threshold, pass when upper is at or below it. The bound
 // reported is lower unless the gate passed.
 func judge(r *events.GateResult, lower, upper float64, hasLower, hasUpper, floor bool) {
+	judgeStrict(r, lower, upper, hasLower, hasUpper, floor, false)
+}
+
+// judgeStrict is judge for a lower bound the value is known to exceed
+// strictly when strict (a quantile beyond the censoring limit): lower at
+// the threshold then fails too.
+func judgeStrict(r *events.GateResult, lower, upper float64, hasLower, hasUpper, floor, strict bool) {
 	r.Verdict = events.VerdictInconclusive
 	if hasLower && !math.IsInf(lower, 0) {
 		r.Bound = ptr(lower)
 	}
 	switch {
 	case floor:
-	case hasLower && lower > r.Threshold:
+	case hasLower && (lower > r.Threshold || strict && lower >= r.Threshold):
 		r.Verdict = events.VerdictFail
 	case hasUpper && upper <= r.Threshold:
 		r.Verdict = events.VerdictPass
@@ -446,10 +453,13 @@ func (e *evaluator) arms(k Class) (g, p *events.ArmStats) {
 	return e.in.Gray[k], e.in.Primary[k]
 }
 
-// ttftP99 tests gray's streamed TTFT p99 against ttft_p99_max: fails when
-// the order-statistic lower bound of the p99 is above it (a healthy gray
-// fails with probability at most a), passes when the upper bound is at or
-// below it.
+// ttftP99 tests gray's streamed TTFT p99 against ttft_p99_max, or the
+// censoring limit when that is lower (the threshold reported): fails when
+// the order-statistic lower bound of the p99 is above it, or when that
+// bound's rank lies among the attempts with no first token within the
+// limit (more than 1 % of them, with the configured confidence); a gray
+// whose p99 is within the threshold fails with probability at most a.
+// Passes when the upper bound is at or below it.
 func (e *evaluator) ttftP99(r *events.GateResult, k Class, a float64) {
 	gs, _ := e.arms(k)
 	if gs == nil || gs.TTFT.Total() == 0 {
@@ -459,14 +469,18 @@ func (e *evaluator) ttftP99(r *events.GateResult, k Class, a float64) {
 		}
 		return
 	}
+	limit := e.limit()
+	if limit > 0 && limit/1000 < r.Threshold {
+		r.Threshold = limit / 1000
+	}
 	h := e.censor(&e.g, &gs.TTFT)
 	r.GrayN = int64(h.Total())
 	if v, ok := h.Quantile(Quantile); ok && !math.IsInf(v, 0) {
 		r.Estimate = ptr(v / 1000)
 	}
-	lo, okl := QuantileLower(h, Quantile, a)
+	lo, beyond, okl := QuantileLower(h, Quantile, a, limit)
 	hi, oku := QuantileUpper(h, Quantile, a)
-	judge(r, lo/1000, hi/1000, okl, oku && !math.IsInf(hi, 0), !e.enough)
+	judgeStrict(r, lo/1000, hi/1000, okl, oku && !math.IsInf(hi, 0), !e.enough, beyond)
 }
 
 func (e *evaluator) ttftRatio(r *events.GateResult, k Class, a float64) {
@@ -497,7 +511,10 @@ func latencyOf(s *events.ArmStats) *histogram.Log {
 // both arms censored at the rollout timeout: fails when gray's lower bound
 // ÷ primary's upper bound is above it, passes when gray's upper bound ÷
 // primary's lower bound is at or below it; each bound at a/2, so a gray
-// with primary's distribution fails with probability at most a.
+// with primary's distribution fails with probability at most a. A gray
+// lower bound in the overflow is the censoring limit, exceeded strictly.
+// When primary's p99 (its estimate or its upper bound) lies beyond the
+// limit there is nothing to compare against: not_applicable.
 func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a float64) {
 	var gn, pn uint64
 	if gh != nil {
@@ -515,20 +532,26 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a float64
 		r.Verdict = events.VerdictInconclusive
 		return
 	}
+	limit := e.limit()
 	g, p := e.censor(&e.g, gh), e.censor(&e.p, ph)
 	gq, _ := g.Quantile(Quantile)
 	pq, _ := p.Quantile(Quantile)
-	if pq > 0 && !math.IsInf(gq, 0) && !math.IsInf(pq, 0) {
+	a /= 2
+	pu, okpu := QuantileUpper(p, Quantile, a)
+	if math.IsInf(pq, 1) || okpu && math.IsInf(pu, 1) {
+		// Primary's p99 is, or may be, beyond the limit.
+		r.Verdict = events.VerdictNotApplicable
+		return
+	}
+	if pq > 0 && !math.IsInf(gq, 0) {
 		r.Estimate = ptr(gq / pq)
 	}
-	a /= 2
-	gl, okgl := QuantileLower(g, Quantile, a)
+	gl, beyond, okgl := QuantileLower(g, Quantile, a, limit)
 	gu, okgu := QuantileUpper(g, Quantile, a)
-	pl, okpl := QuantileLower(p, Quantile, a)
-	pu, okpu := QuantileUpper(p, Quantile, a)
+	pl, _, okpl := QuantileLower(p, Quantile, a, limit)
 	// The lower bound of the ratio needs a finite primary upper bound; the
 	// upper bound a finite gray upper bound and a positive primary lower one.
-	hasLower := okgl && okpu && !math.IsInf(pu, 0) && pu > 0
+	hasLower := okgl && okpu && pu > 0
 	hasUpper := okgu && !math.IsInf(gu, 0) && okpl && pl > 0
 	var lower, upper float64
 	if hasLower {
@@ -537,5 +560,5 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a float64
 	if hasUpper {
 		upper = gu / pl
 	}
-	judge(r, lower, upper, hasLower, hasUpper, !e.enough)
+	judgeStrict(r, lower, upper, hasLower, hasUpper, !e.enough, beyond)
 }

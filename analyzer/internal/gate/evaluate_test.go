@@ -334,3 +334,113 @@ func TestEvaluateFalseFailRate(t *testing.T) {
 		t.Errorf("%d of %d healthy evaluations failed; want ≤ %d (1 %% + 4σ)", fails, sets, lim)
 	}
 }
+
+// TestGrayErrorsAgainstCleanPrimary is issue 22's case: a gray with 11 %
+// errors fails gate 5 against a primary with 11 errors in 57,000 as it does
+// against 30 (the cleaner primary once made the gate blind: its upper
+// bound came out 0.05 instead of 0.0007).
+func TestGrayErrorsAgainstCleanPrimary(t *testing.T) {
+	k := Class{Endpoint: events.EndpointChat}
+	for _, primaryErrors := range []int64{0, 11, 30} {
+		g := &events.ArmStats{Requests: 3000}
+		g.Outcomes.Upstream5xx, g.Outcomes.OK = 330, 2670
+		p := &events.ArmStats{Requests: 57000}
+		p.Outcomes.Upstream5xx, p.Outcomes.OK = primaryErrors, 57000-primaryErrors
+		in := &Input{Gray: map[Class]*events.ArmStats{k: g}, Primary: map[Class]*events.ArmStats{k: p}}
+		if v := verdicts(defaults.Evaluate(in))["gray_error_rate"]; v != events.VerdictFail {
+			t.Errorf("11 %% gray errors against %d primary errors in 57,000: gray_error_rate = %s; want fail", primaryErrors, v)
+		}
+	}
+}
+
+// streamedInput returns gray and primary streamed attempts with healthy
+// TTFT and latency, gray's share timedOut of first tokens at 10 s (past
+// every rollout timeout: overflow once censored) and primary's share
+// primarySlow of answers (latency and TTFT) at 10 s.
+func streamedInput(seed uint64, ng, np int, timedOut, primarySlow float64) *Input {
+	r := rand.New(rand.NewPCG(seed, 1))
+	k := Class{Stream: true, Endpoint: events.EndpointChat}
+	g := draw(r, events.ArmGray, with(healthy, ng, func(t *traffic) { t.stream = true }))
+	p := draw(r, events.ArmPrimary, with(healthy, np, func(t *traffic) { t.stream = true }))
+	slow := func(s *events.ArmStats, n int, ttftOnly bool) {
+		for range n {
+			s.Requests++
+			s.Outcomes.OK++
+			s.TTFT.Add(10_000)
+			if !ttftOnly {
+				s.Latency.Add(10_000)
+			}
+			s.ToolSteps.Count++
+			s.CompletionTokens.Add(200)
+		}
+	}
+	slow(g, int(timedOut*float64(ng)), true)
+	slow(p, int(primarySlow*float64(np)), false)
+	return &Input{Gray: map[Class]*events.ArmStats{k: g}, Primary: map[Class]*events.ArmStats{k: p}}
+}
+
+// TestTTFTTimeoutsFailTTFTP99 is issue 22's second case: with the shipped
+// defaults (rollout timeout 2.5 s, ttft_p99_max 3 s) a gray whose first
+// tokens miss the timeout on 4 % of streams must fail ttft_p99, its p99
+// being beyond the limit with confidence; it once got a bound of 0.73 s
+// (the last measured bin) and could never fail.
+func TestTTFTTimeoutsFailTTFTP99(t *testing.T) {
+	P, F := events.VerdictPass, events.VerdictFail
+	for _, tt := range []struct {
+		name    string
+		timeout time.Duration
+		share   float64
+		want    events.Verdict
+	}{
+		{"4 % of first tokens at 10 s, defaults", 2500 * time.Millisecond, 0.04, F},
+		{"4 % at 10 s, timeout equal to ttft_p99_max", 3 * time.Second, 0.04, F},
+		{"0.5 % timeouts and healthy TTFT pass", 2500 * time.Millisecond, 0.005, P},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := defaults
+			c.Timeout = tt.timeout
+			n := 3000
+			if tt.want == P {
+				n = 20000
+			}
+			rs := c.Evaluate(streamedInput(3, n, 19*n, tt.share, 0))
+			var r events.GateResult
+			for _, x := range rs {
+				if x.Gate == events.GateTTFTP99 {
+					r = x
+				}
+			}
+			if r.Verdict != tt.want {
+				t.Errorf("ttft_p99 = %s (bound %v, threshold %v); want %s", r.Verdict, boundOr(r.Bound), r.Threshold, tt.want)
+			}
+			if lim := min(c.Gates.TTFTP99Max, c.Timeout).Seconds(); r.Threshold != lim {
+				t.Errorf("ttft_p99 threshold = %v; want min(ttft_p99_max, timeout) = %v", r.Threshold, lim)
+			}
+			if tt.want == F && (r.Bound == nil || *r.Bound != c.Timeout.Seconds()) {
+				t.Errorf("ttft_p99 bound = %v; want the censoring limit %v", boundOr(r.Bound), c.Timeout.Seconds())
+			}
+			checkResults(t, rs)
+		})
+	}
+}
+
+// TestRatioGatesAtTheLimit: gray's first tokens timing out on 4 % of
+// streams fail ttft_p99_ratio (gray's lower bound is the limit), and a
+// primary whose own p99 lies beyond the limit leaves the ratio gates
+// nothing to compare against: not_applicable.
+func TestRatioGatesAtTheLimit(t *testing.T) {
+	got := verdicts(defaults.Evaluate(streamedInput(5, 3000, 57000, 0.04, 0)))
+	if got["ttft_p99_ratio/stream"] != events.VerdictFail {
+		t.Errorf("gray 4 %% timeouts: ttft_p99_ratio = %s; want fail (all: %v)", got["ttft_p99_ratio/stream"], got)
+	}
+	got = verdicts(defaults.Evaluate(streamedInput(6, 3000, 57000, 0.04, 0.03)))
+	for _, g := range []string{"ttft_p99_ratio/stream", "latency_p99_ratio/stream"} {
+		if got[g] != events.VerdictNotApplicable {
+			t.Errorf("primary 3 %% past the limit: %s = %s; want not_applicable (all: %v)", g, got[g], got)
+		}
+	}
+	// The absolute gate still judges gray.
+	if got["ttft_p99/stream"] != events.VerdictFail {
+		t.Errorf("primary 3 %% past the limit: ttft_p99 = %s; want fail", got["ttft_p99/stream"])
+	}
+}
