@@ -74,7 +74,9 @@ func (fakeReader) Sample(_ context.Context, id uuid.UUID) (store.Sample, error) 
 		Payload:          `{"action": 1, "note": "<script>alert(1)</script>"}`}, nil
 }
 
-func (fakeReader) SamplesByRequest(context.Context, string) ([]store.SampleSummary, error) { return nil, nil }
+func (fakeReader) SamplesByRequest(context.Context, string) ([]store.SampleSummary, error) {
+	return nil, nil
+}
 
 func (fakeReader) RolloutHistory(context.Context, string, int, string) (store.RolloutPage, error) {
 	return store.RolloutPage{Events: []store.RolloutEvent{}}, nil
