@@ -49,7 +49,10 @@ type Chart struct {
 	LabelMarkers bool
 	// ZeroBased makes the y axis include 0.
 	ZeroBased bool
-	Note      string
+	// Small draws the chart for half the page's width (its text stays
+	// readable when two charts share a row).
+	Small bool
+	Note  string
 }
 
 // Downsample returns pts (oldest first) with at most max points: when
@@ -99,6 +102,7 @@ func merge(pts []Point) Point {
 // the page's width).
 const (
 	chartW      = 960
+	smallW      = 600
 	chartH      = 240
 	padLeft     = 64
 	padRight    = 16
@@ -155,11 +159,14 @@ type legendItem struct{ Name, Class string }
 // MaxPoints first.
 func (c Chart) layout() svgChart {
 	out := svgChart{ID: c.ID, Title: c.Title, Unit: c.Unit, Note: c.Note, W: chartW, H: chartH}
+	if c.Small {
+		out.W = smallW
+	}
 	top := float64(padTop)
 	if c.LabelMarkers && len(c.Markers) > 0 {
 		top += 3 * markerLabel
 	}
-	out.X0, out.X1, out.Y0, out.Y1 = padLeft, chartW-padRight, top, chartH-padBottom
+	out.X0, out.X1, out.Y0, out.Y1 = padLeft, float64(out.W-padRight), top, chartH-padBottom
 	from, to := c.From, c.To
 	if !to.After(from) {
 		to = from.Add(time.Minute)
@@ -253,7 +260,7 @@ func (c Chart) layout() svgChart {
 		if c.LabelMarkers {
 			mk.Label = truncate(m.Label, 48)
 			mk.LabelY = float64(padTop) + float64(i%3+1)*markerLabel - 3
-			if mk.X > out.X1-240 {
+			if mk.X > out.X1-float64(out.W)/4 {
 				mk.Anchor = "end"
 			}
 		}

@@ -280,7 +280,7 @@ func gateCharts(pts []store.GatePoint, from, to time.Time, markers []Marker) []C
 		}
 		series = append(series, Series{Name: "threshold", Class: "s-thr", Points: a.thr, Dashed: true, Step: true})
 		out = append(out, Chart{ID: fmt.Sprintf("gate-%d", i), Title: k, From: from, To: to, Series: series,
-			Markers: markers, ZeroBased: true})
+			Markers: markers, ZeroBased: true, Small: true})
 	}
 	return out
 }
@@ -310,7 +310,7 @@ func armCharts(bins []store.ArmBin, width time.Duration, from, to time.Time, mar
 	if width > time.Minute {
 		unit = fmt.Sprintf("per minute (mean over %s)", human(width))
 	}
-	ch := Chart{ID: "attempts", Title: "Attempts " + unit, From: from, To: to, ZeroBased: true, Markers: markers}
+	ch := Chart{ID: "attempts", Title: "Attempts " + unit, From: from, To: to, ZeroBased: true, Markers: markers, Small: true}
 	for _, arm := range []string{"gray", "primary", "shadow"} {
 		if len(attempts[arm]) > 0 {
 			ch.Series = append(ch.Series, Series{Name: arm, Class: "s-" + arm, Points: attempts[arm], Dots: len(attempts[arm]) < 200})
@@ -321,7 +321,7 @@ func armCharts(bins []store.ArmBin, width time.Duration, from, to time.Time, mar
 		if len(outcomes[arm]) == 0 {
 			continue
 		}
-		oc := Chart{ID: "outcomes-" + arm, Title: arm + " outcomes " + unit, From: from, To: to, ZeroBased: true, Markers: markers}
+		oc := Chart{ID: "outcomes-" + arm, Title: arm + " outcomes " + unit, From: from, To: to, ZeroBased: true, Markers: markers, Small: true}
 		for i, o := range outcomeOrder {
 			pts := outcomes[arm][o]
 			nonzero := false
