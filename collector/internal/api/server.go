@@ -43,6 +43,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger (nil: discarded).
 	Logger *slog.Logger
+	// Mount, when set, adds more routes to the listener (the console at /)
+	// before the catch-all 404; they answer for themselves.
+	Mount func(app *fiber.App)
 	// Listener timeouts (SPEC §11): a whole request's read, one answer's
 	// write, the wait between keep-alive requests. Zero: 60s, 30s, 120s.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
@@ -88,6 +91,9 @@ func New(r Reader, opts Options) *Server {
 	v1.Get("/samples", s.listSamples)
 	v1.Get("/samples/:event_id", s.sample)
 	v1.Get("/rollouts/:deployment/history", s.rolloutHistory)
+	if opts.Mount != nil {
+		opts.Mount(s.app)
+	}
 	s.app.Use(func(c *fiber.Ctx) error {
 		return &Error{Status: fiber.StatusNotFound, Type: "invalid_request_error", Code: "not_found", Message: "no such endpoint: " + c.Method() + " " + c.Path()}
 	})

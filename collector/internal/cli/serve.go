@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/graygate/graygate/collector/internal/api"
+	"github.com/graygate/graygate/collector/internal/console"
 	"github.com/graygate/graygate/collector/internal/consume"
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/schemas/config"
@@ -92,8 +93,14 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		log.Warn("nats.url is empty: events are off; serving the sample-store API only")
 	}
 
+	reader := store.NewReader(pool)
+	con, err := console.New(reader, console.Options{Token: cfg.Collector.APIToken.Reveal(), Logger: log})
+	if err != nil {
+		return err
+	}
 	var migrated atomic.Bool
-	srv := api.New(store.NewReader(pool), api.Options{
+	srv := api.New(reader, api.Options{
+		Mount:        con.Register,
 		Token:        cfg.Collector.APIToken.Reveal(),
 		ReadTimeout:  cfg.Collector.ReadTimeout,
 		WriteTimeout: cfg.Collector.WriteTimeout,

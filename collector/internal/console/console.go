@@ -1,0 +1,394 @@
+// Package console serves the collector's read-only operator console at /
+// (SPEC §8 rev. 3): the rollouts and their gates, per deployment the gates,
+// attempts and percentage over time with every rollout event marked, the
+// sample store with each payload's failing fields highlighted, and the
+// dead letters. Pages are html/template, charts server-rendered SVG, and
+// the stylesheet is embedded; nothing is loaded from elsewhere and no
+// script runs inline. A session is a cookie holding an HMAC keyed by the
+// API token; it never authorizes /v1/*.
+package console
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/filesystem"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/graygate/graygate/collector/internal/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// MaxPoints is the most points a chart series draws (SPEC §8 rev. 3);
+// older data is aggregated beyond it.
+const MaxPoints = 2000
+
+// requestTimeout bounds each page's database work.
+const requestTimeout = 10 * time.Second
+
+// Reader is what the console reads; *store.Reader implements it.
+type Reader interface {
+	Rollouts(ctx context.Context, deployment string) ([]store.RolloutSummary, error)
+	HistoryStart(ctx context.Context, deployment string) (time.Time, error)
+	GateSeries(ctx context.Context, deployment string, since, until time.Time, maxPoints int) ([]store.GatePoint, int, error)
+	ArmSeries(ctx context.Context, deployment string, since, until time.Time, maxBins int) ([]store.ArmBin, time.Duration, error)
+	RolloutEvents(ctx context.Context, deployment string, since, until time.Time, limit int) ([]store.RolloutEvent, *store.RolloutEvent, error)
+	ListSamples(ctx context.Context, f store.SampleFilter) (store.SamplePage, error)
+	Sample(ctx context.Context, id uuid.UUID) (store.Sample, error)
+	DeadLetters(ctx context.Context, limit int, before int64) ([]store.DeadLetter, error)
+}
+
+var _ Reader = (*store.Reader)(nil)
+
+// Options configure a Console.
+type Options struct {
+	// Token is the API token: the login secret and the key of every
+	// session's HMAC. Empty disables the console (403).
+	Token string
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Logger (nil: discarded). The token is never logged.
+	Logger *slog.Logger
+}
+
+// Console is the operator's console. It serves nothing until Register.
+type Console struct {
+	r     Reader
+	auth  *auth // nil: no token configured
+	now   func() time.Time
+	log   *slog.Logger
+	pages map[string]*template.Template
+}
+
+// New parses the templates and returns the console.
+func New(r Reader, opts Options) (*Console, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Console{r: r, now: opts.Now, log: opts.Logger, pages: map[string]*template.Template{}}
+	if opts.Token != "" {
+		s.auth = newAuth(opts.Token, opts.Now)
+	}
+	base, err := template.New("layout.html").Funcs(funcs(opts.Now)).ParseFS(templateFS, "templates/layout.html", "templates/chart.html")
+	if err != nil {
+		return nil, fmt.Errorf("console templates: %w", err)
+	}
+	for _, name := range []string{"rollouts", "deployment", "samples", "sample", "deadletters", "login", "error"} {
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console template %s: %w", name, err)
+		}
+		s.pages[name] = t
+	}
+	return s, nil
+}
+
+// Register adds the console's routes to app. Call it before any catch-all
+// handler. /v1/* is not touched: a console session never authorizes it.
+func (s *Console) Register(app *fiber.App) {
+	static, _ := fs.Sub(staticFS, "static")
+	app.Use("/static", headers, s.enabled, func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderCacheControl, "private, max-age=300")
+		return c.Next()
+	}, filesystem.New(filesystem.Config{Root: http.FS(static)}))
+	app.Get("/login", headers, s.enabled, s.handle(s.loginForm))
+	app.Post("/login", headers, s.enabled, s.handle(s.login))
+	app.Post("/logout", headers, s.enabled, s.handle(s.logout))
+	for path, h := range map[string]func(*fiber.Ctx) error{
+		"/":                        s.rollouts,
+		"/deployments/:deployment": s.deployment,
+		"/samples":                 s.samples,
+		"/samples/:event_id":       s.sample,
+		"/dead-letters":            s.deadLetters,
+	} {
+		app.Get(path, headers, s.enabled, s.session, s.handle(h))
+	}
+}
+
+// handle runs h and renders its error as an HTML page.
+func (s *Console) handle(h func(*fiber.Ctx) error) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		if err := h(c); err != nil {
+			return s.fail(c, err)
+		}
+		return nil
+	}
+}
+
+// statusError is an answer other than 200 with the text the operator sees.
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func httpError(status int, msg string) error { return &statusError{status: status, msg: msg} }
+
+func badParam(param, msg string) error {
+	return httpError(fiber.StatusBadRequest, param+": "+msg)
+}
+
+// fail decides every error page in one place: the console's own errors as
+// they are, store sentinels and values Postgres refuses as 400/404, and
+// anything else as 503 (database unreachable) or 500, with the cause
+// logged and never shown.
+func (s *Console) fail(c *fiber.Ctx, err error) error {
+	var se *statusError
+	var pgErr *pgconn.PgError
+	var fe *fiber.Error
+	switch {
+	case errors.As(err, &se):
+	case errors.Is(err, store.ErrNotFound):
+		se = &statusError{fiber.StatusNotFound, "not found: it may have expired (collector.retention)"}
+	case errors.Is(err, store.ErrBadCursor):
+		se = &statusError{fiber.StatusBadRequest, "cursor: not a cursor from this console (follow the page links)"}
+	case errors.Is(err, store.ErrBadLimit):
+		se = &statusError{fiber.StatusBadRequest, "limit: " + store.ErrBadLimit.Error()}
+	case errors.As(err, &fe):
+		se = &statusError{fe.Code, fe.Message}
+	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
+		// A data exception: a cursor or time outside what Postgres stores.
+		se = &statusError{fiber.StatusBadRequest, "a parameter is outside the stored range"}
+	case errors.As(err, &pgErr):
+		s.log.Error("console query failed", "path", c.Path(), "err", err)
+		se = &statusError{fiber.StatusInternalServerError, "the query failed; the collector's log says why"}
+	default:
+		s.log.Warn("console: store unavailable", "path", c.Path(), "err", err)
+		se = &statusError{fiber.StatusServiceUnavailable, "the store is unavailable; retry later"}
+	}
+	p := s.page(c, http.StatusText(se.status))
+	if s.auth == nil {
+		p.LoggedIn = false
+	}
+	return s.render(c, se.status, "error", struct {
+		page
+		Status  int
+		Message string
+	}{p, se.status, se.msg})
+}
+
+// page is what the layout needs on every page.
+type page struct {
+	Title    string
+	Nav      string
+	LoggedIn bool
+	CSRF     string
+	Now      time.Time
+	// Refresh reloads the page after that many seconds (0: never).
+	Refresh int
+}
+
+const localsLoggedIn = "console_logged_in"
+
+func (s *Console) page(c *fiber.Ctx, title string) page {
+	p := page{Title: title, Now: s.now().UTC()}
+	p.LoggedIn, _ = c.Locals(localsLoggedIn).(bool)
+	if s.auth != nil {
+		p.CSRF = s.csrfToken(c)
+	}
+	return p
+}
+
+// render writes template name with data as the answer.
+func (s *Console) render(c *fiber.Ctx, status int, name string, data any) error {
+	var b bytes.Buffer
+	if err := s.pages[name].ExecuteTemplate(&b, "layout.html", data); err != nil {
+		s.log.Error("console template failed", "template", name, "err", err)
+		return c.Status(fiber.StatusInternalServerError).SendString("template error")
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	return c.Status(status).Send(b.Bytes())
+}
+
+// onlyParams refuses unknown and repeated query parameters.
+func onlyParams(c *fiber.Ctx, allowed ...string) error {
+	var err error
+	seen := map[string]bool{}
+	c.Context().QueryArgs().VisitAll(func(k, _ []byte) {
+		key := string(k)
+		switch {
+		case err != nil:
+		case !contains(allowed, key):
+			err = badParam(key, "unknown parameter (known: "+strings.Join(allowed, ", ")+")")
+		case seen[key]:
+			err = badParam(key, "given more than once")
+		}
+		seen[key] = true
+	})
+	return err
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// validName is the config rule for deployment names.
+func validName(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Console) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.UserContext(), requestTimeout)
+}
+
+// funcs are the templates' helpers.
+func funcs(now func() time.Time) template.FuncMap {
+	return template.FuncMap{
+		"when": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05Z")
+		},
+		"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"ago": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return human(now().Sub(t)) + " ago"
+		},
+		"age": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return human(now().Sub(t))
+		},
+		"dur":  func(seconds float64) string { return human(time.Duration(seconds * float64(time.Second))) },
+		"num":  num,
+		"nump": func(p *float64) string { return nump(p) },
+		"pct":  func(p float64) string { return trimFloat(p, 2) + " %" },
+		"stream": func(b *bool) string {
+			switch {
+			case b == nil:
+				return ""
+			case *b:
+				return "streamed"
+			}
+			return "not streamed"
+		},
+		"needs": func(p *float64) string {
+			if p == nil {
+				return "—"
+			}
+			if math.IsInf(*p, 1) {
+				return "cannot decide"
+			}
+			return trimFloat(math.Ceil(*p), 0)
+		},
+		"layerv": func(l *store.Layer) string {
+			if l == nil || l.Verdict == "" {
+				return ""
+			}
+			return l.Verdict
+		},
+		"sub":  func(a, b any) float64 { return toFloat(a) - toFloat(b) },
+		"add":  func(a, b any) float64 { return toFloat(a) + toFloat(b) },
+		"half": func(a any) float64 { return toFloat(a) / 2 },
+		"inc":  func(i int) int { return i + 1 },
+		"list": func(s ...string) []string { return s },
+		"found": func(found []bool, i int) bool {
+			return i >= len(found) || found[i]
+		},
+		"hasLayers": func(gates []store.EvaluationGate) bool {
+			for _, g := range gates {
+				if g.Window != nil || g.Epoch != nil {
+					return true
+				}
+			}
+			return false
+		},
+		"short": truncate,
+	}
+}
+
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case int:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return math.NaN()
+}
+
+// human formats d in its two largest units (3h 12m, 45s).
+func human(d time.Duration) string {
+	if d < 0 {
+		d = -d
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+func nump(p *float64) string {
+	if p == nil {
+		return "—"
+	}
+	return num(*p)
+}
+
+// num formats a gate value with four significant digits.
+func num(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "+∞"
+	case math.IsInf(v, -1):
+		return "−∞"
+	case v == 0:
+		return "0"
+	case math.Abs(v) >= 1e6 || math.Abs(v) < 1e-3:
+		return fmt.Sprintf("%.3g", v)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+func trimFloat(v float64, decimals int) string {
+	s := fmt.Sprintf("%.*f", decimals, v)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}

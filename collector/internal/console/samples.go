@@ -1,0 +1,236 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// samplesPageSize is the console's page of samples (the API allows up to
+// store.MaxPage).
+const samplesPageSize = 50
+
+type samplesPage struct {
+	page
+	Filter  map[string]string
+	Samples []store.SampleSummary
+	// Next is the URL of the next page ("" on the last one); First the
+	// first page's.
+	Next, First string
+	Reasons     []string
+	Paged       bool
+}
+
+var sampleParams = []string{"deployment", "reason", "arm", "since", "until", "limit", "cursor"}
+
+// samples is GET /samples: the sample store with the API's filters, newest
+// first, in keyset pages.
+func (s *Console) samples(c *fiber.Ctx) error {
+	if err := onlyParams(c, sampleParams...); err != nil {
+		return err
+	}
+	p := samplesPage{page: s.page(c, "Samples"), Filter: map[string]string{},
+		Reasons: []string{"schema_violation", "invalid_json", "timeout", "upstream_error", "upstream_status"}}
+	p.Nav = "samples"
+	for _, k := range sampleParams {
+		p.Filter[k] = c.Query(k)
+	}
+	f, err := sampleFilter(p.Filter, s.now())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	page, err := s.r.ListSamples(ctx, f)
+	if err != nil {
+		return err
+	}
+	p.Samples, p.Paged = page.Samples, f.Cursor != ""
+	q := url.Values{}
+	for _, k := range sampleParams {
+		if v := p.Filter[k]; v != "" && k != "cursor" {
+			q.Set(k, v)
+		}
+	}
+	p.First = "/samples?" + q.Encode()
+	if page.NextCursor != "" {
+		q.Set("cursor", page.NextCursor)
+		p.Next = "/samples?" + q.Encode()
+	}
+	return s.render(c, fiber.StatusOK, "samples", p)
+}
+
+// sampleFilter checks the filters as /v1/samples does. Empty values do not
+// filter (an empty form field), and the page is samplesPageSize unless
+// limit says otherwise.
+func sampleFilter(q map[string]string, now time.Time) (store.SampleFilter, error) {
+	f := store.SampleFilter{Deployment: q["deployment"], Reason: q["reason"], Arm: q["arm"], Cursor: q["cursor"],
+		Limit: samplesPageSize}
+	if f.Deployment != "" && !validName(f.Deployment) {
+		return f, badParam("deployment", "want a deployment name ([A-Za-z0-9_-]+)")
+	}
+	if f.Reason != "" && !events.SampleReason(f.Reason).Valid() {
+		return f, badParam("reason", "want schema_violation, invalid_json, timeout, upstream_error or upstream_status")
+	}
+	if f.Arm != "" && f.Arm != string(events.ArmGray) && f.Arm != string(events.ArmShadow) {
+		return f, badParam("arm", "want gray or shadow")
+	}
+	if len(f.Cursor) > 64 {
+		return f, badParam("cursor", "not a cursor from this console (follow the page links)")
+	}
+	var err error
+	if v := q["since"]; v != "" {
+		if f.Since, err = parseTime("since", v, now); err != nil {
+			return f, err
+		}
+	}
+	if v := q["until"]; v != "" {
+		if f.Until, err = parseTime("until", v, now); err != nil {
+			return f, err
+		}
+	}
+	if v := q["limit"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxPage {
+			return f, badParam("limit", "want a whole number from 1 to "+strconv.Itoa(store.MaxPage))
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+// parseTime reads an RFC 3339 time, a browser's datetime-local value
+// (taken as UTC), or a Go duration meaning that long before now (1h).
+func parseTime(param, v string, now time.Time) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.Parse(layout, v); err == nil && t.Year() >= 1970 {
+			return t.UTC(), nil
+		}
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 && d <= 100*365*24*time.Hour {
+		return now.Add(-d).UTC(), nil
+	}
+	return time.Time{}, badParam(param, "want an RFC 3339 time (2025-03-14T15:00:00Z) or a duration before now (90m, 24h)")
+}
+
+type samplePage struct {
+	page
+	Sample  store.Sample
+	Payload Payload
+	Base64  bool
+}
+
+// sample is GET /samples/{event_id}: one sample, its errors and its
+// payload with the fields they name highlighted.
+func (s *Console) sample(c *fiber.Ctx) error {
+	if err := onlyParams(c); err != nil {
+		return err
+	}
+	raw := c.Params("event_id")
+	id, err := uuid.Parse(raw)
+	if err != nil || len(raw) != 36 {
+		return badParam("event_id", "want an event id (a UUID such as 0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c0b)")
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	sm, err := s.r.Sample(ctx, id)
+	if err != nil {
+		return err
+	}
+	p := samplePage{page: s.page(c, "Sample "+sm.EventID), Sample: sm}
+	p.Nav = "samples"
+	if sm.PayloadBase64 != "" {
+		p.Base64 = true
+		p.Payload = Payload{Text: sm.PayloadBase64, Note: "not UTF-8: shown as base64"}
+		if len(p.Payload.Text) > maxPrettyBytes {
+			p.Payload.Text = p.Payload.Text[:maxPrettyBytes]
+		}
+	} else {
+		p.Payload = preparePayload(sm.Payload, sm.ValidationErrors)
+		if sm.PayloadTruncated && p.Payload.Lines == nil {
+			p.Payload.Note = "cut at the sample size limit, so not valid JSON: shown as text"
+		}
+	}
+	return s.render(c, fiber.StatusOK, "sample", p)
+}
+
+// deadLettersPageSize is the console's page of dead letters.
+const deadLettersPageSize = 50
+
+// maxShownMessage caps the bytes of a dead letter the page shows.
+const maxShownMessage = 64 << 10
+
+type deadLetterView struct {
+	store.DeadLetter
+	Text  string
+	Cut   int // bytes not shown
+	JSON  bool
+	Valid bool // the message was UTF-8
+}
+
+type deadLettersPage struct {
+	page
+	Letters []deadLetterView
+	Next    string
+	Paged   bool
+}
+
+// deadLetters is GET /dead-letters: the messages Postgres refused, newest
+// first, each with its error and its content shown as text.
+func (s *Console) deadLetters(c *fiber.Ctx) error {
+	if err := onlyParams(c, "before"); err != nil {
+		return err
+	}
+	var before int64
+	if v := c.Query("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return badParam("before", "want a dead letter id (a whole number, from the page links)")
+		}
+		before = n
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	letters, err := s.r.DeadLetters(ctx, deadLettersPageSize+1, before)
+	if err != nil {
+		return err
+	}
+	p := deadLettersPage{page: s.page(c, "Dead letters"), Paged: before > 0}
+	p.Nav = "deadletters"
+	if len(letters) > deadLettersPageSize {
+		letters = letters[:deadLettersPageSize]
+		p.Next = "/dead-letters?before=" + strconv.FormatInt(letters[len(letters)-1].ID, 10)
+	}
+	for _, d := range letters {
+		p.Letters = append(p.Letters, viewDeadLetter(d))
+	}
+	return s.render(c, fiber.StatusOK, "deadletters", p)
+}
+
+// viewDeadLetter prepares a message for showing: indented when it is
+// JSON, invalid UTF-8 replaced, cut at maxShownMessage. The page escapes it.
+func viewDeadLetter(d store.DeadLetter) deadLetterView {
+	v := deadLetterView{DeadLetter: d, Valid: utf8.Valid(d.Message)}
+	msg := d.Message
+	if len(msg) > maxShownMessage {
+		v.Cut = len(msg) - maxShownMessage
+		msg = msg[:maxShownMessage]
+	}
+	var b bytes.Buffer
+	if v.Cut == 0 && json.Valid(msg) && json.Indent(&b, msg, "", "  ") == nil {
+		v.JSON, v.Text = true, b.String()
+		return v
+	}
+	v.Text = strings.ToValidUTF8(string(msg), "\uFFFD")
+	return v
+}

@@ -1,0 +1,99 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
+)
+
+// TestConsoleQueries checks the console's series: one point per evaluation
+// while they fit, bins of at most maxPoints beyond (every evaluation
+// counted once, a failure kept), per-minute attempts from arm_stats, and
+// the epoch and step derived from the rollout events.
+func TestConsoleQueries(t *testing.T) {
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	w := store.NewWriter(pool, store.Options{Retention: 720 * time.Hour})
+	r := store.NewReader(pool)
+	dep := "qwen-32k"
+	start := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Minute)
+	var ev []store.Event
+	for i := range 40 {
+		ev = append(ev, testenv.Event[store.Event](t, testenv.Analysis(dep, start.Add(time.Duration(i)*time.Minute)), start.Add(time.Duration(i)*time.Minute), ""))
+		ev = append(ev, testenv.Event[store.Event](t, testenv.Stats(dep, "gw/1", start.Add(time.Duration(i)*time.Minute)), start, ""))
+	}
+	rollout := func(pct float64, status events.RolloutStatus, at time.Time, seq uint64) {
+		e := testenv.Event[store.Event](t, &events.RolloutChanged{Deployment: dep, Percentage: pct, Status: status,
+			Actor: events.ActorAdmin, Reason: "r"}, at, "")
+		e.Sequence = seq
+		ev = append(ev, e)
+	}
+	rollout(5, events.StatusActive, start, 1)
+	rollout(10, events.StatusActive, start.Add(10*time.Minute), 2)
+	rollout(0, events.StatusRolledBack, start.Add(20*time.Minute), 3)
+	rollout(1, events.StatusActive, start.Add(30*time.Minute), 4)
+	rollout(2, events.StatusActive, start.Add(35*time.Minute), 5)
+	if _, err := w.Write(ctx, ev); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	since, until := start, start.Add(time.Hour)
+
+	raw, total, err := r.GateSeries(ctx, dep, since, until, 100)
+	if err != nil || total != 40 || len(raw) != 3*40 {
+		t.Fatalf("GateSeries(max 100) = %d points, total %d, %v; want 120 (3 gates × 40), 40", len(raw), total, err)
+	}
+	binned, total, err := r.GateSeries(ctx, dep, since, until, 7)
+	if err != nil || total != 40 {
+		t.Fatalf("GateSeries(max 7): total %d, %v", total, err)
+	}
+	perGate, n, fails := map[string]int{}, map[string]int{}, 0
+	for _, p := range binned {
+		perGate[p.Gate]++
+		n[p.Gate] += p.N
+		if p.Gate == string(events.GateSchemaFailureRate) && p.Fail {
+			fails++
+		}
+	}
+	for g, c := range perGate {
+		if c > 7 || n[g] != 40 {
+			t.Errorf("GateSeries(max 7): gate %s has %d points counting %d evaluations; want at most 7 counting 40", g, c, n[g])
+		}
+	}
+	if fails != perGate[string(events.GateSchemaFailureRate)] || fails == 0 {
+		t.Errorf("GateSeries(max 7): %d failing schema points of %d; want all", fails, perGate[string(events.GateSchemaFailureRate)])
+	}
+
+	bins, width, err := r.ArmSeries(ctx, dep, since, until, 2000)
+	if err != nil || width != time.Minute {
+		t.Fatalf("ArmSeries = width %v, %v; want a minute", width, err)
+	}
+	var gray int64
+	for _, b := range bins {
+		if b.Arm == "gray" {
+			gray += b.Outcomes["ok"] + b.Outcomes["timeout"]
+		}
+	}
+	if gray != 40*4 {
+		t.Errorf("ArmSeries: %d gray attempts; want %d", gray, 40*4)
+	}
+	if _, width, _ := r.ArmSeries(ctx, dep, since, until, 7); width != 9*time.Minute {
+		t.Errorf("ArmSeries(max 7 bins over an hour) width = %v; want 9m (whole minutes, rounded up)", width)
+	}
+
+	sums, err := r.Rollouts(ctx, dep)
+	if err != nil || len(sums) != 1 {
+		t.Fatalf("Rollouts = %v, %v", sums, err)
+	}
+	s := sums[0]
+	if !s.EpochStart.Equal(start.Add(30*time.Minute)) || !s.StepStart.Equal(start.Add(35*time.Minute)) ||
+		s.Last.Percentage != 2 || s.Latest == nil || len(s.Latest.Gates) != 3 {
+		t.Errorf("Rollouts: epoch %v, step %v, last %v, latest %+v; want the epoch at +30m, the step at +35m",
+			s.EpochStart, s.StepStart, s.Last.Percentage, s.Latest)
+	}
+	evs, before, err := r.RolloutEvents(ctx, dep, start.Add(15*time.Minute), until, 2)
+	if err != nil || len(evs) != 2 || evs[0].Percentage != 1 || evs[1].Percentage != 2 || before == nil || before.Percentage != 10 {
+		t.Errorf("RolloutEvents(from +15m, limit 2) = %+v, before %+v, %v; want the newest two in order and the 10 %% before", evs, before, err)
+	}
+}
