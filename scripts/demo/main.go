@@ -405,6 +405,15 @@ func (d *demo) forcedArm() string {
 	return resp.Header.Get("x-gateway-arm")
 }
 
+// tokenHint names the development token, and only says where a real one
+// comes from.
+func tokenHint(token string) string {
+	if token == "demo-api-token" {
+		return "demo-api-token, the development token of scripts/devenv/graygate.yaml"
+	}
+	return "the value of GRAYGATE_API_TOKEN"
+}
+
 // firstToken returns the first of a comma-separated token list.
 func firstToken(list string) string {
 	first, _, _ := strings.Cut(list, ",")
@@ -501,5 +510,8 @@ func (d *demo) summary() {
 	fmt.Println("  . .data/env   # DATABASE_URL of the development Postgres")
 	fmt.Println("  bin/collector samples list --since 1h --config " + d.o.config)
 	fmt.Println("  bin/collector samples show <event-id> --config " + d.o.config)
+	fmt.Println()
+	fmt.Println("Open the operator's console to see the rollouts, their gates over time and the failing payloads:")
+	fmt.Println("  " + d.o.collector + "/   (sign in with the collector's API token: " + tokenHint(d.o.apiToken) + ")")
 	fmt.Println("Everything keeps running: `task down` stops it.")
 }
