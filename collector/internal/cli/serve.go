@@ -74,6 +74,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		}
 		nc, err = nats.Connect(cfg.NATS.URL, append(identity,
 			nats.Name("graygate-collector"),
+			nats.CustomInboxPrefix(config.InboxPrefix(config.ForCollector)),
 			nats.RetryOnFailedConnect(true),
 			nats.MaxReconnects(-1),
 			nats.ReconnectWait(time.Second),
