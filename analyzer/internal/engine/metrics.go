@@ -24,6 +24,7 @@ var Help = map[string]string{
 	"graygate_analyzer_replay_duration_seconds": "Time it took to rebuild the window from the stream at start.",
 	"graygate_analyzer_lease_held":              "1 while this analyzer holds the lease and may publish, else 0.",
 	"graygate_analyzer_ready":                   "1 once the window is rebuilt and the rollout log read, else 0.",
+	"graygate_rollout_invalid_events_total":     "Messages on rollout subjects that were not valid rollout events: each moved the revision and changed nothing else.",
 }
 
 type engineMetrics struct {
@@ -43,6 +44,7 @@ func newEngineMetrics(set *metrics.Set, e *Engine) *engineMetrics {
 	m.replaySeconds = set.GetOrCreateGauge("graygate_analyzer_replay_duration_seconds", nil)
 	set.GetOrCreateGauge("graygate_analyzer_lease_held", func() float64 { return b2f(e.Leading()) })
 	set.GetOrCreateGauge("graygate_analyzer_ready", func() float64 { return b2f(e.Ready()) })
+	e.rollouts.CountInvalidIn(set.GetOrCreateCounter("graygate_rollout_invalid_events_total"))
 	for _, o := range outcomes {
 		m.outcomes[o] = set.GetOrCreateCounter(`graygate_analyzer_events_total{outcome="` + o + `"}`)
 	}
