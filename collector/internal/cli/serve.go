@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -94,6 +97,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 	}
 
 	var migrated atomic.Bool
+	var cons atomic.Pointer[consume.Consumer]
 	srv := api.New(store.NewReader(pool), api.Options{
 		Token:        cfg.Collector.APIToken.Reveal(),
 		ReadTimeout:  cfg.Collector.ReadTimeout,
@@ -102,6 +106,12 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		Ready: func(ctx context.Context) error {
 			if !migrated.Load() {
 				return errors.New("migrations not applied yet")
+			}
+			if c := cons.Load(); c != nil {
+				if m := c.Mismatched(); len(m) > 0 {
+					streams := slices.Sorted(maps.Keys(m))
+					return fmt.Errorf("consumer of %s configured otherwise than declared (%s): remove it and the collector creates it anew", streams[0], m[streams[0]])
+				}
 			}
 			return pool.Ping(ctx)
 		},
@@ -154,6 +164,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 				Consumer:      consumer,
 				Logger:        log,
 			})
+			cons.Store(c)
 			eg.Go(func() error { return c.Run(ctx) })
 		}
 		return eg.Wait()
