@@ -82,12 +82,15 @@ type Consumer struct {
 	log   *slog.Logger
 
 	mu       sync.Mutex
-	mismatch map[string]string // stream → how its consumer differs; absent when it does not
+	declared map[string]jetstream.ConsumerConfig // stream → the configuration its consumer must keep
+	mismatch map[string]string                   // stream → how its consumer differs; absent when it does not
 }
 
-// ErrConsumerMismatch: a consumer exists with the collector's name but
-// another filter, deliver policy or ack policy than the collector
-// declares (SPEC §11 rev. 3). The collector does not use it: whoever
+// ErrConsumerMismatch: the collector's consumer of a stream has another
+// filter, deliver policy or ack policy than declared (SPEC §11 rev. 3).
+// Declared is ConsumerConfig for a consumer the collector creates, and
+// for one that existed when it first opened it (created by hand, e.g.
+// delivering only new messages) the configuration it had then. The collector does not use it: whoever
 // changed it could skip or filter away events. An operator removes it
 // (nats consumer rm) and the collector creates it anew.
 var ErrConsumerMismatch = errors.New("consumer configured otherwise than declared")
@@ -131,7 +134,13 @@ func (c *Consumer) Mismatched() map[string]string {
 // difference it records it, logs an error, counts it and returns
 // ErrConsumerMismatch.
 func (c *Consumer) check(stream, suffix string, got jetstream.ConsumerConfig) error {
-	diffs := ConsumerDiff(got, c.ConsumerConfig(suffix))
+	c.mu.Lock()
+	want, ok := c.declared[stream]
+	c.mu.Unlock()
+	if !ok {
+		want = c.ConsumerConfig(suffix)
+	}
+	diffs := ConsumerDiff(got, want)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(diffs) == 0 {
@@ -248,15 +257,30 @@ func (c *Consumer) consumer(ctx context.Context, stream, suffix string) (jetstre
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cons, err := c.js.Consumer(ctx, stream, c.ConsumerName(suffix))
+	created := false
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		cons, err = c.js.CreateConsumer(ctx, stream, c.ConsumerConfig(suffix))
 		if err == nil {
+			created = true
 			c.log.Info("created consumer", "stream", stream, "consumer", c.ConsumerName(suffix))
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %s: %w", c.ConsumerName(suffix), stream, err)
 	}
+	c.mu.Lock()
+	if _, ok := c.declared[stream]; created || !ok {
+		if c.declared == nil {
+			c.declared = map[string]jetstream.ConsumerConfig{}
+		}
+		c.declared[stream] = cons.CachedInfo().Config
+		if !created {
+			cfg := cons.CachedInfo().Config
+			c.log.Info("using an existing consumer", "stream", stream, "consumer", c.ConsumerName(suffix),
+				"filter", filters(cfg), "deliver_policy", cfg.DeliverPolicy.String(), "ack_policy", cfg.AckPolicy.String())
+		}
+	}
+	c.mu.Unlock()
 	if err := c.check(stream, suffix, cons.CachedInfo().Config); err != nil {
 		return nil, err
 	}
