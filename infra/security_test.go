@@ -138,8 +138,14 @@ func TestShippedNATSConfiguration(t *testing.T) {
 			t.Errorf("%s has no publish allow list (it may publish anything)", name)
 			continue
 		}
-		if sub := allowList(p, "subscribe"); !reflect.DeepEqual(sub, []string{"_INBOX.>"}) {
-			t.Errorf("%s subscribes to %v; want only _INBOX.>", name, sub)
+		// Its own inbox prefix only (SPEC §11 rev. 3), and the rollout
+		// subjects for the readers of the rollout log.
+		wantSub := []string{"_INBOX_" + name + ".>"}
+		if name != "collector" {
+			wantSub = append(wantSub, "graygate.rollout.>")
+		}
+		if sub := allowList(p, "subscribe"); !reflect.DeepEqual(sub, wantSub) {
+			t.Errorf("%s subscribes to %v; want %v", name, sub, wantSub)
 		}
 		for _, s := range pub {
 			for _, bad := range []string{"PURGE", "STREAM.DELETE", "STREAM.UPDATE", "MSG.DELETE", ">"} {

@@ -8,12 +8,15 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -151,6 +154,9 @@ func (n *secureNATS) connect(t *testing.T, user, password string) (*conn, error)
 		return nil, err
 	}
 	c := &conn{}
+	if svc, ok := services[user]; ok {
+		opts = append(opts, nats.CustomInboxPrefix(config.InboxPrefix(svc)))
+	}
 	opts = append(opts, nats.Timeout(3*time.Second), nats.MaxReconnects(0),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
@@ -170,6 +176,25 @@ func (n *secureNATS) connect(t *testing.T, user, password string) (*conn, error)
 	c.js, err = jetstream.New(c.nc)
 	return c, err
 }
+
+// The consumer names nats-server.conf grants: the first analyzer's
+// statistics consumer and the collector's durables.
+const analyzerStats = "graygate_analyzer_0"
+
+func analyzerConsumer(name string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{Durable: name, FilterSubject: events.SubjectStatsPrefix + "*",
+		DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckAllPolicy}
+}
+
+func collectorConsumer(stream string) jetstream.ConsumerConfig {
+	suffix := map[string]string{events.StreamEvents: "events", events.StreamStats: "stats",
+		events.StreamRollout: "rollout", events.StreamAnalysis: "analysis"}[stream]
+	return jetstream.ConsumerConfig{Durable: "graygate-collector-" + suffix, DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy: jetstream.AckExplicitPolicy}
+}
+
+// services maps each identity to its service, whose inbox prefix it uses.
+var services = map[string]config.Service{"gateway": config.ForGateway, "analyzer": config.ForAnalyzer, "collector": config.ForCollector}
 
 func (n *secureNATS) service(t *testing.T, svc string) *conn {
 	t.Helper()
@@ -196,32 +221,34 @@ func rollout(dep string, pct float64, status events.RolloutStatus, actor events.
 	return &events.RolloutChanged{Deployment: dep, Percentage: pct, Status: status, Reason: "test", Actor: actor}
 }
 
-// fold reads GRAYGATE_ROLLOUT as a gateway does (the last event of the
-// deployment) and folds it: the state every gateway would serve.
+// fold reads a deployment's messages in GRAYGATE_ROLLOUT by direct get,
+// as the gateway and the analyzer do, and folds them with the shared rule
+// (Apply, or Skip for a message that is not a valid rollout event): the
+// state every gateway would serve and the revision the next append must
+// expect.
 func fold(t *testing.T, c *conn, dep string) events.RolloutState {
 	t.Helper()
 	s, err := c.js.Stream(ctxT(t, 2*time.Second), events.StreamRollout)
 	if err != nil {
 		t.Fatalf("stream info of GRAYGATE_ROLLOUT: %v", err)
 	}
-	var st events.RolloutState
-	msg, err := s.GetLastMsgForSubject(ctxT(t, 2*time.Second), events.RolloutSubject(dep))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return st
+	st := events.RolloutState{Deployment: dep}
+	for seq := uint64(1); ; {
+		msg, err := s.GetMsg(ctxT(t, 2*time.Second), seq, jetstream.WithGetMsgSubject(events.RolloutSubject(dep)))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return st
+		}
+		if err != nil {
+			t.Fatalf("read the rollout log from %d: %v", seq, err)
+		}
+		env, v, err := events.DecodeEvent(msg.Data)
+		if ev, ok := v.(*events.RolloutChanged); err == nil && ok && ev.Deployment == dep {
+			st.Apply(msg.Sequence, env.Time, ev)
+		} else {
+			st.Skip(msg.Sequence, fmt.Sprintf("not a rollout event (%v)", err))
+		}
+		seq = msg.Sequence + 1
 	}
-	if err != nil {
-		t.Fatalf("read the last rollout event: %v", err)
-	}
-	env, err := events.Decode(msg.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev events.RolloutChanged
-	if err := env.Unmarshal(&ev); err != nil {
-		t.Fatal(err)
-	}
-	st.Apply(msg.Sequence, env.Time, &ev)
-	return st
 }
 
 func TestShippedNATSPermissions(t *testing.T) {
@@ -267,16 +294,25 @@ func TestShippedNATSPermissions(t *testing.T) {
 				t.Errorf("gateway publishes on %s: %v", subj, err)
 			}
 		}
-		if st := fold(t, gw, dep); st.Percentage != 10 || st.Status != events.StatusActive {
+		if st := fold(t, gw, dep); st.Percentage != 10 || st.Status != events.StatusActive || st.Note != "" {
 			t.Errorf("gateway reads GRAYGATE_ROLLOUT: %+v", st)
 		}
-		// Follows the log with an ordered consumer, as the gateway does.
-		cons, err := gw.js.OrderedConsumer(ctxT(t, 2*time.Second), events.StreamRollout, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.SubjectRolloutAll}})
+		// Follows the log as the gateway does: a core subscription on
+		// graygate.rollout.> tells it when to read by direct get.
+		bell, err := gw.nc.SubscribeSync(events.SubjectRolloutAll)
 		if err != nil {
-			t.Fatalf("gateway follows GRAYGATE_ROLLOUT: %v", err)
+			t.Fatal(err)
 		}
-		if _, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second)); err != nil {
-			t.Errorf("gateway reads a rollout event: %v", err)
+		_ = gw.nc.Flush()
+		if err := publish(t, gw, rollout(dep, 12, events.StatusActive, events.ActorAdmin), src); err != nil {
+			t.Fatalf("gateway publishes a rollout change: %v", err)
+		}
+		if _, err := bell.NextMsg(2 * time.Second); err != nil {
+			t.Errorf("gateway hears a rollout change: %v (violations %q)", err, gw.violations())
+		}
+		_ = bell.Unsubscribe()
+		if st := fold(t, gw, dep); st.Percentage != 12 {
+			t.Errorf("gateway reads the change by direct get: %+v", st)
 		}
 		// Not the analyzer's subjects, and no other stream's messages.
 		if _, err := gw.js.Publish(ctxT(t, time.Second), events.AnalysisSubject(dep), []byte("{}")); err == nil {
@@ -295,8 +331,9 @@ func TestShippedNATSPermissions(t *testing.T) {
 		if _, err := an.js.Publish(ctxT(t, time.Second), events.AnalysisSubject(dep), []byte("{}")); err != nil {
 			t.Errorf("analyzer publishes an analysis: %v", err)
 		}
-		// Reads GRAYGATE_STATS through its own durable consumer.
-		cons, err := an.js.CreateOrUpdateConsumer(ctxT(t, 2*time.Second), events.StreamStats, jetstream.ConsumerConfig{Durable: "analyzer-test", AckPolicy: jetstream.AckExplicitPolicy})
+		// Reads GRAYGATE_STATS through its own consumer, as the analyzer
+		// creates it (a filter: the CREATE.<stream>.<name>.<filter> form).
+		cons, err := an.js.CreateOrUpdateConsumer(ctxT(t, 2*time.Second), events.StreamStats, analyzerConsumer(analyzerStats))
 		if err != nil {
 			t.Fatalf("analyzer consumes GRAYGATE_STATS: %v", err)
 		}
@@ -332,7 +369,7 @@ func TestShippedNATSPermissions(t *testing.T) {
 
 	t.Run("collector", func(t *testing.T) {
 		for _, stream := range []string{events.StreamEvents, events.StreamStats, events.StreamRollout, events.StreamAnalysis} {
-			cons, err := col.js.CreateOrUpdateConsumer(ctxT(t, 2*time.Second), stream, jetstream.ConsumerConfig{Durable: "collector-test", AckPolicy: jetstream.AckExplicitPolicy})
+			cons, err := col.js.CreateOrUpdateConsumer(ctxT(t, 2*time.Second), stream, collectorConsumer(stream))
 			if err != nil {
 				t.Errorf("collector consumes %s: %v", stream, err)
 				continue
@@ -349,6 +386,180 @@ func TestShippedNATSPermissions(t *testing.T) {
 		for _, subj := range []string{events.RequestSubject(dep), events.StatsSubject(dep), events.AnalysisSubject(dep)} {
 			if _, err := col.js.Publish(ctxT(t, time.Second), subj, []byte("{}")); err == nil {
 				t.Errorf("collector published on %s", subj)
+			}
+		}
+	})
+
+	t.Run("no identity may create or update another's consumer", func(t *testing.T) {
+		// The analyzer's statistics consumer as it runs.
+		stats, err := an.js.CreateOrUpdateConsumer(ctxT(t, 2*time.Second), events.StreamStats, analyzerConsumer(analyzerStats))
+		if err != nil {
+			t.Fatalf("analyzer creates its consumer: %v", err)
+		}
+		want := stats.CachedInfo().Config
+		// The issue's attack: rewrite its filter to a subject nothing
+		// publishes on, so gray failures never reach the gates.
+		silenced := analyzerConsumer(analyzerStats)
+		silenced.FilterSubject = "graygate.stats.nothing-publishes-here"
+		for name, c := range map[string]*conn{"collector": col, "gateway": gw} {
+			if _, err := c.js.CreateOrUpdateConsumer(ctxT(t, time.Second), events.StreamStats, silenced); err == nil {
+				t.Errorf("the %s's identity rewrote the analyzer's statistics consumer", name)
+			}
+			unfiltered := silenced
+			unfiltered.FilterSubject = ""
+			unfiltered.DeliverPolicy = jetstream.DeliverNewPolicy
+			if _, err := c.js.CreateOrUpdateConsumer(ctxT(t, time.Second), events.StreamStats, unfiltered); err == nil {
+				t.Errorf("the %s's identity rewrote the analyzer's statistics consumer (no filter)", name)
+			}
+			// The raw API forms, with the name only in the body.
+			body, _ := json.Marshal(map[string]any{"stream_name": events.StreamStats, "config": map[string]any{
+				"durable_name": analyzerStats, "filter_subject": silenced.FilterSubject, "ack_policy": "all"}})
+			for _, subj := range []string{"$JS.API.CONSUMER.CREATE." + events.StreamStats, "$JS.API.CONSUMER.DURABLE.CREATE." + events.StreamStats + "." + analyzerStats} {
+				if msg, err := c.nc.Request(subj, body, 500*time.Millisecond); err == nil && !strings.Contains(string(msg.Data), `"error"`) {
+					t.Errorf("the %s's identity updated the analyzer's consumer through %s: %s", name, subj, msg.Data)
+				}
+			}
+		}
+		got, err := an.js.Consumer(ctxT(t, 2*time.Second), events.StreamStats, analyzerStats)
+		if err != nil {
+			t.Fatalf("the analyzer's consumer: %v", err)
+		}
+		if cfg := got.CachedInfo().Config; cfg.FilterSubject != want.FilterSubject || cfg.DeliverPolicy != want.DeliverPolicy || cfg.AckPolicy != want.AckPolicy {
+			t.Errorf("the analyzer's consumer is now filter %q deliver %v ack %v; want %q %v %v",
+				cfg.FilterSubject, cfg.DeliverPolicy, cfg.AckPolicy, want.FilterSubject, want.DeliverPolicy, want.AckPolicy)
+		}
+		// Nor the collector's: not by the analyzer, not by the gateway.
+		for name, c := range map[string]*conn{"analyzer": an, "gateway": gw} {
+			for _, stream := range []string{events.StreamEvents, events.StreamStats, events.StreamRollout, events.StreamAnalysis} {
+				cfg := collectorConsumer(stream)
+				cfg.FilterSubject = "graygate.nothing"
+				if _, err := c.js.CreateOrUpdateConsumer(ctxT(t, time.Second), stream, cfg); err == nil {
+					t.Errorf("the %s's identity rewrote the collector's consumer on %s", name, stream)
+				}
+			}
+		}
+		// And no identity may delete, pull from or read another's.
+		for name, c := range map[string]*conn{"collector": col, "gateway": gw} {
+			if err := c.js.DeleteConsumer(ctxT(t, time.Second), events.StreamStats, analyzerStats); err == nil {
+				t.Errorf("the %s's identity deleted the analyzer's consumer", name)
+			}
+			if msg, err := c.nc.Request("$JS.API.CONSUMER.MSG.NEXT."+events.StreamStats+"."+analyzerStats, []byte(`{"batch":1,"no_wait":true}`), 500*time.Millisecond); err == nil {
+				t.Errorf("the %s's identity pulled from the analyzer's consumer: %q %v", name, msg.Data, msg.Header)
+			}
+		}
+	})
+
+	t.Run("no identity reads another's inbox", func(t *testing.T) {
+		// The collector pulls GRAYGATE_EVENTS; its deliveries arrive on
+		// _INBOX_collector.…, which the gateway may not subscribe to —
+		// nor to the shared _INBOX.> of old.
+		before := len(gw.violations())
+		var snooped []string
+		var mu sync.Mutex
+		for _, subj := range []string{"_INBOX.>", "_INBOX_collector.>", "_INBOX_analyzer.>", ">"} {
+			_, err := gw.nc.Subscribe(subj, func(m *nats.Msg) {
+				mu.Lock()
+				snooped = append(snooped, m.Subject)
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = gw.nc.Flush()
+		if err := publish(t, gw, &events.RequestRejected{RequestID: "r-inbox", Route: "m", Code: events.RejectionCode("tool_step_limit_exceeded"), Detail: "x"}, "gateway/test"); err != nil {
+			t.Fatal(err)
+		}
+		cons, err := col.js.CreateOrUpdateConsumer(ctxT(t, 2*time.Second), events.StreamEvents, collectorConsumer(events.StreamEvents))
+		if err != nil {
+			t.Fatalf("collector consumes GRAYGATE_EVENTS: %v", err)
+		}
+		if _, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second)); err != nil {
+			t.Fatalf("collector reads GRAYGATE_EVENTS: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, subj := range snooped {
+			if !strings.HasPrefix(subj, "_INBOX_gateway.") && !strings.HasPrefix(subj, events.SubjectRolloutPrefix) {
+				t.Errorf("the gateway's identity received %s", subj)
+			}
+		}
+		if got := len(gw.violations()) - before; got < 4 {
+			t.Errorf("the server refused %d of the gateway's 4 subscriptions to other inboxes (violations %q)", got, gw.violations())
+		}
+	})
+
+	t.Run("each stream is readable only by its consumers", func(t *testing.T) {
+		readers := map[string][]string{ // stream → identities that read it
+			events.StreamEvents:   {"collector"},
+			events.StreamStats:    {"analyzer", "collector"},
+			events.StreamRollout:  {"gateway", "analyzer", "collector"},
+			events.StreamAnalysis: {"collector"},
+		}
+		for stream, rs := range readers {
+			for name, c := range map[string]*conn{"gateway": gw, "analyzer": an, "collector": col} {
+				if slices.Contains(rs, name) {
+					continue
+				}
+				// Any consumer name, its own service's included.
+				for _, cname := range []string{"snoop", analyzerStats, collectorConsumer(stream).Durable} {
+					if _, err := c.js.CreateConsumer(ctxT(t, 500*time.Millisecond), stream, jetstream.ConsumerConfig{Durable: cname}); err == nil {
+						t.Errorf("the %s's identity created consumer %s on %s", name, cname, stream)
+					}
+				}
+				if _, err := c.js.OrderedConsumer(ctxT(t, 500*time.Millisecond), stream, jetstream.OrderedConsumerConfig{}); err == nil {
+					t.Errorf("the %s's identity created an ordered consumer on %s", name, stream)
+				}
+				for _, subj := range []string{"$JS.API.DIRECT.GET." + stream, "$JS.API.STREAM.MSG.GET." + stream} {
+					if msg, err := c.nc.Request(subj, []byte(`{"seq":1}`), 500*time.Millisecond); err == nil {
+						t.Errorf("the %s's identity read %s through %s: %.80q", name, stream, subj, msg.Data)
+					}
+				}
+			}
+		}
+		// The rollout log's readers other than the collector read it by
+		// direct get, never by a consumer.
+		for name, c := range map[string]*conn{"gateway": gw, "analyzer": an} {
+			if _, err := c.js.OrderedConsumer(ctxT(t, 500*time.Millisecond), events.StreamRollout, jetstream.OrderedConsumerConfig{}); err == nil {
+				t.Errorf("the %s's identity created a consumer on %s", name, events.StreamRollout)
+			}
+		}
+	})
+
+	t.Run("a malformed rollout message freezes nothing", func(t *testing.T) {
+		for name, c := range map[string]*conn{"gateway": gw, "analyzer": an} {
+			before := fold(t, gw, dep)
+			ack, err := c.js.Publish(ctxT(t, time.Second), events.RolloutSubject(dep), []byte(`{"x":1}`))
+			if err != nil {
+				t.Fatalf("the %s's identity stores a message on a rollout subject: %v", name, err)
+			}
+			after := fold(t, gw, dep)
+			want := before
+			want.Revision, want.Note = ack.Sequence, after.Note
+			if after != want || after.Note == "" {
+				t.Errorf("after {\"x\":1} from the %s every gateway serves %+v; want %+v with a note", name, after, want)
+			}
+			// The operator's change (through the gateway) and the
+			// analyzer's rollback are both accepted afterwards.
+			for _, w := range []struct {
+				who string
+				c   *conn
+				ev  *events.RolloutChanged
+			}{
+				{"operator", gw, rollout(dep, 0, events.StatusRolledBack, events.ActorAdmin)},
+				{"analyzer", an, rollout(dep, 0, events.StatusRolledBack, events.ActorAnalyzer)},
+			} {
+				cur := fold(t, gw, dep)
+				w.ev.Revision = cur.Revision
+				seq, _, err := events.Publish(ctxT(t, time.Second), w.c.js, w.who+"/test", w.ev, time.Now(), jetstream.WithExpectLastSequencePerSubject(cur.Revision))
+				if err != nil {
+					t.Errorf("the %s's change after a malformed message from the %s: %v", w.who, name, err)
+					continue
+				}
+				if st := fold(t, gw, dep); st.Revision != seq || st.Note != "" || st.Status != events.StatusRolledBack {
+					t.Errorf("after the %s's change: %+v", w.who, st)
+				}
 			}
 		}
 	})

@@ -36,6 +36,13 @@ func (n *NATS) ConnectOptions() ([]nats.Option, error) {
 	return opts, nil
 }
 
+// InboxPrefix is the prefix of the service's reply subjects:
+// _INBOX_gateway, _INBOX_analyzer, _INBOX_collector (SPEC §11 rev. 3).
+// infra/nats lets each identity subscribe only to its own prefix, so no
+// identity receives replies or deliveries meant for another. Services
+// dial with nats.CustomInboxPrefix(InboxPrefix(service)).
+func InboxPrefix(s Service) string { return "_INBOX_" + s.String() }
+
 // RedactedURL is nats.url without credentials, for logs and errors.
 func (n *NATS) RedactedURL() string { return RedactURL(n.URL) }
 

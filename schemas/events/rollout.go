@@ -121,7 +121,13 @@ type RolloutState struct {
 	// StatusSince is the time of the event that last changed the status
 	// (the first event): an analysis window never reaches back before it.
 	StatusSince time.Time `json:"status_since"`
+	// Note is empty, or why the message at Revision changed nothing (it
+	// did not decode or broke its rules): see Skip.
+	Note string `json:"note"`
 }
+
+// MaxReasonBytes is the most bytes a rollout reason may hold (SPEC §11).
+const MaxReasonBytes = 1024
 
 // Apply folds ev, stored at stream sequence seq with event time at, into
 // s. An event at or below s.Revision is ignored (a redelivery, or an
@@ -141,6 +147,7 @@ func (s *RolloutState) Apply(seq uint64, at time.Time, ev *RolloutChanged) bool 
 	}
 	*s = RolloutState{
 		Deployment:  ev.Deployment,
+		Note:        "",
 		Percentage:  pct,
 		Status:      ev.Status,
 		Revision:    seq,
@@ -156,6 +163,23 @@ func (s *RolloutState) Apply(seq uint64, at time.Time, ev *RolloutChanged) bool 
 	if statusChanged {
 		s.StatusSince = at
 	}
+	return true
+}
+
+// Skip folds a message stored at stream sequence seq on the deployment's
+// rollout subject that is not a valid rollout event (it does not decode,
+// breaks its rules, or names another deployment): the revision the next
+// append expects moves to seq — a writer's expected-last-subject-sequence
+// check counts every message on the subject, so a fold that stayed behind
+// would refuse every later change — and nothing else changes but Note,
+// which says why. Like Apply it ignores seq at or below s.Revision, and
+// reports whether s changed. This is how one malformed message cannot
+// freeze the rollout log (SPEC §11, rev. 3).
+func (s *RolloutState) Skip(seq uint64, note string) bool {
+	if s.Revision > 0 && seq <= s.Revision {
+		return false
+	}
+	s.Revision, s.Note = seq, note
 	return true
 }
 

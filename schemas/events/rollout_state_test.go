@@ -45,3 +45,37 @@ func TestRolloutStateFold(t *testing.T) {
 		t.Errorf("Revision = %d; want 8", s.Revision)
 	}
 }
+
+// TestRolloutStateSkip: a message that is not a rollout event moves the
+// revision a writer must expect, and nothing else; the next valid event
+// folds as usual and clears the note.
+func TestRolloutStateSkip(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	var s RolloutState
+	s.Apply(3, t0, &RolloutChanged{Deployment: "d", Percentage: 50, Status: StatusActive, Actor: ActorAdmin, Reason: "half"})
+	before := s
+	if !s.Skip(4, "not a rollout event: x") {
+		t.Fatal("Skip(4) changed nothing")
+	}
+	want := before
+	want.Revision, want.Note = 4, "not a rollout event: x"
+	if s != want {
+		t.Errorf("after Skip(4): %+v; want %+v", s, want)
+	}
+	if s.Skip(4, "again") || s.Skip(2, "older") || s.Note != "not a rollout event: x" {
+		t.Errorf("Skip of a sequence at or below the revision changed the state: %+v", s)
+	}
+	if !s.Apply(5, t0.Add(time.Minute), &RolloutChanged{Deployment: "d", Percentage: 0, Status: StatusRolledBack, Actor: ActorAnalyzer, Reason: "gate"}) {
+		t.Fatal("Apply(5) after a skip changed nothing")
+	}
+	if s.Revision != 5 || s.Note != "" || s.Status != StatusRolledBack || !s.ActiveSince.Equal(t0) {
+		t.Errorf("after Apply(5): %+v; want revision 5, no note, rolled back, active since %v", s, t0)
+	}
+	// A deployment whose first message is malformed: the revision moves,
+	// the state stays unknown (no status).
+	var fresh RolloutState
+	fresh.Skip(1, "bad")
+	if fresh.Revision != 1 || fresh.Status != "" {
+		t.Errorf("Skip on an empty state: %+v", fresh)
+	}
+}

@@ -58,6 +58,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	}
 	nc, err := nats.Connect(cfg.NATS.URL, append(identity,
 		nats.Name("graygate-analyzer"),
+		nats.CustomInboxPrefix(config.InboxPrefix(config.ForAnalyzer)),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),

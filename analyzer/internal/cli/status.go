@@ -120,6 +120,9 @@ func writeTable(out io.Writer, s *engine.Status) error {
 		return err
 	}
 	for _, d := range s.Deployments {
+		if r := d.Rollout; r != nil && r.Note != "" {
+			fmt.Fprintf(out, "%s: rollout revision %d skipped: %s\n", d.Deployment, r.Revision, r.Note)
+		}
 		if a := d.LastAction; a != nil {
 			line := fmt.Sprintf("%s: last %s at %s", d.Deployment, a.Kind, a.At.UTC().Format(time.RFC3339))
 			if a.Error != "" {

@@ -58,6 +58,12 @@ func TestWriteTable(t *testing.T) {
 			Deployments: []engine.DeploymentStatus{{Evaluation: engine.Evaluation{Deployment: "qwen-32k"}}},
 		}},
 		{"no gray deployment", engine.Status{Ready: true, Source: "analyzer/node-3", WindowSeconds: 300, IntervalSeconds: 5, BucketSeconds: 1}},
+		{"skipped revision", engine.Status{
+			Ready: true, Source: "analyzer/node-4", WindowSeconds: 300, IntervalSeconds: 5, BucketSeconds: 1, MinRequests: 50,
+			Deployments: []engine.DeploymentStatus{{Evaluation: engine.Evaluation{Deployment: "qwen-32k",
+				Rollout: &rollout.State{Status: events.StatusActive, Percentage: 50, Revision: 23,
+					Note: "not a valid rollout event: missing specversion"}}}},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/window"
@@ -67,8 +69,11 @@ func (e *Engine) Consume(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	cons, pending, err := e.createConsumer(ctx)
+	cons, want, pending, err := e.createConsumer(ctx)
 	if err != nil {
+		return err
+	}
+	if err := e.checkConsumer(cons.CachedInfo().Config, want); err != nil {
 		return err
 	}
 	if pending == 0 {
@@ -79,12 +84,44 @@ func (e *Engine) Consume(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", SubjectStats, err)
 	}
 	defer it.Stop()
+	// Read the configuration back now and then: a consumer changed under
+	// the analyzer (its filter, its start) is refused — the iterator stops,
+	// Consume returns, and Run creates it anew as declared.
+	var refused atomic.Pointer[error]
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	defer func() { stopWatch(); <-watched }()
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(e.cfg.ConsumerCheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-watchCtx.Done():
+				return
+			case <-tick.C:
+			}
+			ictx, cancel := context.WithTimeout(watchCtx, 5*time.Second)
+			info, err := cons.Info(ictx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			if err := e.checkConsumer(info.Config, want); err != nil {
+				refused.Store(&err)
+				it.Stop()
+				return
+			}
+		}
+	}()
 	var read int64
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		switch {
 		case ctx.Err() != nil:
 			return nil
+		case refused.Load() != nil:
+			return *refused.Load()
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed), errors.Is(err, jetstream.ErrConsumerDeleted),
 			errors.Is(err, jetstream.ErrConsumerNotFound):
 			// Gone (removed after ConsumerInactiveThreshold while NATS was
@@ -121,24 +158,56 @@ func (e *Engine) Consume(ctx context.Context) error {
 	}
 }
 
-// createConsumer (re)creates the consumer and returns it with the number
-// of messages it has to deliver to catch up.
-func (e *Engine) createConsumer(ctx context.Context) (jetstream.Consumer, uint64, error) {
+// ErrConsumerMismatch: the analyzer's consumer has another filter,
+// deliver policy or ack policy than the analyzer declared (SPEC §11
+// rev. 3); it is not used.
+var ErrConsumerMismatch = errors.New("consumer configured otherwise than declared")
+
+// checkConsumer compares got with the declared configuration: on a
+// difference the analyzer is unready, logs an error, counts it and
+// returns ErrConsumerMismatch; otherwise it clears a previous mismatch.
+func (e *Engine) checkConsumer(got, want jetstream.ConsumerConfig) error {
+	var d []string
+	if got.FilterSubject != want.FilterSubject || !slices.Equal(got.FilterSubjects, want.FilterSubjects) {
+		d = append(d, fmt.Sprintf("filter %q %v, want %q %v", got.FilterSubject, got.FilterSubjects, want.FilterSubject, want.FilterSubjects))
+	}
+	if got.DeliverPolicy != want.DeliverPolicy {
+		d = append(d, fmt.Sprintf("deliver policy %v, want %v", got.DeliverPolicy, want.DeliverPolicy))
+	}
+	if got.AckPolicy != want.AckPolicy {
+		d = append(d, fmt.Sprintf("ack policy %v, want %v", got.AckPolicy, want.AckPolicy))
+	}
+	if len(d) == 0 {
+		e.mismatch.Store(nil)
+		return nil
+	}
+	msg := strings.Join(d, "; ")
+	e.mismatch.Store(&msg)
+	e.m.consumerMismatch.Inc()
+	e.cfg.Logger.Error("refusing a statistics consumer configured otherwise than declared; recreating it",
+		"stream", events.StreamStats, "consumer", e.cfg.Consumer, "differences", d)
+	return fmt.Errorf("%w: %s on %s: %s", ErrConsumerMismatch, e.cfg.Consumer, events.StreamStats, msg)
+}
+
+// createConsumer (re)creates the consumer and returns it with the
+// configuration it was declared with and the number of messages it has to
+// deliver to catch up.
+func (e *Engine) createConsumer(ctx context.Context) (jetstream.Consumer, jetstream.ConsumerConfig, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	stream, err := e.js.Stream(ctx, events.StreamStats)
 	if err != nil {
-		return nil, 0, fmt.Errorf("consume %s: %w", events.StreamStats, err)
+		return nil, jetstream.ConsumerConfig{}, 0, fmt.Errorf("consume %s: %w", events.StreamStats, err)
 	}
 	if err := stream.DeleteConsumer(ctx, e.cfg.Consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, 0, fmt.Errorf("reset consumer %s: %w", e.cfg.Consumer, err)
+		return nil, jetstream.ConsumerConfig{}, 0, fmt.Errorf("reset consumer %s: %w", e.cfg.Consumer, err)
 	}
 	from := e.cfg.Clock().Add(-e.cfg.Analyzer.Window - e.agg.Width())
 	filter := SubjectStats
 	if len(e.cfg.Deployments) == 1 {
 		filter = events.StatsSubject(e.cfg.Deployments[0].Name)
 	}
-	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+	want := jetstream.ConsumerConfig{
 		Durable:           e.cfg.Consumer,
 		Description:       "graygate analyzer: statistics of the analysis window (SPEC §9)",
 		FilterSubject:     filter,
@@ -148,11 +217,12 @@ func (e *Engine) createConsumer(ctx context.Context) (jetstream.Consumer, uint64
 		AckWait:           30 * time.Second,
 		MaxAckPending:     20 * ackEvery,
 		InactiveThreshold: ConsumerInactiveThreshold,
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("create consumer %s: %w", e.cfg.Consumer, err)
 	}
-	return cons, cons.CachedInfo().NumPending, nil
+	cons, err := stream.CreateConsumer(ctx, want)
+	if err != nil {
+		return nil, want, 0, fmt.Errorf("create consumer %s: %w", e.cfg.Consumer, err)
+	}
+	return cons, want, cons.CachedInfo().NumPending, nil
 }
 
 func (e *Engine) replayDone(started time.Time, n int64) {

@@ -60,6 +60,9 @@ type Config struct {
 	// process, removed by the server once the process has been gone for
 	// ConsumerInactiveThreshold.
 	Consumer string
+	// ConsumerCheck is how often the consumer's configuration is read
+	// back and compared with what the analyzer declared; default 5s.
+	ConsumerCheck time.Duration
 	// Evaluate tests one deployment; default gate.ConfigOf(Analyzer,
 	// d.Timeout).Evaluate. Tests inject a deterministic one.
 	Evaluate EvaluateFunc
@@ -92,8 +95,11 @@ type Engine struct {
 	urgentMu sync.Mutex
 	urgent   map[string]bool
 
-	replayed     chan struct{}
-	replayOnce   sync.Once
+	replayed   chan struct{}
+	replayOnce sync.Once
+	// mismatch is how the consumer differs from its declared
+	// configuration; empty when it does not. Ready is false while set.
+	mismatch     atomic.Pointer[string]
 	replayMu     sync.Mutex
 	replayTook   time.Duration
 	replayEvents int64
@@ -122,6 +128,9 @@ type deploymentState struct {
 
 // New returns an engine over js. leader decides whether it may publish.
 func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
+	if cfg.ConsumerCheck <= 0 {
+		cfg.ConsumerCheck = 5 * time.Second
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -279,6 +288,9 @@ func (e *Engine) FollowRollouts(ctx context.Context) error {
 // Ready reports whether the window has been rebuilt and the rollout log
 // read: before that the engine evaluates (for status) but never publishes.
 func (e *Engine) Ready() bool {
+	if m := e.mismatch.Load(); m != nil && *m != "" {
+		return false
+	}
 	select {
 	case <-e.replayed:
 	default:

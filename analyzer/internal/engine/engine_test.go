@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/histogram"
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 var chat = gate.Class{Stream: true, Endpoint: events.EndpointChat}
@@ -679,5 +681,53 @@ func TestConsumerRemovedUnderTheEngine(t *testing.T) {
 	// The replay of the new consumer met the first statistic again.
 	if got := e.Evaluate(context.Background())[0].GrayRequests; got != 7 {
 		t.Errorf("gray attempts = %d; want 7", got)
+	}
+}
+
+// TestConsumerConfigMismatch: the attack — the statistics
+// consumer's filter rewritten to a subject nothing publishes on — is
+// noticed at the next check: the analyzer is unready, counts it, stops
+// using the consumer, and Run's retry creates it anew as declared.
+func TestConsumerConfigMismatch(t *testing.T) {
+	v := newEnv(t)
+	fg := newFakeGates()
+	e := New(Config{Analyzer: exampleAnalyzer(), Deployments: []Deployment{{Name: dep}, {Name: "llama-8k"}},
+		Consumer: "analyzer-mismatch", Clock: v.clk.Now, Evaluate: fg.evaluate, ConsumerCheck: 50 * time.Millisecond}, v.js, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 1)
+	go func() { errs <- e.Consume(ctx) }()
+	defer cancel()
+	<-e.replayed
+	if m := e.mismatch.Load(); m != nil {
+		t.Fatalf("mismatch %q before any change", *m)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	cons, err := v.js.Consumer(cctx, events.StreamStats, "analyzer-mismatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cons.CachedInfo().Config
+	cfg.FilterSubject = "graygate.stats.nothing-publishes-here"
+	if _, err := v.js.UpdateConsumer(cctx, events.StreamStats, cfg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		if !errors.Is(err, ErrConsumerMismatch) {
+			t.Fatalf("Consume returned %v; want ErrConsumerMismatch", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Consume kept using a rewritten consumer")
+	}
+	if e.Ready() || e.m.consumerMismatch.Get() != 1 {
+		t.Errorf("after the rewrite: ready %v, mismatches counted %d; want unready, 1", e.Ready(), e.m.consumerMismatch.Get())
+	}
+	// Run's retry: a new Consume recreates the consumer as declared.
+	go func() { errs <- e.Consume(ctx) }()
+	testenv.WaitFor(t, 5*time.Second, "the consumer recreated", func() bool { return e.mismatch.Load() == nil })
+	cons, err = v.js.Consumer(cctx, events.StreamStats, "analyzer-mismatch")
+	if err != nil || cons.CachedInfo().Config.FilterSubject != SubjectStats {
+		t.Errorf("recreated consumer: %v %+v", err, cons)
 	}
 }

@@ -10,26 +10,30 @@ import (
 
 // Help is the # HELP text of every family the engine registers.
 var Help = map[string]string{
-	"graygate_analyzer_gate_estimate":           "Last point estimate of each gate per deployment and stream class (stream all for a gate over every attempt; ratios as ratios, ttft_p99 in seconds; NaN when there is none).",
-	"graygate_analyzer_gate_bound":              "Last confidence bound of each gate, the value compared with the threshold (NaN until one exists).",
-	"graygate_analyzer_gate_threshold":          "Threshold of each gate: a bound on its bad side fails the gate.",
-	"graygate_analyzer_gate_failing":            "1 while a gate's last verdict is fail, else 0.",
-	"graygate_analyzer_gate_inconclusive":       "1 while a gate's last verdict is inconclusive, else 0.",
-	"graygate_analyzer_window_requests":         "Attempts in the evaluated window per deployment and arm (gray, with shadow, or primary).",
-	"graygate_analyzer_evaluations_total":       "Evaluations per deployment and overall verdict.",
-	"graygate_analyzer_rollbacks_total":         "Rollback events this analyzer stored, per deployment and failing gate.",
-	"graygate_analyzer_promotions_total":        "Promotion events this analyzer stored, per deployment.",
-	"graygate_analyzer_publish_errors_total":    "Events that could not be published, by kind (analysis or rollout).",
-	"graygate_analyzer_events_total":            "Statistics read, by outcome: counted, duplicate, too_old; skipped as bad input: invalid, future, unknown_deployment; ignored (a deployment without gray).",
-	"graygate_analyzer_replay_duration_seconds": "Time it took to rebuild the window from the stream at start.",
-	"graygate_analyzer_lease_held":              "1 while this analyzer holds the lease and may publish, else 0.",
-	"graygate_analyzer_ready":                   "1 once the window is rebuilt and the rollout log read, else 0.",
+	"graygate_analyzer_gate_estimate":                  "Last point estimate of each gate per deployment and stream class (stream all for a gate over every attempt; ratios as ratios, ttft_p99 in seconds; NaN when there is none).",
+	"graygate_analyzer_gate_bound":                     "Last confidence bound of each gate, the value compared with the threshold (NaN until one exists).",
+	"graygate_analyzer_gate_threshold":                 "Threshold of each gate: a bound on its bad side fails the gate.",
+	"graygate_analyzer_gate_failing":                   "1 while a gate's last verdict is fail, else 0.",
+	"graygate_analyzer_gate_inconclusive":              "1 while a gate's last verdict is inconclusive, else 0.",
+	"graygate_analyzer_window_requests":                "Attempts in the evaluated window per deployment and arm (gray, with shadow, or primary).",
+	"graygate_analyzer_evaluations_total":              "Evaluations per deployment and overall verdict.",
+	"graygate_analyzer_rollbacks_total":                "Rollback events this analyzer stored, per deployment and failing gate.",
+	"graygate_analyzer_promotions_total":               "Promotion events this analyzer stored, per deployment.",
+	"graygate_analyzer_publish_errors_total":           "Events that could not be published, by kind (analysis or rollout).",
+	"graygate_analyzer_events_total":                   "Statistics read, by outcome: counted, duplicate, too_old; skipped as bad input: invalid, future, unknown_deployment; ignored (a deployment without gray).",
+	"graygate_analyzer_replay_duration_seconds":        "Time it took to rebuild the window from the stream at start.",
+	"graygate_analyzer_lease_held":                     "1 while this analyzer holds the lease and may publish, else 0.",
+	"graygate_analyzer_ready":                          "1 once the window is rebuilt and the rollout log read, else 0.",
+	"graygate_analyzer_consumer_config_mismatch_total": "Times the analyzer found its statistics consumer configured otherwise than it declared (filter, deliver or ack policy) and refused to use it.",
+	"graygate_rollout_invalid_events_total":            "Messages on rollout subjects that were not valid rollout events: each moved the revision and changed nothing else.",
 }
 
 type engineMetrics struct {
 	set           *metrics.Set
 	replaySeconds *metrics.Gauge
-	outcomes      map[string]*metrics.Counter
+	// consumerMismatch is graygate_analyzer_consumer_config_mismatch_total.
+	consumerMismatch *metrics.Counter
+	outcomes         map[string]*metrics.Counter
 
 	mu sync.Mutex
 	// shown holds, per deployment, the gate series of its last evaluation:
@@ -41,8 +45,10 @@ type engineMetrics struct {
 func newEngineMetrics(set *metrics.Set, e *Engine) *engineMetrics {
 	m := &engineMetrics{set: set, outcomes: map[string]*metrics.Counter{}, shown: map[string]map[string]bool{}}
 	m.replaySeconds = set.GetOrCreateGauge("graygate_analyzer_replay_duration_seconds", nil)
+	m.consumerMismatch = set.GetOrCreateCounter("graygate_analyzer_consumer_config_mismatch_total")
 	set.GetOrCreateGauge("graygate_analyzer_lease_held", func() float64 { return b2f(e.Leading()) })
 	set.GetOrCreateGauge("graygate_analyzer_ready", func() float64 { return b2f(e.Ready()) })
+	e.rollouts.CountInvalidIn(set.GetOrCreateCounter("graygate_rollout_invalid_events_total"))
 	for _, o := range outcomes {
 		m.outcomes[o] = set.GetOrCreateCounter(`graygate_analyzer_events_total{outcome="` + o + `"}`)
 	}

@@ -12,9 +12,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,7 +32,14 @@ type Tracker struct {
 	states map[string]State
 	ready  chan struct{}
 	once   sync.Once
+
+	invalid        atomic.Uint64
+	invalidCounter *metrics.Counter // graygate_rollout_invalid_events_total; nil: none
 }
+
+// CountInvalidIn makes Skip also count in c (graygate_rollout_invalid_events_total).
+// Call it before Follow.
+func (t *Tracker) CountInvalidIn(c *metrics.Counter) { t.invalidCounter = c }
 
 // NewTracker returns an empty Tracker, not ready until Follow has read the
 // log (or MarkReady is called).
@@ -51,6 +61,30 @@ func (t *Tracker) Apply(seq uint64, at time.Time, ev *events.RolloutChanged) (St
 	t.states[ev.Deployment] = s
 	return s, true
 }
+
+// Skip folds a message stored at seq on the deployment's rollout subject
+// that is not a valid rollout event (events.RolloutState.Skip): the
+// revision moves to seq, note says why, nothing else changes. Each
+// message skipped is counted (Invalid). It returns the new state and
+// whether it changed.
+func (t *Tracker) Skip(deployment string, seq uint64, note string) (State, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.states[deployment]
+	s.Deployment = deployment
+	if !s.Skip(seq, note) {
+		return s, false
+	}
+	t.states[deployment] = s
+	t.invalid.Add(1)
+	if t.invalidCounter != nil {
+		t.invalidCounter.Inc()
+	}
+	return s, true
+}
+
+// Invalid returns how many messages Skip has folded.
+func (t *Tracker) Invalid() uint64 { return t.invalid.Load() }
 
 // Get returns a deployment's state; ok is false before its first event.
 func (t *Tracker) Get(deployment string) (State, bool) {
@@ -79,80 +113,131 @@ func (t *Tracker) Ready() <-chan struct{} { return t.ready }
 // MarkReady closes Ready.
 func (t *Tracker) MarkReady() { t.once.Do(func() { close(t.ready) }) }
 
-// Follow reads every retained rollout event (at most 100 per deployment)
-// through an ordered consumer, marks the Tracker ready once it has caught
-// up with the log as it was at the start, and then applies new events as
+// pollEvery is how often the log is read without a bell: it bounds how
+// late a change missed by the subscription (during a reconnect) arrives.
+const pollEvery = time.Second
+
+// bellRetries are the pauses before reading again when a bell found
+// nothing new: the subscription can deliver a message before the stream
+// has stored it.
+var bellRetries = []time.Duration{time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond}
+
+// Follow reads every retained rollout message (at most 100 per
+// deployment) by direct get, marks the Tracker ready once it has caught
+// up with the log as it was at the start, and then folds new messages as
 // they are stored, until ctx ends (it then returns nil). The stream must
 // exist (events.EnsureStreams).
+//
+// It uses no JetStream consumer — an ordered consumer's random name
+// cannot be granted exactly (SPEC §11 rev. 3) — but direct gets by
+// sequence (next on graygate.rollout.>) and a core subscription on
+// graygate.rollout.> that rings a bell when a change is published, with a
+// read every pollEvery besides: reading resumes from the last sequence
+// read, so whatever a reconnect made the bell miss is read all the same.
+// A message that is not a valid rollout event is skipped (Skip): the
+// revision the next append expects moves, nothing else changes.
 func (t *Tracker) Follow(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	bell := make(chan struct{}, 1)
+	sub, err := js.Conn().Subscribe(events.SubjectRolloutAll, func(*nats.Msg) {
+		select {
+		case bell <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("follow %s: subscribe: %w", events.StreamRollout, err)
+	}
+	defer sub.Unsubscribe()
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	stream, err := js.Stream(ictx, events.StreamRollout)
-	var last uint64 // 0: nothing to read
-	if err == nil {
-		var info *jetstream.StreamInfo
-		info, err = stream.Info(ictx)
-		if err == nil && info.State.Msgs > 0 {
-			last = info.State.LastSeq
-		}
-	}
-	var cons jetstream.Consumer
-	if err == nil {
-		cons, err = js.OrderedConsumer(ictx, events.StreamRollout, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{events.SubjectRolloutAll},
-			DeliverPolicy:  jetstream.DeliverAllPolicy,
-		})
-	}
 	cancel()
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.StreamRollout, err)
 	}
-	if last == 0 {
-		t.MarkReady()
+	last := stream.CachedInfo().State.LastSeq // ready once read up to here
+	next := uint64(1)
+	read := func() (int, error) {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		n := 0
+		for {
+			msg, err := stream.GetMsg(rctx, next, jetstream.WithGetMsgSubject(events.SubjectRolloutAll))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return n, nil
+			}
+			if err != nil {
+				return n, fmt.Errorf("read %s from %d: %w", events.StreamRollout, next, err)
+			}
+			t.fold(msg, logger)
+			next = msg.Sequence + 1
+			n++
+		}
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("follow %s: %w", events.StreamRollout, err)
-	}
-	defer it.Stop()
-	var ev events.RolloutChanged
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	rung := false
 	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-			return fmt.Errorf("follow %s: %w", events.StreamRollout, err)
-		case err != nil:
-			// Missed heartbeats while NATS is away: the iterator recovers
-			// by itself once it is back.
-			logger.Warn("rollout follower", "error", err)
+		n, err := read()
+		for i := 0; rung && err == nil && n == 0 && i < len(bellRetries); i++ {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(250 * time.Millisecond):
+			case <-time.After(bellRetries[i]):
 			}
-			continue
+			n, err = read()
 		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			logger.Warn("rollout event without metadata", "subject", msg.Subject(), "error", err)
-			continue
-		}
-		env, err := events.Decode(msg.Data())
-		if err == nil {
-			err = env.Unmarshal(&ev)
-		}
-		if err != nil {
-			logger.Warn("skipping a rollout event that is not valid", "seq", meta.Sequence.Stream, "error", err)
-		} else if s, changed := t.Apply(meta.Sequence.Stream, env.Time, &ev); changed {
-			logger.Debug("rollout state", "deployment", s.Deployment, "status", s.Status,
-				"percentage", s.Percentage, "revision", s.Revision, "actor", s.Actor)
-		}
-		if meta.Sequence.Stream >= last || meta.NumPending == 0 {
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			logger.Warn("rollout follower", "error", err)
+		case next > last:
 			t.MarkReady()
 		}
+		rung = false
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-bell:
+			rung = true
+		case <-tick.C:
+		}
 	}
+}
+
+// fold applies one stored message on a rollout subject.
+func (t *Tracker) fold(msg *jetstream.RawStreamMsg, logger *slog.Logger) {
+	deployment, _ := strings.CutPrefix(msg.Subject, events.SubjectRolloutPrefix)
+	env, v, err := events.DecodeEvent(msg.Data)
+	note := ""
+	ev, ok := v.(*events.RolloutChanged)
+	switch {
+	case err != nil:
+		note = "not a valid rollout event: " + clip(err.Error(), 200)
+	case !ok:
+		note = "not a rollout event: type " + clip(env.Type, 100)
+	case ev.Deployment != deployment:
+		note = "a rollout event of deployment " + clip(ev.Deployment, 100) + " on this deployment's subject"
+	}
+	if note != "" {
+		if _, changed := t.Skip(deployment, msg.Sequence, note); changed {
+			logger.Warn("skipping a message on a rollout subject that is not a valid rollout event",
+				"deployment", deployment, "seq", msg.Sequence, "note", note)
+		}
+		return
+	}
+	if s, changed := t.Apply(msg.Sequence, env.Time, ev); changed {
+		logger.Debug("rollout state", "deployment", s.Deployment, "status", s.Status,
+			"percentage", s.Percentage, "revision", s.Revision, "actor", s.Actor)
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -2,11 +2,13 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 var t0 = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
@@ -153,5 +155,70 @@ func TestStatusSince(t *testing.T) {
 				t.Errorf("StatusSince = %v; want %v", got.StatusSince, t0.Add(tt.want))
 			}
 		})
+	}
+}
+
+// TestFollowSkipsMalformed: a message on a rollout subject that is not a
+// rollout event — stored before Follow starts or after — moves the
+// revision an append must expect and changes nothing else, so the next
+// append (the analyzer's rollback) is accepted and followed at once.
+func TestFollowSkipsMalformed(t *testing.T) {
+	_, js := testenv.NATSServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, first := testenv.Publish(t, js, events.TypeRolloutChanged, change("d", events.StatusActive, 50), t0, "", false)
+	bad, err := js.Publish(ctx, events.RolloutSubject("d"), []byte(`{"x":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker()
+	fctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Follow(fctx, js, nil) }()
+	defer func() { stop(); <-done }()
+	select {
+	case <-tr.Ready():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Follow did not become ready within 5s")
+	}
+	s, _ := tr.Get("d")
+	if s.Revision != bad.Sequence || s.Status != events.StatusActive || s.Percentage != 50 || s.Note == "" || tr.Invalid() != 1 {
+		t.Fatalf("after {\"x\":1} at %d (valid event at %d): %+v, %d invalid; want 50%% active at revision %d with a note, 1 invalid",
+			bad.Sequence, first, s, tr.Invalid(), bad.Sequence)
+	}
+	// A second malformed message, stored while following, then a rollback
+	// appended expecting the revision the tracker holds.
+	bad2, err := js.Publish(ctx, events.RolloutSubject("d"), []byte(`not json`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRevision(t, tr, bad2.Sequence)
+	s, _ = tr.Get("d")
+	env, _ := events.NewEnvelope(events.TypeRolloutChanged, "analyzer/test", change("d", events.StatusRolledBack, 0), time.Now(), "")
+	body, _ := json.Marshal(env)
+	start := time.Now()
+	ack, err := js.Publish(ctx, events.RolloutSubject("d"), body, jetstream.WithExpectLastSequencePerSubject(s.Revision))
+	if err != nil {
+		t.Fatalf("a rollback expecting revision %d after malformed messages: %v", s.Revision, err)
+	}
+	waitRevision(t, tr, ack.Sequence)
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Errorf("the rollback took %v to reach the tracker; want well under 100ms", took)
+	}
+	if s, _ := tr.Get("d"); s.Status != events.StatusRolledBack || s.Note != "" || tr.Invalid() != 2 {
+		t.Errorf("after the rollback: %+v, %d invalid; want rolled_back, no note, 2 invalid", s, tr.Invalid())
+	}
+}
+
+func waitRevision(t *testing.T, tr *Tracker, seq uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if s, _ := tr.Get("d"); s.Revision == seq {
+			return
+		}
+		if time.Now().After(deadline) {
+			s, _ := tr.Get("d")
+			t.Fatalf("revision %d did not arrive within 5s: %+v", seq, s)
+		}
 	}
 }

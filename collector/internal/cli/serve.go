@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +78,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		}
 		nc, err = nats.Connect(cfg.NATS.URL, append(identity,
 			nats.Name("graygate-collector"),
+			nats.CustomInboxPrefix(config.InboxPrefix(config.ForCollector)),
 			nats.RetryOnFailedConnect(true),
 			nats.MaxReconnects(-1),
 			nats.ReconnectWait(time.Second),
@@ -99,6 +103,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		return err
 	}
 	var migrated atomic.Bool
+	var cons atomic.Pointer[consume.Consumer]
 	srv := api.New(reader, api.Options{
 		Mount:        con.Register,
 		Token:        cfg.Collector.APIToken.Reveal(),
@@ -108,6 +113,12 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		Ready: func(ctx context.Context) error {
 			if !migrated.Load() {
 				return errors.New("migrations not applied yet")
+			}
+			if c := cons.Load(); c != nil {
+				if m := c.Mismatched(); len(m) > 0 {
+					streams := slices.Sorted(maps.Keys(m))
+					return fmt.Errorf("consumer of %s configured otherwise than declared (%s): remove it and the collector creates it anew", streams[0], m[streams[0]])
+				}
 			}
 			return pool.Ping(ctx)
 		},
@@ -160,6 +171,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 				Consumer:      consumer,
 				Logger:        log,
 			})
+			cons.Store(c)
 			eg.Go(func() error { return c.Run(ctx) })
 		}
 		return eg.Wait()

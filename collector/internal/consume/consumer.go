@@ -9,6 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -76,6 +80,81 @@ type Consumer struct {
 	store Store
 	cfg   Config
 	log   *slog.Logger
+
+	mu       sync.Mutex
+	declared map[string]jetstream.ConsumerConfig // stream → the configuration its consumer must keep
+	mismatch map[string]string                   // stream → how its consumer differs; absent when it does not
+}
+
+// ErrConsumerMismatch: the collector's consumer of a stream has another
+// filter, deliver policy or ack policy than declared (SPEC §11 rev. 3).
+// Declared is ConsumerConfig for a consumer the collector creates, and
+// for one that existed when it first opened it (created by hand, e.g.
+// delivering only new messages) the configuration it had then. The collector does not use it: whoever
+// changed it could skip or filter away events. An operator removes it
+// (nats consumer rm) and the collector creates it anew.
+var ErrConsumerMismatch = errors.New("consumer configured otherwise than declared")
+
+// ConsumerDiff lists how got differs from want in what the collector
+// relies on: filter subject(s), deliver policy and ack policy.
+func ConsumerDiff(got, want jetstream.ConsumerConfig) []string {
+	var d []string
+	gf, wf := filters(got), filters(want)
+	if !slices.Equal(gf, wf) {
+		d = append(d, fmt.Sprintf("filter %v, want %v", gf, wf))
+	}
+	if got.DeliverPolicy != want.DeliverPolicy {
+		d = append(d, fmt.Sprintf("deliver policy %v, want %v", got.DeliverPolicy, want.DeliverPolicy))
+	}
+	if got.AckPolicy != want.AckPolicy {
+		d = append(d, fmt.Sprintf("ack policy %v, want %v", got.AckPolicy, want.AckPolicy))
+	}
+	return d
+}
+
+func filters(c jetstream.ConsumerConfig) []string {
+	f := slices.Clone(c.FilterSubjects)
+	if c.FilterSubject != "" {
+		f = append(f, c.FilterSubject)
+	}
+	slices.Sort(f)
+	return f
+}
+
+// Mismatched returns, per stream, how its consumer differs from what the
+// collector declared; empty when every consumer in use is as declared.
+// The collector is not ready while it is not empty.
+func (c *Consumer) Mismatched() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.mismatch)
+}
+
+// check compares a consumer's configuration with the declared one; on a
+// difference it records it, logs an error, counts it and returns
+// ErrConsumerMismatch.
+func (c *Consumer) check(stream, suffix string, got jetstream.ConsumerConfig) error {
+	c.mu.Lock()
+	want, ok := c.declared[stream]
+	c.mu.Unlock()
+	if !ok {
+		want = c.ConsumerConfig(suffix)
+	}
+	diffs := ConsumerDiff(got, want)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(diffs) == 0 {
+		delete(c.mismatch, stream)
+		return nil
+	}
+	if c.mismatch == nil {
+		c.mismatch = map[string]string{}
+	}
+	c.mismatch[stream] = strings.Join(diffs, "; ")
+	telemetry.ConsumerConfigMismatch(stream).Inc()
+	c.log.Error("refusing a consumer configured otherwise than declared; remove it (nats consumer rm) and the collector creates it anew",
+		"stream", stream, "consumer", c.ConsumerName(suffix), "differences", diffs)
+	return fmt.Errorf("%w: %s on %s: %s", ErrConsumerMismatch, c.ConsumerName(suffix), stream, strings.Join(diffs, "; "))
 }
 
 // New returns a Consumer; nothing happens until Run.
@@ -172,19 +251,38 @@ func (c *Consumer) retry(ctx context.Context, what string, fn func(context.Conte
 }
 
 // consumer returns the stream's durable consumer, creating it when missing.
-// An existing consumer is used as it is.
+// An existing consumer is used only when its filter, deliver policy and
+// ack policy are the declared ones (ErrConsumerMismatch otherwise).
 func (c *Consumer) consumer(ctx context.Context, stream, suffix string) (jetstream.Consumer, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cons, err := c.js.Consumer(ctx, stream, c.ConsumerName(suffix))
+	created := false
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		cons, err = c.js.CreateConsumer(ctx, stream, c.ConsumerConfig(suffix))
 		if err == nil {
+			created = true
 			c.log.Info("created consumer", "stream", stream, "consumer", c.ConsumerName(suffix))
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %s: %w", c.ConsumerName(suffix), stream, err)
+	}
+	c.mu.Lock()
+	if _, ok := c.declared[stream]; created || !ok {
+		if c.declared == nil {
+			c.declared = map[string]jetstream.ConsumerConfig{}
+		}
+		c.declared[stream] = cons.CachedInfo().Config
+		if !created {
+			cfg := cons.CachedInfo().Config
+			c.log.Info("using an existing consumer", "stream", stream, "consumer", c.ConsumerName(suffix),
+				"filter", filters(cfg), "deliver_policy", cfg.DeliverPolicy.String(), "ack_policy", cfg.AckPolicy.String())
+		}
+	}
+	c.mu.Unlock()
+	if err := c.check(stream, suffix, cons.CachedInfo().Config); err != nil {
+		return nil, err
 	}
 	return cons, nil
 }
@@ -204,16 +302,14 @@ func (c *Consumer) runStream(ctx context.Context, stream, suffix string, watch b
 		}); err != nil {
 			return nil
 		}
-		lagCtx, stopLag := context.WithCancel(ctx)
+		runCtx, stopRun := context.WithCancel(ctx)
 		lagDone := make(chan struct{})
 		go func() {
 			defer close(lagDone)
-			if watch {
-				l.watchLag(lagCtx, cons)
-			}
+			l.watch(runCtx, cons, suffix, watch, stopRun)
 		}()
-		err := l.run(ctx, cons)
-		stopLag()
+		err := l.run(runCtx, cons)
+		stopRun()
 		<-lagDone
 		if err != nil && ctx.Err() == nil {
 			l.log.Warn("consumer interrupted; reopening", "err", err)
@@ -223,9 +319,11 @@ func (c *Consumer) runStream(ctx context.Context, stream, suffix string, watch b
 	return nil
 }
 
-// watchLag publishes the consumer's pending counts every LagInterval until
-// ctx ends.
-func (l *loop) watchLag(ctx context.Context, cons jetstream.Consumer) {
+// watch reads the consumer's info every LagInterval until ctx ends: it
+// checks the configuration (a consumer changed under the collector is
+// refused: stop ends the loop, which reopens it and waits until it is as
+// declared) and, when lag is set, publishes the pending counts.
+func (l *loop) watch(ctx context.Context, cons jetstream.Consumer, suffix string, lag bool, stop context.CancelFunc) {
 	t := time.NewTicker(l.c.cfg.LagInterval)
 	defer t.Stop()
 	for {
@@ -233,8 +331,14 @@ func (l *loop) watchLag(ctx context.Context, cons jetstream.Consumer) {
 		info, err := cons.Info(ictx)
 		cancel()
 		if err == nil {
-			telemetry.ConsumerPending(l.stream).Set(float64(info.NumPending))
-			telemetry.ConsumerAckPending(l.stream).Set(float64(info.NumAckPending))
+			if err := l.c.check(l.stream, suffix, info.Config); err != nil {
+				stop()
+				return
+			}
+			if lag {
+				telemetry.ConsumerPending(l.stream).Set(float64(info.NumPending))
+				telemetry.ConsumerAckPending(l.stream).Set(float64(info.NumAckPending))
+			}
 		}
 		select {
 		case <-ctx.Done():

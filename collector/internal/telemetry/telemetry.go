@@ -17,18 +17,19 @@ func init() { metrics.ExposeMetadata(true) }
 
 // help is the # HELP text of each family.
 var help = map[string]string{
-	"graygate_collector_events_written_total":     "Events stored as new rows, by event type.",
-	"graygate_collector_events_duplicate_total":   "Events skipped because their id was already stored (redeliveries, republished ids), by event type.",
-	"graygate_collector_events_expired_total":     "Events older than collector.retention, acknowledged and not stored, by event type.",
-	"graygate_collector_events_invalid_total":     "Messages that are not valid graygate events, terminated without storing, by stream.",
-	"graygate_collector_write_errors_total":       "Batches whose database transaction failed (their messages are redelivered), by stream.",
-	"graygate_collector_batch_size":               "Events per written batch.",
-	"graygate_collector_batch_duration_seconds":   "Time to write and commit one batch.",
-	"graygate_collector_consumer_pending":         "Messages in the stream not yet delivered to the collector's consumer (lag), by stream.",
-	"graygate_collector_consumer_ack_pending":     "Messages delivered to the collector and not yet acknowledged, by stream.",
-	"graygate_collector_partitions_dropped_total": "Day partitions dropped by retention.",
-	"graygate_collector_events_future_total":      "Events dated more than 5 minutes ahead of the collector's clock, acknowledged and not stored, by event type.",
-	"graygate_collector_dead_letters_total":       "Messages Postgres refused to store (isolated from their batch, kept in dead_letters and acknowledged), by stream.",
+	"graygate_collector_events_written_total":           "Events stored as new rows, by event type.",
+	"graygate_collector_events_duplicate_total":         "Events skipped because their id was already stored (redeliveries, republished ids), by event type.",
+	"graygate_collector_events_expired_total":           "Events older than collector.retention, acknowledged and not stored, by event type.",
+	"graygate_collector_events_invalid_total":           "Messages that are not valid graygate events, terminated without storing, by stream.",
+	"graygate_collector_write_errors_total":             "Batches whose database transaction failed (their messages are redelivered), by stream.",
+	"graygate_collector_batch_size":                     "Events per written batch.",
+	"graygate_collector_batch_duration_seconds":         "Time to write and commit one batch.",
+	"graygate_collector_consumer_config_mismatch_total": "Times the collector found its consumer of a stream configured otherwise than it declared (filter, deliver or ack policy) and refused to use it, by stream.",
+	"graygate_collector_consumer_pending":               "Messages in the stream not yet delivered to the collector's consumer (lag), by stream.",
+	"graygate_collector_consumer_ack_pending":           "Messages delivered to the collector and not yet acknowledged, by stream.",
+	"graygate_collector_partitions_dropped_total":       "Day partitions dropped by retention.",
+	"graygate_collector_events_future_total":            "Events dated more than 5 minutes ahead of the collector's clock, acknowledged and not stored, by event type.",
+	"graygate_collector_dead_letters_total":             "Messages Postgres refused to store (isolated from their batch, kept in dead_letters and acknowledged), by stream.",
 }
 
 // EventsWritten counts new rows of an event type.
@@ -80,6 +81,12 @@ var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 // BatchDuration observes the time to write and commit a batch.
 func BatchDuration() *metrics.PrometheusHistogram {
 	return metrics.GetOrCreatePrometheusHistogramExt(`graygate_collector_batch_duration_seconds`, durationBuckets)
+}
+
+// ConsumerConfigMismatch counts the times a stream's consumer was found
+// configured otherwise than the collector declared it.
+func ConsumerConfigMismatch(stream string) *metrics.Counter {
+	return metrics.GetOrCreateCounter(`graygate_collector_consumer_config_mismatch_total{stream="` + stream + `"}`)
 }
 
 // ConsumerPending is the undelivered messages (lag) of a stream's consumer.

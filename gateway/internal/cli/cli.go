@@ -20,6 +20,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/spool"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -132,6 +133,7 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
+	identity = append(identity, nats.CustomInboxPrefix(config.InboxPrefix(config.ForGateway)))
 	nc, err := publish.Connect(cfg.NATS.URL, "graygate-gateway "+host, log, identity...)
 	if err != nil {
 		return err

@@ -25,6 +25,9 @@ type rolloutEntry struct {
 	Reason     string  `json:"reason"`
 	Actor      string  `json:"actor"`
 	UpdatedAt  string  `json:"updated_at"`
+	// Note is empty, or why the message at Revision changed nothing (it
+	// was not a valid rollout event; SPEC §11 rev. 3).
+	Note string `json:"note"`
 	// Known is false while the gateway cannot vouch for the state (the
 	// event log is not read yet, or cut off): it then serves primary only.
 	Known bool `json:"known"`
@@ -38,7 +41,7 @@ func (s *Server) listRollouts(c *fiber.Ctx) error {
 	for _, st := range s.rollouts.All() {
 		e := rolloutEntry{
 			Deployment: st.Deployment, Percentage: st.Percentage, Status: string(st.Status),
-			Revision: st.Revision, Reason: st.Reason, Actor: string(st.Actor), Known: st.Known,
+			Revision: st.Revision, Reason: st.Reason, Actor: string(st.Actor), Note: st.Note, Known: st.Known,
 		}
 		if !st.UpdatedAt.IsZero() {
 			e.UpdatedAt = st.UpdatedAt.UTC().Format(time.RFC3339Nano)

@@ -348,6 +348,34 @@ func TestRolloutsAdmin(t *testing.T) {
 	if len(out.Rollouts) != 1 || out.Rollouts[0].Percentage != 2.5 || out.Rollouts[0].Status != "active" || out.Rollouts[0].Actor != "config" {
 		t.Errorf("rollouts = %+v", out.Rollouts)
 	}
+
+	// Every entry carries its note (empty: the last revision was a valid event).
+	req, _ = http.NewRequest(http.MethodGet, g.admin+"/admin/rollouts", nil)
+	req.Header.Set("Authorization", "Bearer admin-secret")
+	resp2, err := http.DefaultClient.Do(req)
+	testenv.Must(t, err)
+	raw, _ := io.ReadAll(resp2.Body)
+	resp2.Body.Close()
+	if !strings.Contains(string(raw), `"note":""`) {
+		t.Errorf("GET /admin/rollouts = %s; want each entry with its note", raw)
+	}
+
+	// A reason is at most 1 KiB: one byte more is a 400 naming the field.
+	for _, c := range []struct {
+		n      int
+		status int
+	}{{events.MaxReasonBytes, 200}, {events.MaxReasonBytes + 1, 400}, {1100 << 10, 400}} {
+		body := `{"percentage": 3, "reason": "` + strings.Repeat("r", c.n) + `"}`
+		req, _ := http.NewRequest(http.MethodPut, g.admin+"/admin/rollouts/"+out.Rollouts[0].Deployment, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer admin-secret")
+		resp, err := http.DefaultClient.Do(req)
+		testenv.Must(t, err)
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || (c.status == 400 && (!strings.Contains(string(msg), "reason") || !strings.Contains(string(msg), "bad_request"))) {
+			t.Errorf("PUT with a %d-byte reason: %d %.200s; want %d (naming the reason)", c.n, resp.StatusCode, msg, c.status)
+		}
+	}
 }
 
 func TestMeasuresAndToolSteps(t *testing.T) {

@@ -61,10 +61,18 @@ func (s *Server) putRollout(c *fiber.Ctx) error {
 	if err := dec.Decode(&ch); err != nil {
 		return badRequest("rollout change: %s", clip(err.Error(), 200))
 	}
+	if len(ch.Reason) > events.MaxReasonBytes {
+		return badRequest("reason is %d bytes; at most %d", len(ch.Reason), events.MaxReasonBytes)
+	}
 	if ch.Percentage == nil && ch.Status == nil {
 		return badRequest("rollout change needs \"percentage\", \"status\" or both")
 	}
 	status := cur.Status
+	if status == "" {
+		// The log holds no valid event for the deployment yet (only
+		// messages that were skipped): a percentage alone activates it.
+		status = rollout.Active
+	}
 	if ch.Status != nil {
 		status = rollout.Status(*ch.Status)
 		if !status.Valid() {

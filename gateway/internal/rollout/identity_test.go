@@ -21,6 +21,7 @@ import (
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestGatewayOnTheShippedNATS runs the gateway's rollout log with its own
@@ -58,7 +59,9 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
+		svc := map[string]config.Service{"gateway": config.ForGateway, "analyzer": config.ForAnalyzer, "collector": config.ForCollector}[user]
 		return nats.Connect(url, append(o, nats.Timeout(3*time.Second), nats.MaxReconnects(0),
+			nats.CustomInboxPrefix(config.InboxPrefix(svc)),
 			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
 	}
 	if nc, err := nats.Connect(url, nats.RootCAs(ca), nats.MaxReconnects(0)); err == nil {
@@ -109,6 +112,81 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 	if s := table.Get("qwen"); s.Status != RolledBack || s.Revision != rev {
 		t.Errorf("after a raw PUB from an identity without the permission the gateway serves %+v; want the rollback at revision %d", s.RolloutState, rev)
 	}
+
+	// A malformed message from either identity that may write rollout
+	// subjects moves the revision, changes nothing else, and the next
+	// append (the operator's, the analyzer's) succeeds (SPEC §11 rev. 3).
+	an, err := connect("analyzer", passwords["ANALYZER"])
+	if err != nil {
+		t.Fatalf("the analyzer's identity: %v", err)
+	}
+	defer an.Close()
+	for _, w := range []struct {
+		name string
+		nc   *nats.Conn
+	}{{"gateway", nc}, {"analyzer", an}} {
+		invalidBefore := invalidEvents.Get()
+		before := table.Get("qwen").RolloutState
+		pub, _ := jetstreamFor(t, w.nc).Publish(actx, events.RolloutSubject("qwen"), []byte(`{"x":1}`))
+		if pub == nil {
+			t.Fatalf("the %s's identity could not store a malformed rollout message", w.name)
+		}
+		waitUntil(t, "the skipped message", func() bool { return table.Get("qwen").Revision == pub.Sequence })
+		got := table.Get("qwen").RolloutState
+		want := before
+		want.Revision = pub.Sequence
+		want.Note = got.Note
+		if got != want || got.Note == "" {
+			t.Errorf("after {\"x\":1} from the %s the gateway serves %+v; want %+v with a note", w.name, got, want)
+		}
+		if n := invalidEvents.Get(); n != invalidBefore+1 {
+			t.Errorf("graygate_rollout_invalid_events_total went from %d to %d; want one more", invalidBefore, n)
+		}
+		// The next change is accepted, and reaches the gateway at once.
+		start := time.Now()
+		rev, err = l.Append(actx, &events.RolloutChanged{Deployment: "qwen", Percentage: 20, Status: events.StatusActive,
+			Reason: "after " + w.name, Actor: events.ActorAdmin}, table.Get("qwen").Revision)
+		if err != nil {
+			t.Fatalf("append after a malformed message from the %s: %v", w.name, err)
+		}
+		waitUntil(t, "the change after the malformed message", func() bool { return table.Get("qwen").Revision == rev })
+		if took := time.Since(start); took > 100*time.Millisecond {
+			t.Errorf("the change took %v to reach the gateway; want well under 100ms", took)
+		}
+		if s := table.Get("qwen"); s.Percentage != 20 || s.Note != "" {
+			t.Errorf("after the change the gateway serves %+v", s.RolloutState)
+		}
+	}
+
+	// A restarted gateway whose deployment's last message is malformed
+	// folds the retained log: the state of the last valid event, the note
+	// of the skipped one.
+	pub, err := jetstreamFor(t, an).Publish(actx, events.RolloutSubject("qwen"), []byte(`not json`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table2 := NewTable([]string{"qwen"})
+	l2, err := NewLog(nc, table2, map[string]float64{"qwen": 5}, 1, time.Minute, "gateway/test2", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan error, 1)
+	go func() { done2 <- l2.Run(ctx2) }()
+	defer func() { cancel2(); <-done2 }()
+	waitUntil(t, "the restarted gateway's state", func() bool { return l2.Fresh() && table2.Get("qwen").Known })
+	if s := table2.Get("qwen"); s.Revision != pub.Sequence || s.Percentage != 20 || s.Status != Active || s.Note == "" {
+		t.Errorf("a restarted gateway serves %+v; want 20%% active at revision %d with a note", s.RolloutState, pub.Sequence)
+	}
+}
+
+func jetstreamFor(t *testing.T, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 func waitUntil(t *testing.T, what string, f func() bool) {

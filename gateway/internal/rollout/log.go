@@ -6,22 +6,32 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Log makes the event log (the GRAYGATE_ROLLOUT stream) the owner of a
-// Table: each deployment's state is the fold of its rollout.changed events.
-// At start it reads the last event of every deployment — appending the
-// config's percentage (actor config) for a deployment that has none — and
-// then follows new events as they are stored, swapping the table's
-// snapshot on each. Until it has read the log, and whenever it has been
-// cut off from NATS for longer than staleAfter, the table is unknown
-// (primary only).
+// Table: each deployment's state is the fold of the messages on its
+// rollout subject. At start it reads the last event of every deployment —
+// appending the config's percentage (actor config) for a deployment that
+// has none — and then follows new messages as they are stored, swapping
+// the table's snapshot on each. Until it has read the log, and whenever it
+// has been cut off from it for longer than staleAfter, the table is
+// unknown (primary only).
+//
+// It reads with direct gets (by sequence, next on graygate.rollout.>) and
+// a core subscription on graygate.rollout.> that rings a bell when a
+// change is published: no JetStream consumer, so the gateway's NATS
+// identity needs no consumer grant, and none it could use on another
+// identity's consumer (SPEC §11, rev. 3). Whatever the bell misses (a
+// reconnect, a slow subscriber) the next periodic read finds, because
+// reading resumes from the last sequence read, not from what was rung.
 type Log struct {
 	nc         *nats.Conn
 	js         jetstream.JetStream
@@ -33,7 +43,25 @@ type Log struct {
 	log        *slog.Logger
 
 	fresh atomic.Bool // the table reflects the log
+
+	// Owned by Run's goroutine.
+	stream jetstream.Stream
+	next   uint64 // the stream sequence read next
 }
+
+// invalidEvents is graygate_rollout_invalid_events_total (its help text is
+// telemetry's): messages on rollout subjects that were not valid rollout
+// events, skipped by the fold (SPEC §11 rev. 3).
+var invalidEvents = metrics.GetOrCreateCounter("graygate_rollout_invalid_events_total")
+
+// pollEvery is how often the log is read without a bell: it bounds how
+// late a change missed by the subscription (during a reconnect) arrives.
+const pollEvery = time.Second
+
+// bellRetries are the pauses before reading again when a bell found
+// nothing new: the subscription can deliver a message before the stream
+// has stored it.
+var bellRetries = []time.Duration{time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond}
 
 // NewLog returns a Log over nc for the deployments of table; seeds holds
 // the config's percentage of each, appended only when the log has none.
@@ -54,25 +82,33 @@ func (l *Log) Fresh() bool { return l.fresh.Load() }
 // Run reads and follows the log until ctx is done. Connection trouble is
 // not an error: Run retries, marking the table unknown after staleAfter.
 func (l *Log) Run(ctx context.Context) error {
+	bell := make(chan struct{}, 1)
+	sub, err := l.nc.Subscribe(events.SubjectRolloutAll, func(*nats.Msg) {
+		select {
+		case bell <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe to %s: %w", events.SubjectRolloutAll, err)
+	}
+	defer sub.Unsubscribe()
 	lastContact := time.Now()
 	for ctx.Err() == nil {
-		cc, err := l.sync(ctx)
-		if err != nil {
+		if err := l.sync(ctx); err != nil {
 			l.log.Warn("rollout log unavailable", "err", err)
 			l.waitStale(ctx, lastContact, time.Second)
 			continue
 		}
-		lastContact = l.follow(ctx, cc)
-		cc.Stop()
+		lastContact = l.follow(ctx, bell)
 	}
 	return nil
 }
 
 // waitStale sleeps d, and forgets the table once contact is staleAfter old.
 func (l *Log) waitStale(ctx context.Context, lastContact time.Time, d time.Duration) {
-	if time.Since(lastContact) > l.staleAfter && l.fresh.Swap(false) {
-		l.log.Warn("cut off from the rollout log: serving primary only", "after", l.staleAfter)
-		l.table.Forget()
+	if time.Since(lastContact) > l.staleAfter {
+		l.forget()
 	}
 	select {
 	case <-ctx.Done():
@@ -80,61 +116,118 @@ func (l *Log) waitStale(ctx context.Context, lastContact time.Time, d time.Durat
 	}
 }
 
-// sync reads the current state of every deployment and starts a consumer
-// on everything stored after it.
-func (l *Log) sync(ctx context.Context) (jetstream.ConsumeContext, error) {
+func (l *Log) forget() {
+	if l.fresh.Swap(false) {
+		l.log.Warn("cut off from the rollout log: serving primary only", "after", l.staleAfter)
+		l.table.Forget()
+	}
+}
+
+// sync reads the current state of every deployment, then everything
+// stored after it.
+func (l *Log) sync(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := events.EnsureStreams(cctx, l.js, l.replicas, l.log); err != nil {
-		return nil, err
+		return err
 	}
 	stream, err := l.js.Stream(cctx, events.StreamRollout)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	info, err := stream.Info(cctx)
-	if err != nil {
-		return nil, err
-	}
-	after := info.State.LastSeq
+	after := stream.CachedInfo().State.LastSeq
 	for _, st := range l.table.All() {
-		msg, err := stream.GetLastMsgForSubject(cctx, events.RolloutSubject(st.Deployment))
+		subject := events.RolloutSubject(st.Deployment)
+		msg, err := stream.GetLastMsgForSubject(cctx, subject)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			if err := l.seed(cctx, st.Deployment); err != nil {
-				return nil, err
+				return err
 			}
-			continue // the seed arrives through the consumer
+			continue // the seed is read below
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if msg.Sequence > after {
-			continue // stored after Info: the consumer delivers it
+			continue // stored after Info: read below
 		}
-		l.apply(msg.Data, msg.Sequence)
-	}
-	cons, err := stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.SubjectRolloutAll},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    after + 1,
-	})
-	if err != nil {
-		return nil, err
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		md, err := m.Metadata()
+		if cur := l.table.Get(st.Deployment); cur.Known && cur.Revision >= msg.Sequence {
+			continue // nothing new since the last read
+		}
+		if _, note := decodeRollout(st.Deployment, msg.Data); note == "" {
+			l.table.Set(FromFold(foldOne(st.Deployment, msg)))
+			continue
+		}
+		// The last message is not a rollout event: the state is that of
+		// the last one that is, so fold the deployment's retained log.
+		fold, err := l.foldSubject(cctx, stream, subject, msg.Sequence)
 		if err != nil {
-			return
+			return err
 		}
-		l.apply(m.Data(), md.Sequence.Stream)
-	})
-	if err != nil {
-		return nil, err
+		l.table.Set(FromFold(fold))
+	}
+	l.stream, l.next = stream, after+1
+	if _, err := l.catchUp(cctx); err != nil {
+		return err
 	}
 	if !l.fresh.Swap(true) {
 		l.log.Info("rollout state read from the event log", "deployments", len(l.table.All()))
 	}
-	return cc, nil
+	return nil
+}
+
+// foldOne folds a deployment's last message alone.
+func foldOne(deployment string, msg *jetstream.RawStreamMsg) events.RolloutState {
+	fold := events.RolloutState{Deployment: deployment}
+	if ev, note := decodeRollout(deployment, msg.Data); note != "" {
+		fold.Skip(msg.Sequence, note)
+	} else {
+		fold.Apply(msg.Sequence, evTime(msg.Data), ev)
+	}
+	return fold
+}
+
+// foldSubject folds every retained message on subject up to sequence last.
+func (l *Log) foldSubject(ctx context.Context, stream jetstream.Stream, subject string, last uint64) (events.RolloutState, error) {
+	deployment := strings.TrimPrefix(subject, events.SubjectRolloutPrefix)
+	fold := events.RolloutState{Deployment: deployment}
+	for seq := uint64(1); seq <= last; {
+		msg, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return fold, fmt.Errorf("read %s from %d: %w", subject, seq, err)
+		}
+		if msg.Sequence > last {
+			break
+		}
+		if ev, note := decodeRollout(deployment, msg.Data); note != "" {
+			fold.Skip(msg.Sequence, note)
+		} else {
+			fold.Apply(msg.Sequence, evTime(msg.Data), ev)
+		}
+		seq = msg.Sequence + 1
+	}
+	return fold, nil
+}
+
+// catchUp folds every message stored from l.next on, and returns how many
+// it read. It blocks for one direct get per message plus one.
+func (l *Log) catchUp(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		msg, err := l.stream.GetMsg(ctx, l.next, jetstream.WithGetMsgSubject(events.SubjectRolloutAll))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("read %s from %d: %w", events.StreamRollout, l.next, err)
+		}
+		l.apply(msg.Subject, msg.Data, msg.Sequence)
+		l.next = msg.Sequence + 1
+		n++
+	}
 }
 
 // seed appends the config's percentage for a deployment the log does not
@@ -146,62 +239,115 @@ func (l *Log) seed(ctx context.Context, deployment string) error {
 	}
 	_, err := Append(ctx, l.js, l.source, ev, 0)
 	if errors.Is(err, ErrRevisionConflict) {
-		return nil // another replica seeded it; the consumer delivers it
+		return nil // another replica seeded it; it is read with the rest
 	}
 	return err
 }
 
-// follow waits while the connection is healthy; it returns when the
-// connection has been lost for staleAfter or ctx is done, with the time of
-// last contact.
-func (l *Log) follow(ctx context.Context, cc jetstream.ConsumeContext) time.Time {
+// follow reads new messages when the bell rings and every pollEvery, until
+// ctx is done or the log has not been read for staleAfter (the table is
+// then forgotten); it returns the time of the last successful read.
+func (l *Log) follow(ctx context.Context, bell <-chan struct{}) time.Time {
 	last := time.Now()
-	tick := time.NewTicker(250 * time.Millisecond)
+	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
+		rung := false
 		select {
 		case <-ctx.Done():
 			return last
+		case <-bell:
+			rung = true
 		case <-tick.C:
 		}
-		if l.nc.IsConnected() {
+		n, err := l.read(ctx)
+		for i := 0; rung && err == nil && n == 0 && i < len(bellRetries); i++ {
+			select {
+			case <-ctx.Done():
+				return last
+			case <-time.After(bellRetries[i]):
+			}
+			n, err = l.read(ctx)
+		}
+		if err == nil {
 			last = time.Now()
 			continue
 		}
+		l.log.Debug("reading the rollout log", "err", err)
 		if time.Since(last) > l.staleAfter {
-			if l.fresh.Swap(false) {
-				l.log.Warn("cut off from the rollout log: serving primary only", "after", l.staleAfter)
-				l.table.Forget()
-			}
+			l.forget()
 			return last
 		}
 	}
 }
 
-// apply folds one stored rollout event into the table.
-func (l *Log) apply(data []byte, seq uint64) {
+func (l *Log) read(ctx context.Context) (int, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return l.catchUp(cctx)
+}
+
+// decodeRollout returns the rollout event in data, or why data is not one
+// of deployment's: it does not decode, breaks its rules, is another type,
+// or names another deployment.
+func decodeRollout(deployment string, data []byte) (*events.RolloutChanged, string) {
+	_, v, err := events.DecodeEvent(data)
+	if err != nil {
+		return nil, "not a valid rollout event: " + clip(err.Error(), 200)
+	}
+	ev, ok := v.(*events.RolloutChanged)
+	switch {
+	case !ok:
+		return nil, "not a rollout event: type " + clip(v.EventType(), 100)
+	case ev.Deployment != deployment:
+		return nil, "a rollout event of deployment " + clip(ev.Deployment, 100) + " on this deployment's subject"
+	}
+	return ev, ""
+}
+
+// evTime is the event time of a message decodeRollout accepted.
+func evTime(data []byte) time.Time {
 	env, err := events.Decode(data)
 	if err != nil {
-		l.log.Warn("skipping an undecodable rollout event", "seq", seq, "err", err)
-		return
+		return time.Time{}
 	}
-	var ev events.RolloutChanged
-	if err := env.Unmarshal(&ev); err != nil {
-		l.log.Warn("skipping an invalid rollout event", "seq", seq, "err", err)
-		return
+	return env.Time
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	cur := l.table.Get(ev.Deployment)
+	return s[:n] + "…"
+}
+
+// apply folds one stored message on subject into the table: a rollout
+// event is applied, anything else skipped (the revision moves, a note
+// says why; SPEC §11 rev. 3).
+func (l *Log) apply(subject string, data []byte, seq uint64) {
+	deployment, _ := strings.CutPrefix(subject, events.SubjectRolloutPrefix)
+	cur := l.table.Get(deployment)
 	if cur == nil {
 		return // a deployment this gateway does not serve
 	}
 	fold := cur.RolloutState
-	if cur.Known && !fold.Apply(seq, env.Time, &ev) {
-		return // already applied (read at start, then delivered)
-	}
 	if !cur.Known {
 		// The state seen before the log was (re)read is not a fold of it.
-		fold = events.RolloutState{}
-		fold.Apply(seq, env.Time, &ev)
+		fold = events.RolloutState{Deployment: deployment}
+	}
+	ev, note := decodeRollout(deployment, data)
+	var changed bool
+	if note != "" {
+		if changed = fold.Skip(seq, note); changed {
+			invalidEvents.Inc()
+			l.log.Warn("skipping a message on a rollout subject that is not a valid rollout event",
+				"deployment", deployment, "seq", seq, "note", note)
+		}
+	} else {
+		changed = fold.Apply(seq, evTime(data), ev)
+	}
+	if !changed && cur.Known {
+		return // already applied (read at start, then again)
 	}
 	l.table.Set(FromFold(fold))
 }

@@ -30,6 +30,7 @@ var help = map[string]string{
 	"graygate_sampling_contract_rejections_total": "Violated governed parameters in rejected requests, by parameter.",
 	"graygate_upstream_errors_total":              "Primary upstream failures by deployment and kind.",
 	"graygate_process_start_time_seconds_gateway": "Unix time the gateway started.",
+	"graygate_rollout_invalid_events_total":       "Messages on rollout subjects that were not valid rollout events: each moved the revision and changed nothing else.",
 }
 
 // SetHelp adds # HELP text for a family defined elsewhere.
