@@ -28,8 +28,9 @@ const Quantile = 0.99
 // MinTokenSamples is the number of answers each arm needs before the token
 // inflation bound is used: from there the coverage test
 // (TestMeanRatioCoverage) shows the asymptotic bound holds for lognormal
-// token counts with σ 0.8.
-const MinTokenSamples = 50
+// token counts with σ up to 1.5, capped or not, with equal arms or
+// primary at 19× gray (at 50, σ 1.5 with equal arms missed 3× a).
+const MinTokenSamples = 200
 
 // testsPerLook is the number of tests one evaluation can fail with spent
 // error: token inflation, gray errors, TTFT p99, TTFT p99 ratio, latency
