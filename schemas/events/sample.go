@@ -140,6 +140,20 @@ func (s *SampleMalformed) RawPayload() ([]byte, error) {
 	return []byte(s.Payload), nil
 }
 
+// RawPrimaryPayload returns primary's payload bytes as they were kept
+// (schema_violation_both): PrimaryPayload's bytes, or
+// PrimaryPayloadBase64 decoded.
+func (s *SampleMalformed) RawPrimaryPayload() ([]byte, error) {
+	if s.PrimaryPayloadBase64 != "" {
+		b, err := base64.StdEncoding.DecodeString(s.PrimaryPayloadBase64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: primary_payload_base64: %v", ErrInvalidData, err)
+		}
+		return b, nil
+	}
+	return []byte(s.PrimaryPayload), nil
+}
+
 // Check reports every rule s breaks: empty request id or upstream model, a
 // deployment that is not a subject token, an arm other than gray or shadow,
 // an unknown reason, both payload fields set, bad base64, more payload than
