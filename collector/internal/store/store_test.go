@@ -177,7 +177,7 @@ func TestWriteEveryField(t *testing.T) {
 					"payload_bytes": 12.0, "prompt_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 					"latency_ms": 812.5, "outcome": "schema_violation_both",
 					"primary_validation_errors": []any{map[string]any{"field": "(finish_reason)", "description": "primary's answer was cut by the client's token limit"}},
-					"primary_payload": `\x5375726521`, "primary_payload_base64": false, "primary_payload_truncated": true,
+					"primary_payload":           `\x5375726521`, "primary_payload_base64": false, "primary_payload_truncated": true,
 					"primary_payload_bytes": 9.0})},
 				{"samples", 4, with(common(4), map[string]any{"request_id": "smp-qwen-32k-5", "deployment": "qwen-32k",
 					"arm": "shadow", "upstream_model": "qwen2.5-32b-v2", "reason": "invalid_json", "status": 200.0,
