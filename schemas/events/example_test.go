@@ -29,6 +29,9 @@ func full() []events.Data {
 		LatencyMillis: 812.5,
 	}
 	sample.SetPayload([]byte(`{"actoin":"search","args":{"limit":"ten"}}`), 0)
+	sample.Outcome = events.OutcomeSchemaViolationBoth
+	sample.PrimaryValidationErrors = []events.ValidationError{{Field: "(root)", Description: "action is required"}}
+	sample.SetPrimaryPayload([]byte(`Sure! Here is what I found.`), 0)
 	return []events.Data{
 		&events.RequestCompleted{
 			RequestID:        "req-1",

@@ -48,6 +48,24 @@ type SampleMalformed struct {
 	ArmPromptHash    string `json:"arm_prompt_hash"`
 	// LatencyMillis is the gray attempt's duration.
 	LatencyMillis float64 `json:"latency_ms"`
+
+	// Outcome (rev. 3) is how the failed attempt counts in the per-arm
+	// statistics: a contract failure is OutcomeSchemaViolation or
+	// OutcomeInvalidJSON when primary's answer to the same request passed
+	// (or failed some other way), OutcomeSchemaViolationBoth when
+	// primary's answer broke the contract too or was cut by the client's
+	// token limit (SPEC §6.2). "" from gateways before rev. 3.
+	Outcome Outcome `json:"outcome,omitempty"`
+	// PrimaryValidationErrors, PrimaryPayload or PrimaryPayloadBase64,
+	// PrimaryPayloadTruncated and PrimaryPayloadBytes (rev. 3) are, for
+	// OutcomeSchemaViolationBoth only, primary's answer to the same
+	// request and why it broke the contract (or was cut), with the
+	// payload's rules (SetPrimaryPayload).
+	PrimaryValidationErrors []ValidationError `json:"primary_validation_errors,omitempty"`
+	PrimaryPayload          string            `json:"primary_payload,omitempty"`
+	PrimaryPayloadBase64    string            `json:"primary_payload_base64,omitempty"`
+	PrimaryPayloadTruncated bool              `json:"primary_payload_truncated,omitempty"`
+	PrimaryPayloadBytes     int64             `json:"primary_payload_bytes,omitempty"`
 }
 
 // ValidationError is one reason a payload failed: the JSON path of the field
@@ -73,12 +91,24 @@ func (s *SampleMalformed) Subject() string { return SampleSubject(s.Deployment) 
 // characters take six bytes each), so a publisher keeps max well under the
 // NATS max payload (1 MiB by default); base64 grows by a third.
 func (s *SampleMalformed) SetPayload(raw []byte, max int) {
+	s.Payload, s.PayloadBase64, s.PayloadTruncated = fitPayload(raw, max)
 	s.PayloadBytes = int64(len(raw))
-	s.PayloadTruncated = false
+}
+
+// SetPrimaryPayload stores raw as primary's answer of a
+// schema_violation_both sample, by SetPayload's rules.
+func (s *SampleMalformed) SetPrimaryPayload(raw []byte, max int) {
+	s.PrimaryPayload, s.PrimaryPayloadBase64, s.PrimaryPayloadTruncated = fitPayload(raw, max)
+	s.PrimaryPayloadBytes = int64(len(raw))
+}
+
+// fitPayload cuts raw at max bytes (when max > 0) and returns it as text
+// when valid UTF-8, else as base64 (see SetPayload).
+func fitPayload(raw []byte, max int) (text, b64 string, truncated bool) {
 	kept := raw
 	if max > 0 && len(raw) > max {
 		kept = raw[:max]
-		s.PayloadTruncated = true
+		truncated = true
 		// A cut inside a character leaves up to three bytes of it: drop them
 		// when that makes the kept bytes valid text.
 		for j := 1; j < utf8.UTFMax && j < len(kept) && !utf8.Valid(kept); j++ {
@@ -87,14 +117,14 @@ func (s *SampleMalformed) SetPayload(raw []byte, max int) {
 			}
 		}
 	}
-	s.Payload, s.PayloadBase64 = "", ""
 	switch {
 	case len(kept) == 0:
 	case utf8.Valid(kept):
-		s.Payload = string(kept)
+		text = string(kept)
 	default:
-		s.PayloadBase64 = base64.StdEncoding.EncodeToString(kept)
+		b64 = base64.StdEncoding.EncodeToString(kept)
 	}
+	return text, b64, truncated
 }
 
 // RawPayload returns the payload bytes as they were kept: Payload's bytes,
@@ -110,11 +140,28 @@ func (s *SampleMalformed) RawPayload() ([]byte, error) {
 	return []byte(s.Payload), nil
 }
 
+// RawPrimaryPayload returns primary's payload bytes as they were kept
+// (schema_violation_both): PrimaryPayload's bytes, or
+// PrimaryPayloadBase64 decoded.
+func (s *SampleMalformed) RawPrimaryPayload() ([]byte, error) {
+	if s.PrimaryPayloadBase64 != "" {
+		b, err := base64.StdEncoding.DecodeString(s.PrimaryPayloadBase64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: primary_payload_base64: %v", ErrInvalidData, err)
+		}
+		return b, nil
+	}
+	return []byte(s.PrimaryPayload), nil
+}
+
 // Check reports every rule s breaks: empty request id or upstream model, a
 // deployment that is not a subject token, an arm other than gray or shadow,
 // an unknown reason, both payload fields set, bad base64, more payload than
 // PayloadBytes, a truncation flag that disagrees with the sizes, a prompt
-// hash that is not 64 lowercase hex digits, negative sizes or times.
+// hash that is not 64 lowercase hex digits, negative sizes or times, an
+// unknown outcome, schema_violation_both with a reason other than a
+// contract failure, and primary_* fields on any other outcome (the
+// primary payload follows the payload's rules).
 func (s *SampleMalformed) Check() error {
 	var p problems
 	p.nonEmpty("request_id", s.RequestID)
@@ -130,25 +177,18 @@ func (s *SampleMalformed) Check() error {
 	if s.ValidationErrors == nil {
 		p.add("validation_errors is null (use an empty list)")
 	}
-	p.count("payload_bytes", s.PayloadBytes)
-	kept := int64(len(s.Payload))
-	if s.Payload != "" && s.PayloadBase64 != "" {
-		p.add("payload and payload_base64 are both set")
-	}
-	if s.PayloadBase64 != "" {
-		n, err := base64.StdEncoding.DecodeString(s.PayloadBase64)
-		if err != nil {
-			p.add("payload_base64 is not standard base64: %v", err)
-		}
-		kept = int64(len(n))
-	}
+	checkPayload(&p, "payload", s.Payload, s.PayloadBase64, s.PayloadTruncated, s.PayloadBytes)
 	switch {
-	case kept > s.PayloadBytes:
-		p.add("payload holds %d bytes, more than payload_bytes %d", kept, s.PayloadBytes)
-	case kept < s.PayloadBytes && !s.PayloadTruncated:
-		p.add("payload holds %d of payload_bytes %d but payload_truncated is false", kept, s.PayloadBytes)
-	case kept == s.PayloadBytes && s.PayloadTruncated:
-		p.add("payload_truncated is true but the payload holds all %d bytes", s.PayloadBytes)
+	case s.Outcome != "" && !s.Outcome.Valid():
+		p.add("outcome %q is not an attempt outcome", s.Outcome)
+	case s.Outcome == OutcomeSchemaViolationBoth:
+		if s.Reason != ReasonSchemaViolation && s.Reason != ReasonInvalidJSON {
+			p.add("outcome schema_violation_both with reason %q (want schema_violation or invalid_json)", s.Reason)
+		}
+		checkPayload(&p, "primary_payload", s.PrimaryPayload, s.PrimaryPayloadBase64, s.PrimaryPayloadTruncated, s.PrimaryPayloadBytes)
+	case s.PrimaryValidationErrors != nil || s.PrimaryPayload != "" || s.PrimaryPayloadBase64 != "" ||
+		s.PrimaryPayloadTruncated || s.PrimaryPayloadBytes != 0:
+		p.add("primary_* fields are set but outcome is %q, not schema_violation_both", s.Outcome)
 	}
 	if !isHexSHA256(s.PromptHash) {
 		p.add("prompt_hash %q is not 64 lowercase hex digits", s.PromptHash)
@@ -156,6 +196,31 @@ func (s *SampleMalformed) Check() error {
 	p.armPrompt("", s.ArmPromptVersion, s.ArmPromptHash)
 	p.millis("latency_ms", s.LatencyMillis)
 	return p.err(TypeSampleMalformed)
+}
+
+// checkPayload applies the payload rules to one payload's fields named
+// name, name_base64, name_truncated and name_bytes.
+func checkPayload(p *problems, name, text, b64 string, truncated bool, size int64) {
+	p.count(name+"_bytes", size)
+	kept := int64(len(text))
+	if text != "" && b64 != "" {
+		p.add("%s and %s_base64 are both set", name, name)
+	}
+	if b64 != "" {
+		n, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			p.add("%s_base64 is not standard base64: %v", name, err)
+		}
+		kept = int64(len(n))
+	}
+	switch {
+	case kept > size:
+		p.add("%s holds %d bytes, more than %s_bytes %d", name, kept, name, size)
+	case kept < size && !truncated:
+		p.add("%s holds %d of %s_bytes %d but %s_truncated is false", name, kept, name, size, name)
+	case kept == size && truncated:
+		p.add("%s_truncated is true but the %s holds all %d bytes", name, name, size)
+	}
 }
 
 func isHexSHA256(s string) bool {

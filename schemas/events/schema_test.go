@@ -280,6 +280,31 @@ func TestSchemaAgreesWithCheck(t *testing.T) {
 			s.PayloadBase64 = "AA=="
 			return &s
 		}, true},
+		{"primary payload without both", func() events.Data {
+			s := *full()[2].(*events.SampleMalformed)
+			s.Outcome = events.OutcomeSchemaViolation
+			return &s
+		}, true},
+		{"both with a timeout", func() events.Data {
+			s := *full()[2].(*events.SampleMalformed)
+			s.Reason = events.ReasonTimeout
+			return &s
+		}, true},
+		{"both primary payloads", func() events.Data {
+			s := *full()[2].(*events.SampleMalformed)
+			s.PrimaryPayloadBase64 = "AA=="
+			return &s
+		}, true},
+		{"unknown sample outcome", func() events.Data {
+			s := *full()[2].(*events.SampleMalformed)
+			s.Outcome = "meh"
+			return &s
+		}, true},
+		{"primary truncation flag lies", func() events.Data {
+			s := *full()[2].(*events.SampleMalformed)
+			s.PrimaryPayloadTruncated = true
+			return &s
+		}, false},
 		{"short prompt hash", func() events.Data {
 			s := *full()[2].(*events.SampleMalformed)
 			s.PromptHash = "abc"

@@ -188,17 +188,38 @@ const (
 	OutcomeTimeout         Outcome = "timeout"          // no headers in time, past the rollout timeout, or idle past stream_idle_timeout
 	OutcomeUpstreamError   Outcome = "upstream_error"   // unreachable, TLS, reset, a cap reached, a malformed stream
 	OutcomeCancelled       Outcome = "cancelled"        // the client left
+	// (rev. 3) OutcomeSchemaViolationBoth: gray broke the contract and
+	// primary's answer to the same request broke it too or was cut by the
+	// client's token limit — the request, not the gray, is at fault.
+	OutcomeSchemaViolationBoth Outcome = "schema_violation_both"
+	// (rev. 3) OutcomeTruncated: an answer that passed but was ended by the
+	// client's token limit (finish_reason length; Responses
+	// incomplete_details.reason max_output_tokens).
+	OutcomeTruncated Outcome = "truncated"
 )
 
 // AllOutcomes lists the outcomes in the order of the wire format.
 var AllOutcomes = []Outcome{OutcomeOK, OutcomeSchemaViolation, OutcomeInvalidJSON, OutcomeUpstream4xx,
-	OutcomeUpstream5xx, OutcomeTimeout, OutcomeUpstreamError, OutcomeCancelled}
+	OutcomeUpstream5xx, OutcomeTimeout, OutcomeUpstreamError, OutcomeCancelled,
+	OutcomeSchemaViolationBoth, OutcomeTruncated}
 
 // Valid reports whether o is one of the outcomes.
 func (o Outcome) Valid() bool {
 	switch o {
 	case OutcomeOK, OutcomeSchemaViolation, OutcomeInvalidJSON, OutcomeUpstream4xx,
-		OutcomeUpstream5xx, OutcomeTimeout, OutcomeUpstreamError, OutcomeCancelled:
+		OutcomeUpstream5xx, OutcomeTimeout, OutcomeUpstreamError, OutcomeCancelled,
+		OutcomeSchemaViolationBoth, OutcomeTruncated:
+		return true
+	}
+	return false
+}
+
+// Answered reports whether an attempt that ended in o returned an answer
+// whose tokens count (SPEC §7): ok, schema_violation,
+// schema_violation_both and truncated.
+func (o Outcome) Answered() bool {
+	switch o {
+	case OutcomeOK, OutcomeSchemaViolation, OutcomeSchemaViolationBoth, OutcomeTruncated:
 		return true
 	}
 	return false

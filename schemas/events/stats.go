@@ -45,7 +45,8 @@ type ArmStats struct {
 	Requests int64    `json:"requests"`
 	Outcomes Outcomes `json:"outcomes"`
 	// PromptTokens and CompletionTokens count the attempts that returned an
-	// answer (outcomes ok and schema_violation).
+	// answer (Outcomes.Answered: ok, schema_violation, schema_violation_both
+	// and truncated).
 	PromptTokens     Moments `json:"prompt_tokens"`
 	CompletionTokens Moments `json:"completion_tokens"`
 	// TTFT holds the streamed attempts' time to first output, Latency every
@@ -74,6 +75,10 @@ type Outcomes struct {
 	Timeout         int64 `json:"timeout"`
 	UpstreamError   int64 `json:"upstream_error"`
 	Cancelled       int64 `json:"cancelled"`
+	// SchemaViolationBoth and Truncated are the rev. 3 outcomes: they
+	// count as attempts in gates 2 and 5, never as failures.
+	SchemaViolationBoth int64 `json:"schema_violation_both"`
+	Truncated           int64 `json:"truncated"`
 }
 
 // Add counts one attempt that ended in o (an invalid o is not counted).
@@ -109,13 +114,24 @@ func (c *Outcomes) field(o Outcome) *int64 {
 		return &c.UpstreamError
 	case OutcomeCancelled:
 		return &c.Cancelled
+	case OutcomeSchemaViolationBoth:
+		return &c.SchemaViolationBoth
+	case OutcomeTruncated:
+		return &c.Truncated
 	}
 	return nil
 }
 
 // Sum returns the number of attempts counted.
 func (c *Outcomes) Sum() int64 {
-	return c.OK + c.SchemaViolation + c.InvalidJSON + c.Upstream4xx + c.Upstream5xx + c.Timeout + c.UpstreamError + c.Cancelled
+	return c.OK + c.SchemaViolation + c.InvalidJSON + c.Upstream4xx + c.Upstream5xx + c.Timeout + c.UpstreamError + c.Cancelled +
+		c.SchemaViolationBoth + c.Truncated
+}
+
+// Answered returns the attempts that returned an answer whose tokens
+// count: ok, schema_violation, schema_violation_both and truncated.
+func (c *Outcomes) Answered() int64 {
+	return c.OK + c.SchemaViolation + c.SchemaViolationBoth + c.Truncated
 }
 
 // Merge adds o to c.
@@ -128,6 +144,8 @@ func (c *Outcomes) Merge(o *Outcomes) {
 	c.Timeout += o.Timeout
 	c.UpstreamError += o.UpstreamError
 	c.Cancelled += o.Cancelled
+	c.SchemaViolationBoth += o.SchemaViolationBoth
+	c.Truncated += o.Truncated
 }
 
 // Moments summarises a set of non-negative values: count, sum, sum of
@@ -304,7 +322,7 @@ func (a *ArmStats) check(p *problems, f string) {
 	if sum := o.Sum(); sum != a.Requests {
 		p.add("%soutcomes sum to %d, not requests %d", f, sum, a.Requests)
 	}
-	answered := o.OK + o.SchemaViolation
+	answered := o.Answered()
 	a.PromptTokens.check(p, f+"prompt_tokens", answered)
 	a.CompletionTokens.check(p, f+"completion_tokens", answered)
 	if err := a.TTFT.Check(); err != nil {

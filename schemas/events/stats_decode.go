@@ -170,10 +170,10 @@ func (p *parser) arm(a *ArmStats) {
 }
 
 func (p *parser) outcomes(o *Outcomes) {
-	var seen uint8
+	var seen uint16
 	ok := p.object(func(key []byte) bool {
 		var f *int64
-		var bit uint8
+		var bit uint16
 		switch string(key) {
 		case "ok":
 			f, bit = &o.OK, 1
@@ -191,6 +191,10 @@ func (p *parser) outcomes(o *Outcomes) {
 			f, bit = &o.UpstreamError, 64
 		case "cancelled":
 			f, bit = &o.Cancelled, 128
+		case "schema_violation_both":
+			f, bit = &o.SchemaViolationBoth, 256
+		case "truncated":
+			f, bit = &o.Truncated, 512
 		default:
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -96,4 +97,79 @@ func BenchmarkDecodeStats(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDecodeStatsRev3Outcomes: the rev. 3 outcomes (schema_violation_both,
+// truncated) are read by the fast path exactly as by the slow one, count
+// as answered attempts, and a statistic of an older gateway without them
+// still decodes; one with an outcome the reader does not know does not
+// (its outcomes no longer sum to requests).
+func TestDecodeStatsRev3Outcomes(t *testing.T) {
+	c := statsEvents(t)["compact"]
+	tests := []struct {
+		name  string
+		edits [][2]string // replacements applied in order
+		ok    bool
+		both  int64
+		trunc int64
+	}{
+		{"as written", nil, true, 1, 1},
+		{"older gateway", [][2]string{{`"ok":38,`, `"ok":40,`}, {`,"schema_violation_both":1,"truncated":1}`, `}`}}, true, 0, 0},
+		{"newer outcome unknown", [][2]string{{`"truncated":1}`, `"truncated":0,"refused":1}`}}, false, 0, 0},
+		{"rev. 3 outcomes dropped by an old reader", [][2]string{{`,"schema_violation_both":1,"truncated":1}`, `}`}}, false, 0, 0},
+		{"repeated outcome (the last counts)", [][2]string{{`"truncated":1}`, `"truncated":0,"truncated":1}`}}, true, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := c
+			for _, e := range tt.edits {
+				if !bytes.Contains(b, []byte(e[0])) {
+					t.Fatalf("example has no %s", e[0])
+				}
+				b = bytes.Replace(b, []byte(e[0]), []byte(e[1]), 1)
+			}
+			_, d, err := DecodeEvent(b)
+			wantEnv, wantErr := Decode(b)
+			var want Data
+			if wantErr == nil {
+				want, wantErr = DecodeData(wantEnv)
+			}
+			if (err == nil) != (wantErr == nil) || (err == nil) != tt.ok {
+				t.Fatalf("DecodeEvent error %v, slow path error %v; want ok %v", err, wantErr, tt.ok)
+			}
+			if err != nil {
+				return
+			}
+			if _, data, _ := scanTop(b); data != nil && !strings.Contains(tt.name, "repeated") {
+				// What a gateway writes takes the fast path; a repeated
+				// key is the slow path's by design.
+				if _, _, fast := decodeStats(b, data); !fast {
+					t.Errorf("decodeStats refused %s", b)
+				}
+			}
+			got, w := d.(*StatsInterval).Arms[0].Outcomes, want.(*StatsInterval).Arms[0].Outcomes
+			if got != w || got.SchemaViolationBoth != tt.both || got.Truncated != tt.trunc {
+				t.Errorf("outcomes %+v; slow path %+v; want both %d truncated %d", got, w, tt.both, tt.trunc)
+			}
+		})
+	}
+}
+
+func TestOutcomesAnswered(t *testing.T) {
+	for _, o := range AllOutcomes {
+		want := o == OutcomeOK || o == OutcomeSchemaViolation || o == OutcomeSchemaViolationBoth || o == OutcomeTruncated
+		if o.Answered() != want {
+			t.Errorf("%s.Answered() = %v; want %v", o, o.Answered(), want)
+		}
+		var c Outcomes
+		c.Add(o)
+		if c.Sum() != 1 || c.Count(o) != 1 || (c.Answered() == 1) != want {
+			t.Errorf("Outcomes after Add(%s) = %+v", o, c)
+		}
+		var m Outcomes
+		m.Merge(&c)
+		if m != c {
+			t.Errorf("Merge of %+v = %+v", c, m)
+		}
+	}
 }

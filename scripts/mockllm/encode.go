@@ -85,7 +85,7 @@ func (a *answer) quotedFinishReason() string {
 	if a.gen == nil {
 		return `"tool_calls"`
 	}
-	return `"stop"`
+	return `"` + a.set.FinishReason + `"`
 }
 
 func (a *answer) appendToolCallID(dst []byte, i int) []byte {

@@ -119,7 +119,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	head := `{"id":"` + id + `","object":"text_completion","created":` + strconv.FormatInt(created, 10) + `,"model":` + quote(set.Model)
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
-		out := head + `,"choices":[{"index":0,"text":` + quote(gen.content) + `,"logprobs":null,"finish_reason":"stop"}]`
+		out := head + `,"choices":[{"index":0,"text":` + quote(gen.content) + `,"logprobs":null,"finish_reason":"` + set.FinishReason + `"}]`
 		if set.Usage {
 			out += `,"usage":` + usage
 		}
@@ -155,7 +155,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	send(head + `,"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"stop"}]}`)
+	send(head + `,"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"` + set.FinishReason + `"}]}`)
 	if set.Usage && req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		send(head + `,"choices":[],"usage":` + usage + `}`)
 	}

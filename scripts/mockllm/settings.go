@@ -64,6 +64,9 @@ type Settings struct {
 	ToolName string
 	// ToolArgs is the arguments string of every tool call.
 	ToolArgs string
+	// FinishReason is the finish_reason of a content answer (chat and
+	// completions): "stop", or "length" as when max_tokens cut it.
+	FinishReason string
 	// Status is the HTTP status of the answer; 300 and above answer an OpenAI
 	// error envelope instead of a completion.
 	Status int
@@ -98,6 +101,7 @@ func defaultSettings() Settings {
 		Content:          contentJSON,
 		ToolName:         "search",
 		ToolArgs:         `{"query":"x"}`,
+		FinishReason:     "stop",
 		Status:           http.StatusOK,
 		DropAfter:        -1,
 	}
@@ -166,6 +170,21 @@ var options = []option{
 		func(s *Settings) *string { return &s.ToolName }),
 	stringOption("tool-args", "arguments string of the tool calls",
 		func(s *Settings) *string { return &s.ToolArgs }),
+	{
+		name:  "finish-reason",
+		usage: "finish_reason of a content answer: stop | length (as when max_tokens cut it)",
+		kind:  "mode",
+		set: func(s *Settings, v string) error {
+			v = strings.TrimSpace(v)
+			if v != "stop" && v != "length" {
+				return fmt.Errorf("want stop or length, got %q", v)
+			}
+			s.FinishReason = v
+			return nil
+		},
+		get:     func(s *Settings) any { return s.FinishReason },
+		restore: func(dst, src *Settings) { dst.FinishReason = src.FinishReason },
+	},
 	intOption("status", "HTTP status; 300 and above answer an OpenAI error envelope", 200, 599,
 		func(s *Settings) *int { return &s.Status }),
 	stringOption("retry-after", "Retry-After header value sent with error answers",

@@ -30,6 +30,7 @@ var layered = map[string]layeredValues{
 	"usage":             {flag: "false", live: "true", header: "false", liveJSON: `true`, wantFlag: "false", wantLive: "true", wantHeader: "false"},
 	"bytes-per-token":   {flag: "3.5", live: "2", header: "4.25", liveJSON: `2`, wantFlag: "3.5", wantLive: "2", wantHeader: "4.25"},
 	"content":           {flag: "text", live: "schema-break", header: "echo", liveJSON: `"schema-break"`, wantFlag: "text", wantLive: "schema-break", wantHeader: "echo"},
+	"finish-reason":     {flag: "length", live: "stop", header: "length", liveJSON: `"stop"`, wantFlag: "length", wantLive: "stop", wantHeader: "length"},
 	"tool-calls":        {flag: "1", live: "2", header: "3", liveJSON: `2`, wantFlag: "1", wantLive: "2", wantHeader: "3"},
 	"tool-name":         {flag: "lookup", live: "fetch", header: "run", liveJSON: `"fetch"`, wantFlag: "lookup", wantLive: "fetch", wantHeader: "run"},
 	"tool-args":         {flag: `{"a":1}`, live: `{"b":2}`, header: `{"c":3}`, liveJSON: `"{\"b\":2}"`, wantFlag: `{"a":1}`, wantLive: `{"b":2}`, wantHeader: `{"c":3}`},

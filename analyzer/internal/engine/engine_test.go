@@ -731,3 +731,72 @@ func TestConsumerConfigMismatch(t *testing.T) {
 		t.Errorf("recreated consumer: %v %+v", err, cons)
 	}
 }
+
+// TestProsePromptsDoNotRollBack is issue 23's attack on a healthy gray:
+// prompts no model answers within the contract (prose, a tiny
+// max_tokens) make gray fail where primary's answer to the same request
+// fails too. The gateway counts those gray attempts schema_violation_both
+// (and cut answers truncated); gate 2 at threshold 0 counts them as
+// attempts, never as failures, so the analyzer does not roll back, while
+// one gray failure on a request primary answered well still does.
+func TestProsePromptsDoNotRollBack(t *testing.T) {
+	v := newEnv(t)
+	rev := v.rollout(events.StatusActive, 10, time.Hour)
+	// The real gates (the harness's engines use fake ones), the whole
+	// engine running: the urgent evaluation of gate 2 included.
+	name := v.name("a")
+	e, _ := v.newEngine(name, holding(), func(a *config.Analyzer) { a.Interval = time.Hour })
+	e.cfg.Evaluate = func(d Deployment, in *gate.Input) []events.GateResult {
+		return gate.ConfigOf(e.cfg.Analyzer, d.Timeout).Evaluate(in)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	v.waitReady(e)
+	attacked := entry(events.ArmGray, 20, func(a *events.ArmStats) {
+		a.Outcomes.OK -= 17
+		a.Outcomes.SchemaViolationBoth, a.Outcomes.Truncated = 15, 2
+	})
+	v.publishStats(v.stat("gw-1", 2*time.Second, entry(events.ArmPrimary, 200, nil), attacked))
+	v.waitRead(e, 1)
+	ev := e.Evaluate(context.Background())[0]
+	if ev.Action != nil || ev.GrayRequests != 20 {
+		t.Errorf("action %+v over %d gray attempts; want none over 20", ev.Action, ev.GrayRequests)
+	}
+	found := false
+	for _, g := range ev.Gates {
+		switch g.Gate {
+		case events.GateSchemaFailureRate:
+			found = true
+			if g.Verdict != events.VerdictPass || g.GrayN != 20 || g.Estimate == nil || *g.Estimate != 0 {
+				t.Errorf("schema_failure_rate = %+v; want pass at 0 of 20", g)
+			}
+		case events.GateGrayErrorRate:
+			if g.Verdict == events.VerdictFail || g.GrayN != 20 {
+				t.Errorf("gray_error_rate = %+v; want not failing, over 20 attempts", g)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no schema_failure_rate gate in %+v", ev.Gates)
+	}
+	if got := len(v.rolloutEvents()); got != 1 {
+		t.Fatalf("%d rollout events; want only the admin's", got)
+	}
+
+	// The same gray failing once where primary passed is rolled back.
+	v.publishStats(v.stat("gw-2", time.Second, entry(events.ArmPrimary, 50, nil), schemaBroken(3)))
+	deadline := time.Now().Add(v.patience)
+	for len(v.rolloutEvents()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rollback within %v of a gray schema_violation", v.patience)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rb := v.rolloutEvents()[1]
+	if rb.Status != events.StatusRolledBack || rb.Revision != rev || rb.Trigger == nil || rb.Trigger.Gate != events.GateSchemaFailureRate ||
+		math.Abs(rb.Trigger.Estimate-1.0/23) > 1e-9 {
+		t.Errorf("rollback %+v trigger %+v; want schema_failure_rate at 1/23", rb, rb.Trigger)
+	}
+}

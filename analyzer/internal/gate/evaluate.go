@@ -216,7 +216,9 @@ func (e *evaluator) tokenInflation() events.GateResult {
 }
 
 // schemaDrift is gate 2: at threshold 0 one schema_violation or
-// invalid_json fails it (bound = estimate) and none passes it; above 0 it
+// invalid_json fails it; schema_violation_both (primary's answer to the
+// same request broke the contract too) and truncated count as attempts,
+// never as failures (SPEC §7 rev. 3) (bound = estimate) and none passes it; above 0 it
 // fails when the Clopper-Pearson lower bound of the share exceeds the
 // threshold, which for a gray within it happens with probability at most
 // Alpha per evaluation.

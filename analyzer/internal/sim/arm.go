@@ -166,6 +166,8 @@ func subtract(a, o *events.ArmStats) {
 	ac.Timeout -= oc.Timeout
 	ac.UpstreamError -= oc.UpstreamError
 	ac.Cancelled -= oc.Cancelled
+	ac.SchemaViolationBoth -= oc.SchemaViolationBoth
+	ac.Truncated -= oc.Truncated
 	subMoments(&a.PromptTokens, &o.PromptTokens)
 	subMoments(&a.CompletionTokens, &o.CompletionTokens)
 	subHistogram(&a.TTFT, &o.TTFT)

@@ -62,7 +62,13 @@ func seed(t *testing.T) {
 	timeout.Status = 0
 	binary := testenv.Sample("qwen-32k", 1, events.ReasonInvalidJSON, events.ArmGray, bytes.Repeat([]byte{0xff, 0x00, 0x7f}, 40))
 	binary.PayloadTruncated, binary.PayloadBytes = true, 300000
+	both := testenv.Sample("qwen-32k", 4, events.ReasonInvalidJSON, events.ArmGray, []byte(`{"choices":[{"message":{"content":"A poem about the sea."}}]}`))
+	both.ValidationErrors = []events.ValidationError{{Field: "choices[0].message.content", Description: "content is not valid JSON"}}
+	both.Outcome = events.OutcomeSchemaViolationBoth
+	both.PrimaryValidationErrors = []events.ValidationError{{Field: "choices[0].message.content", Description: "content is not valid JSON"}}
+	both.SetPrimaryPayload([]byte(`{"choices":[{"message":{"content":"The sea, [1ma poem[0m."}}]}`), 48)
 	batch := []store.Event{
+		testenv.Event[store.Event](t, both, at.Add(-time.Minute), "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c04"),
 		testenv.Event[store.Event](t, binary, at, "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c01"),
 		testenv.Event[store.Event](t, timeout, at.Add(time.Minute), "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c02"),
 		testenv.Event[store.Event](t, long, at.Add(2*time.Minute), "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c03"),
@@ -89,6 +95,8 @@ func TestSamplesGolden(t *testing.T) {
 		{"show binary payload", []string{"samples", "show", "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c01"}, "show_binary.txt", ""},
 		{"show empty payload", []string{"samples", "show", "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c02"}, "show_empty.txt", ""},
 		{"show json", []string{"samples", "show", "--json", "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c03"}, "show.json", ""},
+		{"show paired with primary", []string{"samples", "show", "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c04"}, "show_both.txt", ""},
+		{"show paired json", []string{"samples", "show", "--json", "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c04"}, "show_both.json", ""},
 		{"show by request id", []string{"samples", "show", "smp-qwen-128k-2"}, "show_empty.txt", ""},
 		{"show unknown", []string{"samples", "show", "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c09"}, "", "no sample has event id"},
 		{"show unknown request", []string{"samples", "show", "nope"}, "", `no sample has event id or request id "nope"`},
@@ -115,7 +123,7 @@ func TestSamplesGolden(t *testing.T) {
 
 func TestMigrateCommand(t *testing.T) {
 	t.Setenv("DATABASE_URL", testenv.Database(t))
-	for _, want := range []string{"applied migrations [1 2]; schema is at version 2\n", "schema is up to date (version 2)\n"} {
+	for _, want := range []string{"applied migrations [1 2 3]; schema is at version 3\n", "schema is up to date (version 3)\n"} {
 		out, err := run(t, "migrate")
 		if err != nil || out != want {
 			t.Errorf("collector migrate = %q, %v; want %q", out, err, want)

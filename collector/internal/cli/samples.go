@@ -265,6 +265,9 @@ func writeSample(out io.Writer, s store.Sample) error {
 	row("arm", s.Arm)
 	row("upstream model", safe(s.UpstreamModel))
 	row("reason", s.Reason)
+	if s.Outcome != "" {
+		row("outcome", s.Outcome)
+	}
 	status := fmt.Sprint(s.Status)
 	if s.Status == 0 {
 		status = "none (no response)"
@@ -303,5 +306,39 @@ func writeSample(out io.Writer, s store.Sample) error {
 		}
 		fmt.Fprintf(out, "\npayload:\n%s", text)
 	}
+	if s.Outcome == string(events.OutcomeSchemaViolationBoth) {
+		writePrimary(out, s)
+	}
 	return nil
+}
+
+// writePrimary prints primary's answer to the same request of a
+// schema_violation_both sample: why it broke the contract (or that it was
+// cut), then the answer as the payload is printed.
+func writePrimary(out io.Writer, s store.Sample) {
+	size := fmt.Sprintf("%d bytes", len(s.PrimaryRaw))
+	if s.PrimaryPayloadTruncated {
+		size += fmt.Sprintf(" (cut from %d)", s.PrimaryPayloadBytes)
+	}
+	fmt.Fprintf(out, "\nprimary's answer to the same request broke the contract too (%s)\nprimary errors (%d):\n", size, len(s.PrimaryValidationErrors))
+	for _, e := range s.PrimaryValidationErrors {
+		fmt.Fprintf(out, "  %s: %s\n", safe(e.Field), safe(e.Description))
+	}
+	switch {
+	case len(s.PrimaryRaw) == 0:
+		fmt.Fprintf(out, "\nprimary payload: empty\n")
+	case s.PrimaryPayloadBase64 != "":
+		fmt.Fprintf(out, "\nprimary payload (not UTF-8, base64):\n")
+		for b := s.PrimaryPayloadBase64; b != ""; {
+			n := min(76, len(b))
+			fmt.Fprintln(out, b[:n])
+			b = b[n:]
+		}
+	default:
+		text := escape(s.PrimaryPayload, true)
+		if !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		fmt.Fprintf(out, "\nprimary payload:\n%s", text)
+	}
 }

@@ -65,6 +65,10 @@ type SampleSummary struct {
 	PayloadTruncated bool    `json:"payload_truncated"`
 	PromptHash       string  `json:"prompt_hash"`
 	LatencyMillis    float64 `json:"latency_ms"`
+	// Outcome is the failed attempt's outcome in the statistics (rev. 3;
+	// "" for samples of older gateways): schema_violation_both says
+	// primary's answer to the same request broke the contract too.
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // Sample is one stored sample with its errors and payload. The payload is in
@@ -76,6 +80,15 @@ type Sample struct {
 	Payload          string                   `json:"payload,omitempty"`
 	PayloadBase64    string                   `json:"payload_base64,omitempty"`
 	Raw              []byte                   `json:"-"`
+	// For schema_violation_both (rev. 3): primary's answer to the same
+	// request and its errors, by the payload's rules; PrimaryRaw has the
+	// bytes.
+	PrimaryValidationErrors []events.ValidationError `json:"primary_validation_errors,omitempty"`
+	PrimaryPayload          string                   `json:"primary_payload,omitempty"`
+	PrimaryPayloadBase64    string                   `json:"primary_payload_base64,omitempty"`
+	PrimaryPayloadTruncated bool                     `json:"primary_payload_truncated,omitempty"`
+	PrimaryPayloadBytes     int64                    `json:"primary_payload_bytes,omitempty"`
+	PrimaryRaw              []byte                   `json:"-"`
 }
 
 // SamplePage is one page of samples, newest first. NextCursor is "" on the
@@ -88,7 +101,7 @@ type SamplePage struct {
 // summaryColumns are read by scanSummary, in this order.
 const summaryColumns = `event_id, occurred_at, source, request_id, deployment, arm, upstream_model, reason, status,
 	jsonb_array_length(validation_errors), validation_errors->0->>'field', validation_errors->0->>'description',
-	payload_bytes, octet_length(payload), payload_truncated, prompt_hash, latency_ms`
+	payload_bytes, octet_length(payload), payload_truncated, prompt_hash, latency_ms, coalesce(outcome, '')`
 
 func scanSummary(row pgx.Row, extra ...any) (SampleSummary, error) {
 	var s SampleSummary
@@ -97,7 +110,7 @@ func scanSummary(row pgx.Row, extra ...any) (SampleSummary, error) {
 	var field, desc *string
 	dest := append([]any{&id, &s.OccurredAt, &s.Source, &s.RequestID, &s.Deployment, &s.Arm, &s.UpstreamModel,
 		&s.Reason, &status, &s.ErrorCount, &field, &desc, &s.PayloadBytes, &s.StoredBytes, &s.PayloadTruncated,
-		&s.PromptHash, &s.LatencyMillis}, extra...)
+		&s.PromptHash, &s.LatencyMillis, &s.Outcome}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return s, err
 	}
@@ -194,12 +207,15 @@ func (r *Reader) ListSamples(ctx context.Context, f SampleFilter) (SamplePage, e
 // Sample returns the sample with event id id, or ErrNotFound.
 func (r *Reader) Sample(ctx context.Context, id uuid.UUID) (Sample, error) {
 	var s Sample
-	var errs []byte
+	var errs, perrs []byte
 	var asBase64 bool
-	row := r.pool.QueryRow(ctx, `SELECT `+summaryColumns+`, validation_errors, payload, payload_base64
+	var pBase64, pTruncated *bool
+	var pBytes *int64
+	row := r.pool.QueryRow(ctx, `SELECT `+summaryColumns+`, validation_errors, payload, payload_base64,
+		primary_validation_errors, primary_payload, primary_payload_base64, primary_payload_truncated, primary_payload_bytes
 		FROM samples WHERE event_id = $1 ORDER BY occurred_at DESC LIMIT 1`, pgtype.UUID{Bytes: id, Valid: true})
 	var err error
-	s.SampleSummary, err = scanSummary(row, &errs, &s.Raw, &asBase64)
+	s.SampleSummary, err = scanSummary(row, &errs, &s.Raw, &asBase64, &perrs, &s.PrimaryRaw, &pBase64, &pTruncated, &pBytes)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Sample{}, fmt.Errorf("sample %s: %w", id, ErrNotFound)
 	}
@@ -213,6 +229,19 @@ func (r *Reader) Sample(ctx context.Context, id uuid.UUID) (Sample, error) {
 		s.Payload = string(s.Raw)
 	} else {
 		s.PayloadBase64 = base64.StdEncoding.EncodeToString(s.Raw)
+	}
+	if perrs != nil {
+		if err := json.Unmarshal(perrs, &s.PrimaryValidationErrors); err != nil {
+			return Sample{}, fmt.Errorf("read sample %s primary errors: %w", id, err)
+		}
+		s.PrimaryPayloadTruncated, s.PrimaryPayloadBytes = deref(pTruncated), deref(pBytes)
+		switch {
+		case len(s.PrimaryRaw) == 0:
+		case !deref(pBase64) && utf8.Valid(s.PrimaryRaw):
+			s.PrimaryPayload = string(s.PrimaryRaw)
+		default:
+			s.PrimaryPayloadBase64 = base64.StdEncoding.EncodeToString(s.PrimaryRaw)
+		}
 	}
 	return s, nil
 }

@@ -115,7 +115,7 @@ func TestWriteEveryField(t *testing.T) {
 				testenv.Event[store.Event](t, testenv.Request("qwen-32k", 1), at, ""),
 				testenv.Event[store.Event](t, testenv.Primary("qwen-32k", 2), at, ""),
 				testenv.Event[store.Event](t, testenv.Rejection("qwen-32k", 3), at, ""),
-				testenv.Event[store.Event](t, testenv.Sample("qwen-32k", 4, events.ReasonSchemaViolation, events.ArmGray, []byte(`{"actoin":1}`)), at, ""),
+				testenv.Event[store.Event](t, bothSample(testenv.Sample("qwen-32k", 4, events.ReasonSchemaViolation, events.ArmGray, []byte(`{"actoin":1}`))), at, ""),
 				testenv.Event[store.Event](t, testenv.Sample("qwen-32k", 5, events.ReasonInvalidJSON, events.ArmShadow, []byte{0xff, 0}), at, ""),
 				testenv.Event[store.Event](t, testenv.Rollout("qwen-32k", 41), at, ""),
 				testenv.Event[store.Event](t, testenv.Analysis("qwen-32k", at), at, ""),
@@ -175,7 +175,10 @@ func TestWriteEveryField(t *testing.T) {
 						map[string]any{"field": "args.limit", "description": "Invalid type. Expected: integer, given: string"}},
 					"payload": `\x7b226163746f696e223a317d`, "payload_base64": false, "payload_truncated": false,
 					"payload_bytes": 12.0, "prompt_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-					"latency_ms": 812.5})},
+					"latency_ms": 812.5, "outcome": "schema_violation_both",
+					"primary_validation_errors": []any{map[string]any{"field": "(finish_reason)", "description": "primary's answer was cut by the client's token limit"}},
+					"primary_payload":           `\x5375726521`, "primary_payload_base64": false, "primary_payload_truncated": true,
+					"primary_payload_bytes": 9.0})},
 				{"samples", 4, with(common(4), map[string]any{"request_id": "smp-qwen-32k-5", "deployment": "qwen-32k",
 					"arm": "shadow", "upstream_model": "qwen2.5-32b-v2", "reason": "invalid_json", "status": 200.0,
 					"validation_errors": []any{
@@ -183,7 +186,8 @@ func TestWriteEveryField(t *testing.T) {
 						map[string]any{"field": "args.limit", "description": "Invalid type. Expected: integer, given: string"}},
 					"payload": `\xff00`, "payload_base64": true, "payload_truncated": false,
 					"payload_bytes": 2.0, "prompt_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-					"latency_ms": 812.5})},
+					"latency_ms": 812.5, "outcome": nil, "primary_validation_errors": nil, "primary_payload": nil,
+					"primary_payload_base64": nil, "primary_payload_truncated": nil, "primary_payload_bytes": nil})},
 				{"rollout_events", 5, with(common(5), map[string]any{"deployment": "qwen-32k", "percentage": 12.34,
 					"status": "rolled_back", "reason": "schema drift", "actor": "analyzer", "revision": 41.0,
 					"trigger_gate": "schema_failure_rate", "trigger_value": 0.02, "trigger_bound": 0.011,
@@ -230,6 +234,15 @@ func TestWriteEveryField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bothSample makes s a schema_violation_both sample (rev. 3): primary's
+// answer to the same request, cut at 5 of its 9 bytes, beside gray's.
+func bothSample(s *events.SampleMalformed) *events.SampleMalformed {
+	s.Outcome = events.OutcomeSchemaViolationBoth
+	s.PrimaryValidationErrors = []events.ValidationError{{Field: "(finish_reason)", Description: "primary's answer was cut by the client's token limit"}}
+	s.SetPrimaryPayload([]byte("Sure! ..."), 5)
+	return s
 }
 
 // One batch holding the same event twice stores it once.

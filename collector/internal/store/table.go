@@ -67,7 +67,8 @@ var tables = []*table{
 		name: "samples", typ: events.TypeSampleMalformed, partitioned: true,
 		columns: append(common[:len(common):len(common)], "request_id", "deployment", "arm", "upstream_model",
 			"reason", "status", "validation_errors", "payload", "payload_base64", "payload_truncated",
-			"payload_bytes", "prompt_hash", "latency_ms"),
+			"payload_bytes", "prompt_hash", "latency_ms", "outcome", "primary_validation_errors", "primary_payload",
+			"primary_payload_base64", "primary_payload_truncated", "primary_payload_bytes"),
 		row: func(e Event, o *Options) []any {
 			s := e.Data.(*events.SampleMalformed)
 			payload, _ := s.RawPayload() // Check decoded it already
@@ -76,9 +77,22 @@ var tables = []*table{
 				payload, truncated = payload[:o.MaxPayloadBytes], true
 			}
 			errs, _ := json.Marshal(s.ValidationErrors) // strings only: cannot fail
-			return append(commonValues(e, 40), s.RequestID, s.Deployment, string(s.Arm), s.UpstreamModel,
+			v := append(commonValues(e, 40), s.RequestID, s.Deployment, string(s.Arm), s.UpstreamModel,
 				string(s.Reason), int32(s.Status), errs, payload, s.PayloadBase64 != "", truncated,
-				s.PayloadBytes, s.PromptHash, s.LatencyMillis)
+				s.PayloadBytes, s.PromptHash, s.LatencyMillis, nullString(string(s.Outcome)))
+			if s.Outcome != events.OutcomeSchemaViolationBoth {
+				return append(v, nil, nil, nil, nil, nil)
+			}
+			primary, _ := s.RawPrimaryPayload() // Check decoded it already
+			ptrunc := s.PrimaryPayloadTruncated
+			if o.MaxPayloadBytes > 0 && len(primary) > o.MaxPayloadBytes {
+				primary, ptrunc = primary[:o.MaxPayloadBytes], true
+			}
+			perrs, _ := json.Marshal(s.PrimaryValidationErrors)
+			if s.PrimaryValidationErrors == nil {
+				perrs = []byte("[]")
+			}
+			return append(v, perrs, primary, s.PrimaryPayloadBase64 != "", ptrunc, s.PrimaryPayloadBytes)
 		},
 	},
 	{

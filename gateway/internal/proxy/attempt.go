@@ -83,6 +83,10 @@ func statsArm(armName string) events.Arm {
 
 // attempted counts one ended attempt of arm a in the per-arm statistics.
 func (s *Server) attempted(x *exchange, k *call, armName string, a *arm, m *Measure) {
+	outcome := m.outcome()
+	if outcome == events.OutcomeOK && m.Truncated {
+		outcome = events.OutcomeTruncated
+	}
 	toolSteps := x.req.ToolSteps
 	if m.ToolCalls > 0 {
 		toolSteps++
@@ -90,7 +94,7 @@ func (s *Server) attempted(x *exchange, k *call, armName string, a *arm, m *Meas
 	at := stats.Attempt{
 		Arm: statsArm(armName), Stream: k.stream, Endpoint: k.endpoint,
 		PromptVersion: a.promptVersion, PromptHash: a.promptHash,
-		Outcome:      m.outcome(),
+		Outcome:      outcome,
 		PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens,
 		PromptReported: !m.UsageEstimated && m.PromptTokens >= 0,
 		TTFT:           m.TTFT, Output: m.Output, Latency: m.Latency,

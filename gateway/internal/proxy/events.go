@@ -139,5 +139,14 @@ func (o EventObserver) Sampled(s *Sample) {
 	ev.Status, _ = clampStatus(s.Status)
 	ev.SetPayload(s.Payload, 0)
 	ev.PayloadBytes, ev.PayloadTruncated = int64(s.PayloadBytes), s.Truncated
+	ev.Outcome = s.Outcome
+	if s.Outcome == events.OutcomeSchemaViolationBoth {
+		ev.PrimaryValidationErrors = make([]events.ValidationError, 0, len(s.PrimaryErrors))
+		for _, e := range s.PrimaryErrors {
+			ev.PrimaryValidationErrors = append(ev.PrimaryValidationErrors, events.ValidationError{Field: e.Field, Description: e.Description})
+		}
+		ev.SetPrimaryPayload(s.PrimaryPayload, 0)
+		ev.PrimaryPayloadBytes, ev.PrimaryPayloadTruncated = int64(s.PrimaryPayloadBytes), s.PrimaryTruncated
+	}
 	o.P.Publish(ev)
 }

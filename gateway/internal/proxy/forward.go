@@ -117,7 +117,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	m, e := s.relayBuffered(c, x, k, armName, d.primary, resp, sent)
 	s.complete(x, k, armName, d.primary, m, gray)
 	if k.shadow && e == nil {
-		s.mirror(x, k)
+		s.mirror(x, k, &m)
 	}
 	if e != nil {
 		return e
@@ -164,7 +164,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		return m, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
 	}
-	x.tally.reset(false)
+	x.tally.reset(x.pair.held) // a held gray failure is judged against this answer
 	x.tally.add(x.ans, &x.answer)
 	if x.tally.over != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, x.tally.over)
@@ -172,6 +172,9 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		return m, e
 	}
 	x.tally.fill(&m, x.body, &x.req)
+	if x.pair.held {
+		s.judgePrimary(x, k, x.ans, &m) // before x.ans is handed to fasthttp
+	}
 	c.Status(resp.Status)
 	copyAnswerHeaders(c, x, resp)
 	setArmHeaders(c, k, armName, a)
@@ -224,6 +227,7 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measur
 	telemetry.Request(k.route.name, k.deployment.name, armName, m.Status, time.Since(k.start))
 	if gray != nil {
 		telemetry.Fallback(k.deployment.name, string(gray.Reason))
+		s.settle(x, k, gray) // primary's answer has ended: the gray failure's outcome is known
 	}
 	if m.PromptTokens > 0 && !m.UsageEstimated {
 		s.router.Estimator().Observe(a.client.Model, x.req.TextBytes, len(x.body), x.req.MessageCount, m.PromptTokens)

@@ -186,7 +186,7 @@ func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k 
 	cancel()
 	telemetry.TTFT(d.name, telemetry.ArmGray, false, m.TTFT)
 	if m.Reason != filter.OK {
-		s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
+		s.hold(x, k, telemetry.ArmGray, d.gray, m, errs)
 		return m, false
 	}
 	c.Status(m.Status)
@@ -198,34 +198,52 @@ func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k 
 	return m, true
 }
 
-// sample publishes a failed gray payload (x.ans) with its errors. With
-// gateway.redact_samples the payload is redacted here, before it leaves
-// the gateway; the errors were computed on the raw payload.
+// sample publishes a failed gray payload (x.ans) with its errors at once
+// (a failure that is not paired with primary's answer, hold).
 func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m Measure, errs []filter.FieldError) {
-	telemetry.Sampled(k.deployment.name, string(m.Reason))
-	if s.obs == nil {
-		return
-	}
-	limit := int(s.cfg.Gateway.SampleMaxBytes)
-	var payload []byte
-	var truncated bool
-	if s.cfg.Gateway.RedactSamples && len(x.ans) > 0 {
-		payload, truncated = fitRedacted(x.ans, limit)
-	} else {
-		payload = x.ans
-		truncated = limit > 0 && len(payload) > limit
-		if truncated {
-			payload = payload[:limit]
-		}
-		payload = append([]byte(nil), payload...)
-	}
+	smp := s.newSample(x, k, armName, a, m, errs)
+	smp.Outcome = m.outcome()
+	s.publishSample(k, &smp)
+}
+
+// newSample builds the sample of a failed gray payload (x.ans) with its
+// errors; it owns a copy of the payload, cut at gateway.sample_max_bytes.
+// With gateway.redact_samples the payload is redacted here, before it
+// leaves the gateway; the errors were computed on the raw payload.
+func (s *Server) newSample(x *exchange, k *call, armName string, a *arm, m Measure, errs []filter.FieldError) Sample {
 	smp := Sample{
 		RequestID: k.id, Deployment: k.deployment.name, Arm: armName, Model: a.client.Model,
-		Reason: m.Reason, Status: m.Status, Errors: errs, Payload: payload, PayloadBytes: len(x.ans),
-		Truncated: truncated, PromptHash: x.promptHash(), Latency: m.Latency,
+		Reason: m.Reason, Status: m.Status, Errors: errs, PayloadBytes: len(x.ans),
+		PromptHash: x.promptHash(), Latency: m.Latency,
 		ArmPromptVersion: a.promptVersion, ArmPromptHash: a.promptHash,
 	}
-	s.obs.Sampled(&smp)
+	if s.obs != nil {
+		smp.Payload, smp.Truncated = s.fitPayload(x.ans)
+	}
+	return smp
+}
+
+// fitPayload returns a copy of raw for a sample: redacted with
+// gateway.redact_samples, cut at gateway.sample_max_bytes (truncated).
+func (s *Server) fitPayload(raw []byte) (payload []byte, truncated bool) {
+	limit := int(s.cfg.Gateway.SampleMaxBytes)
+	if s.cfg.Gateway.RedactSamples && len(raw) > 0 {
+		return fitRedacted(raw, limit)
+	}
+	payload = raw
+	truncated = limit > 0 && len(payload) > limit
+	if truncated {
+		payload = payload[:limit]
+	}
+	return append([]byte(nil), payload...), truncated
+}
+
+// publishSample counts and publishes a sample.
+func (s *Server) publishSample(k *call, smp *Sample) {
+	telemetry.Sampled(k.deployment.name, string(smp.Reason))
+	if s.obs != nil {
+		s.obs.Sampled(smp)
+	}
 }
 
 // sampleReason is reason(body) for the description of a failed gray
@@ -240,8 +258,10 @@ func (s *Server) sampleReason(body []byte) string {
 
 // mirror sends a shadow copy of the request to gray after primary served
 // it. At most shadow_concurrency copies are in flight per deployment;
-// more are dropped and counted, never delaying the client.
-func (s *Server) mirror(x *exchange, k *call) {
+// more are dropped and counted, never delaying the client. primary is
+// primary's measure (nil when it is not known): a shadow answer that
+// breaks the contract is paired with primary's answer (SPEC §6.2).
+func (s *Server) mirror(x *exchange, k *call, primary *Measure) {
 	d := k.deployment
 	select {
 	case d.shadowSlots <- struct{}{}:
@@ -254,9 +274,11 @@ func (s *Server) mirror(x *exchange, k *call) {
 	y.own = append(y.own[:0], x.body...)
 	y.body = y.own
 	y.req = x.req
+	y.ep = x.ep // a pooled exchange keeps its last endpoint otherwise
 	y.edits.CopyFrom(&x.edits)
 	y.hdrs = append(y.hdrs[:0], x.hdrs...)
 	y.hbuf = append(y.hbuf[:0], x.hbuf...)
+	keepForShadow(x, y, primary, k.stream)
 	kk := *k
 	go func() {
 		defer func() { <-d.shadowSlots }()
@@ -265,8 +287,9 @@ func (s *Server) mirror(x *exchange, k *call) {
 		m, errs := s.attempt(ctx, y, d, kk.stream)
 		cancel()
 		telemetry.TTFT(d.name, telemetry.ArmShadow, kk.stream, m.TTFT)
-		if m.Reason != filter.OK {
-			s.sample(y, &kk, telemetry.ArmShadow, d.gray, m, errs)
+		if m.Reason != filter.OK && s.hold(y, &kk, telemetry.ArmShadow, d.gray, m, errs) {
+			s.pairShadow(y, &kk)
+			s.settle(y, &kk, &m)
 		}
 		s.complete(y, &kk, telemetry.ArmShadow, d.gray, m, nil)
 	}()

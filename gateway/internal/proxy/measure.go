@@ -35,6 +35,9 @@ type tally struct {
 	// seen, and the event that ended it (EventOther: none yet).
 	seq int64
 	end scan.EventType
+	// truncated: some chunk or the answer said the client's token limit
+	// cut it.
+	truncated bool
 }
 
 type callKey struct{ choice, index int }
@@ -48,6 +51,7 @@ func (t *tally) reset(keepContent bool) {
 	t.keepContent = keepContent
 	t.over = nil
 	t.seq, t.end = 0, scan.EventOther
+	t.truncated = false
 	for i := range t.contents {
 		t.contents[i] = t.contents[i][:0]
 	}
@@ -86,6 +90,7 @@ func (t *tally) usage(a *scan.Answer) {
 // add takes in one scanned answer or chunk; b holds the bytes a spans.
 func (t *tally) add(b []byte, a *scan.Answer) {
 	t.usage(a)
+	t.truncated = t.truncated || a.Truncated
 	t.contentBytes += a.ContentBytes
 	if a.ContentBytes > 0 {
 		t.produced = true
@@ -160,6 +165,7 @@ func (t *tally) fill(m *Measure, body []byte, req *scan.Request) {
 		m.CompletionTokens = (t.contentBytes + t.argBytes + 3) / 4
 		m.UsageEstimated = true
 	}
+	m.Truncated = t.truncated
 	m.ToolCalls = len(t.calls)
 	if m.ToolCalls > 0 && req.LastToolCalls.End > req.LastToolCalls.Start {
 		prev, ok := scan.FirstToolCall(body[req.LastToolCalls.Start:req.LastToolCalls.End])

@@ -59,6 +59,10 @@ type Measure struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	UsageEstimated   bool
+	// Truncated: the answer says the client's token limit cut it
+	// (finish_reason length; incomplete_details max_output_tokens). An
+	// attempt that would be ok counts as truncated (SPEC §7 rev. 3).
+	Truncated        bool
 	ToolCalls        int
 	RepeatedToolCall bool
 	SchemaValid      Tri
@@ -115,4 +119,13 @@ type Sample struct {
 	// ArmPromptVersion and ArmPromptHash name the failing arm's prompt.
 	ArmPromptVersion, ArmPromptHash string
 	Latency                         time.Duration
+	// Outcome is the attempt's outcome in the statistics. For
+	// schema_violation_both, primary's answer to the same request and why
+	// it broke the contract (or was cut) travel beside the gray payload,
+	// under the payload's rules (SPEC §6.2 rev. 3).
+	Outcome             events.Outcome
+	PrimaryErrors       []filter.FieldError
+	PrimaryPayload      []byte
+	PrimaryPayloadBytes int
+	PrimaryTruncated    bool
 }

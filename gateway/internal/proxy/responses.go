@@ -80,6 +80,7 @@ func (x *exchange) takeResponseEvent(data []byte, m *Measure, sent time.Time) ev
 	}
 	if a.Event.Ends() {
 		t.end = a.Event
+		t.truncated = t.truncated || a.Truncated
 		if t.produced { // the deltas told the answer: its usage is what is new
 			t.usage(a)
 			return eventChunk

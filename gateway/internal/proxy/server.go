@@ -549,6 +549,7 @@ type exchange struct {
 	watch  clientWatch // the request's registration with Server.watcher
 	call   call        // what was decided about the request
 	rec    Record      // the record complete hands to the Observer
+	pair   pairing     // a contract failure paired with primary's answer (pair.go)
 }
 
 // header is a forwarded client header, as spans into exchange.hbuf.
@@ -583,6 +584,7 @@ func (s *Server) putExchange(x *exchange) {
 	}
 	x.own, x.fwd, x.ans, x.hbuf = drop(x.own), drop(x.fwd), drop(x.ans), drop(x.hbuf)
 	x.tally.drop()
+	x.pair.reset()
 	if cap(x.answer.Calls) > maxToolCalls || cap(x.answer.Contents) > maxToolCalls {
 		x.answer = scan.Answer{}
 	}

@@ -151,7 +151,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 			if m.Reason == filter.OK {
 				return source{replay: true, arm: d.gray, armName: telemetry.ArmGray, grayM: m}
 			}
-			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
+			s.hold(x, k, telemetry.ArmGray, d.gray, m, errs)
 			gray, armName = &m, telemetry.ArmFallback
 		}
 	}
@@ -226,6 +226,7 @@ func (s *Server) abandon(x *exchange, k *call, src source) {
 		s.attempted(x, k, src.armName, src.arm, &src.grayM)
 		return
 	case src.gray != nil:
+		s.settle(x, k, src.gray)
 		s.attempted(x, k, telemetry.ArmGray, k.deployment.gray, src.gray)
 	}
 	m := Measure{ErrorType: ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: time.Since(src.sent)}
@@ -250,11 +251,15 @@ func (s *Server) writeStream(r *relay, x *exchange, k *call, src *source) {
 			m.ErrorType, m.Outcome = ErrTypeCallerCancelled, events.OutcomeOK
 		}
 		s.complete(x, k, telemetry.ArmGray, d.gray, m, nil)
-		s.mirrorIf(x, k)
+		s.mirrorIf(x, k, nil)
 		return
 	}
 	defer src.resp.Close()
-	x.tally.reset(src.observe)
+	// Observe mode validates gray's stream afterwards; a held gray
+	// failure, or a shadow copy to come, is paired with this one.
+	capture := !src.observe && (x.pair.held || k.shadow)
+	x.pair.capture = capture
+	x.tally.reset(src.observe || capture)
 	m := s.pipe(r, x, k, src)
 	if src.observe && m.ErrorType == ErrTypeNone {
 		f := d.filterFor(x.ep)
@@ -274,12 +279,12 @@ func (s *Server) writeStream(r *relay, x *exchange, k *call, src *source) {
 		}
 	}
 	s.complete(x, k, src.armName, src.arm, m, src.gray)
-	s.mirrorIf(x, k)
+	s.mirrorIf(x, k, &m)
 }
 
-func (s *Server) mirrorIf(x *exchange, k *call) {
+func (s *Server) mirrorIf(x *exchange, k *call, primary *Measure) {
 	if k.shadow {
-		s.mirror(x, k)
+		s.mirror(x, k, primary)
 	}
 }
 
@@ -304,6 +309,9 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 			buf = upstream.Grow(buf, s.limits.event+1)
 		}
 		n, rerr := src.resp.Read(buf[len(buf):cap(buf)])
+		if x.pair.capture {
+			s.keepRaw(&x.pair, buf[len(buf):len(buf)+n])
+		}
 		if src.observe {
 			var ok bool
 			if x.tally.raw, ok = appendCapped(x.tally.raw, buf[len(buf):len(buf)+n], s.limits.answer); !ok {
@@ -329,6 +337,11 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 				capped = x.tally.over
 				break
 			}
+			if x.pair.capture && x.tally.contentBytes > int64(s.limits.answer) {
+				// What the contract needs grew past the answer cap:
+				// primary's answer cannot be judged (the relay goes on).
+				x.pair.capture, x.tally.keepContent = false, false
+			}
 			if first && m.Output {
 				telemetry.TTFT(k.deployment.name, src.armName, true, m.TTFT)
 			}
@@ -353,6 +366,8 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 				r.unlock()
 				if failed, relayed := x.streamFailed(); failed {
 					s.endFailedStream(r, x, k, src.armName, &m, relayed)
+				} else if x.pair.held {
+					s.judgePrimary(x, k, nil, &m)
 				}
 				return m
 			}

@@ -19,6 +19,10 @@ type Answer struct {
 	ContentBytes int64
 	// Calls holds every element of every choice's tool_calls array.
 	Calls []ToolCall
+	// Truncated is true when the answer says the client's token limit cut
+	// it: a choice's finish_reason "length", or a response's
+	// incomplete_details.reason "max_output_tokens" (SPEC §6.2 rev. 3).
+	Truncated bool
 
 	// A Responses API stream event (ScanResponseEvent): its type, and its
 	// sequence_number when HasSeq.
@@ -121,8 +125,12 @@ func (s *scanner) choice(a *Answer, pos int) error {
 		}
 		start := s.i
 		kind, err := s.value(3, nil)
-		if err == nil && kind == KindNumber && s.keyIs(key, "index") {
+		switch {
+		case err != nil:
+		case kind == KindNumber && s.keyIs(key, "index"):
 			index = int(wholeNumber(s.b[start:s.i]))
+		case kind == KindString && s.keyIs(key, "finish_reason") && s.keyIs(Span{start, s.i}, "length"):
+			a.Truncated = true
 		}
 		return err
 	})

@@ -62,3 +62,39 @@ func FuzzScanAnswer(f *testing.F) {
 		}
 	})
 }
+
+// TestScanTruncated: the answers the client's token limit cut say so
+// (SPEC §6.2 rev. 3), whatever the endpoint; nothing else does.
+func TestScanTruncated(t *testing.T) {
+	tests := []struct {
+		name string
+		scan func([]byte, *Answer) error
+		in   string
+		want bool
+	}{
+		{"chat length", ScanAnswer, `{"choices":[{"index":0,"message":{"content":"{\"a\":"},"finish_reason":"length"}]}`, true},
+		{"chat stop", ScanAnswer, `{"choices":[{"message":{"content":"{}"},"finish_reason":"stop"}]}`, false},
+		{"chat null", ScanAnswer, `{"choices":[{"delta":{"content":"x"},"finish_reason":null}]}`, false},
+		{"chunk escaped length", ScanAnswer, `{"choices":[{"delta":{},"finish_reason":"l\u0065ngth"}]}`, true},
+		{"second choice cut", ScanAnswer, `{"choices":[{"finish_reason":"stop"},{"finish_reason":"length"}]}`, true},
+		{"length elsewhere", ScanAnswer, `{"finish_reason":"length","choices":[{"message":{"content":"length"}}]}`, false},
+		{"completions length", ScanAnswer, `{"choices":[{"text":"abc","finish_reason":"length"}]}`, true},
+		{"response cut", ScanResponse, `{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[]}`, true},
+		{"response content filter", ScanResponse, `{"status":"incomplete","incomplete_details":{"reason":"content_filter"}}`, false},
+		{"response whole", ScanResponse, `{"status":"completed","incomplete_details":null}`, false},
+		{"response.incomplete event", ScanResponseEvent, `{"type":"response.incomplete","sequence_number":9,"response":{"incomplete_details":{"reason":"max_output_tokens"}}}`, true},
+		{"response.completed event", ScanResponseEvent, `{"type":"response.completed","response":{"incomplete_details":null}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var a Answer
+			a.Truncated = !tt.want // a reused Answer forgets its last value
+			if err := tt.scan([]byte(tt.in), &a); err != nil {
+				t.Fatal(err)
+			}
+			if a.Truncated != tt.want {
+				t.Errorf("Truncated = %v; want %v", a.Truncated, tt.want)
+			}
+		})
+	}
+}

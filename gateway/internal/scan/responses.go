@@ -209,6 +209,15 @@ func (s *scanner) response(a *Answer, depth int) error {
 		switch {
 		case s.peek() == '{' && s.keyIs(key, "usage"):
 			return s.usageAt(a, depth+1)
+		case s.peek() == '{' && s.keyIs(key, "incomplete_details"):
+			return s.object(depth+1, func(key Span) error {
+				start := s.i
+				kind, err := s.value(depth+1, nil)
+				if err == nil && kind == KindString && s.keyIs(key, "reason") && s.keyIs(Span{start, s.i}, "max_output_tokens") {
+					a.Truncated = true
+				}
+				return err
+			})
 		case s.peek() == '[' && s.keyIs(key, "output"):
 			pos := 0
 			return s.array(depth+1, func() error {

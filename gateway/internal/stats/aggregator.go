@@ -229,7 +229,7 @@ func endpointIndex(e events.Endpoint) int {
 }
 
 // numOutcomes is len(events.AllOutcomes).
-const numOutcomes = 8
+const numOutcomes = 10
 
 // outcomeIndex is o's index in events.AllOutcomes, -1 outside the set.
 func outcomeIndex(o events.Outcome) int {
@@ -250,6 +250,10 @@ func outcomeIndex(o events.Outcome) int {
 		return 6
 	case events.OutcomeCancelled:
 		return 7
+	case events.OutcomeSchemaViolationBoth:
+		return 8
+	case events.OutcomeTruncated:
+		return 9
 	}
 	return -1
 }
@@ -287,7 +291,7 @@ func (d *Deployment) Record(at *Attempt) {
 	if at.Stream {
 		slot += numEndpoints
 	}
-	answered := at.Outcome == events.OutcomeOK || at.Outcome == events.OutcomeSchemaViolation
+	answered := at.Outcome.Answered()
 	prompt, completion := max(at.PromptTokens, 0), max(at.CompletionTokens, 0)
 
 	d.mu.Lock()

@@ -1,0 +1,208 @@
+package proxy
+
+import (
+	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/upstream"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// This file pairs a gray (or shadow) answer that broke the contract with
+// primary's answer to the same request (SPEC §6.2, §7 rev. 3). A client
+// can steer any model off the contract (prose prompts, a tiny
+// max_tokens); only a gray that fails where primary passes is the gray's
+// fault. The gray attempt is schema_violation_both when primary's answer
+// broke the contract too or was cut by the client's token limit, and
+// schema_violation / invalid_json otherwise — including when primary
+// failed some other way, or its answer could not be judged.
+//
+// Nothing here runs while gray passes: a failure's sample is held
+// (hold), primary's answer is judged as it is relayed (judgePrimary;
+// for a stream, what the contract needs is kept while relaying), and the
+// sample is published and the gray attempt counted once primary's answer
+// has ended (settle, from complete), so that the statistics say the
+// right outcome and the §12 clock starts there. The client's answer is
+// never changed or delayed beyond the contract check of primary's
+// answer, which runs before it is handed to fasthttp.
+
+// pairing is an exchange's state of one pairing. The zero value pairs
+// nothing.
+type pairing struct {
+	held    bool   // smp is a failed attempt's sample, not yet published
+	smp     Sample // the held sample (it owns its payload)
+	capture bool   // keep primary's answer while relaying it (streams)
+	// The verdict on primary's answer: judged once it was a whole 2xx
+	// answer; broke when it broke the contract or was cut, errs saying
+	// why; raw its bytes for the sample (a prefix for a stream, rawBytes
+	// long in all).
+	judged   bool
+	broke    bool
+	errs     []filter.FieldError
+	raw      []byte
+	rawBytes int
+	// A shadow copy's copy of primary's whole answer (pairShadow): a
+	// buffered body (whole) or a stream's assembled contents.
+	primaryOK bool
+	whole     bool
+	truncated bool
+	body      []byte
+	contents  [][]byte
+}
+
+// reset forgets the pairing, keeping small buffers.
+func (p *pairing) reset() {
+	keep := func(b []byte) []byte {
+		if cap(b) > maxPooledBytes {
+			return nil
+		}
+		return b[:0]
+	}
+	raw, body, contents := keep(p.raw), keep(p.body), p.contents[:0]
+	if cap(contents) > 8 {
+		contents = nil
+	}
+	*p = pairing{raw: raw, body: body, contents: contents}
+}
+
+// pairs reports whether a failed attempt measured m is paired with
+// primary's answer: a contract failure (schema_violation, invalid_json)
+// on an endpoint with a contract. Embeddings have no schema.
+func pairs(x *exchange, m *Measure) bool {
+	return (m.Reason == filter.SchemaViolation || m.Reason == filter.InvalidJSON) && x.ep != upstream.Embeddings
+}
+
+// hold builds the sample of a failed attempt and keeps it in x until
+// primary's answer is known (settle), when the failure pairs; otherwise
+// it publishes it now. It reports whether it held it.
+func (s *Server) hold(x *exchange, k *call, armName string, a *arm, m Measure, errs []filter.FieldError) bool {
+	if !pairs(x, &m) {
+		s.sample(x, k, armName, a, m, errs)
+		return false
+	}
+	x.pair.smp = s.newSample(x, k, armName, a, m, errs)
+	x.pair.held = true
+	x.pair.capture = true
+	return true
+}
+
+// judgePrimary judges primary's whole 2xx answer m against the contract
+// the held attempt failed: body is the answer (nil for a stream, whose
+// contents x.tally assembled while relaying, capture). Only when a
+// failure is held.
+func (s *Server) judgePrimary(x *exchange, k *call, body []byte, m *Measure) {
+	if !x.pair.held || m.ErrorType != ErrTypeNone || m.Status < 200 || m.Status >= 300 || !x.tally.keepContent {
+		return
+	}
+	p := &x.pair
+	p.judged = true
+	p.broke, p.errs = judge(k.deployment.filterFor(x.ep), body, x.tally.contents, m.Truncated)
+	if body != nil {
+		p.raw = append(p.raw[:0], body...)
+		p.rawBytes = len(body)
+	}
+}
+
+// judge checks primary's answer (a whole body, or for a stream nil and
+// the assembled contents) against f: broke is true when it fails the
+// contract or was cut by the client's token limit, and errs says why.
+func judge(f *filter.Filter, body []byte, contents [][]byte, truncated bool) (broke bool, errs []filter.FieldError) {
+	r, errs := f.Check(body, contents)
+	if r != filter.OK {
+		return true, errs
+	}
+	if truncated {
+		return true, []filter.FieldError{{Field: "(finish_reason)", Description: "primary's answer was cut by the client's token limit"}}
+	}
+	return false, nil
+}
+
+// keepRaw appends a read of primary's stream to the sample's copy, up to
+// the sample size (gateway.sample_max_bytes, else the answer cap).
+func (s *Server) keepRaw(p *pairing, b []byte) {
+	p.rawBytes += len(b)
+	limit := int(s.cfg.Gateway.SampleMaxBytes)
+	if limit <= 0 {
+		limit = s.limits.answer
+	}
+	if room := limit - len(p.raw); room > 0 {
+		p.raw = append(p.raw, b[:min(room, len(b))]...)
+	}
+}
+
+// settle ends a held pairing: the failed attempt m is
+// schema_violation_both when primary's answer was judged and broke,
+// and keeps its own outcome otherwise; its sample is published with
+// that outcome (and primary's answer beside it for both).
+func (s *Server) settle(x *exchange, k *call, m *Measure) {
+	p := &x.pair
+	if !p.held {
+		return
+	}
+	smp := &p.smp
+	if p.judged && p.broke {
+		m.Outcome = events.OutcomeSchemaViolationBoth
+		smp.PrimaryErrors = p.errs
+		smp.PrimaryPayload, smp.PrimaryTruncated = s.fitPayload(p.raw)
+		smp.PrimaryTruncated = smp.PrimaryTruncated || p.rawBytes > len(p.raw)
+		smp.PrimaryPayloadBytes = p.rawBytes
+	}
+	smp.Outcome = m.outcome()
+	s.publishSample(k, smp)
+	p.reset()
+}
+
+// keepForShadow copies into the shadow copy's exchange y what pairing a
+// failed shadow answer needs of primary's answer m to the same request:
+// the whole answer (buffered) or its assembled contents and a prefix of
+// its bytes (a stream captured while relaying). A failed or unjudgeable
+// primary answer copies nothing.
+func keepForShadow(x, y *exchange, m *Measure, stream bool) {
+	y.pair.reset()
+	if m == nil || m.ErrorType != ErrTypeNone || m.Status < 200 || m.Status >= 300 {
+		return
+	}
+	p := &y.pair
+	p.truncated = m.Truncated
+	if !stream {
+		p.primaryOK, p.whole = true, true
+		p.body = append(p.body[:0], x.ans...)
+		return
+	}
+	if !x.tally.keepContent {
+		return // over the cap while relaying: not judgeable
+	}
+	p.primaryOK = true
+	for i, c := range x.tally.contents {
+		if i < len(p.contents) {
+			p.contents[i] = append(p.contents[i][:0], c...)
+		} else {
+			p.contents = append(p.contents, append([]byte(nil), c...))
+		}
+	}
+	p.contents = p.contents[:len(x.tally.contents)]
+	p.raw = append(p.raw[:0], x.pair.raw...)
+	p.rawBytes = x.pair.rawBytes
+}
+
+// pairShadow judges the copy of primary's answer keepForShadow made,
+// after the shadow attempt failed and its sample was held (the shadow's
+// answer is no longer needed in y.ans and y.tally).
+func (s *Server) pairShadow(y *exchange, k *call) {
+	p := &y.pair
+	if !p.primaryOK || !p.held {
+		return
+	}
+	f := k.deployment.filterFor(y.ep)
+	if p.whole {
+		if y.scanAnswer(p.body) != nil {
+			return // not a JSON object: primary failed some other way
+		}
+		y.tally.reset(true)
+		y.tally.add(p.body, &y.answer)
+		p.broke, p.errs = judge(f, p.body, y.tally.contents, p.truncated || y.tally.truncated)
+		p.raw = append(p.raw[:0], p.body...)
+		p.rawBytes = len(p.body)
+	} else {
+		p.broke, p.errs = judge(f, nil, p.contents, p.truncated)
+	}
+	p.judged = true
+}
