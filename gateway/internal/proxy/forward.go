@@ -93,13 +93,16 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 
 // relayBuffered reads a whole primary answer (at most
 // max_buffered_answer_bytes) and relays it: 2xx with a valid JSON body
-// and 4xx pass through, anything else is a 502. The answer is handed to
-// fasthttp with x (sendAnswer).
+// and 4xx pass through, anything else is a 502, of whose answer only
+// reasonBytes are read. The answer is handed to fasthttp with x
+// (sendAnswer).
 func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *arm, resp *upstream.Response, sent time.Time) (Measure, *Error) {
 	m := Measure{Status: resp.Status, ErrorType: ErrTypeNone, TTFT: time.Since(sent)}
 	var err error
-	x.ans, err = resp.ReadAll(x.ans[:0], s.limits.answer)
-	if errors.Is(err, upstream.ErrTooLarge) {
+	if resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400) {
+		// A 502 either way: only its reason is read, and the rest left.
+		x.ans, err = resp.ReadPrefix(x.ans[:0], reasonBytes)
+	} else if x.ans, err = resp.ReadAll(x.ans[:0], s.limits.answer); errors.Is(err, upstream.ErrTooLarge) {
 		err = overCap("an answer", s.limits.answer)
 	}
 	m.Latency = time.Since(sent)
