@@ -109,6 +109,13 @@ type Gateway struct {
 	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
 	// MaxClientConnections bounds open client connections (default 10000).
 	MaxClientConnections int `yaml:"max_client_connections"`
+	// MaxConnectionsPerSource bounds the open client connections of one
+	// remote IP address (SPEC §11, rev. 3); past it a new connection from
+	// that address is closed at accept, like one past
+	// MaxClientConnections. Default 0: no per-source limit, the setting
+	// behind an ingress or load balancer, where every client shares its
+	// address.
+	MaxConnectionsPerSource int `yaml:"max_connections_per_source"`
 	// RequestLog is RequestLogAll, RequestLogGray (default) or RequestLogOff.
 	RequestLog string `yaml:"request_log"`
 	// StatsInterval is how often per-arm statistics are published (default 1s).

@@ -82,6 +82,7 @@ func TestFullConfig(t *testing.T) {
 		{"gateway.client_tokens", len(cfg.Gateway.ClientTokens), 2},
 		{"gateway.rollout_stale_after", cfg.Gateway.RolloutStaleAfter, 90 * time.Second},
 		{"gateway.redact_samples", cfg.Gateway.RedactSamples, true},
+		{"gateway.max_connections_per_source", cfg.Gateway.MaxConnectionsPerSource, 64},
 		{"sampling_contract.conflict", cfg.SamplingContract.Conflict, "allow"},
 		{"temperature", cfg.SamplingContract.Params["temperature"], ParamRule{Min: 0, Max: 1, HasDefault: true, Default: 0.5}},
 		{"top_k", cfg.SamplingContract.Params["top_k"], ParamRule{Min: -1, Max: 100, HasDefault: true, Default: 40, IntMin: -1, IntMax: 100, IntDefault: 40}},

@@ -71,6 +71,9 @@ func (d *decoder) validateGateway(g *Gateway) {
 	if g.MaxClientConnections < 1 && !d.failed["gateway.max_client_connections"] {
 		d.errorf("gateway.max_client_connections", nil, "must be at least 1, got %d", g.MaxClientConnections)
 	}
+	if g.MaxConnectionsPerSource < 0 && !d.failed["gateway.max_connections_per_source"] {
+		d.errorf("gateway.max_connections_per_source", nil, "must not be negative (0 turns the per-source limit off), got %d", g.MaxConnectionsPerSource)
+	}
 	d.positiveDuration("gateway.read_timeout", g.ReadTimeout)
 	d.positiveDuration("gateway.write_timeout", g.WriteTimeout)
 	d.positiveDuration("gateway.idle_timeout", g.IdleTimeout)

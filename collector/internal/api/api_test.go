@@ -2,10 +2,12 @@ package api_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -155,6 +157,8 @@ func TestStoreErrors(t *testing.T) {
 		code   string
 	}{
 		{store.ErrBadCursor, 400, "bad_request"},
+		{&store.ParamError{Param: "until", Err: store.ErrTimeOutOfRange}, 400, "bad_request"},
+		{&store.ParamError{Param: "cursor", Err: store.ErrBadCursor}, 400, "bad_request"},
 		{errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"), 503, "store_unavailable"},
 	}
 	for _, tt := range tests {
@@ -435,3 +439,75 @@ func TestRunStopsRightAfterStart(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// cursorAt is a cursor in the API's format (store's encodeCursor) for a
+// time given in Unix microseconds: what a client can craft.
+func cursorAt(micros int64) string {
+	b := make([]byte, 24)
+	for i := range 8 {
+		b[i] = byte(uint64(micros) >> (56 - 8*i))
+	}
+	id := uuid.New()
+	copy(b[8:], id[:])
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// TestTimesOutsideTheStoredRange: a cursor or a since/until time outside
+// the stored range (years 1–9999), or a malformed cursor, is a 400 that
+// names the parameter, never a 5xx — against Postgres, which refuses such
+// times itself (crafted cursors answered 500 before). The range's ends
+// are served; one microsecond past either is refused.
+func TestTimesOutsideTheStoredRange(t *testing.T) {
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	now := time.Now().UTC().Truncate(time.Second)
+	w := store.NewWriter(pool, store.Options{})
+	d := testenv.Sample("qwen-32k", 1, events.ReasonSchemaViolation, events.ArmGray, []byte(`{}`))
+	if _, err := w.Write(context.Background(), []store.Event{testenv.Event[store.Event](t, d, now, "")}); err != nil {
+		t.Fatal(err)
+	}
+	s := api.New(store.NewReader(pool), api.Options{Token: token, Now: func() time.Time { return now }})
+	year := func(y int) int64 { return time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro() }
+	minMicros, maxMicros := store.MinTime.UnixMicro(), store.MaxTime.UnixMicro()
+	tests := []struct {
+		path, param string // param "": served
+	}{
+		{"/v1/samples?cursor=" + cursorAt(year(-5000)), "cursor"},
+		{"/v1/samples?cursor=" + cursorAt(year(10000)), "cursor"},
+		{"/v1/samples?cursor=" + cursorAt(math.MinInt64), "cursor"},
+		{"/v1/samples?cursor=" + cursorAt(math.MaxInt64), "cursor"},
+		{"/v1/samples?cursor=" + cursorAt(minMicros-1), "cursor"},
+		{"/v1/samples?cursor=" + cursorAt(maxMicros+1), "cursor"},
+		{"/v1/samples?cursor=" + cursorAt(minMicros), ""},
+		{"/v1/samples?cursor=" + cursorAt(maxMicros), ""},
+		{"/v1/samples?cursor=abc", "cursor"},
+		{"/v1/samples?cursor=" + cursorAt(0) + "A", "cursor"},
+		{"/v1/samples?cursor=" + strings.Repeat("*", 32), "cursor"},
+		{"/v1/samples?cursor=" + cursorAt(0)[:31] + "=", "cursor"},
+		{"/v1/samples?since=0000-01-01T00:00:00Z", "since"},
+		{"/v1/samples?until=0000-12-31T23:59:59Z", "until"},
+		{"/v1/samples?until=9999-12-31T23:59:59-01:00", "until"}, // year 10000 in UTC
+		{"/v1/samples?since=0001-01-01T00:00:00+00:01", "since"}, // one minute before year 1
+		{"/v1/samples?since=0001-01-01T00:00:00Z", ""},
+		{"/v1/samples?until=9999-12-31T23:59:59.999999Z", ""},
+		{"/v1/samples?since=2562047h", ""}, // the longest duration: 292 years ago
+		{"/v1/rollouts/qwen-32k/history?cursor=" + cursorAt(year(-5000)), "cursor"},
+		{"/v1/rollouts/qwen-32k/history?cursor=" + cursorAt(math.MaxInt64), "cursor"},
+		{"/v1/rollouts/qwen-32k/history?cursor=" + cursorAt(maxMicros), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			status, _, body := get(t, s, tt.path, "Bearer "+token)
+			if tt.param == "" {
+				if status != 200 {
+					t.Errorf("GET %s = %d %s; want 200", tt.path, status, body)
+				}
+				return
+			}
+			var e errorBody
+			json.Unmarshal(body, &e)
+			if status != 400 || e.Error.Param != tt.param || e.Error.Code != "bad_request" || !strings.HasPrefix(e.Error.Message, tt.param+":") {
+				t.Errorf("GET %s = %d %s; want 400 bad_request naming %q", tt.path, status, body, tt.param)
+			}
+		})
+	}
+}

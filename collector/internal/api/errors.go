@@ -45,10 +45,16 @@ func errorHandler(log *slog.Logger) fiber.ErrorHandler {
 		var e *Error
 		var fe *fiber.Error
 		var pgErr *pgconn.PgError
+		var pe *store.ParamError
 		switch {
 		case errors.As(err, &e):
 		case errors.Is(err, store.ErrNotFound):
 			e = &Error{Status: http.StatusNotFound, Type: "not_found_error", Code: "not_found", Message: "no sample with this event id"}
+		case errors.As(err, &pe) && errors.Is(err, store.ErrTimeOutOfRange):
+			e = badParam(pe.Param, store.ErrTimeOutOfRange.Error())
+			if pe.Param == "cursor" {
+				e = badParam("cursor", "its time is "+store.ErrTimeOutOfRange.Error()+": not a cursor from this API (pass next_cursor unchanged)")
+			}
 		case errors.Is(err, store.ErrBadCursor):
 			e = badParam("cursor", "not a cursor from this API (pass next_cursor unchanged)")
 		case errors.Is(err, store.ErrBadLimit):

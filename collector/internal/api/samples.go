@@ -72,15 +72,22 @@ func validName(s string) bool {
 }
 
 // parseTime reads an RFC 3339 time, or a Go duration meaning that long
-// before now (since=1h).
+// before now (since=1h). A time outside the stored range (store.InRange:
+// year 0, or 9999-12-31T23:00:00-01:00, which is year 10000) is refused
+// here, naming param, never sent to Postgres.
 func parseTime(param, v string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		d, derr := time.ParseDuration(v)
+		if derr != nil || d < 0 {
+			return time.Time{}, badParam(param, "want an RFC 3339 time (2025-03-14T15:00:00Z) or a duration before now (90m, 24h)")
+		}
+		t = now.Add(-d)
 	}
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-		return now.Add(-d), nil
+	if !store.InRange(t) {
+		return time.Time{}, badParam(param, store.ErrTimeOutOfRange.Error())
 	}
-	return time.Time{}, badParam(param, "want an RFC 3339 time (2025-03-14T15:00:00Z) or a duration before now (90m, 24h)")
+	return t, nil
 }
 
 func parseLimit(v string) (int, error) {

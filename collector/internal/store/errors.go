@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 var (
@@ -15,4 +16,20 @@ var (
 	ErrMigrationChanged = errors.New("applied migration was edited")
 	// ErrBadLimit means a page size outside 1–MaxPage.
 	ErrBadLimit = fmt.Errorf("limit must be between 1 and %d", MaxPage)
+	// ErrTimeOutOfRange means a time outside MinTime–MaxTime, the range
+	// the store holds and a query may name.
+	ErrTimeOutOfRange = fmt.Errorf("outside the stored range, %s to %s",
+		MinTime.Format(time.RFC3339Nano), MaxTime.Format(time.RFC3339Nano))
 )
+
+// ParamError is a query parameter the store refuses (since, until,
+// cursor): Param names it, Err is ErrBadCursor or ErrTimeOutOfRange.
+// The API answers it 400 naming Param, never 5xx.
+type ParamError struct {
+	Param string
+	Err   error
+}
+
+func (e *ParamError) Error() string { return e.Param + ": " + e.Err.Error() }
+
+func (e *ParamError) Unwrap() error { return e.Err }

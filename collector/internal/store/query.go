@@ -168,9 +168,15 @@ func (r *Reader) ListSamples(ctx context.Context, f SampleFilter) (SamplePage, e
 		arg("arm = ?", f.Arm)
 	}
 	if !f.Since.IsZero() {
+		if !InRange(f.Since) {
+			return SamplePage{}, &ParamError{Param: "since", Err: ErrTimeOutOfRange}
+		}
 		arg("occurred_at >= ?", f.Since)
 	}
 	if !f.Until.IsZero() {
+		if !InRange(f.Until) {
+			return SamplePage{}, &ParamError{Param: "until", Err: ErrTimeOutOfRange}
+		}
 		arg("occurred_at < ?", f.Until)
 	}
 	if f.Cursor != "" {
@@ -362,6 +368,18 @@ func pageSize(n int) (int, error) {
 	return n, nil
 }
 
+// MinTime and MaxTime bound the times the store holds and a query may
+// name (since, until, a cursor's): the years 1 to 9999, which RFC 3339
+// can write and Postgres' timestamptz holds. A time outside them is the
+// client's mistake (ErrTimeOutOfRange), never a query Postgres refuses.
+var (
+	MinTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+// InRange reports whether t lies within MinTime–MaxTime.
+func InRange(t time.Time) bool { return !t.Before(MinTime) && !t.After(MaxTime) }
+
 // A cursor is the last row's key: occurred_at in Unix microseconds (8 bytes,
 // big endian) and the event id (16 bytes), base64url without padding. The
 // client treats it as opaque.
@@ -372,13 +390,28 @@ func encodeCursor(at time.Time, id uuid.UUID) string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// cursorLen is the length of every cursor encodeCursor makes.
+var cursorLen = base64.RawURLEncoding.EncodedLen(24)
+
+// decodeCursor reads a cursor of encodeCursor. Anything else — a string
+// of another length or alphabet, or a time outside MinTime–MaxTime (a
+// crafted cursor: year −5000, year 10000) — is a *ParamError naming
+// "cursor", before any query.
 func decodeCursor(s string) (time.Time, pgtype.UUID, error) {
+	if len(s) != cursorLen {
+		return time.Time{}, pgtype.UUID{}, &ParamError{Param: "cursor", Err: ErrBadCursor}
+	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) != 24 {
-		return time.Time{}, pgtype.UUID{}, ErrBadCursor
+		return time.Time{}, pgtype.UUID{}, &ParamError{Param: "cursor", Err: ErrBadCursor}
+	}
+	// Checked as microseconds, before a time is made of them.
+	micros := int64(binary.BigEndian.Uint64(b[:8]))
+	if micros < MinTime.UnixMicro() || micros > MaxTime.UnixMicro() {
+		return time.Time{}, pgtype.UUID{}, &ParamError{Param: "cursor", Err: fmt.Errorf("%w: its time is %w", ErrBadCursor, ErrTimeOutOfRange)}
 	}
 	var id pgtype.UUID
 	copy(id.Bytes[:], b[8:])
 	id.Valid = true
-	return time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), id, nil
+	return time.UnixMicro(micros).UTC(), id, nil
 }

@@ -18,8 +18,10 @@ import (
 
 // snapshotHeaders copies the client headers that are forwarded into x, so
 // that a request can be sent after the handler returned (streams). The
-// client's Authorization never leaves the gateway; hop-by-hop headers,
-// framing, encoding and the rollout force headers are the gateway's own.
+// client's Authorization never leaves the gateway; hop-by-hop headers
+// (and those the client's Connection header names), framing, encoding
+// and the rollout force headers are the gateway's own (forwardable,
+// headers.go).
 func (s *Server) snapshotHeaders(c *fiber.Ctx, x *exchange, id string) {
 	x.hdrs, x.hbuf = x.hdrs[:0], x.hbuf[:0]
 	add := func(k, v []byte) {
@@ -29,54 +31,18 @@ func (s *Server) snapshotHeaders(c *fiber.Ctx, x *exchange, id string) {
 		x.hbuf = append(x.hbuf, v...)
 		x.hdrs = append(x.hdrs, header{scan.Span{Start: ks, End: vs}, scan.Span{Start: vs, End: len(x.hbuf)}})
 	}
+	named := false // the client's Connection header names other headers
 	for k, v := range c.Request().Header.All() {
 		if !forwardable(k) || s.forceHeaders[string(k)] {
+			named = named || namesHeaders(k, v)
 			continue
 		}
 		add(k, v)
 	}
+	if named {
+		x.dropConnectionNamed(&c.Request().Header)
+	}
 	add(hdrRequestID, []byte(id))
-}
-
-// forwardable reports whether a client header goes to the upstream: not
-// hop-by-hop or framing headers, not a header that carries the client's
-// credentials (authorization, cookie, proxy-authorization, api-key,
-// x-api-key) and not its network identity (forwarded, x-forwarded-*),
-// SPEC §3. Names are compared without regard to case.
-func forwardable(k []byte) bool {
-	if len(k) >= 12 && asciiEqualFold(k[:12], "x-forwarded-") {
-		return false
-	}
-	for _, name := range unforwarded {
-		if asciiEqualFold(k, name) {
-			return false
-		}
-	}
-	return true
-}
-
-var unforwarded = []string{
-	"authorization", "cookie", "proxy-authorization", "api-key", "x-api-key", "forwarded",
-	"host", "content-length", "content-type", "content-encoding", "accept-encoding",
-	"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
-	"upgrade", "x-request-id", "expect",
-}
-
-// asciiEqualFold reports whether b equals the lower-case ASCII s, any case.
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // setHeaders writes x's forwarded headers into an upstream request. The
@@ -127,13 +93,16 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 
 // relayBuffered reads a whole primary answer (at most
 // max_buffered_answer_bytes) and relays it: 2xx with a valid JSON body
-// and 4xx pass through, anything else is a 502. The answer is handed to
-// fasthttp with x (sendAnswer).
+// and 4xx pass through, anything else is a 502, of whose answer only
+// reasonBytes are read. The answer is handed to fasthttp with x
+// (sendAnswer).
 func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *arm, resp *upstream.Response, sent time.Time) (Measure, *Error) {
 	m := Measure{Status: resp.Status, ErrorType: ErrTypeNone, TTFT: time.Since(sent)}
 	var err error
-	x.ans, err = resp.ReadAll(x.ans[:0], s.limits.answer)
-	if errors.Is(err, upstream.ErrTooLarge) {
+	if resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400) {
+		// A 502 either way: only its reason is read, and the rest left.
+		x.ans, err = resp.ReadPrefix(x.ans[:0], reasonBytes)
+	} else if x.ans, err = resp.ReadAll(x.ans[:0], s.limits.answer); errors.Is(err, upstream.ErrTooLarge) {
 		err = overCap("an answer", s.limits.answer)
 	}
 	m.Latency = time.Since(sent)

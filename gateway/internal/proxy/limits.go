@@ -45,6 +45,10 @@ const (
 	clientCheckEvery = 250 * time.Millisecond
 	// defaultWriteTimeout applies when gateway.write_timeout is unset.
 	defaultWriteTimeout = 30 * time.Second
+	// reasonBytes is what the gateway reads of a primary answer that
+	// becomes a 502 (a 5xx, 1xx or 3xx status): only the reason quoted
+	// in the error message comes from it.
+	reasonBytes = 64 << 10
 )
 
 // errClientLeft: a write found the client gone (closed, or cut for not
@@ -106,3 +110,11 @@ func appendCapped(b, p []byte, limit int) ([]byte, bool) {
 	}
 	return append(b, p...), true
 }
+
+// answerBudget is the memory one answer read whole takes at most while
+// it is read, for a cap of limit bytes (gateway.max_buffered_answer_bytes):
+// the pooled blocks of upstream.ReadAll, never more than the cap and one
+// block. An answer that ends under the cap is then copied once into a
+// buffer of its size, so for a moment it takes twice its size (README
+// "Memory").
+func answerBudget(limit int) int64 { return int64(limit) + upstream.BlockSize }

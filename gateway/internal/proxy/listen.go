@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,13 +21,20 @@ type connCounter struct {
 }
 
 var (
-	clientOpen    atomic.Int64
-	clientRefused = metrics.GetOrCreateCounter("graygate_client_connections_refused_total")
+	clientOpen atomic.Int64
+	// clientRefused counts connections refused at accept past
+	// gateway.max_client_connections; sourceRefused those refused past
+	// gateway.max_connections_per_source. The label names the limit, a
+	// closed set: never the client's address.
+	clientRefused = metrics.GetOrCreateCounter(`graygate_client_connections_refused_total{limit="total"}`)
+	sourceRefused = metrics.GetOrCreateCounter(`graygate_client_connections_refused_total{limit="per_source"}`)
 )
 
 func init() {
 	telemetry.SetHelp("graygate_client_connections_refused_total",
-		"Client connections closed at accept, with nothing written, because gateway.max_client_connections were open.")
+		"Client connections closed at accept, with nothing written, by the limit that was reached: "+
+			"total (gateway.max_client_connections were open) or per_source (gateway.max_connections_per_source "+
+			"were open from the connection's remote address).")
 	telemetry.SetHelp("graygate_client_connections", "Client connections open.")
 	metrics.GetOrCreateGauge("graygate_client_connections", func() float64 { return float64(clientOpen.Load()) })
 }
@@ -47,19 +55,32 @@ func (c *connCounter) add(n int64) int64 {
 // to the client, never a whole answer: a stream keeps going for as long
 // as each of its writes goes through (fasthttp's WriteTimeout is one
 // deadline for the whole response, which would cut a long stream).
+//
+// With a per-source bound (gateway.max_connections_per_source), one
+// remote IP address holds at most that many of the places: a client that
+// reopens its sockets as fast as read_timeout closes them locks out only
+// itself.
 type listener struct {
 	net.Listener
 	max          int64 // 0: no bound
 	writeTimeout time.Duration
 	counter      *connCounter
+	sources      *sources // nil: no per-source bound
 }
 
-func newListener(ln net.Listener, max int, writeTimeout time.Duration, counter *connCounter) net.Listener {
+func newListener(ln net.Listener, max int, writeTimeout time.Duration, counter *connCounter) *listener {
 	return &listener{Listener: ln, max: int64(max), writeTimeout: writeTimeout, counter: counter}
 }
 
-// Accept returns the next connection under the bound; it closes the ones
-// over it itself and goes on waiting.
+// limitPerSource bounds the connections of one remote address by s (nil:
+// no bound).
+func (l *listener) limitPerSource(s *sources) *listener {
+	l.sources = s
+	return l
+}
+
+// Accept returns the next connection under the bounds; it closes the ones
+// over them itself and goes on waiting.
 func (l *listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -71,21 +92,102 @@ func (l *listener) Accept() (net.Conn, error) {
 			if l.counter.client {
 				clientRefused.Inc()
 			}
-			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetLinger(0) // a reset: nothing lingers for a flood
-			}
-			_ = c.Close()
+			refuse(c)
 			continue
 		}
-		return &conn{Conn: c, l: l}, nil
+		var src netip.Addr
+		if l.sources != nil {
+			src = remoteAddr(c)
+			if !l.sources.take(src) {
+				l.counter.add(-1)
+				sourceRefused.Inc()
+				refuse(c)
+				continue
+			}
+		}
+		return &conn{Conn: c, l: l, src: src}, nil
 	}
 }
 
+// refuse closes a connection over a bound with nothing written: a reset,
+// so that nothing lingers for a flood.
+func refuse(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// remoteAddr is the IP address a connection comes from (an IPv4 address
+// mapped into IPv6 counts as the IPv4 address); invalid when it has none.
+func remoteAddr(c net.Conn) netip.Addr {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// newSources returns a per-source bound of max connections, or nil for
+// max 0 (no bound).
+func newSources(max int) *sources {
+	if max <= 0 {
+		return nil
+	}
+	return &sources{max: max, open: make(map[netip.Addr]int)}
+}
+
+// sources counts open connections per remote address. An address has an
+// entry only while it has a connection open, so the map holds at most as
+// many entries as connections are open (max_client_connections). Accept
+// and Close take the lock once per connection, never per request.
+type sources struct {
+	max  int
+	mu   sync.Mutex
+	open map[netip.Addr]int
+}
+
+// take counts one more connection from a, unless max are open from it
+// already. A connection without an address is not bounded.
+func (s *sources) take(a netip.Addr) bool {
+	if !a.IsValid() {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open[a] >= s.max {
+		return false
+	}
+	s.open[a]++
+	return true
+}
+
+// release gives back a connection taken from a.
+func (s *sources) release(a netip.Addr) {
+	if !a.IsValid() {
+		return
+	}
+	s.mu.Lock()
+	if n := s.open[a] - 1; n > 0 {
+		s.open[a] = n
+	} else {
+		delete(s.open, a)
+	}
+	s.mu.Unlock()
+}
+
+// count returns the connections open from a.
+func (s *sources) count(a netip.Addr) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open[a]
+}
+
 // conn is an accepted connection: its writes have a deadline each, and
-// its close frees its place under the bound.
+// its close frees its place under the bounds.
 type conn struct {
 	net.Conn
 	l    *listener
+	src  netip.Addr // counted in l.sources when that is set
 	once sync.Once
 }
 
@@ -103,7 +205,12 @@ func (c *conn) Write(p []byte) (int, error) {
 func (c *conn) NetConn() net.Conn { return c.Conn }
 
 func (c *conn) Close() error {
-	c.once.Do(func() { c.l.counter.add(-1) })
+	c.once.Do(func() {
+		c.l.counter.add(-1)
+		if c.l.sources != nil {
+			c.l.sources.release(c.src)
+		}
+	})
 	return c.Conn.Close()
 }
 

@@ -68,6 +68,7 @@ type Server struct {
 
 	exchanges   sync.Pool    // *exchange
 	clientConns *connCounter // open client connections
+	sources     *sources     // client connections per remote address; nil: no bound
 	limits      limits       // caps on upstream-fed buffers (limits.go)
 	ready       atomic.Bool
 
@@ -143,6 +144,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		requireToken: len(cfg.Gateway.ClientTokens) > 0,
 		forceTokens:  newTokenSet(cfg.Gateway.ForceTokens),
 		clientConns:  &connCounter{client: true},
+		sources:      newSources(cfg.Gateway.MaxConnectionsPerSource),
 		contract:     contract.New(cfg.SamplingContract),
 		forceHeaders: make(map[string]bool),
 		limits:       newLimits(cfg.Gateway),
@@ -441,7 +443,7 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 	if maxConns <= 0 {
 		maxConns = 10000
 	}
-	client = newListener(client, maxConns, wt, s.clientConns)
+	client = newListener(client, maxConns, wt, s.clientConns).limitPerSource(s.sources)
 	admin = newListener(admin, 0, wt, &connCounter{})
 	g.Go(func() error { return s.client.Listener(client) })
 	g.Go(func() error { return s.admin.Listener(admin) })

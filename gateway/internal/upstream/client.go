@@ -565,17 +565,23 @@ type readerFunc func([]byte) (int, error)
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // credentialHeaders are client headers that carry credentials or the
-// client's network identity; none of them ever reaches an upstream (SPEC
-// §3, §11), whatever the caller's header function set. The upstream gets
-// its own key, or none.
+// client's network identity, in lower case with hyphens; none of them
+// ever reaches an upstream (SPEC §3, §11), whatever the caller's header
+// function set. The upstream gets its own key, or none.
 var credentialHeaders = []string{
-	fasthttp.HeaderAuthorization, fasthttp.HeaderCookie, fasthttp.HeaderProxyAuthorization,
-	"Api-Key", "X-Api-Key", "Forwarded",
+	"authorization", "cookie", "proxy-authorization", "api-key", "x-api-key",
+	"forwarded", "x-real-ip", "true-client-ip", "x-client-ip", "x-cluster-client-ip",
+	"cf-connecting-ip", "fastly-client-ip",
+	// Framing: the request's own Content-Length is fasthttp's; a header
+	// function must not add another under an underscore spelling.
+	"content-length", "transfer-encoding",
 }
 
 // stripCredentials deletes the credential headers and every X-Forwarded-*
-// header from h. It looks at the headers once and deletes only what it
-// found: on the request path there is usually nothing to delete.
+// header from h, in any case and underscore spelling (isCredential). It
+// looks at the headers once and deletes only what it found: on the
+// request path there is usually nothing to delete, and nothing is
+// allocated then.
 func stripCredentials(h *fasthttp.RequestHeader) {
 	var found []string
 	for k := range h.All() {
@@ -588,18 +594,42 @@ func stripCredentials(h *fasthttp.RequestHeader) {
 	}
 }
 
-// isCredential reports whether the header name k, in any case, is one of
-// credentialHeaders or starts with X-Forwarded-.
+// isCredential reports whether the header name k is one of
+// credentialHeaders or starts with X-Forwarded-, in any case and with
+// '_' for any '-': servers that map header names to variables (CGI,
+// WSGI, some proxies) read api_key as Api-Key and x_forwarded_for as
+// X-Forwarded-For.
 func isCredential(k []byte) bool {
-	if len(k) >= 12 && strings.EqualFold(string(k[:12]), "x-forwarded-") {
+	if len(k) >= 12 && nameIs(k[:12], "x-forwarded-") {
 		return true
 	}
 	for _, c := range credentialHeaders {
-		if strings.EqualFold(string(k), c) {
+		if nameIs(k, c) {
 			return true
 		}
 	}
 	return false
+}
+
+// nameIs reports whether the header name b is name (lower-case ASCII with
+// hyphens) in any case, with '_' for any '-'.
+func nameIs(b []byte, name string) bool {
+	if len(b) != len(name) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		case c == '_':
+			c = '-'
+		}
+		if c != name[i] {
+			return false
+		}
+	}
+	return true
 }
 
 type writerFunc func([]byte) (int, error)

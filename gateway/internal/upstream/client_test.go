@@ -485,6 +485,13 @@ func TestStripCredentials(t *testing.T) {
 		{"api-key", "k1"}, {"X-API-KEY", "k2"}, {"forwarded", "for=1.2.3.4"},
 		{"x-forwarded-for", "1.2.3.4"}, {"X-Forwarded-Proto", "https"}, {"X-FORWARDED-HOST", "evil"},
 		{"X-Custom", "kept"}, {"X-Forwarded", "kept-too"}, {"Api-Keys", "kept-three"},
+		// Underscore spellings, which CGI-style servers read as the
+		// hyphenated header, and client-IP headers (SPEC §11 rev. 3).
+		{"api_key", "k3"}, {"X_Api_Key", "k4"}, {"x_API-key", "k5"}, {"AUTHORIZATION_", "kept-four"},
+		{"Proxy_Authorization", "Basic y"}, {"cOOkie", "c=d"}, {"X_FORWARDED_FOR", "5.6.7.8"},
+		{"X-Real-IP", "9.9.9.9"}, {"true_client_ip", "8.8.8.8"}, {"True-Client-IP", "7.7.7.7"},
+		{"X_Real_Ip", "6.6.6.6"}, {"Content_length", "0"}, {"Transfer_Encoding", "chunked"},
+		{"X_Custom_Two", "kept-five"},
 	} {
 		h.Set(kv[0], kv[1])
 	}
@@ -493,15 +500,31 @@ func TestStripCredentials(t *testing.T) {
 	for k, v := range h.All() {
 		got[strings.ToLower(string(k))] = string(v)
 	}
-	want := map[string]string{"x-custom": "kept", "x-forwarded": "kept-too", "api-keys": "kept-three"}
+	want := map[string]string{"x-custom": "kept", "x-forwarded": "kept-too", "api-keys": "kept-three",
+		"authorization_": "kept-four", "x_custom_two": "kept-five", "content-type": "", "content-length": ""}
 	for k, v := range want {
-		if got[k] != v {
+		if v != "" && got[k] != v {
 			t.Errorf("header %s = %q; want %q", k, got[k], v)
 		}
 	}
-	for k := range got {
+	for k, v := range got {
 		if _, ok := want[k]; !ok {
-			t.Errorf("header %s was not stripped", k)
+			t.Errorf("header %s: %q was not stripped", k, v)
 		}
+	}
+}
+
+// BenchmarkStripCredentials is stripCredentials on an SDK's ordinary
+// headers, with nothing to strip: the request path's usual case.
+func BenchmarkStripCredentials(b *testing.B) {
+	var h fasthttp.RequestHeader
+	for _, k := range []string{"Accept", "User-Agent", "X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-Os",
+		"X-Stainless-Arch", "X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Async",
+		"X-Stainless-Retry-Count", "X-User-Id", "X-Request-Id"} {
+		h.Set(k, "value")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		stripCredentials(&h)
 	}
 }

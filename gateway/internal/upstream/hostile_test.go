@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -134,43 +135,52 @@ func TestMaxDurationBoundsATrickledBody(t *testing.T) {
 
 // TestReadAllCap: ReadAll takes a body of exactly limit bytes and refuses
 // one byte more, growing its buffer no further than limit+1 whatever the
-// announced length.
+// announced length. A limit of a few blocks takes a chunked body through
+// the pooled blocks (readBlocks), which must hand back the body intact,
+// after what dst held.
 func TestReadAllCap(t *testing.T) {
-	const limit = 100 << 10
-	for _, tc := range []struct {
-		name    string
-		size    int
-		chunked bool
-		wantErr bool
-	}{
-		{"at the limit", limit, false, false},
-		{"one byte over", limit + 1, false, true},
-		{"chunked at the limit", limit, true, false},
-		{"chunked one byte over", limit + 1, true, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := startRaw(t, func(_ int64, c net.Conn, _ *bufio.Reader) bool {
-				body := strings.Repeat("x", tc.size)
-				if tc.chunked {
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", tc.size, body)
-				} else {
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", tc.size, body)
+	for _, limit := range []int{100 << 10, 4*blockSize + 3} {
+		for _, tc := range []struct {
+			name    string
+			size    int
+			chunked bool
+			wantErr bool
+		}{
+			{"at the limit", limit, false, false},
+			{"one byte over", limit + 1, false, true},
+			{"chunked at the limit", limit, true, false},
+			{"chunked one byte over", limit + 1, true, true},
+		} {
+			t.Run(fmt.Sprintf("%d/%s", limit, tc.name), func(t *testing.T) {
+				payload := make([]byte, tc.size-2)
+				for i := range payload {
+					payload[i] = byte('a' + i%26)
 				}
-				return true
+				s := startRaw(t, func(_ int64, c net.Conn, _ *bufio.Reader) bool {
+					if tc.chunked {
+						fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(payload), payload)
+					} else {
+						fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(payload), payload)
+					}
+					return true
+				})
+				cl := newClient(t, config.Upstream{URL: s.url})
+				resp, err := cl.Do(context.Background(), body, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Close()
+				got, err := resp.ReadAll([]byte("[:"), limit) // dst holds 2 bytes already
+				if gotErr := errors.Is(err, ErrTooLarge); gotErr != tc.wantErr {
+					t.Errorf("ReadAll(%d bytes) error = %v; want ErrTooLarge: %v", tc.size, err, tc.wantErr)
+				}
+				if cap(got) > limit+1 {
+					t.Errorf("ReadAll grew its buffer to %d; want at most limit+1 = %d", cap(got), limit+1)
+				}
+				if !tc.wantErr && (string(got[:2]) != "[:" || !bytes.Equal(got[2:], payload)) {
+					t.Errorf("ReadAll returned %d bytes, not dst followed by the %d-byte body", len(got), len(payload))
+				}
 			})
-			cl := newClient(t, config.Upstream{URL: s.url})
-			resp, err := cl.Do(context.Background(), body, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Close()
-			got, err := resp.ReadAll(nil, limit)
-			if gotErr := errors.Is(err, ErrTooLarge); gotErr != tc.wantErr {
-				t.Errorf("ReadAll(%d bytes) error = %v; want ErrTooLarge: %v", tc.size, err, tc.wantErr)
-			}
-			if cap(got) > limit+1 {
-				t.Errorf("ReadAll grew its buffer to %d; want at most limit+1 = %d", cap(got), limit+1)
-			}
-		})
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/valyala/fasthttp"
 )
@@ -53,18 +54,29 @@ var ErrTooLarge = errors.New("upstream response body too large")
 // ReadAll appends the whole body to dst, refusing more than limit bytes
 // in dst: it reads at most one byte past the limit, and dst never grows
 // beyond limit+1, whatever the upstream sends or announces.
+//
+// A body of unknown length that outgrows dst's capacity is read into
+// pooled blocks and copied once, at its end, into a buffer of its exact
+// size: a body over the limit (an upstream that never stops) leaves only
+// the blocks, at most limit bytes, which go back to the pool, instead of
+// a doubling buffer and the garbage of its earlier sizes (up to twice the
+// limit). On an error dst holds a prefix of the body.
 func (r *Response) ReadAll(dst []byte, limit int) ([]byte, error) {
-	if cl := r.Header.ContentLength(); cl > 0 && len(dst)+cl > limit {
+	cl := r.Header.ContentLength()
+	if cl > 0 && len(dst)+cl > limit {
 		// Announced over the limit: refused before a byte is read.
 		return dst, fmt.Errorf("%w: %d bytes announced, limit %d", ErrTooLarge, cl, limit)
 	}
-	if cl := r.Header.ContentLength(); cl > 0 && len(dst)+cl <= limit && cap(dst)-len(dst) < cl {
+	if cl > 0 && cap(dst)-len(dst) < cl {
 		dst = append(make([]byte, 0, len(dst)+cl+1), dst...)
 	}
 	for {
 		if len(dst) == cap(dst) {
 			if len(dst) > limit {
 				return dst, fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)
+			}
+			if cl < 0 && limit-len(dst) > blockSize {
+				return r.readBlocks(dst, limit)
 			}
 			dst = Grow(dst, limit+1)
 		}
@@ -80,6 +92,78 @@ func (r *Response) ReadAll(dst []byte, limit int) ([]byte, error) {
 			return dst, err
 		}
 	}
+}
+
+// ReadPrefix appends at most n bytes of the body to dst, whatever its
+// length, announced or not: for an answer of which only the beginning is
+// used. It returns at the n-th byte or at the end of the body.
+func (r *Response) ReadPrefix(dst []byte, n int) ([]byte, error) {
+	if cap(dst)-len(dst) < n {
+		dst = append(make([]byte, 0, len(dst)+n), dst...)
+	}
+	end := len(dst) + n
+	for len(dst) < end {
+		m, err := r.Read(dst[len(dst):end])
+		dst = dst[:len(dst)+m]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+// BlockSize is the unit ReadAll reads a body of unknown length in, past
+// its dst's capacity: a body over the limit holds at most limit +
+// BlockSize bytes while it is read.
+const BlockSize = 256 << 10
+
+const blockSize = BlockSize
+
+var blocks = sync.Pool{New: func() any { return new([blockSize]byte) }}
+
+// readBlocks is ReadAll's path for a body of unknown length once dst is
+// full: the rest is read into pooled blocks, never more than limit+1
+// bytes in all, and copied into one buffer at the end.
+func (r *Response) readBlocks(dst []byte, limit int) ([]byte, error) {
+	var held []*[blockSize]byte
+	defer func() {
+		for _, b := range held {
+			blocks.Put(b)
+		}
+	}()
+	total, fill := len(dst), blockSize // fill: bytes in the last block
+	for {
+		if fill == blockSize {
+			held = append(held, blocks.Get().(*[blockSize]byte))
+			fill = 0
+		}
+		room := min(blockSize-fill, limit+1-total)
+		n, err := r.Read(held[len(held)-1][fill : fill+room])
+		fill += n
+		total += n
+		if total > limit {
+			return dst, fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+	out := make([]byte, len(dst), total+1)
+	copy(out, dst)
+	for i, b := range held {
+		if i == len(held)-1 {
+			out = append(out, b[:fill]...)
+		} else {
+			out = append(out, b[:]...)
+		}
+	}
+	return out, nil
 }
 
 // Grow makes room for at least one more byte in b, doubling its capacity
