@@ -2,8 +2,8 @@ package gate
 
 import (
 	"math"
-	"os"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 
