@@ -800,3 +800,26 @@ func TestProsePromptsDoNotRollBack(t *testing.T) {
 		t.Errorf("rollback %+v trigger %+v; want schema_failure_rate at 1/23", rb, rb.Trigger)
 	}
 }
+
+// TestRollbackReason: the reason names primary's attempts only for the
+// gates that compare with primary (a schema rollback said "0 primary
+// attempts" before), and the window it judged.
+func TestRollbackReason(t *testing.T) {
+	streamed := true
+	for _, c := range []struct {
+		r    events.GateResult
+		want string
+	}{
+		{events.GateResult{Gate: events.GateSchemaFailureRate, Threshold: 0, GrayN: 412, PrimaryN: 0},
+			"gate schema_failure_rate failed: estimate 0.73%, bound 0.73% above the threshold 0.00% (412 gray attempts in a 22s window)"},
+		{events.GateResult{Gate: events.GateGrayErrorRate, Threshold: 0.05, GrayN: 300, PrimaryN: 5700},
+			"gate gray_error_rate failed: estimate 0.73%, bound 0.73% above the threshold 5.00% (300 gray and 5700 primary attempts in a 22s window)"},
+		{events.GateResult{Gate: events.GateTTFTP99, Stream: &streamed, Threshold: 2.5, GrayN: 800},
+			"gate ttft_p99"},
+	} {
+		got := rollbackReason(c.r, 0.0073, 0.0073, 22*time.Second)
+		if !strings.HasPrefix(got, c.want) || (c.r.Gate == events.GateTTFTP99 && strings.Contains(got, "primary")) {
+			t.Errorf("rollbackReason(%s) = %q; want %q", c.r.Gate, got, c.want)
+		}
+	}
+}

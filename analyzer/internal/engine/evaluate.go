@@ -212,9 +212,7 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 			Deployment: d,
 			Percentage: 0,
 			Status:     events.StatusRolledBack,
-			Reason: fmt.Sprintf("gate %s%s failed: estimate %s, bound %s above %s over %s (%d gray, %d primary attempts)",
-				failed.Gate, streamSuffix(failed.Stream), fmtValue(failed.Gate, estimate), fmtValue(failed.Gate, bound),
-				fmtValue(failed.Gate, failed.Threshold), window.Round(time.Second), failed.GrayN, failed.PrimaryN),
+			Reason: rollbackReason(failed, estimate, bound, window),
 			Actor:    events.ActorAnalyzer,
 			Revision: st.Revision,
 			Trigger: &events.GateTrigger{
@@ -253,6 +251,23 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 }
 
 // streamSuffix names a per-class gate's stream class for people.
+// rollbackReason says why a gate rolled a gray back, for the rollout
+// event's reason: the gate, its estimate, bound and threshold, and the
+// attempts behind them in the window (primary's only for the gates that
+// compare with primary).
+func rollbackReason(failed events.GateResult, estimate, bound float64, window time.Duration) string {
+	attempts := fmt.Sprintf("%d gray attempts", failed.GrayN)
+	switch failed.Gate {
+	case events.GateSchemaFailureRate, events.GateTTFTP99:
+		// One-sample gates: primary's attempts play no part.
+	default:
+		attempts = fmt.Sprintf("%d gray and %d primary attempts", failed.GrayN, failed.PrimaryN)
+	}
+	return fmt.Sprintf("gate %s%s failed: estimate %s, bound %s above the threshold %s (%s in a %s window)",
+		failed.Gate, streamSuffix(failed.Stream), fmtValue(failed.Gate, estimate), fmtValue(failed.Gate, bound),
+		fmtValue(failed.Gate, failed.Threshold), attempts, window.Round(time.Second))
+}
+
 func streamSuffix(stream *bool) string {
 	switch {
 	case stream == nil:
