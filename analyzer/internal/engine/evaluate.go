@@ -212,9 +212,9 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 			Deployment: d,
 			Percentage: 0,
 			Status:     events.StatusRolledBack,
-			Reason: rollbackReason(failed, estimate, bound, window),
-			Actor:    events.ActorAnalyzer,
-			Revision: st.Revision,
+			Reason:     rollbackReason(failed, estimate, bound, window),
+			Actor:      events.ActorAnalyzer,
+			Revision:   st.Revision,
 			Trigger: &events.GateTrigger{
 				Gate: failed.Gate, Stream: failed.Stream, Estimate: estimate, Bound: bound,
 				Threshold: failed.Threshold, WindowSeconds: ev.WindowSeconds,
