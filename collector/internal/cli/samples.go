@@ -285,27 +285,7 @@ func writeSample(out io.Writer, s store.Sample) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nerrors (%d):\n", len(s.ValidationErrors))
-	for _, e := range s.ValidationErrors {
-		fmt.Fprintf(out, "  %s: %s\n", safe(e.Field), safe(e.Description))
-	}
-	switch {
-	case len(s.Raw) == 0:
-		fmt.Fprintf(out, "\npayload: empty\n")
-	case s.PayloadBase64 != "":
-		fmt.Fprintf(out, "\npayload (not UTF-8, base64):\n")
-		for b := s.PayloadBase64; b != ""; {
-			n := min(76, len(b))
-			fmt.Fprintln(out, b[:n])
-			b = b[n:]
-		}
-	default:
-		text := escape(s.Payload, true)
-		if !strings.HasSuffix(text, "\n") {
-			text += "\n"
-		}
-		fmt.Fprintf(out, "\npayload:\n%s", text)
-	}
+	writeAnswer(out, "", s.ValidationErrors, s.Raw, s.PayloadBase64, s.Payload)
 	if s.Outcome == string(events.OutcomeSchemaViolationBoth) {
 		writePrimary(out, s)
 	}
@@ -320,25 +300,33 @@ func writePrimary(out io.Writer, s store.Sample) {
 	if s.PrimaryPayloadTruncated {
 		size += fmt.Sprintf(" (cut from %d)", s.PrimaryPayloadBytes)
 	}
-	fmt.Fprintf(out, "\nprimary's answer to the same request broke the contract too (%s)\nprimary errors (%d):\n", size, len(s.PrimaryValidationErrors))
-	for _, e := range s.PrimaryValidationErrors {
+	fmt.Fprintf(out, "\nprimary's answer to the same request broke the contract too (%s)\n", size)
+	writeAnswer(out, "primary ", s.PrimaryValidationErrors, s.PrimaryRaw, s.PrimaryPayloadBase64, s.PrimaryPayload)
+}
+
+// writeAnswer prints an answer's validation errors and its payload, as
+// text (terminal controls escaped) or, when it is not UTF-8, as base64 in
+// 76-column lines; prefix names whose answer it is ("" for gray's).
+func writeAnswer(out io.Writer, prefix string, errs []events.ValidationError, raw []byte, b64, text string) {
+	fmt.Fprintf(out, "\n%serrors (%d):\n", prefix, len(errs))
+	for _, e := range errs {
 		fmt.Fprintf(out, "  %s: %s\n", safe(e.Field), safe(e.Description))
 	}
 	switch {
-	case len(s.PrimaryRaw) == 0:
-		fmt.Fprintf(out, "\nprimary payload: empty\n")
-	case s.PrimaryPayloadBase64 != "":
-		fmt.Fprintf(out, "\nprimary payload (not UTF-8, base64):\n")
-		for b := s.PrimaryPayloadBase64; b != ""; {
+	case len(raw) == 0:
+		fmt.Fprintf(out, "\n%spayload: empty\n", prefix)
+	case b64 != "":
+		fmt.Fprintf(out, "\n%spayload (not UTF-8, base64):\n", prefix)
+		for b := b64; b != ""; {
 			n := min(76, len(b))
 			fmt.Fprintln(out, b[:n])
 			b = b[n:]
 		}
 	default:
-		text := escape(s.PrimaryPayload, true)
-		if !strings.HasSuffix(text, "\n") {
-			text += "\n"
+		t := escape(text, true)
+		if !strings.HasSuffix(t, "\n") {
+			t += "\n"
 		}
-		fmt.Fprintf(out, "\nprimary payload:\n%s", text)
+		fmt.Fprintf(out, "\n%spayload:\n%s", prefix, t)
 	}
 }
