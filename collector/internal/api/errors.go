@@ -59,6 +59,8 @@ func errorHandler(log *slog.Logger) fiber.ErrorHandler {
 			e = badParam("cursor", "not a cursor from this API (pass next_cursor unchanged)")
 		case errors.Is(err, store.ErrBadLimit):
 			e = badParam("limit", store.ErrBadLimit.Error())
+		case errors.As(err, &pe):
+			e = badParam(pe.Param, pe.Err.Error())
 		case errors.As(err, &fe):
 			e = &Error{Status: fe.Code, Type: "invalid_request_error", Code: codeOf(fe.Code), Message: fe.Message}
 		case errors.As(err, &pgErr):

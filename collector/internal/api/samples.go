@@ -1,15 +1,12 @@
 package api
 
 import (
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
 	"github.com/graygate/graygate/collector/internal/store"
-	"github.com/graygate/graygate/schemas/events"
 )
 
 // list is the envelope of every list answer.
@@ -57,78 +54,15 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// validName is the config rule for deployment names.
-func validName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// parseTime reads an RFC 3339 time, or a Go duration meaning that long
-// before now (since=1h). A time outside the stored range (store.InRange:
-// year 0, or 9999-12-31T23:00:00-01:00, which is year 10000) is refused
-// here, naming param, never sent to Postgres.
-func parseTime(param, v string, now time.Time) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		d, derr := time.ParseDuration(v)
-		if derr != nil || d < 0 {
-			return time.Time{}, badParam(param, "want an RFC 3339 time (2025-03-14T15:00:00Z) or a duration before now (90m, 24h)")
-		}
-		t = now.Add(-d)
-	}
-	if !store.InRange(t) {
-		return time.Time{}, badParam(param, store.ErrTimeOutOfRange.Error())
-	}
-	return t, nil
-}
-
-func parseLimit(v string) (int, error) {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > store.MaxPage {
-		return 0, badParam("limit", "want a whole number from 1 to "+strconv.Itoa(store.MaxPage))
-	}
-	return n, nil
-}
-
 // listSamples is GET /v1/samples.
 func (s *Server) listSamples(c *fiber.Ctx) error {
 	q, err := query(c, "deployment", "reason", "arm", "since", "until", "limit", "cursor")
 	if err != nil {
 		return err
 	}
-	f := store.SampleFilter{Deployment: q["deployment"], Reason: q["reason"], Arm: q["arm"], Cursor: q["cursor"]}
-	if _, ok := q["deployment"]; ok && !validName(f.Deployment) {
-		return badParam("deployment", "want a deployment name ([A-Za-z0-9_-]+)")
-	}
-	if _, ok := q["reason"]; ok && !events.SampleReason(f.Reason).Valid() {
-		return badParam("reason", "want schema_violation, invalid_json, timeout, upstream_error or upstream_status")
-	}
-	if _, ok := q["arm"]; ok && f.Arm != string(events.ArmGray) && f.Arm != string(events.ArmShadow) {
-		return badParam("arm", "want gray or shadow")
-	}
-	now := s.opts.Now()
-	if v, ok := q["since"]; ok {
-		if f.Since, err = parseTime("since", v, now); err != nil {
-			return err
-		}
-	}
-	if v, ok := q["until"]; ok {
-		if f.Until, err = parseTime("until", v, now); err != nil {
-			return err
-		}
-	}
-	if v, ok := q["limit"]; ok {
-		if f.Limit, err = parseLimit(v); err != nil {
-			return err
-		}
+	f, err := store.ParseSampleFilter(q, s.opts.Now())
+	if err != nil {
+		return err
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
@@ -170,12 +104,12 @@ func (s *Server) rolloutHistory(c *fiber.Ctx) error {
 		return err
 	}
 	dep := c.Params("deployment")
-	if !validName(dep) {
+	if !store.ValidName(dep) {
 		return badParam("deployment", "want a deployment name ([A-Za-z0-9_-]+)")
 	}
 	limit := 0
 	if v, ok := q["limit"]; ok {
-		if limit, err = parseLimit(v); err != nil {
+		if limit, err = store.ParseLimit(v); err != nil {
 			return err
 		}
 	}

@@ -321,19 +321,23 @@ func TestConsoleAuth(t *testing.T) {
 
 	// Bad input is a 4xx page.
 	for path, want := range map[string]int{
-		"/samples?reason=nope":         400,
-		"/samples?since=yesterday":     400,
-		"/samples?cursor=bad":          400,
-		"/samples?limit=1001":          400,
-		"/samples?color=red":           400,
-		"/samples/not-a-uuid":          400,
-		"/samples/" + uuid.NewString(): 404,
-		"/deployments/bad%20name":      400,
-		"/deployments/x?range=2y":      400,
-		"/?refresh=1":                  400,
-		"/?refresh=10&refresh=20":      400,
-		"/dead-letters?before=-1":      400,
-		"/static/nope.js":              404,
+		"/samples?reason=nope":     400,
+		"/samples?since=yesterday": 400,
+		// Outside the stored range (year 10000 in UTC): refused before
+		// the store, which answered it as unavailable (503) before.
+		"/samples?until=9999-12-31T23:00:00-01:00": 400,
+		"/samples?since=0000-01-01T00:00:00Z":      400,
+		"/samples?cursor=bad":                      400,
+		"/samples?limit=1001":                      400,
+		"/samples?color=red":                       400,
+		"/samples/not-a-uuid":                      400,
+		"/samples/" + uuid.NewString():             404,
+		"/deployments/bad%20name":                  400,
+		"/deployments/x?range=2y":                  400,
+		"/?refresh=1":                              400,
+		"/?refresh=10&refresh=20":                  400,
+		"/dead-letters?before=-1":                  400,
+		"/static/nope.js":                          404,
 	} {
 		resp, _ = c.get(path)
 		if resp.StatusCode != want {

@@ -158,6 +158,7 @@ func (s *Console) fail(c *fiber.Ctx, err error) error {
 	var se *statusError
 	var pgErr *pgconn.PgError
 	var fe *fiber.Error
+	var pe *store.ParamError
 	switch {
 	case errors.As(err, &se):
 	case errors.Is(err, store.ErrNotFound):
@@ -166,6 +167,8 @@ func (s *Console) fail(c *fiber.Ctx, err error) error {
 		se = &statusError{fiber.StatusBadRequest, "cursor: not a cursor from this console (follow the page links)"}
 	case errors.Is(err, store.ErrBadLimit):
 		se = &statusError{fiber.StatusBadRequest, "limit: " + store.ErrBadLimit.Error()}
+	case errors.As(err, &pe):
+		se = &statusError{fiber.StatusBadRequest, pe.Error()}
 	case errors.As(err, &fe):
 		se = &statusError{fe.Code, fe.Message}
 	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
@@ -247,20 +250,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// validName is the config rule for deployment names.
-func validName(s string) bool {
-	if s == "" || len(s) > 200 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Console) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {

@@ -88,7 +88,7 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 		return err
 	}
 	dep := c.Params("deployment")
-	if !validName(dep) {
+	if !store.ValidName(dep) {
 		return badParam("deployment", "want a deployment name ([A-Za-z0-9_-]+)")
 	}
 	p := deploymentPage{page: s.page(c, dep), Range: defaultRange}

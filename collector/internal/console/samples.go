@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/graygate/graygate/collector/internal/store"
-	"github.com/graygate/graygate/schemas/events"
 )
 
 // samplesPageSize is the console's page of samples (the API allows up to
@@ -70,57 +69,27 @@ func (s *Console) samples(c *fiber.Ctx) error {
 	return s.render(c, fiber.StatusOK, "samples", p)
 }
 
-// sampleFilter checks the filters as /v1/samples does. Empty values do not
-// filter (an empty form field), and the page is samplesPageSize unless
-// limit says otherwise.
+// sampleFilter checks the filters as /v1/samples does (store.ParseSampleFilter),
+// except that an empty value does not filter (an empty form field), and
+// the page is samplesPageSize unless limit says otherwise.
 func sampleFilter(q map[string]string, now time.Time) (store.SampleFilter, error) {
-	f := store.SampleFilter{Deployment: q["deployment"], Reason: q["reason"], Arm: q["arm"], Cursor: q["cursor"],
-		Limit: samplesPageSize}
-	if f.Deployment != "" && !validName(f.Deployment) {
-		return f, badParam("deployment", "want a deployment name ([A-Za-z0-9_-]+)")
+	given := map[string]string{}
+	for k, v := range q {
+		if v != "" {
+			given[k] = v
+		}
 	}
-	if f.Reason != "" && !events.SampleReason(f.Reason).Valid() {
-		return f, badParam("reason", "want schema_violation, invalid_json, timeout, upstream_error or upstream_status")
-	}
-	if f.Arm != "" && f.Arm != string(events.ArmGray) && f.Arm != string(events.ArmShadow) {
-		return f, badParam("arm", "want gray or shadow")
+	f, err := store.ParseSampleFilter(given, now)
+	if err != nil {
+		return f, err
 	}
 	if len(f.Cursor) > 64 {
 		return f, badParam("cursor", "not a cursor from this console (follow the page links)")
 	}
-	var err error
-	if v := q["since"]; v != "" {
-		if f.Since, err = parseTime("since", v, now); err != nil {
-			return f, err
-		}
-	}
-	if v := q["until"]; v != "" {
-		if f.Until, err = parseTime("until", v, now); err != nil {
-			return f, err
-		}
-	}
-	if v := q["limit"]; v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxPage {
-			return f, badParam("limit", "want a whole number from 1 to "+strconv.Itoa(store.MaxPage))
-		}
-		f.Limit = n
+	if f.Limit == 0 {
+		f.Limit = samplesPageSize
 	}
 	return f, nil
-}
-
-// parseTime reads an RFC 3339 time, a browser's datetime-local value
-// (taken as UTC), or a Go duration meaning that long before now (1h).
-func parseTime(param, v string, now time.Time) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02T15:04:05"} {
-		if t, err := time.Parse(layout, v); err == nil && t.Year() >= 1970 {
-			return t.UTC(), nil
-		}
-	}
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 && d <= 100*365*24*time.Hour {
-		return now.Add(-d).UTC(), nil
-	}
-	return time.Time{}, badParam(param, "want an RFC 3339 time (2025-03-14T15:00:00Z) or a duration before now (90m, 24h)")
 }
 
 type samplePage struct {
