@@ -444,3 +444,45 @@ func TestForceTokensAloneKeepTheAPIOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswersOutliveReadTimeout: read_timeout bounds reading the request,
+// never the answer (SPEC §12 rev. 3). A stream and a non-streamed answer
+// that both take four times read_timeout reach the client whole — the
+// stream with its [DONE] — where they were cut at read_timeout before
+// (the departed-client check read the request's expired read deadline as
+// the client leaving).
+func TestAnswersOutliveReadTimeout(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Gateway.ReadTimeout = 400 * time.Millisecond
+	d := cfg.Deployments["qwen"]
+	d.Primary.Timeout, d.Primary.StreamIdleTimeout = 5*time.Second, 5*time.Second
+	g := startGateway(t, cfg)
+
+	start := time.Now()
+	resp, body := post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`,
+		"x-mock-completion-tokens", "16", "x-mock-inter-token", "100ms")
+	took := time.Since(start)
+	if resp.StatusCode != 200 || !bytes.HasSuffix(bytes.TrimSpace(body), []byte("data: [DONE]")) || bytes.Contains(body, []byte(`"error"`)) {
+		t.Errorf("a %s stream with read_timeout 400ms: status %d, ends %q; want 200 ending with [DONE]",
+			took.Round(time.Millisecond), resp.StatusCode, tail(body, 80))
+	}
+	if chunks := bytes.Count(body, []byte(`"content":`)); chunks < 16 {
+		t.Errorf("the stream carried %d content chunks; want all 16", chunks)
+	}
+
+	start = time.Now()
+	resp, body = post(t, g.url, chatBody, "x-mock-latency", "1600ms")
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"choices"`)) {
+		t.Errorf("a %s non-streamed answer with read_timeout 400ms: status %d %s; want 200",
+			time.Since(start).Round(time.Millisecond), resp.StatusCode, tail(body, 200))
+	}
+}
+
+// tail returns the last n bytes of b, for messages.
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
