@@ -486,3 +486,44 @@ func tail(b []byte, n int) string {
 	}
 	return string(b)
 }
+
+// TestStreamFailuresAreLogged: a stream that fails after its headers is a
+// failed request, logged at warn like a 5xx answered before them (README
+// "Logs"); a client that leaves is not.
+func TestStreamFailuresAreLogged(t *testing.T) {
+	mock := testenv.StartMock(t)
+	var logs syncBuffer
+	s, err := New(testConfig(mock.URL), slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	testenv.Must(t, err)
+	g := serveServer(t, s)
+	stream := `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	resp, body := post(t, g.url, stream, "x-mock-drop-after", "3")
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"upstream_error"`)) {
+		t.Fatalf("a stream cut by its upstream: %d %s; want 200 ending with an upstream_error event", resp.StatusCode, tail(body, 200))
+	}
+	testenv.WaitFor(t, 2*time.Second, "the warn line", func() bool {
+		return strings.Contains(logs.String(), `"msg":"stream failed after its headers"`)
+	})
+	if line := logs.String(); !strings.Contains(line, `"level":"WARN"`) || !strings.Contains(line, `"status":502`) || strings.Contains(line, "upstream-key") {
+		t.Errorf("log = %s; want a WARN line with status 502 and no key", line)
+	}
+}
+
+// syncBuffer is a log sink the server's goroutines may write to while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -119,7 +119,7 @@ func (s *Server) endFailedStream(r *relay, x *exchange, k *call, armName string,
 		return
 	}
 	m.ErrorType = ErrTypeUpstreamInvalidJSON
-	x.writeErrorEvent(r, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+	s.failStream(r, x, k, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
 		Msg: armName + " of deployment " + k.deployment.name + " ended its response stream without response.completed"})
 }
 
@@ -130,6 +130,18 @@ type typedError struct {
 	Message        string  `json:"message"`
 	Param          *string `json:"param"`
 	SequenceNumber int64   `json:"sequence_number"`
+}
+
+// failStream ends a stream whose headers were sent with the final error
+// event e, and logs it at warn when it is a 5xx, as the error handler logs
+// a 5xx answered before the headers: a stream failure is a failed
+// request, not a quiet one.
+func (s *Server) failStream(r *relay, x *exchange, k *call, e *Error) {
+	if e.Status >= 500 {
+		s.log.Warn("stream failed after its headers", "deployment", k.deployment.name,
+			"status", e.Status, "code", e.Code, "err", e.Error())
+	}
+	x.writeErrorEvent(r, e)
 }
 
 // writeErrorEvent ends a stream with e: on /v1/responses the typed

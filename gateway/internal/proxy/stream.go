@@ -199,7 +199,7 @@ func (s *Server) awaitSource(r *relay, x *exchange, k *call, done <-chan source)
 	x.tally.seq = 0 // nothing relayed yet: an error event is the stream's first
 	if src.err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
-		x.writeErrorEvent(r, e)
+		s.failStream(r, x, k, e)
 		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Outcome: outcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
 		return nil
 	}
@@ -209,7 +209,7 @@ func (s *Server) awaitSource(r *relay, x *exchange, k *call, done <-chan source)
 		src.resp.Close()
 		e := &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
 			Msg: "primary answered " + itoa(st) + ": " + reason(body)}
-		x.writeErrorEvent(r, e)
+		s.failStream(r, x, k, e)
 		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
 		return nil
 	}
@@ -378,7 +378,7 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 			}
 			src.resp.Abort() // a cap reached: stop the upstream
 			e := s.upstreamFailed(k, src.armName, rerr)
-			x.writeErrorEvent(r, e)
+			s.failStream(r, x, k, e)
 			m.Status, m.ErrorType, m.Outcome = e.Status, errorType(rerr), outcomeOfErr(rerr)
 			return m
 		}
