@@ -3,9 +3,12 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // statsEvents returns the example statistic as stored (indented), compact,
@@ -170,6 +173,73 @@ func TestOutcomesAnswered(t *testing.T) {
 		m.Merge(&c)
 		if m != c {
 			t.Errorf("Merge of %+v = %+v", c, m)
+		}
+	}
+}
+
+// benchStats4 is the analyzer's realistic statistic (its engine benchmark
+// has the same shape): four entries (primary and gray, streamed and not),
+// 40 attempts each with latencies spread log-uniformly over 100 ms–2 s
+// (about 150 histogram bins) and TTFTs over 50–800 ms on the streamed
+// ones, one timeout each; encoded as a producer writes it.
+func benchStats4(t testing.TB) []byte {
+	t.Helper()
+	at := time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC)
+	s := &StatsInterval{Deployment: "qwen-32k", Gateway: "gw-7f9c/3b2e91", IntervalStart: at, IntervalSeconds: 1}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, arm := range []Arm{ArmPrimary, ArmGray} {
+		for _, stream := range []bool{true, false} {
+			a := ArmStats{Arm: arm, Stream: stream, Endpoint: EndpointChat, Requests: 40}
+			for i := range 40 {
+				if i == 0 {
+					a.Outcomes.Timeout++
+					a.Latency.AddOverflow()
+					if stream {
+						a.TTFT.AddOverflow()
+					}
+					continue
+				}
+				a.Outcomes.OK++
+				a.PromptTokens.Add(float64(200 + rng.IntN(3000)))
+				a.CompletionTokens.Add(float64(50 + rng.IntN(400)))
+				a.ToolSteps.Count++
+				a.ToolSteps.Sum += int64(rng.IntN(3))
+				a.Latency.Add(100 * math.Pow(20, float64(i)/39) * (1 + rng.Float64()*0.01))
+				if stream {
+					a.TTFT.Add(50 * math.Pow(16, rng.Float64()))
+				}
+			}
+			a.Latency.Trim()
+			a.TTFT.Trim()
+			s.Arms = append(s.Arms, a)
+		}
+	}
+	env, err := NewEnvelope(TypeStatsInterval, "gateway/gw-7f9c", s, at.Add(time.Second), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// BenchmarkDecodeEventStats4 is DecodeEvent on a 4-entry statistic, what
+// the analyzer reads 2,000 times a second (SPEC §12); the fast path must
+// take it.
+func BenchmarkDecodeEventStats4(b *testing.B) {
+	msg := benchStats4(b)
+	if _, data, ok := scanTop(msg); !ok {
+		b.Fatal("scanTop refused it")
+	} else if _, _, ok := decodeStats(msg, data); !ok {
+		b.Fatal("decodeStats refused it")
+	}
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := DecodeEvent(msg); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
