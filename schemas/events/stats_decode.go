@@ -116,6 +116,10 @@ func (p *parser) arm(a *ArmStats) {
 			p.histogram(&a.Latency)
 		case "tool_loops":
 			n, a.ToolLoops = 11, p.int()
+		case "arm_fingerprint":
+			n, a.ArmFingerprint = 13, p.str()
+		case "late_headers":
+			n, a.LateHeaders = 14, p.int()
 		case "tool_steps":
 			n = 12
 			p.object(func(key []byte) (n int) {

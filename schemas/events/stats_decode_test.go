@@ -158,6 +158,67 @@ func TestDecodeStatsRev3Outcomes(t *testing.T) {
 	}
 }
 
+// TestDecodeStatsFingerprintLateHeaders: the rev. 3 arm_fingerprint and
+// late_headers are read by the fast path as by the slow one; a statistic
+// of an older gateway without them decodes with fingerprint "" and 0 late
+// headers (on the fast path); a malformed fingerprint or more late headers
+// than answers is refused by both.
+func TestDecodeStatsFingerprintLateHeaders(t *testing.T) {
+	c := statsEvents(t)["compact"]
+	tests := []struct {
+		name  string
+		edits [][2]string
+		ok    bool
+		fp    [2]string
+		late  [2]int64
+	}{
+		{"as written", nil, true, [2]string{"3f1c0a9be2d47781", "a04e19c7d25b6f30"}, [2]int64{0, 2}},
+		{"older gateway", [][2]string{{`"arm_fingerprint":"3f1c0a9be2d47781",`, ``}, {`"arm_fingerprint":"a04e19c7d25b6f30",`, ``},
+			{`"late_headers":0,`, ``}, {`"late_headers":2,`, ``}}, true, [2]string{}, [2]int64{}},
+		{"fingerprint too long", [][2]string{{`"3f1c0a9be2d47781"`, `"3f1c0a9be2d477810"`}}, false, [2]string{}, [2]int64{}},
+		{"fingerprint uppercase", [][2]string{{`"3f1c0a9be2d47781"`, `"3F1C0A9BE2D47781"`}}, false, [2]string{}, [2]int64{}},
+		{"late headers above answered", [][2]string{{`"late_headers":2`, `"late_headers":8`}}, false, [2]string{}, [2]int64{}},
+		{"late headers negative", [][2]string{{`"late_headers":0`, `"late_headers":-1`}}, false, [2]string{}, [2]int64{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := c
+			for _, e := range tt.edits {
+				if !bytes.Contains(b, []byte(e[0])) {
+					t.Fatalf("example has no %s", e[0])
+				}
+				b = bytes.Replace(b, []byte(e[0]), []byte(e[1]), 1)
+			}
+			_, d, err := DecodeEvent(b)
+			wantEnv, wantErr := Decode(b)
+			var want Data
+			if wantErr == nil {
+				want, wantErr = DecodeData(wantEnv)
+			}
+			if (err == nil) != (wantErr == nil) || (err == nil) != tt.ok {
+				t.Fatalf("DecodeEvent error %v, slow path error %v; want ok %v", err, wantErr, tt.ok)
+			}
+			if err != nil {
+				return
+			}
+			if _, data, ok := scanTop(b); !ok {
+				t.Fatal("scanTop refused it")
+			} else if _, _, fast := decodeStats(b, data); !fast {
+				t.Errorf("decodeStats refused %s", b)
+			}
+			got, w := d.(*StatsInterval), want.(*StatsInterval)
+			for i := range 2 {
+				g := got.Arms[i]
+				if g.ArmFingerprint != tt.fp[i] || g.LateHeaders != tt.late[i] ||
+					g.ArmFingerprint != w.Arms[i].ArmFingerprint || g.LateHeaders != w.Arms[i].LateHeaders {
+					t.Errorf("arms[%d] fingerprint %q late %d; slow path %q %d; want %q %d", i,
+						g.ArmFingerprint, g.LateHeaders, w.Arms[i].ArmFingerprint, w.Arms[i].LateHeaders, tt.fp[i], tt.late[i])
+				}
+			}
+		})
+	}
+}
+
 func TestOutcomesAnswered(t *testing.T) {
 	for _, o := range AllOutcomes {
 		want := o == OutcomeOK || o == OutcomeSchemaViolation || o == OutcomeSchemaViolationBoth || o == OutcomeTruncated
