@@ -246,6 +246,10 @@ type Upstream struct {
 	// Params are sampling values this arm sets (governed keys of SPEC §4),
 	// injected or replacing the client's; each satisfies the contract.
 	Params ArmParams `yaml:"params"`
+	// Fingerprint is the arm's fingerprint (see Fingerprint), computed at
+	// load from its model, URL, prompt and params (a gray without url:
+	// primary's URL and model); statistics carry it.
+	Fingerprint string `yaml:"-"`
 }
 
 // ArmParams are an arm's sampling values by governed parameter name.

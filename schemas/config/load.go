@@ -94,6 +94,7 @@ func Parse(data []byte, dir string, lookupEnv func(string) (string, bool), svc .
 		}
 		return nil, warnings, errs
 	}
+	setFingerprints(cfg)
 	return cfg, warnings, nil
 }
 

@@ -115,7 +115,7 @@ func full() []events.Data {
 
 // exampleArm returns arm statistics with every field in use.
 func exampleArm(arm events.Arm, stream bool) events.ArmStats {
-	a := events.ArmStats{Arm: arm, Stream: stream, Endpoint: events.EndpointChat}
+	a := events.ArmStats{Arm: arm, Stream: stream, Endpoint: events.EndpointChat, ArmFingerprint: "3f1c0a9be2d47781"}
 	for i := range 20 {
 		a.Requests++
 		if i == 0 {
@@ -137,6 +137,9 @@ func exampleArm(arm events.Arm, stream bool) events.ArmStats {
 		a.ToolSteps.Sum += int64(i % 5)
 		if i%5 == 4 {
 			a.ToolLoops++
+		}
+		if i%10 == 3 {
+			a.LateHeaders++
 		}
 	}
 	a.TTFT.Trim() // the wire form, so a round trip compares equal

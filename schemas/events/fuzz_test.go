@@ -78,7 +78,9 @@ func FuzzDecodeEvent(f *testing.F) {
 			for _, r := range [][2]string{{`"counts":[`, `"counts":[1e0,`}, {`"zero":0`, `"zero":-0`}, {`"requests":42`, `"requests":42.0`},
 				{`"gamma":1.02`, `"gamma":1.020`}, {`"stream":true`, `"stream":null`}, {`"arm":"gray"`, `"arm":"gr\u0061y"`},
 				{`"offset":243`, `"offset":243,"offset":9`}, {`"counts":[`, `"counts":[12345678901234567890,`},
-				{`"truncated":1`, `"truncated":1,"truncated":1`}, {`"schema_violation_both":1,`, ``}, {`"truncated":1`, `"truncated":1,"late":0`}} {
+				{`"truncated":1`, `"truncated":1,"truncated":1`}, {`"schema_violation_both":1,`, ``}, {`"truncated":1`, `"truncated":1,"late":0`},
+				{`"arm_fingerprint":"3f1c0a9be2d47781",`, ``}, {`"late_headers":2,`, ``}, {`"late_headers":2`, `"late_headers":99`},
+				{`"arm_fingerprint":"3f1c0a9be2d47781"`, `"arm_fingerprint":"3F1C0A9BE2D47781"`}} {
 				f.Add(bytes.Replace(c, []byte(r[0]), []byte(r[1]), 1))
 			}
 		}

@@ -340,6 +340,26 @@ func TestSchemaAgreesWithCheck(t *testing.T) {
 			a.Gates = append([]events.GateResult{{Gate: "vibes", Threshold: 1, Verdict: events.VerdictPass}}, a.Gates...)
 			return &a
 		}, true},
+		{"short arm fingerprint", func() events.Data {
+			s := full()[5].(*events.StatsInterval)
+			s.Arms[0].ArmFingerprint = "3f1c0a9b"
+			return s
+		}, true},
+		{"uppercase arm fingerprint", func() events.Data {
+			s := full()[5].(*events.StatsInterval)
+			s.Arms[0].ArmFingerprint = "3F1C0A9BE2D47781"
+			return s
+		}, true},
+		{"negative late headers", func() events.Data {
+			s := full()[5].(*events.StatsInterval)
+			s.Arms[0].LateHeaders = -1
+			return s
+		}, true},
+		{"late headers above answered", func() events.Data {
+			s := full()[5].(*events.StatsInterval)
+			s.Arms[0].LateHeaders = s.Arms[0].Outcomes.Answered() + 1
+			return s
+		}, false},
 		{"verdict disagrees", func() events.Data {
 			a := *full()[4].(*events.AnalysisEvaluated)
 			a.Verdict = events.VerdictPass

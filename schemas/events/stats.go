@@ -41,6 +41,12 @@ type ArmStats struct {
 	// "" when it has none; the hash is 64 lowercase hex digits.
 	ArmPromptVersion string `json:"arm_prompt_version"`
 	ArmPromptHash    string `json:"arm_prompt_hash"`
+	// ArmFingerprint is what the arm is (SPEC §7 "Arm fingerprint"): the
+	// first 16 hex digits of the SHA-256 of its upstream identity as
+	// configured (config.Upstream.Fingerprint). "" in the statistics of
+	// gateways older than rev. 3, which did not write it. Shadow entries
+	// carry the gray arm's.
+	ArmFingerprint string `json:"arm_fingerprint"`
 	// Requests counts the attempts; the outcomes sum to it.
 	Requests int64    `json:"requests"`
 	Outcomes Outcomes `json:"outcomes"`
@@ -57,6 +63,12 @@ type ArmStats struct {
 	// ToolLoops counts attempts with more than ToolLoopSteps tool steps or
 	// a repeated tool call.
 	ToolLoops int64 `json:"tool_loops"`
+	// LateHeaders counts the answered attempts (Outcomes.Answered) whose
+	// response headers came after the deployment's rollout timeout: in
+	// stream_validation observe streams, primary's attempts that gray
+	// would have had to beat (SPEC §9 rev. 3, gate 5 counts them as
+	// timeouts). 0 in the statistics of gateways older than rev. 3.
+	LateHeaders int64 `json:"late_headers"`
 	// ToolSteps sums the tool steps of the attempts that returned an answer.
 	ToolSteps CountSum `json:"tool_steps"`
 }
@@ -212,7 +224,7 @@ type CountSum struct {
 }
 
 // Merge adds every counter, moment and histogram of o to a (the key fields
-// are left as they are).
+// and the fingerprint are left as they are).
 func (a *ArmStats) Merge(o *ArmStats) {
 	a.Requests += o.Requests
 	a.Outcomes.Merge(&o.Outcomes)
@@ -221,6 +233,7 @@ func (a *ArmStats) Merge(o *ArmStats) {
 	a.TTFT.Merge(&o.TTFT)
 	a.Latency.Merge(&o.Latency)
 	a.ToolLoops += o.ToolLoops
+	a.LateHeaders += o.LateHeaders
 	a.ToolSteps.Count += o.ToolSteps.Count
 	a.ToolSteps.Sum += o.ToolSteps.Sum
 }
@@ -253,11 +266,13 @@ const MaxGatewayLen = 255
 // token, an empty or overlong gateway, an interval that is not positive or
 // a start that is not a multiple of it, an arm entry with an arm other than
 // primary, gray or shadow, an unknown endpoint, a repeated (arm, stream,
-// endpoint), a prompt hash that is not 64 lowercase hex digits, no
+// endpoint), a prompt hash that is not 64 lowercase hex digits, a
+// fingerprint that is neither empty nor 16 lowercase hex digits, no
 // attempts, outcomes that do not sum to requests, token moments counting
 // more attempts than returned an answer or breaking their own rules,
 // histograms holding more attempts than there are, a TTFT on a non-streamed
-// entry, and tool counts above requests.
+// entry, tool counts above requests, and late headers on more attempts
+// than were answered.
 func (s *StatsInterval) Check() error {
 	var p problems
 	p.token("deployment", s.Deployment)
@@ -300,8 +315,11 @@ func (s *StatsInterval) Check() error {
 			p.add("%s(arm %s, stream %v, endpoint %s) appears twice", f, a.Arm, a.Stream, a.Endpoint)
 		}
 		seen[k] = true
-		if a.ArmPromptHash != "" && !isHex64(a.ArmPromptHash) {
+		if a.ArmPromptHash != "" && !isHex(a.ArmPromptHash, 64) {
 			p.add("%sarm_prompt_hash is not 64 lowercase hex digits", f)
+		}
+		if a.ArmFingerprint != "" && !isHex(a.ArmFingerprint, FingerprintLen) {
+			p.add("%sarm_fingerprint is not %d lowercase hex digits", f, FingerprintLen)
 		}
 		if len(a.ArmPromptVersion) > 128 {
 			p.add("%sarm_prompt_version is longer than 128 bytes", f)
@@ -344,6 +362,10 @@ func (a *ArmStats) check(p *problems, f string) {
 	if a.ToolLoops > a.Requests {
 		p.add("%stool_loops %d is more than requests %d", f, a.ToolLoops, a.Requests)
 	}
+	p.count(f+"late_headers", a.LateHeaders)
+	if a.LateHeaders > answered {
+		p.add("%slate_headers %d is more than the %d attempts that returned an answer", f, a.LateHeaders, answered)
+	}
 	p.count(f+"tool_steps.count", a.ToolSteps.Count)
 	p.count(f+"tool_steps.sum", a.ToolSteps.Sum)
 	if a.ToolSteps.Count > a.Requests {
@@ -368,8 +390,12 @@ func (m *Moments) check(p *problems, f string, most int64) {
 	}
 }
 
-func isHex64(s string) bool {
-	if len(s) != 64 {
+// FingerprintLen is the length of an arm fingerprint in hex digits.
+const FingerprintLen = 16
+
+// isHex reports whether s is n lowercase hex digits.
+func isHex(s string, n int) bool {
+	if len(s) != n {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -20,39 +20,33 @@ import (
 func decodeStats(b, data []byte) (Envelope, Data, bool) {
 	p := parser{b: b}
 	var (
-		env  Envelope
-		s    = new(StatsInterval)
-		seen uint8
+		env Envelope
+		s   = new(StatsInterval)
 	)
-	ok := p.object(func(key []byte) bool {
-		var bit uint8
+	seen := p.object(func(key []byte) (n int) {
 		switch string(key) {
 		case "specversion":
-			bit, env.SpecVersion = 1, p.str()
+			n, env.SpecVersion = 0, p.str()
 		case "id":
-			bit, env.ID = 2, p.str()
+			n, env.ID = 1, p.str()
 		case "source":
-			bit, env.Source = 4, p.str()
+			n, env.Source = 2, p.str()
 		case "type":
-			bit, env.Type = 8, p.str()
+			n, env.Type = 3, p.str()
 		case "time":
-			bit = 16
+			n = 4
 			p.time(&env.Time)
 		case "datacontenttype":
-			bit, env.DataContentType = 32, p.str()
+			n, env.DataContentType = 5, p.str()
 		case "data":
-			bit = 64
+			n = 6
 			p.statsData(s)
 		default:
-			return false
+			n = -1
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return !p.bad
+		return n
 	})
-	if !ok || !p.end() || seen != 127 || env.SpecVersion != SpecVersion || env.Source == "" ||
+	if !p.end() || seen != 1<<7-1 || env.SpecVersion != SpecVersion || env.Source == "" ||
 		env.Type != TypeStatsInterval || env.Time.IsZero() || env.DataContentType != ContentType ||
 		checkID(env.ID, env.Type) != nil || s.Check() != nil {
 		return Envelope{}, nil, false
@@ -64,179 +58,138 @@ func decodeStats(b, data []byte) (Envelope, Data, bool) {
 
 // statsData reads the data object of a statistic.
 func (p *parser) statsData(s *StatsInterval) {
-	var seen uint8
-	ok := p.object(func(key []byte) bool {
-		var bit uint8
+	p.object(func(key []byte) (n int) {
 		switch string(key) {
 		case "deployment":
-			bit, s.Deployment = 1, p.str()
+			n, s.Deployment = 0, p.str()
 		case "gateway":
-			bit, s.Gateway = 2, p.str()
+			n, s.Gateway = 1, p.str()
 		case "interval_start":
-			bit = 4
+			n = 2
 			p.time(&s.IntervalStart)
 		case "interval_seconds":
-			bit, s.IntervalSeconds = 8, p.float()
+			n, s.IntervalSeconds = 3, p.float()
 		case "arms":
-			bit = 16
+			n = 4
 			s.Arms = make([]ArmStats, 0, 4)
-			p.array(func() bool {
+			p.array(func() {
 				s.Arms = append(s.Arms, ArmStats{})
 				p.arm(&s.Arms[len(s.Arms)-1])
-				return !p.bad
 			})
 		default:
-			return false
+			n = -1
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return !p.bad
+		return n
 	})
-	if !ok {
-		p.bad = true
-	}
 }
 
 // arm reads one entry of arms.
 func (p *parser) arm(a *ArmStats) {
-	var seen uint16
-	ok := p.object(func(key []byte) bool {
-		var bit uint16
+	p.object(func(key []byte) (n int) {
 		switch string(key) {
 		case "arm":
-			bit, a.Arm = 1, Arm(p.str())
+			n, a.Arm = 0, Arm(p.str())
 		case "stream":
-			bit, a.Stream = 2, p.bool()
+			n, a.Stream = 1, p.bool()
 		case "endpoint":
-			bit, a.Endpoint = 4, Endpoint(p.str())
+			n, a.Endpoint = 2, Endpoint(p.str())
 		case "arm_prompt_version":
-			bit, a.ArmPromptVersion = 8, p.str()
+			n, a.ArmPromptVersion = 3, p.str()
 		case "arm_prompt_hash":
-			bit, a.ArmPromptHash = 16, p.str()
+			n, a.ArmPromptHash = 4, p.str()
 		case "requests":
-			bit, a.Requests = 32, p.int()
+			n, a.Requests = 5, p.int()
 		case "outcomes":
-			bit = 64
+			n = 6
 			p.outcomes(&a.Outcomes)
 		case "prompt_tokens":
-			bit = 128
+			n = 7
 			p.moments(&a.PromptTokens)
 		case "completion_tokens":
-			bit = 256
+			n = 8
 			p.moments(&a.CompletionTokens)
 		case "ttft_ms":
-			bit = 512
+			n = 9
 			p.histogram(&a.TTFT)
 		case "latency_ms":
-			bit = 1024
+			n = 10
 			p.histogram(&a.Latency)
 		case "tool_loops":
-			bit, a.ToolLoops = 2048, p.int()
+			n, a.ToolLoops = 11, p.int()
+		case "arm_fingerprint":
+			n, a.ArmFingerprint = 13, p.str()
+		case "late_headers":
+			n, a.LateHeaders = 14, p.int()
 		case "tool_steps":
-			bit = 4096
-			var seenSteps uint8
-			if !p.object(func(key []byte) bool {
-				var bit uint8
+			n = 12
+			p.object(func(key []byte) (n int) {
 				switch string(key) {
 				case "count":
-					bit, a.ToolSteps.Count = 1, p.int()
+					n, a.ToolSteps.Count = 0, p.int()
 				case "sum":
-					bit, a.ToolSteps.Sum = 2, p.int()
+					n, a.ToolSteps.Sum = 1, p.int()
 				default:
-					return false
+					n = -1
 				}
-				if seenSteps&bit != 0 {
-					return false
-				}
-				seenSteps |= bit
-				return !p.bad
-			}) {
-				p.bad = true
-			}
+				return n
+			})
 		default:
-			return false
+			n = -1
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return !p.bad
+		return n
 	})
-	if !ok {
-		p.bad = true
-	}
 }
 
 func (p *parser) outcomes(o *Outcomes) {
-	var seen uint16
-	ok := p.object(func(key []byte) bool {
+	p.object(func(key []byte) (n int) {
 		var f *int64
-		var bit uint16
 		switch string(key) {
 		case "ok":
-			f, bit = &o.OK, 1
+			n, f = 0, &o.OK
 		case "schema_violation":
-			f, bit = &o.SchemaViolation, 2
+			n, f = 1, &o.SchemaViolation
 		case "invalid_json":
-			f, bit = &o.InvalidJSON, 4
+			n, f = 2, &o.InvalidJSON
 		case "upstream_4xx":
-			f, bit = &o.Upstream4xx, 8
+			n, f = 3, &o.Upstream4xx
 		case "upstream_5xx":
-			f, bit = &o.Upstream5xx, 16
+			n, f = 4, &o.Upstream5xx
 		case "timeout":
-			f, bit = &o.Timeout, 32
+			n, f = 5, &o.Timeout
 		case "upstream_error":
-			f, bit = &o.UpstreamError, 64
+			n, f = 6, &o.UpstreamError
 		case "cancelled":
-			f, bit = &o.Cancelled, 128
+			n, f = 7, &o.Cancelled
 		case "schema_violation_both":
-			f, bit = &o.SchemaViolationBoth, 256
+			n, f = 8, &o.SchemaViolationBoth
 		case "truncated":
-			f, bit = &o.Truncated, 512
+			n, f = 9, &o.Truncated
 		default:
-			return false
+			return -1
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
 		*f = p.int()
-		return !p.bad
+		return n
 	})
-	if !ok {
-		p.bad = true
-	}
 }
 
 func (p *parser) moments(m *Moments) {
-	var seen uint8
-	ok := p.object(func(key []byte) bool {
-		var bit uint8
+	p.object(func(key []byte) (n int) {
 		switch string(key) {
 		case "count":
-			bit, m.Count = 1, p.int()
+			n, m.Count = 0, p.int()
 		case "sum":
-			bit, m.Sum = 2, p.float()
+			n, m.Sum = 1, p.float()
 		case "sum_sq":
-			bit, m.SumSq = 4, p.float()
+			n, m.SumSq = 2, p.float()
 		case "min":
-			bit, m.Min = 8, p.float()
+			n, m.Min = 3, p.float()
 		case "max":
-			bit, m.Max = 16, p.float()
+			n, m.Max = 4, p.float()
 		default:
-			return false
+			n = -1
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return !p.bad
+		return n
 	})
-	if !ok {
-		p.bad = true
-	}
 }
 
 // histogram reads a histogram.Log with its UnmarshalJSON's rules: every
@@ -244,37 +197,31 @@ func (p *parser) moments(m *Moments) {
 // histogram can have, every counted bin in range.
 func (p *parser) histogram(h *histogram.Log) {
 	var (
-		seen   uint8
 		counts []uint64
 		w      histogram.Log
 	)
-	ok := p.object(func(key []byte) bool {
-		var bit uint8
+	seen := p.object(func(key []byte) (n int) {
 		switch string(key) {
 		case "gamma":
-			bit = 1
+			n = 0
 			if p.float() != histogram.Gamma {
-				return false
+				p.bad = true
 			}
 		case "zero":
-			bit, w.Zero = 2, p.uint()
+			n, w.Zero = 1, p.uint()
 		case "offset":
-			bit, w.Offset = 4, int(p.int())
+			n, w.Offset = 2, int(p.int())
 		case "counts":
-			bit = 8
+			n = 3
 			counts = p.counts(make([]uint64, 0, 160))
 		case "overflow":
-			bit, w.Overflow = 16, p.uint()
+			n, w.Overflow = 4, p.uint()
 		default:
-			return false
+			n = -1
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return !p.bad
+		return n
 	})
-	if !ok || seen != 31 || len(counts) > histogram.MaxBin-histogram.MinBin+1 {
+	if p.bad || seen != 1<<5-1 || len(counts) > histogram.MaxBin-histogram.MinBin+1 {
 		p.bad = true
 		return
 	}
@@ -293,15 +240,10 @@ func (p *parser) histogram(h *histogram.Log) {
 // counts reads an array of unsigned integers (a histogram's counts, the
 // bulk of a statistic) into dst in one loop.
 func (p *parser) counts(dst []uint64) []uint64 {
-	p.space()
-	if p.bad || p.i >= len(p.b) || p.b[p.i] != '[' {
-		p.bad = true
-		return nil
-	}
-	p.i++
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
+	if !p.open('[', ']') {
+		if p.bad {
+			return nil
+		}
 		return dst
 	}
 	b := p.b
@@ -331,20 +273,11 @@ func (p *parser) counts(dst []uint64) []uint64 {
 		}
 		dst = append(dst, v)
 		p.i = j
-		p.space()
-		if p.i >= len(b) {
-			p.bad = true
-			return nil
-		}
-		switch b[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
+		if !p.next(']') {
+			if p.bad {
+				return nil
+			}
 			return dst
-		default:
-			p.bad = true
-			return nil
 		}
 	}
 }
@@ -374,20 +307,16 @@ func (p *parser) end() bool {
 	return !p.bad && p.i == len(p.b)
 }
 
-// object reads an object, calling field with each key (the cursor then at
-// its value); field returns false to give up. It returns false on any
-// problem.
-func (p *parser) object(field func(key []byte) bool) bool {
-	p.space()
-	if p.bad || p.i >= len(p.b) || p.b[p.i] != '{' {
-		p.bad = true
-		return false
-	}
-	p.i++
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
-		return true
+// object reads an object whose keys are known, each at most once. It
+// calls field with each key, the cursor at its value; field reads the
+// value and returns the key's number (0 to 31, one per key it knows), or
+// -1 for a key it does not know. object returns the set of numbers read
+// (bit n for number n) and sets bad at anything else: a syntax error, an
+// unknown key, a repeated one (encoding/json would take the last), or a
+// value field did not read.
+func (p *parser) object(field func(key []byte) int) (seen uint32) {
+	if !p.open('{', '}') {
+		return 0
 	}
 	for {
 		p.space()
@@ -395,67 +324,70 @@ func (p *parser) object(field func(key []byte) bool) bool {
 		p.space()
 		if p.bad || p.i >= len(p.b) || p.b[p.i] != ':' {
 			p.bad = true
-			return false
+			return 0
 		}
 		p.i++
 		p.space()
-		if !field(key) || p.bad {
+		n := field(key)
+		if n < 0 || seen&(1<<n) != 0 {
 			p.bad = true
-			return false
 		}
-		p.space()
-		if p.i >= len(p.b) {
-			p.bad = true
-			return false
+		if p.bad {
+			return 0
 		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return true
-		default:
-			p.bad = true
-			return false
+		seen |= 1 << n
+		if !p.next('}') {
+			return seen
 		}
 	}
 }
 
 // array reads an array, calling elem with the cursor at each element.
-func (p *parser) array(elem func() bool) {
-	p.space()
-	if p.bad || p.i >= len(p.b) || p.b[p.i] != '[' {
-		p.bad = true
-		return
-	}
-	p.i++
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
+func (p *parser) array(elem func()) {
+	if !p.open('[', ']') {
 		return
 	}
 	for {
 		p.space()
-		if !elem() || p.bad {
-			p.bad = true
-			return
-		}
-		p.space()
-		if p.i >= len(p.b) {
-			p.bad = true
-			return
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return
-		default:
-			p.bad = true
+		if elem(); p.bad || !p.next(']') {
 			return
 		}
 	}
+}
+
+// open reads the opening byte of an object or an array and reports
+// whether a member or an element follows: false after an empty one, and
+// false with bad set when the opening byte is not there.
+func (p *parser) open(opening, closing byte) bool {
+	p.space()
+	if p.bad || p.i >= len(p.b) || p.b[p.i] != opening {
+		p.bad = true
+		return false
+	}
+	p.i++
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == closing {
+		p.i++
+		return false
+	}
+	return true
+}
+
+// next reads what follows a member or an element: a comma (true: another
+// one follows) or the closing byte (false); anything else sets bad.
+func (p *parser) next(closing byte) bool {
+	p.space()
+	switch {
+	case p.i >= len(p.b):
+	case p.b[p.i] == ',':
+		p.i++
+		return true
+	case p.b[p.i] == closing:
+		p.i++
+		return false
+	}
+	p.bad = true
+	return false
 }
 
 // rawStr reads a string of printable ASCII without escapes and returns its

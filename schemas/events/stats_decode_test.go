@@ -3,9 +3,12 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // statsEvents returns the example statistic as stored (indented), compact,
@@ -155,6 +158,67 @@ func TestDecodeStatsRev3Outcomes(t *testing.T) {
 	}
 }
 
+// TestDecodeStatsFingerprintLateHeaders: the rev. 3 arm_fingerprint and
+// late_headers are read by the fast path as by the slow one; a statistic
+// of an older gateway without them decodes with fingerprint "" and 0 late
+// headers (on the fast path); a malformed fingerprint or more late headers
+// than answers is refused by both.
+func TestDecodeStatsFingerprintLateHeaders(t *testing.T) {
+	c := statsEvents(t)["compact"]
+	tests := []struct {
+		name  string
+		edits [][2]string
+		ok    bool
+		fp    [2]string
+		late  [2]int64
+	}{
+		{"as written", nil, true, [2]string{"3f1c0a9be2d47781", "a04e19c7d25b6f30"}, [2]int64{0, 2}},
+		{"older gateway", [][2]string{{`"arm_fingerprint":"3f1c0a9be2d47781",`, ``}, {`"arm_fingerprint":"a04e19c7d25b6f30",`, ``},
+			{`"late_headers":0,`, ``}, {`"late_headers":2,`, ``}}, true, [2]string{}, [2]int64{}},
+		{"fingerprint too long", [][2]string{{`"3f1c0a9be2d47781"`, `"3f1c0a9be2d477810"`}}, false, [2]string{}, [2]int64{}},
+		{"fingerprint uppercase", [][2]string{{`"3f1c0a9be2d47781"`, `"3F1C0A9BE2D47781"`}}, false, [2]string{}, [2]int64{}},
+		{"late headers above answered", [][2]string{{`"late_headers":2`, `"late_headers":8`}}, false, [2]string{}, [2]int64{}},
+		{"late headers negative", [][2]string{{`"late_headers":0`, `"late_headers":-1`}}, false, [2]string{}, [2]int64{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := c
+			for _, e := range tt.edits {
+				if !bytes.Contains(b, []byte(e[0])) {
+					t.Fatalf("example has no %s", e[0])
+				}
+				b = bytes.Replace(b, []byte(e[0]), []byte(e[1]), 1)
+			}
+			_, d, err := DecodeEvent(b)
+			wantEnv, wantErr := Decode(b)
+			var want Data
+			if wantErr == nil {
+				want, wantErr = DecodeData(wantEnv)
+			}
+			if (err == nil) != (wantErr == nil) || (err == nil) != tt.ok {
+				t.Fatalf("DecodeEvent error %v, slow path error %v; want ok %v", err, wantErr, tt.ok)
+			}
+			if err != nil {
+				return
+			}
+			if _, data, ok := scanTop(b); !ok {
+				t.Fatal("scanTop refused it")
+			} else if _, _, fast := decodeStats(b, data); !fast {
+				t.Errorf("decodeStats refused %s", b)
+			}
+			got, w := d.(*StatsInterval), want.(*StatsInterval)
+			for i := range 2 {
+				g := got.Arms[i]
+				if g.ArmFingerprint != tt.fp[i] || g.LateHeaders != tt.late[i] ||
+					g.ArmFingerprint != w.Arms[i].ArmFingerprint || g.LateHeaders != w.Arms[i].LateHeaders {
+					t.Errorf("arms[%d] fingerprint %q late %d; slow path %q %d; want %q %d", i,
+						g.ArmFingerprint, g.LateHeaders, w.Arms[i].ArmFingerprint, w.Arms[i].LateHeaders, tt.fp[i], tt.late[i])
+				}
+			}
+		})
+	}
+}
+
 func TestOutcomesAnswered(t *testing.T) {
 	for _, o := range AllOutcomes {
 		want := o == OutcomeOK || o == OutcomeSchemaViolation || o == OutcomeSchemaViolationBoth || o == OutcomeTruncated
@@ -170,6 +234,73 @@ func TestOutcomesAnswered(t *testing.T) {
 		m.Merge(&c)
 		if m != c {
 			t.Errorf("Merge of %+v = %+v", c, m)
+		}
+	}
+}
+
+// benchStats4 is the analyzer's realistic statistic (its engine benchmark
+// has the same shape): four entries (primary and gray, streamed and not),
+// 40 attempts each with latencies spread log-uniformly over 100 ms–2 s
+// (about 150 histogram bins) and TTFTs over 50–800 ms on the streamed
+// ones, one timeout each; encoded as a producer writes it.
+func benchStats4(t testing.TB) []byte {
+	t.Helper()
+	at := time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC)
+	s := &StatsInterval{Deployment: "qwen-32k", Gateway: "gw-7f9c/3b2e91", IntervalStart: at, IntervalSeconds: 1}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, arm := range []Arm{ArmPrimary, ArmGray} {
+		for _, stream := range []bool{true, false} {
+			a := ArmStats{Arm: arm, Stream: stream, Endpoint: EndpointChat, Requests: 40}
+			for i := range 40 {
+				if i == 0 {
+					a.Outcomes.Timeout++
+					a.Latency.AddOverflow()
+					if stream {
+						a.TTFT.AddOverflow()
+					}
+					continue
+				}
+				a.Outcomes.OK++
+				a.PromptTokens.Add(float64(200 + rng.IntN(3000)))
+				a.CompletionTokens.Add(float64(50 + rng.IntN(400)))
+				a.ToolSteps.Count++
+				a.ToolSteps.Sum += int64(rng.IntN(3))
+				a.Latency.Add(100 * math.Pow(20, float64(i)/39) * (1 + rng.Float64()*0.01))
+				if stream {
+					a.TTFT.Add(50 * math.Pow(16, rng.Float64()))
+				}
+			}
+			a.Latency.Trim()
+			a.TTFT.Trim()
+			s.Arms = append(s.Arms, a)
+		}
+	}
+	env, err := NewEnvelope(TypeStatsInterval, "gateway/gw-7f9c", s, at.Add(time.Second), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// BenchmarkDecodeEventStats4 is DecodeEvent on a 4-entry statistic, what
+// the analyzer reads 2,000 times a second (SPEC §12); the fast path must
+// take it.
+func BenchmarkDecodeEventStats4(b *testing.B) {
+	msg := benchStats4(b)
+	if _, data, ok := scanTop(msg); !ok {
+		b.Fatal("scanTop refused it")
+	} else if _, _, ok := decodeStats(msg, data); !ok {
+		b.Fatal("decodeStats refused it")
+	}
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := DecodeEvent(msg); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

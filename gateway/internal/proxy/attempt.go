@@ -93,7 +93,8 @@ func (s *Server) attempted(x *exchange, k *call, armName string, a *arm, m *Meas
 	}
 	at := stats.Attempt{
 		Arm: statsArm(armName), Stream: k.stream, Endpoint: k.endpoint,
-		PromptVersion: a.promptVersion, PromptHash: a.promptHash,
+		PromptVersion: a.promptVersion, PromptHash: a.promptHash, Fingerprint: a.fingerprint,
+		LateHeaders:  m.Headers > k.deployment.rollout.Timeout,
 		Outcome:      outcome,
 		PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens,
 		PromptReported: !m.UsageEstimated && m.PromptTokens >= 0,

@@ -98,6 +98,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 // (sendAnswer).
 func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *arm, resp *upstream.Response, sent time.Time) (Measure, *Error) {
 	m := Measure{Status: resp.Status, ErrorType: ErrTypeNone, TTFT: time.Since(sent)}
+	m.Headers = m.TTFT
 	var err error
 	if resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400) {
 		// A 502 either way: only its reason is read, and the rest left.

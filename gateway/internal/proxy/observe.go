@@ -53,6 +53,10 @@ type Measure struct {
 	// tell it (see Measure.outcome); "" to derive it.
 	Outcome       events.Outcome
 	TTFT, Latency time.Duration
+	// Headers is the time from the attempt's start to its response
+	// headers, 0 when none came: past the rollout timeout, an answered
+	// attempt counts in its entry's late_headers (SPEC §9 rev. 3).
+	Headers time.Duration
 	// Output is true when TTFT is the time to a stream's first chunk with
 	// output (per-arm statistics record no other).
 	Output           bool

@@ -112,6 +112,9 @@ type arm struct {
 	// promptVersion and promptHash name the arm's prompt (SPEC §6.6) in
 	// its statistics; "" while the arm has none.
 	promptVersion, promptHash string
+	// fingerprint is the arm's config.Upstream.Fingerprint: its
+	// statistics carry it (a shadow attempt carries gray's, its arm).
+	fingerprint string
 	// prompt is the arm's system prompt (nil: the client's own);
 	// promptHeader the first 16 hex digits of its hash.
 	prompt       *armPrompt
@@ -313,7 +316,7 @@ func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 	}
 	exportConnections(deployment, armName, c)
 	q, _ := json.Marshal(u.Model)
-	a := &arm{client: c, modelJSON: string(q)}
+	a := &arm{client: c, modelJSON: string(q), fingerprint: u.Fingerprint}
 	for _, name := range config.GovernedParams() {
 		v, ok := u.Params[name]
 		if !ok {

@@ -30,9 +30,10 @@ type source struct {
 	arm     *arm
 	armName string
 	sent    time.Time
-	grayM   Measure  // the gray attempt when arm is gray (replay)
-	gray    *Measure // a failed gray attempt (fallback)
-	err     error    // no upstream could be opened
+	headers time.Duration // from sent to resp's headers
+	grayM   Measure       // the gray attempt when arm is gray (replay)
+	gray    *Measure      // a failed gray attempt (fallback)
+	err     error         // no upstream could be opened
 }
 
 // forwardStream serves a streaming request. Which upstream streams is
@@ -128,7 +129,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 			sent := time.Now()
 			resp, err := d.gray.client.DoEndpoint(ctx, x.ep, d.rollout.Timeout, x.forwardBody(d.gray), x.setHeaders)
 			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
-				return source{resp: resp, observe: true, arm: d.gray, armName: telemetry.ArmGray, sent: sent}
+				return source{resp: resp, observe: true, arm: d.gray, armName: telemetry.ArmGray, sent: sent, headers: time.Since(sent)}
 			}
 			var m Measure
 			var errs []filter.FieldError
@@ -158,7 +159,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 	decide()
 	sent := time.Now()
 	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
-	return source{resp: resp, err: err, arm: d.primary, armName: armName, sent: sent, gray: gray}
+	return source{resp: resp, err: err, arm: d.primary, armName: armName, sent: sent, headers: time.Since(sent), gray: gray}
 }
 
 // notAStream handles a source that will not stream before anything was
@@ -295,7 +296,7 @@ func (s *Server) mirrorIf(x *exchange, k *call, primary *Measure) {
 // and, in observe mode, the answer so far (max_buffered_answer_bytes):
 // a cap reached ends the stream with an upstream_error event.
 func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
-	m := Measure{Status: src.resp.Status, ErrorType: ErrTypeNone}
+	m := Measure{Status: src.resp.Status, ErrorType: ErrTypeNone, Headers: src.headers}
 	buf := x.ans[:0]
 	if cap(buf) < 32<<10 {
 		buf = make([]byte, 0, 32<<10)

@@ -43,7 +43,13 @@ type Attempt struct {
 	Endpoint events.Endpoint
 	// PromptVersion and PromptHash name the arm's prompt; "" without one.
 	PromptVersion, PromptHash string
-	Outcome                   events.Outcome
+	// Fingerprint is the arm's (config.Upstream.Fingerprint; gray's for
+	// a shadow attempt).
+	Fingerprint string
+	// LateHeaders: the attempt's response headers came after the
+	// deployment's rollout timeout; counted when it answered.
+	LateHeaders bool
+	Outcome     events.Outcome
 	// PromptTokens (when PromptReported) and CompletionTokens count only
 	// for the outcomes ok and schema_violation.
 	PromptTokens, CompletionTokens int64
@@ -301,7 +307,7 @@ func (d *Deployment) Record(at *Attempt) {
 		t.used |= 1 << slot
 		s.Arm, s.Stream, s.Endpoint = at.Arm, at.Stream, at.Endpoint
 	}
-	s.ArmPromptVersion, s.ArmPromptHash = at.PromptVersion, at.PromptHash
+	s.ArmPromptVersion, s.ArmPromptHash, s.ArmFingerprint = at.PromptVersion, at.PromptHash, at.Fingerprint
 	s.Requests++
 	s.Outcomes.Add(at.Outcome)
 	if answered {
@@ -313,6 +319,9 @@ func (d *Deployment) Record(at *Attempt) {
 		s.ToolSteps.Sum += int64(max(at.ToolSteps, 0))
 		if at.ToolSteps > events.ToolLoopSteps || at.RepeatedToolCall {
 			s.ToolLoops++
+		}
+		if at.LateHeaders {
+			s.LateHeaders++
 		}
 	}
 	switch at.Outcome {

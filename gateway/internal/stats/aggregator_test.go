@@ -313,3 +313,29 @@ func TestOutcomeIndex(t *testing.T) {
 		t.Errorf("outcomeIndex(fine) = %d; want -1", got)
 	}
 }
+
+// TestRecordFingerprintLateHeaders: an entry carries its arm's
+// fingerprint, and late_headers counts the answered attempts whose
+// headers came late (a timeout is not answered, so never counted).
+func TestRecordFingerprintLateHeaders(t *testing.T) {
+	pub := &collect{}
+	a := New(Options{Gateway: "gw/1", Publisher: pub, Now: func() time.Time { return t0 }})
+	d := a.Deployment("dep")
+	const fp = "3f1c0a9be2d47781"
+	for _, at := range []Attempt{
+		{Arm: events.ArmPrimary, Endpoint: events.EndpointChat, Stream: true, Fingerprint: fp, Outcome: events.OutcomeOK, LateHeaders: true, Output: true, Latency: time.Second},
+		{Arm: events.ArmPrimary, Endpoint: events.EndpointChat, Stream: true, Fingerprint: fp, Outcome: events.OutcomeOK, Output: true, Latency: time.Second},
+		{Arm: events.ArmPrimary, Endpoint: events.EndpointChat, Stream: true, Fingerprint: fp, Outcome: events.OutcomeTimeout, LateHeaders: true},
+	} {
+		d.Record(&at)
+	}
+	a.Flush(t0)
+	evs := pub.all()
+	if len(evs) != 1 || len(evs[0].Arms) != 1 {
+		t.Fatalf("published %+v; want one event with one entry", evs)
+	}
+	validate(t, evs[0])
+	if e := evs[0].Arms[0]; e.ArmFingerprint != fp || e.LateHeaders != 1 {
+		t.Errorf("entry fingerprint %q late_headers %d; want %q 1", e.ArmFingerprint, e.LateHeaders, fp)
+	}
+}
