@@ -126,6 +126,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cmd != "serve" && cmd != "migrate" {
+		fmt.Fprintln(stderr, storeNote(cfg, *path, explicit))
+	}
 	switch cmd {
 	case "serve", "migrate":
 		if len(positional) > 0 {
@@ -187,6 +190,20 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// storeNote says which Postgres a reading command reads and where that
+// came from, so that a terminal without DATABASE_URL never reads another
+// database silently (credentials redacted).
+func storeNote(cfg *config.Config, path string, explicit bool) string {
+	from := "the default postgres.url (no " + path + "): set DATABASE_URL or --config to read another"
+	switch _, statErr := os.Stat(path); {
+	case os.Getenv("DATABASE_URL") != "":
+		from = "DATABASE_URL"
+	case explicit || statErr == nil:
+		from = "postgres.url of " + path + " (DATABASE_URL overrides it)"
+	}
+	return "collector: reading Postgres at " + config.RedactURL(cfg.Postgres.URL.Reveal()) + ", from " + from
 }
 
 // loadConfig reads the file at path. When path is the default and absent,

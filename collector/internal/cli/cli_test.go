@@ -156,3 +156,27 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestReadingCommandsSayWhichPostgres: a terminal without DATABASE_URL
+// must not read another database silently; every reading command says
+// where it reads and why, with the password redacted.
+func TestReadingCommandsSayWhichPostgres(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir) // no graygate.yaml here
+	for _, c := range []struct {
+		env, want string
+	}{
+		{"postgres://reader:s3cret@127.0.0.1:1/graygate?sslmode=disable&connect_timeout=1", "from DATABASE_URL"},
+		{"", "from the default postgres.url"},
+	} {
+		t.Setenv("DATABASE_URL", c.env)
+		var out, errOut bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = cli.Run(ctx, []string{"samples", "list"}, &out, &errOut)
+		cancel()
+		line, _, _ := strings.Cut(errOut.String(), "\n")
+		if !strings.HasPrefix(line, "collector: reading Postgres at ") || !strings.Contains(line, c.want) || strings.Contains(errOut.String(), "s3cret") {
+			t.Errorf("DATABASE_URL=%q: stderr starts %q; want where it reads, %q, and no password", c.env, line, c.want)
+		}
+	}
+}
