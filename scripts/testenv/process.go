@@ -48,7 +48,7 @@ func Binary(t testing.TB, pkg string) string {
 // Process is a running binary whose stderr is kept for failure reports.
 type Process struct {
 	Cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *Buffer
 }
 
 // Stderr returns what the process wrote to stderr so far.
@@ -67,7 +67,7 @@ func Start(t testing.TB, bin string, env []string, ready string, args ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{Cmd: cmd, stderr: &lockedBuffer{}}
+	p := &Process{Cmd: cmd, stderr: &Buffer{}}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
@@ -107,24 +107,26 @@ func Start(t testing.TB, bin string, env []string, ready string, args ...string)
 	return nil, ""
 }
 
-type lockedBuffer struct {
+// Buffer is a bytes.Buffer safe for one writer goroutine (a process, a
+// server's logger) and a reading test at once.
+type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *Buffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
 }
 
-func (l *lockedBuffer) Len() int {
+func (l *Buffer) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Len()

@@ -492,7 +492,7 @@ func tail(b []byte, n int) string {
 // "Logs"); a client that leaves is not.
 func TestStreamFailuresAreLogged(t *testing.T) {
 	mock := testenv.StartMock(t)
-	var logs syncBuffer
+	var logs testenv.Buffer
 	s, err := New(testConfig(mock.URL), slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	testenv.Must(t, err)
 	g := serveServer(t, s)
@@ -507,23 +507,4 @@ func TestStreamFailuresAreLogged(t *testing.T) {
 	if line := logs.String(); !strings.Contains(line, `"level":"WARN"`) || !strings.Contains(line, `"status":502`) || strings.Contains(line, "upstream-key") {
 		t.Errorf("log = %s; want a WARN line with status 502 and no key", line)
 	}
-}
-
-// syncBuffer is a log sink the server's goroutines may write to while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
