@@ -66,30 +66,12 @@ type cpKey struct {
 
 // cp caches the Clopper-Pearson bounds: a window's counts move in a narrow
 // band between evaluations, so the same (x, n) comes back often.
-var cp = struct {
-	sync.Mutex
-	m map[cpKey]float64
-}{m: map[cpKey]float64{}}
+var cp = newMemo[cpKey, float64](maxCachedBounds)
 
 const maxCachedBounds = 1 << 18
 
 // cached returns the bound of k from the cache, or computes and keeps it.
-func cached(k cpKey, compute func() float64) float64 {
-	cp.Lock()
-	v, ok := cp.m[k]
-	cp.Unlock()
-	if ok {
-		return v
-	}
-	v = compute()
-	cp.Lock()
-	if len(cp.m) >= maxCachedBounds {
-		clear(cp.m)
-	}
-	cp.m[k] = v
-	cp.Unlock()
-	return v
-}
+func cached(k cpKey, compute func() float64) float64 { return cp.get(k, compute) }
 
 // QuantileRanks returns the ranks of the order statistics that bound the
 // q-quantile ξ of a continuous distribution from n independent draws: the
@@ -102,30 +84,18 @@ func QuantileRanks(n int64, q, a float64) (lo, hi int64) {
 	if n <= 0 {
 		return 0, 1
 	}
-	k := rankKey{n: n, q: q, a: a}
-	ranks.Lock()
-	r, ok := ranks.m[k]
-	ranks.Unlock()
-	if ok {
-		return r[0], r[1]
-	}
-	// E, the number of draws above ξ, is Binomial(n, 1−q).
-	// The hi-th smallest is below ξ when fewer than n−hi+1 draws are
-	// above it: hi = n − j with j the largest value with P(E ≤ j) ≤ a.
-	// The lo-th smallest is above ξ when at least n−lo+1 draws are: lo =
-	// n − i + 1 with i the smallest value with P(E ≥ i) ≤ a.
-	p := 1 - q // exact for q ≥ 1/2 (Sterbenz): p + q = 1
-	j := lowerTail(n, p, q, a)
-	i := upperTail(n, p, q, a)
-	lo, hi = n-i+1, n-j
-	lo = max(lo, 0)
-	ranks.Lock()
-	if len(ranks.m) >= maxCachedRanks {
-		clear(ranks.m)
-	}
-	ranks.m[k] = [2]int64{lo, hi}
-	ranks.Unlock()
-	return lo, hi
+	r := ranks.get(rankKey{n: n, q: q, a: a}, func() [2]int64 {
+		// E, the number of draws above ξ, is Binomial(n, 1−q).
+		// The hi-th smallest is below ξ when fewer than n−hi+1 draws are
+		// above it: hi = n − j with j the largest value with P(E ≤ j) ≤ a.
+		// The lo-th smallest is above ξ when at least n−lo+1 draws are: lo =
+		// n − i + 1 with i the smallest value with P(E ≥ i) ≤ a.
+		p := 1 - q // exact for q ≥ 1/2 (Sterbenz): p + q = 1
+		j := lowerTail(n, p, q, a)
+		i := upperTail(n, p, q, a)
+		return [2]int64{max(n-i+1, 0), n - j}
+	})
+	return r[0], r[1]
 }
 
 type rankKey struct {
@@ -135,10 +105,7 @@ type rankKey struct {
 
 // ranks caches QuantileRanks: within a rollout the window's sample size
 // moves in a narrow band, so most evaluations find their ranks here.
-var ranks = struct {
-	sync.Mutex
-	m map[rankKey][2]int64
-}{m: map[rankKey][2]int64{}}
+var ranks = newMemo[rankKey, [2]int64](maxCachedRanks)
 
 const maxCachedRanks = 1 << 16
 

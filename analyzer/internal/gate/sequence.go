@@ -1,9 +1,6 @@
 package gate
 
-import (
-	"math"
-	"sync"
-)
+import "math"
 
 // Confidence sequences: bounds that hold at every look at once, however
 // many looks are taken and whenever the looking stops (SPEC §9 rev. 3, the
@@ -77,24 +74,13 @@ func SeqProportionBounds(x, n int64, a float64) (lower, upper float64) {
 		return 0, 1
 	}
 	x = min(max(x, 0), n)
-	k := cpKey{x: x, n: n, a: a}
-	seq.Lock()
-	v, ok := seq.m[k]
-	seq.Unlock()
-	if ok {
-		return v[0], v[1]
-	}
-	// The prior is symmetric, so the upper bound of x in n is one minus
-	// the lower bound of n−x in n: both are searched near 0, where float64
-	// keeps their relative precision (1 − p cannot, near 1).
-	lower, upper = seqLowerEdge(x, n, a), 1-seqLowerEdge(n-x, n, a)
-	seq.Lock()
-	if len(seq.m) >= maxCachedBounds {
-		clear(seq.m)
-	}
-	seq.m[k] = [2]float64{lower, upper}
-	seq.Unlock()
-	return lower, upper
+	v := seq.get(cpKey{x: x, n: n, a: a}, func() [2]float64 {
+		// The prior is symmetric, so the upper bound of x in n is one minus
+		// the lower bound of n−x in n: both are searched near 0, where
+		// float64 keeps their relative precision (1 − p cannot, near 1).
+		return [2]float64{seqLowerEdge(x, n, a), 1 - seqLowerEdge(n-x, n, a)}
+	})
+	return v[0], v[1]
 }
 
 // seqLowerEdge returns the lower end of {p : E_n(p) < 1/a} for x
@@ -108,11 +94,8 @@ func seqLowerEdge(x, n int64, a float64) float64 {
 	return bisectLogit(float64(x)/float64(n), 0, func(p float64) bool { return seqLogE(m, x, n, p) < thr })
 }
 
-// seq caches SeqProportionBounds, as cp does ProportionLower.
-var seq = struct {
-	sync.Mutex
-	m map[cpKey][2]float64
-}{m: map[cpKey][2]float64{}}
+// seq caches SeqProportionBounds, as cp does the Clopper-Pearson bounds.
+var seq = newMemo[cpKey, [2]float64](maxCachedBounds)
 
 // bisectLogit returns the edge of the interval {p : in(p)} between inside
 // (in(inside) is true) and the end it lies towards (0 or 1, outside),
@@ -165,46 +148,31 @@ func SeqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
 	if n <= 0 {
 		return 0, 1
 	}
-	k := rankKey{n: n, q: q, a: a}
-	seqRanks.Lock()
-	r, ok := seqRanks.m[k]
-	seqRanks.Unlock()
-	if ok {
-		return r[0], r[1]
-	}
-	thr := math.Log(1 / a)
-	lq, l1q := math.Log(q), math.Log1p(-q)
-	// logE(s) is convex in s with its minimum near n·q; the counts s with
-	// logE(s) < thr are an integer interval [l, u] around it.
-	logE := func(s int64) float64 {
-		return seqLogMixture(s, n) - float64(s)*lq - float64(n-s)*l1q
-	}
-	mode := int64(math.Round(float64(n) * q))
-	mode = min(max(mode, 0), n)
-	if logE(mode) >= thr {
-		// Only for a near 1: the maximum likelihood is inside whenever
-		// 1/a exceeds the mixture's largest ratio to it.
-		return 0, n + 1
-	}
-	// l: the smallest s in [0, mode] with logE(s) < thr.
-	l := searchInts(0, mode, func(s int64) bool { return logE(s) < thr })
-	// u: the largest s in [mode, n] with logE(s) < thr.
-	u := mode + n - searchInts(mode, n, func(s int64) bool { return logE(mode+n-s) < thr })
-	lo, hi = l, u+1
-	seqRanks.Lock()
-	if len(seqRanks.m) >= maxCachedRanks {
-		clear(seqRanks.m)
-	}
-	seqRanks.m[k] = [2]int64{lo, hi}
-	seqRanks.Unlock()
-	return lo, hi
+	r := seqRanks.get(rankKey{n: n, q: q, a: a}, func() [2]int64 {
+		thr := math.Log(1 / a)
+		lq, l1q := math.Log(q), math.Log1p(-q)
+		// logE(s) is convex in s with its minimum near n·q; the counts s
+		// with logE(s) < thr are an integer interval [l, u] around it.
+		logE := func(s int64) float64 {
+			return seqLogMixture(s, n) - float64(s)*lq - float64(n-s)*l1q
+		}
+		mode := min(max(int64(math.Round(float64(n)*q)), 0), n)
+		if logE(mode) >= thr {
+			// Only for a near 1: the maximum likelihood is inside whenever
+			// 1/a exceeds the mixture's largest ratio to it.
+			return [2]int64{0, n + 1}
+		}
+		// l: the smallest s in [0, mode] with logE(s) < thr.
+		l := searchInts(0, mode, func(s int64) bool { return logE(s) < thr })
+		// u: the largest s in [mode, n] with logE(s) < thr.
+		u := mode + n - searchInts(mode, n, func(s int64) bool { return logE(mode+n-s) < thr })
+		return [2]int64{l, u + 1}
+	})
+	return r[0], r[1]
 }
 
 // seqRanks caches SeqQuantileRanks.
-var seqRanks = struct {
-	sync.Mutex
-	m map[rankKey][2]int64
-}{m: map[rankKey][2]int64{}}
+var seqRanks = newMemo[rankKey, [2]int64](maxCachedRanks)
 
 // searchInts returns the smallest s in [from, to] with ok(s), given that
 // ok is false and then true (monotone) over the range and ok(to) holds.

@@ -155,7 +155,7 @@ func TestSeqQuantileRanksFirstBounds(t *testing.T) {
 
 func BenchmarkSeqProportionBounds(b *testing.B) {
 	for i := range b.N {
-		clear(seq.m)
+		seq.reset()
 		SeqProportionBounds(int64(10+i%50), 57000, 1e-9)
 	}
 }
