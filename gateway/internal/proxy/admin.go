@@ -41,7 +41,10 @@ func (s *Server) listRollouts(c *fiber.Ctx) error {
 	for _, st := range s.rollouts.All() {
 		e := rolloutEntry{
 			Deployment: st.Deployment, Percentage: st.Percentage, Status: string(st.Status),
-			Revision: st.Revision, Reason: st.Reason, Actor: string(st.Actor), Note: st.Note, Known: st.Known,
+			Revision: st.Revision, Reason: st.Reason, Actor: string(st.Actor), Note: st.Note,
+			// Known only once the whole log is read: the table fills while
+			// it is being read, before a change may be appended.
+			Known: st.Known && (s.rolloutLog == nil || s.rolloutLog.Fresh()),
 		}
 		if !st.UpdatedAt.IsZero() {
 			e.UpdatedAt = st.UpdatedAt.UTC().Format(time.RFC3339Nano)
