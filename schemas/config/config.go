@@ -355,6 +355,11 @@ type Gates struct {
 type Promotion struct {
 	Steps []float64     `yaml:"steps"`
 	Hold  time.Duration `yaml:"hold"`
+	// MinSoak (rev. 3, default 24h) is how long the epoch must have run
+	// before the step to 100 %, with the percentage never below
+	// MinPercentage (default 1) in it: the seed's "≥ 1 % for ≥ 24 h".
+	MinSoak       time.Duration `yaml:"min_soak"`
+	MinPercentage float64       `yaml:"min_percentage"`
 }
 
 // Collector is the `collector` section (SPEC §8).

@@ -121,3 +121,8 @@ func (c *Collector) setDefaults() {
 	c.WriteTimeout = 30 * time.Second
 	c.IdleTimeout = 120 * time.Second
 }
+
+func (p *Promotion) setDefaults() {
+	p.MinSoak = 24 * time.Hour
+	p.MinPercentage = 1
+}

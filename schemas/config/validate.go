@@ -309,6 +309,12 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 		if pr.Hold <= 0 && !d.failed["analyzer.promotion.hold"] {
 			d.errorf("analyzer.promotion.hold", nil, "must be positive (how long a step holds with every gate passing)")
 		}
+		if pr.MinSoak < 0 {
+			d.errorf("analyzer.promotion.min_soak", nil, "must not be negative, got %s", pr.MinSoak)
+		}
+		if (pr.MinPercentage < 0 || pr.MinPercentage > 100) && !d.failed["analyzer.promotion.min_percentage"] {
+			d.errorf("analyzer.promotion.min_percentage", nil, "must be in [0, 100], got %s", formatNumber(pr.MinPercentage))
+		}
 	}
 }
 

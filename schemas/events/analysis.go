@@ -23,6 +23,55 @@ type AnalysisEvaluated struct {
 	// Verdict is fail when any gate failed, else inconclusive when any was
 	// inconclusive, else pass.
 	Verdict Verdict `json:"verdict"`
+	// Epoch describes the evidence the epoch layer judged (SPEC §9 rev. 3);
+	// nil from analyzers before rev. 3.
+	Epoch *EpochInfo `json:"epoch,omitempty"`
+	// StepSince is when the current percentage step began (the last
+	// rollout event that changed the percentage or the status); StepSeconds
+	// is the time on it at the evaluation.
+	StepSince   *time.Time `json:"step_since,omitempty"`
+	StepSeconds float64    `json:"step_seconds,omitempty"`
+}
+
+// EpochInfo is the epoch an evaluation judged: every attempt of both arms
+// since the gray's current epoch began (SPEC §9 rev. 3).
+type EpochInfo struct {
+	// Start is when the epoch began: a status change to active or testing,
+	// or the first statistic carrying a new pair of arm fingerprints.
+	Start time.Time `json:"start"`
+	// Index is k, the epoch's number since the deployment last left
+	// rolled_back (from 1): the k-th epoch spends 6/(π² k²) of the epoch
+	// layer's error budget.
+	Index int `json:"index"`
+	// GrayFingerprint and PrimaryFingerprint are the arm fingerprints (§7)
+	// whose statistics the epoch holds; empty until a statistic carried one.
+	GrayFingerprint    string `json:"gray_fingerprint"`
+	PrimaryFingerprint string `json:"primary_fingerprint"`
+	// Periods counts the percentage periods of the epoch.
+	Periods int `json:"periods"`
+	// MinPercentage is the least gray percentage in any period of the
+	// epoch (what the step to 100 % compares with promotion.min_percentage).
+	MinPercentage float64 `json:"min_percentage"`
+	// GrayRequests and PrimaryRequests count the epoch's attempts.
+	GrayRequests    int64 `json:"gray_requests"`
+	PrimaryRequests int64 `json:"primary_requests"`
+	// Rebuilt is false while the epoch is being rebuilt after a restart
+	// (from its checkpoint and a replay): every epoch verdict is then
+	// inconclusive.
+	Rebuilt bool `json:"rebuilt"`
+	// Note says what is missing from the epoch, when something is (an
+	// epoch older than the stream's retention, without a checkpoint).
+	Note string `json:"note,omitempty"`
+}
+
+// LayerResult is one gate's test on one layer of evidence (the sliding
+// window or the epoch; SPEC §9 rev. 3).
+type LayerResult struct {
+	Estimate *float64 `json:"estimate"`
+	Bound    *float64 `json:"bound"`
+	Verdict  Verdict  `json:"verdict"`
+	GrayN    int64    `json:"gray_n"`
+	PrimaryN int64    `json:"primary_n"`
 }
 
 // GateResult is one gate's test in an evaluation (SPEC §9): the point
@@ -44,6 +93,17 @@ type GateResult struct {
 	GrayN    int64   `json:"gray_n"`
 	PrimaryN int64   `json:"primary_n"`
 	Verdict  Verdict `json:"verdict"`
+	// Window and Epoch are the gate's test on each layer (SPEC §9 rev. 3);
+	// the fields above repeat the deciding layer's: the one that failed
+	// (the window when both did), else the epoch. nil from analyzers
+	// before rev. 3.
+	Window *LayerResult `json:"window,omitempty"`
+	Epoch  *LayerResult `json:"epoch,omitempty"`
+	// NeedsGray estimates, for a gate not yet decided on the epoch, how
+	// many more gray requests it needs to pass or fail at the current
+	// estimates; nil when it cannot decide at all (or is decided, with
+	// Epoch set, when it is 0).
+	NeedsGray *float64 `json:"needs_gray"`
 }
 
 // EventType returns TypeAnalysisEvaluated.

@@ -121,6 +121,11 @@ type RolloutState struct {
 	// StatusSince is the time of the event that last changed the status
 	// (the first event): an analysis window never reaches back before it.
 	StatusSince time.Time `json:"status_since"`
+	// RolloutSince is the time of the event that last took the deployment
+	// out of rolled_back (its first event, when that is not rolled_back):
+	// day 1 of the analyzer's window error budget begins there (SPEC §9
+	// rev. 3). Zero while the deployment is rolled back.
+	RolloutSince time.Time `json:"rollout_since"`
 	// Note is empty, or why the message at Revision changed nothing (it
 	// did not decode or broke its rules): see Skip.
 	Note string `json:"note"`
@@ -146,22 +151,29 @@ func (s *RolloutState) Apply(seq uint64, at time.Time, ev *RolloutChanged) bool 
 		pct = 0
 	}
 	*s = RolloutState{
-		Deployment:  ev.Deployment,
-		Note:        "",
-		Percentage:  pct,
-		Status:      ev.Status,
-		Revision:    seq,
-		Actor:       ev.Actor,
-		Reason:      ev.Reason,
-		UpdatedAt:   at,
-		ActiveSince: s.ActiveSince,
-		StatusSince: s.StatusSince,
+		Deployment:   ev.Deployment,
+		Note:         "",
+		Percentage:   pct,
+		Status:       ev.Status,
+		Revision:     seq,
+		Actor:        ev.Actor,
+		Reason:       ev.Reason,
+		UpdatedAt:    at,
+		ActiveSince:  s.ActiveSince,
+		StatusSince:  s.StatusSince,
+		RolloutSince: s.RolloutSince,
 	}
 	if ev.Status == StatusActive && !wasActive {
 		s.ActiveSince = at
 	}
 	if statusChanged {
 		s.StatusSince = at
+	}
+	switch {
+	case ev.Status == StatusRolledBack:
+		s.RolloutSince = time.Time{}
+	case s.RolloutSince.IsZero():
+		s.RolloutSince = at
 	}
 	return true
 }

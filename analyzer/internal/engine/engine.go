@@ -37,6 +37,10 @@ type Deployment struct {
 	// Timeout is its rollout timeout: the gates censor both arms' latency
 	// and TTFT at it (SPEC §9).
 	Timeout time.Duration
+	// StreamLimit is where streamed attempts of both arms are censored:
+	// the gray's max_duration in stream_validation observe, else Timeout
+	// (SPEC §9 rev. 3); 0 means Timeout.
+	StreamLimit time.Duration
 }
 
 // EvaluateFunc tests gray against primary over one deployment's window and

@@ -42,6 +42,10 @@ type Config struct {
 	// Timeout is the deployment's rollout timeout: every latency and TTFT
 	// of either arm above it counts as overflow.
 	Timeout time.Duration
+	// StreamLimit censors streamed attempts instead of Timeout when above
+	// 0: the gray's max_duration in stream_validation observe (SPEC §9
+	// rev. 3), where primary's late headers count as timeouts for gate 5.
+	StreamLimit time.Duration
 }
 
 // Horizon is the rollout length the no-false-rollback promise covers (SPEC §9).

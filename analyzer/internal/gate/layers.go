@@ -1,0 +1,131 @@
+package gate
+
+import (
+	"time"
+
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// Two layers of evidence (SPEC §9 rev. 3): the sliding window, quick to
+// see a sudden breakage and to forget it, and the epoch, every attempt of
+// both arms since the gray's current epoch began. Every gate is tested on
+// both; it fails when either layer fails and passes when the epoch passes.
+
+// Period is one percentage period of an epoch: the merged statistics of
+// every attempt while the gray's percentage was Percentage. A class
+// without attempts on an arm is absent from that arm's map.
+type Period struct {
+	Start      time.Time
+	Percentage float64
+	Gray       map[Class]*events.ArmStats
+	Primary    map[Class]*events.ArmStats
+}
+
+// Epoch is the evidence the epoch layer judges.
+type Epoch struct {
+	// Start is when the epoch began.
+	Start time.Time
+	// Index is k, the epoch's number since the deployment last left
+	// rolled_back, from 1: the k-th epoch spends 6/(π² k²) of the epoch
+	// layer's half of α.
+	Index int
+	// Periods in time order.
+	Periods []Period
+	// Rebuilt is false while the epoch is rebuilt after a restart: every
+	// epoch verdict is then inconclusive.
+	Rebuilt bool
+}
+
+// Pooled merges the epoch's periods per arm and class.
+func (ep *Epoch) Pooled() *Input {
+	in := &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
+	if ep == nil {
+		return in
+	}
+	for i := range ep.Periods {
+		pool(in.Gray, ep.Periods[i].Gray)
+		pool(in.Primary, ep.Periods[i].Primary)
+	}
+	return in
+}
+
+// MinPercentage returns the least percentage of the epoch's periods (0
+// when it has none).
+func (ep *Epoch) MinPercentage() float64 {
+	if ep == nil || len(ep.Periods) == 0 {
+		return 0
+	}
+	m := ep.Periods[0].Percentage
+	for _, p := range ep.Periods[1:] {
+		m = min(m, p.Percentage)
+	}
+	return m
+}
+
+func pool(into, from map[Class]*events.ArmStats) {
+	for k, s := range from {
+		dst := into[k]
+		if dst == nil {
+			dst = &events.ArmStats{Arm: s.Arm, Stream: k.Stream, Endpoint: k.Endpoint}
+			into[k] = dst
+		}
+		dst.Merge(s)
+	}
+}
+
+// Look is one evaluation as the window layer's error budget sees it.
+type Look struct {
+	// Day is d, the day of the rollout the look falls in, from 1 (counted
+	// from when the deployment last left rolled_back: DayOf).
+	Day int
+	// Seconds is how many seconds' worth of the day's budget the look
+	// spends: the interval for a regular evaluation.
+	Seconds float64
+}
+
+// DayOf returns the day d (from 1) that now falls in for a rollout that
+// began at since: 1 during the first 24 hours, and so on.
+func DayOf(since, now time.Time) int {
+	if since.IsZero() || !now.After(since) {
+		return 1
+	}
+	return 1 + int(now.Sub(since)/(24*time.Hour))
+}
+
+// PromotionState is what the promotion rule (SPEC §9 rev. 3) looks at in
+// one evaluation.
+type PromotionState struct {
+	// Percentage is the gray's current share.
+	Percentage float64
+	// Passing is how long every gate has passed on the epoch at every
+	// evaluation (0 when the last one did not).
+	Passing time.Duration
+	// EpochAge is the time since the epoch began; EpochMinPercentage the
+	// least percentage in it.
+	EpochAge           time.Duration
+	EpochMinPercentage float64
+}
+
+// NextStep returns the step a promotion takes now, if one is due: the
+// first step above the current percentage, once every gate has passed on
+// the epoch for p.Hold; the step to 100 % also needs p.MinSoak since the
+// epoch began with the percentage never below p.MinPercentage in it.
+func NextStep(p *config.Promotion, s PromotionState) (next float64, ok bool) {
+	if p == nil || s.Passing <= 0 || s.Passing < p.Hold {
+		return 0, false
+	}
+	for _, step := range p.Steps {
+		if step > s.Percentage+1e-9 {
+			next, ok = step, true
+			break
+		}
+	}
+	if !ok {
+		return 0, false
+	}
+	if next >= 100 && (s.EpochAge < p.MinSoak || s.EpochMinPercentage < p.MinPercentage) {
+		return 0, false
+	}
+	return next, true
+}
