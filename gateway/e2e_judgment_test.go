@@ -53,14 +53,21 @@ analyzer:
 type judgment struct {
 	gw *testenv.Gateway
 	js jetstream.JetStream
+	// streamEvery makes every n-th request of drive streamed (default 3).
+	streamEvery int64
 }
 
-func startJudgment(t *testing.T, percent int, primaryFlags, grayFlags []string) *judgment {
+// startJudgment starts the mocks, the gateway and the analyzer; analyzer
+// lines (indented two spaces) are appended to the analyzer section.
+func startJudgment(t *testing.T, percent int, primaryFlags, grayFlags []string, analyzer ...string) *judgment {
 	t.Helper()
 	ns := testenv.StartNATS(t)
 	primary, gray := testenv.StartMock(t, primaryFlags...), testenv.StartMock(t, grayFlags...)
 	cfg := strings.NewReplacer("{{NATS}}", ns.URL, "{{PRIMARY}}", primary.URL, "{{GRAY}}", gray.URL,
 		"{{SPOOL}}", t.TempDir(), "{{PERCENT}}", fmt.Sprint(percent), "{{ANALYZER}}", testenv.FreeAddr(t)).Replace(judgmentConfig)
+	for _, line := range analyzer {
+		cfg += "  " + line + "\n"
+	}
 	gw := testenv.StartGateway(t, cfg)
 	testenv.WaitFor(t, 10*time.Second, "the rollout state to be read from the log", func() bool {
 		return rolloutOf(t, gw).Known
@@ -74,7 +81,7 @@ func startJudgment(t *testing.T, percent int, primaryFlags, grayFlags []string) 
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	testenv.Must(t, err)
-	return &judgment{gw: gw, js: js}
+	return &judgment{gw: gw, js: js, streamEvery: 3}
 }
 
 // drive sends requests at rate per second (one in three streamed) until
@@ -99,7 +106,7 @@ func (j *judgment) drive(ctx context.Context, t *testing.T, rate float64) map[st
 		go func() {
 			defer wg.Done()
 			body := `{"model":"agent-chat","messages":[{"role":"user","content":"hi"}]}`
-			if i%3 == 0 {
+			if i%j.streamEvery == 0 {
 				body = `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 			}
 			req, _ := http.NewRequest(http.MethodPost, j.gw.URL+"/v1/chat/completions", strings.NewReader(body))
@@ -196,6 +203,7 @@ func TestE2EGrayErrorsRollBack(t *testing.T) {
 // with an evaluation every second and is never rolled back; the analyzer
 // did judge it (evaluations with gray attempts in them).
 func TestE2EHealthyGrayIsNotRolledBack(t *testing.T) {
+	t.Parallel()
 	length := 10 * time.Minute
 	if testing.Short() && os.Getenv("CI") == "" {
 		length = time.Minute

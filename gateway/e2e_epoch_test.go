@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
+)
+
+// TestE2EPromotesOnEpochEvidence: a healthy gray (the same distributions
+// as primary) is promoted step by step on its epoch's evidence through the
+// real binaries (SPEC §9 rev. 3): 50 % → 60 % once every gate has passed
+// on the epoch for `hold`, and 60 % → 100 % only once `min_soak` has run
+// since the epoch began, the percentage never below `min_percentage`.
+func TestE2EPromotesOnEpochEvidence(t *testing.T) {
+	t.Parallel()
+	flags := []string{"--latency", "30ms", "--ttft", "20ms", "--inter-token", "1ms", "--completion-tokens", "40", "--spread", "0.3"}
+	const soak = 45 * time.Second
+	j := startJudgment(t, 50, flags, flags,
+		"promotion: {steps: [50, 60, 100], hold: 5s, min_soak: "+soak.String()+", min_percentage: 1}")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan map[string]int64, 1)
+	go func() { done <- j.drive(ctx, t, 60) }()
+	start := time.Now()
+	var at60 time.Duration
+	testenv.WaitFor(t, 8*time.Minute, "the analyzer to promote the healthy gray to 100 %", func() bool {
+		st := rolloutOf(t, j.gw)
+		if st.Status == string(events.StatusRolledBack) {
+			t.Fatalf("the healthy gray was rolled back: %+v", st)
+		}
+		if st.Percentage >= 60 && at60 == 0 {
+			at60 = time.Since(start)
+		}
+		return st.Percentage == 100
+	})
+	took := time.Since(start)
+	cancel()
+	arms := <-done
+
+	var promotions []*events.RolloutChanged
+	var epochStart time.Time
+	var lastEval *events.AnalysisEvaluated
+	for _, d := range j.read(t, events.StreamRollout) {
+		if r, ok := d.(*events.RolloutChanged); ok && r.Actor == events.ActorAnalyzer {
+			promotions = append(promotions, r)
+		}
+	}
+	for _, d := range j.read(t, events.StreamAnalysis) {
+		a, ok := d.(*events.AnalysisEvaluated)
+		if !ok || a.Epoch == nil {
+			continue
+		}
+		if a.Verdict == events.VerdictFail {
+			b, _ := json.Marshal(a)
+			t.Errorf("an evaluation failed the healthy gray: %s", b)
+		}
+		if epochStart.IsZero() {
+			epochStart = a.Epoch.Start
+		}
+		if !a.Epoch.Start.Equal(epochStart) {
+			t.Errorf("the epoch began again at %v (first %v); a percentage change keeps it", a.Epoch.Start, epochStart)
+		}
+		lastEval = a
+	}
+	if len(promotions) != 2 || promotions[0].Percentage != 60 || promotions[1].Percentage != 100 {
+		t.Fatalf("analyzer rollout changes = %+v; want two promotions, to 60 and to 100", promotions)
+	}
+	if lastEval == nil {
+		t.Fatal("no evaluation carried an epoch")
+	}
+	if lastEval.Epoch.Periods < 2 || lastEval.Epoch.MinPercentage != 50 {
+		t.Errorf("last epoch %+v; want at least two periods (50 %% and 60 %%), least percentage 50", *lastEval.Epoch)
+	}
+	for _, g := range lastEval.Gates {
+		if g.Window == nil || g.Epoch == nil {
+			t.Errorf("gate %s has no window or epoch layer: %+v", g.Gate, g)
+		}
+	}
+	if took < soak {
+		t.Errorf("promoted to 100 %% after %v; min_soak is %v", took, soak)
+	}
+	t.Logf("60 %% after %v, 100 %% after %v (min_soak %v); traffic %v; reasons: %q, %q",
+		at60.Round(time.Second), took.Round(time.Second), soak, arms, promotions[0].Reason, promotions[1].Reason)
+}
+
+// TestE2ETTFTDoubledRollsBack: a gray whose streamed time to first token
+// is twice primary's (lognormal, σ 0.6), at 10 gray requests a second, is
+// rolled back by the TTFT p99 ratio within 5,000 streamed gray requests
+// (SPEC §12 rev. 3) — more than a 2-minute window ever holds, so it is the
+// epoch that sees it.
+func TestE2ETTFTDoubledRollsBack(t *testing.T) {
+	t.Parallel()
+	common := []string{"--latency", "30ms", "--inter-token", "5ms", "--completion-tokens", "40", "--spread", "0.6"}
+	j := startJudgment(t, 20, append([]string{"--ttft", "100ms"}, common...), append([]string{"--ttft", "200ms"}, common...))
+	j.streamEvery = 1
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan map[string]int64, 1)
+	go func() { done <- j.drive(ctx, t, 50) }()
+	start := time.Now()
+	testenv.WaitFor(t, 12*time.Minute, "the analyzer to roll the slow gray back", func() bool {
+		return rolloutOf(t, j.gw).Status == string(events.StatusRolledBack)
+	})
+	took := time.Since(start)
+	cancel()
+	arms := <-done
+	rbs := j.analyzerRollbacks(t)
+	if len(rbs) != 1 || rbs[0].Trigger == nil {
+		t.Fatalf("analyzer rollbacks = %+v; want one", rbs)
+	}
+	tr := rbs[0].Trigger
+	if tr.Gate != events.GateTTFTP99Ratio && tr.Gate != events.GateLatencyP99Ratio {
+		t.Errorf("rolled back by %s; want ttft_p99_ratio (or the streamed latency ratio it drags up)", tr.Gate)
+	}
+	gray := arms["gray"] + arms["fallback"]
+	t.Logf("rolled back after %v and %d streamed gray requests by %s: estimate %.2f, bound %.2f, threshold %.2f (%s)",
+		took.Round(time.Second), gray, tr.Gate, tr.Estimate, tr.Bound, tr.Threshold, rbs[0].Reason)
+	if gray > 5000 {
+		t.Errorf("%d streamed gray requests before the rollback; the target is 5,000", gray)
+	}
+	if !strings.Contains(rbs[0].Reason, "epoch") && !strings.Contains(rbs[0].Reason, "window") {
+		t.Errorf("reason %q does not say which layer failed", rbs[0].Reason)
+	}
+}
