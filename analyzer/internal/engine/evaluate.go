@@ -256,7 +256,7 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 		judged := time.Duration(ev.WindowSeconds * float64(time.Second))
 		layer := "window"
 		if failed.Window != nil && failed.Window.Verdict != events.VerdictFail && failed.Epoch != nil && failed.Epoch.Verdict == events.VerdictFail && ep != nil {
-			layer, judged = "epoch", max(now.Sub(ep.Start), 0)
+			layer, judged = "epoch", max(now.Sub(ep.Start), time.Second)
 		}
 		change := &events.RolloutChanged{
 			Deployment: d,

@@ -154,7 +154,11 @@ func (f *fakeGates) setSchemaMax(max float64) { f.mu.Lock(); f.schemaMax = max; 
 
 func (f *fakeGates) input(d string) gate.Input { f.mu.Lock(); defer f.mu.Unlock(); return f.last[d] }
 
-func (f *fakeGates) epoch(d string) *gate.Epoch { f.mu.Lock(); defer f.mu.Unlock(); return f.lastEpoch[d] }
+func (f *fakeGates) epoch(d string) *gate.Epoch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastEpoch[d]
+}
 
 func (f *fakeGates) look(d string) gate.Look { f.mu.Lock(); defer f.mu.Unlock(); return f.lastLook[d] }
 
@@ -360,7 +364,7 @@ func (v *env) deleteConsumer(name string) {
 // others').
 func (e *Engine) read() uint64 {
 	var n uint64
-	for _, o := range []string{"counted", "duplicate", "too_old", "future", "invalid"} {
+	for _, o := range []string{"counted", "duplicate", "too_old", "future", "invalid", outcomeStale} {
 		n += e.m.outcomes[o].Get()
 	}
 	return n
