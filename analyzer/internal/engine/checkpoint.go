@@ -14,15 +14,15 @@ import (
 // epochs are rebuilt from the stream alone; it returns an error only when
 // ctx ends.
 func (e *Engine) prepareEpochs(ctx context.Context) error {
-	e.prepareMu.Lock()
-	defer e.prepareMu.Unlock()
-	if e.prepared {
-		return nil
-	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-e.rollouts.Ready():
+	}
+	e.prepareMu.Lock()
+	defer e.prepareMu.Unlock()
+	if e.prepared {
+		return nil
 	}
 	names := make([]string, len(e.cfg.Deployments))
 	for i, d := range e.cfg.Deployments {
@@ -36,9 +36,12 @@ func (e *Engine) prepareEpochs(ctx context.Context) error {
 		if lerr != nil {
 			e.checkpointFailed("read checkpoints", lerr)
 		}
-		e.restored = e.epochs.Restore(cps)
-		if len(e.restored) > 0 {
-			e.cfg.Logger.Info("epochs restored from their checkpoints; replaying the statistics since", "deployments", e.restored)
+		restored := e.epochs.Restore(cps)
+		e.cpMu.Lock()
+		e.restored = restored
+		e.cpMu.Unlock()
+		if len(restored) > 0 {
+			e.cfg.Logger.Info("epochs restored from their checkpoints; replaying the statistics since", "deployments", restored)
 		}
 	}
 	e.prepared = true

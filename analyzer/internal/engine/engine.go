@@ -124,7 +124,7 @@ type Engine struct {
 	cpMu        sync.Mutex
 	cpAt        time.Time // last checkpoint written
 	cpErr       string    // why the last write or read failed
-	restored    []string  // deployments whose epoch came from a checkpoint
+	restored    []string  // deployments whose epoch came from a checkpoint (cpMu)
 
 	replayed   chan struct{}
 	replayOnce sync.Once

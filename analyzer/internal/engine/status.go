@@ -65,10 +65,8 @@ func (e *Engine) Status() Status {
 		CheckpointBucket: e.cfg.EpochBucket,
 		Deployments:      make([]DeploymentStatus, 0, len(e.cfg.Deployments)),
 	}
-	e.prepareMu.Lock()
-	s.Restored = slices.Clone(e.restored)
-	e.prepareMu.Unlock()
 	e.cpMu.Lock()
+	s.Restored = slices.Clone(e.restored)
 	if !e.cpAt.IsZero() {
 		at := e.cpAt
 		s.LastCheckpoint = &at

@@ -30,6 +30,12 @@ import (
 // maxSeen bounds the fingerprint pairs a deployment remembers.
 const maxSeen = 16
 
+// maxReplayIDs bounds the ids the replay remembers (8 bytes and a map
+// entry each): a replay longer than that — the first start after an
+// upgrade, replaying days — forgets them all and starts again, so a
+// statistic republished long after its first copy may then count twice.
+const maxReplayIDs = 1 << 20
+
 // Keeper holds the epoch of every deployment. Its methods are safe for
 // concurrent use.
 type Keeper struct {
@@ -195,13 +201,19 @@ func (k *Keeper) Add(seq uint64, id string, s *events.StatsInterval, toWindow fu
 			return toWindow(), false
 		}
 	}
-	dup := false
-	if !k.rebuilt {
-		h := maphash.String(k.seed, id)
-		_, dup = k.replay[h]
-		k.replay[h] = struct{}{}
-	}
 	o = toWindow()
+	dup := false
+	if !k.rebuilt && o == window.TooOld {
+		// Older than the window, which does not deduplicate it: the
+		// replay's ids do.
+		h := maphash.String(k.seed, id)
+		if _, dup = k.replay[h]; !dup {
+			if len(k.replay) >= maxReplayIDs {
+				clear(k.replay)
+			}
+			k.replay[h] = struct{}{}
+		}
+	}
 	merge := o == window.Counted || !k.rebuilt && o == window.TooOld
 	if !fresh || dup || !merge || s.IntervalStart.Before(e.start) {
 		return o, false
