@@ -251,6 +251,9 @@ func fold(t *testing.T, c *conn, dep string) events.RolloutState {
 	}
 }
 
+// epochBucket is the analyzer's checkpoint bucket (analyzer/internal/epoch.DefaultBucket).
+const epochBucket = "graygate_analyzer_epochs"
+
 func TestShippedNATSPermissions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a nats-server")
@@ -358,12 +361,53 @@ func TestShippedNATSPermissions(t *testing.T) {
 		if e, err := kv.Get(ctxT(t, time.Second), "leader"); err != nil || string(e.Value()) != "analyzer/test" {
 			t.Errorf("analyzer reads its lease: %v", err)
 		}
+		// Its checkpoint bucket (SPEC §9 rev. 3), as analyzer/internal/epoch
+		// opens and uses it: created when missing, Put, Get.
+		cps, err := an.js.CreateKeyValue(ctxT(t, 2*time.Second), jetstream.KeyValueConfig{Bucket: epochBucket, History: 1})
+		if err != nil {
+			t.Fatalf("analyzer creates its checkpoint bucket: %v (violations %q)", err, an.violations())
+		}
+		if _, err := an.js.KeyValue(ctxT(t, time.Second), epochBucket); err != nil {
+			t.Errorf("analyzer opens its checkpoint bucket: %v", err)
+		}
+		if _, err := cps.Put(ctxT(t, time.Second), dep, []byte(`{"version":1}`)); err != nil {
+			t.Errorf("analyzer writes a checkpoint: %v (violations %q)", err, an.violations())
+		}
+		if e, err := cps.Get(ctxT(t, time.Second), dep); err != nil || string(e.Value()) != `{"version":1}` {
+			t.Errorf("analyzer reads its checkpoint: %v (violations %q)", err, an.violations())
+		}
 		// Not the gateway's subjects.
 		if _, err := an.js.Publish(ctxT(t, time.Second), events.RequestSubject(dep), []byte("{}")); err == nil {
 			t.Error("analyzer published a request event")
 		}
 		if _, err := an.js.Publish(ctxT(t, time.Second), events.StatsSubject(dep), []byte("{}")); err == nil {
 			t.Error("analyzer published a statistic")
+		}
+	})
+
+	t.Run("only the analyzer writes its checkpoints", func(t *testing.T) {
+		// The bucket exists (the analyzer subtest made it).
+		for name, c := range map[string]*conn{"gateway": gw, "collector": col} {
+			if _, err := c.js.Publish(ctxT(t, time.Second), "$KV."+epochBucket+"."+dep, []byte(`{"version":2}`)); err == nil {
+				t.Errorf("the %s's identity wrote a checkpoint", name)
+			}
+			if _, err := c.js.KeyValue(ctxT(t, time.Second), epochBucket); err == nil {
+				t.Errorf("the %s's identity opened the checkpoint bucket", name)
+			}
+			if msg, err := c.nc.Request("$JS.API.DIRECT.GET.KV_"+epochBucket+".$KV."+epochBucket+"."+dep, nil, 500*time.Millisecond); err == nil {
+				t.Errorf("the %s's identity read a checkpoint: %.80q", name, msg.Data)
+			}
+		}
+		kv, err := an.js.KeyValue(ctxT(t, time.Second), epochBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, err := kv.Get(ctxT(t, time.Second), dep); err != nil || string(e.Value()) != `{"version":1}` {
+			t.Errorf("the analyzer's checkpoint after the others' attempts: %v %v", e, err)
+		}
+		// The analyzer may not purge or delete it either.
+		if err := an.js.DeleteKeyValue(ctxT(t, time.Second), epochBucket); err == nil {
+			t.Error("the analyzer's identity deleted its checkpoint bucket")
 		}
 	})
 

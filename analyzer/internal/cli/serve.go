@@ -89,6 +89,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		Deployments: deployments,
 		Ignored:     ignored,
 		Consumer:    consumer,
+		Replicas:    cfg.NATS.Replicas,
 		Source:      "analyzer/" + host,
 		Logger:      log,
 		Metrics:     set,

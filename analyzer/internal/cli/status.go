@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -79,8 +81,10 @@ func dialable(listen string) string {
 
 // writeTable prints the status as a header line and an aligned table with
 // one row per gate and stream class — {gate, stream, estimate, bound,
-// threshold, gray_n, primary_n, verdict}; a deployment's columns are
-// written on its first row.
+// threshold, gray_n, primary_n, verdict} of the deciding layer, then each
+// layer's verdict and bound (window, epoch) and, for a gate not decided on
+// the epoch, the gray requests it still needs; a deployment's columns are
+// written on its first row. Each deployment's epoch follows the table.
 func writeTable(out io.Writer, s *engine.Status) error {
 	role := "follower (evaluates, does not publish)"
 	if s.Leader {
@@ -91,15 +95,17 @@ func writeTable(out io.Writer, s *engine.Status) error {
 		ready = "NOT READY (rebuilding the window or reading the rollout log)"
 	}
 	fmt.Fprintf(out, "analyzer %s: %s, %s\n", s.Source, role, ready)
-	fmt.Fprintf(out, "window %s in %s buckets, every %s, min_requests %d; window rebuilt from %d statistics in %s\n\n",
+	fmt.Fprintf(out, "window %s in %s buckets, every %s, min_requests %d; window rebuilt from %d statistics in %s\n",
 		seconds(s.WindowSeconds), seconds(s.BucketSeconds), seconds(s.IntervalSeconds), s.MinRequests,
 		s.ReplayEvents, seconds(s.ReplaySeconds))
+	fmt.Fprintln(out, epochsLine(s))
+	fmt.Fprintln(out)
 	if len(s.Deployments) == 0 {
 		fmt.Fprintln(out, "no deployment has a gray upstream")
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEPLOYMENT\tROLLOUT\tGRAY\tPRIMARY\tGATE\tSTREAM\tESTIMATE\tBOUND\tTHRESHOLD\tGRAY_N\tPRIMARY_N\tVERDICT")
+	fmt.Fprintln(tw, "DEPLOYMENT\tROLLOUT\tGRAY\tPRIMARY\tGATE\tSTREAM\tESTIMATE\tBOUND\tTHRESHOLD\tGRAY_N\tPRIMARY_N\tVERDICT\tWINDOW\tEPOCH\tNEEDS")
 	for _, d := range s.Deployments {
 		if d.At.IsZero() {
 			fmt.Fprintf(tw, "%s\t%s\t-\t-\t(not evaluated yet)\n", d.Deployment, rolloutCell(d.Rollout))
@@ -111,8 +117,9 @@ func writeTable(out io.Writer, s *engine.Status) error {
 			} else {
 				fmt.Fprint(tw, "\t\t\t\t")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", g.Gate, streamCell(g.Stream), valueCell(g.Gate, g.Estimate, true),
-				valueCell(g.Gate, g.Bound, true), valueCell(g.Gate, &g.Threshold, false), g.GrayN, g.PrimaryN, g.Verdict)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", g.Gate, streamCell(g.Stream), valueCell(g.Gate, g.Estimate, true),
+				valueCell(g.Gate, g.Bound, true), valueCell(g.Gate, &g.Threshold, false), g.GrayN, g.PrimaryN, g.Verdict,
+				layerCell(g.Gate, g.Window), layerCell(g.Gate, g.Epoch), needsCell(g))
 		}
 		fmt.Fprintf(tw, "\t\t\t\toverall\t\t\t\t\t\t\t%s\n", d.Verdict)
 	}
@@ -120,6 +127,12 @@ func writeTable(out io.Writer, s *engine.Status) error {
 		return err
 	}
 	for _, d := range s.Deployments {
+		if line := epochLine(d.Evaluation); line != "" {
+			fmt.Fprintln(out, line)
+		}
+		if ep := d.Epoch; ep != nil && ep.Note != "" {
+			fmt.Fprintf(out, "%s: epoch %d: %s\n", d.Deployment, ep.Index, ep.Note)
+		}
 		if r := d.Rollout; r != nil && r.Note != "" {
 			fmt.Fprintf(out, "%s: rollout revision %d skipped: %s\n", d.Deployment, r.Revision, r.Note)
 		}
@@ -134,6 +147,118 @@ func writeTable(out io.Writer, s *engine.Status) error {
 		}
 	}
 	return nil
+}
+
+// epochsLine says whether the epochs are rebuilt and where their
+// checkpoints are.
+func epochsLine(s *engine.Status) string {
+	line := "epochs rebuilt"
+	if !s.EpochsRebuilt {
+		line = "epochs REBUILDING (every epoch verdict inconclusive until the replay is done)"
+	}
+	if s.CheckpointBucket != "" {
+		line += "; checkpoints in " + s.CheckpointBucket
+	}
+	if len(s.Restored) > 0 {
+		line += fmt.Sprintf(", restored at start for %s", strings.Join(s.Restored, ", "))
+	}
+	if s.LastCheckpoint != nil {
+		line += ", last written " + s.LastCheckpoint.UTC().Format(time.RFC3339)
+	}
+	if s.CheckpointError != "" {
+		line += "; checkpoint error: " + s.CheckpointError
+	}
+	return line
+}
+
+// epochLine describes a deployment's epoch: its number, start, length,
+// requests, periods, fingerprints and the time on the current step.
+func epochLine(ev engine.Evaluation) string {
+	ep := ev.Epoch
+	if ep == nil {
+		return ""
+	}
+	age := "-"
+	if !ev.At.IsZero() {
+		age = shortDuration(ev.At.Sub(ep.Start))
+	}
+	line := fmt.Sprintf("%s: epoch %d since %s (%s; %s gray, %s primary requests; %d periods, min %s%%); fingerprints gray %s, primary %s",
+		ev.Deployment, ep.Index, ep.Start.UTC().Format(time.RFC3339), age, thousands(ep.GrayRequests), thousands(ep.PrimaryRequests),
+		ep.Periods, strconv.FormatFloat(ep.MinPercentage, 'f', -1, 64), orDash(ep.GrayFingerprint), orDash(ep.PrimaryFingerprint))
+	if ev.StepSince != nil {
+		line += fmt.Sprintf("; on this step %s", shortDuration(time.Duration(ev.StepSeconds*float64(time.Second))))
+	}
+	if !ep.Rebuilt {
+		line += "; REBUILDING: epoch verdicts inconclusive"
+	}
+	return line
+}
+
+// layerCell writes one layer's verdict and bound: "pass 0.520s".
+func layerCell(g events.Gate, l *events.LayerResult) string {
+	if l == nil {
+		return "-"
+	}
+	if l.Bound == nil {
+		return string(l.Verdict)
+	}
+	return string(l.Verdict) + " " + valueCell(g, l.Bound, true)
+}
+
+// needsCell says how many more gray requests a gate undecided on the
+// epoch needs at the current estimates, and which way it is heading:
+// "pass in ~1,900 more gray requests"; "cannot decide" when no amount
+// would do; empty once decided.
+func needsCell(g events.GateResult) string {
+	if g.Epoch == nil || g.Epoch.Verdict != events.VerdictInconclusive {
+		return ""
+	}
+	if g.NeedsGray == nil {
+		return "cannot decide"
+	}
+	if *g.NeedsGray <= 0 {
+		return ""
+	}
+	way := "decide"
+	if e := g.Epoch.Estimate; e != nil {
+		way = "fail"
+		if *e <= g.Threshold {
+			way = "pass"
+		}
+	}
+	return fmt.Sprintf("%s in ~%s more gray requests", way, thousands(int64(math.Ceil(*g.NeedsGray))))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortDuration writes d to the second without zero units: 3h12m, 5m, 22s.
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// thousands writes n with a comma every three digits: 12,400.
+func thousands(n int64) string {
+	s := strconv.FormatInt(max(n, 0), 10)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // streamCell names a gate's stream class: "all" for a gate over every

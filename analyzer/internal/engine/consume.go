@@ -36,20 +36,30 @@ const (
 	outcomeInvalid = "invalid"
 	outcomeUnknown = "unknown_deployment"
 	outcomeIgnored = "ignored"
+	// outcomeStale: a statistic whose arm fingerprints are not the
+	// epoch's but were seen within the window (an old version still
+	// publishing during a rolling update): merged nowhere (SPEC §9 rev. 3).
+	outcomeStale = "stale_fingerprint"
 )
 
 var outcomes = []string{
 	window.Counted.String(), window.Duplicate.String(), window.TooOld.String(), window.TooNew.String(),
-	outcomeInvalid, outcomeUnknown, outcomeIgnored,
+	outcomeInvalid, outcomeUnknown, outcomeIgnored, outcomeStale,
 }
 
-// Consume merges statistics into the window until ctx ends (it then
-// returns nil).
+// Consume merges statistics into the window and the epochs until ctx ends
+// (it then returns nil).
 //
 // Replay strategy: the consumer is created anew at every start, delivering
-// from now − window − one bucket (DeliverByStartTime), so one consumer both
-// rebuilds the window after a restart and then follows new statistics, in
-// one visible loop. Replay is done once the consumer has nothing pending
+// from now − window − one bucket (DeliverByStartTime) — or, the first
+// time, from further back when an epoch needs it: the last statistic of
+// its checkpoint, or its start when it has none, bounded by the stream's
+// retention — so one consumer rebuilds the window and the epochs after a
+// restart and then follows new statistics, in one visible loop. Before
+// the first consumer it waits for the rollout log to be read and restores
+// the checkpoints (prepareEpochs). A message at or below the last stream
+// sequence processed (a redelivery, or a consumer made again) is skipped
+// as a duplicate; the epochs take each statistic once (epoch.Keeper.Add). Replay is done once the consumer has nothing pending
 // (NumPending 0 at creation, or on a delivered message); Ready stays false,
 // and nothing is published, until then. Overlap and redelivery are
 // harmless: statistics are deduplicated by id. Acknowledgement is AckAll,
@@ -68,6 +78,9 @@ func (e *Engine) Consume(ctx context.Context) error {
 		e.replayDone(started, 0)
 		<-ctx.Done()
 		return nil
+	}
+	if err := e.prepareEpochs(ctx); err != nil {
+		return nil // ctx ended
 	}
 	cons, want, pending, err := e.createConsumer(ctx)
 	if err != nil {
@@ -138,12 +151,18 @@ func (e *Engine) Consume(ctx context.Context) error {
 			}
 			continue
 		}
-		e.count(msg.Subject(), msg.Data())
-		read++
 		caughtUp := false
-		if meta, err := msg.Metadata(); err == nil && meta.NumPending == 0 {
-			caughtUp = true
+		if meta, err := msg.Metadata(); err == nil {
+			caughtUp = meta.NumPending == 0
+			if e.epochs.Step(meta.Sequence.Stream, meta.Timestamp) {
+				e.count(meta.Sequence.Stream, msg.Subject(), msg.Data())
+			} else {
+				e.m.outcome(window.Duplicate.String())
+			}
+		} else {
+			e.count(0, msg.Subject(), msg.Data())
 		}
+		read++
 		// AckAll: one ack covers every message before it. Acking each of
 		// them while catching up would make the server handle every ack;
 		// once caught up, each message is acked as it comes.
@@ -203,6 +222,18 @@ func (e *Engine) createConsumer(ctx context.Context) (jetstream.Consumer, jetstr
 		return nil, jetstream.ConsumerConfig{}, 0, fmt.Errorf("reset consumer %s: %w", e.cfg.Consumer, err)
 	}
 	from := e.cfg.Clock().Add(-e.cfg.Analyzer.Window - e.agg.Width())
+	if !e.epochs.Rebuilt() {
+		// Rebuilding the epochs: from their checkpoints' last statistic,
+		// or their start, when older — what the stream still holds.
+		info := stream.CachedInfo()
+		if t := e.epochs.ReplayFrom(); !t.IsZero() && t.Before(from) {
+			from = t
+			if age := info.Config.MaxAge; age > 0 {
+				from = later(from, e.cfg.Clock().Add(-age))
+			}
+		}
+		e.epochs.Retention(info.State.FirstSeq, info.State.FirstTime)
+	}
 	filter := SubjectStats
 	if len(e.cfg.Deployments) == 1 {
 		filter = events.StatsSubject(e.cfg.Deployments[0].Name)
@@ -232,7 +263,8 @@ func (e *Engine) replayDone(started time.Time, n int64) {
 		e.replayTook, e.replayEvents = took, n
 		e.replayMu.Unlock()
 		e.m.replaySeconds.Set(took.Seconds())
-		e.cfg.Logger.Info("window rebuilt", "events", n, "took", took.Round(time.Millisecond).String())
+		e.epochs.ReplayDone()
+		e.cfg.Logger.Info("window and epochs rebuilt", "events", n, "took", took.Round(time.Millisecond).String())
 		close(e.replayed)
 	})
 }
@@ -245,7 +277,8 @@ func (e *Engine) ReplayStats() (time.Duration, int64) {
 	return e.replayTook, e.replayEvents
 }
 
-// count decodes one message and merges it into the window. Statistics of
+// count decodes one message, stored at stream sequence seq (0: unknown),
+// and merges it into the window and its deployment's epoch. Statistics of
 // ignored deployments are skipped by subject, before decoding. A message
 // that does not decode, fails its Check, is not a statistic, does not
 // match its subject or its id is skipped as invalid; one of a deployment
@@ -253,7 +286,7 @@ func (e *Engine) ReplayStats() (time.Duration, int64) {
 // than events.MaxStatsFuture ahead as future. None of them stops the
 // consumer. A counted statistic with a gray schema failure marks its
 // deployment urgent.
-func (e *Engine) count(subject string, data []byte) {
+func (e *Engine) count(seq uint64, subject string, data []byte) {
 	d, _ := strings.CutPrefix(subject, events.SubjectStatsPrefix)
 	if e.ignored[d] {
 		e.m.outcome(outcomeIgnored)
@@ -284,7 +317,12 @@ func (e *Engine) count(subject string, data []byte) {
 		e.m.outcome(outcomeUnknown)
 		return
 	}
-	o := e.agg.Add(env.ID, s, e.cfg.Clock())
+	now := e.cfg.Clock()
+	o, stale := e.epochs.Add(seq, env.ID, s, func() window.Outcome { return e.agg.Add(env.ID, s, now) })
+	if stale {
+		e.m.outcome(outcomeStale)
+		return
+	}
 	e.m.outcome(o.String())
 	if o == window.Counted && graySchemaFailure(s) {
 		e.markUrgent(d)
@@ -301,4 +339,11 @@ func graySchemaFailure(s *events.StatsInterval) bool {
 		}
 	}
 	return false
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/graygate/graygate/analyzer/internal/epoch"
 	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/analyzer/internal/rollout"
 	"github.com/graygate/graygate/analyzer/internal/window"
@@ -43,9 +44,11 @@ type Deployment struct {
 	StreamLimit time.Duration
 }
 
-// EvaluateFunc tests gray against primary over one deployment's window and
-// returns one result per gate and stream class.
-type EvaluateFunc func(d Deployment, in *gate.Input) []events.GateResult
+// EvaluateFunc tests gray against primary on both layers of one
+// deployment's evidence — win, the sliding window, and ep, its epoch (nil
+// when it has none) — at one look, and returns one result per gate and
+// stream class, each carrying both layers (gate.Config.Judge).
+type EvaluateFunc func(d Deployment, win *gate.Input, ep *gate.Epoch, look gate.Look) []events.GateResult
 
 // Config is what the engine needs from the configuration and the process.
 type Config struct {
@@ -68,8 +71,16 @@ type Config struct {
 	// back and compared with what the analyzer declared; default 5s.
 	ConsumerCheck time.Duration
 	// Evaluate tests one deployment; default gate.ConfigOf(Analyzer,
-	// d.Timeout).Evaluate. Tests inject a deterministic one.
+	// d.Timeout).Judge with d.StreamLimit. Tests inject a deterministic one.
 	Evaluate EvaluateFunc
+	// EpochBucket is the key-value bucket of the epochs' checkpoints;
+	// default epoch.DefaultBucket. Replicas are its stream's replicas
+	// when it has to be created (nats.replicas).
+	EpochBucket string
+	Replicas    int
+	// CheckpointEvery is how often the lease holder writes every epoch's
+	// checkpoint; default one minute (SPEC §9 rev. 3).
+	CheckpointEvery time.Duration
 	// Source is the CloudEvents source of published events; default
 	// analyzer/<hostname>.
 	Source string
@@ -88,6 +99,7 @@ type Engine struct {
 	js       jetstream.JetStream
 	leader   atomic.Pointer[Leader]
 	agg      *window.Aggregator
+	epochs   *epoch.Keeper
 	rollouts *rollout.Tracker
 	known    map[string]bool // deployments with a gray release
 	ignored  map[string]bool // the configuration's other deployments
@@ -98,6 +110,21 @@ type Engine struct {
 	kick     chan struct{}
 	urgentMu sync.Mutex
 	urgent   map[string]bool
+	// lastUrgent is when each deployment was last evaluated urgently (at
+	// most once a second, SPEC §9 rev. 3); deferred is set while a kick
+	// for the ones held back is scheduled.
+	lastUrgent map[string]time.Time
+	deferred   bool
+
+	// checkpoints is the epochs' bucket once open; prepared is set once
+	// the checkpoints were read and restored (the first Consume).
+	checkpoints atomic.Pointer[epoch.Store]
+	prepareMu   sync.Mutex
+	prepared    bool
+	cpMu        sync.Mutex
+	cpAt        time.Time // last checkpoint written
+	cpErr       string    // why the last write or read failed
+	restored    []string  // deployments whose epoch came from a checkpoint (cpMu)
 
 	replayed   chan struct{}
 	replayOnce sync.Once
@@ -153,22 +180,30 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 	}
 	if cfg.Evaluate == nil {
 		a := cfg.Analyzer
-		cfg.Evaluate = func(d Deployment, in *gate.Input) []events.GateResult {
-			return gate.ConfigOf(a, d.Timeout).Evaluate(in)
+		cfg.Evaluate = func(d Deployment, win *gate.Input, ep *gate.Epoch, look gate.Look) []events.GateResult {
+			return GateConfig(a, d).Judge(win, ep, look)
 		}
+	}
+	if cfg.EpochBucket == "" {
+		cfg.EpochBucket = epoch.DefaultBucket
+	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = time.Minute
 	}
 	cfg.Deployments = slices.Clone(cfg.Deployments)
 	e := &Engine{
-		cfg:      cfg,
-		js:       js,
-		agg:      window.New(cfg.Analyzer.Window),
-		rollouts: rollout.NewTracker(),
-		known:    map[string]bool{},
-		ignored:  map[string]bool{},
-		kick:     make(chan struct{}, 1),
-		urgent:   map[string]bool{},
-		replayed: make(chan struct{}),
-		state:    map[string]*deploymentState{},
+		cfg:        cfg,
+		js:         js,
+		agg:        window.New(cfg.Analyzer.Window),
+		epochs:     epoch.NewKeeper(cfg.Analyzer.Window),
+		rollouts:   rollout.NewTracker(),
+		known:      map[string]bool{},
+		ignored:    map[string]bool{},
+		kick:       make(chan struct{}, 1),
+		urgent:     map[string]bool{},
+		replayed:   make(chan struct{}),
+		lastUrgent: map[string]time.Time{},
+		state:      map[string]*deploymentState{},
 	}
 	for _, d := range cfg.Deployments {
 		e.known[d.Name] = true
@@ -182,8 +217,17 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 	if leader != nil {
 		e.leader.Store(&leader)
 	}
+	e.rollouts.OnApply(e.epochs.Rollout)
 	e.m = newEngineMetrics(cfg.Metrics, e)
 	return e
+}
+
+// GateConfig returns the gate configuration of deployment d: the
+// analyzer's gates, its rollout timeout and stream limit.
+func GateConfig(a config.Analyzer, d Deployment) gate.Config {
+	c := gate.ConfigOf(a, d.Timeout)
+	c.StreamLimit = d.StreamLimit
+	return c
 }
 
 // SetLeader sets what decides whether the engine may publish (for a lease
@@ -212,6 +256,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return e.keep(ctx, "statistics consumer", e.Consume) })
 	g.Go(func() error { return e.keep(ctx, "rollout follower", e.FollowRollouts) })
+	g.Go(func() error { return e.keepCheckpoints(ctx) })
 	g.Go(func() error {
 		// Evaluate as soon as the window is rebuilt and the rollout log
 		// read, then every interval.
@@ -269,18 +314,47 @@ func (e *Engine) markUrgent(d string) {
 	}
 }
 
+// urgentEvery is the least time between two urgent evaluations of one
+// deployment: each spends a second's worth of the window's error budget
+// (SPEC §9 rev. 3).
+const urgentEvery = time.Second
+
 // takeUrgent returns and forgets the deployments marked urgent, in config
-// order.
+// order, that were not evaluated urgently within urgentEvery; the others
+// stay marked, and a kick is scheduled for when the first is due.
 func (e *Engine) takeUrgent() []Deployment {
 	e.urgentMu.Lock()
 	defer e.urgentMu.Unlock()
+	now := time.Now()
 	var out []Deployment
+	var wait time.Duration
 	for _, d := range e.cfg.Deployments {
-		if e.urgent[d.Name] {
-			out = append(out, d)
+		if !e.urgent[d.Name] {
+			continue
 		}
+		if last, ok := e.lastUrgent[d.Name]; ok && now.Sub(last) < urgentEvery {
+			w := urgentEvery - now.Sub(last)
+			if wait == 0 || w < wait {
+				wait = w
+			}
+			continue
+		}
+		delete(e.urgent, d.Name)
+		e.lastUrgent[d.Name] = now
+		out = append(out, d)
 	}
-	clear(e.urgent)
+	if wait > 0 && !e.deferred {
+		e.deferred = true
+		time.AfterFunc(wait, func() {
+			e.urgentMu.Lock()
+			e.deferred = false
+			e.urgentMu.Unlock()
+			select {
+			case e.kick <- struct{}{}:
+			default:
+			}
+		})
+	}
 	return out
 }
 

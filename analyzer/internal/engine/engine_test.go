@@ -119,6 +119,7 @@ func TestBadStatisticsAreSkipped(t *testing.T) {
 	fg := newFakeGates()
 	e := New(Config{Analyzer: exampleAnalyzer(), Deployments: []Deployment{{Name: dep}, {Name: "llama-8k"}}, Ignored: []string{"primary-only"},
 		Consumer: "analyzer-a", Clock: v.clk.Now, Evaluate: fg.evaluate}, v.js, nil)
+	e.rollouts.MarkReady() // no rollout follower: the log is empty
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.Consume(ctx) }()
@@ -693,6 +694,7 @@ func TestConsumerConfigMismatch(t *testing.T) {
 	fg := newFakeGates()
 	e := New(Config{Analyzer: exampleAnalyzer(), Deployments: []Deployment{{Name: dep}, {Name: "llama-8k"}},
 		Consumer: "analyzer-mismatch", Clock: v.clk.Now, Evaluate: fg.evaluate, ConsumerCheck: 50 * time.Millisecond}, v.js, nil)
+	e.rollouts.MarkReady() // no rollout follower: the log is empty
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 1)
 	go func() { errs <- e.Consume(ctx) }()
@@ -746,8 +748,8 @@ func TestProsePromptsDoNotRollBack(t *testing.T) {
 	// engine running: the urgent evaluation of gate 2 included.
 	name := v.name("a")
 	e, _ := v.newEngine(name, holding(), func(a *config.Analyzer) { a.Interval = time.Hour })
-	e.cfg.Evaluate = func(d Deployment, in *gate.Input) []events.GateResult {
-		return gate.ConfigOf(e.cfg.Analyzer, d.Timeout).Evaluate(in)
+	e.cfg.Evaluate = func(d Deployment, win *gate.Input, ep *gate.Epoch, look gate.Look) []events.GateResult {
+		return GateConfig(e.cfg.Analyzer, d).Judge(win, ep, look)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -817,7 +819,7 @@ func TestRollbackReason(t *testing.T) {
 		{events.GateResult{Gate: events.GateTTFTP99, Stream: &streamed, Threshold: 2.5, GrayN: 800},
 			"gate ttft_p99"},
 	} {
-		got := rollbackReason(c.r, 0.0073, 0.0073, 22*time.Second)
+		got := rollbackReason(c.r, 0.0073, 0.0073, "window", 22*time.Second)
 		if !strings.HasPrefix(got, c.want) || (c.r.Gate == events.GateTTFTP99 && strings.Contains(got, "primary")) {
 			t.Errorf("rollbackReason(%s) = %q; want %q", c.r.Gate, got, c.want)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/gate"
@@ -21,7 +22,8 @@ type Evaluation struct {
 	// event for the deployment.
 	Rollout *rollout.State `json:"rollout"`
 	// WindowStart is where the window began: now − window, or the last
-	// status change when later (rounded up to a bucket boundary).
+	// status change or the epoch's start when later (rounded up to a
+	// bucket boundary).
 	WindowStart   time.Time `json:"window_start"`
 	WindowSeconds float64   `json:"window_seconds"`
 	// GrayRequests and PrimaryRequests count the attempts in the window
@@ -29,11 +31,20 @@ type Evaluation struct {
 	GrayRequests    int64 `json:"gray_requests"`
 	PrimaryRequests int64 `json:"primary_requests"`
 	// Gates holds one result per gate and stream class: {gate, stream,
-	// estimate, bound, threshold, gray_n, primary_n, verdict}.
+	// estimate, bound, threshold, gray_n, primary_n, verdict} of the
+	// deciding layer, and each layer's (window, epoch) with needs_gray.
 	Gates   []events.GateResult `json:"gates"`
 	Verdict events.Verdict      `json:"verdict"`
-	// PassingSince is the start of an unbroken run of passing evaluations
-	// since the last rollout change (the promotion hold); nil otherwise.
+	// Epoch is the epoch the gates judged; nil when the deployment has
+	// none (rolled back, or no rollout event yet).
+	Epoch *events.EpochInfo `json:"epoch,omitempty"`
+	// StepSince is when the current percentage step began; StepSeconds
+	// the time on it.
+	StepSince   *time.Time `json:"step_since,omitempty"`
+	StepSeconds float64    `json:"step_seconds,omitempty"`
+	// PassingSince is the start of an unbroken run of evaluations since the
+	// last rollout change at which every gate passed on the epoch (the
+	// promotion hold); nil otherwise.
 	PassingSince *time.Time `json:"passing_since,omitempty"`
 	// Published is true when the evaluation was published as an
 	// analysis.evaluated event.
@@ -99,8 +110,10 @@ func (e *Engine) EvaluateUrgent(ctx context.Context) []Evaluation {
 	return out
 }
 
-// evaluate tests one deployment over its window: now − window, or its last
-// status change when later. urgent restricts it to gate 2 (EvaluateUrgent).
+// evaluate tests one deployment on both layers: its window (now − window,
+// or its last status change or its epoch's start when later) and its
+// epoch. urgent restricts it to gate 2 (EvaluateUrgent), at a look of one
+// second.
 func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act, urgent bool) Evaluation {
 	st, known := e.rollouts.Get(d.Name)
 	evaluable := !known || st.Active() || st.Testing()
@@ -114,13 +127,27 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 			return Evaluation{Deployment: d.Name, At: now}
 		}
 	}
+	view, hasEpoch := e.epochs.View(d.Name)
 	since := now.Add(-e.cfg.Analyzer.Window)
 	if known && st.StatusSince.After(since) {
 		since = st.StatusSince
 	}
+	if hasEpoch && view.Epoch.Start.After(since) {
+		// A new pair of fingerprints: the old version's statistics are
+		// not the gray's any more (SPEC §7).
+		since = view.Epoch.Start
+	}
 	snap := e.agg.Snapshot(d.Name, since, now)
 	in := gate.Input{Gray: snap.Gray, Primary: snap.Primary}
-	results := e.cfg.Evaluate(d, &in)
+	look := gate.Look{Day: gate.DayOf(st.RolloutSince, now), Seconds: e.cfg.Analyzer.Interval.Seconds()}
+	if urgent {
+		look.Seconds = urgentEvery.Seconds()
+	}
+	var ep *gate.Epoch
+	if hasEpoch {
+		ep = &view.Epoch
+	}
+	results := e.cfg.Evaluate(d, &in, ep, look)
 	ev := Evaluation{
 		Deployment:      d.Name,
 		At:              now,
@@ -133,6 +160,15 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 	}
 	if known {
 		ev.Rollout = &st
+	}
+	if hasEpoch {
+		info := view.Info
+		ev.Epoch = &info
+		if !view.StepSince.IsZero() {
+			step := view.StepSince
+			ev.StepSince = &step
+			ev.StepSeconds = max(now.Sub(step), 0).Seconds()
+		}
 	}
 	failure := gate.FirstFailure
 	if urgent {
@@ -149,7 +185,10 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 		ds.revision, ds.passingSince = st.Revision, time.Time{}
 	}
 	switch {
-	case !gate.PromotionReady(results):
+	case urgent:
+		// An urgent look judges gate 2 on the window alone: it neither
+		// starts nor breaks the hold.
+	case !hasEpoch || !gate.PromotionReady(results):
 		ds.passingSince = time.Time{}
 	case ds.passingSince.IsZero():
 		ds.passingSince = now
@@ -165,7 +204,11 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 	if act && ev.GrayRequests > 0 && evaluable {
 		ev.Published = e.publishAnalysis(ctx, &ev)
 		if !pending {
-			ev.Action = e.decide(ctx, d.Name, st, &ev, now, passing, failure, !urgent)
+			var epv *gate.Epoch
+			if hasEpoch {
+				epv = &view.Epoch
+			}
+			ev.Action = e.decide(ctx, d.Name, st, &ev, now, passing, epv, failure, !urgent)
 		}
 	}
 
@@ -193,10 +236,13 @@ func schemaFailure(results []events.GateResult) (events.GateResult, bool) {
 
 // decide publishes a rollback when a gate failed (the first that failure
 // returns), or — when promote and the deployment is active — a promotion
-// when every gate passed for the hold; nil when neither is due. Errors
-// other than a revision conflict leave nothing recorded, so the next
-// evaluation tries again.
-func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Evaluation, now, passingSince time.Time,
+// when the rule of SPEC §9 rev. 3 allows a step (gate.NextStep: every
+// gate passed on the epoch at every evaluation of the last hold; the step
+// to 100 % also after min_soak since the epoch began, never below
+// min_percentage in it); nil when neither is due. Errors other than a
+// revision conflict leave nothing recorded, so the next evaluation tries
+// again.
+func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Evaluation, now, passingSince time.Time, ep *gate.Epoch,
 	failure func([]events.GateResult) (events.GateResult, bool), promote bool) *Action {
 	if failed, ok := failure(ev.Gates); ok {
 		bound := 0.0
@@ -207,17 +253,21 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 		if failed.Estimate != nil {
 			estimate = *failed.Estimate
 		}
-		window := time.Duration(ev.WindowSeconds * float64(time.Second))
+		judged := time.Duration(ev.WindowSeconds * float64(time.Second))
+		layer := "window"
+		if failed.Window != nil && failed.Window.Verdict != events.VerdictFail && failed.Epoch != nil && failed.Epoch.Verdict == events.VerdictFail && ep != nil {
+			layer, judged = "epoch", max(now.Sub(ep.Start), time.Second)
+		}
 		change := &events.RolloutChanged{
 			Deployment: d,
 			Percentage: 0,
 			Status:     events.StatusRolledBack,
-			Reason:     rollbackReason(failed, estimate, bound, window),
+			Reason:     rollbackReason(failed, estimate, bound, layer, judged),
 			Actor:      events.ActorAnalyzer,
 			Revision:   st.Revision,
 			Trigger: &events.GateTrigger{
 				Gate: failed.Gate, Stream: failed.Stream, Estimate: estimate, Bound: bound,
-				Threshold: failed.Threshold, WindowSeconds: ev.WindowSeconds,
+				Threshold: failed.Threshold, WindowSeconds: judged.Seconds(),
 			},
 		}
 		a := e.publishChange(ctx, ActionRollback, change, now)
@@ -227,19 +277,29 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 		return a
 	}
 	p := e.cfg.Analyzer.Promotion
-	if !promote || st.Testing() || p == nil || !gate.PromotionReady(ev.Gates) || passingSince.IsZero() || now.Sub(passingSince) < p.Hold {
+	if !promote || st.Testing() || p == nil || ep == nil || !gate.PromotionReady(ev.Gates) || passingSince.IsZero() {
 		return nil
 	}
-	next, ok := nextStep(p.Steps, st.Percentage)
+	next, ok := gate.NextStep(p, gate.PromotionState{
+		Percentage:         st.Percentage,
+		Passing:            now.Sub(passingSince),
+		EpochAge:           now.Sub(ep.Start),
+		EpochMinPercentage: ep.MinPercentage(),
+	})
 	if !ok {
 		return nil
+	}
+	var gray int64
+	if ev.Epoch != nil {
+		gray = ev.Epoch.GrayRequests
 	}
 	change := &events.RolloutChanged{
 		Deployment: d,
 		Percentage: next,
 		Status:     events.StatusActive,
-		Reason: fmt.Sprintf("promotion from %s%% to %s%%: every gate passed for %s",
-			strconv.FormatFloat(st.Percentage, 'f', -1, 64), strconv.FormatFloat(next, 'f', -1, 64), now.Sub(passingSince).Round(time.Second)),
+		Reason: fmt.Sprintf("promotion from %s%% to %s%%: every gate passed on the epoch (%s, %s gray requests) for %s",
+			strconv.FormatFloat(st.Percentage, 'f', -1, 64), strconv.FormatFloat(next, 'f', -1, 64),
+			shortDuration(now.Sub(ep.Start)), thousands(gray), shortDuration(now.Sub(passingSince))),
 		Actor:    events.ActorAnalyzer,
 		Revision: st.Revision,
 	}
@@ -250,12 +310,12 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 	return a
 }
 
-// streamSuffix names a per-class gate's stream class for people.
 // rollbackReason says why a gate rolled a gray back, for the rollout
 // event's reason: the gate, its estimate, bound and threshold, and the
-// attempts behind them in the window (primary's only for the gates that
-// compare with primary).
-func rollbackReason(failed events.GateResult, estimate, bound float64, window time.Duration) string {
+// attempts behind them in the layer that failed — the window, or the
+// epoch — and its length (primary's only for the gates that compare with
+// primary).
+func rollbackReason(failed events.GateResult, estimate, bound float64, layer string, judged time.Duration) string {
 	attempts := fmt.Sprintf("%d gray attempts", failed.GrayN)
 	switch failed.Gate {
 	case events.GateSchemaFailureRate, events.GateTTFTP99:
@@ -263,9 +323,44 @@ func rollbackReason(failed events.GateResult, estimate, bound float64, window ti
 	default:
 		attempts = fmt.Sprintf("%d gray and %d primary attempts", failed.GrayN, failed.PrimaryN)
 	}
-	return fmt.Sprintf("gate %s%s failed: estimate %s, bound %s above the threshold %s (%s in a %s window)",
+	where := fmt.Sprintf("in a %s window", shortDuration(judged))
+	if layer == "epoch" {
+		where = fmt.Sprintf("in the epoch of %s", shortDuration(judged))
+	}
+	return fmt.Sprintf("gate %s%s failed: estimate %s, bound %s above the threshold %s (%s %s)",
 		failed.Gate, streamSuffix(failed.Stream), fmtValue(failed.Gate, estimate), fmtValue(failed.Gate, bound),
-		fmtValue(failed.Gate, failed.Threshold), attempts, window.Round(time.Second))
+		fmtValue(failed.Gate, failed.Threshold), attempts, where)
+}
+
+// shortDuration writes d for people, to the second, without zero units:
+// 5m, 22s, 3h12m.
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// thousands writes n with a comma every three digits: 12,400.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }
 
 func streamSuffix(stream *bool) string {
@@ -277,16 +372,6 @@ func streamSuffix(stream *bool) string {
 	default:
 		return " (not streamed)"
 	}
-}
-
-// nextStep returns the first step above the current percentage.
-func nextStep(steps []float64, current float64) (float64, bool) {
-	for _, s := range steps {
-		if s > current+1e-9 {
-			return s, true
-		}
-	}
-	return 0, false
 }
 
 // publishChange appends a rollout change expecting change.Revision as the
@@ -325,6 +410,9 @@ func (e *Engine) publishAnalysis(ctx context.Context, ev *Evaluation) bool {
 		PrimaryRequests: ev.PrimaryRequests,
 		Gates:           ev.Gates,
 		Verdict:         ev.Verdict,
+		Epoch:           ev.Epoch,
+		StepSince:       ev.StepSince,
+		StepSeconds:     ev.StepSeconds,
 	}
 	if _, err := e.publish(ctx, data, ev.At); err != nil {
 		e.m.publishError("analysis")

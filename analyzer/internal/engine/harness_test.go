@@ -69,6 +69,8 @@ type env struct {
 	// patience bounds every wait: a shared server may hold many other
 	// events that a replay reads (and skips) too.
 	patience time.Duration
+	// epochs is the checkpoint bucket; "" the default (a private server).
+	epochs string
 }
 
 // newEnv starts a private in-process server.
@@ -108,39 +110,109 @@ func (v *env) bucket() string {
 func systemEnv(t *testing.T) *env {
 	t.Helper()
 	_, js := testenv.SystemNATS(t)
-	return &env{t: t, js: js, clk: newClock(), dep: fmt.Sprintf("analyzer-test-%d", time.Now().UnixNano()), patience: time.Minute}
+	v := &env{t: t, js: js, clk: newClock(), dep: fmt.Sprintf("analyzer-test-%d", time.Now().UnixNano()), patience: time.Minute}
+	v.epochs = "graygate_test_epochs_" + strings.ReplaceAll(v.dep, "-", "_")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteKeyValue(ctx, v.epochs)
+	})
+	return v
 }
 
 // fakeGates is a deterministic evaluator the tests inject (the real gates'
-// statistics are tested in package gate): gate 2 fails on any gray schema
-// failure at threshold 0 (above it, on a share above the threshold) and
-// passes otherwise; every other gate gets the verdict the test sets
-// (inconclusive unless told). It remembers the last input per deployment.
+// statistics are tested in package gate). On each layer gate 2 fails on
+// any gray schema failure at threshold 0 (above it, on a share above the
+// threshold) and passes otherwise; every other gate gets the verdict the
+// test sets (inconclusive unless told), on the epoch epochOthers when
+// set. The layers combine as SPEC §9 rev. 3 says: a gate fails when
+// either layer fails, passes when the epoch passes, and an epoch being
+// rebuilt is inconclusive. It remembers the last inputs per deployment.
 type fakeGates struct {
-	mu     sync.Mutex
-	others events.Verdict
+	mu          sync.Mutex
+	others      events.Verdict
+	epochOthers events.Verdict
 	// schemaMax is gate 2's threshold.
 	schemaMax float64
 	last      map[string]gate.Input
+	lastEpoch map[string]*gate.Epoch
+	lastLook  map[string]gate.Look
 	calls     int
 }
 
 func newFakeGates() *fakeGates {
-	return &fakeGates{others: events.VerdictInconclusive, last: map[string]gate.Input{}}
+	return &fakeGates{others: events.VerdictInconclusive, last: map[string]gate.Input{}, lastEpoch: map[string]*gate.Epoch{},
+		lastLook: map[string]gate.Look{}}
 }
 
 func (f *fakeGates) set(v events.Verdict) { f.mu.Lock(); f.others = v; f.mu.Unlock() }
+
+// setEpoch sets the other gates' verdict on the epoch alone.
+func (f *fakeGates) setEpoch(v events.Verdict) { f.mu.Lock(); f.epochOthers = v; f.mu.Unlock() }
 
 func (f *fakeGates) setSchemaMax(max float64) { f.mu.Lock(); f.schemaMax = max; f.mu.Unlock() }
 
 func (f *fakeGates) input(d string) gate.Input { f.mu.Lock(); defer f.mu.Unlock(); return f.last[d] }
 
-func (f *fakeGates) evaluate(d Deployment, in *gate.Input) []events.GateResult {
+func (f *fakeGates) epoch(d string) *gate.Epoch {
 	f.mu.Lock()
-	f.last[d.Name] = *in
+	defer f.mu.Unlock()
+	return f.lastEpoch[d]
+}
+
+func (f *fakeGates) look(d string) gate.Look { f.mu.Lock(); defer f.mu.Unlock(); return f.lastLook[d] }
+
+// fakeNeedsGray is what the fake says an undecided epoch gate needs.
+const fakeNeedsGray = 1900
+
+func (f *fakeGates) evaluate(d Deployment, win *gate.Input, ep *gate.Epoch, look gate.Look) []events.GateResult {
+	f.mu.Lock()
+	f.last[d.Name] = *win
+	f.lastEpoch[d.Name] = ep
+	f.lastLook[d.Name] = look
 	f.calls++
-	others, schemaMax := f.others, f.schemaMax
+	others, epochOthers, schemaMax := f.others, f.epochOthers, f.schemaMax
 	f.mu.Unlock()
+	if epochOthers == "" {
+		epochOthers = others
+	}
+	w := fakeLayer(d, win, others, schemaMax)
+	if ep == nil {
+		for i := range w {
+			w[i].Window = layerOf(w[i])
+		}
+		return w
+	}
+	e := fakeLayer(d, ep.Pooled(), epochOthers, schemaMax)
+	out := make([]events.GateResult, len(w))
+	for i := range w {
+		r := w[i]
+		er := e[i]
+		if !ep.Rebuilt {
+			er.Verdict = events.VerdictInconclusive
+		}
+		r.Window, r.Epoch = layerOf(w[i]), layerOf(er)
+		switch {
+		case w[i].Verdict == events.VerdictFail:
+		case er.Verdict == events.VerdictInconclusive:
+			r.Estimate, r.Bound, r.GrayN, r.PrimaryN, r.Verdict = er.Estimate, er.Bound, er.GrayN, er.PrimaryN, events.VerdictInconclusive
+			r.NeedsGray = ptr(float64(fakeNeedsGray))
+		default:
+			r.Estimate, r.Bound, r.GrayN, r.PrimaryN, r.Verdict = er.Estimate, er.Bound, er.GrayN, er.PrimaryN, er.Verdict
+			r.NeedsGray = ptr(0.0)
+		}
+		out[i] = withBound(r)
+	}
+	return out
+}
+
+func layerOf(r events.GateResult) *events.LayerResult {
+	return &events.LayerResult{Estimate: r.Estimate, Bound: r.Bound, Verdict: r.Verdict, GrayN: r.GrayN, PrimaryN: r.PrimaryN}
+}
+
+// fakeLayer judges one layer's input: gate 2 from its schema failures,
+// the others at verdict others.
+func fakeLayer(d Deployment, in *gate.Input, others events.Verdict, schemaMax float64) []events.GateResult {
 	limits := gate.ConfigOf(exampleAnalyzer(), d.Timeout)
 	var grayN, primaryN, failures int64
 	for _, s := range in.Gray {
@@ -206,7 +278,7 @@ func (v *env) newEngine(name string, l Leader, mutate func(*config.Analyzer)) (*
 	}
 	fg := newFakeGates()
 	e := New(Config{Analyzer: a, Deployments: []Deployment{{Name: v.dep, Timeout: 2500 * time.Millisecond}}, Consumer: name,
-		Source: "analyzer/" + name, Clock: v.clk.Now, Evaluate: fg.evaluate}, v.js, l)
+		Source: "analyzer/" + name, Clock: v.clk.Now, Evaluate: fg.evaluate, EpochBucket: v.epochs}, v.js, l)
 	v.deleteConsumer(name)
 	return e, fg
 }
@@ -292,7 +364,7 @@ func (v *env) deleteConsumer(name string) {
 // others').
 func (e *Engine) read() uint64 {
 	var n uint64
-	for _, o := range []string{"counted", "duplicate", "too_old", "future", "invalid"} {
+	for _, o := range []string{"counted", "duplicate", "too_old", "future", "invalid", outcomeStale} {
 		n += e.m.outcomes[o].Get()
 	}
 	return n

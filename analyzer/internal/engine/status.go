@@ -1,5 +1,10 @@
 package engine
 
+import (
+	"slices"
+	"time"
+)
+
 // Status is the analyzer's live state, served as GET /v1/status.
 type Status struct {
 	// Ready: the window is rebuilt and the rollout log read.
@@ -18,6 +23,17 @@ type Status struct {
 	// start (events: statistics read).
 	ReplaySeconds float64 `json:"replay_seconds"`
 	ReplayEvents  int64   `json:"replay_events"`
+	// EpochsRebuilt: every epoch is rebuilt (from its checkpoint and the
+	// replay since); until then every epoch verdict is inconclusive.
+	EpochsRebuilt bool `json:"epochs_rebuilt"`
+	// CheckpointBucket holds the epochs' checkpoints; Restored lists the
+	// deployments whose epoch was restored from one at start,
+	// LastCheckpoint when this analyzer last wrote them (as the lease
+	// holder), CheckpointError why the last read or write failed.
+	CheckpointBucket string     `json:"checkpoint_bucket"`
+	Restored         []string   `json:"restored,omitempty"`
+	LastCheckpoint   *time.Time `json:"last_checkpoint,omitempty"`
+	CheckpointError  string     `json:"checkpoint_error,omitempty"`
 	// Deployments holds the last evaluation of every deployment with a
 	// gray release, in config order; LastAction the last rollout change
 	// this analyzer made for it.
@@ -35,18 +51,28 @@ type DeploymentStatus struct {
 func (e *Engine) Status() Status {
 	took, n := e.ReplayStats()
 	s := Status{
-		Ready:           e.Ready(),
-		Leader:          e.Leading(),
-		Source:          e.cfg.Source,
-		Consumer:        e.cfg.Consumer,
-		WindowSeconds:   e.cfg.Analyzer.Window.Seconds(),
-		IntervalSeconds: e.cfg.Analyzer.Interval.Seconds(),
-		BucketSeconds:   e.agg.Width().Seconds(),
-		MinRequests:     e.cfg.Analyzer.MinRequests,
-		ReplaySeconds:   took.Seconds(),
-		ReplayEvents:    n,
-		Deployments:     make([]DeploymentStatus, 0, len(e.cfg.Deployments)),
+		Ready:            e.Ready(),
+		Leader:           e.Leading(),
+		Source:           e.cfg.Source,
+		Consumer:         e.cfg.Consumer,
+		WindowSeconds:    e.cfg.Analyzer.Window.Seconds(),
+		IntervalSeconds:  e.cfg.Analyzer.Interval.Seconds(),
+		BucketSeconds:    e.agg.Width().Seconds(),
+		MinRequests:      e.cfg.Analyzer.MinRequests,
+		ReplaySeconds:    took.Seconds(),
+		ReplayEvents:     n,
+		EpochsRebuilt:    e.epochs.Rebuilt(),
+		CheckpointBucket: e.cfg.EpochBucket,
+		Deployments:      make([]DeploymentStatus, 0, len(e.cfg.Deployments)),
 	}
+	e.cpMu.Lock()
+	s.Restored = slices.Clone(e.restored)
+	if !e.cpAt.IsZero() {
+		at := e.cpAt
+		s.LastCheckpoint = &at
+	}
+	s.CheckpointError = e.cpErr
+	e.cpMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, dep := range e.cfg.Deployments {

@@ -35,7 +35,16 @@ type Tracker struct {
 
 	invalid        atomic.Uint64
 	invalidCounter *metrics.Counter // graygate_rollout_invalid_events_total; nil: none
+	onApply        func(prev, next State)
 }
+
+// OnApply makes every change Apply folds call f with the state before
+// (zero before the deployment's first event) and after it, in log order,
+// while the Tracker's lock is held: f must not call the Tracker. The
+// analyzer's epochs follow status and percentage changes this way
+// (SPEC §9 rev. 3), none missed between two reads of the state. Call it
+// before Follow.
+func (t *Tracker) OnApply(f func(prev, next State)) { t.onApply = f }
 
 // CountInvalidIn makes Skip also count in c (graygate_rollout_invalid_events_total).
 // Call it before Follow.
@@ -54,11 +63,15 @@ func NewTracker() *Tracker {
 func (t *Tracker) Apply(seq uint64, at time.Time, ev *events.RolloutChanged) (State, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.states[ev.Deployment]
+	prev := t.states[ev.Deployment]
+	s := prev
 	if !s.Apply(seq, at, ev) {
 		return s, false
 	}
 	t.states[ev.Deployment] = s
+	if t.onApply != nil {
+		t.onApply(prev, s)
+	}
 	return s, true
 }
 
