@@ -32,7 +32,7 @@ func (c Config) needsGray(pooled *Input, sp spend, r events.GateResult) *float64
 	if r.GrayN <= 0 {
 		return nil
 	}
-	var sc scaled
+	sc := scaled{parts: histogramsOf(r.Gate)}
 	decided := func(s float64) bool {
 		v := c.evaluateOne(sc.of(pooled, s), sp, r.Gate, r.Stream).Verdict
 		return v == events.VerdictPass || v == events.VerdictFail
@@ -58,11 +58,30 @@ func (c Config) needsGray(pooled *Input, sp spend, r events.GateResult) *float64
 	return ptr(math.Ceil(float64(r.GrayN) * (hi - 1)))
 }
 
+// The histograms a gate reads, which are all scaleArm spends its time on:
+// the others are left empty.
+const (
+	scaleLatency = 1 << iota
+	scaleTTFT
+)
+
+// histogramsOf returns the histograms gate g reads.
+func histogramsOf(g events.Gate) int {
+	switch g {
+	case events.GateTTFTP99, events.GateTTFTP99Ratio:
+		return scaleTTFT
+	case events.GateLatencyP99Ratio, events.GateGrayErrorRate:
+		return scaleLatency // gate 5 counts latencies past the limit
+	}
+	return 0
+}
+
 // scaled holds an Input scaled by a factor, reusing its storage between
 // factors.
 type scaled struct {
-	in   Input
-	arms []events.ArmStats
+	parts int // the histograms to scale
+	in    Input
+	arms  []events.ArmStats
 }
 
 // of returns from with every count of both arms multiplied by s (rounded).
@@ -76,17 +95,18 @@ func (sc *scaled) of(from *Input, s float64) *Input {
 		for k, a := range m.src {
 			d := &sc.arms[i]
 			i++
-			scaleArm(d, a, s)
+			scaleArm(d, a, s, sc.parts)
 			m.dst[k] = d
 		}
 	}
 	return &sc.in
 }
 
-// scaleArm sets dst to src with every count multiplied by s.
-func scaleArm(dst, src *events.ArmStats, s float64) {
-	n := func(v int64) int64 { return int64(math.Round(float64(v) * s)) }
-	u := func(v uint64) uint64 { return uint64(math.Round(float64(v) * s)) }
+// scaleArm sets dst to src with every count multiplied by s (rounded),
+// the histograms only when parts names them (else they are left empty).
+func scaleArm(dst, src *events.ArmStats, s float64, parts int) {
+	n := func(v int64) int64 { return int64(float64(v)*s + 0.5) }
+	u := func(v uint64) uint64 { return uint64(float64(v)*s + 0.5) }
 	counts := dst.Latency.Counts[:0]
 	ttft := dst.TTFT.Counts[:0]
 	*dst = events.ArmStats{Arm: src.Arm, Stream: src.Stream, Endpoint: src.Endpoint}
@@ -107,6 +127,11 @@ func scaleArm(dst, src *events.ArmStats, s float64) {
 			d.Counts = append(d.Counts, u(c))
 		}
 	}
-	scaleHist(&dst.Latency, counts, &src.Latency)
-	scaleHist(&dst.TTFT, ttft, &src.TTFT)
+	dst.Latency.Counts, dst.TTFT.Counts = counts, ttft
+	if parts&scaleLatency != 0 {
+		scaleHist(&dst.Latency, counts, &src.Latency)
+	}
+	if parts&scaleTTFT != 0 {
+		scaleHist(&dst.TTFT, ttft, &src.TTFT)
+	}
 }
