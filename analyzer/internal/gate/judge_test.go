@@ -185,6 +185,17 @@ func TestObserveStreamsCensoredAlike(t *testing.T) {
 	}
 	c := defaults
 	c.StreamLimit = 10 * time.Minute
+	// Censored at the 10 min limit, the 6 s streams are measurements on
+	// both arms: gate 5 sees 21 % against 1 % (censored at the 2.5 s
+	// timeout it would see 45 % against 31 %), and the streamed latency
+	// p99s (6 s) are compared (beyond a 2.5 s limit: not applicable).
+	rs := results(c.Judge(mk(1, 0.21, 0, 0), nil, day1))
+	if e := boundOr(rs["gray_error_rate"].Estimate); math.Abs(e-0.20) > 0.02 {
+		t.Errorf("gray_error_rate estimate = %v; want about 0.20 (the slow streams are not errors)", e)
+	}
+	if v := rs["latency_p99_ratio/stream"].Window.Verdict; v == events.VerdictNotApplicable {
+		t.Errorf("latency_p99_ratio/stream is not applicable: the streams were censored before the 10 min limit")
+	}
 	for _, tt := range []struct {
 		name string
 		in   *Input
