@@ -11,10 +11,11 @@ import (
 
 // The confidence bounds the gates decide with. Each takes the error
 // probability a it may spend (one side) and returns a bound that misses the
-// true value with probability at most a for every sample size; Config.alpha
-// divides the rollout's budget among the looks so that the bounds of every
-// evaluation of a 24-hour rollout together miss with probability at most
-// 1 − confidence (a union bound, valid however the windows overlap).
+// true value with probability at most a for every sample size, at one look;
+// the window layer's budget (budget.go) divides the window's half of α
+// among the looks of a rollout of any length, so that the bounds of every
+// evaluation together miss with probability at most that half (a union
+// bound, valid however the windows overlap).
 
 // ProportionLower returns the Clopper-Pearson lower bound of a binomial
 // proportion from x successes in n trials: P(lower > p) ≤ a for every n and
@@ -178,6 +179,14 @@ func upperTail(n int64, p, q, a float64) int64 {
 // ok is false when h holds too few attempts for a bound.
 func QuantileLower(h *histogram.Log, q, a, limit float64) (lower float64, beyond, ok bool) {
 	lo, _ := QuantileRanks(int64(h.Total()), q, a)
+	return lowerAtRank(h, lo, limit)
+}
+
+// lowerAtRank returns the lower bound the lo-th smallest of h's attempts
+// gives: the lower edge of its bin, or limit (beyond) when the rank lies in
+// the overflow of a histogram censored there. ok is false for a rank
+// below 1.
+func lowerAtRank(h *histogram.Log, lo int64, limit float64) (lower float64, beyond, ok bool) {
 	if lo < 1 {
 		return 0, false, false
 	}
@@ -193,9 +202,15 @@ func QuantileLower(h *histogram.Log, q, a, limit float64) (lower float64, beyond
 // quantile) ≤ a for every n. It is +Inf when the bounding rank falls in
 // Overflow; ok is false when h holds too few attempts for one.
 func QuantileUpper(h *histogram.Log, q, a float64) (upper float64, ok bool) {
-	n := int64(h.Total())
-	_, hi := QuantileRanks(n, q, a)
-	if hi > n || hi < 1 {
+	_, hi := QuantileRanks(int64(h.Total()), q, a)
+	return upperAtRank(h, hi)
+}
+
+// upperAtRank returns the upper bound the hi-th smallest of h's attempts
+// gives: the upper edge of its bin, +Inf in the overflow. ok is false
+// (and the bound +Inf) for a rank beyond h's attempts.
+func upperAtRank(h *histogram.Log, hi int64) (upper float64, ok bool) {
+	if hi > int64(h.Total()) || hi < 1 {
 		return math.Inf(1), false
 	}
 	_, u, ok := h.RankBounds(uint64(hi))

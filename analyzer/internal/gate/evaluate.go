@@ -1,9 +1,29 @@
-// Package gate tests a gray release against primary (SPEC §9): each gate
-// is a one-sided statistical test with exact or simulated error rates —
+// Package gate tests a gray release against primary (SPEC §9 rev. 3):
+// each gate is a one-sided statistical test with exact or simulated error
+// rates, judged on two layers of evidence.
+//
+// The window layer judges the sliding window with fixed-sample bounds —
 // Clopper-Pearson bounds for shares, binomial order statistics on the
 // histograms for p99s, a log-scale delta-method bound for the token ratio
-// — at an error budget spread over every evaluation of a 24-hour rollout,
-// so that continuous monitoring does not multiply false rollbacks.
+// — each at its share of an error budget spent look by look over an
+// unbounded horizon (budget.go): day d of a rollout gets α·3/(π² d²) of
+// it, so continuous monitoring of a rollout of any length never spends
+// more than the window's half of α.
+//
+// The epoch layer judges every attempt since the gray's current epoch
+// began with confidence sequences (sequence.go, seqmean.go): bounds that
+// hold at every look at once, so the epoch is judged at every evaluation
+// for days on one share of α (the k-th epoch gets 6/(π² k²) of the epoch's
+// half). An epoch's percentage periods are pooled per arm: a confidence
+// sequence for one arm is time-uniform in that arm's own count of
+// attempts, and each attempt's outcome is an independent draw from the
+// arm's distribution whatever the percentage was when it was made, so the
+// pooled sequence stays valid however promotion steps change the split
+// between gray and primary (the split only changes how fast each arm's
+// count grows, which a time-uniform bound does not care about).
+//
+// Judge combines them: a gate fails when either layer fails and passes
+// when the epoch passes; otherwise it is inconclusive.
 package gate
 
 import (
@@ -25,8 +45,8 @@ const (
 // Quantile is the tail quantile gate 3 bounds.
 const Quantile = 0.99
 
-// MinTokenSamples is the number of answers each arm needs before the token
-// inflation bound is used: from there the coverage test
+// MinTokenSamples is the number of answers each arm needs before the
+// window's token inflation bound is used: from there the coverage test
 // (TestMeanRatioCoverage) shows the asymptotic bound holds for lognormal
 // token counts with σ up to 1.5, capped or not, with equal arms or
 // primary at 19× gray (at 50, σ 1.5 with equal arms missed 3× a).
@@ -39,42 +59,33 @@ const MinTokenSamples = 200
 // never has, and spends nothing).
 const testsPerLook = 7
 
-// Looks returns how many evaluations the error budget is spread over: one
-// per Interval for Horizon.
-func (c Config) Looks() int64 {
-	iv, h := c.Interval, c.Horizon
-	if iv <= 0 {
-		iv = DefaultInterval
-	}
-	if h <= 0 {
-		h = Horizon
-	}
-	return int64(math.Ceil(float64(h) / float64(iv)))
+// spend is what one layer's tests may spend, and how they bound.
+type spend struct {
+	// seq selects the epoch's confidence sequences instead of the
+	// window's fixed-sample bounds.
+	seq bool
+	// alpha is each test's share (before its split among classes and
+	// arms); schema is gate 2's above threshold 0.
+	alpha, schema float64
 }
 
-// Alpha returns the error probability one test may spend at one
-// evaluation: (1 − Confidence) ÷ (Looks × tests per look), so that the
-// chance that any test of any evaluation over Horizon fails a healthy gray
-// is at most 1 − Confidence, whatever the dependence between the
-// overlapping windows (a union bound).
-func (c Config) Alpha() float64 {
-	conf := c.Confidence
-	if conf <= 0 || conf >= 1 {
-		conf = DefaultConfidence
-	}
-	tests := testsPerLook
-	if c.Gates.SchemaFailureRateMax > 0 {
-		tests++
-	}
-	return (1 - conf) / (float64(c.Looks()) * float64(tests))
+// windowSpend returns the window layer's spend at look.
+func (c Config) windowSpend(look Look) spend {
+	return spend{alpha: c.WindowAlpha(look), schema: c.SchemaWindowAlpha(look)}
 }
 
-// Evaluate tests gray against primary and returns one result per gate and
-// stream class, in events.Gates order (latency_p99_ratio once per stream
-// class with attempts, non-streamed first; ttft gates for the streamed
-// class). For a healthy gray (SPEC §9) the chance that any result of any
-// of the Looks evaluations of a Horizon is fail is at most 1 − Confidence,
-// at every traffic level, because each test spends Alpha of it.
+// epochSpend returns the epoch layer's spend for the index-th epoch.
+func (c Config) epochSpend(index int) spend {
+	a := c.EpochAlpha(index)
+	return spend{seq: true, alpha: a, schema: a}
+}
+
+// Evaluate tests gray against primary on the window layer alone, at a
+// regular look of the first day (Alpha per test), and returns one result
+// per gate and stream class, in events.Gates order (latency_p99_ratio once
+// per stream class with attempts, non-streamed first; ttft gates for the
+// streamed class). Judge is the analyzer's entry point; Evaluate is the
+// window layer as Judge computes it at that look.
 //
 // Verdicts: fail when the deciding bound is on the bad side of the
 // threshold, pass when the opposite bound is on the good side,
@@ -83,9 +94,14 @@ func (c Config) Alpha() float64 {
 // every gate but schema_failure_rate and gray_error_rate is inconclusive.
 // Evaluate does not modify in and is safe for concurrent use.
 func (c Config) Evaluate(in *Input) []events.GateResult {
+	return c.evaluate(in, c.windowSpend(c.regularLook()))
+}
+
+// evaluate tests every gate on one layer of evidence.
+func (c Config) evaluate(in *Input, sp spend) []events.GateResult {
 	e := evalPool.Get().(*evaluator)
 	defer func() { e.in = nil; evalPool.Put(e) }()
-	e.reset(c, in)
+	e.reset(c, in, sp)
 	out := make([]events.GateResult, 0, len(events.Gates)+1)
 	out = append(out, e.tokenInflation())
 	out = append(out, e.schemaDrift())
@@ -93,6 +109,34 @@ func (c Config) Evaluate(in *Input) []events.GateResult {
 	out = append(out, e.quantileGates()...)
 	out = append(out, e.toolLoops())
 	return out
+}
+
+// evaluateOne tests one gate (and stream class) on one layer: what
+// evaluate returns for it.
+func (c Config) evaluateOne(in *Input, sp spend, g events.Gate, stream *bool) events.GateResult {
+	e := evalPool.Get().(*evaluator)
+	defer func() { e.in = nil; evalPool.Put(e) }()
+	e.reset(c, in, sp)
+	switch g {
+	case events.GateTokenInflation:
+		return e.tokenInflation()
+	case events.GateSchemaFailureRate:
+		return e.schemaDrift()
+	case events.GateGrayErrorRate:
+		return e.grayErrors()
+	case events.GateToolLoopRatio:
+		return e.toolLoops()
+	case events.GateTTFTP99:
+		return e.perClass(g, stream, e.ttftP99)
+	case events.GateTTFTP99Ratio:
+		return e.perClass(g, stream, e.ttftRatio)
+	case events.GateLatencyP99Ratio:
+		if stream == nil {
+			return events.GateResult{Gate: g, Threshold: c.Threshold(g), Verdict: events.VerdictNotApplicable}
+		}
+		return e.perClass(g, stream, e.latencyRatio)
+	}
+	return events.GateResult{Gate: g, Verdict: events.VerdictNotApplicable}
 }
 
 // PromotionReady reports whether every result passed or was not
@@ -124,7 +168,7 @@ func FirstFailure(results []events.GateResult) (events.GateResult, bool) {
 type evaluator struct {
 	c       Config
 	in      *Input
-	alpha   float64
+	sp      spend
 	enough  bool // gray attempts reach MinRequests
 	classes []Class
 	g, p    histogram.Log // scratch: censored copies
@@ -132,8 +176,8 @@ type evaluator struct {
 
 var evalPool = sync.Pool{New: func() any { return new(evaluator) }}
 
-func (e *evaluator) reset(c Config, in *Input) {
-	e.c, e.in, e.alpha = c, in, c.Alpha()
+func (e *evaluator) reset(c Config, in *Input, sp spend) {
+	e.c, e.in, e.sp = c, in, sp
 	var gray int64
 	for _, s := range in.Gray {
 		gray += s.Requests
@@ -164,6 +208,39 @@ func (e *evaluator) reset(c Config, in *Input) {
 	})
 }
 
+// proportion returns the layer's lower and upper bounds of a share from x
+// in n, each missing with probability at most a: Clopper-Pearson on the
+// window, the mixture confidence sequence on the epoch.
+func (e *evaluator) proportion(x, n int64, a float64) (lower, upper float64) {
+	switch {
+	case !(a > 0):
+		return 0, 1
+	case e.sp.seq:
+		return seqProportionBounds(x, n, a)
+	}
+	return ProportionLower(x, n, a), ProportionUpper(x, n, a)
+}
+
+// quantileBounds returns the layer's bounds of h's Quantile, each missing
+// with probability at most a, h censored at limit ms: the lower bound (the
+// limit, exceeded, when its rank lies in the overflow) and the upper bound
+// (+Inf when its rank lies there).
+func (e *evaluator) quantileBounds(h *histogram.Log, a, limit float64) (lower float64, beyond, okl bool, upper float64, oku bool) {
+	n := int64(h.Total())
+	var lo, hi int64
+	switch {
+	case !(a > 0) || n <= 0:
+		return 0, false, false, math.Inf(1), false
+	case e.sp.seq:
+		lo, hi = seqQuantileRanks(n, Quantile, a)
+	default:
+		lo, hi = QuantileRanks(n, Quantile, a)
+	}
+	lower, beyond, okl = lowerAtRank(h, lo, limit)
+	upper, oku = upperAtRank(h, hi)
+	return
+}
+
 // judge sets r's verdict from the bounds of an increase: fail when lower
 // is above the threshold, pass when upper is at or below it. The bound
 // reported is lower unless the gate passed.
@@ -190,8 +267,10 @@ func judgeStrict(r *events.GateResult, lower, upper float64, hasLower, hasUpper,
 }
 
 // tokenInflation is gate 1: fails when the lower bound of μg/μp − 1 exceeds
-// token_inflation_max; the bound misses with probability at most Alpha
-// (asymptotically, from MinTokenSamples answers per arm).
+// token_inflation_max. On the window the bound misses with probability at
+// most the test's α (asymptotically, from MinTokenSamples answers per
+// arm); on the epoch it is the asymptotic confidence sequence, missing at
+// any look with probability at most α (from MinTokenSamplesSeq).
 func (e *evaluator) tokenInflation() events.GateResult {
 	r := events.GateResult{Gate: events.GateTokenInflation, Threshold: e.c.Threshold(events.GateTokenInflation)}
 	var g, p events.Moments
@@ -206,12 +285,16 @@ func (e *evaluator) tokenInflation() events.GateResult {
 		r.Verdict = events.VerdictNotApplicable
 		return r
 	}
-	est, lo, hi, ok := MeanRatioBounds(g.Count, g.Sum, g.SumSq, p.Count, p.Sum, p.SumSq, e.alpha)
+	bounds, least := MeanRatioBounds, int64(MinTokenSamples)
+	if e.sp.seq {
+		bounds, least = MeanRatioSeqBounds, MinTokenSamplesSeq
+	}
+	est, lo, hi, ok := bounds(g.Count, g.Sum, g.SumSq, p.Count, p.Sum, p.SumSq, e.sp.alpha)
 	if ok {
 		r.Estimate = ptr(est - 1)
 	}
-	ok = ok && g.Count >= MinTokenSamples && p.Count >= MinTokenSamples
-	judge(&r, lo-1, hi-1, ok, ok, !e.enough)
+	ok = ok && g.Count >= least && p.Count >= least && e.sp.alpha > 0
+	judge(&r, lo-1, hi-1, ok, ok && !math.IsInf(hi, 1), !e.enough)
 	return r
 }
 
@@ -219,9 +302,9 @@ func (e *evaluator) tokenInflation() events.GateResult {
 // invalid_json fails it; schema_violation_both (primary's answer to the
 // same request broke the contract too) and truncated count as attempts,
 // never as failures (SPEC §7 rev. 3) (bound = estimate) and none passes it; above 0 it
-// fails when the Clopper-Pearson lower bound of the share exceeds the
-// threshold, which for a gray within it happens with probability at most
-// Alpha per evaluation.
+// fails when the lower bound of the share (Clopper-Pearson on the window,
+// the confidence sequence on the epoch) exceeds the threshold, which for a
+// gray within it happens with probability at most the layer's gate-2 α.
 func (e *evaluator) schemaDrift() events.GateResult {
 	r := events.GateResult{Gate: events.GateSchemaFailureRate, Threshold: e.c.Threshold(events.GateSchemaFailureRate)}
 	var bad, n int64
@@ -247,7 +330,8 @@ func (e *evaluator) schemaDrift() events.GateResult {
 		}
 		return r
 	}
-	judge(&r, ProportionLower(bad, n, e.alpha), ProportionUpper(bad, n, e.alpha), true, true, false)
+	lo, hi := e.proportion(bad, n, e.sp.schema)
+	judge(&r, lo, hi, true, true, false)
 	return r
 }
 
@@ -263,38 +347,49 @@ func failed(s *events.ArmStats) int64 {
 	return s.Outcomes.Upstream5xx + s.Outcomes.Timeout + s.Outcomes.UpstreamError
 }
 
+// errorsOf returns class k's attempts that count as errors for gate 5:
+// those that ended upstream_5xx, timeout or upstream_error, those whose
+// measured latency lies past the class's censoring limit (what censor
+// moves into the overflow: slower than the gateway waits for gray, so a
+// timeout whether or not the gateway cut it), and, in streamed classes
+// censored at StreamLimit (stream_validation observe), the attempts whose
+// headers came after the rollout timeout (gray's are timeouts; primary's
+// count as such); at most the judged attempts.
+func (e *evaluator) errorsOf(k Class, s *events.ArmStats) int64 {
+	x := failed(s)
+	if limit := e.limit(k.Stream); limit > 0 {
+		x += int64(censoredCount(&s.Latency, limit))
+	}
+	if k.Stream && e.c.StreamLimit > 0 {
+		x += s.LateHeaders
+	}
+	return min(x, judged(s))
+}
+
 // grayErrors is gate 5: fails when the lower bound of gray's error share
 // minus primary's exceeds gray_error_rate_max, the lower bound being gray's
-// Clopper-Pearson lower bound minus primary's upper bound, each at Alpha/2,
-// so a gray within the threshold fails with probability at most Alpha per
-// evaluation. Primary's answers slower than the rollout timeout count as
-// timeouts.
+// lower bound minus primary's upper bound, each at α/2, so a gray within
+// the threshold fails with probability at most the test's α. Both arms'
+// answers slower than their class's censoring limit count as timeouts,
+// and so do primary's late headers in observe streams (errorsOf).
 func (e *evaluator) grayErrors() events.GateResult {
 	r := events.GateResult{Gate: events.GateGrayErrorRate, Threshold: e.c.Threshold(events.GateGrayErrorRate)}
 	var xg, ng, xp, np int64
-	for _, s := range e.in.Gray {
-		xg += failed(s)
+	for k, s := range e.in.Gray {
+		xg += e.errorsOf(k, s)
 		ng += judged(s)
 	}
-	limit := e.limit()
-	for _, s := range e.in.Primary {
-		x := failed(s)
-		if limit > 0 {
-			// Answers slower than the rollout timeout: what Censor moves.
-			x += int64(censoredCount(&s.Latency, limit))
-		}
-		xp += x
+	for k, s := range e.in.Primary {
+		xp += e.errorsOf(k, s)
 		np += judged(s)
 	}
-	xp = min(xp, np)
-	return e.difference(r, xg, ng, xp, np, false)
+	return e.difference(r, min(xg, ng), ng, min(xp, np), np, false)
 }
 
 // toolLoops is gate 4: fails when the lower bound of gray's loop share
-// minus primary's exceeds tool_loop_ratio_max (Clopper-Pearson bounds at
-// Alpha/2 each), so agent traffic that loops as much as primary's fails
-// with probability at most Alpha per evaluation. The share is of the
-// attempts that returned an answer.
+// minus primary's exceeds tool_loop_ratio_max (bounds at α/2 each), so
+// agent traffic that loops as much as primary's fails with probability at
+// most the test's α. The share is of the attempts that returned an answer.
 func (e *evaluator) toolLoops() events.GateResult {
 	r := events.GateResult{Gate: events.GateToolLoopRatio, Threshold: e.c.Threshold(events.GateToolLoopRatio)}
 	var xg, ng, xp, np int64
@@ -309,7 +404,10 @@ func (e *evaluator) toolLoops() events.GateResult {
 	return e.difference(r, xg, ng, xp, np, !e.enough)
 }
 
-// difference judges gray's share xg/ng minus primary's xp/np.
+// difference judges gray's share xg/ng minus primary's xp/np: per-arm
+// bounds at α/2 (Clopper-Pearson on the window, confidence sequences on
+// the epoch), the difference's lower bound gray's lower minus primary's
+// upper, its upper bound the opposite.
 func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, floor bool) events.GateResult {
 	r.GrayN, r.PrimaryN = ng, np
 	if ng == 0 && np == 0 {
@@ -321,25 +419,31 @@ func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, floor 
 		return r
 	}
 	r.Estimate = ptr(float64(xg)/float64(ng) - float64(xp)/float64(np))
-	a := e.alpha / 2
-	lower := ProportionLower(xg, ng, a) - ProportionUpper(xp, np, a)
-	upper := ProportionUpper(xg, ng, a) - ProportionLower(xp, np, a)
-	judge(&r, lower, upper, true, true, floor)
+	a := e.sp.alpha / 2
+	gl, gu := e.proportion(xg, ng, a)
+	pl, pu := e.proportion(xp, np, a)
+	judge(&r, gl-pu, gu-pl, a > 0, a > 0, floor)
 	return r
 }
 
-// limit returns the censoring limit in milliseconds, 0 for none.
-func (e *evaluator) limit() float64 {
-	return float64(e.c.Timeout) / float64(time.Millisecond)
+// limit returns the censoring limit of a stream class in milliseconds, 0
+// for none: StreamLimit for streamed attempts when it is set (observe
+// streams are waited for until the gray's max_duration), else Timeout.
+func (e *evaluator) limit(stream bool) float64 {
+	l := e.c.Timeout
+	if stream && e.c.StreamLimit > 0 {
+		l = e.c.StreamLimit
+	}
+	return float64(l) / float64(time.Millisecond)
 }
 
-// censor copies src into dst censored at the rollout timeout, reusing
-// dst's storage: the same result as Clone and histogram.Log.Censor,
-// without a power per bin.
-func (e *evaluator) censor(dst, src *histogram.Log) *histogram.Log {
+// censor copies src into dst censored at limit ms, reusing dst's storage:
+// the same result as Clone and histogram.Log.Censor, without a power per
+// bin.
+func censor(dst, src *histogram.Log, limit float64) *histogram.Log {
 	dst.Zero, dst.Offset, dst.Overflow = src.Zero, src.Offset, src.Overflow
 	dst.Counts = append(dst.Counts[:0], src.Counts...)
-	if limit := e.limit(); limit > 0 && len(dst.Counts) > 0 {
+	if limit > 0 && len(dst.Counts) > 0 {
 		for k := max(firstCensored(limit)-dst.Offset, 0); k < len(dst.Counts); k++ {
 			dst.Overflow += dst.Counts[k]
 			dst.Counts[k] = 0
@@ -377,7 +481,7 @@ func firstCensored(limit float64) int {
 // quantileGates returns gate 3's results: ttft_p99 and ttft_p99_ratio for
 // the streamed class, latency_p99_ratio per stream class. Each class and
 // endpoint is tested apart (never pooled) with an equal share of the
-// test's Alpha, and a stream class's result is its worst endpoint's.
+// test's α, and a stream class's result is its worst endpoint's.
 func (e *evaluator) quantileGates() []events.GateResult {
 	out := make([]events.GateResult, 0, 4)
 	yes, no := true, false
@@ -402,8 +506,8 @@ func (e *evaluator) quantileGates() []events.GateResult {
 	return out
 }
 
-// perClass runs test on every endpoint of the stream class with alpha
-// split evenly and folds the results: the first fail, else the first
+// perClass runs test on every endpoint of the stream class with α split
+// evenly and folds the results: the first fail, else the first
 // inconclusive, else the pass with the highest bound, else not_applicable.
 func (e *evaluator) perClass(g events.Gate, stream *bool, test func(r *events.GateResult, k Class, a float64)) events.GateResult {
 	var n int
@@ -427,7 +531,7 @@ func (e *evaluator) perClass(g events.Gate, stream *bool, test func(r *events.Ga
 		}
 		return 0
 	}
-	a := e.alpha / float64(n)
+	a := e.sp.alpha / float64(n)
 	for _, k := range e.classes {
 		if k.Stream != *stream {
 			continue
@@ -457,12 +561,12 @@ func (e *evaluator) arms(k Class) (g, p *events.ArmStats) {
 }
 
 // ttftP99 tests gray's streamed TTFT p99 against ttft_p99_max, or the
-// censoring limit when that is lower (the threshold reported): fails when
-// the order-statistic lower bound of the p99 is above it, or when that
-// bound's rank lies among the attempts with no first token within the
-// limit (more than 1 % of them, with the configured confidence); a gray
-// whose p99 is within the threshold fails with probability at most a.
-// Passes when the upper bound is at or below it.
+// class's censoring limit when that is lower (the threshold reported):
+// fails when the lower bound of the p99 is above it, or when that bound's
+// rank lies among the attempts with no first token within the limit (more
+// than 1 % of them, with the configured confidence); a gray whose p99 is
+// within the threshold fails with probability at most a. Passes when the
+// upper bound is at or below it.
 func (e *evaluator) ttftP99(r *events.GateResult, k Class, a float64) {
 	gs, _ := e.arms(k)
 	if gs == nil || gs.TTFT.Total() == 0 {
@@ -472,28 +576,27 @@ func (e *evaluator) ttftP99(r *events.GateResult, k Class, a float64) {
 		}
 		return
 	}
-	limit := e.limit()
+	limit := e.limit(k.Stream)
 	if limit > 0 && limit/1000 < r.Threshold {
 		r.Threshold = limit / 1000
 	}
-	h := e.censor(&e.g, &gs.TTFT)
+	h := censor(&e.g, &gs.TTFT, limit)
 	r.GrayN = int64(h.Total())
 	if v, ok := h.Quantile(Quantile); ok && !math.IsInf(v, 0) {
 		r.Estimate = ptr(v / 1000)
 	}
-	lo, beyond, okl := QuantileLower(h, Quantile, a, limit)
-	hi, oku := QuantileUpper(h, Quantile, a)
+	lo, beyond, okl, hi, oku := e.quantileBounds(h, a, limit)
 	judgeStrict(r, lo/1000, hi/1000, okl, oku && !math.IsInf(hi, 0), !e.enough, beyond)
 }
 
 func (e *evaluator) ttftRatio(r *events.GateResult, k Class, a float64) {
 	gs, ps := e.arms(k)
-	e.ratio(r, ttftOf(gs), ttftOf(ps), a)
+	e.ratio(r, ttftOf(gs), ttftOf(ps), a, e.limit(k.Stream))
 }
 
 func (e *evaluator) latencyRatio(r *events.GateResult, k Class, a float64) {
 	gs, ps := e.arms(k)
-	e.ratio(r, latencyOf(gs), latencyOf(ps), a)
+	e.ratio(r, latencyOf(gs), latencyOf(ps), a, e.limit(k.Stream))
 }
 
 func ttftOf(s *events.ArmStats) *histogram.Log {
@@ -511,14 +614,14 @@ func latencyOf(s *events.ArmStats) *histogram.Log {
 }
 
 // ratio tests gray's p99 ÷ primary's p99 against the gate's threshold,
-// both arms censored at the rollout timeout: fails when gray's lower bound
-// ÷ primary's upper bound is above it, passes when gray's upper bound ÷
+// both arms censored at limit ms: fails when gray's lower bound ÷
+// primary's upper bound is above it, passes when gray's upper bound ÷
 // primary's lower bound is at or below it; each bound at a/2, so a gray
 // with primary's distribution fails with probability at most a. A gray
 // lower bound in the overflow is the censoring limit, exceeded strictly.
 // When primary's p99 (its estimate or its upper bound) lies beyond the
 // limit there is nothing to compare against: not_applicable.
-func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a float64) {
+func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a, limit float64) {
 	var gn, pn uint64
 	if gh != nil {
 		gn = gh.Total()
@@ -535,12 +638,11 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a float64
 		r.Verdict = events.VerdictInconclusive
 		return
 	}
-	limit := e.limit()
-	g, p := e.censor(&e.g, gh), e.censor(&e.p, ph)
+	g, p := censor(&e.g, gh, limit), censor(&e.p, ph, limit)
 	gq, _ := g.Quantile(Quantile)
 	pq, _ := p.Quantile(Quantile)
 	a /= 2
-	pu, okpu := QuantileUpper(p, Quantile, a)
+	pl, _, okpl, pu, okpu := e.quantileBounds(p, a, limit)
 	if math.IsInf(pq, 1) || okpu && math.IsInf(pu, 1) {
 		// Primary's p99 is, or may be, beyond the limit.
 		r.Verdict = events.VerdictNotApplicable
@@ -549,9 +651,7 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a float64
 	if pq > 0 && !math.IsInf(gq, 0) {
 		r.Estimate = ptr(gq / pq)
 	}
-	gl, beyond, okgl := QuantileLower(g, Quantile, a, limit)
-	gu, okgu := QuantileUpper(g, Quantile, a)
-	pl, _, okpl := QuantileLower(p, Quantile, a, limit)
+	gl, beyond, okgl, gu, okgu := e.quantileBounds(g, a, limit)
 	// The lower bound of the ratio needs a finite primary upper bound; the
 	// upper bound a finite gray upper bound and a positive primary lower one.
 	hasLower := okgl && okpu && pu > 0

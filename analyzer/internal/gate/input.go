@@ -25,22 +25,22 @@ type Input struct {
 }
 
 // Config is what the tests need besides the data: the thresholds, the
-// minimum gray requests, the confidence, the rollout timeout both arms are
-// censored at, and the looks over which the error budget is spent.
+// minimum gray requests, the confidence, the interval between regular
+// looks, and the limits both arms are censored at.
 type Config struct {
 	Gates config.Gates
 	// MinRequests is analyzer.min_requests: below it every gate except
 	// schema_failure_rate and gray_error_rate is inconclusive.
 	MinRequests int64
 	// Confidence is analyzer.confidence: the chance that a healthy gray is
-	// never rolled back over Horizon, with an evaluation every Interval.
+	// never rolled back, over a rollout of any length (SPEC §9 rev. 3).
 	Confidence float64
-	// Interval is analyzer.interval and Horizon the rollout length the
-	// guarantee covers (24 h).
+	// Interval is analyzer.interval: the look Evaluate and Alpha assume
+	// (Judge takes its look as an argument).
 	Interval time.Duration
-	Horizon  time.Duration
 	// Timeout is the deployment's rollout timeout: every latency and TTFT
-	// of either arm above it counts as overflow.
+	// of either arm above it counts as overflow (streamed attempts: see
+	// StreamLimit).
 	Timeout time.Duration
 	// StreamLimit censors streamed attempts instead of Timeout when above
 	// 0: the gray's max_duration in stream_validation observe (SPEC §9
@@ -48,15 +48,12 @@ type Config struct {
 	StreamLimit time.Duration
 }
 
-// Horizon is the rollout length the no-false-rollback promise covers (SPEC §9).
-const Horizon = 24 * time.Hour
-
 // ConfigOf returns the gate configuration of an analyzer section and a
 // deployment's rollout timeout.
 func ConfigOf(a config.Analyzer, rolloutTimeout time.Duration) Config {
 	return Config{
 		Gates: a.Gates, MinRequests: int64(a.MinRequests), Confidence: a.Confidence,
-		Interval: a.Interval, Horizon: Horizon, Timeout: rolloutTimeout,
+		Interval: a.Interval, Timeout: rolloutTimeout,
 	}
 }
 

@@ -1,56 +1,171 @@
 package gate
 
-import "github.com/graygate/graygate/schemas/events"
+import (
+	"slices"
 
-// Judge tests every gate on both layers: win, the sliding window, at the
-// look's share of the window budget, and ep, the epoch (nil: none yet).
-// It returns one result per gate and stream class, in Evaluate's order,
-// each carrying both layers and the deciding layer's values.
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// Judge tests every gate on both layers (SPEC §9 rev. 3): win, the sliding
+// window, at look's share of the window's half of α, and ep, the epoch,
+// with confidence sequences at the ep.Index-th epoch's share of the
+// epoch's half (nil: no epoch yet). It returns one result per gate and
+// stream class, in Evaluate's order (the union of both layers' classes),
+// each carrying both layers (Window, Epoch) and the deciding layer's
+// values in the top-level fields.
 //
-// INTERIM (session 7 scaffolding, replaced by the anytime-valid epoch
-// tests): the epoch layer is Evaluate on the pooled epoch.
+// A gate fails when either layer fails (the failing layer decides; the
+// window when both fail), passes when the epoch passes and the window does
+// not fail, is not_applicable when neither layer has data for it, and is
+// inconclusive otherwise (the epoch decides). For a healthy gray (SPEC §9)
+// the chance that any gate fails at any call over a rollout of any length
+// is at most 1 − Confidence, provided the calls' looks spend no more than
+// the rollout's seconds (Look) and the epochs are numbered from 1 since
+// the deployment last left rolled_back.
+//
+// With ep nil there is no epoch layer: Epoch is nil and nothing passes
+// (a window verdict other than fail is inconclusive). While ep.Rebuilt is
+// false every epoch verdict is inconclusive. NeedsGray is, for a gate
+// inconclusive on the epoch, the gray requests it still needs at the
+// current estimates (nil when more would not decide it), 0 once the epoch
+// has decided it. Judge does not modify win or ep and is safe for
+// concurrent use.
 func (c Config) Judge(win *Input, ep *Epoch, look Look) []events.GateResult {
-	w := c.Evaluate(win)
+	if win == nil {
+		win = &Input{}
+	}
+	w := c.evaluate(win, c.windowSpend(look))
 	if ep == nil {
 		for i := range w {
 			w[i].Window = layerOf(w[i])
+			if w[i].Verdict != events.VerdictFail {
+				w[i].Verdict = events.VerdictInconclusive
+			}
 		}
 		return w
 	}
-	e := c.Evaluate(ep.Pooled())
-	out := make([]events.GateResult, len(w))
-	for i := range w {
-		r := w[i]
-		var er *events.GateResult
-		for j := range e {
-			if e[j].Gate == r.Gate && sameStream(e[j].Stream, r.Stream) {
-				er = &e[j]
-				break
-			}
+	pooled := ep.Pooled()
+	sp := c.epochSpend(ep.Index)
+	e := c.evaluate(pooled, sp)
+	if !ep.Rebuilt {
+		for i := range e {
+			e[i].Verdict = events.VerdictInconclusive
 		}
-		r.Window = layerOf(w[i])
-		if er != nil {
+	}
+	out := make([]events.GateResult, 0, max(len(w), len(e)))
+	for _, k := range resultKeys(w, e) {
+		wr, wok := find(w, k)
+		er, eok := find(e, k)
+		if !wok {
+			wr = events.GateResult{Gate: k.gate, Stream: k.stream(), Threshold: er.Threshold, Verdict: events.VerdictNotApplicable}
+		}
+		if !eok {
+			er = events.GateResult{Gate: k.gate, Stream: k.stream(), Threshold: wr.Threshold, Verdict: events.VerdictNotApplicable}
 			if !ep.Rebuilt {
 				er.Verdict = events.VerdictInconclusive
 			}
-			r.Epoch = layerOf(*er)
-			switch {
-			case w[i].Verdict == events.VerdictFail:
-			case er.Verdict == events.VerdictFail || er.Verdict == events.VerdictPass || er.Verdict == events.VerdictNotApplicable:
-				r.Estimate, r.Bound, r.GrayN, r.PrimaryN, r.Verdict = er.Estimate, er.Bound, er.GrayN, er.PrimaryN, er.Verdict
-			default:
-				r.Estimate, r.Bound, r.GrayN, r.PrimaryN, r.Verdict = er.Estimate, er.Bound, er.GrayN, er.PrimaryN, events.VerdictInconclusive
-			}
 		}
-		out[i] = r
+		r := combine(wr, er)
+		switch er.Verdict {
+		case events.VerdictInconclusive:
+			if ep.Rebuilt {
+				r.NeedsGray = c.needsGray(pooled, sp, er)
+			}
+		default:
+			r.NeedsGray = ptr(0)
+		}
+		out = append(out, r)
 	}
 	return out
+}
+
+// combine returns the gate's result from its window result w and epoch
+// result e: fail when either fails (w's values when both do), else e's
+// values with pass when e passes, not_applicable when both are, and
+// inconclusive otherwise.
+func combine(w, e events.GateResult) events.GateResult {
+	r := e
+	switch {
+	case w.Verdict == events.VerdictFail:
+		r = w
+	case e.Verdict == events.VerdictFail, e.Verdict == events.VerdictPass:
+	case e.Verdict == events.VerdictNotApplicable && w.Verdict == events.VerdictNotApplicable:
+	default:
+		r.Verdict = events.VerdictInconclusive
+	}
+	r.Window, r.Epoch = layerOf(w), layerOf(e)
+	return r
 }
 
 func layerOf(r events.GateResult) *events.LayerResult {
 	return &events.LayerResult{Estimate: r.Estimate, Bound: r.Bound, Verdict: r.Verdict, GrayN: r.GrayN, PrimaryN: r.PrimaryN}
 }
 
-func sameStream(a, b *bool) bool {
-	return a == nil && b == nil || a != nil && b != nil && *a == *b
+// resultKey names one result: a gate and its stream class (0 none, 1
+// non-streamed, 2 streamed).
+type resultKey struct {
+	gate  events.Gate
+	class int
+}
+
+func keyOf(r events.GateResult) resultKey {
+	k := resultKey{gate: r.Gate}
+	if r.Stream != nil {
+		k.class = 1
+		if *r.Stream {
+			k.class = 2
+		}
+	}
+	return k
+}
+
+func (k resultKey) stream() *bool {
+	if k.class == 0 {
+		return nil
+	}
+	s := k.class == 2
+	return &s
+}
+
+// resultKeys returns the keys of both result lists in Evaluate's order:
+// events.Gates order, then no class, non-streamed, streamed. A
+// latency_p99_ratio without a class (neither arm had attempts) is dropped
+// when the other list has the gate for a class.
+func resultKeys(a, b []events.GateResult) []resultKey {
+	order := map[events.Gate]int{}
+	for i, g := range events.Gates {
+		order[g] = i
+	}
+	var keys []resultKey
+	classed := map[events.Gate]bool{}
+	for _, rs := range [][]events.GateResult{a, b} {
+		for _, r := range rs {
+			k := keyOf(r)
+			if k.class != 0 {
+				classed[k.gate] = true
+			}
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	keys = slices.DeleteFunc(keys, func(k resultKey) bool {
+		return k.class == 0 && k.gate == events.GateLatencyP99Ratio && classed[k.gate]
+	})
+	slices.SortStableFunc(keys, func(x, y resultKey) int {
+		if d := order[x.gate] - order[y.gate]; d != 0 {
+			return d
+		}
+		return x.class - y.class
+	})
+	return keys
+}
+
+func find(rs []events.GateResult, k resultKey) (events.GateResult, bool) {
+	for _, r := range rs {
+		if keyOf(r) == k {
+			return r, true
+		}
+	}
+	return events.GateResult{}, false
 }

@@ -79,8 +79,16 @@ type Look struct {
 	// Day is d, the day of the rollout the look falls in, from 1 (counted
 	// from when the deployment last left rolled_back: DayOf).
 	Day int
-	// Seconds is how many seconds' worth of the day's budget the look
-	// spends: the interval for a regular evaluation.
+	// Seconds is how many seconds' worth of the day's window budget the
+	// look spends (budget.go): the interval for a regular evaluation. The
+	// promise holds when the looks of a rollout spend no more seconds than
+	// the rollout has lasted (regular looks at least Seconds apart; an
+	// engine that looks late may pass the time since its previous look).
+	// An early gate-2 look (SPEC §9: at most once a second per deployment,
+	// besides the regular ones) passes 0: the other tests spend nothing
+	// there and cannot fail on the window, gate 2 above threshold 0 spends
+	// its half-second share (Config.SchemaWindowAlpha), and the epoch's
+	// sequences hold at every look anyway.
 	Seconds float64
 }
 

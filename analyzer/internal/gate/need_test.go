@@ -2,7 +2,10 @@ package gate
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/graygate/graygate/schemas/events"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -66,4 +69,36 @@ func TestMinimumSamples(t *testing.T) {
 		t.Logf("gate3 σ%v fail ×3: %d", s, first(func(n int64) bool { l, _, ok, _ := ratio(n, 3); return ok && l > 1.5 }))
 	}
 	t.Logf("gray upper bound of a p99 exists from n = %d", first(func(n int64) bool { _, h := QuantileRanks(n, 0.99, a); return h <= n }))
+}
+
+// TestEpochPassNeeds logs, from needs_gray on an epoch of 1,200 healthy
+// gray requests of streamed chat (one class, primary at 19× gray, latency
+// p99 at about half the rollout timeout), the gray requests each gate
+// needs to pass on the epoch: the README's promotion figures (SPEC §12:
+// within 3 hours at 1 gray request/s is 10,800; about 4,000 here, the
+// tool-loop gate last). go test -run EpochPassNeeds -v prints it.
+func TestEpochPassNeeds(t *testing.T) {
+	r := rand.New(rand.NewPCG(71, 73))
+	k := Class{Stream: true, Endpoint: events.EndpointChat}
+	h := with(healthy, 1200, func(t *traffic) { t.stream, t.latMs = true, 200 })
+	p := h
+	p.n = 19 * 1200
+	in := &Input{
+		Gray:    map[Class]*events.ArmStats{k: draw(r, events.ArmGray, h)},
+		Primary: map[Class]*events.ArmStats{k: draw(r, events.ArmPrimary, p)},
+	}
+	most := 0.0
+	for _, g := range defaults.Judge(&Input{}, epochOf(in), day1) {
+		if g.NeedsGray == nil {
+			t.Errorf("%s: cannot decide on a healthy epoch", g.Gate)
+			continue
+		}
+		need := float64(g.Epoch.GrayN) + *g.NeedsGray
+		if g.Epoch.Verdict != events.VerdictInconclusive {
+			need = float64(g.Epoch.GrayN)
+		}
+		most = max(most, need)
+		t.Logf("%s: epoch %s on %d gray, passes from about %.0f", g.Gate, g.Epoch.Verdict, g.Epoch.GrayN, need)
+	}
+	t.Logf("every gate passes from about %.0f gray requests: %.1f h at 1 gray request/s, %.0f min at 10", most, most/3600, most/600)
 }

@@ -75,12 +75,24 @@ func SeqProportionBounds(x, n int64, a float64) (lower, upper float64) {
 	}
 	x = min(max(x, 0), n)
 	v := seq.get(cpKey{x: x, n: n, a: a}, func() [2]float64 {
-		// The prior is symmetric, so the upper bound of x in n is one minus
-		// the lower bound of n−x in n: both are searched near 0, where
-		// float64 keeps their relative precision (1 − p cannot, near 1).
-		return [2]float64{seqLowerEdge(x, n, a), 1 - seqLowerEdge(n-x, n, a)}
+		l, u := seqProportionBounds(x, n, a)
+		return [2]float64{l, u}
 	})
 	return v[0], v[1]
+}
+
+// seqProportionBounds is SeqProportionBounds without the cache: the epoch
+// layer's counts grow at every look and never come back, so keeping them
+// would only push the window's out.
+func seqProportionBounds(x, n int64, a float64) (lower, upper float64) {
+	if n <= 0 {
+		return 0, 1
+	}
+	x = min(max(x, 0), n)
+	// The prior is symmetric, so the upper bound of x in n is one minus
+	// the lower bound of n−x in n: both are searched near 0, where float64
+	// keeps their relative precision (1 − p cannot, near 1).
+	return seqLowerEdge(x, n, a), 1 - seqLowerEdge(n-x, n, a)
 }
 
 // seqLowerEdge returns the lower end of {p : E_n(p) < 1/a} for x
@@ -149,6 +161,19 @@ func SeqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
 		return 0, 1
 	}
 	r := seqRanks.get(rankKey{n: n, q: q, a: a}, func() [2]int64 {
+		lo, hi := seqQuantileRanks(n, q, a)
+		return [2]int64{lo, hi}
+	})
+	return r[0], r[1]
+}
+
+// seqQuantileRanks is SeqQuantileRanks without the cache (see
+// seqProportionBounds).
+func seqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
+	if n <= 0 {
+		return 0, 1
+	}
+	r := func() [2]int64 {
 		thr := math.Log(1 / a)
 		lq, l1q := math.Log(q), math.Log1p(-q)
 		// logE(s) is convex in s with its minimum near n·q; the counts s
@@ -167,7 +192,7 @@ func SeqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
 		// u: the largest s in [mode, n] with logE(s) < thr.
 		u := mode + n - searchInts(mode, n, func(s int64) bool { return logE(mode+n-s) < thr })
 		return [2]int64{l, u + 1}
-	})
+	}()
 	return r[0], r[1]
 }
 

@@ -76,7 +76,7 @@ func DefaultOptions() Options {
 				TokenInflationMax: 0.30, SchemaFailureRateMax: 0, GrayErrorRateMax: 0.05,
 				TTFTP99Max: 3 * time.Second, TTFTP99RatioMax: 1.5, LatencyP99RatioMax: 1.5, ToolLoopRatioMax: 0.05,
 			},
-			MinRequests: 50, Confidence: 0.99, Interval: 5 * time.Second, Horizon: gate.Horizon,
+			MinRequests: 50, Confidence: 0.99, Interval: 5 * time.Second,
 			Timeout: 2500 * time.Millisecond,
 		},
 		Window: 5 * time.Minute, PrimaryFactor: 19, StreamShare: 0.5, Day: 24 * time.Hour,
