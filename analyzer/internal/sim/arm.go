@@ -73,6 +73,18 @@ func newSource(a Arm, users []user, weights []float64) *source {
 	}
 }
 
+// fork returns a source with the same distributions and caches of its
+// own (one per class: each class draws at its own rate).
+func (s *source) fork() *source {
+	c := *s
+	lat, ttft, tok := *s.lat, *s.ttft, *s.tok
+	lat.bucket, lat.centralRange, lat.ranges, lat.splitEdge = 0, nil, nil, 0
+	ttft.bucket, ttft.centralRange, ttft.ranges, ttft.splitEdge = 0, nil, nil, 0
+	tok.bucket, tok.tokenTailAt, tok.tails = 0, nil, nil
+	c.lat, c.ttft, c.tok = &lat, &ttft, &tok
+	return &c
+}
+
 // limits are where the gateway stops waiting for an attempt of one class
 // (SPEC §9 rev. 3 censoring), in milliseconds.
 type limits struct {

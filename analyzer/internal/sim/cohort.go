@@ -27,7 +27,7 @@ type user struct {
 const (
 	usersPerRPS   = 30 // one user per 30 s of traffic: a request every 30 s each
 	minUsers      = 50
-	maxUsers      = 5000
+	maxUsers      = 2000
 	cohortGroups  = 8     // user groups drawn apart, each with its own sessions
 	sessionMean   = 600.0 // seconds a group stays active or quiet
 	activeFactor  = 1.8   // a group's rate while active; quiet: 2 − activeFactor

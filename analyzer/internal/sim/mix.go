@@ -153,14 +153,21 @@ type binned struct {
 	total float64
 
 	bucket float64 // the mean the central range is for
-	lo, hi int     // central bins p[lo..hi]
-	low    tail
-	high   tail
+	*centralRange
+	ranges map[float64]*centralRange // by bucket: session and swing revisit a few
 
 	// split caches the share above an edge of the bin straddling it.
 	splitEdge float64
 	splitBin  int
 	splitP    float64
+}
+
+// centralRange is the range of bins drawn one by one for a bucket of
+// means, and the tails beyond it.
+type centralRange struct {
+	lo, hi int // central bins p[lo..hi]
+	low    tail
+	high   tail
 }
 
 // tailCut is the expected count per bin below which bins are drawn as
@@ -193,16 +200,25 @@ func (b *binned) central(mean float64) {
 		return
 	}
 	b.bucket = bucket
+	if c, ok := b.ranges[bucket]; ok {
+		b.centralRange = c
+		return
+	}
 	cut := tailCut / bucket
-	b.lo, b.hi = 0, len(b.p)-1
-	for b.lo < b.hi && b.p[b.lo] < cut {
-		b.lo++
+	c := &centralRange{lo: 0, hi: len(b.p) - 1}
+	for c.lo < c.hi && b.p[c.lo] < cut {
+		c.lo++
 	}
-	for b.hi > b.lo && b.p[b.hi] < cut {
-		b.hi--
+	for c.hi > c.lo && b.p[c.hi] < cut {
+		c.hi--
 	}
-	b.m.tailAt(&b.low, histogram.BinLower(b.first+b.lo), false)
-	b.m.tailAt(&b.high, histogram.BinUpper(b.first+b.hi), true)
+	b.m.tailAt(&c.low, histogram.BinLower(b.first+c.lo), false)
+	b.m.tailAt(&c.high, histogram.BinUpper(b.first+c.hi), true)
+	if b.ranges == nil {
+		b.ranges = map[float64]*centralRange{}
+	}
+	b.ranges[bucket] = c
+	b.centralRange = c
 }
 
 // above returns the share of bin i's values above edge.
@@ -322,10 +338,17 @@ type tokenDraw struct {
 	// Without a cap: the tail above edge (set per expected count) is
 	// drawn value by value, the body by the central limit theorem.
 	bucket float64
-	edge   float64
-	tailP  float64
-	body   [5]float64
-	high   tail
+	*tokenTailAt
+	tails map[float64]*tokenTailAt // by bucket
+}
+
+// tokenTailAt is the tail edge for a bucket of answer counts, its mass,
+// and the body's moments below it.
+type tokenTailAt struct {
+	edge  float64
+	tailP float64
+	body  [5]float64
+	high  tail
 }
 
 // tokenTail is the expected number of answers per interval drawn value by
@@ -422,12 +445,21 @@ func (t *tokenDraw) setTail(n float64) {
 		return
 	}
 	t.bucket = bucket
-	t.tailP = min(tokenTail/bucket, 0.5)
-	t.edge = t.m.quantile(1 - t.tailP)
-	t.tailP = t.m.survival(t.edge)
-	in := 1 - t.tailP
-	for k := 1; k <= 4; k++ {
-		t.body[k] = t.m.partial(float64(k), t.edge) / in
+	if c, ok := t.tails[bucket]; ok {
+		t.tokenTailAt = c
+		return
 	}
-	t.m.tailAt(&t.high, t.edge, true)
+	c := &tokenTailAt{}
+	c.edge = t.m.quantile(1 - min(tokenTail/bucket, 0.5))
+	c.tailP = t.m.survival(c.edge)
+	in := 1 - c.tailP
+	for k := 1; k <= 4; k++ {
+		c.body[k] = t.m.partial(float64(k), c.edge) / in
+	}
+	t.m.tailAt(&c.high, c.edge, true)
+	if t.tails == nil {
+		t.tails = map[float64]*tokenTailAt{}
+	}
+	t.tails[bucket] = c
+	t.tokenTailAt = c
 }

@@ -301,13 +301,18 @@ func (s *simulator) run(o *Options, j job) outcome {
 	var ar arms
 	setArms := func(pct float64) {
 		for a, arm := range [2]Arm{grayArm, world} {
-			for c := range classes {
-				if pop == nil {
-					if ar.src[a][c] == nil { // the same at every percentage
-						ar.src[a][c], ar.share[a] = []*source{newSource(arm, nil, nil)}, []float64{1}
-					}
-				} else {
-					ar.src[a][c], ar.share[a] = pop.groups(arm, a == 0, sc.Shadow, pct)
+			switch {
+			case pop != nil:
+				ar.src[a][0], ar.share[a] = pop.groups(arm, a == 0, sc.Shadow, pct)
+			case ar.src[a][0] == nil: // the same at every percentage
+				ar.src[a][0], ar.share[a] = []*source{newSource(arm, nil, nil)}, []float64{1}
+			default:
+				continue
+			}
+			for c := 1; c < len(classes); c++ {
+				ar.src[a][c] = make([]*source, len(ar.src[a][0]))
+				for g, src := range ar.src[a][0] {
+					ar.src[a][c][g] = src.fork()
 				}
 			}
 			if len(ar.act[a]) != len(ar.share[a]) {
