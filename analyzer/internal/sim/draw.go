@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 
 	"gonum.org/v1/gonum/stat/distuv"
-
-	"github.com/graygate/graygate/schemas/histogram"
 )
 
 // Lognormal is a lognormal distribution given by its median and the
@@ -23,6 +21,33 @@ func (d Lognormal) moment(k float64) float64 {
 	return math.Exp(k*math.Log(d.Median) + k*k*d.Sigma*d.Sigma/2)
 }
 
+// z returns the standard score of log x.
+func (d Lognormal) z(x float64) float64 { return (math.Log(x) - math.Log(d.Median)) / d.Sigma }
+
+// CDF returns P(X ≤ x).
+func (d Lognormal) CDF(x float64) float64 {
+	if x <= 0 {
+		return 0
+	}
+	return phi(d.z(x))
+}
+
+// Survival returns P(X > x), accurate far in the upper tail.
+func (d Lognormal) Survival(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	return phi(-d.z(x))
+}
+
+// partial returns E[X^k; X ≤ x] = E[X^k]·Φ(z(x) − kσ).
+func (d Lognormal) partial(k, x float64) float64 {
+	if x <= 0 {
+		return 0
+	}
+	return d.moment(k) * phi(d.z(x)-k*d.Sigma)
+}
+
 // Quantile returns the q-quantile.
 func (d Lognormal) Quantile(q float64) float64 {
 	return d.Median * math.Exp(d.Sigma*distuv.UnitNormal.Quantile(q))
@@ -32,124 +57,20 @@ func (d Lognormal) draw(r *rand.Rand) float64 {
 	return d.Median * math.Exp(d.Sigma*r.NormFloat64())
 }
 
-// bins is the probability of every histogram bin under a lognormal, over
-// the bins holding all but 1e-15 of its mass (beyond ±8σ), with the
-// Poisson constants of each bin for the last mean drawn at.
-type bins struct {
-	first int
-	p     []float64
-	mean  float64
-	pois  []poissonParams
+// drawAbove draws from X conditioned on X > x, by inversion in the upper
+// tail (exact however far out x is).
+func (d Lognormal) drawAbove(r *rand.Rand, x float64) float64 {
+	s := d.Survival(x) * (1 - r.Float64()) // in (0, S(x)]
+	return d.Median * math.Exp(-d.Sigma*distuv.UnitNormal.Quantile(s))
 }
 
-func binsOf(d Lognormal) bins {
-	lo := histogram.BinOf(d.Median * math.Exp(-8*d.Sigma))
-	hi := histogram.BinOf(d.Median * math.Exp(8*d.Sigma))
-	b := bins{first: lo, p: make([]float64, hi-lo+1), pois: make([]poissonParams, hi-lo+1)}
-	cdf := func(x float64) float64 {
-		return distuv.UnitNormal.CDF((math.Log(x) - math.Log(d.Median)) / d.Sigma)
-	}
-	for i := lo; i <= hi; i++ {
-		b.p[i-lo] = cdf(histogram.BinUpper(i)) - cdf(histogram.BinLower(i))
-	}
-	return b
+// drawBelow draws from X conditioned on X ≤ x.
+func (d Lognormal) drawBelow(r *rand.Rand, x float64) float64 {
+	c := d.CDF(x) * (1 - r.Float64())
+	return d.Median * math.Exp(d.Sigma*distuv.UnitNormal.Quantile(c))
 }
 
-// sampleCutoff is the expected count below which a histogram is drawn
-// value by value; above it, bin by bin (one Poisson draw per bin).
-const sampleCutoff = 400
-
-// fill adds a Poisson(mean) number of values of d to h, each above limit
-// (when limit > 0) counting in h's Overflow instead; it returns how many
-// values it added and how many of them overflowed. With Poisson arrivals
-// the bins' counts are independent Poisson draws, so drawing them bin by
-// bin is exact.
-func fill(r *rand.Rand, h *histogram.Log, d Lognormal, b *bins, mean, limit float64) (n, over int64) {
-	if mean <= 0 {
-		return 0, 0
-	}
-	if mean < sampleCutoff {
-		k := poisson(r, mean)
-		for range k {
-			v := d.draw(r)
-			if limit > 0 && v > limit {
-				h.AddOverflow()
-				over++
-				continue
-			}
-			h.Add(v)
-		}
-		return k, over
-	}
-	if b.mean != mean {
-		b.mean = mean
-		for i, p := range b.p {
-			b.pois[i] = newPoisson(mean * p)
-		}
-	}
-	straddle := math.MaxInt // the first bin whose upper edge is above limit
-	if limit > 0 {
-		straddle = histogram.BinOf(limit)
-		if histogram.BinUpper(straddle) <= limit {
-			straddle++
-		}
-	}
-	for i := range b.p {
-		c := b.pois[i].draw(r)
-		if c == 0 {
-			continue
-		}
-		n += c
-		bin := b.first + i
-		if bin >= straddle {
-			if bin > straddle {
-				h.Overflow += uint64(c)
-				over += c
-				continue
-			}
-			// The bin straddling the limit: its values are above the
-			// limit in proportion to the mass above it.
-			above := binomial(r, c, massAbove(d, limit, histogram.BinUpper(bin))/max(b.p[i], 1e-300))
-			h.Overflow += uint64(above)
-			over += above
-			c -= above
-		}
-		addToBin(h, bin, uint64(c))
-	}
-	return n, over
-}
-
-// massAbove returns P(limit < X ≤ upper).
-func massAbove(d Lognormal, limit, upper float64) float64 {
-	z := func(x float64) float64 { return (math.Log(x) - math.Log(d.Median)) / d.Sigma }
-	return distuv.UnitNormal.CDF(z(upper)) - distuv.UnitNormal.CDF(z(limit))
-}
-
-// addToBin adds c values to bin i of h: in place when h already spans
-// the bin, else through h.Merge (the histogram's own bookkeeping).
-func addToBin(h *histogram.Log, i int, c uint64) {
-	if k := i - h.Offset; k >= 0 && k < len(h.Counts) {
-		h.Counts[k] += c
-		return
-	}
-	one := [1]uint64{c}
-	h.Merge(&histogram.Log{Offset: i, Counts: one[:]})
-}
-
-// span makes the empty h span bins lo..hi, reusing its storage, so that
-// drawing bin by bin never reallocates.
-func span(h *histogram.Log, lo, hi int) {
-	if len(h.Counts) > 0 {
-		return
-	}
-	n := hi - lo + 1
-	if cap(h.Counts) < n {
-		h.Counts = make([]uint64, n)
-	}
-	h.Counts = h.Counts[:n]
-	clear(h.Counts)
-	h.Offset = lo
-}
+func phi(z float64) float64 { return 0.5 * math.Erfc(-z/math.Sqrt2) }
 
 // poisson draws from Poisson(m).
 func poisson(r *rand.Rand, m float64) int64 {
@@ -214,7 +135,7 @@ func (p *poissonParams) draw(r *rand.Rand) int64 {
 }
 
 // binomial draws from Binomial(n, p): n Bernoulli draws when n is small,
-// gonum's sampler above.
+// a Poisson draw when n·p is tiny against n, gonum's sampler otherwise.
 func binomial(r *rand.Rand, n int64, p float64) int64 {
 	switch {
 	case n <= 0 || p <= 0:
@@ -229,38 +150,12 @@ func binomial(r *rand.Rand, n int64, p float64) int64 {
 			}
 		}
 		return k
+	case p > 0.5:
+		return n - binomial(r, n, 1-p)
+	case p < 1e-3 && float64(n)*p < 1:
+		// Binomial(n, p) and Poisson(np) differ by less than p in total
+		// variation (Le Cam): below 10⁻³, exact enough and much cheaper.
+		return min(poisson(r, float64(n)*p), n)
 	}
 	return int64(distuv.Binomial{N: float64(n), P: p, Src: r}.Rand())
-}
-
-// tokens adds the completion tokens of n answers drawn from d (rounded to
-// whole tokens) to count, sum and sum of squares: value by value below
-// sampleCutoff, else by the central limit theorem on (Σx, Σx²), rounded
-// to whole numbers so that sliding the window stays exact.
-func tokens(r *rand.Rand, d Lognormal, n int64) (sum, sumSq, lo, hi float64) {
-	if n <= 0 {
-		return 0, 0, 0, 0
-	}
-	if n < sampleCutoff {
-		lo, hi = math.Inf(1), 0
-		for range n {
-			x := math.Round(d.draw(r))
-			sum += x
-			sumSq += x * x
-			lo, hi = min(lo, x), max(hi, x)
-		}
-		return sum, sumSq, lo, hi
-	}
-	m1, m2, m3, m4 := d.moment(1), d.moment(2), d.moment(3), d.moment(4)
-	fn := float64(n)
-	v11, v12, v22 := m2-m1*m1, m3-m1*m2, m4-m2*m2
-	// Cholesky of the covariance of (x, x²).
-	l11 := math.Sqrt(v11)
-	l21 := v12 / l11
-	l22 := math.Sqrt(max(v22-l21*l21, 0))
-	z1, z2 := r.NormFloat64(), r.NormFloat64()
-	sum = math.Round(fn*m1 + math.Sqrt(fn)*l11*z1)
-	sumSq = math.Round(fn*m2 + math.Sqrt(fn)*(l21*z1+l22*z2))
-	sum, sumSq = max(sum, fn), max(sumSq, sum)
-	return sum, sumSq, d.Quantile(0.5 / fn), d.Quantile(1 - 0.5/fn)
 }

@@ -1,26 +1,29 @@
-// Package sim replays synthetic traffic through the analyzer's real gate
-// evaluation (gate.Config.Evaluate) on a simulated clock (SPEC §9
-// "Simulation"): healthy grays at several traffic levels, to measure how
-// often a healthy gray is rolled back in a 24-hour rollout, and each kind
-// of breakage, to measure how long rolling it back takes.
+// Package sim replays synthetic traffic through the analyzer's real
+// judgment (gate.Config.Judge on both layers, gate.NextStep for
+// promotion) on a simulated clock (SPEC §9 "Simulation", rev. 3): healthy
+// grays in the scenarios of HealthyScenarios, to measure how often a
+// healthy gray is rolled back in a rollout and how long it takes to be
+// promoted, and each breakage of Breakages, to measure how long rolling
+// it back takes.
 //
 // Traffic is drawn per evaluation interval as the aggregates gateways
-// publish (events.ArmStats), not request by request: with Poisson arrivals
-// every count of an interval (outcomes, histogram bins) is an independent
-// Poisson draw, so drawing them directly is exact at any rate; token sums
-// are drawn value by value below 400 answers and by the central limit
-// theorem above. The intervals are merged into a sliding window per arm
-// and class the way the analyzer merges (events.ArmStats.Merge), from the
-// rollout's start, and evaluated every interval; the first fail rolls the
-// gray back and ends the run.
+// publish (events.ArmStats), not request by request: with Poisson
+// arrivals every count of an interval (outcomes, histogram bins) is an
+// independent Poisson draw, so drawing them directly is exact at any rate
+// (mix.go says how, and where an approximation is used). Each interval is
+// merged into a sliding window per arm and class, which slides by
+// subtracting the interval that leaves it, and into the epoch's current
+// percentage period; both are judged every interval.
 package sim
 
 import (
+	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/gate"
@@ -30,47 +33,51 @@ import (
 
 // Options of a simulation.
 type Options struct {
-	// Days is the number of healthy rollouts per gray rate, each Day long
-	// (24 hours, the horizon of the promise, by default).
-	Days int
-	Day  time.Duration
-	// Rates are the gray request rates, per second.
+	// Days is the longest a rollout runs, in days (it ends earlier when
+	// rolled back or promoted to 100 %).
+	Days float64
+	// Rates are the gray request rates, per second, at the rollout's
+	// start percentage: the total traffic is Rate × 100 / Start.
 	Rates []float64
-	// Seed makes the run reproducible.
+	// BreakRates are the gray rates the breakages run at.
+	BreakRates []float64
+	// Seed makes the run reproducible (per run, whatever the workers).
 	Seed uint64
-	// Runs is the number of runs per breakage and rate (the median is reported).
-	Runs int
+	// Runs is the number of rollouts per healthy scenario and rate;
+	// BreakRuns per breakage and rate.
+	Runs, BreakRuns int
+	// BreakHorizon is the longest a broken gray runs (24 h).
+	BreakHorizon time.Duration
+	// Healthy and Broken are the scenarios to run.
+	Healthy, Broken []Scenario
 	// Workers run in parallel (default GOMAXPROCS).
 	Workers int
 	// Gate is the evaluation configuration; Window the sliding window.
 	Gate   gate.Config
 	Window time.Duration
-	// PrimaryFactor is primary's rate over gray's: 19 for a 5 % gray.
-	PrimaryFactor float64
+	// Promotion is analyzer.promotion.
+	Promotion config.Promotion
 	// StreamShare is the share of streamed requests (both arms).
 	StreamShare float64
-	// Edge makes the healthy gray as bad as a healthy gray may be: its
-	// error share and loop share 5 points above primary's and its mean
-	// completion tokens 30 % above, each exactly at its gate's threshold
-	// (Edge), so that a false rollback of the worst healthy gray is measured.
-	Edge bool
-}
-
-// Edge is a gray exactly at the default thresholds of gates 1, 4 and 5.
-func Edge(a Arm) Arm {
-	a.ErrorShare += 0.05
-	a.LoopShare += 0.05
-	a.Tokens.Median *= 1.30
-	return a
+	// MaxDuration is the gray's max_duration: the censoring limit of
+	// observe streams.
+	MaxDuration time.Duration
+	// Progress, when set, gets a line every ProgressEvery.
+	Progress      io.Writer `json:"-"`
+	ProgressEvery time.Duration
 }
 
 // DefaultOptions returns the defaults of the example config (SPEC §2): a
-// 5 % gray (primary at 19× gray's rate), half the requests streamed, a 5 s
-// interval, a 5 m window, a 2.5 s rollout timeout, confidence 0.99,
-// min_requests 50, 21 runs per breakage.
+// 5 s interval, a 5 m window, a 2.5 s rollout timeout, max_duration 10 m,
+// confidence 0.99, min_requests 50, promotion steps 1, 2, 5, 10, 25, 50,
+// 100 with hold 10 m, min_soak 24 h and min_percentage 1; half the
+// requests streamed; 7-day rollouts.
 func DefaultOptions() Options {
+	healthy, broken, _ := Select("all")
 	return Options{
-		Days: 2, Rates: []float64{0.1, 1, 10, 100, 1000}, Seed: 1, Runs: 21,
+		Days: 7, Rates: []float64{0.1, 1, 10, 100, 1000}, BreakRates: []float64{1, 10},
+		Seed: 1, Runs: 10, BreakRuns: 21, BreakHorizon: 24 * time.Hour,
+		Healthy: healthy, Broken: broken,
 		Gate: gate.Config{
 			Gates: config.Gates{
 				TokenInflationMax: 0.30, SchemaFailureRateMax: 0, GrayErrorRateMax: 0.05,
@@ -79,115 +86,108 @@ func DefaultOptions() Options {
 			MinRequests: 50, Confidence: 0.99, Interval: 5 * time.Second,
 			Timeout: 2500 * time.Millisecond,
 		},
-		Window: 5 * time.Minute, PrimaryFactor: 19, StreamShare: 0.5, Day: 24 * time.Hour,
+		Promotion: config.Promotion{
+			Steps: []float64{1, 2, 5, 10, 25, 50, 100}, Hold: 10 * time.Minute,
+			MinSoak: 24 * time.Hour, MinPercentage: 1,
+		},
+		Window: 5 * time.Minute, StreamShare: 0.5, MaxDuration: 10 * time.Minute,
+		ProgressEvery: 10 * time.Second,
 	}
-}
-
-// Breakage is a broken gray: how it differs from Healthy.
-type Breakage struct {
-	Name string
-	// Gray returns the broken gray's behaviour.
-	Gray func(Arm) Arm
-	// StreamShare overrides Options.StreamShare when above 0.
-	StreamShare float64
-}
-
-// Breakages are the broken grays of SPEC §12.
-var Breakages = []Breakage{
-	{Name: "gray down (every attempt 5xx)", Gray: func(a Arm) Arm { a.ErrorShare = 1; return a }},
-	{Name: "gray hanging (every attempt times out)", Gray: func(a Arm) Arm { a.ErrorShare, a.TimeoutShare = 0, 1; return a }},
-	{Name: "schema break, 1 in 1", Gray: func(a Arm) Arm { a.SchemaShare = 1; return a }},
-	{Name: "schema break, 1 in 200", Gray: func(a Arm) Arm { a.SchemaShare = 1.0 / 200; return a }},
-	{Name: "token inflation +60 %", Gray: func(a Arm) Arm { a.Tokens.Median *= 1.6; return a }},
-	{Name: "token inflation +31 %", Gray: func(a Arm) Arm { a.Tokens.Median *= 1.31; return a }},
-	{Name: "TTFT p99 ×2 (all streamed)", Gray: func(a Arm) Arm { a.TTFT.Median *= 2; return a }, StreamShare: 1},
-	{Name: "tool loops +20 points", Gray: func(a Arm) Arm { a.LoopShare += 0.20; return a }},
-}
-
-// Healthy24h is the false-rollback measurement at one gray rate.
-type Healthy24h struct {
-	Rate           float64 `json:"gray_rate"`
-	Days           int     `json:"days"`
-	FalseRollbacks int     `json:"false_rollbacks"`
-	// Share is FalseRollbacks / Days.
-	Share float64 `json:"share"`
-	// ByGate counts the rollbacks by the gate that failed first.
-	ByGate map[events.Gate]int `json:"by_gate,omitempty"`
-}
-
-// Detection is the time to roll back one breakage at one gray rate.
-type Detection struct {
-	Breakage string  `json:"breakage"`
-	Rate     float64 `json:"gray_rate"`
-	Runs     int     `json:"runs"`
-	// Detected counts the runs rolled back within one window.
-	Detected int `json:"detected"`
-	// Seconds and GrayRequests are the medians over the runs from the
-	// gray's start to the rollback; nil when the median run was not rolled
-	// back within one window.
-	Seconds      *float64 `json:"seconds"`
-	GrayRequests *float64 `json:"gray_requests"`
-	// StreamedGrayRequests is the median of the streamed ones.
-	StreamedGrayRequests *float64 `json:"streamed_gray_requests"`
-	// Gate is the gate that failed first most often.
-	Gate events.Gate `json:"gate,omitempty"`
-}
-
-// Report is a simulation's result.
-type Report struct {
-	Options  Options      `json:"-"`
-	Healthy  []Healthy24h `json:"healthy"`
-	Breakage []Detection  `json:"breakage"`
-	// Evaluations counts the calls of Evaluate; CPU the wall time spent.
-	Evaluations int64         `json:"evaluations"`
-	Elapsed     time.Duration `json:"elapsed_ns"`
 }
 
 // outcome of one run.
 type outcome struct {
 	rolledBack bool
-	seconds    float64
-	gray       int64
+	seconds    float64 // to the rollback
+	gray       int64   // gray requests to the rollback (or the end)
 	streamed   int64
+	firstFail  float64 // a breakage's first schema failure, seconds (−1: none)
 	gate       events.Gate
-	evals      int64
+	layer      string  // "window", "epoch" or "early" (gate 2 on arrival)
+	passAt     float64 // first look with every gate passing on the epoch (−1: never)
+	promotedAt float64 // reached 100 % (−1: never)
+	looks      int64
+	cpu        time.Duration
 }
 
 type job struct {
-	rate     float64
-	rateIdx  int
-	breakage int // -1: healthy day
-	run      int
+	sc      *Scenario
+	broken  bool
+	rate    float64
+	rateIdx int
+	scIdx   int
+	run     int
 }
 
 // Run simulates o and returns the report. It uses o.Workers goroutines
 // and returns when all are done.
 func Run(o Options) Report {
 	start := time.Now()
+	cpu0 := processCPU()
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	var jobs []job
-	for ri, rate := range o.Rates {
-		for d := range o.Days {
-			jobs = append(jobs, job{rate: rate, rateIdx: ri, breakage: -1, run: d})
-		}
-		for b := range Breakages {
+	for si := range o.Healthy {
+		for ri, rate := range o.Rates {
 			for run := range o.Runs {
-				jobs = append(jobs, job{rate: rate, rateIdx: ri, breakage: b, run: run})
+				jobs = append(jobs, job{sc: &o.Healthy[si], rate: rate, rateIdx: ri, scIdx: si, run: run})
+			}
+		}
+	}
+	for si := range o.Broken {
+		for ri, rate := range o.BreakRates {
+			for run := range o.BreakRuns {
+				jobs = append(jobs, job{sc: &o.Broken[si], broken: true, rate: rate, rateIdx: ri, scIdx: si, run: run})
 			}
 		}
 	}
 	results := make([]outcome, len(jobs))
+	var done, looks atomic.Int64
+	stop := make(chan struct{})
+	var pw sync.WaitGroup
+	if o.Progress != nil {
+		every := o.ProgressEvery
+		if every <= 0 {
+			every = 10 * time.Second
+		}
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					d, el := done.Load(), time.Since(start)
+					eta := "?"
+					if d > 0 {
+						eta = (time.Duration(float64(el) / float64(d) * float64(int64(len(jobs))-d))).Round(time.Second).String()
+					}
+					fmt.Fprintf(o.Progress, "simulate: %d/%d runs, %d looks, %v elapsed, ~%s left (by runs done)\n",
+						d, len(jobs), looks.Load(), el.Round(time.Second), eta)
+				}
+			}
+		}()
+	}
 	ch := make(chan int)
 	var wg sync.WaitGroup
 	for range o.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// One OS thread per worker, so that its CPU time is the runs'.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
 			var s simulator
 			for i := range ch {
-				results[i] = s.run(o, jobs[i])
+				c0 := threadCPU()
+				results[i] = s.run(&o, jobs[i])
+				results[i].cpu = threadCPU() - c0
+				done.Add(1)
+				looks.Add(results[i].looks)
 			}
 		}()
 	}
@@ -196,76 +196,12 @@ func Run(o Options) Report {
 	}
 	close(ch)
 	wg.Wait()
-
-	rep := Report{Options: o}
-	for ri, rate := range o.Rates {
-		h := Healthy24h{Rate: rate, Days: o.Days, ByGate: map[events.Gate]int{}}
-		for i, j := range jobs {
-			if j.rateIdx == ri && j.breakage < 0 && results[i].rolledBack {
-				h.FalseRollbacks++
-				h.ByGate[results[i].gate]++
-			}
-		}
-		h.Share = float64(h.FalseRollbacks) / float64(max(o.Days, 1))
-		rep.Healthy = append(rep.Healthy, h)
-	}
-	for b, br := range Breakages {
-		for ri, rate := range o.Rates {
-			var runs []outcome
-			for i, j := range jobs {
-				if j.rateIdx == ri && j.breakage == b {
-					runs = append(runs, results[i])
-				}
-			}
-			rep.Breakage = append(rep.Breakage, summarize(br.Name, rate, runs))
-		}
-	}
-	for _, r := range results {
-		rep.Evaluations += r.evals
-	}
+	close(stop)
+	pw.Wait()
+	rep := report(&o, jobs, results)
 	rep.Elapsed = time.Since(start)
+	rep.CPU = processCPU() - cpu0
 	return rep
-}
-
-// summarize takes the medians of runs, an undetected run counting as
-// slower than every detected one.
-func summarize(name string, rate float64, runs []outcome) Detection {
-	d := Detection{Breakage: name, Rate: rate, Runs: len(runs)}
-	gates := map[events.Gate]int{}
-	for _, r := range runs {
-		if r.rolledBack {
-			d.Detected++
-			gates[r.gate]++
-		}
-	}
-	best := 0
-	for g, n := range gates {
-		if n > best || n == best && g < d.Gate {
-			d.Gate, best = g, n
-		}
-	}
-	if len(runs) == 0 || d.Detected*2 <= len(runs) {
-		return d
-	}
-	median := func(f func(outcome) float64) *float64 {
-		v := make([]float64, len(runs))
-		for i, r := range runs {
-			v[i] = math.Inf(1)
-			if r.rolledBack {
-				v[i] = f(r)
-			}
-		}
-		slices.Sort(v)
-		m := v[len(v)/2]
-		if len(v)%2 == 0 {
-			m = (v[len(v)/2-1] + v[len(v)/2]) / 2
-		}
-		return &m
-	}
-	d.Seconds = median(func(r outcome) float64 { return r.seconds })
-	d.GrayRequests = median(func(r outcome) float64 { return float64(r.gray) })
-	d.StreamedGrayRequests = median(func(r outcome) float64 { return float64(r.streamed) })
-	return d
 }
 
 // classes the simulation draws: one endpoint, both stream classes.
@@ -273,94 +209,246 @@ var classes = [2]gate.Class{{Stream: false, Endpoint: events.EndpointChat}, {Str
 
 // simulator holds one worker's reusable state.
 type simulator struct {
-	gray, primary [2]*window
-	in            gate.Input
-	ivs           int
+	win [2][len(classes)]*window // [gray, primary][class]
+	in  gate.Input
+	ivs int
 }
 
-func (s *simulator) init(o Options) {
+func (s *simulator) init(o *Options) {
 	ivs := int(math.Round(float64(o.Window) / float64(o.Gate.Interval)))
-	if s.gray[0] != nil && s.ivs == ivs {
-		for i := range classes {
-			s.gray[i].reset()
-			s.primary[i].reset()
-		}
-	} else {
-		for i, k := range classes {
-			s.gray[i] = newWindow(events.ArmGray, k, ivs)
-			s.primary[i] = newWindow(events.ArmPrimary, k, ivs)
+	if s.win[0][0] == nil || s.ivs != ivs {
+		for c, k := range classes {
+			s.win[0][c] = newWindow(events.ArmGray, k, ivs)
+			s.win[1][c] = newWindow(events.ArmPrimary, k, ivs)
 		}
 		s.ivs = ivs
 		s.in = gate.Input{Gray: map[gate.Class]*events.ArmStats{}, Primary: map[gate.Class]*events.ArmStats{}}
+	}
+	for a := range s.win {
+		for c := range classes {
+			s.win[a][c].reset()
+		}
 	}
 	clear(s.in.Gray)
 	clear(s.in.Primary)
 }
 
-// run simulates one rollout: a healthy gray for 24 hours, or a broken
-// one for one window.
-func (s *simulator) run(o Options, j job) outcome {
+// arms holds what each arm draws from at the current percentage: one
+// source per user group (one group without cohorts) and each group's
+// share of the arm's rate.
+type arms struct {
+	src   [2][len(classes)][]*source // [arm][class][group]: each class its own, for the caches
+	share [2][]float64
+	act   [2]sessions
+}
+
+// base is the simulated clock's origin.
+var base = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+// run simulates one rollout.
+func (s *simulator) run(o *Options, j job) outcome {
 	s.init(o)
-	seed := o.Seed*1_000_003 + uint64(j.rateIdx)*7919 + uint64(j.breakage+1)*104729
-	r := rand.New(rand.NewPCG(seed, uint64(j.run)))
-	grayArm, horizon, share := Healthy, o.Day, o.StreamShare
-	if o.Edge {
-		grayArm = Edge(Healthy)
+	sc := j.sc
+	kind := uint64(0)
+	if j.broken {
+		kind = 1
 	}
-	if horizon <= 0 {
-		horizon = 24 * time.Hour
+	r := rand.New(rand.NewPCG(o.Seed*1_000_003+kind*7_919+uint64(j.scIdx)*104_729+uint64(j.rateIdx)*15_485_863, uint64(j.run)))
+
+	world := Healthy
+	if sc.World != nil {
+		world = sc.World(world)
 	}
-	if j.breakage >= 0 {
-		b := Breakages[j.breakage]
-		grayArm, horizon = b.Gray(Healthy), o.Window
-		if b.StreamShare > 0 {
-			share = b.StreamShare
+	grayArm := world
+	if sc.Gray != nil {
+		grayArm = sc.Gray(world)
+	}
+	startPct := sc.Start
+	if startPct <= 0 {
+		startPct = 5
+	}
+	total := j.rate * 100 / startPct // requests/s, both arms (shadow: primary's)
+	if sc.Shadow {
+		total = j.rate
+	}
+	share := o.StreamShare
+	if sc.Streamed > 0 {
+		share = sc.Streamed
+	}
+	classShare := [len(classes)]float64{1 - share, share}
+	horizon := time.Duration(o.Days * float64(24*time.Hour))
+	if j.broken && o.BreakHorizon > 0 {
+		horizon = min(horizon, o.BreakHorizon)
+	}
+	promo := o.Promotion
+	if sc.SoakAll {
+		promo.MinSoak = horizon
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	var lim [len(classes)]limits
+	for c, k := range classes {
+		lim[c] = limits{stream: k.Stream, observe: sc.Observe && k.Stream, timeout: ms(o.Gate.Timeout), maxDuration: ms(o.MaxDuration)}
+	}
+	cfg := o.Gate
+	if sc.Observe {
+		cfg.StreamLimit = o.MaxDuration
+	}
+
+	var pop population
+	if sc.Cohorts {
+		pop = newPopulation(r, total)
+	}
+	var ar arms
+	setArms := func(pct float64) {
+		for a, arm := range [2]Arm{grayArm, world} {
+			switch {
+			case pop != nil:
+				ar.src[a][0], ar.share[a] = pop.groups(arm, a == 0, sc.Shadow, pct)
+			case ar.src[a][0] == nil: // the same at every percentage
+				ar.src[a][0], ar.share[a] = []*source{newSource(arm, nil, nil)}, []float64{1}
+			default:
+				continue
+			}
+			for c := 1; c < len(classes); c++ {
+				ar.src[a][c] = make([]*source, len(ar.src[a][0]))
+				for g, src := range ar.src[a][0] {
+					ar.src[a][c][g] = src.fork()
+				}
+			}
+			if len(ar.act[a]) != len(ar.share[a]) {
+				ar.act[a] = make(sessions, len(ar.share[a]))
+				for i := range ar.act[a] {
+					ar.act[a][i] = r.IntN(2) == 0
+				}
+			}
 		}
 	}
-	limit := float64(o.Gate.Timeout) / float64(time.Millisecond)
-	var gens [2][2]*armGen // [gray, primary][class]
-	for i, k := range classes {
-		gens[0][i] = newArmGen(grayArm, true, k.Stream, limit)
-		gens[1][i] = newArmGen(Healthy, false, k.Stream, limit)
-	}
-	classShare := [2]float64{1 - share, share}
+	pct := startPct
+	setArms(pct)
+
+	var ep epoch
+	epochIndex := 1
+	ep.begin(epochIndex, base, pct)
+	out := outcome{firstFail: -1, passAt: -1, promotedAt: -1}
 	iv := o.Gate.Interval.Seconds()
 	// The rollout starts at a random point of the analyzer's interval, so
 	// the first evaluation sees a partial interval.
 	first := iv * (1 - r.Float64())
-	looks := int(math.Ceil((horizon.Seconds() - first) / iv))
-	var out outcome
-	t := 0.0
-	for look := 0; look <= looks; look++ {
+	var passingSince time.Time
+	fingerprint := sc.FingerprintAt > 0
+	look := gate.Look{Seconds: iv}
+	t, prev := 0.0, 0.0
+	for k := 0; ; k++ {
 		length := iv
-		if look == 0 {
+		if k == 0 {
 			length = first
 		}
-		t += length
+		prev, t = t, t+length
+		if t > horizon.Seconds() {
+			break
+		}
+		now := base.Add(time.Duration(t * float64(time.Second)))
+		if fingerprint && t >= sc.FingerprintAt.Seconds() {
+			fingerprint = false
+			epochIndex++
+			ep.begin(epochIndex, now, pct)
+			passingSince = time.Time{}
+		}
+		swing := 1.0
+		if sc.Swing {
+			swing = 1 + 9.0/11*math.Sin(2*math.Pi*(prev+length/2)/86400)
+		}
+		grayRate := total * pct / 100
+		primaryRate := total - grayRate
+		if sc.Shadow {
+			primaryRate = total
+		}
+		var schema int64
 		for c := range classes {
-			for a, w := range [2]*window{s.gray[c], s.primary[c]} {
-				rate := j.rate * classShare[c]
-				if a == 1 {
-					rate *= o.PrimaryFactor
-				}
+			for a, rate := range [2]float64{grayRate, primaryRate} {
+				w := s.win[a][c]
 				slot := w.slot()
-				gens[a][c].draw(r, slot, rate*length)
+				mean := rate * classShare[c] * length * swing
+				for g, src := range ar.src[a][c] {
+					m := mean * ar.share[a][g]
+					if pop != nil {
+						m *= ar.act[a].factor(g)
+					}
+					draw(r, slot, src, a == 0, lim[c], m)
+				}
 				if a == 0 {
 					out.gray += slot.Requests
 					if classes[c].Stream {
 						out.streamed += slot.Requests
 					}
+					schema += slot.Outcomes.SchemaViolation + slot.Outcomes.InvalidJSON
 				}
 				w.push()
+				ep.add(a, c, slot)
 			}
 			s.present(c)
 		}
-		rs := o.Gate.Evaluate(&s.in)
-		out.evals++
-		if f, ok := gate.FirstFailure(rs); ok {
-			out.rolledBack, out.seconds, out.gate = true, t, f.Gate
+		if pop != nil {
+			ar.act[0].step(r, length)
+			ar.act[1].step(r, length)
+		}
+		out.looks++
+		if schema > 0 && o.Gate.Gates.SchemaFailureRateMax <= 0 {
+			// Gate 2 is evaluated as soon as a statistic carrying a gray
+			// schema failure arrives (SPEC §9): the gateway publishes it at
+			// the end of its 1 s stats interval, and one failure fails the
+			// gate. With Poisson arrivals the first of k failures in the
+			// interval comes at length·(1 − U^(1/k)) into it.
+			at := prev + length*(1-math.Pow(r.Float64(), 1/float64(schema)))
+			out.firstFail = at
+			out.rolledBack, out.gate, out.layer = true, events.GateSchemaFailureRate, "early"
+			out.seconds = min(math.Floor(at)+1, t)
+			// The gray requests up to then, pro rata within the interval.
+			var last int64
+			for c := range classes {
+				last += s.win[0][c].last().Requests
+			}
+			out.gray -= int64(float64(last) * (t - out.seconds) / length)
 			return out
 		}
+		look.Day = gate.DayOf(base, now)
+		rs := cfg.Judge(&s.in, &ep.ep, look)
+		if f, ok := gate.FirstFailure(rs); ok {
+			out.rolledBack, out.seconds, out.gate = true, t, f.Gate
+			out.layer = "epoch"
+			if f.Window != nil && f.Window.Verdict == events.VerdictFail {
+				out.layer = "window"
+			}
+			return out
+		}
+		if !gate.PromotionReady(rs) {
+			passingSince = time.Time{}
+			continue
+		}
+		if out.passAt < 0 {
+			out.passAt = t
+		}
+		if passingSince.IsZero() {
+			passingSince = now
+		}
+		if sc.Fixed {
+			continue
+		}
+		next, ok := gate.NextStep(&promo, gate.PromotionState{
+			Percentage: pct, Passing: now.Sub(passingSince),
+			EpochAge: ep.age(now), EpochMinPercentage: ep.ep.MinPercentage(),
+		})
+		if !ok {
+			continue
+		}
+		if next >= 100 {
+			out.promotedAt = t
+			return out
+		}
+		pct = next
+		ep.period(now, pct)
+		setArms(pct)
+		passingSince = time.Time{} // hold again at the new step
 	}
 	return out
 }
@@ -375,6 +463,6 @@ func (s *simulator) present(c int) {
 			delete(m, k)
 		}
 	}
-	put(s.gray[c], s.in.Gray)
-	put(s.primary[c], s.in.Primary)
+	put(s.win[0][c], s.in.Gray)
+	put(s.win[1][c], s.in.Primary)
 }

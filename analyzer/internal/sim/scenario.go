@@ -1,0 +1,162 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Scenario is one kind of gray the simulator rolls out: the world both
+// arms live in and, for a breakage, how the gray differs from primary.
+type Scenario struct {
+	Name string `json:"name"`
+	// Doc says what the scenario draws.
+	Doc string `json:"doc"`
+	// World changes both arms (nil: Healthy as is).
+	World func(Arm) Arm `json:"-"`
+	// Gray breaks the gray (nil: healthy, the same as primary).
+	Gray func(Arm) Arm `json:"-"`
+	// Start is the gray's percentage when the rollout starts (default 5:
+	// primary at 19× gray's rate). Shadow mirrors Start % of the requests
+	// to gray: at 100, gray's count is primary's.
+	Start  float64 `json:"start_percentage"`
+	Shadow bool    `json:"shadow,omitempty"`
+	// Fixed: no promotion (the percentage stays at Start).
+	Fixed bool `json:"fixed,omitempty"`
+	// Streamed is the share of streamed requests (0: Options.StreamShare).
+	Streamed float64 `json:"streamed,omitempty"`
+	// Observe: streamed requests use stream_validation observe.
+	Observe bool `json:"observe,omitempty"`
+	// Swing: the traffic swings 10× over a day (a sinusoid, same mean).
+	Swing bool `json:"swing,omitempty"`
+	// Cohorts: sticky users that differ (cohort.go).
+	Cohorts bool `json:"cohorts,omitempty"`
+	// FingerprintAt: gray's arm fingerprint changes then (a new gray
+	// version, just as healthy): a new epoch begins.
+	FingerprintAt time.Duration `json:"fingerprint_at,omitempty"`
+	// SoakAll: min_soak is the whole run (--days), so the rollout runs
+	// every day of it before its last step.
+	SoakAll bool `json:"soak_all,omitempty"`
+	// Target of a breakage (SPEC §12 rev. 3).
+	Target *Target `json:"target,omitempty"`
+}
+
+// Target is how soon a breakage must be rolled back: within Requests gray
+// requests (streamed ones when Streamed), or within Seconds (from the
+// first failure when FromFirstFailure).
+type Target struct {
+	Requests         int64   `json:"gray_requests,omitempty"`
+	Streamed         bool    `json:"streamed,omitempty"`
+	Seconds          float64 `json:"seconds,omitempty"`
+	FromFirstFailure bool    `json:"from_first_failure,omitempty"`
+}
+
+func (t *Target) String() string {
+	switch {
+	case t == nil:
+		return "-"
+	case t.Requests > 0 && t.Streamed:
+		return fmt.Sprintf("%d streamed", t.Requests)
+	case t.Requests > 0:
+		return fmt.Sprintf("%d requests", t.Requests)
+	case t.FromFirstFailure:
+		return fmt.Sprintf("%g s after 1st failure", t.Seconds)
+	}
+	return (time.Duration(t.Seconds) * time.Second).String()
+}
+
+// Healthy scenarios (SPEC §9 rev. 3 "Simulation"): the gray is primary's
+// twin; any rollback is false.
+var HealthyScenarios = []Scenario{
+	{Name: "baseline", Doc: "5 % gray promoted by steps, half streamed (buffer), one endpoint"},
+	{Name: "from-1pct", Doc: "as baseline, starting at the 1 % step", Start: 1},
+	{Name: "cohorts", Doc: "sticky users differing in prompt length (TTFT, latency), tokens, loops and rate; groups with sessions", Cohorts: true},
+	{Name: "equal-arms", Doc: "the 50 % step: equal arms", Start: 50},
+	{Name: "shadow-100", Doc: "shadow at 100 %: gray's count is primary's, no promotion", Start: 100, Shadow: true, Fixed: true},
+	{Name: "heavy-tails", Doc: "tokens and latency σ 1.5", World: func(a Arm) Arm { a.Tokens.Sigma, a.Latency.Sigma = 1.5, 1.5; return a }},
+	{Name: "capped", Doc: "10 % of answers cut at max_tokens (truncated)", World: func(a Arm) Arm { a.TokenCap = float64(int(a.Tokens.Quantile(0.9))); return a }},
+	{Name: "errors-0.01pct", Doc: "both arms 0.01 % upstream errors", World: func(a Arm) Arm { a.ErrorShare = 0.0001; return a }},
+	{Name: "errors-5pct", Doc: "both arms 5 % upstream errors", World: func(a Arm) Arm { a.ErrorShare = 0.05; return a }},
+	{Name: "observe", Doc: "streamed requests under stream_validation observe (censored at max_duration, late headers)", Observe: true},
+	{Name: "swing", Doc: "traffic swinging 10× over a day (sinusoid)", Swing: true},
+	{Name: "week", Doc: "min_soak the whole run: every day of --days on the epoch before 100 %", SoakAll: true},
+	{Name: "fingerprint", Doc: "gray's fingerprint changes after 12 h: a new epoch", FingerprintAt: 12 * time.Hour},
+}
+
+// Breakages are the broken grays of SPEC §12 rev. 3: 5 % of traffic,
+// primary with 1 % errors, no promotion, broken from the start.
+var Breakages = []Scenario{
+	{Name: "down", Doc: "every gray attempt 5xx", Gray: func(a Arm) Arm { a.ErrorShare = 1; return a }, Target: &Target{Requests: 50}},
+	{Name: "hanging", Doc: "every gray attempt times out", Gray: func(a Arm) Arm { a.ErrorShare, a.TimeoutShare = 0, 1; return a }, Target: &Target{Requests: 50}},
+	{Name: "schema-1in1", Doc: "every gray answer breaks the contract", Gray: func(a Arm) Arm { a.SchemaShare = 1; return a }, Target: &Target{Seconds: 5, FromFirstFailure: true}},
+	{Name: "schema-1in200", Doc: "1 gray answer in 200 breaks the contract", Gray: func(a Arm) Arm { a.SchemaShare = 1.0 / 200; return a }, Target: &Target{Seconds: 5, FromFirstFailure: true}},
+	{Name: "tokens+60", Doc: "gray's tokens +60 %", Gray: func(a Arm) Arm { a.Tokens.Median *= 1.6; return a }, Target: &Target{Requests: 1000}},
+	{Name: "tokens+31", Doc: "gray's tokens +31 % (σ 0.8, none capped): target at 10 req/s", Gray: func(a Arm) Arm { a.Tokens.Median *= 1.31; return a }, Target: &Target{Seconds: 86400}},
+	{Name: "ttft-p99x2", Doc: "gray's TTFT ×2 (σ 0.6), all streamed", Gray: func(a Arm) Arm { a.TTFT.Median *= 2; return a }, Streamed: 1, Target: &Target{Requests: 5000, Streamed: true}},
+	{Name: "latency-p99x2.5", Doc: "gray's latency ×2.5", Gray: func(a Arm) Arm { a.Latency.Median *= 2.5; return a }, Target: &Target{Requests: 5000}},
+	{Name: "errors+8", Doc: "gray's errors 8 points above primary's", Gray: func(a Arm) Arm { a.ErrorShare += 0.08; return a }, Target: &Target{Requests: 2500}},
+	{Name: "loops+20", Doc: "gray's tool loops 20 points above primary's", Gray: func(a Arm) Arm { a.LoopShare += 0.20; return a }, Target: &Target{Requests: 1000}},
+}
+
+func init() {
+	for i := range Breakages {
+		Breakages[i].Fixed = true
+	}
+}
+
+// Select returns the scenarios named in a comma-separated list ("all",
+// "healthy" and "breakage" name groups; empty: all).
+func Select(list string) (healthy, broken []Scenario, err error) {
+	if strings.TrimSpace(list) == "" {
+		list = "all"
+	}
+	seen := map[string]bool{}
+	add := func(s Scenario, into *[]Scenario) {
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			*into = append(*into, s)
+		}
+	}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		found := false
+		for _, s := range HealthyScenarios {
+			if name == s.Name || name == "all" || name == "healthy" {
+				add(s, &healthy)
+				found = true
+			}
+		}
+		for _, s := range Breakages {
+			if name == s.Name || name == "all" || name == "breakage" {
+				add(s, &broken)
+				found = true
+			}
+		}
+		if !found {
+			return nil, nil, fmt.Errorf("unknown scenario %q (known: all, healthy, breakage, %s)", name, strings.Join(Names(), ", "))
+		}
+	}
+	order := func(list []Scenario) func(a, b Scenario) int {
+		return func(a, b Scenario) int {
+			ia := slices.IndexFunc(list, func(s Scenario) bool { return s.Name == a.Name })
+			ib := slices.IndexFunc(list, func(s Scenario) bool { return s.Name == b.Name })
+			return ia - ib
+		}
+	}
+	slices.SortFunc(healthy, order(HealthyScenarios))
+	slices.SortFunc(broken, order(Breakages))
+	return healthy, broken, nil
+}
+
+// Names lists every scenario's name.
+func Names() []string {
+	var n []string
+	for _, s := range HealthyScenarios {
+		n = append(n, s.Name)
+	}
+	for _, s := range Breakages {
+		n = append(n, s.Name)
+	}
+	return n
+}
