@@ -99,7 +99,7 @@ func TestFullConfig(t *testing.T) {
 		{"gray api key", cfg.Deployments["qwen-32k"].Gray.APIKey.Reveal(), "gk-gray-secret"},
 		{"primary timeout", cfg.Deployments["qwen-32k"].Primary.Timeout, 30 * time.Second},
 		{"gray timeout default", cfg.Deployments["qwen-32k"].Gray.Timeout, 60 * time.Second},
-		{"primary max connections default", cfg.Deployments["qwen-32k"].Primary.MaxConnections, 1024},
+		{"primary max connections default", cfg.Deployments["qwen-32k"].Primary.MaxConnections, 0},
 		{"gray max connections", cfg.Deployments["qwen-32k"].Gray.MaxConnections, 64},
 		{"rollout", cfg.Deployments["qwen-32k"].Rollout.Mode + " " + cfg.Deployments["qwen-32k"].Rollout.StickyKey, "shadow header:X-Tenant-Id"},
 		{"rollout percentage", cfg.Deployments["qwen-32k"].Rollout.Percentage, 12.5},

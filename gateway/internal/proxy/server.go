@@ -315,6 +315,7 @@ func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 		return nil, err
 	}
 	exportConnections(deployment, armName, c)
+	c.OnBusy = telemetry.UpstreamBusy(deployment, armName)
 	q, _ := json.Marshal(u.Model)
 	a := &arm{client: c, modelJSON: string(q), fingerprint: u.Fingerprint}
 	for _, name := range config.GovernedParams() {
