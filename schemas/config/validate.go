@@ -36,6 +36,7 @@ func (d *decoder) validate(c *Config, dir string) {
 	}
 	d.validateAnalyzer(&c.Analyzer)
 	d.warnTTFTLimit(c)
+	d.warnBufferedStreams(c)
 	d.validateCollector(&c.Collector)
 }
 

@@ -138,7 +138,7 @@ func raiseOpenFiles(cfg *config.Config, log *slog.Logger) {
 	}
 	telemetry.OpenFilesLimit(f.Soft)
 	log.Info("open files", "limit", f.Soft, "hard_limit", f.Hard, "before", f.Before)
-	if need := 2*uint64(cfg.Gateway.MaxClientConnections) + 64; f.Soft > 0 && f.Soft < need {
+	if need := 2 * uint64(cfg.Gateway.MaxClientConnections); f.Soft > 0 && f.Soft < need {
 		log.Warn("open files: the limit is below what gateway.max_client_connections streams need (two each); raise the hard limit (ulimit -Hn, systemd LimitNOFILE)",
 			"limit", f.Soft, "need", need)
 	}

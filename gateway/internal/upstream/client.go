@@ -35,6 +35,24 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// Buffers of a connection. The read buffer lives with the connection (a
+// stream reads through it to its end; chunks are a few hundred bytes, and
+// a larger read bypasses it). It is 4 KiB, nginx's proxy_buffer_size on
+// x86-64; response headers longer than that are read through a larger
+// buffer, up to maxHeaderBytes, on that one connection (nginx refuses
+// them). The write buffer is taken from a pool only
+// while a request is written — a request is written once and the
+// connection then only reads, for minutes in a stream — and is large
+// enough for the headers and a 1 KB body in one write; a larger body is
+// written from the request itself.
+const (
+	readBufferBytes  = 4 << 10
+	maxHeaderBytes   = 64 << 10
+	writeBufferBytes = 4 << 10
+)
+
+var writeBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufferBytes) }}
+
 // maxIdleConns bounds the keep-alive connections kept per upstream (and
 // max_connections, when set, bounds them too): after a burst of thousands
 // of streams, the rest are closed as they finish.
@@ -290,19 +308,23 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request,
 		cn.ctx = ctx
 		stop = context.AfterFunc(ctx, cn.onCancel)
 	}
-	if err := req.Write(cn.bw); err != nil {
-		stop()
-		return nil, cn.classify(err, true)
+	bw := writeBuffers.Get().(*bufio.Writer)
+	bw.Reset(cn.writer)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
 	}
-	if err := cn.bw.Flush(); err != nil {
+	bw.Reset(nil)
+	writeBuffers.Put(bw)
+	if err != nil {
 		stop()
 		return nil, cn.classify(err, true)
 	}
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
-	err := resp.Header.Read(cn.br)
+	err = cn.readHeader(&resp.Header)
 	for err == nil && resp.StatusCode() >= 100 && resp.StatusCode() < 200 {
-		err = resp.Header.Read(cn.br) // skip interim responses
+		err = cn.readHeader(&resp.Header) // skip interim responses
 	}
 	if err == nil {
 		err = resp.ReadBody(cn.br, 0)
@@ -459,8 +481,8 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 	}
 	cn := &conn{nc: nc, client: c, peek: newPeeker(nc)}
 	cn.onCancel = cn.cancelled
-	cn.br = bufio.NewReaderSize(readerFunc(cn.read), 16<<10)
-	cn.bw = bufio.NewWriterSize(writerFunc(cn.write), 16<<10)
+	cn.br = bufio.NewReaderSize(readerFunc(cn.read), readBufferBytes)
+	cn.writer = writerFunc(cn.write)
 	return cn, false, nil
 }
 
@@ -512,10 +534,11 @@ type conn struct {
 	client  *Client // close gives its slot back
 	closed  bool    // close ran (set and read by the owner only)
 	br      *bufio.Reader
-	bw      *bufio.Writer
+	writer  io.Writer             // cn.write, made once; requests are written through a pooled buffer
 	idle    time.Duration         // when > 0, every read gets this deadline
 	hard    time.Time             // no read deadline past this (zero: none)
 	got     bool                  // a response byte was read
+	large   bool                  // reads through a second buffer for long headers: not reused
 	wrote   int64                 // request bytes written to the socket
 	aborted atomic.Pointer[error] // why the connection was closed from outside
 	peek    *peeker
@@ -523,6 +546,21 @@ type conn struct {
 	// once per connection) aborts the connection when it ends.
 	ctx      context.Context
 	onCancel func()
+}
+
+// readHeader reads response headers. Headers longer than the read
+// buffer are read again through a buffer of maxHeaderBytes laid over it
+// (fasthttp only peeks until the headers are whole, so nothing was
+// consumed); the connection then reads through both and is not reused.
+func (cn *conn) readHeader(h *fasthttp.ResponseHeader) error {
+	err := h.Read(cn.br)
+	var small *fasthttp.ErrSmallBuffer
+	if errors.As(err, &small) && cn.br.Size() < maxHeaderBytes {
+		cn.br = bufio.NewReaderSize(cn.br, maxHeaderBytes)
+		cn.large = true
+		err = h.Read(cn.br)
+	}
+	return err
 }
 
 // cancelled aborts the connection because its exchange's context ended.

@@ -545,3 +545,36 @@ func BenchmarkStripCredentials(b *testing.B) {
 		stripCredentials(&h)
 	}
 }
+
+// TestLongResponseHeaders: an upstream whose response headers outgrow the
+// 4 KiB read buffer (a long cookie from a proxy in front of it) is still
+// read, its body whole, and its connection is not reused.
+func TestLongResponseHeaders(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookie := strings.Repeat("c", 20<<10)
+	srv := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+		c.Response.Header.Set("Set-Cookie", "session="+cookie)
+		c.SetContentType("application/json")
+		c.SetBody(answer)
+	}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	cl := newClient(t, config.Upstream{URL: "http://" + ln.Addr().String()})
+	for i := range 2 {
+		resp, err := cl.Do(context.Background(), body, nil)
+		if err != nil {
+			t.Fatalf("call %d with 20 KiB of headers = %v; want an answer", i, err)
+		}
+		got, err := resp.ReadAll(nil, 1<<20)
+		if err != nil || string(got) != string(answer) || len(resp.Header.Peek("Set-Cookie")) != len("session=")+len(cookie) {
+			t.Errorf("call %d: body %q, %v, cookie of %d bytes; want the answer and the whole cookie", i, got, err, len(resp.Header.Peek("Set-Cookie")))
+		}
+		resp.Close()
+	}
+	if n := cl.Open(); n != 0 {
+		t.Errorf("Open() = %d; want 0 (a connection read through the large buffer is not kept)", n)
+	}
+}
