@@ -458,7 +458,7 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 	g.Go(func() error { return s.client.Listener(client) })
 	g.Go(func() error { return s.admin.Listener(admin) })
 	s.ready.Store(true)
-	g.Go(func() error { return returnMemory(ctx, releaseEvery, s.log) })
+	g.Go(func() error { return returnMemory(ctx, releaseEvery, s.clientConns.open.Load, s.log) })
 	g.Go(func() error {
 		<-ctx.Done()
 		s.ready.Store(false)
