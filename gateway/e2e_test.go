@@ -209,6 +209,20 @@ deployments:
 			"error: routing.signals.context[2].max_tokens:",
 			"error: routing.routes[0].candidates[0].deployment:",
 		}},
+		{"gray streams buffered under a short timeout", `
+nats: {url: ""}
+routing:
+  routes: [{model: m, candidates: [{deployment: d}]}]
+deployments:
+  d:
+    primary: {url: "http://127.0.0.1:9", model: x}
+    gray: {model: y}
+    rollout: {timeout: 2500ms, stream_validation: buffer}
+analyzer: {gates: {ttft_p99_max: 1s}}
+`, 0, []string{
+			"warning: deployments.d.rollout.stream_validation: buffer with timeout 2.5s: gray serves only streams whose whole answer is generated within 2.5s",
+			"use stream_validation: observe",
+		}},
 		{"good with warnings", good, 0, []string{
 			"warning: routing.signals.context[0].max_tokens:",
 			"warning: routing.signals.context: gap",

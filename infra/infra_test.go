@@ -179,6 +179,15 @@ func loadConfig(t *testing.T, name string, data []byte, vars []string) *config.C
 		return v, ok
 	})
 	for _, w := range warnings {
+		// The shipped deployments serve agent actions (short structured
+		// answers validated against agent-action.schema.json) in buffer
+		// mode under a 2.5 s rollout timeout: gray serves no stream longer
+		// than that, which validate points out (SPEC §12 rev. 3
+		// "streams"), and which is the intended trade-off for that
+		// traffic (README: which mode for which traffic).
+		if strings.HasSuffix(w.Path, ".rollout.stream_validation") && strings.Contains(w.String(), "buffer with timeout 2.5s") {
+			continue
+		}
 		t.Errorf("%s: warning: %v", name, w)
 	}
 	if err != nil {

@@ -228,14 +228,16 @@ type Upstream struct {
 	Timeout           time.Duration `yaml:"timeout"`             // until response headers; default 60s
 	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"` // longest gap between body reads; default 60s
 	// MaxConnections bounds the connections the gateway keeps open to the
-	// upstream, in use and idle (default 1024, at least 1). A request that
-	// finds them all busy waits for one; the wait counts toward timeout
-	// (and a gray attempt's rollout timeout). Beyond SPEC §2.
+	// upstream, in use and idle (SPEC §2 rev. 3; default 0: no limit). A
+	// request that finds them all busy waits for one at most
+	// connect_timeout (and never past its header deadline or a gray
+	// attempt's rollout timeout), then gets 503 upstream_busy.
 	MaxConnections int `yaml:"max_connections"`
 
 	// Rev. 2 (SPEC §2, §3, §6.6).
 
-	// ConnectTimeout bounds TCP + TLS (default 1s); MaxDuration a whole
+	// ConnectTimeout bounds TCP + TLS and the wait for a free connection
+	// under max_connections (default 5s, DefaultConnectTimeout); MaxDuration a whole
 	// answer, buffered or streamed (default 10m).
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	MaxDuration    time.Duration `yaml:"max_duration"`

@@ -93,10 +93,10 @@ sampling_contract: {}
 	got := cfg.Deployments["d"]
 	want := &Deployment{
 		Name: "d",
-		Primary: Upstream{URL: "http://h", Model: "m", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 1024,
-			ConnectTimeout: time.Second, MaxDuration: 10 * time.Minute, Fingerprint: Fingerprint("m", "http://h", "", nil)},
-		Gray: &Upstream{URL: "http://g", Model: "m2", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 1024,
-			ConnectTimeout: time.Second, MaxDuration: 10 * time.Minute, Fingerprint: Fingerprint("m2", "http://g", "", nil)},
+		Primary: Upstream{URL: "http://h", Model: "m", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 0,
+			ConnectTimeout: 5 * time.Second, MaxDuration: 10 * time.Minute, Fingerprint: Fingerprint("m", "http://h", "", nil)},
+		Gray: &Upstream{URL: "http://g", Model: "m2", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 0,
+			ConnectTimeout: 5 * time.Second, MaxDuration: 10 * time.Minute, Fingerprint: Fingerprint("m2", "http://g", "", nil)},
 		Rollout: Rollout{Mode: "canary", StickyKey: "user", ForceHeader: "X-Gray-Rollout", Timeout: 2500 * time.Millisecond,
 			ShadowConcurrency: 32, SchemaTarget: "content", StreamValidation: "buffer"},
 	}

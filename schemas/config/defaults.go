@@ -20,8 +20,19 @@ const (
 	// `header:X-Tenant`.
 	StickyHeaderPrefix = "header:"
 	// DefaultMaxConnections bounds the connections open to one upstream
-	// (upstream key max_connections, beyond SPEC §2).
-	DefaultMaxConnections = 1024
+	// (upstream key max_connections, SPEC §2 rev. 3): 0, no limit. A
+	// limit queued streams behind each other (issue 25: at 2,000
+	// concurrent streams and the former 1024, TTFT p99 was 33 s).
+	DefaultMaxConnections = 0
+	// DefaultConnectTimeout bounds TCP + TLS to an upstream, and the wait
+	// for a free connection under max_connections. 5 s survives two lost
+	// SYNs: a busy upstream whose accept queue overflows drops the SYN,
+	// and Linux sends it again after 1 s and then 3 s (initial RTO 1 s,
+	// doubling), so the former 1 s failed on the first drop (issue 25:
+	// 502 "connect to upstream: i/o timeout" under CPU saturation) where
+	// nginx (proxy_connect_timeout 60 s) only slowed down. It stays well
+	// under the 60 s header timeout, which it never exceeds.
+	DefaultConnectTimeout = 5 * time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -77,7 +88,7 @@ func (u *Upstream) setDefaults() {
 	u.Timeout = 60 * time.Second
 	u.StreamIdleTimeout = 60 * time.Second
 	u.MaxConnections = DefaultMaxConnections
-	u.ConnectTimeout = time.Second
+	u.ConnectTimeout = DefaultConnectTimeout
 	u.MaxDuration = 10 * time.Minute
 }
 

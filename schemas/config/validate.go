@@ -36,6 +36,7 @@ func (d *decoder) validate(c *Config, dir string) {
 	}
 	d.validateAnalyzer(&c.Analyzer)
 	d.warnTTFTLimit(c)
+	d.warnBufferedStreams(c)
 	d.validateCollector(&c.Collector)
 }
 
@@ -162,8 +163,8 @@ func (d *decoder) validateUpstream(p string, u *Upstream, dir string, gray bool)
 	}
 	d.positiveDuration(p+".timeout", u.Timeout)
 	d.positiveDuration(p+".stream_idle_timeout", u.StreamIdleTimeout)
-	if u.MaxConnections < 1 && !d.failed[p+".max_connections"] {
-		d.errorf(p+".max_connections", nil, "must be at least 1, got %d", u.MaxConnections)
+	if u.MaxConnections < 0 && !d.failed[p+".max_connections"] {
+		d.errorf(p+".max_connections", nil, "must be 0 (no limit) or more, got %d", u.MaxConnections)
 	}
 	d.positiveDuration(p+".connect_timeout", u.ConnectTimeout)
 	d.positiveDuration(p+".max_duration", u.MaxDuration)

@@ -83,6 +83,10 @@ type options struct {
 	profile         bool
 	profileDuration time.Duration
 	profileDir      string
+	// streams runs the streaming comparison instead (streams.go).
+	streams      bool
+	streamLevels []int
+	streamAfter  time.Duration
 }
 
 // allTargets are the targets --targets accepts, in the order they are
@@ -118,8 +122,18 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.profile, "profile", false, "after the measured rounds, take a Go CPU profile of the bare fiber pass-through and gw-s12 under wrk at 32 connections and print where their CPU per request goes")
 	fs.DurationVar(&o.profileDuration, "profile-duration", 10*time.Second, "load time per target while profiling (whole seconds), after the warm-up")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "write the --profile profiles here (default: profile/ beside the --json file)")
+	fs.BoolVar(&o.streams, "streams", false, "instead of the 1 KB comparison: graygate, nginx (proxy_buffering off) and the mock directly under waves of concurrent 10-second streams (SPEC §12 rev. 3)")
+	levels := fs.String("stream-levels", "500,2000,5000,10000", "with --streams: comma-separated concurrent stream counts")
+	fs.DurationVar(&o.streamAfter, "stream-after", 120*time.Second, "with --streams: measure the proxies' RSS this long after their last wave (and 30s after)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	for _, s := range strings.Split(*levels, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("--stream-levels: %q is not a positive number", s)
+		}
+		o.streamLevels = append(o.streamLevels, n)
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -228,6 +242,9 @@ func run(ctx context.Context, args []string) error {
 		logf("working directory %s (kept)", dir)
 	} else {
 		defer os.RemoveAll(dir)
+	}
+	if o.streams {
+		return runStreams(ctx, o, root, dir)
 	}
 	want := func(name string) bool { return slices.Contains(o.targets, name) }
 

@@ -16,9 +16,11 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/proxy"
 	"github.com/graygate/graygate/gateway/internal/publish"
+	"github.com/graygate/graygate/gateway/internal/rlimit"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/spool"
 	"github.com/graygate/graygate/gateway/internal/stats"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
@@ -111,6 +113,7 @@ func serve(ctx context.Context, path string, log *slog.Logger) error {
 	for _, w := range warnings {
 		log.Warn("config", "warning", w.String())
 	}
+	raiseOpenFiles(cfg, log)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cfg.NATS.URL == "" {
@@ -122,6 +125,23 @@ func serve(ctx context.Context, path string, log *slog.Logger) error {
 		return srv.Run(ctx)
 	}
 	return serveWithEvents(ctx, cfg, log)
+}
+
+// raiseOpenFiles raises the soft limit on open files to the hard limit,
+// logs both, exports graygate_open_files_limit, and warns when the limit
+// cannot hold gateway.max_client_connections streams (two descriptors
+// each: the client's and the upstream's).
+func raiseOpenFiles(cfg *config.Config, log *slog.Logger) {
+	f, err := rlimit.RaiseFiles()
+	if err != nil {
+		log.Warn("open files", "err", err.Error())
+	}
+	telemetry.OpenFilesLimit(f.Soft)
+	log.Info("open files", "limit", f.Soft, "hard_limit", f.Hard, "before", f.Before)
+	if need := 2 * uint64(cfg.Gateway.MaxClientConnections); f.Soft > 0 && f.Soft < need {
+		log.Warn("open files: the limit is below what gateway.max_client_connections streams need (two each); raise the hard limit (ulimit -Hn, systemd LimitNOFILE)",
+			"limit", f.Soft, "need", need)
+	}
 }
 
 // serveWithEvents runs the gateway with its event log: the publisher

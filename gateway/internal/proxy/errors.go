@@ -21,6 +21,7 @@ const (
 	CodePayloadTooLarge     = "payload_too_large"
 	CodeUpstreamError       = "upstream_error"
 	CodeUpstreamTimeout     = "upstream_timeout"
+	CodeUpstreamBusy        = "upstream_busy" // (rev. 3) max_connections open and busy past connect_timeout
 	CodeNotFound            = "not_found"
 	CodeMethodNotAllowed    = "method_not_allowed"
 	CodeUnsupportedEncoding = "unsupported_content_encoding"

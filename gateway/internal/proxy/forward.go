@@ -254,11 +254,17 @@ func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
 	x.writeAnswerHeaders(c)
 }
 
-// upstreamFailed maps an upstream I/O error to 502 or 504.
+// upstreamFailed maps an upstream I/O error to 502, 503 or 504.
 func (s *Server) upstreamFailed(k *call, armName string, err error) *Error {
 	d := k.deployment.name
 	typ := errorType(err)
 	telemetry.UpstreamError(d, typ)
+	if errors.Is(err, upstream.ErrBusy) {
+		// The gateway's own limit, not the upstream's failure: a prompt,
+		// clear refusal the client may retry (SPEC §2 rev. 3).
+		return &Error{Status: fiber.StatusServiceUnavailable, Code: CodeUpstreamBusy, Type: "server_error",
+			Msg: fmt.Sprintf("%s of deployment %s has all its max_connections busy; retry later", armName, d), Cause: err}
+	}
 	switch typ {
 	case ErrTypeUpstreamTimeout:
 		return &Error{Status: fiber.StatusGatewayTimeout, Code: CodeUpstreamTimeout, Type: "server_error",

@@ -40,6 +40,12 @@ const (
 	// is dropped when its exchange goes back to the pool, not kept at
 	// its peak.
 	maxPooledBytes = 1 << 20
+	// streamReadBytes is the buffer a stream is relayed through at first
+	// (pooled with its exchange; it grows to the longest event, up to
+	// max_sse_event_bytes). Chunks of a chat stream are 150–400 bytes and
+	// arrive one or a few per read: 4 KiB holds a read's worth, where
+	// 32 KiB was most of a stream's memory at 10,000 streams (issue 25).
+	streamReadBytes = 4 << 10
 	// clientCheckEvery is how often a waiting or streaming request
 	// looks whether its client has left.
 	clientCheckEvery = 250 * time.Millisecond

@@ -93,15 +93,34 @@ func TestPrimaryMaxConnections(t *testing.T) {
 	}
 }
 
-// TestSaturatedPrimaryTimesOut: with the primary's only connection busy
-// (a stream of 2s: its headers came in time), a request gets no
-// connection within timeout and answers 504 upstream_timeout without
-// reaching the upstream; once the stream ends, requests are served again.
-func TestSaturatedPrimaryTimesOut(t *testing.T) {
+// upstreamBusy reads graygate_upstream_busy_total of deployment qwen's
+// arm; 0 when the series is missing (no refusal yet).
+func upstreamBusy(t *testing.T, g gw, arm string) int {
+	t.Helper()
+	resp, err := http.Get(g.admin + "/metrics")
+	testenv.Must(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	testenv.Must(t, err)
+	m := regexp.MustCompile(`(?m)^graygate_upstream_busy_total\{deployment="qwen",arm="` + arm + `"\} (\d+)$`).FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// TestSaturatedPrimaryIsBusy: with the primary's only connection busy (a
+// stream of 2s), a request waits at most connect_timeout for it, then
+// answers 503 upstream_busy in the OpenAI envelope without reaching the
+// upstream, and graygate_upstream_busy_total counts it; once the stream
+// ends, requests are served again (SPEC §2 rev. 3).
+func TestSaturatedPrimaryIsBusy(t *testing.T) {
 	mock := testenv.StartMock(t)
 	cfg := testConfig(mock.URL)
 	cfg.Deployments["qwen"].Primary.MaxConnections = 1
-	cfg.Deployments["qwen"].Primary.Timeout = 300 * time.Millisecond
+	cfg.Deployments["qwen"].Primary.ConnectTimeout = 300 * time.Millisecond
+	cfg.Deployments["qwen"].Primary.Timeout = 10 * time.Second // the wait ends at connect_timeout, not here
 	g := startGateway(t, cfg)
 
 	stream := make(chan int, 1)
@@ -112,17 +131,30 @@ func TestSaturatedPrimaryTimesOut(t *testing.T) {
 	}()
 	testenv.WaitFor(t, 2*time.Second, "the stream at the upstream", func() bool { return mock.Stats(t).InFlight == 1 })
 	before := mock.Stats(t).Requests
+	busyBefore := upstreamBusy(t, g, "primary")
 	start := time.Now()
 	resp, body := post(t, g.url, chatBody)
 	took := time.Since(start)
-	if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("x-router-error-code") != "upstream_timeout" {
-		t.Errorf("request behind a busy connection = %d %q %s; want 504 upstream_timeout", resp.StatusCode, resp.Header.Get("x-router-error-code"), body)
+	var env struct {
+		Error struct{ Code, Type, Message string } `json:"error"`
+	}
+	_ = json.Unmarshal(body, &env)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("x-router-error-code") != "upstream_busy" || env.Error.Code != "upstream_busy" {
+		t.Errorf("request behind a busy connection = %d %q %s; want 503 upstream_busy in the error envelope", resp.StatusCode, resp.Header.Get("x-router-error-code"), body)
 	}
 	if took < 300*time.Millisecond || took > time.Second {
-		t.Errorf("504 after %v; want about the 300ms timeout", took)
+		t.Errorf("503 after %v; want about the 300ms connect_timeout", took)
 	}
 	if n := mock.Stats(t).Requests; n != before {
 		t.Errorf("upstream received %d requests more; want none from a request that never got a connection", n-before)
+	}
+	if n := upstreamBusy(t, g, "primary") - busyBefore; n != 1 {
+		t.Errorf("graygate_upstream_busy_total{arm=primary} rose by %d; want 1", n)
+	}
+	// A stream refused before its headers keeps the status too.
+	resp, body = post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("x-router-error-code") != "upstream_busy" {
+		t.Errorf("stream behind a busy connection = %d %q %s; want 503 upstream_busy", resp.StatusCode, resp.Header.Get("x-router-error-code"), body)
 	}
 	if s := <-stream; s != http.StatusOK {
 		t.Errorf("stream = %d; want 200", s)
@@ -132,9 +164,39 @@ func TestSaturatedPrimaryTimesOut(t *testing.T) {
 	}
 }
 
+// TestUnlimitedByDefault: without max_connections, as many requests as
+// arrive reach the upstream at once: none waits for another's connection.
+func TestUnlimitedByDefault(t *testing.T) {
+	const (
+		requests = 12
+		latency  = 400 * time.Millisecond
+	)
+	mock := testenv.StartMock(t)
+	mock.Configure(t, map[string]any{"latency": latency.String()})
+	g := startGateway(t, testConfig(mock.URL))
+	busyBefore := upstreamBusy(t, g, "primary")
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range requests {
+		wg.Go(func() {
+			if resp, body := post(t, g.url, chatBody); resp.StatusCode != http.StatusOK {
+				t.Errorf("status %d %s; want 200", resp.StatusCode, body)
+			}
+		})
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 2*latency+500*time.Millisecond {
+		t.Errorf("%d concurrent requests of %v took %v; want them served side by side", requests, latency, took)
+	}
+	if n := upstreamBusy(t, g, "primary") - busyBefore; n != 0 {
+		t.Errorf("graygate_upstream_busy_total rose by %d without a limit; want 0", n)
+	}
+}
+
 // TestSaturatedGrayFallsBack: a gray attempt that finds the gray
-// upstream's connections all busy waits at most the rollout timeout, then
-// falls back to primary like any gray timeout.
+// upstream's connections all busy waits at most the rollout timeout
+// (shorter than connect_timeout here), then falls back to primary with
+// reason upstream_error, counted as busy.
 func TestSaturatedGrayFallsBack(t *testing.T) {
 	primary := testenv.StartMock(t)
 	gray := testenv.StartMock(t)
@@ -156,6 +218,7 @@ func TestSaturatedGrayFallsBack(t *testing.T) {
 		t.Errorf("graygate_upstream_connections{arm=gray} = %d with the stream in flight; want 1", n)
 	}
 
+	busyBefore := upstreamBusy(t, g, "gray")
 	start := time.Now()
 	resp, out := post(t, g.url, chatBody, "X-Gray-Rollout", "true")
 	took := time.Since(start)
@@ -177,8 +240,11 @@ func TestSaturatedGrayFallsBack(t *testing.T) {
 			fb = &r
 		}
 	}
-	if fb == nil || fb.FallbackReason != filter.Timeout {
+	if fb == nil || fb.FallbackReason != filter.UpstreamError {
 		b, _ := json.Marshal(fb)
-		t.Errorf("fallback record = %s; want reason timeout", b)
+		t.Errorf("fallback record = %s; want reason upstream_error", b)
+	}
+	if n := upstreamBusy(t, g, "gray") - busyBefore; n != 1 {
+		t.Errorf("graygate_upstream_busy_total{arm=gray} rose by %d; want 1", n)
 	}
 }

@@ -55,6 +55,7 @@ type Server struct {
 	forceTokens  tokenSet // may use a rollout force header
 	adminToken   tokenSet // at most one
 	watcher      watcher  // cancels buffered requests whose client left
+	keeper       keeper   // keeps open streams alive and notices their clients leave
 
 	contract     *contract.Contract
 	router       *bands.Router
@@ -315,6 +316,7 @@ func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 		return nil, err
 	}
 	exportConnections(deployment, armName, c)
+	c.OnBusy = telemetry.UpstreamBusy(deployment, armName)
 	q, _ := json.Marshal(u.Model)
 	a := &arm{client: c, modelJSON: string(q), fingerprint: u.Fingerprint}
 	for _, name := range config.GovernedParams() {
@@ -372,6 +374,11 @@ func (s *Server) newClientApp() *fiber.App {
 		ReadTimeout:    orDefault(g.ReadTimeout, 60*time.Second),
 		IdleTimeout:    orDefault(g.IdleTimeout, 120*time.Second),
 		ReadBufferSize: 16 << 10,
+		// A streaming answer holds its connection for minutes: fasthttp
+		// gives the read buffer (16 KiB, read_buffer for long headers)
+		// and the write buffer back to its pools once the request is read
+		// and the answer written, instead of keeping them per connection.
+		ReduceMemoryUsage: true,
 	})
 	app.Server().HeaderReceived = s.clientHeaderReceived
 	app.Post("/v1/chat/completions", s.chat)
@@ -451,6 +458,7 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 	g.Go(func() error { return s.client.Listener(client) })
 	g.Go(func() error { return s.admin.Listener(admin) })
 	s.ready.Store(true)
+	g.Go(func() error { return returnMemory(ctx, releaseEvery, s.clientConns.open.Load, s.log) })
 	g.Go(func() error {
 		<-ctx.Done()
 		s.ready.Store(false)

@@ -79,7 +79,7 @@ func FuzzStream(f *testing.F) {
 		var m Measure
 		tl.fill(&m, nil, &req)
 		var out bytes.Buffer
-		r := newRelay(bufio.NewWriter(&out), nil, time.Minute, func() {})
+		r := newRelay(nil, bufio.NewWriter(&out), nil, time.Minute, func() {})
 		defer r.Close()
 		if !replay(r, stream, true) {
 			t.Fatal("replay to a buffer failed")

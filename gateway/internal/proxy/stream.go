@@ -84,9 +84,10 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 		defer telemetry.Finished()
 		defer s.putExchange(x)
 		defer cancel()
-		// The relay's watcher cancels the upstream request when the
-		// client leaves or stops reading, whatever the stream is doing.
-		r := newRelay(w, conn, s.limits.write, cancel)
+		// The keeper and the relay's writes cancel the upstream request
+		// when the client leaves or stops reading, whatever the stream
+		// is doing.
+		r := newRelay(&s.keeper, w, conn, s.limits.write, cancel)
 		defer r.Close()
 		if src == nil {
 			src = s.awaitSource(r, x, k, done)
@@ -298,8 +299,8 @@ func (s *Server) mirrorIf(x *exchange, k *call, primary *Measure) {
 func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 	m := Measure{Status: src.resp.Status, ErrorType: ErrTypeNone, Headers: src.headers}
 	buf := x.ans[:0]
-	if cap(buf) < 32<<10 {
-		buf = make([]byte, 0, 32<<10)
+	if cap(buf) < streamReadBytes {
+		buf = make([]byte, 0, streamReadBytes)
 	}
 	defer func() { x.ans = buf[:0] }()
 	strip := !x.req.IncludeUsage

@@ -30,6 +30,8 @@ var help = map[string]string{
 	"graygate_sampling_contract_rejections_total": "Violated governed parameters in rejected requests, by parameter.",
 	"graygate_upstream_errors_total":              "Primary upstream failures by deployment and kind.",
 	"graygate_process_start_time_seconds_gateway": "Unix time the gateway started.",
+	"graygate_open_files_limit":                   "The gateway's soft limit on open files (RLIMIT_NOFILE), raised to the hard limit at start: each stream holds two.",
+	"graygate_upstream_busy_total":                "Requests refused 503 upstream_busy (or gray attempts fallen back) because the upstream's max_connections were open and busy past connect_timeout, by deployment and arm.",
 	"graygate_rollout_invalid_events_total":       "Messages on rollout subjects that were not valid rollout events: each moved the revision and changed nothing else.",
 }
 
@@ -140,6 +142,30 @@ func Rejection(code string) {
 		c, _ = rejections.LoadOrStore(code, metrics.GetOrCreateCounter(`graygate_rejections_total{code="`+code+`"}`))
 	}
 	c.(*metrics.Counter).Inc()
+}
+
+var openFilesLimit atomic.Uint64
+
+// OpenFilesLimit sets the graygate_open_files_limit gauge.
+func OpenFilesLimit(n uint64) {
+	openFilesLimit.Store(n)
+	metrics.GetOrCreateGauge("graygate_open_files_limit", func() float64 { return float64(openFilesLimit.Load()) })
+}
+
+// UpstreamBusy returns the function that counts one request refused for
+// the deployment's arm because its max_connections were busy; the series
+// exists from the first refusal on.
+func UpstreamBusy(deployment, arm string) func() {
+	name := `graygate_upstream_busy_total{deployment="` + deployment + `",arm="` + arm + `"}`
+	var c atomic.Pointer[metrics.Counter]
+	return func() {
+		m := c.Load()
+		if m == nil {
+			m = metrics.GetOrCreateCounter(name)
+			c.Store(m)
+		}
+		m.Inc()
+	}
 }
 
 // UpstreamError counts a primary failure by kind (a closed set of error types).

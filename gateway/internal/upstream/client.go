@@ -4,10 +4,12 @@
 // An upstream here is a URL, a model name and an HTTP client. The client
 // owns its keep-alive connections so that it can hold the two deadlines the
 // gateway promises: `timeout` until the response headers, and
-// `stream_idle_timeout` as the longest gap between body reads. It also
-// bounds them: at most `max_connections` are open to the upstream at once
-// (in use and idle), and a request that finds them all busy waits for one
-// within its header deadline. `connect_timeout` bounds a dial and
+// `stream_idle_timeout` as the longest gap between body reads. It can
+// also bound them: with `max_connections` set, at most that many are open
+// to the upstream at once (in use and idle), and a request that finds them
+// all busy waits for one at most `connect_timeout`, then fails with
+// ErrBusy instead of queueing (SPEC §2 rev. 3); unset (0), connections are
+// not limited. `connect_timeout` bounds a dial and
 // `max_duration` a whole exchange, body included, however slowly the
 // upstream trickles it. A request body is sent at most once: a kept-alive
 // connection is checked before it is used, and a request is sent again on
@@ -33,8 +35,27 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// Buffers of a connection. The read buffer lives with the connection (a
+// stream reads through it to its end; chunks are a few hundred bytes, and
+// a larger read bypasses it). It is 4 KiB, nginx's proxy_buffer_size on
+// x86-64; response headers longer than that are read through a larger
+// buffer, up to maxHeaderBytes, on that one connection (nginx refuses
+// them). The write buffer is taken from a pool only
+// while a request is written — a request is written once and the
+// connection then only reads, for minutes in a stream — and is large
+// enough for the headers and a 1 KB body in one write; a larger body is
+// written from the request itself.
+const (
+	readBufferBytes  = 4 << 10
+	maxHeaderBytes   = 64 << 10
+	writeBufferBytes = 4 << 10
+)
+
+var writeBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufferBytes) }}
+
 // maxIdleConns bounds the keep-alive connections kept per upstream (and
-// max_connections bounds them too).
+// max_connections, when set, bounds them too): after a burst of thousands
+// of streams, the rest are closed as they finish.
 const maxIdleConns = 256
 
 // Client talks to one upstream. It is safe for concurrent use.
@@ -55,11 +76,18 @@ type Client struct {
 	dialer net.Dialer
 	tls    *tls.Config // nil for http://
 
-	// slots holds one token per open connection (dialing, in use or
-	// idle); its capacity is max_connections. A connection takes its
+	// open counts the connections open (dialing, in use or idle).
+	// With max_connections set, slots also holds one token per open
+	// connection and its capacity is the limit: a connection takes its
 	// token before it is dialed and gives it back when it is closed.
+	// slots is nil when connections are not limited.
+	open    atomic.Int64
 	slots   chan struct{}
+	connect time.Duration // connect_timeout: a dial, and the longest wait for a slot
 	maxIdle int
+	// OnBusy, when set, is called each time a request fails with ErrBusy
+	// (the graygate_upstream_busy_total counter). Set it before use.
+	OnBusy func()
 	// waiting counts callers blocked in get for a connection; wake tells
 	// one of them that a connection went idle (it holds at most one
 	// token: a woken waiter passes it on while idle connections remain).
@@ -99,12 +127,11 @@ func New(u config.Upstream) (*Client, error) {
 	if path == "" {
 		path = "/v1"
 	}
-	maxConns := u.MaxConnections
-	if maxConns <= 0 {
-		maxConns = config.DefaultMaxConnections
-	}
 	connect := u.ConnectTimeout
-	if connect <= 0 || connect > u.Timeout && u.Timeout > 0 {
+	if connect <= 0 {
+		connect = config.DefaultConnectTimeout
+	}
+	if connect > u.Timeout && u.Timeout > 0 {
 		connect = u.Timeout
 	}
 	c := &Client{
@@ -118,9 +145,13 @@ func New(u config.Upstream) (*Client, error) {
 		path:        path + "/chat/completions",
 		tls:         tc,
 		dialer:      net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second},
-		slots:       make(chan struct{}, maxConns),
-		maxIdle:     min(maxIdleConns, maxConns),
+		connect:     connect,
+		maxIdle:     maxIdleConns,
 		wake:        make(chan struct{}, 1),
+	}
+	if u.MaxConnections > 0 {
+		c.slots = make(chan struct{}, u.MaxConnections)
+		c.maxIdle = min(maxIdleConns, u.MaxConnections)
 	}
 	for ep, p := range endpointPaths {
 		c.paths[ep] = c.base + p
@@ -144,6 +175,10 @@ var (
 	ErrProtocol = errors.New("upstream answered malformed HTTP")
 	// ErrAborted: the request was cancelled by the gateway.
 	ErrAborted = errors.New("upstream request aborted")
+	// ErrBusy: max_connections were open and busy, and none came free
+	// within connect_timeout (or the request's own deadline, if sooner).
+	// Not one byte of the request was sent.
+	ErrBusy = errors.New("upstream busy")
 )
 
 // Do sends body as a chat-completions POST with the headers set by hdr
@@ -160,8 +195,8 @@ func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.Request
 // min(headerTimeout, Timeout) instead of Timeout.
 //
 // The wait for a free connection, when max_connections are open and busy,
-// is part of the wait for response headers: a request that gets none in
-// time fails with ErrTimeout like one whose upstream is slow to answer.
+// lasts at most connect_timeout (and never past the header deadline): a
+// request that gets none fails with ErrBusy, having sent nothing.
 func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
 	return c.DoEndpoint(ctx, Chat, headerTimeout, body, hdr)
 }
@@ -273,19 +308,23 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request,
 		cn.ctx = ctx
 		stop = context.AfterFunc(ctx, cn.onCancel)
 	}
-	if err := req.Write(cn.bw); err != nil {
-		stop()
-		return nil, cn.classify(err, true)
+	bw := writeBuffers.Get().(*bufio.Writer)
+	bw.Reset(cn.writer)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
 	}
-	if err := cn.bw.Flush(); err != nil {
+	bw.Reset(nil)
+	writeBuffers.Put(bw)
+	if err != nil {
 		stop()
 		return nil, cn.classify(err, true)
 	}
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
-	err := resp.Header.Read(cn.br)
+	err = cn.readHeader(&resp.Header)
 	for err == nil && resp.StatusCode() >= 100 && resp.StatusCode() < 200 {
-		err = resp.Header.Read(cn.br) // skip interim responses
+		err = cn.readHeader(&resp.Header) // skip interim responses
 	}
 	if err == nil {
 		err = resp.ReadBody(cn.br, 0)
@@ -323,20 +362,32 @@ func (c *Client) get(ctx context.Context, deadline time.Time) (*conn, bool, erro
 	if cn := c.popIdle(); cn != nil {
 		return cn, true, nil
 	}
+	if c.slots == nil {
+		c.open.Add(1)
+		return c.dial(ctx, deadline)
+	}
 	select {
 	case c.slots <- struct{}{}:
+		c.open.Add(1)
 		return c.dial(ctx, deadline)
 	default:
 	}
 	return c.wait(ctx, deadline)
 }
 
-// wait is get's slow path: every connection is open and none is idle.
+// wait is get's slow path: max_connections are open and none is idle. It
+// waits at most connect_timeout, and not past deadline.
 func (c *Client) wait(ctx context.Context, deadline time.Time) (*conn, bool, error) {
 	c.waiting.Add(1)
 	defer c.waiting.Add(-1)
-	timer := time.NewTimer(time.Until(deadline))
+	timer := time.NewTimer(min(time.Until(deadline), c.connect))
 	defer timer.Stop()
+	busy := func() error {
+		if c.OnBusy != nil {
+			c.OnBusy()
+		}
+		return fmt.Errorf("%w: all %d connections to %s busy", ErrBusy, cap(c.slots), c.addr)
+	}
 	for {
 		// Checked after registering as a waiter: a connection put back
 		// before that is seen here, one put back after it sends a wake.
@@ -345,13 +396,14 @@ func (c *Client) wait(ctx context.Context, deadline time.Time) (*conn, bool, err
 		}
 		select {
 		case c.slots <- struct{}{}:
+			c.open.Add(1)
 			return c.dial(ctx, deadline)
 		case <-c.wake:
 		case <-timer.C:
-			return nil, false, fmt.Errorf("%w: all %d connections to %s busy", ErrTimeout, cap(c.slots), c.addr)
+			return nil, false, busy()
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, false, fmt.Errorf("%w: deadline passed waiting for one of %d busy connections to %s", ErrTimeout, cap(c.slots), c.addr)
+				return nil, false, busy()
 			}
 			return nil, false, ErrAborted
 		}
@@ -403,7 +455,7 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 	// before the header deadline is an unreachable upstream.
 	nc, err := c.dialer.DialContext(dctx, "tcp", c.addr)
 	if err != nil {
-		<-c.slots
+		c.release()
 		if dctx.Err() == context.DeadlineExceeded {
 			return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrTimeout, c.addr, err)
 		}
@@ -419,7 +471,7 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 		hcancel()
 		if err != nil {
 			_ = nc.Close()
-			<-c.slots
+			c.release()
 			if dctx.Err() == context.DeadlineExceeded {
 				return nil, false, fmt.Errorf("%w: TLS handshake with %s: %v", ErrTimeout, c.addr, err)
 			}
@@ -427,10 +479,10 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 		}
 		nc = tc
 	}
-	cn := &conn{nc: nc, slots: c.slots, peek: newPeeker(nc)}
+	cn := &conn{nc: nc, client: c, peek: newPeeker(nc)}
 	cn.onCancel = cn.cancelled
-	cn.br = bufio.NewReaderSize(readerFunc(cn.read), 16<<10)
-	cn.bw = bufio.NewWriterSize(writerFunc(cn.write), 16<<10)
+	cn.br = bufio.NewReaderSize(readerFunc(cn.read), readBufferBytes)
+	cn.writer = writerFunc(cn.write)
 	return cn, false, nil
 }
 
@@ -449,9 +501,21 @@ func (c *Client) put(cn *conn) {
 	cn.close()
 }
 
+// release gives back what get took for a connection that is closed (or
+// was never opened).
+func (c *Client) release() {
+	c.open.Add(-1)
+	if c.slots != nil {
+		<-c.slots
+	}
+}
+
 // Open returns the number of connections open to the upstream (dialing,
-// in use or idle); max_connections bounds it.
-func (c *Client) Open() int { return len(c.slots) }
+// in use or idle); max_connections, when set, bounds it.
+func (c *Client) Open() int { return int(c.open.Load()) }
+
+// Limit returns max_connections, or 0 when connections are not limited.
+func (c *Client) Limit() int { return cap(c.slots) }
 
 // CloseIdle closes the kept-alive connections (at shutdown).
 func (c *Client) CloseIdle() {
@@ -467,13 +531,14 @@ func (c *Client) CloseIdle() {
 // conn is one connection to the upstream with its buffers.
 type conn struct {
 	nc      net.Conn
-	slots   chan struct{} // the client's; close gives one token back
-	closed  bool          // close ran (set and read by the owner only)
+	client  *Client // close gives its slot back
+	closed  bool    // close ran (set and read by the owner only)
 	br      *bufio.Reader
-	bw      *bufio.Writer
+	writer  io.Writer             // cn.write, made once; requests are written through a pooled buffer
 	idle    time.Duration         // when > 0, every read gets this deadline
 	hard    time.Time             // no read deadline past this (zero: none)
 	got     bool                  // a response byte was read
+	large   bool                  // reads through a second buffer for long headers: not reused
 	wrote   int64                 // request bytes written to the socket
 	aborted atomic.Pointer[error] // why the connection was closed from outside
 	peek    *peeker
@@ -481,6 +546,21 @@ type conn struct {
 	// once per connection) aborts the connection when it ends.
 	ctx      context.Context
 	onCancel func()
+}
+
+// readHeader reads response headers. Headers longer than the read
+// buffer are read again through a buffer of maxHeaderBytes laid over it
+// (fasthttp only peeks until the headers are whole, so nothing was
+// consumed); the connection then reads through both and is not reused.
+func (cn *conn) readHeader(h *fasthttp.ResponseHeader) error {
+	err := h.Read(cn.br)
+	var small *fasthttp.ErrSmallBuffer
+	if errors.As(err, &small) && cn.br.Size() < maxHeaderBytes {
+		cn.br = bufio.NewReaderSize(cn.br, maxHeaderBytes)
+		cn.large = true
+		err = h.Read(cn.br)
+	}
+	return err
 }
 
 // cancelled aborts the connection because its exchange's context ended.
@@ -524,7 +604,7 @@ func (cn *conn) close() {
 	_ = cn.nc.Close()
 	if !cn.closed {
 		cn.closed = true
-		<-cn.slots
+		cn.client.release()
 	}
 }
 

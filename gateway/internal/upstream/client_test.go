@@ -174,8 +174,11 @@ func TestClientTimeout(t *testing.T) {
 
 func TestMaxConnectionsDefault(t *testing.T) {
 	c := newClient(t, config.Upstream{URL: "http://127.0.0.1:1"})
-	if got := cap(c.slots); got != config.DefaultMaxConnections {
-		t.Errorf("max_connections bound = %d; want the default %d", got, config.DefaultMaxConnections)
+	if c.slots != nil || c.Limit() != 0 {
+		t.Errorf("max_connections unset: limit %d; want none (0)", c.Limit())
+	}
+	if c.connect != config.DefaultConnectTimeout {
+		t.Errorf("connect_timeout unset = %v; want the default %v", c.connect, config.DefaultConnectTimeout)
 	}
 	if c.maxIdle != maxIdleConns {
 		t.Errorf("idle bound = %d; want %d", c.maxIdle, maxIdleConns)
@@ -311,30 +314,41 @@ func TestWaiterGetsTheConnectionWhenItFrees(t *testing.T) {
 	}
 }
 
-// TestWaiterTimesOut: a request that gets no connection within its header
-// deadline fails with ErrTimeout, whether the deadline is the upstream's
-// timeout or the caller's context (a gray attempt's hard limit); a
-// cancelled caller gets ErrAborted. None of them leaks a slot.
-func TestWaiterTimesOut(t *testing.T) {
+// TestWaiterIsBusy: a request that gets no connection within
+// connect_timeout fails with ErrBusy, and so does one whose header
+// deadline (the upstream's timeout) or context deadline (a gray attempt's
+// hard limit) comes first; each is counted by OnBusy. A cancelled caller
+// gets ErrAborted. None of them leaks a slot.
+func TestWaiterIsBusy(t *testing.T) {
 	s := startServer(t)
-	cl := newClient(t, config.Upstream{URL: s.url, MaxConnections: 1, Timeout: 150 * time.Millisecond})
+	cl := newClient(t, config.Upstream{URL: s.url, MaxConnections: 1, ConnectTimeout: 150 * time.Millisecond, Timeout: 10 * time.Second})
+	var busy atomic.Int64
+	cl.OnBusy = func() { busy.Add(1) }
 	resp := hold(t, cl)
 	defer resp.Close() // closed below too: a second Close does nothing
 
 	start := time.Now()
 	_, err := call(context.Background(), cl, nil)
-	if !errors.Is(err, ErrTimeout) {
-		t.Errorf("waiter past timeout = %v; want ErrTimeout", err)
+	if !errors.Is(err, ErrBusy) {
+		t.Errorf("waiter past connect_timeout = %v; want ErrBusy", err)
 	}
 	if took := time.Since(start); took < 150*time.Millisecond || took > time.Second {
-		t.Errorf("waiter gave up after %v; want about the 150ms timeout", took)
+		t.Errorf("waiter gave up after %v; want about the 150ms connect_timeout", took)
+	}
+
+	start = time.Now()
+	if _, err := cl.DoWithin(context.Background(), 60*time.Millisecond, body, nil); !errors.Is(err, ErrBusy) {
+		t.Errorf("waiter past its header deadline = %v; want ErrBusy", err)
+	}
+	if took := time.Since(start); took > 140*time.Millisecond {
+		t.Errorf("waiter with a 60ms header deadline gave up after %v; want that deadline", took)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if _, err := cl.DoWithin(ctx, time.Minute, body, nil); !errors.Is(err, ErrTimeout) {
-		t.Errorf("waiter past its context deadline = %v; want ErrTimeout", err)
+	if _, err := cl.DoWithin(ctx, time.Minute, body, nil); !errors.Is(err, ErrBusy) {
+		t.Errorf("waiter past its context deadline = %v; want ErrBusy", err)
 	}
 	if took := time.Since(start); took > 140*time.Millisecond {
 		t.Errorf("waiter with a 50ms context gave up after %v; want the context's deadline", took)
@@ -349,7 +363,10 @@ func TestWaiterTimesOut(t *testing.T) {
 	}
 
 	if n := cl.Open(); n != 1 {
-		t.Errorf("Open() = %d after three failed waits; want 1 (the held connection)", n)
+		t.Errorf("Open() = %d after four failed waits; want 1 (the held connection)", n)
+	}
+	if n := busy.Load(); n != 3 {
+		t.Errorf("OnBusy ran %d times; want 3 (not for the cancelled caller)", n)
 	}
 	_, _ = resp.ReadAll(nil, 1<<20)
 	resp.Close()
@@ -526,5 +543,38 @@ func BenchmarkStripCredentials(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		stripCredentials(&h)
+	}
+}
+
+// TestLongResponseHeaders: an upstream whose response headers outgrow the
+// 4 KiB read buffer (a long cookie from a proxy in front of it) is still
+// read, its body whole, and its connection is not reused.
+func TestLongResponseHeaders(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookie := strings.Repeat("c", 20<<10)
+	srv := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+		c.Response.Header.Set("Set-Cookie", "session="+cookie)
+		c.SetContentType("application/json")
+		c.SetBody(answer)
+	}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	cl := newClient(t, config.Upstream{URL: "http://" + ln.Addr().String()})
+	for i := range 2 {
+		resp, err := cl.Do(context.Background(), body, nil)
+		if err != nil {
+			t.Fatalf("call %d with 20 KiB of headers = %v; want an answer", i, err)
+		}
+		got, err := resp.ReadAll(nil, 1<<20)
+		if err != nil || string(got) != string(answer) || len(resp.Header.Peek("Set-Cookie")) != len("session=")+len(cookie) {
+			t.Errorf("call %d: body %q, %v, cookie of %d bytes; want the answer and the whole cookie", i, got, err, len(resp.Header.Peek("Set-Cookie")))
+		}
+		resp.Close()
+	}
+	if n := cl.Open(); n != 0 {
+		t.Errorf("Open() = %d; want 0 (a connection read through the large buffer is not kept)", n)
 	}
 }

@@ -201,7 +201,7 @@ func (r *Response) Close() {
 	// A callback already started (stop reports false) may abort the
 	// connection at any moment: it is not reused.
 	unregistered := r.stop()
-	reuse := unregistered && r.eof && r.err == nil && r.conn.aborted.Load() == nil &&
+	reuse := unregistered && r.eof && r.err == nil && r.conn.aborted.Load() == nil && !r.conn.large &&
 		!r.resp.ConnectionClose() && r.Header.ContentLength() != -2
 	_ = r.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(r.resp)
