@@ -195,13 +195,13 @@ func TestWriteEveryField(t *testing.T) {
 				{"analysis_evaluations", 6, with(common(6), map[string]any{"deployment": "qwen-32k",
 					"window_start": pgTime(at.Add(-5 * time.Minute)), "window_seconds": 300.0, "gray_requests": 51.0,
 					"primary_requests": 2490.0, "verdict": "fail", "gates": []any{
-						// The rev. 2 GateResult, as the analyzer publishes it.
+						// A GateResult as the analyzer publishes it (rev. 3 adds needs_gray, always present).
 						map[string]any{"gate": "token_inflation", "stream": nil, "estimate": 0.12, "bound": 0.05, "threshold": 0.3,
-							"gray_n": 51.0, "primary_n": 2490.0, "verdict": "pass"},
+							"gray_n": 51.0, "primary_n": 2490.0, "verdict": "pass", "needs_gray": nil},
 						map[string]any{"gate": "schema_failure_rate", "stream": nil, "estimate": 0.02, "bound": 0.02, "threshold": 0.0,
-							"gray_n": 51.0, "primary_n": 2490.0, "verdict": "fail"},
+							"gray_n": 51.0, "primary_n": 2490.0, "verdict": "fail", "needs_gray": nil},
 						map[string]any{"gate": "ttft_p99", "stream": true, "estimate": nil, "bound": nil, "threshold": 3.0,
-							"gray_n": 3.0, "primary_n": 140.0, "verdict": "inconclusive"}}})},
+							"gray_n": 3.0, "primary_n": 140.0, "verdict": "inconclusive", "needs_gray": nil}}})},
 			}
 			for _, tt := range tests {
 				got := row(t, pool, tt.table, ev[tt.i].Envelope.ID)
