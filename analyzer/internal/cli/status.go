@@ -180,13 +180,13 @@ func epochLine(ev engine.Evaluation) string {
 	}
 	age := "-"
 	if !ev.At.IsZero() {
-		age = shortDuration(ev.At.Sub(ep.Start))
+		age = engine.ShortDuration(ev.At.Sub(ep.Start))
 	}
 	line := fmt.Sprintf("%s: epoch %d since %s (%s; %s gray, %s primary requests; %d periods, min %s%%); fingerprints gray %s, primary %s",
-		ev.Deployment, ep.Index, ep.Start.UTC().Format(time.RFC3339), age, thousands(ep.GrayRequests), thousands(ep.PrimaryRequests),
+		ev.Deployment, ep.Index, ep.Start.UTC().Format(time.RFC3339), age, engine.Thousands(ep.GrayRequests), engine.Thousands(ep.PrimaryRequests),
 		ep.Periods, strconv.FormatFloat(ep.MinPercentage, 'f', -1, 64), orDash(ep.GrayFingerprint), orDash(ep.PrimaryFingerprint))
 	if ev.StepSince != nil {
-		line += fmt.Sprintf("; on this step %s", shortDuration(time.Duration(ev.StepSeconds*float64(time.Second))))
+		line += fmt.Sprintf("; on this step %s", engine.ShortDuration(time.Duration(ev.StepSeconds*float64(time.Second))))
 	}
 	if !ep.Rebuilt {
 		line += "; REBUILDING: epoch verdicts inconclusive"
@@ -226,7 +226,7 @@ func needsCell(g events.GateResult) string {
 			way = "pass"
 		}
 	}
-	return fmt.Sprintf("%s in ~%s more gray requests", way, thousands(int64(math.Ceil(*g.NeedsGray))))
+	return fmt.Sprintf("%s in ~%s more gray requests", way, engine.Thousands(int64(math.Ceil(*g.NeedsGray))))
 }
 
 func orDash(s string) string {
@@ -234,31 +234,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// shortDuration writes d to the second without zero units: 3h12m, 5m, 22s.
-func shortDuration(d time.Duration) string {
-	s := d.Round(time.Second).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
-// thousands writes n with a comma every three digits: 12,400.
-func thousands(n int64) string {
-	s := strconv.FormatInt(max(n, 0), 10)
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // streamCell names a gate's stream class: "all" for a gate over every

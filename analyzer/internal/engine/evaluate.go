@@ -302,7 +302,7 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 		Status:     events.StatusActive,
 		Reason: fmt.Sprintf("promotion from %s%% to %s%%: every gate passed on the epoch (%s, %s gray requests) for %s",
 			strconv.FormatFloat(st.Percentage, 'f', -1, 64), strconv.FormatFloat(next, 'f', -1, 64),
-			shortDuration(now.Sub(ep.Start)), thousands(gray), shortDuration(now.Sub(passingSince))),
+			ShortDuration(now.Sub(ep.Start)), Thousands(gray), ShortDuration(now.Sub(passingSince))),
 		Actor:    events.ActorAnalyzer,
 		Revision: st.Revision,
 	}
@@ -326,18 +326,18 @@ func rollbackReason(failed events.GateResult, estimate, bound float64, layer str
 	default:
 		attempts = fmt.Sprintf("%d gray and %d primary attempts", failed.GrayN, failed.PrimaryN)
 	}
-	where := fmt.Sprintf("in a %s window", shortDuration(judged))
+	where := fmt.Sprintf("in a %s window", ShortDuration(judged))
 	if layer == "epoch" {
-		where = fmt.Sprintf("in the epoch of %s", shortDuration(judged))
+		where = fmt.Sprintf("in the epoch of %s", ShortDuration(judged))
 	}
 	return fmt.Sprintf("gate %s%s failed: estimate %s, bound %s above the threshold %s (%s %s)",
 		failed.Gate, streamSuffix(failed.Stream), fmtValue(failed.Gate, estimate), fmtValue(failed.Gate, bound),
 		fmtValue(failed.Gate, failed.Threshold), attempts, where)
 }
 
-// shortDuration writes d for people, to the second, without zero units:
+// ShortDuration writes d for people, to the second, without zero units:
 // 5m, 22s, 3h12m.
-func shortDuration(d time.Duration) string {
+func ShortDuration(d time.Duration) string {
 	s := d.Round(time.Second).String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
@@ -348,8 +348,8 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// thousands writes n with a comma every three digits: 12,400.
-func thousands(n int64) string {
+// Thousands writes n with a comma every three digits: 12,400.
+func Thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
