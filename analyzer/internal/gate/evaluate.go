@@ -140,18 +140,21 @@ func (c Config) evaluateOne(in *Input, sp spend, g events.Gate, stream *bool) ev
 }
 
 // PromotionReady reports whether every result passed or was not
-// applicable (and there is at least one): an inconclusive gate holds a
-// promotion back.
+// applicable, at least one having passed: an inconclusive gate holds a
+// promotion back, and so does having no evidence at all (every gate not
+// applicable: no attempt on either arm).
 func PromotionReady(results []events.GateResult) bool {
-	if len(results) == 0 {
-		return false
-	}
+	passed := false
 	for _, r := range results {
-		if r.Verdict != events.VerdictPass && r.Verdict != events.VerdictNotApplicable {
+		switch r.Verdict {
+		case events.VerdictPass:
+			passed = true
+		case events.VerdictNotApplicable:
+		default:
 			return false
 		}
 	}
-	return true
+	return passed
 }
 
 // FirstFailure returns the first failing result.

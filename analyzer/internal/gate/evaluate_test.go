@@ -190,8 +190,8 @@ func TestEvaluateNotApplicable(t *testing.T) {
 	if _, ok := got["latency_p99_ratio/stream"]; ok {
 		t.Errorf("latency_p99_ratio judged a streamed class without streamed traffic")
 	}
-	if rs := defaults.Evaluate(&Input{}); !PromotionReady(rs) {
-		t.Errorf("an empty input is not ready: %v (every gate not applicable)", verdicts(rs))
+	if rs := defaults.Evaluate(&Input{}); PromotionReady(rs) {
+		t.Errorf("an empty input is ready: %v (every gate not applicable is no evidence)", verdicts(rs))
 	}
 }
 
@@ -239,6 +239,7 @@ func TestPromotionReadyAndFirstFailure(t *testing.T) {
 		fail     events.Gate
 	}{
 		{[]events.Verdict{P, P, N, P}, true, ""},
+		{[]events.Verdict{N, N, N, N}, false, ""},
 		{[]events.Verdict{P, I, P, P}, false, ""},
 		{[]events.Verdict{P, P, F, F}, false, events.Gates[2]},
 		{nil, false, ""},
