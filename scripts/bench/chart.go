@@ -118,15 +118,18 @@ func writeChart(path string, r Results) error {
 		return err
 	}
 
+	return writeStacked(path, top, bottom)
+}
+
+// writeStacked draws top above bottom, their axes aligned, into a
+// 10 × 9 inch PNG at path.
+func writeStacked(path string, top, bottom *plot.Plot) error {
 	img := vgimg.New(10*vg.Inch, 9*vg.Inch)
-	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter,
 		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
-	plots := [][]*plot.Plot{{top}, {bottom}}
-	canvases := plot.Align(plots, tiles, dc)
+	canvases := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, draw.New(img))
 	top.Draw(canvases[0][0])
 	bottom.Draw(canvases[1][0])
-
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
