@@ -250,17 +250,28 @@ func normalQuantile(a float64) float64 {
 // 1.5, and 10 % of answers capped (asymptotic, shown by simulation). ok is
 // false when either mean is 0 or either sample has fewer than two values.
 func MeanRatioBounds(ng int64, sg, sqg float64, np int64, sp, sqp float64, a float64) (est, lower, upper float64, ok bool) {
-	if ng < 2 || np < 2 || sg <= 0 || sp <= 0 {
+	mg, mp, cg, cp, ok := ratioMoments(ng, sg, sqg, np, sp, sqp)
+	if !ok {
 		return 0, 0, 0, false
 	}
-	mg, mp := sg/float64(ng), sp/float64(np)
-	// Relative variances (squared coefficients of variation).
-	cg := max(0, (sqg-sg*mg)/float64(ng-1)) / (mg * mg)
-	cp := max(0, (sqp-sp*mp)/float64(np-1)) / (mp * mp)
 	c := max(cg, cp)
 	seLower := math.Sqrt(cg/float64(ng) + c/float64(np))
 	seUpper := math.Sqrt(c/float64(ng) + cp/float64(np))
 	l := math.Log(mg / mp)
 	z := normalQuantile(a)
 	return mg / mp, math.Exp(l - z*seLower), math.Exp(l + z*seUpper), true
+}
+
+// ratioMoments returns both arms' means and relative variances (squared
+// coefficients of variation) from their counts, sums and sums of squares;
+// ok is false when either mean is 0 or either sample has fewer than two
+// values.
+func ratioMoments(ng int64, sg, sqg float64, np int64, sp, sqp float64) (mg, mp, cg, cp float64, ok bool) {
+	if ng < 2 || np < 2 || sg <= 0 || sp <= 0 {
+		return 0, 0, 0, 0, false
+	}
+	mg, mp = sg/float64(ng), sp/float64(np)
+	cg = max(0, (sqg-sg*mg)/float64(ng-1)) / (mg * mg)
+	cp = max(0, (sqp-sp*mp)/float64(np-1)) / (mp * mp)
+	return mg, mp, cg, cp, true
 }

@@ -76,12 +76,10 @@ func seqRadius(t, a float64) float64 {
 // values. The lower bound is 0 and the upper +Inf where a mean's sequence
 // still reaches 0.
 func MeanRatioSeqBounds(ng int64, sg, sqg float64, np int64, sp, sqp float64, a float64) (est, lower, upper float64, ok bool) {
-	if ng < 2 || np < 2 || sg <= 0 || sp <= 0 {
+	mg, mp, cg, cp, ok := ratioMoments(ng, sg, sqg, np, sp, sqp)
+	if !ok {
 		return 0, 0, 0, false
 	}
-	mg, mp := sg/float64(ng), sp/float64(np)
-	cg := max(0, (sqg-sg*mg)/float64(ng-1)) / (mg * mg)
-	cp := max(0, (sqp-sp*mp)/float64(np-1)) / (mp * mp)
 	c := max(cg, cp)
 	rg, rp := seqRadius(float64(ng), a/2), seqRadius(float64(np), a/2)
 	// Relative half-widths of each mean's sequence.
