@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"bufio"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -9,9 +9,10 @@ import (
 )
 
 // relay is the writing side of one streaming answer: the writer fasthttp
-// gave the stream, shared by the goroutine that relays the upstream and
-// the gateway's keeper, which looks after every open stream at once.
-// Every write goes through lock/unlock, so an event is never split by a
+// gave the stream (each Write one chunk, flushed to the client), shared
+// by the connection's goroutine, which relays the upstream, and the
+// gateway's keeper, which looks after every open stream at once. Every
+// write goes through lock/unlock, so an event is never split by a
 // keep-alive.
 //
 // A stream costs no goroutine and no timer of its own (issue 25: a
@@ -22,18 +23,20 @@ import (
 // whose writes tell too.
 type relay struct {
 	mu     sync.Mutex
-	w      *bufio.Writer
-	closed bool // Close ran: w is fasthttp's again (mu)
+	w      io.Writer
+	err    error // the first failed write (mu)
+	sent   int64 // bytes written (mu)
+	closed bool  // Close ran: w is fasthttp's again (mu)
 
-	// last is the end of the last flush; writing the start of the write
+	// last is the end of the last write; writing the start of the write
 	// in progress (0: none). Both are Unix nanoseconds, read by the keeper
 	// without the lock.
 	last, writing atomic.Int64
 
-	conn  net.Conn      // the client's connection, or nil
-	write time.Duration // the longest a write may block
-	gone  func()        // cancels the upstream request
-	left  atomic.Bool
+	conn         net.Conn      // the client's connection, or nil
+	writeTimeout time.Duration // the longest a write may block
+	gone         func()        // cancels the upstream request
+	left         atomic.Bool
 	// tending is set while the keeper works on the relay in a goroutine
 	// of its own (a keep-alive), so that it never runs twice at once.
 	tending atomic.Bool
@@ -45,8 +48,8 @@ type relay struct {
 // newRelay registers the stream with the keeper k (nil: none, as in
 // tests that drive a relay by hand); Close unregisters it. gone is called
 // at most once, from a failed write or from the keeper.
-func newRelay(k *keeper, w *bufio.Writer, conn net.Conn, write time.Duration, gone func()) *relay {
-	r := &relay{w: w, conn: conn, write: write, keeper: k, slot: -1}
+func newRelay(k *keeper, w io.Writer, conn net.Conn, write time.Duration, gone func()) *relay {
+	r := &relay{w: w, conn: conn, writeTimeout: write, keeper: k, slot: -1}
 	r.last.Store(time.Now().UnixNano())
 	r.gone = func() {
 		if r.left.CompareAndSwap(false, true) {
@@ -74,14 +77,21 @@ func (r *relay) unlock() {
 	r.mu.Unlock()
 }
 
-// flush sends what was written; the caller holds the lock. It fails once
-// the client left.
-func (r *relay) flush() error {
-	err := r.w.Flush()
-	r.last.Store(time.Now().UnixNano())
-	if err != nil {
-		r.gone()
-		return err
+// write sends b to the client at once; the caller holds the lock. It
+// fails once the client left, and after a write failed.
+func (r *relay) write(b []byte) error {
+	if r.err != nil {
+		return r.err
+	}
+	if len(b) > 0 { // an empty chunk would end the body
+		n, err := r.w.Write(b)
+		r.sent += int64(n)
+		r.last.Store(time.Now().UnixNano())
+		if err != nil {
+			r.err = err
+			r.gone()
+			return err
+		}
 	}
 	if r.left.Load() {
 		return errClientLeft
@@ -89,12 +99,11 @@ func (r *relay) flush() error {
 	return nil
 }
 
-// send writes b and flushes it, under the lock.
+// send writes b under the lock.
 func (r *relay) send(b []byte) error {
 	r.lock()
 	defer r.unlock()
-	r.w.Write(b)
-	return r.flush()
+	return r.write(b)
 }
 
 // Close unregisters the relay and waits for a keep-alive being written:
@@ -121,7 +130,7 @@ func (r *relay) due(now int64) int {
 		return tendNothing
 	}
 	if w := r.writing.Load(); w != 0 {
-		if r.write > 0 && now-w > int64(r.write) {
+		if r.writeTimeout > 0 && now-w > int64(r.writeTimeout) {
 			return tendCut
 		}
 		return tendNothing
@@ -158,11 +167,12 @@ func (r *relay) keepAlive() {
 	}
 	r.writing.Store(time.Now().UnixNano())
 	if !r.closed && time.Since(time.Unix(0, r.last.Load())) >= keepAliveEvery {
-		r.w.WriteString(": keep-alive\n\n")
-		_ = r.flush()
+		_ = r.write(keepAliveComment)
 	}
 	r.unlock()
 }
+
+var keepAliveComment = []byte(": keep-alive\n\n")
 
 // keeper looks after every open stream with one goroutine: each
 // clientCheckEvery it sends a keep-alive to the streams that were quiet

@@ -148,20 +148,16 @@ func (s *Server) failStream(r *relay, x *exchange, k *call, e *Error) {
 // `event: error` numbered after the last event relayed, elsewhere the
 // error envelope as a data event.
 func (x *exchange) writeErrorEvent(r *relay, e *Error) {
-	r.lock()
-	defer r.unlock()
+	var b []byte
 	if x.ep == upstream.Responses {
 		ev := typedError{Type: "error", Code: e.Code, Message: e.Msg, SequenceNumber: x.tally.seq}
 		if e.Param != "" {
 			ev.Param = &e.Param
 		}
-		b, _ := json.Marshal(ev)
-		r.w.WriteString("event: error\ndata: ")
-		r.w.Write(b)
+		j, _ := json.Marshal(ev)
+		b = append(append([]byte("event: error\ndata: "), j...), "\n\n"...)
 	} else {
-		r.w.WriteString("data: ")
-		r.w.Write(marshalError(e))
+		b = append(append([]byte("data: "), marshalError(e)...), "\n\n"...)
 	}
-	r.w.WriteString("\n\n")
-	_ = r.flush()
+	_ = r.send(b)
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"testing"
 	"time"
@@ -79,7 +78,7 @@ func FuzzStream(f *testing.F) {
 		var m Measure
 		tl.fill(&m, nil, &req)
 		var out bytes.Buffer
-		r := newRelay(nil, bufio.NewWriter(&out), nil, time.Minute, func() {})
+		r := newRelay(nil, &out, nil, time.Minute, func() {})
 		defer r.Close()
 		if !replay(r, stream, true) {
 			t.Fatal("replay to a buffer failed")

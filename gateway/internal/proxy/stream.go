@@ -1,11 +1,11 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -79,24 +79,82 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 		setArmHeaders(c, k, v.armName, k.deployment.primary)
 	}
 	telemetry.Started()
-	conn := c.Context().Conn()
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer telemetry.Finished()
-		defer s.putExchange(x)
-		defer cancel()
-		// The keeper and the relay's writes cancel the upstream request
-		// when the client leaves or stops reading, whatever the stream
-		// is doing.
-		r := newRelay(&s.keeper, w, conn, s.limits.write, cancel)
-		defer r.Close()
-		if src == nil {
-			src = s.awaitSource(r, x, k, done)
-			if src == nil {
-				return
-			}
+	b := &sseBody{s: s, x: x, k: k, src: src, done: done, conn: c.Context().Conn(), cancel: cancel}
+	c.Context().Response.SetBodyStream(b, -1)
+	return nil
+}
+
+// sseBody is a streamed answer as fasthttp's body stream. fasthttp
+// calls WriteTo on the connection's own goroutine once the headers are
+// written, with a writer that sends each Write as one chunk and flushes
+// it: the stream costs no goroutine and no buffer of its own between the
+// upstream's read buffer and fasthttp's write buffer (SetBodyStreamWriter
+// ran the relay on a second goroutine writing through a 4 KiB buffer
+// into a pipe that the connection's goroutine copied out through a
+// third; issue 25). fasthttp closes the body after writing it, or
+// without writing it when the headers could not be sent; Close then
+// ends the stream's work in WriteTo's place.
+type sseBody struct {
+	s      *Server
+	x      *exchange
+	k      *call
+	src    *source       // known before the headers, or nil
+	done   <-chan source // the source, when src is nil
+	conn   net.Conn      // the client's connection
+	cancel context.CancelFunc
+	ran    bool // WriteTo or Close ended the stream
+}
+
+// SupportsBodyWriteTo tells fasthttp to write the body with WriteTo.
+func (b *sseBody) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo relays the stream to w, each write one flushed chunk.
+func (b *sseBody) WriteTo(w io.Writer) (int64, error) {
+	if b.ran {
+		return 0, nil
+	}
+	b.ran = true
+	s, x, k := b.s, b.x, b.k
+	defer telemetry.Finished()
+	defer s.putExchange(x)
+	defer b.cancel()
+	// The keeper and the relay's writes cancel the upstream request
+	// when the client leaves or stops reading, whatever the stream is
+	// doing.
+	r := newRelay(&s.keeper, w, b.conn, s.limits.write, b.cancel)
+	defer r.Close()
+	src := b.src
+	if src == nil {
+		if src = s.awaitSource(r, x, k, b.done); src == nil {
+			return r.sent, nil
 		}
-		s.writeStream(r, x, k, src)
-	})
+	}
+	s.writeStream(r, x, k, src)
+	return r.sent, nil
+}
+
+// Read is never called: fasthttp writes a body stream that supports
+// WriteTo with WriteTo.
+func (b *sseBody) Read([]byte) (int, error) { return 0, errStreamRead }
+
+var errStreamRead = errors.New("proxy: a streamed answer is written with WriteTo")
+
+// Close ends a stream whose body fasthttp did not write (the client
+// left before its headers could be sent): the upstream request is
+// cancelled and its attempts are counted as the client's cancellation.
+func (b *sseBody) Close() error {
+	if b.ran {
+		return nil
+	}
+	b.ran = true
+	b.cancel()
+	if b.src != nil {
+		b.s.abandon(b.x, b.k, *b.src)
+	} else {
+		b.s.abandon(b.x, b.k, <-b.done)
+	}
+	b.s.putExchange(b.x)
+	telemetry.Finished()
 	return nil
 }
 
@@ -193,7 +251,7 @@ func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *call, src *source) err
 // client went away.
 func (s *Server) awaitSource(r *relay, x *exchange, k *call, done <-chan source) *source {
 	// The headers and a first keep-alive: the client has waited a second.
-	if r.send([]byte(": keep-alive\n\n")) != nil {
+	if r.send(keepAliveComment) != nil {
 		s.abandon(x, k, <-done) // the relay cancelled the request
 		return nil
 	}
@@ -322,8 +380,15 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 		}
 		buf = buf[:len(buf)+n]
 		rest := buf
+		// The events of one read go to the client in one write (one
+		// chunk), from buf itself: run is where the events not yet
+		// written begin. A usage chunk the client did not ask for is cut
+		// out between two writes.
+		run := 0
+		var werr error
 		r.lock()
 		for capped == nil {
+			at := len(buf) - len(rest)
 			ev, tail, ok := nextEvent(rest)
 			if !ok {
 				break
@@ -348,12 +413,11 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 				telemetry.TTFT(k.deployment.name, src.armName, true, m.TTFT)
 			}
 			if strip && kind == eventUsageOnly {
-				continue
+				werr = r.write(buf[run:at])
+				run = at + len(ev)
 			}
-			r.w.Write(ev)
 		}
-		buf = append(buf[:0], rest...)
-		if capped == nil && len(buf) > s.limits.event {
+		if capped == nil && len(rest) > s.limits.event {
 			capped = overCap("an SSE event", s.limits.event)
 		}
 		if capped != nil {
@@ -363,8 +427,7 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 			m.Latency = time.Since(src.sent)
 			x.tally.fill(&m, x.body, &x.req)
 			if errors.Is(rerr, io.EOF) {
-				r.w.Write(buf) // an unterminated last event, as sent
-				r.flush()
+				r.write(buf[run:]) // with an unterminated last event, as sent
 				r.unlock()
 				if failed, relayed := x.streamFailed(); failed {
 					s.endFailedStream(r, x, k, src.armName, &m, relayed)
@@ -373,6 +436,7 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 				}
 				return m
 			}
+			r.write(buf[run : len(buf)-len(rest)]) // the events before the failure
 			r.unlock()
 			if r.Left() {
 				m.ErrorType = ErrTypeCallerCancelled
@@ -384,15 +448,16 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 			m.Status, m.ErrorType, m.Outcome = e.Status, errorType(rerr), outcomeOfErr(rerr)
 			return m
 		}
-		err := r.flush()
-		r.unlock()
-		if err != nil {
+		if err := r.write(buf[run : len(buf)-len(rest)]); err != nil || werr != nil {
+			r.unlock()
 			src.resp.Abort() // the client went away: stop the upstream
 			m.Latency = time.Since(src.sent)
 			m.ErrorType = ErrTypeCallerCancelled
 			x.tally.fill(&m, x.body, &x.req)
 			return m
 		}
+		r.unlock()
+		buf = append(buf[:0], rest...)
 	}
 }
 
