@@ -43,9 +43,11 @@ const (
 	// streamReadBytes is the buffer a stream is relayed through at first
 	// (pooled with its exchange; it grows to the longest event, up to
 	// max_sse_event_bytes). Chunks of a chat stream are 150–400 bytes and
-	// arrive one or a few per read: 4 KiB holds a read's worth, where
-	// 32 KiB was most of a stream's memory at 10,000 streams (issue 25).
-	streamReadBytes = 4 << 10
+	// arrive one or a few per read, and a read takes them from the
+	// upstream connection's own 4 KiB buffer, never from the socket: 1 KiB
+	// holds a read's worth, where 32 KiB was most of a stream's memory at
+	// 10,000 streams (issue 25) and 4 KiB a tenth of it.
+	streamReadBytes = 1 << 10
 	// clientCheckEvery is how often a waiting or streaming request
 	// looks whether its client has left.
 	clientCheckEvery = 250 * time.Millisecond

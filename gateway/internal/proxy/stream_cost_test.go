@@ -96,7 +96,8 @@ func TestStreamCost(t *testing.T) {
 	if kib > 40 {
 		t.Errorf("%.1f KiB of heap and stacks per stream; want at most 40", kib)
 	}
-	t.Logf("%d streams: %.2f goroutines and %.1f KiB (heap + stacks) each", streams, perStream, kib)
+	t.Logf("%d streams: %.2f goroutines and %.1f KiB (heap + stacks) each: %.1f KiB heap, %.1f KiB stacks", streams, perStream, kib,
+		float64(after.HeapInuse-before.HeapInuse)/streams/1024, float64(after.StackInuse-before.StackInuse)/streams/1024)
 	for _, c := range conns {
 		c.Close()
 	}
