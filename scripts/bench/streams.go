@@ -48,20 +48,23 @@ const (
 
 // StreamCell is one target at one concurrency.
 type StreamCell struct {
-	Target        string   `json:"target"`
-	Streams       int      `json:"streams"`
-	Errors        int      `json:"errors"`
-	Chunks        int64    `json:"chunks"`
-	RSSPerStream  *float64 `json:"rss_per_stream_kib,omitempty"`
-	CPUPer1000    *float64 `json:"cpu_ms_per_1000_chunks,omitempty"`
-	TTFTP50       float64  `json:"ttft_p50_ms"`
-	TTFTP99       float64  `json:"ttft_p99_ms"`
-	AddedTTFTP50  *float64 `json:"added_ttft_p50_ms,omitempty"`
-	AddedTTFTP99  *float64 `json:"added_ttft_p99_ms,omitempty"`
-	GapP99        float64  `json:"largest_gap_p99_ms"`
-	FirstError    string   `json:"first_error,omitempty"`
-	TokensPerWave int      `json:"tokens"`
-	Interval      string   `json:"inter_token"`
+	Target       string   `json:"target"`
+	Streams      int      `json:"streams"`
+	Errors       int      `json:"errors"`
+	Chunks       int64    `json:"chunks"`
+	RSSPerStream *float64 `json:"rss_per_stream_kib,omitempty"`
+	CPUPer1000   *float64 `json:"cpu_ms_per_1000_chunks,omitempty"`
+	TTFTP50      float64  `json:"ttft_p50_ms"`
+	TTFTP99      float64  `json:"ttft_p99_ms"`
+	AddedTTFTP50 *float64 `json:"added_ttft_p50_ms,omitempty"`
+	AddedTTFTP99 *float64 `json:"added_ttft_p99_ms,omitempty"`
+	GapP99       float64  `json:"largest_gap_p99_ms"`
+	FirstError   string   `json:"first_error,omitempty"`
+	// ErrorKinds counts the errors by their message with the numbers
+	// taken out ("stream ended after # events: EOF").
+	ErrorKinds    map[string]int `json:"error_kinds,omitempty"`
+	TokensPerWave int            `json:"tokens"`
+	Interval      string         `json:"inter_token"`
 }
 
 // StreamMemory is a proxy's RSS before and after the load.
@@ -234,6 +237,9 @@ func runStreams(ctx context.Context, o options, root, dir string) error {
 			res.Cells = append(res.Cells, c)
 			logf("%-8s %6d streams: %d errors, %s KiB/stream, %s ms CPU/1000 chunks, TTFT p50 %.0f p99 %.0f ms, gap p99 %.0f ms",
 				name, n, c.Errors, fmtOpt(c.RSSPerStream), fmtOpt(c.CPUPer1000), c.TTFTP50, c.TTFTP99, c.GapP99)
+			for k, v := range c.ErrorKinds {
+				logf("  %d × %s", v, k)
+			}
 			time.Sleep(3 * time.Second) // let the sockets close before the next wave
 		}
 	}
@@ -367,6 +373,10 @@ func wave(ctx context.Context, name, addr string, pids func() []int, n, tokens i
 			if c.FirstError == "" {
 				c.FirstError = s.err.Error()
 			}
+			if c.ErrorKinds == nil {
+				c.ErrorKinds = map[string]int{}
+			}
+			c.ErrorKinds[errorKind(s.err)]++
 			continue
 		}
 		ttfts = append(ttfts, float64(s.ttft)/float64(time.Millisecond))
@@ -424,8 +434,12 @@ func oneStream(ctx context.Context, addr string, req []byte, limit time.Duration
 	lines := bufio.NewReaderSize(resp.Body, 2048)
 	last := time.Time{}
 	done := false
+	var failure []byte // the gateway's error event, if one came
 	for {
 		line, err := lines.ReadSlice('\n')
+		if bytes.HasPrefix(line, []byte("data: {\"error\"")) {
+			failure = bytes.TrimSpace(line[:min(len(line), 240)])
+		}
 		if bytes.HasPrefix(line, []byte("data:")) {
 			now := time.Now()
 			if last.IsZero() {
@@ -440,7 +454,11 @@ func oneStream(ctx context.Context, addr string, req []byte, limit time.Duration
 			}
 		}
 		if err != nil {
-			if !done {
+			switch {
+			case done:
+			case failure != nil:
+				s.err = fmt.Errorf("stream ended with an error event after %d events: %s", s.chunks, failure)
+			default:
 				s.err = fmt.Errorf("stream ended without [DONE] after %d events: %v", s.chunks, err)
 			}
 			return s
@@ -543,4 +561,27 @@ func writeStreamChart(path string, r StreamResults) error {
 		return err
 	}
 	return writeStacked(path, top, bottom)
+}
+
+// errorKind is an error's message with its digits taken out, up to 160
+// bytes: errors that differ only in counts, ports and durations count as
+// one kind.
+func errorKind(err error) string {
+	b := make([]byte, 0, 160)
+	digits := false
+	for _, c := range []byte(err.Error()) {
+		if len(b) == 160 {
+			break
+		}
+		if '0' <= c && c <= '9' {
+			if !digits {
+				b = append(b, '#')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b = append(b, c)
+	}
+	return string(b)
 }
