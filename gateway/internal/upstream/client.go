@@ -37,16 +37,17 @@ import (
 
 // Buffers of a connection. The read buffer lives with the connection (a
 // stream reads through it to its end; chunks are a few hundred bytes, and
-// a larger read bypasses it). It is 4 KiB, nginx's proxy_buffer_size on
-// x86-64; response headers longer than that are read through a larger
-// buffer, up to maxHeaderBytes, on that one connection (nginx refuses
-// them). The write buffer is taken from a pool only
+// a larger read bypasses it). It is 2 KiB: an inference server's response
+// headers are 200–500 bytes, and every open stream holds one (nginx's
+// proxy_buffer_size is 4 KiB, and nginx refuses longer headers);
+// response headers longer than that are read through a larger buffer, up
+// to maxHeaderBytes, on that one connection. The write buffer is taken from a pool only
 // while a request is written — a request is written once and the
 // connection then only reads, for minutes in a stream — and is large
 // enough for the headers and a 1 KB body in one write; a larger body is
 // written from the request itself.
 const (
-	readBufferBytes  = 4 << 10
+	readBufferBytes  = 2 << 10
 	maxHeaderBytes   = 64 << 10
 	writeBufferBytes = 4 << 10
 )
