@@ -217,6 +217,15 @@ var endpointPaths = [numEndpoints]string{"/chat/completions", "/completions", "/
 
 // DoEndpoint is DoWithin for the endpoint ep.
 func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
+	return c.DoEndpointUntil(ctx, ep, headerTimeout, time.Time{}, body, hdr)
+}
+
+// DoEndpointUntil is DoEndpoint with until (zero: none) as one more hard
+// limit on the whole exchange, as a ctx deadline is: a gray attempt's
+// rollout timeout. It costs no context of its own — no timer, no cancel
+// tree and no AfterFunc per request — since the limit is held by the
+// connection's deadlines, as MaxDuration is.
+func (c *Client) DoEndpointUntil(ctx context.Context, ep Endpoint, headerTimeout time.Duration, until time.Time, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
 	if ctx.Err() != nil {
 		// Not one byte to an upstream for a request already given up.
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -249,6 +258,12 @@ func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time
 	}
 	if d, ok := ctx.Deadline(); ok && (hard.IsZero() || d.Before(hard)) {
 		hard = d
+	}
+	if !until.IsZero() && (hard.IsZero() || until.Before(hard)) {
+		if !until.After(now) {
+			return nil, fmt.Errorf("%w: deadline passed before the request was sent", ErrTimeout)
+		}
+		hard = until
 	}
 	deadline := now.Add(min(headerTimeout, c.Timeout))
 	if !hard.IsZero() && hard.Before(deadline) {
