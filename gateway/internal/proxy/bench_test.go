@@ -137,19 +137,24 @@ func serveBench(b *testing.B, cfg *config.Config) string {
 // ns/op is CPU per request, the load generator's and the upstream's
 // included): the same policy with the rollout at 0 % (primary) and at
 // 100 % (every request answered by gray, its answer validated against the
-// schema). The difference of the two is what one gray request adds; at
-// 5 % gray, a twentieth of it lands on the average request.
+// schema), and at 100 % without a schema (gray-unchecked: task bench's
+// gateway configures none). The difference to primary is what one gray
+// request adds; at 5 % gray, a twentieth of it lands on the average
+// request.
 func BenchmarkGrayAttempt(b *testing.B) {
 	up := fixedUpstream(b)
 	policy := benchPolicy(b, up)
-	for _, pct := range []float64{0, 100} {
-		name := "primary"
-		if pct > 0 {
-			name = "gray"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		pct    float64
+		schema bool
+	}{{"primary", 0, true}, {"gray", 100, true}, {"gray-unchecked", 100, false}} {
+		b.Run(c.name, func(b *testing.B) {
 			cfg := testConfig(up)
-			policy(cfg, pct)
+			policy(cfg, c.pct)
+			if !c.schema {
+				cfg.Deployments["qwen"].Rollout.SchemaJSON = nil
+			}
 			benchClients(b, serveBench(b, cfg))
 		})
 	}
