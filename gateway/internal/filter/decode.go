@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"slices"
 	"unicode/utf16"
@@ -231,6 +232,15 @@ func (d *document) str() (text []byte, ascii, ok bool) {
 	start := d.i
 	ascii = true
 	for d.i < len(d.b) {
+		// Eight bytes at a time past what needs no look: an answer's
+		// strings are long runs of plain text (a 1 KB agent action is
+		// mostly one string, read here byte by byte before).
+		for d.i+8 <= len(d.b) && plain(binary.LittleEndian.Uint64(d.b[d.i:]), ascii) {
+			d.i += 8
+		}
+		if d.i >= len(d.b) {
+			break
+		}
 		c := d.b[d.i]
 		switch {
 		case c == '"':
@@ -247,6 +257,30 @@ func (d *document) str() (text []byte, ascii, ok bool) {
 		d.i++
 	}
 	return nil, false, false
+}
+
+// SWAR constants: a byte of ones and of high bits, in every lane.
+const (
+	lanes01 = 0x0101010101010101
+	lanes80 = 0x8080808080808080
+)
+
+// plain reports whether none of the eight bytes of w ends, escapes or
+// breaks a string (a quote, a backslash, a control character) and, while
+// the string is ASCII so far, none is a byte of a multi-byte character:
+// str may then skip them all. Each test is exact for "some byte is":
+// (x - 0x01…) &^ x & 0x80… is non-zero exactly when a byte of x is zero,
+// and with 0x20… in place of 0x01… when one is below 0x20.
+func plain(w uint64, ascii bool) bool {
+	q := w ^ ('"' * lanes01)
+	bs := w ^ ('\\' * lanes01)
+	special := (q - lanes01) &^ q
+	special |= (bs - lanes01) &^ bs
+	special |= (w - 0x20*lanes01) &^ w
+	if ascii {
+		special |= w
+	}
+	return special&lanes80 == 0
 }
 
 // escaped finishes a string that has escapes, decoding it into d.buf.

@@ -52,23 +52,7 @@ func fixedUpstream(b *testing.B) string {
 // The gateway's overhead is its ns/op minus fiber's, in the same run.
 func BenchmarkGateway(b *testing.B) {
 	up := fixedUpstream(b)
-	schema, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "schemas", "contracts", "agent-action.schema.json"))
-	testenv.Must(b, err)
-	policy := func(cfg *config.Config, pct float64) {
-		cfg.SamplingContract = &config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{
-			"temperature": {Pinned: true, Value: 0.7},
-			"top_p":       {Min: 0.8, Max: 1},
-			"top_k":       {Min: 1, Max: 100, HasDefault: true, Default: 40},
-		}}
-		cfg.Routing.Signals.Context = []config.ContextBand{
-			{Name: "short_context", MaxTokens: config.Tokens{Set: true, Value: 8000}},
-			{Name: "long_context", MinTokens: config.Tokens{Set: true, Value: 8001}},
-		}
-		cfg.Routing.Routes[0].Candidates[0].Context = []string{"short_context"}
-		cfg.Deployments["qwen"].Gray = &config.Upstream{URL: up, Model: "gray", Timeout: time.Second, StreamIdleTimeout: time.Second}
-		cfg.Deployments["qwen"].Rollout = config.Rollout{Mode: config.ModeCanary, Percentage: pct, StickyKey: "none", ForceHeader: "X-Gray-Rollout",
-			Timeout: time.Second, ShadowConcurrency: 4, SchemaJSON: schema, SchemaTarget: config.TargetContent, StreamValidation: config.StreamBuffer}
-	}
+	policy := benchPolicy(b, up)
 	for _, c := range []struct {
 		name  string
 		setup func(*config.Config)
@@ -80,15 +64,7 @@ func BenchmarkGateway(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			cfg := testConfig(up)
 			c.setup(cfg)
-			s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			testenv.Must(b, err)
-			cl, _ := net.Listen("tcp", "127.0.0.1:0")
-			al, _ := net.Listen("tcp", "127.0.0.1:0")
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Serve(ctx, cl, al) }()
-			defer func() { cancel(); <-done }()
-			benchClients(b, cl.Addr().String())
+			benchClients(b, serveBench(b, cfg))
 		})
 	}
 	b.Run("fiber", func(b *testing.B) {
@@ -115,6 +91,73 @@ func BenchmarkGateway(b *testing.B) {
 		defer app.Shutdown()
 		benchClients(b, ln.Addr().String())
 	})
+}
+
+// benchPolicy returns the function that sets up SPEC §12's policy on a
+// config for the upstream up, with gray at pct %: contract (pin, band,
+// injected default), two context bands, and a canary gray (the same
+// upstream) whose buffered answers are validated against the agent-action
+// schema.
+func benchPolicy(b *testing.B, up string) func(cfg *config.Config, pct float64) {
+	schema, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "schemas", "contracts", "agent-action.schema.json"))
+	testenv.Must(b, err)
+	return func(cfg *config.Config, pct float64) {
+		cfg.SamplingContract = &config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{
+			"temperature": {Pinned: true, Value: 0.7},
+			"top_p":       {Min: 0.8, Max: 1},
+			"top_k":       {Min: 1, Max: 100, HasDefault: true, Default: 40},
+		}}
+		cfg.Routing.Signals.Context = []config.ContextBand{
+			{Name: "short_context", MaxTokens: config.Tokens{Set: true, Value: 8000}},
+			{Name: "long_context", MinTokens: config.Tokens{Set: true, Value: 8001}},
+		}
+		cfg.Routing.Routes[0].Candidates[0].Context = []string{"short_context"}
+		cfg.Deployments["qwen"].Gray = &config.Upstream{URL: up, Model: "gray", Timeout: time.Second, StreamIdleTimeout: time.Second}
+		cfg.Deployments["qwen"].Rollout = config.Rollout{Mode: config.ModeCanary, Percentage: pct, StickyKey: "none", ForceHeader: "X-Gray-Rollout",
+			Timeout: time.Second, ShadowConcurrency: 4, SchemaJSON: schema, SchemaTarget: config.TargetContent, StreamValidation: config.StreamBuffer}
+	}
+}
+
+// serveBench serves a gateway with cfg on loopback until the benchmark
+// ends and returns its address.
+func serveBench(b *testing.B, cfg *config.Config) string {
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	testenv.Must(b, err)
+	cl, _ := net.Listen("tcp", "127.0.0.1:0")
+	al, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, cl, al) }()
+	b.Cleanup(func() { cancel(); <-done })
+	return cl.Addr().String()
+}
+
+// BenchmarkGrayAttempt measures what a buffered gray attempt costs beside
+// a primary one, through the whole gateway (16 clients on 2 cores, so
+// ns/op is CPU per request, the load generator's and the upstream's
+// included): the same policy with the rollout at 0 % (primary) and at
+// 100 % (every request answered by gray, its answer validated against the
+// schema), and at 100 % without a schema (gray-unchecked: task bench's
+// gateway configures none). The difference to primary is what one gray
+// request adds; at 5 % gray, a twentieth of it lands on the average
+// request.
+func BenchmarkGrayAttempt(b *testing.B) {
+	up := fixedUpstream(b)
+	policy := benchPolicy(b, up)
+	for _, c := range []struct {
+		name   string
+		pct    float64
+		schema bool
+	}{{"primary", 0, true}, {"gray", 100, true}, {"gray-unchecked", 100, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := testConfig(up)
+			policy(cfg, c.pct)
+			if !c.schema {
+				cfg.Deployments["qwen"].Rollout.SchemaJSON = nil
+			}
+			benchClients(b, serveBench(b, cfg))
+		})
+	}
 }
 
 // benchClients posts a ~1 KB chat request to addr from 16 parallel

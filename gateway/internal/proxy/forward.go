@@ -69,7 +69,10 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 		if served {
 			return nil
 		}
-		gray, armName = &m, telemetry.ArmFallback
+		// Copied out only for a fallback: &m would put every gray
+		// request's measure on the heap.
+		gray, armName = new(Measure), telemetry.ArmFallback
+		*gray = m
 	}
 	d := k.deployment
 	sent := time.Now()

@@ -24,11 +24,21 @@ import (
 // it. The returned Measure has Reason OK when the answer may reach a
 // client; otherwise Reason and the errors say why. ctx bounds the attempt.
 func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream bool) (Measure, []filter.FieldError) {
+	return s.attemptUntil(ctx, time.Time{}, x, d, stream)
+}
+
+// attemptUntil is attempt bounded by until (zero: none) as well as by ctx:
+// the rollout timeout as a deadline the upstream client holds on the
+// connection, where a context.WithTimeout would cost a timer, a context,
+// and the client an AfterFunc on it (the client's own cheap watch of the
+// request's context is kept).
+func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange, d *deployment, stream bool) (Measure, []filter.FieldError) {
 	m := Measure{ErrorType: ErrTypeNone}
 	x.ans = x.ans[:0]
-	x.tally.reset(true)
+	// The contents are assembled only for a schema to check them.
+	x.tally.reset(d.filterFor(x.ep).HasSchema())
 	sent := time.Now()
-	resp, err := d.gray.client.DoEndpoint(ctx, x.ep, d.gray.client.Timeout, x.forwardBody(d.gray), x.setHeaders)
+	resp, err := d.gray.client.DoEndpointUntil(ctx, x.ep, d.gray.client.Timeout, until, x.forwardBody(d.gray), x.setHeaders)
 	if err != nil {
 		m.Latency = time.Since(sent)
 		return failed(m, err)
@@ -181,9 +191,7 @@ func readStream(resp interface {
 // returned for the fallback's record.
 func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k *call) (m Measure, served bool) {
 	d := k.deployment
-	ctx, cancel := context.WithTimeout(ctx, d.rollout.Timeout)
-	m, errs := s.attempt(ctx, x, d, false)
-	cancel()
+	m, errs := s.attemptUntil(ctx, time.Now().Add(d.rollout.Timeout), x, d, false)
 	telemetry.TTFT(d.name, telemetry.ArmGray, false, m.TTFT)
 	if m.Reason != filter.OK {
 		s.hold(x, k, telemetry.ArmGray, d.gray, m, errs)
@@ -283,9 +291,7 @@ func (s *Server) mirror(x *exchange, k *call, primary *Measure) {
 	go func() {
 		defer func() { <-d.shadowSlots }()
 		defer s.putExchange(y)
-		ctx, cancel := context.WithTimeout(context.Background(), d.rollout.Timeout)
-		m, errs := s.attempt(ctx, y, d, kk.stream)
-		cancel()
+		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.rollout.Timeout), y, d, kk.stream)
 		telemetry.TTFT(d.name, telemetry.ArmShadow, kk.stream, m.TTFT)
 		if m.Reason != filter.OK && s.hold(y, &kk, telemetry.ArmShadow, d.gray, m, errs) {
 			s.pairShadow(y, &kk)

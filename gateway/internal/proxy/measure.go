@@ -73,9 +73,9 @@ func (t *tally) drop() {
 	if cap(t.calls) > 64 {
 		t.calls = nil
 	}
-	for i, c := range t.contents {
+	for i, c := range t.contents[:cap(t.contents)] {
 		if cap(c) > maxPooledBytes {
-			t.contents[i] = nil
+			t.contents[:cap(t.contents)][i] = nil
 		}
 	}
 }
@@ -101,7 +101,15 @@ func (t *tally) add(b []byte, a *scan.Answer) {
 				continue
 			}
 			for len(t.contents) <= c.Choice {
-				t.contents = append(t.contents, nil)
+				// The buffer a choice had in an earlier answer is
+				// reused (reset emptied it): appending nil would
+				// make Unquote grow a new one for every answer.
+				if n := len(t.contents); n < cap(t.contents) {
+					t.contents = t.contents[:n+1]
+					t.contents[n] = t.contents[n][:0]
+				} else {
+					t.contents = append(t.contents, nil)
+				}
 			}
 			t.contents[c.Choice], _ = scan.Unquote(t.contents[c.Choice], b[c.Text.Start:c.Text.End])
 		}

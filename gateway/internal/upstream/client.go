@@ -218,6 +218,15 @@ var endpointPaths = [numEndpoints]string{"/chat/completions", "/completions", "/
 
 // DoEndpoint is DoWithin for the endpoint ep.
 func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
+	return c.DoEndpointUntil(ctx, ep, headerTimeout, time.Time{}, body, hdr)
+}
+
+// DoEndpointUntil is DoEndpoint with until (zero: none) as one more hard
+// limit on the whole exchange, as a ctx deadline is: a gray attempt's
+// rollout timeout. It costs no context of its own — no timer, no cancel
+// tree and no AfterFunc per request — since the limit is held by the
+// connection's deadlines, as MaxDuration is.
+func (c *Client) DoEndpointUntil(ctx context.Context, ep Endpoint, headerTimeout time.Duration, until time.Time, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
 	if ctx.Err() != nil {
 		// Not one byte to an upstream for a request already given up.
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -251,6 +260,12 @@ func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time
 	if d, ok := ctx.Deadline(); ok && (hard.IsZero() || d.Before(hard)) {
 		hard = d
 	}
+	if !until.IsZero() && (hard.IsZero() || until.Before(hard)) {
+		if !until.After(now) {
+			return nil, fmt.Errorf("%w: deadline passed before the request was sent", ErrTimeout)
+		}
+		hard = until
+	}
 	deadline := now.Add(min(headerTimeout, c.Timeout))
 	if !hard.IsZero() && hard.Before(deadline) {
 		deadline = hard
@@ -265,11 +280,12 @@ func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time
 			return resp, nil
 		}
 		cn.close()
-		// get skips kept-alive connections the upstream has closed, but
-		// one may close between that check and the write. The request
-		// is sent again on another connection only when not one byte of
-		// it reached the socket: once written, the upstream may be
-		// generating, and a second send would generate twice.
+		// A kept-alive connection the upstream closed is found before
+		// the write (errStale, nothing written), or may close between
+		// that check and the write. The request is sent again on
+		// another connection only when not one byte of it reached the
+		// socket: once written, the upstream may be generating, and a
+		// second send would generate twice.
 		if reused && cn.wrote == 0 && errors.Is(err, errStale) {
 			continue
 		}
@@ -296,6 +312,9 @@ var (
 	errStale = errors.New("kept-alive connection closed by upstream")
 )
 
+// roundTrip sends req on cn and reads the response headers. A connection
+// the upstream closed, or on which it sent bytes unasked, fails with
+// errStale before a byte of req is written (TLS: when the write fails).
 func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request, deadline, hard time.Time) (*Response, error) {
 	if err := cn.nc.SetDeadline(deadline); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
@@ -309,16 +328,21 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request,
 		cn.ctx = ctx
 		stop = context.AfterFunc(ctx, cn.onCancel)
 	}
-	bw := writeBuffers.Get().(*bufio.Writer)
-	bw.Reset(cn.writer)
-	err := req.Write(bw)
-	if err == nil {
-		err = bw.Flush()
+	cn.req = req
+	var err error
+	if cn.snd != nil {
+		// Checks a kept-alive connection, writes, and waits for the
+		// answer to be readable, in one pass over the socket.
+		err = cn.snd.send()
+	} else {
+		err = cn.writeRequest()
 	}
-	bw.Reset(nil)
-	writeBuffers.Put(bw)
+	cn.req = nil
 	if err != nil {
 		stop()
+		if err == errStale {
+			return nil, fmt.Errorf("%w: %w", ErrUnreachable, errStale)
+		}
 		return nil, cn.classify(err, true)
 	}
 	resp := fasthttp.AcquireResponse()
@@ -411,11 +435,11 @@ func (c *Client) wait(ctx context.Context, deadline time.Time) (*conn, bool, err
 	}
 }
 
-// popIdle takes the most recently used idle connection that is still
-// open, or returns nil. Connections the upstream closed while idle are
-// closed here (an upstream that drops idle connections, as uvicorn does
-// after 5 s, often dropped them all). When it leaves others idle while
-// callers wait, it wakes one of them.
+// popIdle takes the most recently used idle connection, or returns nil.
+// Whether the upstream closed it while idle is found out by roundTrip,
+// before the write, without a system call of its own (sender); one that
+// holds bytes already read is closed here. When it leaves others idle
+// while callers wait, it wakes one of them.
 func (c *Client) popIdle() *conn {
 	for {
 		c.mu.Lock()
@@ -428,7 +452,7 @@ func (c *Client) popIdle() *conn {
 		c.idle[n-1] = nil
 		c.idle = c.idle[:n-1]
 		c.mu.Unlock()
-		if cn.br.Buffered() > 0 || !cn.peek.alive() {
+		if cn.br.Buffered() > 0 {
 			cn.close()
 			continue
 		}
@@ -480,8 +504,9 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 		}
 		nc = tc
 	}
-	cn := &conn{nc: nc, client: c, peek: newPeeker(nc)}
+	cn := &conn{nc: nc, client: c}
 	cn.onCancel = cn.cancelled
+	cn.snd = newSender(nc, cn.writeRequest)
 	cn.br = bufio.NewReaderSize(readerFunc(cn.read), readBufferBytes)
 	cn.writer = writerFunc(cn.write)
 	return cn, false, nil
@@ -542,7 +567,10 @@ type conn struct {
 	large   bool                  // reads through a second buffer for long headers: not reused
 	wrote   int64                 // request bytes written to the socket
 	aborted atomic.Pointer[error] // why the connection was closed from outside
-	peek    *peeker
+	// snd checks, writes and waits on a plain TCP connection (nil: TLS);
+	// req is the request it writes, during roundTrip.
+	snd *sender
+	req *fasthttp.Request
 	// ctx is the context of the exchange in progress; onCancel (made
 	// once per connection) aborts the connection when it ends.
 	ctx      context.Context
@@ -584,6 +612,20 @@ func (cn *conn) read(p []byte) (int, error) {
 		cn.got = true
 	}
 	return n, err
+}
+
+// writeRequest writes cn.req through a pooled buffer: the headers and a
+// small body in one write.
+func (cn *conn) writeRequest() error {
+	bw := writeBuffers.Get().(*bufio.Writer)
+	bw.Reset(cn.writer)
+	err := cn.req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	writeBuffers.Put(bw)
+	return err
 }
 
 func (cn *conn) write(p []byte) (int, error) {
