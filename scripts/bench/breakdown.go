@@ -39,7 +39,9 @@ var (
 // tried before the upstream client and the server that run it, and the
 // catch-all "other" comes last.
 var components = []component{
-	{"upstream: idle-connection check", anyOf("upstream.(*peeker)")},
+	// The check is a peek inside the send (sender.step), which also
+	// writes the request: only the peek counts here.
+	{"upstream: idle-connection check", allOf([]string{"upstream.(*sender).step"}, []string{"syscall.Recvfrom"})},
 	{"gray dispatch (5 % of requests)", anyOf("proxy.(*Server).grayBuffered")},
 	{"policy: scan, contract, bands, routing", anyOf("proxy.(*Server).admit", "proxy.(*Server).prepare", "proxy.requestID",
 		"proxy.(*exchange).forwardBody")},

@@ -19,7 +19,8 @@ const (
 	fHandler  = "github.com/gofiber/fiber/v2.(*App).handler"
 	fChat     = "github.com/graygate/graygate/gateway/internal/proxy.(*Server).chat"
 	fReqID    = "github.com/graygate/graygate/gateway/internal/proxy.requestID"
-	fPeek     = "github.com/graygate/graygate/gateway/internal/upstream.(*peeker).alive"
+	fPeek     = "syscall.Recvfrom"
+	fSend     = "github.com/graygate/graygate/gateway/internal/upstream.(*sender).step"
 	fUpDo     = "github.com/graygate/graygate/gateway/internal/upstream.(*Client).roundTrip"
 	fHostDo   = "github.com/valyala/fasthttp.(*HostClient).doNonNilReqResp"
 	fFlush    = "bufio.(*Writer).Flush"
@@ -101,7 +102,7 @@ func TestBreakdownAssignsEachStackToTheFirstMatchingComponent(t *testing.T) {
 	ms := time.Millisecond
 	p := cpuProfile(t, []stack{
 		// The idle check runs inside the upstream client: the earlier rule wins.
-		{frames(fPeek, fUpDo, fChat, fHandler, fServe), 10 * ms},
+		{frames(fPeek, fSend, fUpDo, fChat, fHandler, fServe), 10 * ms},
 		// A Flush under the upstream client is sending the request…
 		{frames(fSyscall, fFlush, fUpDo, fChat, fHandler, fServe), 20 * ms},
 		// …and one under the server alone is writing the response.
