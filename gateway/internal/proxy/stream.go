@@ -204,9 +204,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
 			gray, armName = &m, telemetry.ArmFallback
 		} else {
-			gctx, gcancel := context.WithTimeout(ctx, d.rollout.Timeout)
-			m, errs := s.attempt(gctx, x, d, true)
-			gcancel()
+			m, errs := s.attemptUntil(ctx, time.Now().Add(d.rollout.Timeout), x, d, true)
 			telemetry.TTFT(d.name, telemetry.ArmGray, true, m.TTFT)
 			if m.Reason == filter.OK {
 				return source{replay: true, arm: d.gray, armName: telemetry.ArmGray, grayM: m}
