@@ -226,7 +226,7 @@ func runStreams(ctx context.Context, o options, root, dir string) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			c, p := wave(ctx, name, addrs[name], pids[name], n, tokens, every)
+			c, p := wave(ctx, name, addrs[name], pids[name], idle[name], n, tokens, every)
 			if name == tDirect {
 				direct = &c
 			} else if direct != nil {
@@ -316,9 +316,9 @@ type streamStat struct {
 }
 
 // wave runs n concurrent streams against addr (started over streamRamp)
-// and measures the proxy whose processes pids lists (nil: none). It
+// and measures the proxy whose processes pids lists (nil: none), whose RSS before its first wave was idle. It
 // returns the cell and the proxy's peak RSS in MiB.
-func wave(ctx context.Context, name, addr string, pids func() []int, n, tokens int, every time.Duration) (StreamCell, float64) {
+func wave(ctx context.Context, name, addr string, pids func() []int, idle float64, n, tokens int, every time.Duration) (StreamCell, float64) {
 	body := `{"model":"bench","stream":true,"messages":[{"role":"user","content":"tell me a story"}]}`
 	req := []byte(fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nx-mock-completion-tokens: %d\r\nx-mock-inter-token: %s\r\nContent-Length: %d\r\n\r\n%s",
 		chatPath, addr, tokens, every, len(body), body))
@@ -385,7 +385,11 @@ func wave(ctx context.Context, name, addr string, pids func() []int, n, tokens i
 	c.TTFTP50, c.TTFTP99 = quantile(ttfts, 0.5), quantile(ttfts, 0.99)
 	c.GapP99 = quantile(gaps, 0.99)
 	if pids != nil {
-		c.RSSPerStream = ptr((peak - before) * 1024 / float64(n))
+		// Above the proxy's idle RSS, not above its RSS before this
+		// wave: a proxy that keeps the memory of the last wave (nginx
+		// does) would otherwise look cheaper at the next than one that
+		// gave it back.
+		c.RSSPerStream = ptr((peak - idle) * 1024 / float64(n))
 		if c.Chunks > 0 {
 			c.CPUPer1000 = ptr(float64(cpu) / float64(time.Millisecond) / float64(c.Chunks) * 1000)
 		}
