@@ -67,6 +67,46 @@ func (s *Server) putRollout(c *fiber.Ctx) error {
 	if ch.Percentage == nil && ch.Status == nil {
 		return badRequest("rollout change needs \"percentage\", \"status\" or both")
 	}
+	// A change without expected_revision applies to the state the log
+	// holds. This gateway's view of it can lag by a few milliseconds (a
+	// change appended through another gateway, or through this one just
+	// before): the log then refuses the append, and the change is
+	// evaluated again on the view once it caught up.
+	for attempt := 1; ; attempt++ {
+		cur := s.rollouts.Get(name)
+		entry, stale, err := s.changeRollout(name, cur, &ch)
+		if stale && attempt < staleViewAttempts {
+			s.awaitRevision(name, cur.Revision, staleViewWait)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return c.JSON(entry)
+	}
+}
+
+// How often, and how long each time, a change without expected_revision
+// waits for this gateway's view of the log to catch up.
+const (
+	staleViewAttempts = 3
+	staleViewWait     = 2 * time.Second
+)
+
+// awaitRevision waits until the view of deployment name is past revision
+// seen, at most d.
+func (s *Server) awaitRevision(name string, seen uint64, d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if cur := s.rollouts.Get(name); cur != nil && cur.Revision > seen {
+			return
+		}
+	}
+}
+
+// changeRollout applies ch to the deployment's state cur and records it.
+// stale reports that the log refused a change sent without
+// expected_revision because it had moved past cur.
+func (s *Server) changeRollout(name string, cur *rollout.State, ch *rolloutChange) (entry *rolloutEntry, stale bool, err error) {
 	status := cur.Status
 	if status == "" {
 		// The log holds no valid event for the deployment yet (only
@@ -76,27 +116,27 @@ func (s *Server) putRollout(c *fiber.Ctx) error {
 	if ch.Status != nil {
 		status = rollout.Status(*ch.Status)
 		if !status.Valid() {
-			return badRequest("status must be \"active\", \"rolled_back\" or \"testing\", got %s", quoteShort([]byte(*ch.Status)))
+			return nil, false, badRequest("status must be \"active\", \"rolled_back\" or \"testing\", got %s", quoteShort([]byte(*ch.Status)))
 		}
 		switch {
 		case status == rollout.Testing && ch.Percentage != nil:
-			return badRequest("\"status\": \"testing\" stores percentage 0: send it without a percentage")
+			return nil, false, badRequest("\"status\": \"testing\" stores percentage 0: send it without a percentage")
 		case status == rollout.Active && ch.Percentage == nil:
-			return badRequest("\"status\": \"active\" needs the percentage to serve at")
+			return nil, false, badRequest("\"status\": \"active\" needs the percentage to serve at")
 		}
 	}
 	pct := cur.Percentage
 	if ch.Percentage != nil {
 		p := *ch.Percentage
 		if !events.ValidPercentage(p) {
-			return badRequest("percentage must be between 0 and 100 with at most two decimals, got %v", p)
+			return nil, false, badRequest("percentage must be between 0 and 100 with at most two decimals, got %v", p)
 		}
 		if (cur.Status == rollout.RolledBack || cur.Status == rollout.Testing) && status != rollout.Active {
 			code, what := CodeRolledBack, "rolled back"
 			if cur.Status == rollout.Testing {
 				code, what = CodeTesting, "in testing"
 			}
-			return &Error{Status: fiber.StatusConflict, Code: code, Type: "invalid_request_error",
+			return nil, false, &Error{Status: fiber.StatusConflict, Code: code, Type: "invalid_request_error",
 				Msg: "deployment " + name + " is " + what + ": send \"status\": \"active\" with the percentage to serve gray to its share"}
 		}
 		pct = math.Round(p*100) / 100
@@ -107,7 +147,7 @@ func (s *Server) putRollout(c *fiber.Ctx) error {
 	expected := cur.Revision
 	if ch.ExpectedRevision != nil {
 		if *ch.ExpectedRevision != cur.Revision {
-			return revisionConflict(name, *ch.ExpectedRevision, cur.Revision)
+			return nil, false, revisionConflict(name, *ch.ExpectedRevision, cur.Revision)
 		}
 		expected = *ch.ExpectedRevision
 	}
@@ -124,7 +164,7 @@ func (s *Server) putRollout(c *fiber.Ctx) error {
 		s.rollouts.Set(rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now))
 	} else {
 		if !s.rolloutLog.Fresh() {
-			return &Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			return nil, false, &Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 				Msg: "the event log is unreachable or not read yet; the change was not recorded"}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -133,14 +173,14 @@ func (s *Server) putRollout(c *fiber.Ctx) error {
 		cancel()
 		switch {
 		case errors.Is(err, rollout.ErrRevisionConflict):
-			return revisionConflict(name, expected, 0)
+			return nil, ch.ExpectedRevision == nil, revisionConflict(name, expected, 0)
 		case err != nil:
-			return &Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			return nil, false, &Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 				Msg: "the rollout change could not be recorded in the event log", Cause: err}
 		}
 	}
-	return c.JSON(rolloutEntry{Deployment: name, Percentage: pct, Status: string(status), Revision: rev,
-		Reason: ev.Reason, Actor: string(ev.Actor), UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true})
+	return &rolloutEntry{Deployment: name, Percentage: pct, Status: string(status), Revision: rev,
+		Reason: ev.Reason, Actor: string(ev.Actor), UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
 }
 
 func revisionConflict(name string, expected, current uint64) *Error {
