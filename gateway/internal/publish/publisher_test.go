@@ -53,7 +53,12 @@ func TestPublishAll(t *testing.T) {
 			if sum(st.Dropped) != 0 {
 				t.Errorf("Stats().Dropped = %v; want none", st.Dropped)
 			}
-			if !tt.ensure && sum(st.Spooled) != 0 {
+			// A burst of 3,000 fits the in-flight window while the
+			// acknowledgements keep pace. Under the race detector they
+			// may not (CI saw 1,579 of 3,000 spooled, one run in eight),
+			// and spilling is then the publisher doing its job: the
+			// exactly-once check above holds either way.
+			if !tt.ensure && !raceEnabled && sum(st.Spooled) != 0 {
 				t.Errorf("Stats().Spooled = %v; want none with NATS up", st.Spooled)
 			}
 			if r, _ := sp.Depth(); r != 0 {
