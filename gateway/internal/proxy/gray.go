@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/redact"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
@@ -236,7 +237,7 @@ func (s *Server) newSample(x *exchange, k *call, armName string, a *arm, m Measu
 func (s *Server) fitPayload(raw []byte) (payload []byte, truncated bool) {
 	limit := int(s.cfg.Gateway.SampleMaxBytes)
 	if s.cfg.Gateway.RedactSamples && len(raw) > 0 {
-		return fitRedacted(raw, limit)
+		return redact.Fit(raw, limit)
 	}
 	payload = raw
 	truncated = limit > 0 && len(payload) > limit

@@ -1,4 +1,8 @@
-package proxy
+// Package redact is gateway.redact_samples: failed gray payloads lose
+// their text before they are published, so what users wrote (and a gray
+// model echoed) never leaves the gateway, while the shape of the answer
+// that broke the contract stays visible.
+package redact
 
 import (
 	"bytes"
@@ -8,15 +12,10 @@ import (
 	"unicode/utf8"
 )
 
-// This file is gateway.redact_samples: failed gray payloads lose their
-// text before they are published, so what users wrote (and a gray model
-// echoed) never leaves the gateway, while the shape of the answer that
-// broke the contract stays visible.
-
 // redactedString replaces every string value of a redacted payload.
 const redactedString = "[redacted]"
 
-// redact returns payload with every string value replaced by "[redacted]"
+// Payload returns payload with every string value replaced by "[redacted]"
 // and every number by 0; object keys, booleans, nulls and the nesting are
 // kept. A string value that holds a JSON object or array is redacted the
 // same way and kept as a string, so that the structure of content the
@@ -26,12 +25,12 @@ const redactedString = "[redacted]"
 // valid UTF-8 JSON value becomes the text "[redacted: N bytes, not JSON]".
 //
 // It is called only for failed gray payloads, never on the request path.
-func redact(payload []byte) []byte {
+func Payload(payload []byte) []byte {
 	out, _ := redactPayload(payload)
 	return out
 }
 
-// redactPayload is redact, also telling whether payload was JSON.
+// redactPayload is Payload, also telling whether payload was JSON.
 func redactPayload(payload []byte) (out []byte, isJSON bool) {
 	if out, ok := redactJSON(nil, payload); ok {
 		return out, true
@@ -81,7 +80,7 @@ func redactSSE(payload []byte) (out []byte, ok bool) {
 	return out, ok
 }
 
-// fitRedacted redacts raw, a failed gray payload, and sizes the result for
+// Fit redacts raw, a failed gray payload, and sizes the result for
 // the sample event, whose contract (events.SampleMalformed.Check) ties the
 // payload's length to payload_bytes, the original size: a payload not
 // flagged truncated holds exactly that many bytes, a truncated one fewer.
@@ -94,7 +93,7 @@ func redactSSE(payload []byte) (out []byte, ok bool) {
 //     When it is longer than raw (a tiny payload of short strings), the
 //     longest marker that fits stands in: "[redacted]" (as a JSON string
 //     for JSON), then null or 0 for JSON, asterisks for text.
-func fitRedacted(raw []byte, limit int) (payload []byte, truncated bool) {
+func Fit(raw []byte, limit int) (payload []byte, truncated bool) {
 	r, isJSON := redactPayload(raw)
 	n := len(raw)
 	if limit > 0 && n > limit {
