@@ -60,8 +60,8 @@ func (x *exchange) setHeaders(h *fasthttp.RequestHeader) {
 // A client that leaves cancels the upstream request (gray or primary):
 // its connection is watched while the answer is awaited.
 func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
-	ctx := s.watcher.add(&x.watch, c.Context().Conn())
-	defer s.watcher.remove(&x.watch)
+	ctx := s.watcher.Add(&x.watch, c.Context().Conn())
+	defer s.watcher.Remove(&x.watch)
 	var gray *Measure
 	armName := telemetry.ArmPrimary
 	if k.useGray {

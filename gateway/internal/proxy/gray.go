@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/redact"
+	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
@@ -152,7 +153,7 @@ func readStream(resp interface {
 		x.ans = x.ans[:len(x.ans)+n]
 		rest := x.ans[parsed:]
 		for {
-			ev, tail, ok := nextEvent(rest)
+			ev, tail, ok := relay.NextEvent(rest)
 			if !ok {
 				break
 			}

@@ -48,9 +48,6 @@ const (
 	// holds a read's worth, where 32 KiB was most of a stream's memory at
 	// 10,000 streams (issue 25) and 4 KiB a tenth of it.
 	streamReadBytes = 1 << 10
-	// clientCheckEvery is how often a waiting or streaming request
-	// looks whether its client has left.
-	clientCheckEvery = 250 * time.Millisecond
 	// defaultWriteTimeout applies when gateway.write_timeout is unset.
 	defaultWriteTimeout = 30 * time.Second
 	// reasonBytes is what the gateway reads of a primary answer that
@@ -58,10 +55,6 @@ const (
 	// in the error message comes from it.
 	reasonBytes = 64 << 10
 )
-
-// errClientLeft: a write found the client gone (closed, or cut for not
-// reading).
-var errClientLeft = errors.New("client left")
 
 func newLimits(g config.Gateway) limits {
 	l := limits{event: int(g.MaxSSEEventBytes), args: int(g.MaxToolArgumentsBytes),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 )
@@ -200,8 +201,8 @@ const (
 // takeEvent tallies one SSE event of an answer stream into x.tally and sets
 // m.TTFT, measured from sent, at the first content or tool call.
 func (x *exchange) takeEvent(ev []byte, m *Measure, sent time.Time) eventKind {
-	data := eventData(ev)
-	if data == nil || bytes.Equal(data, doneMarker) {
+	data := relay.EventData(ev)
+	if data == nil || bytes.Equal(data, relay.DoneMarker) {
 		return eventOther
 	}
 	if x.ep == upstream.Responses {

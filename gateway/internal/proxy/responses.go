@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -111,7 +112,7 @@ func (x *exchange) streamFailed() (failed, relayed bool) {
 // endFailedStream records in m a Responses API stream that ended without
 // its response, and, unless the upstream's failure event was relayed,
 // ends the client's stream with the typed error event.
-func (s *Server) endFailedStream(r *relay, x *exchange, k *call, armName string, m *Measure, relayed bool) {
+func (s *Server) endFailedStream(r *relay.Relay, x *exchange, k *call, armName string, m *Measure, relayed bool) {
 	telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamInvalidJSON)
 	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
 	if relayed {
@@ -136,7 +137,7 @@ type typedError struct {
 // event e, and logs it at warn when it is a 5xx, as the error handler logs
 // a 5xx answered before the headers: a stream failure is a failed
 // request, not a quiet one.
-func (s *Server) failStream(r *relay, x *exchange, k *call, e *Error) {
+func (s *Server) failStream(r *relay.Relay, x *exchange, k *call, e *Error) {
 	if e.Status >= 500 {
 		s.log.Warn("stream failed after its headers", "deployment", k.deployment.name,
 			"status", e.Status, "code", e.Code, "err", e.Error())
@@ -147,7 +148,7 @@ func (s *Server) failStream(r *relay, x *exchange, k *call, e *Error) {
 // writeErrorEvent ends a stream with e: on /v1/responses the typed
 // `event: error` numbered after the last event relayed, elsewhere the
 // error envelope as a data event.
-func (x *exchange) writeErrorEvent(r *relay, e *Error) {
+func (x *exchange) writeErrorEvent(r *relay.Relay, e *Error) {
 	var b []byte
 	if x.ep == upstream.Responses {
 		ev := typedError{Type: "error", Code: e.Code, Message: e.Msg, SequenceNumber: x.tally.seq}
@@ -159,5 +160,5 @@ func (x *exchange) writeErrorEvent(r *relay, e *Error) {
 	} else {
 		b = append(append([]byte("data: "), marshalError(e)...), "\n\n"...)
 	}
-	_ = r.send(b)
+	_ = r.Send(b)
 }

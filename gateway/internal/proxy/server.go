@@ -32,6 +32,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/stats"
@@ -50,12 +51,12 @@ type Server struct {
 	routes       map[string]*route
 	deployments  map[string]*deployment
 	modelsBody   []byte
-	clientTokens tokenSet // client and force tokens: either may use /v1/*
-	requireToken bool     // client tokens are configured: /v1/* needs one
-	forceTokens  tokenSet // may use a rollout force header
-	adminToken   tokenSet // at most one
-	watcher      watcher  // cancels buffered requests whose client left
-	keeper       keeper   // keeps open streams alive and notices their clients leave
+	clientTokens tokenSet      // client and force tokens: either may use /v1/*
+	requireToken bool          // client tokens are configured: /v1/* needs one
+	forceTokens  tokenSet      // may use a rollout force header
+	adminToken   tokenSet      // at most one
+	watcher      relay.Watcher // cancels buffered requests whose client left
+	keeper       relay.Keeper  // keeps open streams alive and notices their clients leave
 
 	contract     *contract.Contract
 	router       *bands.Router
@@ -559,7 +560,7 @@ type exchange struct {
 	// out, after writing it (sendAnswer).
 	out    answerBody
 	handed bool
-	watch  clientWatch // the request's registration with Server.watcher
+	watch  relay.Watch // the request's registration with Server.watcher
 	call   call        // what was decided about the request
 	rec    Record      // the record complete hands to the Observer
 	pair   pairing     // a contract failure paired with primary's answer (pair.go)

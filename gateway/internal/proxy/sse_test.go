@@ -5,44 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/scan"
 )
-
-func TestNextEvent(t *testing.T) {
-	cases := []struct {
-		in     string
-		events []string
-		rest   string
-	}{
-		{"data: a\n\ndata: b\n\n", []string{"data: a\n\n", "data: b\n\n"}, ""},
-		{"data: a\r\n\r\ndata: b", []string{"data: a\r\n\r\n"}, "data: b"},
-		{": keep-alive\n\ndata: x\nid: 1\n\n", []string{": keep-alive\n\n", "data: x\nid: 1\n\n"}, ""},
-		{"data: partial\n", nil, "data: partial\n"},
-	}
-	for _, c := range cases {
-		rest := []byte(c.in)
-		var got []string
-		for {
-			ev, tail, ok := nextEvent(rest)
-			if !ok {
-				break
-			}
-			got, rest = append(got, string(ev)), tail
-		}
-		if len(got) != len(c.events) || string(rest) != c.rest {
-			t.Errorf("nextEvent(%q) = %q rest %q; want %q rest %q", c.in, got, rest, c.events, c.rest)
-			continue
-		}
-		for i := range got {
-			if got[i] != c.events[i] {
-				t.Errorf("event %d = %q; want %q", i, got[i], c.events[i])
-			}
-		}
-	}
-	if d := eventData([]byte("event: x\ndata:  {\"a\":1} \r\n\r\n")); string(d) != `{"a":1}` {
-		t.Errorf("eventData = %q", d)
-	}
-}
 
 // FuzzStream feeds arbitrary upstream stream bytes through the event
 // splitter, the chunk scan, the tally and the replay: nothing may panic,
@@ -62,13 +27,13 @@ func FuzzStream(f *testing.F) {
 		tl.reset(true)
 		rest := stream
 		for {
-			ev, tail, ok := nextEvent(rest)
+			ev, tail, ok := relay.NextEvent(rest)
 			if !ok {
 				break
 			}
 			rebuilt = append(rebuilt, ev...)
 			rest = tail
-			if d := eventData(ev); d != nil && scan.ScanAnswer(d, &a) == nil {
+			if d := relay.EventData(ev); d != nil && scan.ScanAnswer(d, &a) == nil {
 				tl.add(d, &a)
 			}
 		}
@@ -78,9 +43,9 @@ func FuzzStream(f *testing.F) {
 		var m Measure
 		tl.fill(&m, nil, &req)
 		var out bytes.Buffer
-		r := newRelay(nil, &out, nil, time.Minute, func() {})
+		r := relay.New(nil, &out, nil, time.Minute, func() {})
 		defer r.Close()
-		if !replay(r, stream, true) {
+		if !relay.Replay(r, stream, true) {
 			t.Fatal("replay to a buffer failed")
 		}
 		if out.Len() > len(stream) {

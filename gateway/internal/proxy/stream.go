@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,16 +9,12 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
-	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 )
-
-// keepAliveEvery is how often a streaming client that waits gets an SSE
-// comment, which also tells the gateway whether the client is still there.
-const keepAliveEvery = time.Second
 
 // source is what a streaming client will receive, once known: a live
 // upstream stream to relay, or a gray stream already read and validated.
@@ -39,7 +34,7 @@ type source struct {
 // forwardStream serves a streaming request. Which upstream streams is
 // decided in the background (openStream). A gray attempt is waited for
 // first, sending nothing (its rollout timeout bounds it), so that the
-// headers name the arm that serves. Then for up to keepAliveEvery the
+// headers name the arm that serves. Then for up to relay.KeepAliveEvery the
 // client gets nothing, so a fast failure keeps its own status; after that
 // the gateway commits to an SSE answer, writes keep-alives while it waits,
 // and reports a later failure as an error event. The exchange x belongs
@@ -50,7 +45,7 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 	v := &verdict{decided: make(chan struct{}), armName: telemetry.ArmPrimary}
 	go func() { done <- s.openStream(ctx, x, k, v) }()
 	<-v.decided
-	timer := time.NewTimer(keepAliveEvery)
+	timer := time.NewTimer(relay.KeepAliveEvery)
 	var src *source
 	select {
 	case got := <-done:
@@ -121,16 +116,16 @@ func (b *sseBody) WriteTo(w io.Writer) (int64, error) {
 	// The keeper and the relay's writes cancel the upstream request
 	// when the client leaves or stops reading, whatever the stream is
 	// doing.
-	r := newRelay(&s.keeper, w, b.conn, s.limits.write, b.cancel)
+	r := relay.New(&s.keeper, w, b.conn, s.limits.write, b.cancel)
 	defer r.Close()
 	src := b.src
 	if src == nil {
 		if src = s.awaitSource(r, x, k, b.done); src == nil {
-			return r.sent, nil
+			return r.Sent(), nil
 		}
 	}
 	s.writeStream(r, x, k, src)
-	return r.sent, nil
+	return r.Sent(), nil
 }
 
 // Read is never called: fasthttp writes a body stream that supports
@@ -247,9 +242,9 @@ func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *call, src *source) err
 // awaitSource waits until the source is known, while the relay writes
 // keep-alives. It returns nil after writing an error event, or when the
 // client went away.
-func (s *Server) awaitSource(r *relay, x *exchange, k *call, done <-chan source) *source {
+func (s *Server) awaitSource(r *relay.Relay, x *exchange, k *call, done <-chan source) *source {
 	// The headers and a first keep-alive: the client has waited a second.
-	if r.send(keepAliveComment) != nil {
+	if r.Send(relay.KeepAliveComment) != nil {
 		s.abandon(x, k, <-done) // the relay cancelled the request
 		return nil
 	}
@@ -298,10 +293,10 @@ func closeSource(src source) {
 }
 
 // writeStream relays the source to the client and records the request.
-func (s *Server) writeStream(r *relay, x *exchange, k *call, src *source) {
+func (s *Server) writeStream(r *relay.Relay, x *exchange, k *call, src *source) {
 	d := k.deployment
 	if src.replay {
-		ok := replay(r, x.ans, !x.req.IncludeUsage && x.ep != upstream.Responses)
+		ok := relay.Replay(r, x.ans, !x.req.IncludeUsage && x.ep != upstream.Responses)
 		m := src.grayM
 		if !ok {
 			// The client left during the replay; gray's attempt had
@@ -352,7 +347,7 @@ func (s *Server) mirrorIf(x *exchange, k *call, primary *Measure) {
 // answer into x.tally. It holds at most one event (max_sse_event_bytes)
 // and, in observe mode, the answer so far (max_buffered_answer_bytes):
 // a cap reached ends the stream with an upstream_error event.
-func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
+func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) Measure {
 	m := Measure{Status: src.resp.Status, ErrorType: ErrTypeNone, Headers: src.headers}
 	buf := x.ans[:0]
 	if cap(buf) < streamReadBytes {
@@ -384,10 +379,10 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 		// out between two writes.
 		run := 0
 		var werr error
-		r.lock()
+		r.Lock()
 		for capped == nil {
 			at := len(buf) - len(rest)
-			ev, tail, ok := nextEvent(rest)
+			ev, tail, ok := relay.NextEvent(rest)
 			if !ok {
 				break
 			}
@@ -411,7 +406,7 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 				telemetry.TTFT(k.deployment.name, src.armName, true, m.TTFT)
 			}
 			if strip && kind == eventUsageOnly {
-				werr = r.write(buf[run:at])
+				werr = r.Write(buf[run:at])
 				run = at + len(ev)
 			}
 		}
@@ -425,8 +420,8 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 			m.Latency = time.Since(src.sent)
 			x.tally.fill(&m, x.body, &x.req)
 			if errors.Is(rerr, io.EOF) {
-				r.write(buf[run:]) // with an unterminated last event, as sent
-				r.unlock()
+				r.Write(buf[run:]) // with an unterminated last event, as sent
+				r.Unlock()
 				if failed, relayed := x.streamFailed(); failed {
 					s.endFailedStream(r, x, k, src.armName, &m, relayed)
 				} else if x.pair.held {
@@ -434,8 +429,8 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 				}
 				return m
 			}
-			r.write(buf[run : len(buf)-len(rest)]) // the events before the failure
-			r.unlock()
+			r.Write(buf[run : len(buf)-len(rest)]) // the events before the failure
+			r.Unlock()
 			if r.Left() {
 				m.ErrorType = ErrTypeCallerCancelled
 				return m
@@ -446,78 +441,15 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 			m.Status, m.ErrorType, m.Outcome = e.Status, errorType(rerr), outcomeOfErr(rerr)
 			return m
 		}
-		if err := r.write(buf[run : len(buf)-len(rest)]); err != nil || werr != nil {
-			r.unlock()
+		if err := r.Write(buf[run : len(buf)-len(rest)]); err != nil || werr != nil {
+			r.Unlock()
 			src.resp.Abort() // the client went away: stop the upstream
 			m.Latency = time.Since(src.sent)
 			m.ErrorType = ErrTypeCallerCancelled
 			x.tally.fill(&m, x.body, &x.req)
 			return m
 		}
-		r.unlock()
+		r.Unlock()
 		buf = append(buf[:0], rest...)
 	}
-}
-
-// replay writes a buffered stream to the client event by event, keeping
-// the upstream's chunk boundaries, without the usage chunk when strip.
-// It reports false when the client went away.
-func replay(r *relay, stream []byte, strip bool) bool {
-	var a scan.Answer
-	rest := stream
-	for {
-		ev, tail, ok := nextEvent(rest)
-		if !ok {
-			break
-		}
-		rest = tail
-		if strip {
-			if data := eventData(ev); data != nil && scan.ScanAnswer(data, &a) == nil && a.HasUsage && a.Choices == 0 {
-				continue
-			}
-		}
-		if r.send(ev) != nil {
-			return false
-		}
-	}
-	return r.send(rest) == nil
-}
-
-var doneMarker = []byte("[DONE]")
-
-// nextEvent splits the first complete SSE event (through its blank line)
-// off b.
-func nextEvent(b []byte) (ev, rest []byte, ok bool) {
-	for i := 0; i < len(b); {
-		j := bytes.IndexByte(b[i:], '\n')
-		if j < 0 {
-			return nil, b, false
-		}
-		i += j + 1
-		// A blank line ("\n" or "\r\n") ends the event.
-		if i < len(b) && b[i] == '\n' {
-			return b[:i+1], b[i+1:], true
-		}
-		if i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n' {
-			return b[:i+2], b[i+2:], true
-		}
-	}
-	return nil, b, false
-}
-
-// eventData returns the payload of an event's data line, or nil.
-func eventData(ev []byte) []byte {
-	for len(ev) > 0 {
-		line := ev
-		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
-			line, ev = ev[:i], ev[i+1:]
-		} else {
-			ev = nil
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			return bytes.TrimSpace(d)
-		}
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package proxy
+package relay
 
 import (
 	"net"
@@ -27,12 +27,12 @@ func tcpPair(t *testing.T) (server, client net.Conn) {
 }
 
 func TestWatcherCancelsWhenClientLeaves(t *testing.T) {
-	w := &watcher{every: 10 * time.Millisecond}
+	w := &Watcher{every: 10 * time.Millisecond}
 	stayed, _ := tcpPair(t)
 	left, leaver := tcpPair(t)
-	var a, b clientWatch
-	ctxA := w.add(&a, stayed)
-	ctxB := w.add(&b, left)
+	var a, b Watch
+	ctxA := w.Add(&a, stayed)
+	ctxB := w.Add(&b, left)
 	innerA, innerB := a.ctx, b.ctx
 	called := make(chan struct{})
 	stopB := b.OnEnd(func() { close(called) })
@@ -58,18 +58,18 @@ func TestWatcherCancelsWhenClientLeaves(t *testing.T) {
 	if !stopA() {
 		t.Error("stop before the client left did not report the callback unregistered")
 	}
-	w.remove(&b) // already unlinked by the watcher: a no-op
-	w.remove(&a)
+	w.Remove(&b) // already unlinked by the watcher: a no-op
+	w.Remove(&a)
 	// A cancelled context is not reused; a live one is.
-	if again := w.add(&b, nil); b.ctx == innerB || again.Err() != nil {
+	if again := w.Add(&b, nil); b.ctx == innerB || again.Err() != nil {
 		t.Error("a cancelled registration's context was reused")
 	}
-	if w.add(&a, nil); a.ctx != innerA {
+	if w.Add(&a, nil); a.ctx != innerA {
 		t.Error("a live registration's context was not reused")
 	}
 	// A callback registered after the client left runs at once.
-	var c clientWatch
-	w.add(&c, nil)
+	var c Watch
+	w.Add(&c, nil)
 	c.end()
 	ran := make(chan struct{})
 	if c.OnEnd(func() { close(ran) })() {
@@ -83,11 +83,11 @@ func TestWatcherCancelsWhenClientLeaves(t *testing.T) {
 }
 
 func TestWatcherIgnoresRemovedRequests(t *testing.T) {
-	w := &watcher{every: 10 * time.Millisecond}
+	w := &Watcher{every: 10 * time.Millisecond}
 	left, leaver := tcpPair(t)
-	var cw clientWatch
-	ctx := w.add(&cw, left)
-	w.remove(&cw)
+	var cw Watch
+	ctx := w.Add(&cw, left)
+	w.Remove(&cw)
 	leaver.Close()
 	time.Sleep(60 * time.Millisecond)
 	if ctx.Err() != nil {
@@ -96,11 +96,11 @@ func TestWatcherIgnoresRemovedRequests(t *testing.T) {
 }
 
 func TestWatcherStopsWhenIdle(t *testing.T) {
-	w := &watcher{every: 5 * time.Millisecond}
+	w := &Watcher{every: 5 * time.Millisecond}
 	conn, _ := tcpPair(t)
-	var cw clientWatch
-	w.add(&cw, conn)
-	w.remove(&cw)
+	var cw Watch
+	w.Add(&cw, conn)
+	w.Remove(&cw)
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		w.mu.Lock()
@@ -118,14 +118,14 @@ func TestWatcherStopsWhenIdle(t *testing.T) {
 
 // BenchmarkWatch is a buffered request's cost of being watched.
 func BenchmarkWatch(b *testing.B) {
-	w := &watcher{}
+	w := &Watcher{}
 	conn, _ := tcpPair(&testing.T{})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		var cw clientWatch
+		var cw Watch
 		for pb.Next() {
-			w.add(&cw, conn)
-			w.remove(&cw)
+			w.Add(&cw, conn)
+			w.Remove(&cw)
 		}
 	})
 }

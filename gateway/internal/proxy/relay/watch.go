@@ -1,4 +1,4 @@
-package proxy
+package relay
 
 import (
 	"context"
@@ -7,26 +7,26 @@ import (
 	"time"
 )
 
-// watcher cancels the buffered requests whose client has left (SPEC §3:
+// Watcher cancels the buffered requests whose client has left (SPEC §3:
 // a client that leaves cancels the upstream request). One goroutine looks,
-// every clientCheckEvery, at the connection of every request in flight, so
+// every checkEvery, at the connection of every request in flight, so
 // a request costs a registration under a mutex: no timer, no goroutine and
 // no allocation of its own. The goroutine runs while requests are
 // registered and exits at the first look that finds none.
-type watcher struct {
+type Watcher struct {
 	mu      sync.Mutex
-	items   []*clientWatch
+	items   []*Watch
 	running bool
 	every   time.Duration
 }
 
-// clientWatch is a request's registration with the watcher; it lives in
+// Watch is a request's registration with the watcher; it lives in
 // the request's exchange and is reused with it.
-type clientWatch struct {
+type Watch struct {
 	ctx    context.Context // ends when the client leaves
 	cancel context.CancelFunc
 	conn   net.Conn
-	slot   int    // index in watcher.items; -1 when not registered (under watcher.mu)
+	slot   int    // index in Watcher.items; -1 when not registered (under Watcher.mu)
 	gen    uint64 // counts registrations, so a late look cannot hit the next request
 	added  bool   // add registered it and remove has not run (the owner's alone)
 
@@ -38,15 +38,15 @@ type clientWatch struct {
 	stopFn func() bool // stopOnEnd as a value, made once
 }
 
-// clientWatch is the request's context: ctx's, plus OnEnd.
-func (cw *clientWatch) Deadline() (time.Time, bool) { return cw.ctx.Deadline() }
-func (cw *clientWatch) Done() <-chan struct{}       { return cw.ctx.Done() }
-func (cw *clientWatch) Err() error                  { return cw.ctx.Err() }
-func (cw *clientWatch) Value(key any) any           { return cw.ctx.Value(key) }
+// Watch is the request's context: ctx's, plus OnEnd.
+func (cw *Watch) Deadline() (time.Time, bool) { return cw.ctx.Deadline() }
+func (cw *Watch) Done() <-chan struct{}       { return cw.ctx.Done() }
+func (cw *Watch) Err() error                  { return cw.ctx.Err() }
+func (cw *Watch) Value(key any) any           { return cw.ctx.Value(key) }
 
 // OnEnd registers f to run when the client leaves (upstream.EndNotifier);
 // stop unregisters it and reports whether f will never run.
-func (cw *clientWatch) OnEnd(f func()) (stop func() bool) {
+func (cw *Watch) OnEnd(f func()) (stop func() bool) {
 	cw.endMu.Lock()
 	if cw.ended {
 		cw.endMu.Unlock()
@@ -60,7 +60,7 @@ func (cw *clientWatch) OnEnd(f func()) (stop func() bool) {
 
 func alreadyEnded() bool { return false }
 
-func (cw *clientWatch) stopOnEnd() bool {
+func (cw *Watch) stopOnEnd() bool {
 	cw.endMu.Lock()
 	registered := cw.onEnd != nil
 	cw.onEnd = nil
@@ -70,7 +70,7 @@ func (cw *clientWatch) stopOnEnd() bool {
 
 // end cancels the request because its client left, and runs the
 // registered callback.
-func (cw *clientWatch) end() {
+func (cw *Watch) end() {
 	cw.cancel()
 	cw.endMu.Lock()
 	cw.ended = true
@@ -85,16 +85,16 @@ func (cw *clientWatch) end() {
 // look is a snapshot of one registration, taken under the mutex and
 // checked outside it.
 type look struct {
-	w    *clientWatch
+	w    *Watch
 	conn net.Conn
 	gen  uint64
 }
 
-// add registers a request served on conn and returns the context that
+// Add registers a request served on conn and returns the context that
 // ends when its client leaves (cw itself). The context of the previous
 // request on cw is reused unless it ended. A nil conn (an in-memory test
 // request) is not watched.
-func (w *watcher) add(cw *clientWatch, conn net.Conn) context.Context {
+func (w *Watcher) Add(cw *Watch, conn net.Conn) context.Context {
 	if cw.ctx == nil || cw.ctx.Err() != nil {
 		cw.ctx, cw.cancel = context.WithCancel(context.Background())
 		cw.ended, cw.onEnd = false, nil
@@ -117,9 +117,9 @@ func (w *watcher) add(cw *clientWatch, conn net.Conn) context.Context {
 	return cw
 }
 
-// remove ends cw's registration; after it returns, the watcher no longer
+// Remove ends cw's registration; after it returns, the watcher no longer
 // cancels cw's context.
-func (w *watcher) remove(cw *clientWatch) {
+func (w *Watcher) Remove(cw *Watch) {
 	if !cw.added {
 		return
 	}
@@ -130,7 +130,7 @@ func (w *watcher) remove(cw *clientWatch) {
 }
 
 // unlink removes cw from items; w.mu is held.
-func (w *watcher) unlink(cw *clientWatch) {
+func (w *Watcher) unlink(cw *Watch) {
 	i, last := cw.slot, len(w.items)-1
 	if i < 0 {
 		return
@@ -145,10 +145,10 @@ func (w *watcher) unlink(cw *clientWatch) {
 // run looks at every registered connection each period and cancels the
 // requests whose client closed its connection. The peeks run outside the
 // mutex, so registering never waits on a system call.
-func (w *watcher) run() {
+func (w *Watcher) run() {
 	every := w.every
 	if every <= 0 {
-		every = clientCheckEvery
+		every = checkEvery
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()

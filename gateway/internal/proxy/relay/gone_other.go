@@ -1,8 +1,10 @@
 //go:build !unix
 
-package proxy
+package relay
 
-import "net"
+import (
+	"net"
+)
 
 // peerClosed cannot peek at a socket on this platform: a departed client
 // is found by the next write to it.

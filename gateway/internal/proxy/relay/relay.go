@@ -1,6 +1,11 @@
-package proxy
+// Package relay is the client side of an answer in flight: the writer a
+// stream is relayed through (Relay) and the keeper that keeps every open
+// stream alive (Keeper), the watcher that notices a waiting client leave
+// (Watcher), and the SSE framing of an answer stream.
+package relay
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -8,7 +13,22 @@ import (
 	"time"
 )
 
-// relay is the writing side of one streaming answer: the writer fasthttp
+// checkEvery is how often a waiting or streaming request looks whether
+// its client has left.
+const checkEvery = 250 * time.Millisecond
+
+// KeepAliveEvery is how often a streaming client that waits gets an SSE
+// comment, which also tells the gateway whether the client is still there.
+const KeepAliveEvery = time.Second
+
+// ErrClientLeft: a write found the client gone (closed, or cut for not
+// reading).
+var ErrClientLeft = errors.New("client left")
+
+// Sent is the number of bytes written to the client.
+func (r *Relay) Sent() int64 { return r.sent }
+
+// Relay is the writing side of one streaming answer: the writer fasthttp
 // gave the stream (each Write one chunk, flushed to the client), shared
 // by the connection's goroutine, which relays the upstream, and the
 // gateway's keeper, which looks after every open stream at once. Every
@@ -21,7 +41,7 @@ import (
 // produces, the relay's own writes tell whether the client is still
 // there; while it is silent, the keeper sends ": keep-alive" comments,
 // whose writes tell too.
-type relay struct {
+type Relay struct {
 	mu     sync.Mutex
 	w      io.Writer
 	err    error // the first failed write (mu)
@@ -41,15 +61,15 @@ type relay struct {
 	// of its own (a keep-alive), so that it never runs twice at once.
 	tending atomic.Bool
 
-	keeper *keeper
+	keeper *Keeper
 	slot   int // index in keeper.relays; -1 when not registered (keeper.mu)
 }
 
-// newRelay registers the stream with the keeper k (nil: none, as in
+// New registers the stream with the keeper k (nil: none, as in
 // tests that drive a relay by hand); Close unregisters it. gone is called
 // at most once, from a failed write or from the keeper.
-func newRelay(k *keeper, w io.Writer, conn net.Conn, write time.Duration, gone func()) *relay {
-	r := &relay{w: w, conn: conn, writeTimeout: write, keeper: k, slot: -1}
+func New(k *Keeper, w io.Writer, conn net.Conn, write time.Duration, gone func()) *Relay {
+	r := &Relay{w: w, conn: conn, writeTimeout: write, keeper: k, slot: -1}
 	r.last.Store(time.Now().UnixNano())
 	r.gone = func() {
 		if r.left.CompareAndSwap(false, true) {
@@ -63,23 +83,23 @@ func newRelay(k *keeper, w io.Writer, conn net.Conn, write time.Duration, gone f
 }
 
 // Left reports whether the client left (or was cut).
-func (r *relay) Left() bool { return r.left.Load() }
+func (r *Relay) Left() bool { return r.left.Load() }
 
 // lock takes the writer; every write until unlock must end within the
 // write timeout, or the keeper cuts the client.
-func (r *relay) lock() {
+func (r *Relay) Lock() {
 	r.mu.Lock()
 	r.writing.Store(time.Now().UnixNano())
 }
 
-func (r *relay) unlock() {
+func (r *Relay) Unlock() {
 	r.writing.Store(0)
 	r.mu.Unlock()
 }
 
 // write sends b to the client at once; the caller holds the lock. It
 // fails once the client left, and after a write failed.
-func (r *relay) write(b []byte) error {
+func (r *Relay) Write(b []byte) error {
 	if r.err != nil {
 		return r.err
 	}
@@ -94,21 +114,21 @@ func (r *relay) write(b []byte) error {
 		}
 	}
 	if r.left.Load() {
-		return errClientLeft
+		return ErrClientLeft
 	}
 	return nil
 }
 
 // send writes b under the lock.
-func (r *relay) send(b []byte) error {
-	r.lock()
-	defer r.unlock()
-	return r.write(b)
+func (r *Relay) Send(b []byte) error {
+	r.Lock()
+	defer r.Unlock()
+	return r.Write(b)
 }
 
 // Close unregisters the relay and waits for a keep-alive being written:
 // after it returns, nothing touches the writer.
-func (r *relay) Close() {
+func (r *Relay) Close() {
 	if r.keeper != nil {
 		r.keeper.remove(r)
 	}
@@ -121,11 +141,11 @@ func (r *relay) Close() {
 const (
 	tendNothing = iota
 	tendCut     // a write has blocked past the write timeout
-	tendQuiet   // nothing was sent for keepAliveEvery
+	tendQuiet   // nothing was sent for KeepAliveEvery
 )
 
 // due tells what the keeper must do for the relay at now.
-func (r *relay) due(now int64) int {
+func (r *Relay) due(now int64) int {
 	if r.left.Load() {
 		return tendNothing
 	}
@@ -135,7 +155,7 @@ func (r *relay) due(now int64) int {
 		}
 		return tendNothing
 	}
-	if now-r.last.Load() >= int64(keepAliveEvery) {
+	if now-r.last.Load() >= int64(KeepAliveEvery) {
 		return tendQuiet
 	}
 	return tendNothing
@@ -144,7 +164,7 @@ func (r *relay) due(now int64) int {
 // cut ends a stream whose client stopped reading: its socket and
 // fasthttp's pipe are full, and a write blocked past the write timeout.
 // Closing the connection unblocks fasthttp's writer, and with it ours.
-func (r *relay) cut() {
+func (r *Relay) cut() {
 	r.gone()
 	if r.conn != nil {
 		_ = r.conn.Close()
@@ -156,7 +176,7 @@ func (r *relay) cut() {
 // needed); otherwise it gets a keep-alive comment, whose write fails once
 // the client is gone. A relay busy writing is left alone: it was not
 // quiet after all.
-func (r *relay) keepAlive() {
+func (r *Relay) keepAlive() {
 	defer r.tending.Store(false)
 	if r.conn != nil && peerClosed(r.conn) {
 		r.gone()
@@ -166,29 +186,29 @@ func (r *relay) keepAlive() {
 		return
 	}
 	r.writing.Store(time.Now().UnixNano())
-	if !r.closed && time.Since(time.Unix(0, r.last.Load())) >= keepAliveEvery {
-		_ = r.write(keepAliveComment)
+	if !r.closed && time.Since(time.Unix(0, r.last.Load())) >= KeepAliveEvery {
+		_ = r.Write(KeepAliveComment)
 	}
-	r.unlock()
+	r.Unlock()
 }
 
-var keepAliveComment = []byte(": keep-alive\n\n")
+var KeepAliveComment = []byte(": keep-alive\n\n")
 
-// keeper looks after every open stream with one goroutine: each
-// clientCheckEvery it sends a keep-alive to the streams that were quiet
-// for keepAliveEvery (and peeks whether their client left), and cuts the
+// Keeper looks after every open stream with one goroutine: each
+// checkEvery it sends a keep-alive to the streams that were quiet
+// for KeepAliveEvery (and peeks whether their client left), and cuts the
 // clients whose write has blocked past the write timeout. A stream costs
 // a registration under a mutex; the goroutine runs while streams are
 // registered and exits at the first look that finds none. A look over
 // 10,000 streams reads two atomics each.
-type keeper struct {
+type Keeper struct {
 	mu      sync.Mutex
-	relays  []*relay
+	relays  []*Relay
 	running bool
 	every   time.Duration
 }
 
-func (k *keeper) add(r *relay) {
+func (k *Keeper) add(r *Relay) {
 	k.mu.Lock()
 	r.slot = len(k.relays)
 	k.relays = append(k.relays, r)
@@ -199,7 +219,7 @@ func (k *keeper) add(r *relay) {
 	k.mu.Unlock()
 }
 
-func (k *keeper) remove(r *relay) {
+func (k *Keeper) remove(r *Relay) {
 	k.mu.Lock()
 	if i, last := r.slot, len(k.relays)-1; i >= 0 {
 		k.relays[i] = k.relays[last]
@@ -212,14 +232,14 @@ func (k *keeper) remove(r *relay) {
 }
 
 type tend struct {
-	r    *relay
+	r    *Relay
 	what int
 }
 
-func (k *keeper) run() {
+func (k *Keeper) run() {
 	every := k.every
 	if every <= 0 {
-		every = clientCheckEvery
+		every = checkEvery
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
