@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/valyala/fasthttp"
 )
@@ -121,7 +122,7 @@ func (s *Server) adminAuthorized(h *fasthttp.RequestHeader) bool {
 	return s.adminToken.has(&d)
 }
 
-var errUnauthorized = &Error{Status: fiber.StatusUnauthorized, Code: CodeUnauthorized, Type: "authentication_error",
+var errUnauthorized = &apierr.Error{Status: fiber.StatusUnauthorized, Code: apierr.CodeUnauthorized, Type: "authentication_error",
 	Msg: "a valid bearer token is required"}
 
 // clientErrorHandler is the client listener's error handler: a body
@@ -151,8 +152,8 @@ func tooLarge(err error) bool {
 }
 
 var (
-	errAdminDisabled = &Error{Status: fiber.StatusForbidden, Code: CodeForbidden, Type: "permission_error",
+	errAdminDisabled = &apierr.Error{Status: fiber.StatusForbidden, Code: apierr.CodeForbidden, Type: "permission_error",
 		Msg: "the admin API is disabled: set gateway.admin_token or GRAYGATE_ADMIN_TOKEN"}
-	errAdminUnauthorized = &Error{Status: fiber.StatusUnauthorized, Code: CodeUnauthorized, Type: "authentication_error",
+	errAdminUnauthorized = &apierr.Error{Status: fiber.StatusUnauthorized, Code: apierr.CodeUnauthorized, Type: "authentication_error",
 		Msg: "a valid admin bearer token is required"}
 )

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/scripts/testenv"
 )
@@ -74,7 +75,7 @@ func TestContextBandSelection(t *testing.T) {
 			before := len(short.Requests(t)) + len(long.Requests(t)) + len(unknown.Requests(t))
 			resp, out := post(t, g.url, c.body)
 			if resp.StatusCode != c.status {
-				t.Fatalf("status %d: %s", resp.StatusCode, clip(string(out), 300))
+				t.Fatalf("status %d: %s", resp.StatusCode, apierr.Clip(string(out), 300))
 			}
 			if got := resp.Header.Get("x-router-error-code"); got != c.code {
 				t.Errorf("code %q; want %q", got, c.code)

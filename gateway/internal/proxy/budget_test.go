@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 )
 
 // rssBytes is the process' resident size, from /proc/self/statm (0
@@ -100,7 +102,7 @@ func TestEndlessPrimaryAnswersStayWithinBudget(t *testing.T) {
 			resp, out := post(t, g.url, chatBody)
 			if resp.StatusCode != 502 || resp.Header.Get("x-router-error-code") != "upstream_error" ||
 				!bytes.Contains(out, []byte("over the gateway's limit")) {
-				t.Errorf("endless answer: %d %s; want 502 upstream_error at the cap", resp.StatusCode, clip(string(out), 200))
+				t.Errorf("endless answer: %d %s; want 502 upstream_error at the cap", resp.StatusCode, apierr.Clip(string(out), 200))
 			}
 		})
 	}
@@ -153,7 +155,7 @@ func TestEndlessErrorAnswerReadsOnlyItsReason(t *testing.T) {
 	took := time.Since(start)
 	heap, _ := peaks.end()
 	if resp.StatusCode != 502 || !bytes.Contains(out, []byte("primary answered 500: model worker crashed")) {
-		t.Errorf("endless 500: %d %s; want 502 quoting the upstream's reason", resp.StatusCode, clip(string(out), 200))
+		t.Errorf("endless 500: %d %s; want 502 quoting the upstream's reason", resp.StatusCode, apierr.Clip(string(out), 200))
 	}
 	if took > 2*time.Second {
 		t.Errorf("answered after %v; want at once (only the reason is read)", took)

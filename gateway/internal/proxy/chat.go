@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
@@ -84,7 +85,7 @@ func (s *Server) admit(c *fiber.Ctx, x *exchange, k *call, ep upstream.Endpoint)
 		return fiber.ErrRequestEntityTooLarge
 	}
 	if ce := c.Request().Header.ContentEncoding(); len(ce) > 0 && !bytes.EqualFold(ce, []byte("identity")) {
-		return badRequest("compressed request bodies are not accepted (Content-Encoding: %s)", clip(string(ce), 20))
+		return apierr.BadRequest("compressed request bodies are not accepted (Content-Encoding: %s)", apierr.Clip(string(ce), 20))
 	}
 	x.body = c.Request().Body()
 	x.ep = ep
@@ -104,7 +105,7 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 		read = scan.ScanResponses
 	}
 	if err := read(body, &x.req); err != nil {
-		return badRequest("%s", err.Error())
+		return apierr.BadRequest("%s", err.Error())
 	}
 	if x.ep == upstream.Completions {
 		x.req.DefaultOutputReserve = completionsMaxTokens
@@ -136,8 +137,8 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 		x.outcome.Count()
 		v := x.outcome.First()
 		msg := v.Message()
-		s.reject(k, CodeContract, v.Param.String(), msg)
-		return &Error{Status: fiber.StatusBadRequest, Code: CodeContract, Type: "invalid_request_error",
+		s.reject(k, apierr.CodeContract, v.Param.String(), msg)
+		return &apierr.Error{Status: fiber.StatusBadRequest, Code: apierr.CodeContract, Type: "invalid_request_error",
 			Param: v.Param.String(), Msg: msg}
 	}
 
@@ -151,8 +152,8 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 		if x.ep == upstream.Responses {
 			param = "input"
 		}
-		s.reject(k, CodeToolSteps, param, msg)
-		return &Error{Status: fiber.StatusBadRequest, Code: CodeToolSteps, Type: "invalid_request_error",
+		s.reject(k, apierr.CodeToolSteps, param, msg)
+		return &apierr.Error{Status: fiber.StatusBadRequest, Code: apierr.CodeToolSteps, Type: "invalid_request_error",
 			Param: param, Msg: msg}
 	}
 
@@ -172,7 +173,7 @@ func (s *Server) selectDeployment(c *fiber.Ctx, x *exchange, k *call) error {
 	k.matched = s.matchedHeader(sel.Matched)
 	if sel.Code != "" {
 		s.reject(k, sel.Code, "messages", sel.Detail)
-		return &Error{Status: fiber.StatusBadRequest, Code: sel.Code, Type: "invalid_request_error",
+		return &apierr.Error{Status: fiber.StatusBadRequest, Code: sel.Code, Type: "invalid_request_error",
 			Param: "messages", Msg: sel.Detail}
 	}
 	k.deployment = s.deployments[sel.Deployment]
@@ -253,19 +254,19 @@ func (s *Server) reject(k *call, code, param, detail string) {
 func (s *Server) lookupRoute(x *exchange, body []byte) (*route, error) {
 	m := x.req.Model
 	if !m.Present() {
-		return nil, &Error{Status: fiber.StatusBadRequest, Code: CodeBadRequest, Type: "invalid_request_error",
+		return nil, &apierr.Error{Status: fiber.StatusBadRequest, Code: apierr.CodeBadRequest, Type: "invalid_request_error",
 			Param: "model", Msg: "request body has no \"model\""}
 	}
 	if m.Kind != scan.KindString {
-		return nil, &Error{Status: fiber.StatusBadRequest, Code: CodeBadRequest, Type: "invalid_request_error",
+		return nil, &apierr.Error{Status: fiber.StatusBadRequest, Code: apierr.CodeBadRequest, Type: "invalid_request_error",
 			Param: "model", Msg: "\"model\" must be a string"}
 	}
 	// The body is valid JSON here, so the literal decodes.
 	x.name, _ = scan.Unquote(x.name[:0], body[m.Value.Start:m.Value.End])
 	rt, ok := s.routes[string(x.name)]
 	if !ok {
-		return nil, &Error{Status: fiber.StatusNotFound, Code: CodeModelNotFound, Type: "invalid_request_error",
-			Param: "model", Msg: "The model " + quoteShort(x.name) + " does not exist (GET /v1/models lists the models)"}
+		return nil, &apierr.Error{Status: fiber.StatusNotFound, Code: apierr.CodeModelNotFound, Type: "invalid_request_error",
+			Param: "model", Msg: "The model " + apierr.QuoteShort(x.name) + " does not exist (GET /v1/models lists the models)"}
 	}
 	return rt, nil
 }
@@ -347,12 +348,6 @@ func printable(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// quoteShort quotes a client-supplied name for an error message, cut to a
-// readable length.
-func quoteShort(b []byte) string {
-	return `"` + clip(string(b), 64) + `"`
 }
 
 // The gateway's response headers, in fasthttp's canonical form: set with

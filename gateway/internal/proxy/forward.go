@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -99,7 +100,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 // and 4xx pass through, anything else is a 502, of whose answer only
 // reasonBytes are read. The answer is handed to fasthttp with x
 // (sendAnswer).
-func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *arm, resp *upstream.Response, sent time.Time) (Measure, *Error) {
+func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *arm, resp *upstream.Response, sent time.Time) (Measure, *apierr.Error) {
 	m := Measure{Status: resp.Status, ErrorType: ErrTypeNone, TTFT: time.Since(sent)}
 	m.Headers = m.TTFT
 	var err error
@@ -120,7 +121,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
 		telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamStatus)
 		m.Status, m.ErrorType, m.Outcome = fiber.StatusBadGateway, ErrTypeUpstreamStatus, events.OutcomeOfStatus(resp.Status)
-		return m, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d: %s", resp.Status, reason(x.ans))}
 	case resp.Status >= 400:
 		// The client caused it: pass it through unchanged.
@@ -134,7 +135,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 	if err := x.scanAnswer(x.ans); err != nil {
 		telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamInvalidJSON)
 		m.Status, m.ErrorType = fiber.StatusBadGateway, ErrTypeUpstreamInvalidJSON
-		return m, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
 	}
 	x.tally.reset(x.pair.held) // a held gray failure is judged against this answer
@@ -258,26 +259,26 @@ func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
 }
 
 // upstreamFailed maps an upstream I/O error to 502, 503 or 504.
-func (s *Server) upstreamFailed(k *call, armName string, err error) *Error {
+func (s *Server) upstreamFailed(k *call, armName string, err error) *apierr.Error {
 	d := k.deployment.name
 	typ := errorType(err)
 	telemetry.UpstreamError(d, typ)
 	if errors.Is(err, upstream.ErrBusy) {
 		// The gateway's own limit, not the upstream's failure: a prompt,
 		// clear refusal the client may retry (SPEC §2 rev. 3).
-		return &Error{Status: fiber.StatusServiceUnavailable, Code: CodeUpstreamBusy, Type: "server_error",
+		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: apierr.CodeUpstreamBusy, Type: "server_error",
 			Msg: fmt.Sprintf("%s of deployment %s has all its max_connections busy; retry later", armName, d), Cause: err}
 	}
 	switch typ {
 	case ErrTypeUpstreamTimeout:
-		return &Error{Status: fiber.StatusGatewayTimeout, Code: CodeUpstreamTimeout, Type: "server_error",
+		return &apierr.Error{Status: fiber.StatusGatewayTimeout, Code: apierr.CodeUpstreamTimeout, Type: "server_error",
 			Msg: fmt.Sprintf("%s of deployment %s did not answer in time", armName, d), Cause: err}
 	default:
 		if errors.Is(err, upstream.ErrTooLarge) {
-			return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+			return &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 				Msg: fmt.Sprintf("%s of deployment %s %s", armName, d, capMessage(err)), Cause: err}
 		}
-		return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+		return &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("%s of deployment %s could not be reached or broke off its answer", armName, d), Cause: err}
 	}
 }
@@ -298,7 +299,7 @@ func reason(body []byte) string {
 	if msg == "" {
 		msg = string(body)
 	}
-	return clip(msg, 200)
+	return apierr.Clip(msg, 200)
 }
 
 func firstNonEmpty(ss ...string) string {
@@ -308,26 +309,6 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
-}
-
-// clip shortens s to at most n bytes of valid, printable text.
-func clip(s string, n int) string {
-	out := make([]rune, 0, n)
-	size := 0
-	for _, r := range s {
-		if r == '\uFFFD' || r < 0x20 {
-			r = ' '
-		}
-		size += len(string(r))
-		if size > n {
-			return string(out) + "…"
-		}
-		out = append(out, r)
-	}
-	if len(out) == 0 {
-		return "(empty body)"
-	}
-	return string(out)
 }
 
 // grayReason maps an upstream I/O error of a gray attempt to a sample reason.

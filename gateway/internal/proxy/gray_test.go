@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -120,7 +121,7 @@ func answerModel(t *testing.T, body []byte) string {
 	}
 	var a struct{ Model string }
 	if err := json.Unmarshal(body, &a); err != nil {
-		t.Fatalf("answer %q: %v", clip(string(body), 300), err)
+		t.Fatalf("answer %q: %v", apierr.Clip(string(body), 300), err)
 	}
 	return a.Model
 }
@@ -202,7 +203,7 @@ func TestGrayCanaryFallback(t *testing.T) {
 				t.Errorf("sample = %+v", sm)
 			}
 			if !bytes.Contains(sm.Payload, []byte(c.payload)) {
-				t.Errorf("sample payload %q lacks %q", clip(string(sm.Payload), 300), c.payload)
+				t.Errorf("sample payload %q lacks %q", apierr.Clip(string(sm.Payload), 300), c.payload)
 			}
 		})
 	}

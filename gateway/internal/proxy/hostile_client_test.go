@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -311,7 +312,7 @@ func TestStreamOutlivesWriteTimeout(t *testing.T) {
 	resp, body := post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
 		"x-mock-inter-token", "100ms", "x-mock-completion-tokens", "10")
 	if resp.StatusCode != 200 || !bytes.Contains(body, []byte("data: [DONE]")) {
-		t.Fatalf("status %d, body %q; want a whole stream", resp.StatusCode, clip(string(body), 300))
+		t.Fatalf("status %d, body %q; want a whole stream", resp.StatusCode, apierr.Clip(string(body), 300))
 	}
 	if d := time.Since(start); d < 4*cfg.Gateway.WriteTimeout {
 		t.Errorf("stream took %s; the test needs one longer than write_timeout", d)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
@@ -82,7 +83,7 @@ func TestHostileRequests(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			resp, body := post(t, g.url, c.body, c.headers...)
 			if resp.StatusCode != c.status {
-				t.Errorf("status %d; want %d (%s)", resp.StatusCode, c.status, clip(string(body), 200))
+				t.Errorf("status %d; want %d (%s)", resp.StatusCode, c.status, apierr.Clip(string(body), 200))
 			}
 		})
 	}
@@ -98,7 +99,7 @@ func TestHostileRequests(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 413 || resp.Header.Get("x-router-error-code") != "payload_too_large" {
-				t.Fatalf("request %d: status %d %s; want 413 payload_too_large", i, resp.StatusCode, clip(string(body), 200))
+				t.Fatalf("request %d: status %d %s; want 413 payload_too_large", i, resp.StatusCode, apierr.Clip(string(body), 200))
 			}
 		}
 	})
@@ -153,7 +154,7 @@ func TestHostileRequests(t *testing.T) {
 		// Only the steady client's requests may have reached the upstream.
 		for _, r := range mock.Requests(t)[before:] {
 			if !strings.Contains(r.Body, `"content":"hello"`) {
-				t.Errorf("a hostile request reached the upstream: %s", clip(r.Body, 200))
+				t.Errorf("a hostile request reached the upstream: %s", apierr.Clip(r.Body, 200))
 			}
 		}
 	}

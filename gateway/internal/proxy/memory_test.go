@@ -1,6 +1,8 @@
 package proxy
 
-import "testing"
+import (
+	"testing"
+)
 
 // TestReleaseRules: memory goes back after a burst of connections has
 // fallen to a quarter of its peak (again each time its tail drains to a

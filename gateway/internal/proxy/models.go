@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 )
 
 // model serves GET /v1/models/{model}: one route model in the OpenAI
@@ -25,8 +26,8 @@ func (s *Server) model(c *fiber.Ctx) error {
 	}
 	rt, ok := s.routes[name]
 	if !ok {
-		return &Error{Status: fiber.StatusNotFound, Code: CodeModelNotFound, Type: "invalid_request_error",
-			Param: "model", Msg: "The model " + quoteShort([]byte(name)) + " does not exist (GET /v1/models lists the models)"}
+		return &apierr.Error{Status: fiber.StatusNotFound, Code: apierr.CodeModelNotFound, Type: "invalid_request_error",
+			Param: "model", Msg: "The model " + apierr.QuoteShort([]byte(name)) + " does not exist (GET /v1/models lists the models)"}
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(rt.model)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -147,7 +148,7 @@ func TestPairedOutcomes(t *testing.T) {
 				}
 			} else {
 				if !bytes.Contains(sm.PrimaryPayload, []byte(c.primaryHas)) || sm.PrimaryPayloadBytes < len(sm.PrimaryPayload) {
-					t.Errorf("sample's primary payload %q (%d bytes); want it to contain %q", clip(string(sm.PrimaryPayload), 300), sm.PrimaryPayloadBytes, c.primaryHas)
+					t.Errorf("sample's primary payload %q (%d bytes); want it to contain %q", apierr.Clip(string(sm.PrimaryPayload), 300), sm.PrimaryPayloadBytes, c.primaryHas)
 				}
 				if len(sm.PrimaryErrors) == 0 || sm.PrimaryErrors[0].Field != c.primaryField {
 					t.Errorf("sample's primary errors %v; want first on %q", sm.PrimaryErrors, c.primaryField)

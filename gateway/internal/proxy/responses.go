@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
@@ -120,7 +121,7 @@ func (s *Server) endFailedStream(r *relay.Relay, x *exchange, k *call, armName s
 		return
 	}
 	m.ErrorType = ErrTypeUpstreamInvalidJSON
-	s.failStream(r, x, k, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+	s.failStream(r, x, k, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 		Msg: armName + " of deployment " + k.deployment.name + " ended its response stream without response.completed"})
 }
 
@@ -137,7 +138,7 @@ type typedError struct {
 // event e, and logs it at warn when it is a 5xx, as the error handler logs
 // a 5xx answered before the headers: a stream failure is a failed
 // request, not a quiet one.
-func (s *Server) failStream(r *relay.Relay, x *exchange, k *call, e *Error) {
+func (s *Server) failStream(r *relay.Relay, x *exchange, k *call, e *apierr.Error) {
 	if e.Status >= 500 {
 		s.log.Warn("stream failed after its headers", "deployment", k.deployment.name,
 			"status", e.Status, "code", e.Code, "err", e.Error())
@@ -148,7 +149,7 @@ func (s *Server) failStream(r *relay.Relay, x *exchange, k *call, e *Error) {
 // writeErrorEvent ends a stream with e: on /v1/responses the typed
 // `event: error` numbered after the last event relayed, elsewhere the
 // error envelope as a data event.
-func (x *exchange) writeErrorEvent(r *relay.Relay, e *Error) {
+func (x *exchange) writeErrorEvent(r *relay.Relay, e *apierr.Error) {
 	var b []byte
 	if x.ep == upstream.Responses {
 		ev := typedError{Type: "error", Code: e.Code, Message: e.Msg, SequenceNumber: x.tally.seq}
@@ -158,7 +159,7 @@ func (x *exchange) writeErrorEvent(r *relay.Relay, e *Error) {
 		j, _ := json.Marshal(ev)
 		b = append(append([]byte("event: error\ndata: "), j...), "\n\n"...)
 	} else {
-		b = append(append([]byte("data: "), marshalError(e)...), "\n\n"...)
+		b = append(append([]byte("data: "), apierr.Marshal(e)...), "\n\n"...)
 	}
 	_ = r.Send(b)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/schemas/config"
 )
 
@@ -189,7 +190,7 @@ func TestResponsesGrayEligibility(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			resp, out := postResponses(t, c.g.url, c.body, "X-Gray-Rollout", "true")
 			if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != c.arm {
-				t.Errorf("status %d arm %q; want 200 %q (%s)", resp.StatusCode, resp.Header.Get("x-gateway-arm"), c.arm, clip(string(out), 200))
+				t.Errorf("status %d arm %q; want 200 %q (%s)", resp.StatusCode, resp.Header.Get("x-gateway-arm"), c.arm, apierr.Clip(string(out), 200))
 			}
 		})
 	}
@@ -345,12 +346,12 @@ func TestResponsesSchemaTargets(t *testing.T) {
 		}
 		resp, out := postResponses(t, gBody.url, req, "X-Gray-Rollout", "true")
 		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != "gray" {
-			t.Errorf("body target, stream %v: status %d arm %q; want gray's answer (%s)", stream, resp.StatusCode, resp.Header.Get("x-gateway-arm"), clip(string(out), 200))
+			t.Errorf("body target, stream %v: status %d arm %q; want gray's answer (%s)", stream, resp.StatusCode, resp.Header.Get("x-gateway-arm"), apierr.Clip(string(out), 200))
 		}
 		rec.reset()
 		resp, out = postResponses(t, gContent.url, req, "X-Gray-Rollout", "true")
 		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != "fallback" {
-			t.Errorf("content target, stream %v: status %d arm %q; want a fallback (%s)", stream, resp.StatusCode, resp.Header.Get("x-gateway-arm"), clip(string(out), 200))
+			t.Errorf("content target, stream %v: status %d arm %q; want a fallback (%s)", stream, resp.StatusCode, resp.Header.Get("x-gateway-arm"), apierr.Clip(string(out), 200))
 		}
 		recs := rec.waitRecords(t, 1)
 		if g := recs[0].Gray; g == nil || g.Reason != filter.SchemaViolation {

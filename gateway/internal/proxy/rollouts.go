@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -52,20 +53,20 @@ func (s *Server) putRollout(c *fiber.Ctx) error {
 	name := c.Params("deployment")
 	cur := s.rollouts.Get(name)
 	if cur == nil {
-		return &Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
-			Msg: "no deployment with a gray upstream is named " + quoteShort([]byte(name))}
+		return &apierr.Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
+			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
 	}
 	var ch rolloutChange
 	dec := json.NewDecoder(bytesReader(c.Body()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ch); err != nil {
-		return badRequest("rollout change: %s", clip(err.Error(), 200))
+		return apierr.BadRequest("rollout change: %s", apierr.Clip(err.Error(), 200))
 	}
 	if len(ch.Reason) > events.MaxReasonBytes {
-		return badRequest("reason is %d bytes; at most %d", len(ch.Reason), events.MaxReasonBytes)
+		return apierr.BadRequest("reason is %d bytes; at most %d", len(ch.Reason), events.MaxReasonBytes)
 	}
 	if ch.Percentage == nil && ch.Status == nil {
-		return badRequest("rollout change needs \"percentage\", \"status\" or both")
+		return apierr.BadRequest("rollout change needs \"percentage\", \"status\" or both")
 	}
 	// A change without expected_revision applies to the state the log
 	// holds. This gateway's view of it can lag by a few milliseconds (a
@@ -116,27 +117,27 @@ func (s *Server) changeRollout(name string, cur *rollout.State, ch *rolloutChang
 	if ch.Status != nil {
 		status = rollout.Status(*ch.Status)
 		if !status.Valid() {
-			return nil, false, badRequest("status must be \"active\", \"rolled_back\" or \"testing\", got %s", quoteShort([]byte(*ch.Status)))
+			return nil, false, apierr.BadRequest("status must be \"active\", \"rolled_back\" or \"testing\", got %s", apierr.QuoteShort([]byte(*ch.Status)))
 		}
 		switch {
 		case status == rollout.Testing && ch.Percentage != nil:
-			return nil, false, badRequest("\"status\": \"testing\" stores percentage 0: send it without a percentage")
+			return nil, false, apierr.BadRequest("\"status\": \"testing\" stores percentage 0: send it without a percentage")
 		case status == rollout.Active && ch.Percentage == nil:
-			return nil, false, badRequest("\"status\": \"active\" needs the percentage to serve at")
+			return nil, false, apierr.BadRequest("\"status\": \"active\" needs the percentage to serve at")
 		}
 	}
 	pct := cur.Percentage
 	if ch.Percentage != nil {
 		p := *ch.Percentage
 		if !events.ValidPercentage(p) {
-			return nil, false, badRequest("percentage must be between 0 and 100 with at most two decimals, got %v", p)
+			return nil, false, apierr.BadRequest("percentage must be between 0 and 100 with at most two decimals, got %v", p)
 		}
 		if (cur.Status == rollout.RolledBack || cur.Status == rollout.Testing) && status != rollout.Active {
 			code, what := CodeRolledBack, "rolled back"
 			if cur.Status == rollout.Testing {
 				code, what = CodeTesting, "in testing"
 			}
-			return nil, false, &Error{Status: fiber.StatusConflict, Code: code, Type: "invalid_request_error",
+			return nil, false, &apierr.Error{Status: fiber.StatusConflict, Code: code, Type: "invalid_request_error",
 				Msg: "deployment " + name + " is " + what + ": send \"status\": \"active\" with the percentage to serve gray to its share"}
 		}
 		pct = math.Round(p*100) / 100
@@ -164,7 +165,7 @@ func (s *Server) changeRollout(name string, cur *rollout.State, ch *rolloutChang
 		s.rollouts.Set(rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now))
 	} else {
 		if !s.rolloutLog.Fresh() {
-			return nil, false, &Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			return nil, false, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 				Msg: "the event log is unreachable or not read yet; the change was not recorded"}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -175,7 +176,7 @@ func (s *Server) changeRollout(name string, cur *rollout.State, ch *rolloutChang
 		case errors.Is(err, rollout.ErrRevisionConflict):
 			return nil, ch.ExpectedRevision == nil, revisionConflict(name, expected, 0)
 		case err != nil:
-			return nil, false, &Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			return nil, false, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 				Msg: "the rollout change could not be recorded in the event log", Cause: err}
 		}
 	}
@@ -183,11 +184,11 @@ func (s *Server) changeRollout(name string, cur *rollout.State, ch *rolloutChang
 		Reason: ev.Reason, Actor: string(ev.Actor), UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
 }
 
-func revisionConflict(name string, expected, current uint64) *Error {
+func revisionConflict(name string, expected, current uint64) *apierr.Error {
 	msg := "deployment " + name + " changed since revision " + utoa(expected)
 	if current > 0 {
 		msg += " (current revision " + utoa(current) + ")"
 	}
-	return &Error{Status: fiber.StatusConflict, Code: CodeRevisionConflict, Type: "invalid_request_error",
+	return &apierr.Error{Status: fiber.StatusConflict, Code: CodeRevisionConflict, Type: "invalid_request_error",
 		Msg: msg + ": read GET /admin/rollouts and retry"}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -260,7 +261,7 @@ func (s *Server) awaitSource(r *relay.Relay, x *exchange, k *call, done <-chan s
 		body, _ := src.resp.ReadAll(nil, 64<<10)
 		st := src.resp.Status
 		src.resp.Close()
-		e := &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
+		e := &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: "primary answered " + itoa(st) + ": " + reason(body)}
 		s.failStream(r, x, k, e)
 		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/scripts/testenv"
 )
@@ -151,11 +152,11 @@ func TestUpstreamCaps(t *testing.T) {
 				failedOut := bytes.Contains(out, []byte(`"code":"upstream_error"`))
 				switch {
 				case over == 0 && (resp.StatusCode != 200 || failedOut):
-					t.Errorf("at the cap: %d %s; want it served", resp.StatusCode, clip(string(out), 200))
+					t.Errorf("at the cap: %d %s; want it served", resp.StatusCode, apierr.Clip(string(out), 200))
 				case over > 0 && !tc.stream && (resp.StatusCode != 502 || resp.Header.Get("x-router-error-code") != "upstream_error"):
-					t.Errorf("one byte over: %d %s; want 502 upstream_error", resp.StatusCode, clip(string(out), 200))
+					t.Errorf("one byte over: %d %s; want 502 upstream_error", resp.StatusCode, apierr.Clip(string(out), 200))
 				case over > 0 && tc.stream && !failedOut:
-					t.Errorf("one byte over: %d %s; want a final upstream_error event", resp.StatusCode, clip(string(out), 300))
+					t.Errorf("one byte over: %d %s; want a final upstream_error event", resp.StatusCode, apierr.Clip(string(out), 300))
 				}
 			})
 		}
@@ -196,11 +197,11 @@ func TestGrayAnswerCap(t *testing.T) {
 				failedOut := bytes.Contains(out, []byte(`"code":"upstream_error"`))
 				switch {
 				case over == 0 && (arm != "gray" || failedOut):
-					t.Errorf("at the cap: arm %q %s; want gray's answer", arm, clip(string(out), 200))
+					t.Errorf("at the cap: arm %q %s; want gray's answer", arm, apierr.Clip(string(out), 200))
 				case over > 0 && mode == config.StreamBuffer && arm != "fallback":
 					t.Errorf("one byte over: arm %q; want fallback", arm)
 				case over > 0 && mode == config.StreamObserve && !failedOut:
-					t.Errorf("one byte over: %s; want a final upstream_error event", clip(string(out), 200))
+					t.Errorf("one byte over: %s; want a final upstream_error event", apierr.Clip(string(out), 200))
 				}
 			})
 		}
@@ -230,7 +231,7 @@ func TestTrickledBodyEndsAtMaxDuration(t *testing.T) {
 		t.Errorf("answered after %v; want about max_duration (1s)", took)
 	}
 	if resp.StatusCode != 504 {
-		t.Errorf("status %d %s; want 504", resp.StatusCode, clip(string(out), 200))
+		t.Errorf("status %d %s; want 504", resp.StatusCode, apierr.Clip(string(out), 200))
 	}
 	u.waitCancelled(t, time.Second, "trickle")
 }
@@ -277,7 +278,7 @@ func TestStreamSilence(t *testing.T) {
 		_, out := post(t, g.url, streamBody)
 		first := bytes.Index(out, []byte("\n\n"))
 		if first < 0 || !bytes.Contains(out[first:], []byte(": keep-alive\n\n")) {
-			t.Errorf("stream %q; want a keep-alive comment during the upstream's silence", clip(string(out), 300))
+			t.Errorf("stream %q; want a keep-alive comment during the upstream's silence", apierr.Clip(string(out), 300))
 		}
 	})
 	t.Run("client leaves", func(t *testing.T) {
@@ -388,7 +389,7 @@ func TestAnswersStayTheirOwn(t *testing.T) {
 				}
 				resp.Body.Close()
 				if want := ownAnswer(id); string(got) != want {
-					t.Errorf("%s got %d bytes, not its own answer (%d bytes): %q", id, len(got), len(want), clip(string(got), 80))
+					t.Errorf("%s got %d bytes, not its own answer (%d bytes): %q", id, len(got), len(want), apierr.Clip(string(got), 80))
 				}
 			}
 		})
