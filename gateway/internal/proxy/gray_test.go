@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/admin"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/config"
@@ -341,7 +342,7 @@ func TestRolloutsAdmin(t *testing.T) {
 	testenv.Must(t, err)
 	defer resp.Body.Close()
 	var out struct {
-		Rollouts []rolloutEntry `json:"rollouts"`
+		Rollouts []admin.RolloutEntry `json:"rollouts"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("status %d: %v", resp.StatusCode, err)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/proxy/admin"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/config"
@@ -337,13 +338,13 @@ func TestAdminRejectsUnauthenticatedBodies(t *testing.T) {
 func TestRolloutTestingThroughTheAdminAPI(t *testing.T) {
 	primary := testenv.StartMock(t)
 	g, _ := startObserved(t, grayConfig(t, primary.URL, primary.URL, 5))
-	put := func(body string) (int, string, rolloutEntry) {
+	put := func(body string) (int, string, admin.RolloutEntry) {
 		req, _ := http.NewRequest(http.MethodPut, g.admin+"/admin/rollouts/qwen", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer admin-secret")
 		resp, err := http.DefaultClient.Do(req)
 		testenv.Must(t, err)
 		defer resp.Body.Close()
-		var e rolloutEntry
+		var e admin.RolloutEntry
 		b, _ := io.ReadAll(resp.Body)
 		_ = json.Unmarshal(b, &e)
 		return resp.StatusCode, resp.Header.Get("x-router-error-code"), e

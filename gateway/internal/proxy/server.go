@@ -11,7 +11,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,11 +27,12 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/pprof"
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/admin"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
+	"github.com/graygate/graygate/gateway/internal/proxy/token"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/stats"
@@ -51,10 +51,10 @@ type Server struct {
 	routes       map[string]*route
 	deployments  map[string]*deployment
 	modelsBody   []byte
-	clientTokens tokenSet      // client and force tokens: either may use /v1/*
+	clientTokens token.Set     // client and force tokens: either may use /v1/*
 	requireToken bool          // client tokens are configured: /v1/* needs one
-	forceTokens  tokenSet      // may use a rollout force header
-	adminToken   tokenSet      // at most one
+	forceTokens  token.Set     // may use a rollout force header
+	adminToken   token.Set     // at most one
 	watcher      relay.Watcher // cancels buffered requests whose client left
 	keeper       relay.Keeper  // keeps open streams alive and notices their clients leave
 
@@ -64,7 +64,7 @@ type Server struct {
 	rollouts     *rollout.Table
 	obs          Observer // nil: no events
 	stats        *stats.Aggregator
-	rolloutLog   RolloutLog // nil: the config owns the rollout state
+	rolloutLog   admin.RolloutLog // nil: the config owns the rollout state
 	eventsUp     func() bool
 	forceHeaders map[string]bool
 
@@ -136,6 +136,14 @@ func WithEventsHealth(up func() bool) Option { return func(s *Server) { s.events
 // WithObserver sends request records, rejections and samples to o.
 func WithObserver(o Observer) Option { return func(s *Server) { s.obs = o } }
 
+// WithRolloutLog makes the event log the owner of the rollout state: the
+// server serves from table, which l fills (it starts unknown: primary
+// only), and PUT /admin/rollouts appends to l instead of changing memory.
+// table must hold every deployment with a gray upstream.
+func WithRolloutLog(table *rollout.Table, l admin.RolloutLog) Option {
+	return func(s *Server) { s.rollouts, s.rolloutLog = table, l }
+}
+
 // New builds a server for cfg. It does not listen until Run. The rollout
 // state of every deployment with a gray upstream starts from the config
 // (known); an event-log source takes over through Rollouts.
@@ -145,9 +153,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		log:          log,
 		routes:       make(map[string]*route),
 		deployments:  make(map[string]*deployment),
-		clientTokens: newTokenSet(cfg.Gateway.ClientTokens, cfg.Gateway.ForceTokens),
+		clientTokens: token.NewSet(cfg.Gateway.ClientTokens, cfg.Gateway.ForceTokens),
 		requireToken: len(cfg.Gateway.ClientTokens) > 0,
-		forceTokens:  newTokenSet(cfg.Gateway.ForceTokens),
+		forceTokens:  token.NewSet(cfg.Gateway.ForceTokens),
 		clientConns:  &connCounter{client: true},
 		sources:      newSources(cfg.Gateway.MaxConnectionsPerSource),
 		contract:     contract.New(cfg.SamplingContract),
@@ -163,7 +171,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	}
 	var grays []string
 	if cfg.Gateway.AdminToken != "" {
-		s.adminToken = newTokenSet([]config.Secret{cfg.Gateway.AdminToken})
+		s.adminToken = token.NewSet([]config.Secret{cfg.Gateway.AdminToken})
 	}
 	for _, name := range cfg.DeploymentOrder {
 		d := cfg.Deployments[name]
@@ -405,22 +413,11 @@ func readLimit(maxBody int64) int {
 
 func (s *Server) newAdminApp() *fiber.App {
 	g := &s.cfg.Gateway
-	app := fiber.New(fiber.Config{
-		ErrorHandler:          s.adminErrorHandler,
-		DisableStartupMessage: true,
-		ReadTimeout:           orDefault(g.ReadTimeout, 60*time.Second),
-		IdleTimeout:           orDefault(g.IdleTimeout, 120*time.Second),
-	})
-	app.Server().HeaderReceived = s.adminHeaderReceived
-	app.Get("/metrics", s.metrics)
-	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
-	app.Get("/readyz", s.readyz)
-	app.Use("/admin", s.adminAuth)
-	app.Get("/admin/rollouts", s.listRollouts)
-	app.Put("/admin/rollouts/:deployment", s.putRollout)
-	// Profiles for operators, behind the admin token like all of /admin.
-	app.Use(pprof.New(pprof.Config{Prefix: "/admin"}))
-	return app
+	return admin.New(s.rollouts, s.rolloutLog, s.adminToken, s.log, admin.Options{
+		Ready: &s.ready, EventsOff: s.cfg.NATS.URL == "", EventsUp: s.eventsUp,
+		ReadTimeout: orDefault(g.ReadTimeout, 60*time.Second),
+		IdleTimeout: orDefault(g.IdleTimeout, 120*time.Second),
+	}).App()
 }
 
 // Client returns the client listener's app (for tests: app.Test).
@@ -504,38 +501,6 @@ func (s *Server) authorize(c *fiber.Ctx) (clientAuth, error) {
 	return a, nil
 }
 
-// adminAuth guards /admin/*: 403 when no admin token is configured, 401
-// without the right one.
-func (s *Server) adminAuth(c *fiber.Ctx) error {
-	if len(s.adminToken) == 0 {
-		return errAdminDisabled
-	}
-	if !s.adminAuthorized(&c.Request().Header) {
-		return errAdminUnauthorized
-	}
-	return c.Next()
-}
-
-func (s *Server) readyz(c *fiber.Ctx) error {
-	if !s.ready.Load() {
-		return c.Status(fiber.StatusServiceUnavailable).SendString("not ready: starting or shutting down\n")
-	}
-	if s.cfg.NATS.URL == "" {
-		return c.SendString("ready: events disabled\n")
-	}
-	if s.eventsUp != nil && !s.eventsUp() {
-		msg := "ready: degraded: event log unreachable (events are spooled"
-		if s.rolloutLog != nil && !s.rolloutLog.Fresh() {
-			msg += "; rollout state unknown, serving primary only"
-		}
-		return c.SendString(msg + ")\n")
-	}
-	if s.rolloutLog != nil && !s.rolloutLog.Fresh() {
-		return c.SendString("ready: degraded: rollout state not read from the event log yet, serving primary only\n")
-	}
-	return c.SendString("ready\n")
-}
-
 // exchange is the per-request scratch memory, pooled.
 type exchange struct {
 	body     []byte // the client's body (the request's buffer, or own)
@@ -607,7 +572,3 @@ func (s *Server) putExchange(x *exchange) {
 
 // itoa is strconv.Itoa, named for the call sites that build header values.
 func itoa(n int) string { return strconv.Itoa(n) }
-
-func utoa(n uint64) string { return strconv.FormatUint(n, 10) }
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

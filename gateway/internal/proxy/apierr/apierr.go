@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -126,4 +127,26 @@ func Clip(s string, n int) string {
 		return "(empty body)"
 	}
 	return string(out)
+}
+
+// Write answers err with the OpenAI envelope, its status and the
+// x-router-error-code header, and logs it: a 5xx at warn, a refusal at
+// debug. It is the error handler of both listeners.
+func Write(c *fiber.Ctx, log *slog.Logger, err error) error {
+	e := As(err)
+	if e.Status >= 500 {
+		log.Warn("request failed", "path", c.Path(), "status", e.Status, "code", e.Code, "err", e.Error())
+	} else {
+		log.Debug("request refused", "path", c.Path(), "status", e.Status, "code", e.Code, "err", e.Error())
+	}
+	c.Set("x-router-error-code", e.Code)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Status(e.Status).Send(Marshal(e))
+}
+
+// TooLarge reports whether err is fiber's refusal of a body over the
+// listener's read limit.
+func TooLarge(err error) bool {
+	var fe *fiber.Error
+	return errors.As(err, &fe) && fe.Code == fiber.StatusRequestEntityTooLarge
 }

@@ -1,10 +1,12 @@
-package proxy
+package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -32,14 +34,6 @@ type RolloutLog interface {
 	Fresh() bool
 }
 
-// WithRolloutLog makes the event log the owner of the rollout state: the
-// server serves from table, which l fills (it starts unknown: primary
-// only), and PUT /admin/rollouts appends to l instead of changing memory.
-// table must hold every deployment with a gray upstream.
-func WithRolloutLog(table *rollout.Table, l RolloutLog) Option {
-	return func(s *Server) { s.rollouts, s.rolloutLog = table, l }
-}
-
 // rolloutChange is the body of PUT /admin/rollouts/{deployment}.
 type rolloutChange struct {
 	Percentage       *float64 `json:"percentage"`
@@ -49,15 +43,15 @@ type rolloutChange struct {
 }
 
 // putRollout serves PUT /admin/rollouts/{deployment}.
-func (s *Server) putRollout(c *fiber.Ctx) error {
+func (a *API) putRollout(c *fiber.Ctx) error {
 	name := c.Params("deployment")
-	cur := s.rollouts.Get(name)
+	cur := a.rollouts.Get(name)
 	if cur == nil {
 		return &apierr.Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
 			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
 	}
 	var ch rolloutChange
-	dec := json.NewDecoder(bytesReader(c.Body()))
+	dec := json.NewDecoder(bytes.NewReader(c.Body()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ch); err != nil {
 		return apierr.BadRequest("rollout change: %s", apierr.Clip(err.Error(), 200))
@@ -74,10 +68,10 @@ func (s *Server) putRollout(c *fiber.Ctx) error {
 	// before): the log then refuses the append, and the change is
 	// evaluated again on the view once it caught up.
 	for attempt := 1; ; attempt++ {
-		cur := s.rollouts.Get(name)
-		entry, stale, err := s.changeRollout(name, cur, &ch)
+		cur := a.rollouts.Get(name)
+		entry, stale, err := a.changeRollout(name, cur, &ch)
 		if stale && attempt < staleViewAttempts {
-			s.awaitRevision(name, cur.Revision, staleViewWait)
+			a.awaitRevision(name, cur.Revision, staleViewWait)
 			continue
 		}
 		if err != nil {
@@ -96,9 +90,9 @@ const (
 
 // awaitRevision waits until the view of deployment name is past revision
 // seen, at most d.
-func (s *Server) awaitRevision(name string, seen uint64, d time.Duration) {
+func (a *API) awaitRevision(name string, seen uint64, d time.Duration) {
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if cur := s.rollouts.Get(name); cur != nil && cur.Revision > seen {
+		if cur := a.rollouts.Get(name); cur != nil && cur.Revision > seen {
 			return
 		}
 	}
@@ -107,7 +101,7 @@ func (s *Server) awaitRevision(name string, seen uint64, d time.Duration) {
 // changeRollout applies ch to the deployment's state cur and records it.
 // stale reports that the log refused a change sent without
 // expected_revision because it had moved past cur.
-func (s *Server) changeRollout(name string, cur *rollout.State, ch *rolloutChange) (entry *rolloutEntry, stale bool, err error) {
+func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) (entry *RolloutEntry, stale bool, err error) {
 	status := cur.Status
 	if status == "" {
 		// The log holds no valid event for the deployment yet (only
@@ -159,18 +153,18 @@ func (s *Server) changeRollout(name string, cur *rollout.State, ch *rolloutChang
 	}
 	now := time.Now()
 	var rev uint64
-	if s.rolloutLog == nil {
+	if a.log == nil {
 		// Events are off: the configuration and this API own the state.
 		rev = cur.Revision + 1
-		s.rollouts.Set(rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now))
+		a.rollouts.Set(rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now))
 	} else {
-		if !s.rolloutLog.Fresh() {
+		if !a.log.Fresh() {
 			return nil, false, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 				Msg: "the event log is unreachable or not read yet; the change was not recorded"}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var err error
-		rev, err = s.rolloutLog.Append(ctx, ev, expected)
+		rev, err = a.log.Append(ctx, ev, expected)
 		cancel()
 		switch {
 		case errors.Is(err, rollout.ErrRevisionConflict):
@@ -180,15 +174,54 @@ func (s *Server) changeRollout(name string, cur *rollout.State, ch *rolloutChang
 				Msg: "the rollout change could not be recorded in the event log", Cause: err}
 		}
 	}
-	return &rolloutEntry{Deployment: name, Percentage: pct, Status: string(status), Revision: rev,
+	return &RolloutEntry{Deployment: name, Percentage: pct, Status: string(status), Revision: rev,
 		Reason: ev.Reason, Actor: string(ev.Actor), UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
 }
 
 func revisionConflict(name string, expected, current uint64) *apierr.Error {
-	msg := "deployment " + name + " changed since revision " + utoa(expected)
+	msg := "deployment " + name + " changed since revision " + strconv.FormatUint(expected, 10)
 	if current > 0 {
-		msg += " (current revision " + utoa(current) + ")"
+		msg += " (current revision " + strconv.FormatUint(current, 10) + ")"
 	}
 	return &apierr.Error{Status: fiber.StatusConflict, Code: CodeRevisionConflict, Type: "invalid_request_error",
 		Msg: msg + ": read GET /admin/rollouts and retry"}
+}
+
+// RolloutEntry is one deployment in GET /admin/rollouts and the answer
+// to PUT /admin/rollouts/{deployment}.
+type RolloutEntry struct {
+	Deployment string  `json:"deployment"`
+	Percentage float64 `json:"percentage"`
+	Status     string  `json:"status"`
+	Revision   uint64  `json:"revision"`
+	Reason     string  `json:"reason"`
+	Actor      string  `json:"actor"`
+	UpdatedAt  string  `json:"updated_at"`
+	// Note is empty, or why the message at Revision changed nothing (it
+	// was not a valid rollout event; SPEC §11 rev. 3).
+	Note string `json:"note"`
+	// Known is false while the gateway cannot vouch for the state (the
+	// event log is not read yet, or cut off): it then serves primary only.
+	Known bool `json:"known"`
+}
+
+// listRollouts serves GET /admin/rollouts.
+func (a *API) listRollouts(c *fiber.Ctx) error {
+	out := struct {
+		Rollouts []RolloutEntry `json:"rollouts"`
+	}{Rollouts: []RolloutEntry{}}
+	for _, st := range a.rollouts.All() {
+		e := RolloutEntry{
+			Deployment: st.Deployment, Percentage: st.Percentage, Status: string(st.Status),
+			Revision: st.Revision, Reason: st.Reason, Actor: string(st.Actor), Note: st.Note,
+			// Known only once the whole log is read: the table fills while
+			// it is being read, before a change may be appended.
+			Known: st.Known && (a.log == nil || a.log.Fresh()),
+		}
+		if !st.UpdatedAt.IsZero() {
+			e.UpdatedAt = st.UpdatedAt.UTC().Format(time.RFC3339Nano)
+		}
+		out.Rollouts = append(out.Rollouts, e)
+	}
+	return c.JSON(out)
 }
