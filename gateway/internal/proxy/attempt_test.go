@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,9 +15,9 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/stats"
-	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
@@ -52,45 +51,6 @@ func (s *sink) take() []events.Data {
 	out := s.evs
 	s.evs = nil
 	return out
-}
-
-func TestMeasureOutcome(t *testing.T) {
-	tests := []struct {
-		name string
-		m    Measure
-		want events.Outcome
-	}{
-		{"2xx", Measure{Status: 200, ErrorType: ErrTypeNone}, events.OutcomeOK},
-		{"primary 4xx passed through", Measure{Status: 404, ErrorType: ErrTypeCallerBadRequest}, events.OutcomeUpstream4xx},
-		{"primary 429 passed through", Measure{Status: 429, ErrorType: ErrTypeCallerBadRequest}, events.OutcomeUpstream5xx},
-		{"primary 408 passed through", Measure{Status: 408, ErrorType: ErrTypeCallerBadRequest}, events.OutcomeUpstream5xx},
-		{"primary 5xx answered 502", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(503)}, events.OutcomeUpstream5xx},
-		{"primary 3xx answered 502", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(302)}, events.OutcomeUpstreamError},
-		{"primary invalid JSON", Measure{Status: 502, ErrorType: ErrTypeUpstreamInvalidJSON}, events.OutcomeInvalidJSON},
-		{"primary timeout", Measure{Status: 504, ErrorType: ErrTypeUpstreamTimeout, Outcome: outcomeOfErr(upstream.ErrTimeout)}, events.OutcomeTimeout},
-		{"primary cap reached", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: outcomeOfErr(upstream.ErrTooLarge)}, events.OutcomeUpstreamError},
-		{"primary unreachable", Measure{Status: 502, ErrorType: ErrTypeUpstreamUnreachable, Outcome: outcomeOfErr(errors.New("connection refused"))}, events.OutcomeUpstreamError},
-		{"client left mid-stream", Measure{Status: 200, ErrorType: ErrTypeCallerCancelled}, events.OutcomeCancelled},
-		{"client left, upstream aborted", Measure{ErrorType: ErrTypeCallerCancelled, Outcome: outcomeOfErr(upstream.ErrAborted)}, events.OutcomeCancelled},
-		{"gray schema violation", Measure{Status: 200, ErrorType: ErrTypeUpstreamSchema, Reason: filter.SchemaViolation}, events.OutcomeSchemaViolation},
-		{"gray content not JSON", Measure{Status: 200, ErrorType: ErrTypeUpstreamInvalidJSON, Reason: filter.InvalidJSON}, events.OutcomeInvalidJSON},
-		{"gray observed schema violation", Measure{Status: 200, ErrorType: ErrTypeNone, Reason: filter.SchemaViolation}, events.OutcomeSchemaViolation},
-		{"gray 500", Measure{Status: 500, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstream5xx},
-		{"gray 404", Measure{Status: 404, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstream4xx},
-		{"gray status out of range", Measure{Status: 600, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstreamError},
-		{"gray 2xx without a stream", Measure{Status: 200, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamError}, events.OutcomeUpstreamError},
-		{"gray observed 2xx without a stream", Measure{Status: 200, Reason: filter.UpstreamStatus, ErrorType: ErrTypeUpstreamStatus, Outcome: answeredNotAStream(200)}, events.OutcomeUpstreamError},
-		{"gray timeout", Measure{ErrorType: ErrTypeUpstreamTimeout, Reason: filter.Timeout}, events.OutcomeTimeout},
-		{"gray aborted by the client", Measure{ErrorType: ErrTypeCallerCancelled, Reason: filter.UpstreamError, Outcome: outcomeOfErr(upstream.ErrAborted)}, events.OutcomeCancelled},
-		{"gray replay the client left", Measure{Status: 200, ErrorType: ErrTypeCallerCancelled, Outcome: events.OutcomeOK}, events.OutcomeOK},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.m.outcome(); got != tt.want {
-				t.Errorf("outcome(%+v) = %s; want %s", tt.m, got, tt.want)
-			}
-		})
-	}
 }
 
 // statsGateway serves cfg with an aggregator the test flushes by hand.
@@ -246,19 +206,19 @@ func TestShadowStatistics(t *testing.T) {
 }
 
 func TestRequestLog(t *testing.T) {
-	fallback := &Measure{Status: 500, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}
+	fallback := &attempt.Measure{Status: 500, ErrorType: attempt.ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}
 	records := []struct {
 		name string
 		r    Record
 	}{
-		{"primary 200", Record{Arm: "primary", Measure: Measure{Status: 200}}},
-		{"primary 404", Record{Arm: "primary", Measure: Measure{Status: 404, ErrorType: ErrTypeCallerBadRequest}}},
-		{"primary 502", Record{Arm: "primary", Measure: Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus}}},
-		{"primary 504", Record{Arm: "primary", Measure: Measure{Status: 504, ErrorType: ErrTypeUpstreamTimeout}}},
-		{"gray", Record{Arm: "gray", Measure: Measure{Status: 200}}},
-		{"fallback", Record{Arm: "fallback", FallbackReason: filter.UpstreamStatus, Measure: Measure{Status: 200}, Gray: fallback}},
-		{"shadow", Record{Arm: "shadow", Measure: Measure{Status: 200}}},
-		{"primary mirrored", Record{Arm: "primary", Mirrored: true, Measure: Measure{Status: 200}}},
+		{"primary 200", Record{Arm: "primary", Measure: attempt.Measure{Status: 200}}},
+		{"primary 404", Record{Arm: "primary", Measure: attempt.Measure{Status: 404, ErrorType: attempt.ErrTypeCallerBadRequest}}},
+		{"primary 502", Record{Arm: "primary", Measure: attempt.Measure{Status: 502, ErrorType: attempt.ErrTypeUpstreamStatus}}},
+		{"primary 504", Record{Arm: "primary", Measure: attempt.Measure{Status: 504, ErrorType: attempt.ErrTypeUpstreamTimeout}}},
+		{"gray", Record{Arm: "gray", Measure: attempt.Measure{Status: 200}}},
+		{"fallback", Record{Arm: "fallback", FallbackReason: filter.UpstreamStatus, Measure: attempt.Measure{Status: 200}, Gray: fallback}},
+		{"shadow", Record{Arm: "shadow", Measure: attempt.Measure{Status: 200}}},
+		{"primary mirrored", Record{Arm: "primary", Mirrored: true, Measure: attempt.Measure{Status: 200}}},
 	}
 	want := map[string]string{ // which records each level publishes
 		config.RequestLogAll:  "primary 200,primary 404,primary 502,primary 504,gray,fallback,shadow,primary mirrored",
@@ -300,8 +260,8 @@ func TestEventsClampUpstreamValues(t *testing.T) {
 	o.Completed(&Record{
 		RequestID: "req-1", Route: "agent-chat", Deployment: "qwen", Arm: "fallback", Model: "m",
 		FallbackReason: filter.UpstreamStatus,
-		Measure:        Measure{Status: 700, ErrorType: ErrTypeNone, PromptTokens: -3, CompletionTokens: 5},
-		Gray:           &Measure{Status: 1000, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus, CompletionTokens: -1},
+		Measure:        attempt.Measure{Status: 700, ErrorType: attempt.ErrTypeNone, PromptTokens: -3, CompletionTokens: 5},
+		Gray:           &attempt.Measure{Status: 1000, ErrorType: attempt.ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus, CompletionTokens: -1},
 	})
 	o.Sampled(&Sample{RequestID: "req-1", Deployment: "qwen", Arm: "gray", Model: "m", Reason: filter.UpstreamStatus, Status: 42})
 	evs := sk.take()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -31,12 +32,12 @@ var _ Observer = EventObserver{}
 
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func tri(t Tri) *bool {
+func tri(t attempt.Tri) *bool {
 	switch t {
-	case Yes:
+	case attempt.Yes:
 		v := true
 		return &v
-	case No:
+	case attempt.No:
 		v := false
 		return &v
 	}

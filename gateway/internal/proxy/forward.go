@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -63,7 +63,7 @@ func (x *exchange) setHeaders(h *fasthttp.RequestHeader) {
 func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	ctx := s.watcher.Add(&x.watch, c.Context().Conn())
 	defer s.watcher.Remove(&x.watch)
-	var gray *Measure
+	var gray *attempt.Measure
 	armName := telemetry.ArmPrimary
 	if k.useGray {
 		m, served := s.grayBuffered(ctx, c, x, k)
@@ -72,7 +72,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 		}
 		// Copied out only for a fallback: &m would put every gray
 		// request's measure on the heap.
-		gray, armName = new(Measure), telemetry.ArmFallback
+		gray, armName = new(attempt.Measure), telemetry.ArmFallback
 		*gray = m
 	}
 	d := k.deployment
@@ -80,7 +80,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
-		s.complete(x, k, armName, d.primary, Measure{Status: e.Status, ErrorType: errorType(err), Outcome: outcomeOfErr(err), Latency: time.Since(sent)}, gray)
+		s.complete(x, k, armName, d.primary, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(err), Outcome: attempt.OutcomeOfErr(err), Latency: time.Since(sent)}, gray)
 		return e
 	}
 	defer resp.Close()
@@ -100,32 +100,32 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 // and 4xx pass through, anything else is a 502, of whose answer only
 // reasonBytes are read. The answer is handed to fasthttp with x
 // (sendAnswer).
-func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *arm, resp *upstream.Response, sent time.Time) (Measure, *apierr.Error) {
-	m := Measure{Status: resp.Status, ErrorType: ErrTypeNone, TTFT: time.Since(sent)}
+func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
+	m := attempt.Measure{Status: resp.Status, ErrorType: attempt.ErrTypeNone, TTFT: time.Since(sent)}
 	m.Headers = m.TTFT
 	var err error
 	if resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400) {
 		// A 502 either way: only its reason is read, and the rest left.
 		x.ans, err = resp.ReadPrefix(x.ans[:0], reasonBytes)
 	} else if x.ans, err = resp.ReadAll(x.ans[:0], s.limits.answer); errors.Is(err, upstream.ErrTooLarge) {
-		err = overCap("an answer", s.limits.answer)
+		err = attempt.OverCap("an answer", s.limits.answer)
 	}
 	m.Latency = time.Since(sent)
 	telemetry.TTFT(k.deployment.name, armName, k.stream, m.TTFT)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
-		m.Status, m.ErrorType, m.Outcome = e.Status, errorType(err), outcomeOfErr(err)
+		m.Status, m.ErrorType, m.Outcome = e.Status, attempt.ErrorType(err), attempt.OutcomeOfErr(err)
 		return m, e
 	}
 	switch {
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
-		telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamStatus)
-		m.Status, m.ErrorType, m.Outcome = fiber.StatusBadGateway, ErrTypeUpstreamStatus, events.OutcomeOfStatus(resp.Status)
+		telemetry.UpstreamError(k.deployment.name, attempt.ErrTypeUpstreamStatus)
+		m.Status, m.ErrorType, m.Outcome = fiber.StatusBadGateway, attempt.ErrTypeUpstreamStatus, events.OutcomeOfStatus(resp.Status)
 		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d: %s", resp.Status, reason(x.ans))}
 	case resp.Status >= 400:
 		// The client caused it: pass it through unchanged.
-		m.ErrorType = ErrTypeCallerBadRequest
+		m.ErrorType = attempt.ErrTypeCallerBadRequest
 		c.Status(resp.Status)
 		copyAnswerHeaders(c, x, resp)
 		setArmHeaders(c, k, armName, a)
@@ -133,19 +133,19 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		return m, nil
 	}
 	if err := x.scanAnswer(x.ans); err != nil {
-		telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamInvalidJSON)
-		m.Status, m.ErrorType = fiber.StatusBadGateway, ErrTypeUpstreamInvalidJSON
+		telemetry.UpstreamError(k.deployment.name, attempt.ErrTypeUpstreamInvalidJSON)
+		m.Status, m.ErrorType = fiber.StatusBadGateway, attempt.ErrTypeUpstreamInvalidJSON
 		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
 	}
-	x.tally.reset(x.pair.held) // a held gray failure is judged against this answer
-	x.tally.add(x.ans, &x.answer)
-	if x.tally.over != nil {
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, x.tally.over)
-		m.Status, m.ErrorType = e.Status, errorType(x.tally.over)
+	x.tally.Reset(x.pair.held) // a held gray failure is judged against this answer
+	x.tally.Add(x.ans, &x.answer)
+	if x.tally.Over != nil {
+		e := s.upstreamFailed(k, telemetry.ArmPrimary, x.tally.Over)
+		m.Status, m.ErrorType = e.Status, attempt.ErrorType(x.tally.Over)
 		return m, e
 	}
-	x.tally.fill(&m, x.body, &x.req)
+	x.tally.Fill(&m, x.body, &x.req)
 	if x.pair.held {
 		s.judgePrimary(x, k, x.ans, &m) // before x.ans is handed to fasthttp
 	}
@@ -197,7 +197,7 @@ func (s *Server) sendAnswer(c *fiber.Ctx, x *exchange) {
 
 // complete records the request's outcome: metrics, and the record for the
 // event log.
-func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measure, gray *Measure) {
+func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m attempt.Measure, gray *attempt.Measure) {
 	telemetry.Request(k.route.name, k.deployment.name, armName, m.Status, time.Since(k.start))
 	if gray != nil {
 		telemetry.Fallback(k.deployment.name, string(gray.Reason))
@@ -234,20 +234,6 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measur
 	s.obs.Completed(r)
 }
 
-// errorType classifies an upstream I/O error.
-func errorType(err error) string {
-	switch {
-	case errors.Is(err, upstream.ErrTimeout):
-		return ErrTypeUpstreamTimeout
-	case errors.Is(err, upstream.ErrAborted):
-		return ErrTypeCallerCancelled
-	case errors.Is(err, upstream.ErrTooLarge):
-		return ErrTypeUpstreamUnreachable // upstream_error: a cap reached
-	default:
-		return ErrTypeUpstreamUnreachable
-	}
-}
-
 // copyAnswerHeaders relays the upstream headers a client may need: the
 // content type and those that describe the answer (passedHeader).
 func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
@@ -261,7 +247,7 @@ func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
 // upstreamFailed maps an upstream I/O error to 502, 503 or 504.
 func (s *Server) upstreamFailed(k *call, armName string, err error) *apierr.Error {
 	d := k.deployment.name
-	typ := errorType(err)
+	typ := attempt.ErrorType(err)
 	telemetry.UpstreamError(d, typ)
 	if errors.Is(err, upstream.ErrBusy) {
 		// The gateway's own limit, not the upstream's failure: a prompt,
@@ -270,13 +256,13 @@ func (s *Server) upstreamFailed(k *call, armName string, err error) *apierr.Erro
 			Msg: fmt.Sprintf("%s of deployment %s has all its max_connections busy; retry later", armName, d), Cause: err}
 	}
 	switch typ {
-	case ErrTypeUpstreamTimeout:
+	case attempt.ErrTypeUpstreamTimeout:
 		return &apierr.Error{Status: fiber.StatusGatewayTimeout, Code: apierr.CodeUpstreamTimeout, Type: "server_error",
 			Msg: fmt.Sprintf("%s of deployment %s did not answer in time", armName, d), Cause: err}
 	default:
 		if errors.Is(err, upstream.ErrTooLarge) {
 			return &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
-				Msg: fmt.Sprintf("%s of deployment %s %s", armName, d, capMessage(err)), Cause: err}
+				Msg: fmt.Sprintf("%s of deployment %s %s", armName, d, attempt.CapMessage(err)), Cause: err}
 		}
 		return &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("%s of deployment %s could not be reached or broke off its answer", armName, d), Cause: err}
@@ -309,12 +295,4 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
-}
-
-// grayReason maps an upstream I/O error of a gray attempt to a sample reason.
-func grayReason(err error) filter.Reason {
-	if errors.Is(err, upstream.ErrTimeout) {
-		return filter.Timeout
-	}
-	return filter.UpstreamError
 }

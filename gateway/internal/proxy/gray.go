@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/redact"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
@@ -25,7 +26,7 @@ import (
 // answer into x.ans (a JSON body, or for streams the raw SSE), then judges
 // it. The returned Measure has Reason OK when the answer may reach a
 // client; otherwise Reason and the errors say why. ctx bounds the attempt.
-func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream bool) (Measure, []filter.FieldError) {
+func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream bool) (attempt.Measure, []filter.FieldError) {
 	return s.attemptUntil(ctx, time.Time{}, x, d, stream)
 }
 
@@ -34,11 +35,11 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 // connection, where a context.WithTimeout would cost a timer, a context,
 // and the client an AfterFunc on it (the client's own cheap watch of the
 // request's context is kept).
-func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange, d *deployment, stream bool) (Measure, []filter.FieldError) {
-	m := Measure{ErrorType: ErrTypeNone}
+func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange, d *deployment, stream bool) (attempt.Measure, []filter.FieldError) {
+	m := attempt.Measure{ErrorType: attempt.ErrTypeNone}
 	x.ans = x.ans[:0]
 	// The contents are assembled only for a schema to check them.
-	x.tally.reset(d.filterFor(x.ep).HasSchema())
+	x.tally.Reset(d.filterFor(x.ep).HasSchema())
 	sent := time.Now()
 	resp, err := d.gray.client.DoEndpointUntil(ctx, x.ep, d.gray.client.Timeout, until, x.forwardBody(d.gray), x.setHeaders)
 	if err != nil {
@@ -55,7 +56,7 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 		m.TTFT = time.Since(sent)
 		x.ans, err = resp.ReadAll(x.ans, s.limits.answer)
 		if errors.Is(err, upstream.ErrTooLarge) {
-			err = overCap("an answer", s.limits.answer)
+			err = attempt.OverCap("an answer", s.limits.answer)
 		}
 	}
 	resp.Close()
@@ -64,42 +65,42 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 		return failed(m, err)
 	}
 	if m.Status < 200 || m.Status >= 300 {
-		m.Reason, m.ErrorType = filter.UpstreamStatus, ErrTypeUpstreamStatus
+		m.Reason, m.ErrorType = filter.UpstreamStatus, attempt.ErrTypeUpstreamStatus
 		return m, []filter.FieldError{{Field: "(status)", Description: fmt.Sprintf("gray answered %d: %s", m.Status, s.sampleReason(x.ans))}}
 	}
 	if stream && !sse {
-		m.Reason, m.ErrorType = filter.UpstreamError, ErrTypeUpstreamStatus
+		m.Reason, m.ErrorType = filter.UpstreamError, attempt.ErrTypeUpstreamStatus
 		return m, []filter.FieldError{{Field: "(content-type)", Description: "gray answered a streaming request without an event stream"}}
 	}
 	if !sse {
 		if x.scanAnswer(x.ans) != nil {
 			invalid = true
 		} else {
-			x.tally.add(x.ans, &x.answer)
-			if x.tally.over != nil {
-				return failed(m, x.tally.over)
+			x.tally.Add(x.ans, &x.answer)
+			if x.tally.Over != nil {
+				return failed(m, x.tally.Over)
 			}
 		}
 	}
 	if invalid {
-		m.Reason, m.ErrorType = filter.InvalidJSON, ErrTypeUpstreamInvalidJSON
+		m.Reason, m.ErrorType = filter.InvalidJSON, attempt.ErrTypeUpstreamInvalidJSON
 		return m, []filter.FieldError{{Field: "(body)", Description: "gray answered a body that is not a JSON object"}}
 	}
 	if failed, relayed := x.streamFailed(); sse && failed {
 		// A responses stream without its response is a failed attempt.
-		m.Reason, m.ErrorType, m.Outcome = filter.UpstreamError, ErrTypeUpstreamInvalidJSON, events.OutcomeUpstreamError
+		m.Reason, m.ErrorType, m.Outcome = filter.UpstreamError, attempt.ErrTypeUpstreamInvalidJSON, events.OutcomeUpstreamError
 		desc := "gray's response stream ended without response.completed"
 		if relayed {
-			m.ErrorType, desc = ErrTypeUpstreamStatus, "gray's response stream ended with response.failed or error"
+			m.ErrorType, desc = attempt.ErrTypeUpstreamStatus, "gray's response stream ended with response.failed or error"
 		}
 		return m, []filter.FieldError{{Field: "(stream)", Description: desc}}
 	}
-	x.tally.fill(&m, x.body, &x.req)
+	x.tally.Fill(&m, x.body, &x.req)
 	if x.ep == upstream.Embeddings {
-		// No schema: a 2xx JSON object with "data" is accepted (SPEC §3).
+		// attempt.No schema: a 2xx JSON object with "data" is accepted (SPEC §3).
 		var e struct{ Data json.RawMessage }
 		if json.Unmarshal(x.ans, &e) != nil || len(e.Data) == 0 || string(e.Data) == "null" {
-			m.Reason, m.ErrorType = filter.InvalidJSON, ErrTypeUpstreamInvalidJSON
+			m.Reason, m.ErrorType = filter.InvalidJSON, attempt.ErrTypeUpstreamInvalidJSON
 			return m, []filter.FieldError{{Field: "data", Description: "gray answered embeddings without data"}}
 		}
 		return m, nil
@@ -108,26 +109,19 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 	if sse {
 		body = nil // a stream has no body to validate: its assembled contents are checked
 	}
-	f := d.filterFor(x.ep)
-	r, errs := f.Check(body, x.tally.contents)
-	if f.HasSchema() {
-		m.SchemaValid = Yes
-		if r == filter.SchemaViolation {
-			m.SchemaValid = No
-		}
-	}
+	r, errs := m.Judge(d.filterFor(x.ep), body, x.tally.Contents)
 	if r != filter.OK {
-		m.Reason, m.ErrorType = r, ErrTypeUpstreamSchema
+		m.ErrorType = attempt.ErrTypeUpstreamSchema
 		if r == filter.InvalidJSON {
-			m.ErrorType = ErrTypeUpstreamInvalidJSON
+			m.ErrorType = attempt.ErrTypeUpstreamInvalidJSON
 		}
 	}
 	return m, errs
 }
 
 // failed fills m for a gray attempt that broke off with err.
-func failed(m Measure, err error) (Measure, []filter.FieldError) {
-	m.Reason, m.ErrorType, m.Outcome = grayReason(err), errorType(err), outcomeOfErr(err)
+func failed(m attempt.Measure, err error) (attempt.Measure, []filter.FieldError) {
+	m.Reason, m.ErrorType, m.Outcome = attempt.GrayReason(err), attempt.ErrorType(err), attempt.OutcomeOfErr(err)
 	desc := "gray could not be reached or broke off its answer"
 	if m.Reason == filter.Timeout {
 		desc = "gray did not finish within the rollout timeout"
@@ -140,12 +134,12 @@ func failed(m Measure, err error) (Measure, []filter.FieldError) {
 // is held whole, so it is capped at l.answer, and an event at l.event.
 func readStream(resp interface {
 	Read([]byte) (int, error)
-}, x *exchange, sent time.Time, m *Measure, l limits) (invalid bool, err error) {
+}, x *exchange, sent time.Time, m *attempt.Measure, l limits) (invalid bool, err error) {
 	parsed := 0
 	for {
 		if len(x.ans) == cap(x.ans) {
 			if len(x.ans) > l.answer {
-				return invalid, overCap("an answer", l.answer)
+				return invalid, attempt.OverCap("an answer", l.answer)
 			}
 			x.ans = upstream.Grow(x.ans, l.answer+1)
 		}
@@ -160,20 +154,20 @@ func readStream(resp interface {
 			parsed += len(ev)
 			rest = tail
 			if len(ev) > l.event {
-				return invalid, overCap("an SSE event", l.event)
+				return invalid, attempt.OverCap("an SSE event", l.event)
 			}
 			if x.takeEvent(ev, m, sent) == eventInvalid {
 				invalid = true
 			}
-			if x.tally.over != nil {
-				return invalid, x.tally.over
+			if x.tally.Over != nil {
+				return invalid, x.tally.Over
 			}
 		}
 		if len(x.ans) > l.answer {
-			return invalid, overCap("an answer", l.answer)
+			return invalid, attempt.OverCap("an answer", l.answer)
 		}
 		if len(x.ans)-parsed > l.event {
-			return invalid, overCap("an SSE event", l.event)
+			return invalid, attempt.OverCap("an SSE event", l.event)
 		}
 		if errors.Is(rerr, io.EOF) {
 			if m.TTFT == 0 {
@@ -191,7 +185,7 @@ func readStream(resp interface {
 // passes the contract it is written to the client and recorded, and
 // served is true; otherwise the failure is sampled and its measure
 // returned for the fallback's record.
-func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k *call) (m Measure, served bool) {
+func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k *call) (m attempt.Measure, served bool) {
 	d := k.deployment
 	m, errs := s.attemptUntil(ctx, time.Now().Add(d.rollout.Timeout), x, d, false)
 	telemetry.TTFT(d.name, telemetry.ArmGray, false, m.TTFT)
@@ -210,9 +204,9 @@ func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k 
 
 // sample publishes a failed gray payload (x.ans) with its errors at once
 // (a failure that is not paired with primary's answer, hold).
-func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m Measure, errs []filter.FieldError) {
+func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m attempt.Measure, errs []filter.FieldError) {
 	smp := s.newSample(x, k, armName, a, m, errs)
-	smp.Outcome = m.outcome()
+	smp.Outcome = m.Classify()
 	s.publishSample(k, &smp)
 }
 
@@ -220,7 +214,7 @@ func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m Measure,
 // errors; it owns a copy of the payload, cut at gateway.sample_max_bytes.
 // With gateway.redact_samples the payload is redacted here, before it
 // leaves the gateway; the errors were computed on the raw payload.
-func (s *Server) newSample(x *exchange, k *call, armName string, a *arm, m Measure, errs []filter.FieldError) Sample {
+func (s *Server) newSample(x *exchange, k *call, armName string, a *arm, m attempt.Measure, errs []filter.FieldError) Sample {
 	smp := Sample{
 		RequestID: k.id, Deployment: k.deployment.name, Arm: armName, Model: a.client.Model,
 		Reason: m.Reason, Status: m.Status, Errors: errs, PayloadBytes: len(x.ans),
@@ -271,7 +265,7 @@ func (s *Server) sampleReason(body []byte) string {
 // more are dropped and counted, never delaying the client. primary is
 // primary's measure (nil when it is not known): a shadow answer that
 // breaks the contract is paired with primary's answer (SPEC §6.2).
-func (s *Server) mirror(x *exchange, k *call, primary *Measure) {
+func (s *Server) mirror(x *exchange, k *call, primary *attempt.Measure) {
 	d := k.deployment
 	select {
 	case d.shadowSlots <- struct{}{}:

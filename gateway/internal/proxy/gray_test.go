@@ -18,6 +18,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/admin"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -239,7 +240,7 @@ func TestGrayObserveMode(t *testing.T) {
 	}
 	r := rec.waitRecords(t, 1)[0]
 	_, _, samples := rec.snapshot()
-	if r.SchemaValid != No || len(samples) != 1 || samples[0].Reason != filter.SchemaViolation || !bytes.Contains(samples[0].Payload, []byte("data: ")) {
+	if r.SchemaValid != attempt.No || len(samples) != 1 || samples[0].Reason != filter.SchemaViolation || !bytes.Contains(samples[0].Payload, []byte("data: ")) {
 		t.Errorf("record schema %v, samples %+v; want the failure sampled after the fact", r.SchemaValid, samples)
 	}
 }

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -33,13 +31,6 @@ type limits struct {
 }
 
 const (
-	// maxToolCalls bounds the distinct tool calls tallied for one answer
-	// (their keys are kept, and looked up per fragment).
-	maxToolCalls = 1024
-	// maxPooledBytes: a pooled scratch buffer that grew past this size
-	// is dropped when its exchange goes back to the pool, not kept at
-	// its peak.
-	maxPooledBytes = 1 << 20
 	// streamReadBytes is the buffer a stream is relayed through at first
 	// (pooled with its exchange; it grows to the longest event, up to
 	// max_sse_event_bytes). Chunks of a chat stream are 150–400 bytes and
@@ -72,44 +63,6 @@ func newLimits(g config.Gateway) limits {
 		l.write = defaultWriteTimeout
 	}
 	return l
-}
-
-// capError is a cap of limits reached by an upstream's answer: the
-// attempt ends as upstream_error. It wraps upstream.ErrTooLarge.
-type capError struct {
-	what  string // "an SSE event", "tool-call arguments", "an answer"
-	limit int
-	unit  string // "bytes" unless said
-}
-
-func (e *capError) Error() string {
-	return fmt.Sprintf("%s over %d %s (%v)", e.what, e.limit, e.unit, upstream.ErrTooLarge)
-}
-
-func (e *capError) Unwrap() error { return upstream.ErrTooLarge }
-
-func overCap(what string, limit int) error { return &capError{what: what, limit: limit, unit: "bytes"} }
-
-// capMessage is what a client is told about a cap reached by err.
-func capMessage(err error) string {
-	var ce *capError
-	if errors.As(err, &ce) {
-		return fmt.Sprintf("sent %s over the gateway's limit of %d %s", ce.what, ce.limit, ce.unit)
-	}
-	return "sent an answer over the gateway's limit"
-}
-
-// appendCapped appends p to b, growing b at most to limit+1 bytes (with
-// doubling below that); it reports false, appending nothing, when b
-// would hold more than limit bytes.
-func appendCapped(b, p []byte, limit int) ([]byte, bool) {
-	if len(b)+len(p) > limit {
-		return b, false
-	}
-	for cap(b)-len(b) < len(p) {
-		b = upstream.Grow(b, limit)
-	}
-	return append(b, p...), true
 }
 
 // answerBudget is the memory one answer read whole takes at most while

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/schemas/events"
 )
 
@@ -16,60 +17,6 @@ type Observer interface {
 	Completed(*Record)
 	Rejected(*Rejection)
 	Sampled(*Sample)
-}
-
-// Error types of SPEC §7: one closed set, assigned by classify.
-const (
-	ErrTypeNone                = "none"
-	ErrTypeCallerBadRequest    = "caller_bad_request"
-	ErrTypeCallerCancelled     = "caller_cancelled"
-	ErrTypePolicyContract      = "policy_contract"
-	ErrTypePolicyContext       = "policy_context"
-	ErrTypePolicyToolSteps     = "policy_tool_steps"
-	ErrTypeUpstreamStatus      = "upstream_status"
-	ErrTypeUpstreamTimeout     = "upstream_timeout"
-	ErrTypeUpstreamUnreachable = "upstream_unreachable"
-	ErrTypeUpstreamInvalidJSON = "upstream_invalid_json"
-	ErrTypeUpstreamSchema      = "upstream_schema"
-	ErrTypeGatewayInternal     = "gateway_internal"
-)
-
-// Tri is a yes/no/unknown outcome (schema_valid is null when not checked).
-type Tri int8
-
-// Tri values.
-const (
-	Unchecked Tri = iota
-	Yes
-	No
-)
-
-// Measure is what was measured on one arm of a request (SPEC §6.4).
-type Measure struct {
-	Status    int
-	ErrorType string
-	Reason    filter.Reason // why a gray attempt failed; "" otherwise
-	// Outcome is the attempt's outcome when the other fields no longer
-	// tell it (see Measure.outcome); "" to derive it.
-	Outcome       events.Outcome
-	TTFT, Latency time.Duration
-	// Headers is the time from the attempt's start to its response
-	// headers, 0 when none came: past the rollout timeout, an answered
-	// attempt counts in its entry's late_headers (SPEC §9 rev. 3).
-	Headers time.Duration
-	// Output is true when TTFT is the time to a stream's first chunk with
-	// output (per-arm statistics record no other).
-	Output           bool
-	PromptTokens     int64
-	CompletionTokens int64
-	UsageEstimated   bool
-	// Truncated: the answer says the client's token limit cut it
-	// (finish_reason length; incomplete_details max_output_tokens). An
-	// attempt that would be ok counts as truncated (SPEC §7 rev. 3).
-	Truncated        bool
-	ToolCalls        int
-	RepeatedToolCall bool
-	SchemaValid      Tri
 }
 
 // Record describes one proxied request: the top-level outcome is what the
@@ -90,8 +37,8 @@ type Record struct {
 	// GrayPromptVersion and GrayPromptHash the gray attempt's (SPEC §6.6).
 	PromptVersion, PromptHash         string
 	GrayPromptVersion, GrayPromptHash string
-	Measure
-	Gray *Measure
+	attempt.Measure
+	Gray *attempt.Measure
 }
 
 // Rejection is a request refused by policy before any upstream call.

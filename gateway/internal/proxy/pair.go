@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -51,7 +52,7 @@ type pairing struct {
 // reset forgets the pairing, keeping small buffers.
 func (p *pairing) reset() {
 	keep := func(b []byte) []byte {
-		if cap(b) > maxPooledBytes {
+		if cap(b) > attempt.MaxPooledBytes {
 			return nil
 		}
 		return b[:0]
@@ -66,14 +67,14 @@ func (p *pairing) reset() {
 // pairs reports whether a failed attempt measured m is paired with
 // primary's answer: a contract failure (schema_violation, invalid_json)
 // on an endpoint with a contract. Embeddings have no schema.
-func pairs(x *exchange, m *Measure) bool {
+func pairs(x *exchange, m *attempt.Measure) bool {
 	return (m.Reason == filter.SchemaViolation || m.Reason == filter.InvalidJSON) && x.ep != upstream.Embeddings
 }
 
 // hold builds the sample of a failed attempt and keeps it in x until
 // primary's answer is known (settle), when the failure pairs; otherwise
 // it publishes it now. It reports whether it held it.
-func (s *Server) hold(x *exchange, k *call, armName string, a *arm, m Measure, errs []filter.FieldError) bool {
+func (s *Server) hold(x *exchange, k *call, armName string, a *arm, m attempt.Measure, errs []filter.FieldError) bool {
 	if !pairs(x, &m) {
 		s.sample(x, k, armName, a, m, errs)
 		return false
@@ -88,13 +89,13 @@ func (s *Server) hold(x *exchange, k *call, armName string, a *arm, m Measure, e
 // the held attempt failed: body is the answer (nil for a stream, whose
 // contents x.tally assembled while relaying, capture). Only when a
 // failure is held.
-func (s *Server) judgePrimary(x *exchange, k *call, body []byte, m *Measure) {
-	if !x.pair.held || m.ErrorType != ErrTypeNone || m.Status < 200 || m.Status >= 300 || !x.tally.keepContent {
+func (s *Server) judgePrimary(x *exchange, k *call, body []byte, m *attempt.Measure) {
+	if !x.pair.held || m.ErrorType != attempt.ErrTypeNone || m.Status < 200 || m.Status >= 300 || !x.tally.KeepContent {
 		return
 	}
 	p := &x.pair
 	p.judged = true
-	p.broke, p.errs = judge(k.deployment.filterFor(x.ep), body, x.tally.contents, m.Truncated)
+	p.broke, p.errs = judge(k.deployment.filterFor(x.ep), body, x.tally.Contents, m.Truncated)
 	if body != nil {
 		p.raw = append(p.raw[:0], body...)
 		p.rawBytes = len(body)
@@ -132,7 +133,7 @@ func (s *Server) keepRaw(p *pairing, b []byte) {
 // schema_violation_both when primary's answer was judged and broke,
 // and keeps its own outcome otherwise; its sample is published with
 // that outcome (and primary's answer beside it for both).
-func (s *Server) settle(x *exchange, k *call, m *Measure) {
+func (s *Server) settle(x *exchange, k *call, m *attempt.Measure) {
 	p := &x.pair
 	if !p.held {
 		return
@@ -145,7 +146,7 @@ func (s *Server) settle(x *exchange, k *call, m *Measure) {
 		smp.PrimaryTruncated = smp.PrimaryTruncated || p.rawBytes > len(p.raw)
 		smp.PrimaryPayloadBytes = p.rawBytes
 	}
-	smp.Outcome = m.outcome()
+	smp.Outcome = m.Classify()
 	s.publishSample(k, smp)
 	p.reset()
 }
@@ -155,9 +156,9 @@ func (s *Server) settle(x *exchange, k *call, m *Measure) {
 // the whole answer (buffered) or its assembled contents and a prefix of
 // its bytes (a stream captured while relaying). A failed or unjudgeable
 // primary answer copies nothing.
-func keepForShadow(x, y *exchange, m *Measure, stream bool) {
+func keepForShadow(x, y *exchange, m *attempt.Measure, stream bool) {
 	y.pair.reset()
-	if m == nil || m.ErrorType != ErrTypeNone || m.Status < 200 || m.Status >= 300 {
+	if m == nil || m.ErrorType != attempt.ErrTypeNone || m.Status < 200 || m.Status >= 300 {
 		return
 	}
 	p := &y.pair
@@ -167,18 +168,18 @@ func keepForShadow(x, y *exchange, m *Measure, stream bool) {
 		p.body = append(p.body[:0], x.ans...)
 		return
 	}
-	if !x.tally.keepContent {
+	if !x.tally.KeepContent {
 		return // over the cap while relaying: not judgeable
 	}
 	p.primaryOK = true
-	for i, c := range x.tally.contents {
+	for i, c := range x.tally.Contents {
 		if i < len(p.contents) {
 			p.contents[i] = append(p.contents[i][:0], c...)
 		} else {
 			p.contents = append(p.contents, append([]byte(nil), c...))
 		}
 	}
-	p.contents = p.contents[:len(x.tally.contents)]
+	p.contents = p.contents[:len(x.tally.Contents)]
 	p.raw = append(p.raw[:0], x.pair.raw...)
 	p.rawBytes = x.pair.rawBytes
 }
@@ -196,9 +197,9 @@ func (s *Server) pairShadow(y *exchange, k *call) {
 		if y.scanAnswer(p.body) != nil {
 			return // not a JSON object: primary failed some other way
 		}
-		y.tally.reset(true)
-		y.tally.add(p.body, &y.answer)
-		p.broke, p.errs = judge(f, p.body, y.tally.contents, p.truncated || y.tally.truncated)
+		y.tally.Reset(true)
+		y.tally.Add(p.body, &y.answer)
+		p.broke, p.errs = judge(f, p.body, y.tally.Contents, p.truncated || y.tally.Truncated)
 		p.raw = append(p.raw[:0], p.body...)
 		p.rawBytes = len(p.body)
 	} else {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
@@ -71,24 +72,24 @@ func (x *exchange) scanAnswer(b []byte) error {
 // a function call's name, and the usage of the response that ends the
 // stream — its output too when no delta told it. It records the next
 // sequence number and how the stream ended (tally.seq, tally.end).
-func (x *exchange) takeResponseEvent(data []byte, m *Measure, sent time.Time) eventKind {
+func (x *exchange) takeResponseEvent(data []byte, m *attempt.Measure, sent time.Time) eventKind {
 	a := &x.answer
 	if scan.ScanResponseEvent(data, a) != nil {
 		return eventInvalid
 	}
 	t := &x.tally
-	if a.HasSeq && a.Seq >= t.seq {
-		t.seq = a.Seq + 1
+	if a.HasSeq && a.Seq >= t.Seq {
+		t.Seq = a.Seq + 1
 	}
 	if a.Event.Ends() {
-		t.end = a.Event
-		t.truncated = t.truncated || a.Truncated
-		if t.produced { // the deltas told the answer: its usage is what is new
-			t.usage(a)
+		t.End = a.Event
+		t.Truncated = t.Truncated || a.Truncated
+		if t.Produced { // the deltas told the answer: its usage is what is new
+			t.Usage(a)
 			return eventChunk
 		}
 	}
-	t.add(data, a)
+	t.Add(data, a)
 	if !m.Output && (a.Event == scan.EventTextDelta && a.ContentBytes > 0 ||
 		a.Event == scan.EventArgsDelta && len(a.Calls) > 0 && a.Calls[0].Arguments.Len() > 2) {
 		m.TTFT, m.Output = time.Since(sent), true
@@ -106,21 +107,21 @@ func (x *exchange) streamFailed() (failed, relayed bool) {
 	if x.ep != upstream.Responses {
 		return false, false
 	}
-	end := x.tally.end
+	end := x.tally.End
 	return !end.Ends() || end.Failed(), end.Failed()
 }
 
 // endFailedStream records in m a Responses API stream that ended without
 // its response, and, unless the upstream's failure event was relayed,
 // ends the client's stream with the typed error event.
-func (s *Server) endFailedStream(r *relay.Relay, x *exchange, k *call, armName string, m *Measure, relayed bool) {
-	telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamInvalidJSON)
+func (s *Server) endFailedStream(r *relay.Relay, x *exchange, k *call, armName string, m *attempt.Measure, relayed bool) {
+	telemetry.UpstreamError(k.deployment.name, attempt.ErrTypeUpstreamInvalidJSON)
 	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
 	if relayed {
-		m.ErrorType = ErrTypeUpstreamStatus
+		m.ErrorType = attempt.ErrTypeUpstreamStatus
 		return
 	}
-	m.ErrorType = ErrTypeUpstreamInvalidJSON
+	m.ErrorType = attempt.ErrTypeUpstreamInvalidJSON
 	s.failStream(r, x, k, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 		Msg: armName + " of deployment " + k.deployment.name + " ended its response stream without response.completed"})
 }
@@ -152,7 +153,7 @@ func (s *Server) failStream(r *relay.Relay, x *exchange, k *call, e *apierr.Erro
 func (x *exchange) writeErrorEvent(r *relay.Relay, e *apierr.Error) {
 	var b []byte
 	if x.ep == upstream.Responses {
-		ev := typedError{Type: "error", Code: e.Code, Message: e.Msg, SequenceNumber: x.tally.seq}
+		ev := typedError{Type: "error", Code: e.Code, Message: e.Msg, SequenceNumber: x.tally.Seq}
 		if e.Param != "" {
 			ev.Param = &e.Param
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/admin"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/proxy/token"
 	"github.com/graygate/graygate/gateway/internal/rollout"
@@ -509,7 +510,7 @@ type exchange struct {
 	edits    scan.Edits
 	outcome  contract.Outcome
 	answer   scan.Answer
-	tally    tally
+	tally    attempt.Tally
 	name     []byte // decoded model name
 	sticky   []byte // decoded sticky value
 	fwd      []byte // forwarded body
@@ -537,7 +538,7 @@ type header struct{ k, v scan.Span }
 func (s *Server) getExchange() *exchange {
 	x := s.exchanges.Get().(*exchange)
 	x.handed = false
-	x.tally.maxArgs = s.limits.args
+	x.tally.MaxArgs = s.limits.args
 	return x
 }
 
@@ -550,21 +551,21 @@ func (s *Server) release(x *exchange) {
 }
 
 // putExchange returns x to the pool; a scratch buffer that grew past
-// maxPooledBytes is dropped rather than kept at its peak.
+// attempt.MaxPooledBytes is dropped rather than kept at its peak.
 func (s *Server) putExchange(x *exchange) {
 	x.body = nil
 	x.call = call{}
 	x.out = answerBody{}
 	drop := func(b []byte) []byte {
-		if cap(b) > maxPooledBytes {
+		if cap(b) > attempt.MaxPooledBytes {
 			return nil
 		}
 		return b
 	}
 	x.own, x.fwd, x.ans, x.hbuf = drop(x.own), drop(x.fwd), drop(x.ans), drop(x.hbuf)
-	x.tally.drop()
+	x.tally.Drop()
 	x.pair.reset()
-	if cap(x.answer.Calls) > maxToolCalls || cap(x.answer.Contents) > maxToolCalls {
+	if cap(x.answer.Calls) > attempt.MaxToolCalls || cap(x.answer.Contents) > attempt.MaxToolCalls {
 		x.answer = scan.Answer{}
 	}
 	s.exchanges.Put(x)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/scan"
 )
@@ -21,10 +22,10 @@ func FuzzStream(f *testing.F) {
 		var (
 			rebuilt []byte
 			a       scan.Answer
-			tl      tally
+			tl      attempt.Tally
 			req     scan.Request
 		)
-		tl.reset(true)
+		tl.Reset(true)
 		rest := stream
 		for {
 			ev, tail, ok := relay.NextEvent(rest)
@@ -34,14 +35,14 @@ func FuzzStream(f *testing.F) {
 			rebuilt = append(rebuilt, ev...)
 			rest = tail
 			if d := relay.EventData(ev); d != nil && scan.ScanAnswer(d, &a) == nil {
-				tl.add(d, &a)
+				tl.Add(d, &a)
 			}
 		}
 		if !bytes.Equal(append(rebuilt, rest...), stream) {
 			t.Fatalf("events do not reassemble into the stream")
 		}
-		var m Measure
-		tl.fill(&m, nil, &req)
+		var m attempt.Measure
+		tl.Fill(&m, nil, &req)
 		var out bytes.Buffer
 		r := relay.New(nil, &out, nil, time.Minute, func() {})
 		defer r.Close()

@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -26,10 +27,10 @@ type source struct {
 	arm     *arm
 	armName string
 	sent    time.Time
-	headers time.Duration // from sent to resp's headers
-	grayM   Measure       // the gray attempt when arm is gray (replay)
-	gray    *Measure      // a failed gray attempt (fallback)
-	err     error         // no upstream could be opened
+	headers time.Duration    // from sent to resp's headers
+	grayM   attempt.Measure  // the gray attempt when arm is gray (replay)
+	gray    *attempt.Measure // a failed gray attempt (fallback)
+	err     error            // no upstream could be opened
 }
 
 // forwardStream serves a streaming request. Which upstream streams is
@@ -168,7 +169,7 @@ type verdict struct {
 // (at once without a gray attempt).
 func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdict) (src source) {
 	d := k.deployment
-	var gray *Measure
+	var gray *attempt.Measure
 	armName := telemetry.ArmPrimary
 	closed := false
 	decide := func() {
@@ -186,15 +187,15 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
 				return source{resp: resp, observe: true, arm: d.gray, armName: telemetry.ArmGray, sent: sent, headers: time.Since(sent)}
 			}
-			var m Measure
+			var m attempt.Measure
 			var errs []filter.FieldError
 			if err != nil {
-				m, errs = failed(Measure{Latency: time.Since(sent)}, err)
+				m, errs = failed(attempt.Measure{Latency: time.Since(sent)}, err)
 			} else {
 				x.ans, _ = resp.ReadAll(x.ans[:0], 64<<10)
 				resp.Close()
-				m = Measure{Status: resp.Status, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus,
-					Outcome: answeredNotAStream(resp.Status), Latency: time.Since(sent)}
+				m = attempt.Measure{Status: resp.Status, ErrorType: attempt.ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus,
+					Outcome: attempt.NotAStream(resp.Status), Latency: time.Since(sent)}
 				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
 			}
 			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
@@ -223,7 +224,7 @@ func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *call, src *source) err
 	switch {
 	case src.err != nil:
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
-		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Outcome: outcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
+		s.complete(x, k, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(src.err), Outcome: attempt.OutcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
 		return e
 	case src.replay:
 		return nil
@@ -250,11 +251,11 @@ func (s *Server) awaitSource(r *relay.Relay, x *exchange, k *call, done <-chan s
 		return nil
 	}
 	src := <-done
-	x.tally.seq = 0 // nothing relayed yet: an error event is the stream's first
+	x.tally.Seq = 0 // nothing relayed yet: an error event is the stream's first
 	if src.err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
 		s.failStream(r, x, k, e)
-		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Outcome: outcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
+		s.complete(x, k, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(src.err), Outcome: attempt.OutcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
 		return nil
 	}
 	if !src.replay && (src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream()) {
@@ -264,7 +265,7 @@ func (s *Server) awaitSource(r *relay.Relay, x *exchange, k *call, done <-chan s
 		e := &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: "primary answered " + itoa(st) + ": " + reason(body)}
 		s.failStream(r, x, k, e)
-		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
+		s.complete(x, k, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
 		return nil
 	}
 	return &src
@@ -283,7 +284,7 @@ func (s *Server) abandon(x *exchange, k *call, src source) {
 		s.settle(x, k, src.gray)
 		s.attempted(x, k, telemetry.ArmGray, k.deployment.gray, src.gray)
 	}
-	m := Measure{ErrorType: ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: time.Since(src.sent)}
+	m := attempt.Measure{ErrorType: attempt.ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: time.Since(src.sent)}
 	s.attempted(x, k, src.armName, src.arm, &m)
 }
 
@@ -302,7 +303,7 @@ func (s *Server) writeStream(r *relay.Relay, x *exchange, k *call, src *source) 
 		if !ok {
 			// The client left during the replay; gray's attempt had
 			// ended, and ended well.
-			m.ErrorType, m.Outcome = ErrTypeCallerCancelled, events.OutcomeOK
+			m.ErrorType, m.Outcome = attempt.ErrTypeCallerCancelled, events.OutcomeOK
 		}
 		s.complete(x, k, telemetry.ArmGray, d.gray, m, nil)
 		s.mirrorIf(x, k, nil)
@@ -313,22 +314,13 @@ func (s *Server) writeStream(r *relay.Relay, x *exchange, k *call, src *source) 
 	// failure, or a shadow copy to come, is paired with this one.
 	capture := !src.observe && (x.pair.held || k.shadow)
 	x.pair.capture = capture
-	x.tally.reset(src.observe || capture)
+	x.tally.Reset(src.observe || capture)
 	m := s.pipe(r, x, k, src)
-	if src.observe && m.ErrorType == ErrTypeNone {
-		f := d.filterFor(x.ep)
-		r, errs := f.Check(nil, x.tally.contents)
-		if f.HasSchema() {
-			m.SchemaValid = Yes
-			if r == filter.SchemaViolation {
-				m.SchemaValid = No
-			}
-		}
-		if r != filter.OK {
+	if src.observe && m.ErrorType == attempt.ErrTypeNone {
+		if r, errs := m.Judge(d.filterFor(x.ep), nil, x.tally.Contents); r != filter.OK {
 			// Too late to fall back: the client has the answer. Keep
 			// the evidence.
-			m.Reason = r
-			x.ans = append(x.ans[:0], x.tally.raw...)
+			x.ans = append(x.ans[:0], x.tally.Raw...)
 			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
 		}
 	}
@@ -336,7 +328,7 @@ func (s *Server) writeStream(r *relay.Relay, x *exchange, k *call, src *source) 
 	s.mirrorIf(x, k, &m)
 }
 
-func (s *Server) mirrorIf(x *exchange, k *call, primary *Measure) {
+func (s *Server) mirrorIf(x *exchange, k *call, primary *attempt.Measure) {
 	if k.shadow {
 		s.mirror(x, k, primary)
 	}
@@ -348,8 +340,8 @@ func (s *Server) mirrorIf(x *exchange, k *call, primary *Measure) {
 // answer into x.tally. It holds at most one event (max_sse_event_bytes)
 // and, in observe mode, the answer so far (max_buffered_answer_bytes):
 // a cap reached ends the stream with an upstream_error event.
-func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) Measure {
-	m := Measure{Status: src.resp.Status, ErrorType: ErrTypeNone, Headers: src.headers}
+func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) attempt.Measure {
+	m := attempt.Measure{Status: src.resp.Status, ErrorType: attempt.ErrTypeNone, Headers: src.headers}
 	buf := x.ans[:0]
 	if cap(buf) < streamReadBytes {
 		buf = make([]byte, 0, streamReadBytes)
@@ -368,8 +360,8 @@ func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) Measure
 		}
 		if src.observe {
 			var ok bool
-			if x.tally.raw, ok = appendCapped(x.tally.raw, buf[len(buf):len(buf)+n], s.limits.answer); !ok {
-				capped = overCap("an answer", s.limits.answer)
+			if x.tally.Raw, ok = attempt.AppendCapped(x.tally.Raw, buf[len(buf):len(buf)+n], s.limits.answer); !ok {
+				capped = attempt.OverCap("an answer", s.limits.answer)
 			}
 		}
 		buf = buf[:len(buf)+n]
@@ -389,19 +381,19 @@ func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) Measure
 			}
 			rest = tail
 			if len(ev) > s.limits.event {
-				capped = overCap("an SSE event", s.limits.event)
+				capped = attempt.OverCap("an SSE event", s.limits.event)
 				break
 			}
 			first := !m.Output
 			kind := x.takeEvent(ev, &m, src.sent)
-			if x.tally.over != nil {
-				capped = x.tally.over
+			if x.tally.Over != nil {
+				capped = x.tally.Over
 				break
 			}
-			if x.pair.capture && x.tally.contentBytes > int64(s.limits.answer) {
+			if x.pair.capture && x.tally.ContentBytes > int64(s.limits.answer) {
 				// What the contract needs grew past the answer cap:
 				// primary's answer cannot be judged (the relay goes on).
-				x.pair.capture, x.tally.keepContent = false, false
+				x.pair.capture, x.tally.KeepContent = false, false
 			}
 			if first && m.Output {
 				telemetry.TTFT(k.deployment.name, src.armName, true, m.TTFT)
@@ -412,14 +404,14 @@ func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) Measure
 			}
 		}
 		if capped == nil && len(rest) > s.limits.event {
-			capped = overCap("an SSE event", s.limits.event)
+			capped = attempt.OverCap("an SSE event", s.limits.event)
 		}
 		if capped != nil {
 			rerr = capped
 		}
 		if rerr != nil {
 			m.Latency = time.Since(src.sent)
-			x.tally.fill(&m, x.body, &x.req)
+			x.tally.Fill(&m, x.body, &x.req)
 			if errors.Is(rerr, io.EOF) {
 				r.Write(buf[run:]) // with an unterminated last event, as sent
 				r.Unlock()
@@ -433,21 +425,21 @@ func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) Measure
 			r.Write(buf[run : len(buf)-len(rest)]) // the events before the failure
 			r.Unlock()
 			if r.Left() {
-				m.ErrorType = ErrTypeCallerCancelled
+				m.ErrorType = attempt.ErrTypeCallerCancelled
 				return m
 			}
 			src.resp.Abort() // a cap reached: stop the upstream
 			e := s.upstreamFailed(k, src.armName, rerr)
 			s.failStream(r, x, k, e)
-			m.Status, m.ErrorType, m.Outcome = e.Status, errorType(rerr), outcomeOfErr(rerr)
+			m.Status, m.ErrorType, m.Outcome = e.Status, attempt.ErrorType(rerr), attempt.OutcomeOfErr(rerr)
 			return m
 		}
 		if err := r.Write(buf[run : len(buf)-len(rest)]); err != nil || werr != nil {
 			r.Unlock()
 			src.resp.Abort() // the client went away: stop the upstream
 			m.Latency = time.Since(src.sent)
-			m.ErrorType = ErrTypeCallerCancelled
-			x.tally.fill(&m, x.body, &x.req)
+			m.ErrorType = attempt.ErrTypeCallerCancelled
+			x.tally.Fill(&m, x.body, &x.req)
 			return m
 		}
 		r.Unlock()

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/scripts/testenv"
 )
@@ -397,7 +398,7 @@ func TestAnswersStayTheirOwn(t *testing.T) {
 	wg.Wait()
 }
 
-// ownAnswer is a JSON answer of about 600 KiB (under maxPooledBytes) that
+// ownAnswer is a JSON answer of about 600 KiB (under attempt.MaxPooledBytes) that
 // names id throughout.
 func ownAnswer(id string) string {
 	b, _ := json.Marshal(map[string]any{"object": "chat.completion", "choices": []any{map[string]any{
@@ -406,19 +407,19 @@ func ownAnswer(id string) string {
 }
 
 // TestPooledBuffersAreDropped: a scratch buffer one byte over
-// maxPooledBytes does not go back to the pool with its exchange; one at
+// attempt.MaxPooledBytes does not go back to the pool with its exchange; one at
 // the size does.
 func TestPooledBuffersAreDropped(t *testing.T) {
 	s := &Server{}
-	for _, size := range []int{maxPooledBytes, maxPooledBytes + 1} {
+	for _, size := range []int{attempt.MaxPooledBytes, attempt.MaxPooledBytes + 1} {
 		x := new(exchange)
 		x.ans, x.fwd, x.own = make([]byte, size), make([]byte, size), make([]byte, size)
-		x.tally.raw, x.tally.firstArgs = make([]byte, size), make([]byte, size)
+		x.tally.Raw, x.tally.FirstArgs = make([]byte, size), make([]byte, size)
 		s.putExchange(x)
-		kept := x.ans != nil && x.fwd != nil && x.own != nil && x.tally.raw != nil && x.tally.firstArgs != nil
-		dropped := x.ans == nil && x.fwd == nil && x.own == nil && x.tally.raw == nil && x.tally.firstArgs == nil
-		if size > maxPooledBytes && !dropped || size <= maxPooledBytes && !kept {
-			t.Errorf("putExchange with %d-byte buffers: kept %v; want kept only up to %d", size, kept, maxPooledBytes)
+		kept := x.ans != nil && x.fwd != nil && x.own != nil && x.tally.Raw != nil && x.tally.FirstArgs != nil
+		dropped := x.ans == nil && x.fwd == nil && x.own == nil && x.tally.Raw == nil && x.tally.FirstArgs == nil
+		if size > attempt.MaxPooledBytes && !dropped || size <= attempt.MaxPooledBytes && !kept {
+			t.Errorf("putExchange with %d-byte buffers: kept %v; want kept only up to %d", size, kept, attempt.MaxPooledBytes)
 		}
 	}
 }

@@ -1,0 +1,119 @@
+// Package attempt is what one try of an upstream — primary, gray,
+// fallback or shadow — measures and how it ended: the Measure, its
+// outcome (SPEC §7), the tally of the answer it read, the caps that end
+// it, and the judgment of a gray answer against the contract.
+package attempt
+
+import (
+	"time"
+
+	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// Error types of SPEC §7: one closed set, assigned by classify.
+const (
+	ErrTypeNone                = "none"
+	ErrTypeCallerBadRequest    = "caller_bad_request"
+	ErrTypeCallerCancelled     = "caller_cancelled"
+	ErrTypePolicyContract      = "policy_contract"
+	ErrTypePolicyContext       = "policy_context"
+	ErrTypePolicyToolSteps     = "policy_tool_steps"
+	ErrTypeUpstreamStatus      = "upstream_status"
+	ErrTypeUpstreamTimeout     = "upstream_timeout"
+	ErrTypeUpstreamUnreachable = "upstream_unreachable"
+	ErrTypeUpstreamInvalidJSON = "upstream_invalid_json"
+	ErrTypeUpstreamSchema      = "upstream_schema"
+	ErrTypeGatewayInternal     = "gateway_internal"
+)
+
+// Tri is a yes/no/unknown outcome (schema_valid is null when not checked).
+type Tri int8
+
+// Tri values.
+const (
+	Unchecked Tri = iota
+	Yes
+	No
+)
+
+// Measure is what was measured on one arm of a request (SPEC §6.4).
+type Measure struct {
+	Status    int
+	ErrorType string
+	Reason    filter.Reason // why a gray attempt failed; "" otherwise
+	// Outcome is the attempt's outcome when the other fields no longer
+	// tell it (see Measure.Classify); "" to derive it.
+	Outcome       events.Outcome
+	TTFT, Latency time.Duration
+	// Headers is the time from the attempt's start to its response
+	// headers, 0 when none came: past the rollout timeout, an answered
+	// attempt counts in its entry's late_headers (SPEC §9 rev. 3).
+	Headers time.Duration
+	// Output is true when TTFT is the time to a stream's first chunk with
+	// output (per-arm statistics record no other).
+	Output           bool
+	PromptTokens     int64
+	CompletionTokens int64
+	UsageEstimated   bool
+	// Truncated: the answer says the client's token limit cut it
+	// (finish_reason length; incomplete_details max_output_tokens). An
+	// attempt that would be ok counts as truncated (SPEC §7 rev. 3).
+	Truncated        bool
+	ToolCalls        int
+	RepeatedToolCall bool
+	SchemaValid      Tri
+}
+
+// Classify returns how the attempt m describes ended (SPEC §7 "Attempt
+// outcomes"). Where the measure no longer holds what decides it (an I/O
+// error, an upstream status replaced by the gateway's 502), the site that
+// knew set m.Outcome.
+func (m *Measure) Classify() events.Outcome {
+	if m.Outcome != "" {
+		return m.Outcome
+	}
+	switch m.Reason {
+	case filter.SchemaViolation:
+		return events.OutcomeSchemaViolation
+	case filter.InvalidJSON:
+		return events.OutcomeInvalidJSON
+	case filter.Timeout:
+		return events.OutcomeTimeout
+	case filter.UpstreamError:
+		return events.OutcomeUpstreamError
+	}
+	switch m.ErrorType {
+	case ErrTypeNone, ErrTypeCallerBadRequest, ErrTypeUpstreamStatus:
+		return events.OutcomeOfStatus(m.Status)
+	case ErrTypeCallerCancelled:
+		return events.OutcomeCancelled
+	case ErrTypeUpstreamTimeout:
+		return events.OutcomeTimeout
+	case ErrTypeUpstreamInvalidJSON:
+		return events.OutcomeInvalidJSON
+	case ErrTypeUpstreamSchema:
+		return events.OutcomeSchemaViolation
+	}
+	return events.OutcomeUpstreamError
+}
+
+// Judge checks a gray answer against the deployment's contract f: body
+// is the whole answer (nil for a stream, whose contents the tally
+// assembled). It records in m whether the schema held and, when the
+// answer broke the contract, why (m.Reason), and returns the reason and
+// what was wrong. Buffered, replayed and observed gray answers are all
+// judged here.
+func (m *Measure) Judge(f *filter.Filter, body []byte, contents [][]byte) (filter.Reason, []filter.FieldError) {
+	r, errs := f.Check(body, contents)
+	if f.HasSchema() {
+		m.SchemaValid = Yes
+		if r == filter.SchemaViolation {
+			m.SchemaValid = No
+		}
+	}
+	if r != filter.OK {
+		m.Reason = r
+	}
+	return r, errs
+}

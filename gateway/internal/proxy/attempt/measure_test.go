@@ -1,0 +1,49 @@
+package attempt
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/upstream"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+func TestMeasureOutcome(t *testing.T) {
+	tests := []struct {
+		name string
+		m    Measure
+		want events.Outcome
+	}{
+		{"2xx", Measure{Status: 200, ErrorType: ErrTypeNone}, events.OutcomeOK},
+		{"primary 4xx passed through", Measure{Status: 404, ErrorType: ErrTypeCallerBadRequest}, events.OutcomeUpstream4xx},
+		{"primary 429 passed through", Measure{Status: 429, ErrorType: ErrTypeCallerBadRequest}, events.OutcomeUpstream5xx},
+		{"primary 408 passed through", Measure{Status: 408, ErrorType: ErrTypeCallerBadRequest}, events.OutcomeUpstream5xx},
+		{"primary 5xx answered 502", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(503)}, events.OutcomeUpstream5xx},
+		{"primary 3xx answered 502", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(302)}, events.OutcomeUpstreamError},
+		{"primary invalid JSON", Measure{Status: 502, ErrorType: ErrTypeUpstreamInvalidJSON}, events.OutcomeInvalidJSON},
+		{"primary timeout", Measure{Status: 504, ErrorType: ErrTypeUpstreamTimeout, Outcome: OutcomeOfErr(upstream.ErrTimeout)}, events.OutcomeTimeout},
+		{"primary cap reached", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: OutcomeOfErr(upstream.ErrTooLarge)}, events.OutcomeUpstreamError},
+		{"primary unreachable", Measure{Status: 502, ErrorType: ErrTypeUpstreamUnreachable, Outcome: OutcomeOfErr(errors.New("connection refused"))}, events.OutcomeUpstreamError},
+		{"client left mid-stream", Measure{Status: 200, ErrorType: ErrTypeCallerCancelled}, events.OutcomeCancelled},
+		{"client left, upstream aborted", Measure{ErrorType: ErrTypeCallerCancelled, Outcome: OutcomeOfErr(upstream.ErrAborted)}, events.OutcomeCancelled},
+		{"gray schema violation", Measure{Status: 200, ErrorType: ErrTypeUpstreamSchema, Reason: filter.SchemaViolation}, events.OutcomeSchemaViolation},
+		{"gray content not JSON", Measure{Status: 200, ErrorType: ErrTypeUpstreamInvalidJSON, Reason: filter.InvalidJSON}, events.OutcomeInvalidJSON},
+		{"gray observed schema violation", Measure{Status: 200, ErrorType: ErrTypeNone, Reason: filter.SchemaViolation}, events.OutcomeSchemaViolation},
+		{"gray 500", Measure{Status: 500, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstream5xx},
+		{"gray 404", Measure{Status: 404, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstream4xx},
+		{"gray status out of range", Measure{Status: 600, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstreamError},
+		{"gray 2xx without a stream", Measure{Status: 200, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamError}, events.OutcomeUpstreamError},
+		{"gray observed 2xx without a stream", Measure{Status: 200, Reason: filter.UpstreamStatus, ErrorType: ErrTypeUpstreamStatus, Outcome: NotAStream(200)}, events.OutcomeUpstreamError},
+		{"gray timeout", Measure{ErrorType: ErrTypeUpstreamTimeout, Reason: filter.Timeout}, events.OutcomeTimeout},
+		{"gray aborted by the client", Measure{ErrorType: ErrTypeCallerCancelled, Reason: filter.UpstreamError, Outcome: OutcomeOfErr(upstream.ErrAborted)}, events.OutcomeCancelled},
+		{"gray replay the client left", Measure{Status: 200, ErrorType: ErrTypeCallerCancelled, Outcome: events.OutcomeOK}, events.OutcomeOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.m.Classify(); got != tt.want {
+				t.Errorf("outcome(%+v) = %s; want %s", tt.m, got, tt.want)
+			}
+		})
+	}
+}
