@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/events"
@@ -25,7 +26,7 @@ func statsArm(armName string) events.Arm {
 }
 
 // attempted counts one ended attempt of arm a in the per-arm statistics.
-func (s *Server) attempted(x *exchange, k *call, armName string, a *arm, m *attempt.Measure) {
+func (s *Server) attempted(x *exchange, k *call, armName string, a *deploy.Arm, m *attempt.Measure) {
 	outcome := m.Classify()
 	if outcome == events.OutcomeOK && m.Truncated {
 		outcome = events.OutcomeTruncated
@@ -36,13 +37,13 @@ func (s *Server) attempted(x *exchange, k *call, armName string, a *arm, m *atte
 	}
 	at := stats.Attempt{
 		Arm: statsArm(armName), Stream: k.stream, Endpoint: k.endpoint,
-		PromptVersion: a.promptVersion, PromptHash: a.promptHash, Fingerprint: a.fingerprint,
-		LateHeaders:  m.Headers > k.deployment.rollout.Timeout,
+		PromptVersion: a.PromptVersion, PromptHash: a.PromptHash, Fingerprint: a.Fingerprint,
+		LateHeaders:  m.Headers > k.deployment.Rollout.Timeout,
 		Outcome:      outcome,
 		PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens,
 		PromptReported: !m.UsageEstimated && m.PromptTokens >= 0,
 		TTFT:           m.TTFT, Output: m.Output, Latency: m.Latency,
 		ToolSteps: toolSteps, RepeatedToolCall: m.RepeatedToolCall,
 	}
-	k.deployment.stats.Record(&at)
+	k.deployment.Stats.Record(&at)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
@@ -22,8 +23,8 @@ import (
 type call struct {
 	start      time.Time
 	id         string
-	route      *route
-	deployment *deployment
+	route      *deploy.Route
+	deployment *deploy.Deployment
 	stream     bool
 	endpoint   events.Endpoint
 	useGray    bool // canary: try gray first
@@ -168,7 +169,7 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 // selectDeployment estimates the request's tokens, matches the context
 // bands and picks the first eligible candidate (SPEC §5.4).
 func (s *Server) selectDeployment(c *fiber.Ctx, x *exchange, k *call) error {
-	sel := k.route.bands.Select(&x.req, x.body)
+	sel := k.route.Bands.Select(&x.req, x.body)
 	k.estimate = sel.Estimate
 	k.matched = s.matchedHeader(sel.Matched)
 	if sel.Code != "" {
@@ -197,18 +198,18 @@ func (s *Server) matchedHeader(set bands.Set) string {
 // to gray (shadow), from the deployment's rollout state.
 func (s *Server) assign(c *fiber.Ctx, x *exchange, k *call) {
 	d := k.deployment
-	if d.gray == nil || !grayMayServe(x.ep, d, &x.req) {
+	if d.Gray == nil || !deploy.GrayMayServe(x.ep, d, &x.req) {
 		return
 	}
-	st := s.rollouts.Get(d.name)
+	st := s.rollouts.Get(d.Name)
 	force := rollout.NoForce
 	if k.force { // anyone else's force header is ignored (and never forwarded)
-		force = rollout.ParseForce(c.Request().Header.Peek(d.rollout.ForceHeader))
+		force = rollout.ParseForce(c.Request().Header.Peek(d.Rollout.ForceHeader))
 	}
 	if rollout.Assign(st, force, s.stickyValue(c, x, k, d)) != rollout.Gray {
 		return
 	}
-	if d.rollout.Mode == config.ModeShadow {
+	if d.Rollout.Mode == config.ModeShadow {
 		k.shadow = true
 	} else {
 		k.useGray = true
@@ -216,13 +217,13 @@ func (s *Server) assign(c *fiber.Ctx, x *exchange, k *call) {
 }
 
 // stickyValue returns the value that keeps a user on one arm (nil: none).
-func (s *Server) stickyValue(c *fiber.Ctx, x *exchange, k *call, d *deployment) []byte {
+func (s *Server) stickyValue(c *fiber.Ctx, x *exchange, k *call, d *deploy.Deployment) []byte {
 	switch {
-	case d.stickyToken:
+	case d.StickyToken:
 		return k.token
-	case d.stickyHeader != "":
-		return c.Request().Header.Peek(d.stickyHeader)
-	case d.stickyUser:
+	case d.StickyHeader != "":
+		return c.Request().Header.Peek(d.StickyHeader)
+	case d.StickyUser:
 		if u := x.req.User; u.Kind == scan.KindString {
 			x.sticky, _ = scan.Unquote(x.sticky[:0], x.body[u.Value.Start:u.Value.End])
 			if len(x.sticky) > 0 {
@@ -242,16 +243,16 @@ func (s *Server) reject(k *call, code, param, detail string) {
 	}
 	r := Rejection{RequestID: k.id, Code: code, Param: param, Detail: detail, EstimatedTokens: k.estimate}
 	if k.route != nil {
-		r.Route = k.route.name
+		r.Route = k.route.Name
 	}
 	if k.deployment != nil {
-		r.Deployment = k.deployment.name
+		r.Deployment = k.deployment.Name
 	}
 	s.obs.Rejected(&r)
 }
 
 // lookupRoute finds the route for the body's "model".
-func (s *Server) lookupRoute(x *exchange, body []byte) (*route, error) {
+func (s *Server) lookupRoute(x *exchange, body []byte) (*deploy.Route, error) {
 	m := x.req.Model
 	if !m.Present() {
 		return nil, &apierr.Error{Status: fiber.StatusBadRequest, Code: apierr.CodeBadRequest, Type: "invalid_request_error",
@@ -273,24 +274,24 @@ func (s *Server) lookupRoute(x *exchange, body []byte) (*route, error) {
 
 // forwardBody writes into x.fwd the body to send to upstream a: the
 // recorded edits plus the model name the upstream serves.
-func (x *exchange) forwardBody(a *arm) []byte {
+func (x *exchange) forwardBody(a *deploy.Arm) []byte {
 	x.armEdits.Reset()
 	m := x.req.Model.Value
-	if string(x.body[m.Start:m.End]) != a.modelJSON {
-		x.armEdits.Replace(m.Start, m.End, a.modelJSON)
+	if string(x.body[m.Start:m.End]) != a.ModelJSON {
+		x.armEdits.Replace(m.Start, m.End, a.ModelJSON)
 	}
 	var mask uint16
 	switch x.ep {
 	case upstream.Chat:
-		a.prompt.edit(x.body, &x.req, &x.armEdits)
+		a.Prompt.Edit(x.body, &x.req, &x.armEdits)
 		fallthrough
 	case upstream.Completions:
-		a.paramEdits(&x.req, &x.armEdits, contractAll)
-		mask = a.paramMask
+		a.ParamEdits(&x.req, &x.armEdits, contractAll)
+		mask = a.ParamMask
 	case upstream.Responses:
-		a.prompt.editInstructions(&x.req, &x.armEdits)
-		a.paramEdits(&x.req, &x.armEdits, responsesParams)
-		mask = a.paramMask & responsesParams
+		a.Prompt.EditInstructions(&x.req, &x.armEdits)
+		a.ParamEdits(&x.req, &x.armEdits, responsesParams)
+		mask = a.ParamMask & responsesParams
 	}
 	x.fwd = x.edits.ApplyWith(x.fwd[:0], x.body, &x.armEdits, mask)
 	return x.fwd
@@ -364,14 +365,14 @@ var (
 )
 
 // setArmHeaders adds the response headers that say who served.
-func setArmHeaders(c *fiber.Ctx, k *call, armName string, a *arm) {
+func setArmHeaders(c *fiber.Ctx, k *call, armName string, a *deploy.Arm) {
 	h := &c.Response().Header
-	h.SetCanonical(hdrDeployment, []byte(k.deployment.name))
+	h.SetCanonical(hdrDeployment, []byte(k.deployment.Name))
 	h.SetCanonical(hdrArm, []byte(armName))
-	h.SetCanonical(hdrModel, []byte(a.client.Model))
-	if a.prompt != nil {
-		h.SetCanonical(hdrPromptVersion, []byte(a.promptVersion))
-		h.SetCanonical(hdrPromptHash, []byte(a.promptHeader))
+	h.SetCanonical(hdrModel, []byte(a.Client.Model))
+	if a.Prompt != nil {
+		h.SetCanonical(hdrPromptVersion, []byte(a.PromptVersion))
+		h.SetCanonical(hdrPromptHash, []byte(a.PromptHeader))
 	}
 	if k.matched != "" {
 		h.SetCanonical(hdrMatchedContext, []byte(k.matched))

@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -77,15 +78,16 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	}
 	d := k.deployment
 	sent := time.Now()
-	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
+	up := d.Primary.Upstream()
+	resp, err := up.DoEndpoint(ctx, x.ep, up.Timeout, x.forwardBody(d.Primary), x.setHeaders)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
-		s.complete(x, k, armName, d.primary, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(err), Outcome: attempt.OutcomeOfErr(err), Latency: time.Since(sent)}, gray)
+		s.complete(x, k, armName, d.Primary, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(err), Outcome: attempt.OutcomeOfErr(err), Latency: time.Since(sent)}, gray)
 		return e
 	}
 	defer resp.Close()
-	m, e := s.relayBuffered(c, x, k, armName, d.primary, resp, sent)
-	s.complete(x, k, armName, d.primary, m, gray)
+	m, e := s.relayBuffered(c, x, k, armName, d.Primary, resp, sent)
+	s.complete(x, k, armName, d.Primary, m, gray)
 	if k.shadow && e == nil {
 		s.mirror(x, k, &m)
 	}
@@ -100,7 +102,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 // and 4xx pass through, anything else is a 502, of whose answer only
 // reasonBytes are read. The answer is handed to fasthttp with x
 // (sendAnswer).
-func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
+func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *deploy.Arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
 	m := attempt.Measure{Status: resp.Status, ErrorType: attempt.ErrTypeNone, TTFT: time.Since(sent)}
 	m.Headers = m.TTFT
 	var err error
@@ -111,7 +113,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		err = attempt.OverCap("an answer", s.limits.answer)
 	}
 	m.Latency = time.Since(sent)
-	telemetry.TTFT(k.deployment.name, armName, k.stream, m.TTFT)
+	telemetry.TTFT(k.deployment.Name, armName, k.stream, m.TTFT)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
 		m.Status, m.ErrorType, m.Outcome = e.Status, attempt.ErrorType(err), attempt.OutcomeOfErr(err)
@@ -119,7 +121,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 	}
 	switch {
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
-		telemetry.UpstreamError(k.deployment.name, attempt.ErrTypeUpstreamStatus)
+		telemetry.UpstreamError(k.deployment.Name, attempt.ErrTypeUpstreamStatus)
 		m.Status, m.ErrorType, m.Outcome = fiber.StatusBadGateway, attempt.ErrTypeUpstreamStatus, events.OutcomeOfStatus(resp.Status)
 		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d: %s", resp.Status, reason(x.ans))}
@@ -133,7 +135,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		return m, nil
 	}
 	if err := x.scanAnswer(x.ans); err != nil {
-		telemetry.UpstreamError(k.deployment.name, attempt.ErrTypeUpstreamInvalidJSON)
+		telemetry.UpstreamError(k.deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
 		m.Status, m.ErrorType = fiber.StatusBadGateway, attempt.ErrTypeUpstreamInvalidJSON
 		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
@@ -197,18 +199,18 @@ func (s *Server) sendAnswer(c *fiber.Ctx, x *exchange) {
 
 // complete records the request's outcome: metrics, and the record for the
 // event log.
-func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m attempt.Measure, gray *attempt.Measure) {
-	telemetry.Request(k.route.name, k.deployment.name, armName, m.Status, time.Since(k.start))
+func (s *Server) complete(x *exchange, k *call, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
+	telemetry.Request(k.route.Name, k.deployment.Name, armName, m.Status, time.Since(k.start))
 	if gray != nil {
-		telemetry.Fallback(k.deployment.name, string(gray.Reason))
+		telemetry.Fallback(k.deployment.Name, string(gray.Reason))
 		s.settle(x, k, gray) // primary's answer has ended: the gray failure's outcome is known
 	}
 	if m.PromptTokens > 0 && !m.UsageEstimated {
-		s.router.Estimator().Observe(a.client.Model, x.req.TextBytes, len(x.body), x.req.MessageCount, m.PromptTokens)
+		s.router.Estimator().Observe(a.Client.Model, x.req.TextBytes, len(x.body), x.req.MessageCount, m.PromptTokens)
 	}
 	s.attempted(x, k, armName, a, &m)
 	if gray != nil {
-		s.attempted(x, k, telemetry.ArmGray, k.deployment.gray, gray)
+		s.attempted(x, k, telemetry.ArmGray, k.deployment.Gray, gray)
 	}
 	if s.obs == nil {
 		return
@@ -217,13 +219,13 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m attemp
 	// (Observer), so one per request need not be allocated.
 	r := &x.rec
 	*r = Record{
-		RequestID: k.id, Route: k.route.name, Deployment: k.deployment.name,
-		Arm: armName, Model: a.client.Model, Stream: k.stream, Mirrored: k.shadow, EstimatedTokens: k.estimate,
+		RequestID: k.id, Route: k.route.Name, Deployment: k.deployment.Name,
+		Arm: armName, Model: a.Client.Model, Stream: k.stream, Mirrored: k.shadow, EstimatedTokens: k.estimate,
 		MatchedContext: k.matched, ToolSteps: x.req.ToolSteps, Measure: m, Gray: gray,
-		PromptVersion: a.promptVersion, PromptHash: a.promptHash,
+		PromptVersion: a.PromptVersion, PromptHash: a.PromptHash,
 	}
-	if gray != nil && k.deployment.gray != nil {
-		r.GrayPromptVersion, r.GrayPromptHash = k.deployment.gray.promptVersion, k.deployment.gray.promptHash
+	if gray != nil && k.deployment.Gray != nil {
+		r.GrayPromptVersion, r.GrayPromptHash = k.deployment.Gray.PromptVersion, k.deployment.Gray.PromptHash
 	}
 	if m.ToolCalls > 0 {
 		r.ToolSteps++
@@ -246,7 +248,7 @@ func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
 
 // upstreamFailed maps an upstream I/O error to 502, 503 or 504.
 func (s *Server) upstreamFailed(k *call, armName string, err error) *apierr.Error {
-	d := k.deployment.name
+	d := k.deployment.Name
 	typ := attempt.ErrorType(err)
 	telemetry.UpstreamError(d, typ)
 	if errors.Is(err, upstream.ErrBusy) {

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/redact"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
@@ -26,7 +27,7 @@ import (
 // answer into x.ans (a JSON body, or for streams the raw SSE), then judges
 // it. The returned Measure has Reason OK when the answer may reach a
 // client; otherwise Reason and the errors say why. ctx bounds the attempt.
-func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream bool) (attempt.Measure, []filter.FieldError) {
+func (s *Server) attempt(ctx context.Context, x *exchange, d *deploy.Deployment, stream bool) (attempt.Measure, []filter.FieldError) {
 	return s.attemptUntil(ctx, time.Time{}, x, d, stream)
 }
 
@@ -35,13 +36,14 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deployment, stream
 // connection, where a context.WithTimeout would cost a timer, a context,
 // and the client an AfterFunc on it (the client's own cheap watch of the
 // request's context is kept).
-func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange, d *deployment, stream bool) (attempt.Measure, []filter.FieldError) {
+func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange, d *deploy.Deployment, stream bool) (attempt.Measure, []filter.FieldError) {
 	m := attempt.Measure{ErrorType: attempt.ErrTypeNone}
 	x.ans = x.ans[:0]
 	// The contents are assembled only for a schema to check them.
-	x.tally.Reset(d.filterFor(x.ep).HasSchema())
+	x.tally.Reset(d.FilterFor(x.ep).HasSchema())
 	sent := time.Now()
-	resp, err := d.gray.client.DoEndpointUntil(ctx, x.ep, d.gray.client.Timeout, until, x.forwardBody(d.gray), x.setHeaders)
+	up := d.Gray.Upstream()
+	resp, err := up.DoEndpointUntil(ctx, x.ep, up.Timeout, until, x.forwardBody(d.Gray), x.setHeaders)
 	if err != nil {
 		m.Latency = time.Since(sent)
 		return failed(m, err)
@@ -109,7 +111,7 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 	if sse {
 		body = nil // a stream has no body to validate: its assembled contents are checked
 	}
-	r, errs := m.Judge(d.filterFor(x.ep), body, x.tally.Contents)
+	r, errs := m.Judge(d.FilterFor(x.ep), body, x.tally.Contents)
 	if r != filter.OK {
 		m.ErrorType = attempt.ErrTypeUpstreamSchema
 		if r == filter.InvalidJSON {
@@ -187,24 +189,24 @@ func readStream(resp interface {
 // returned for the fallback's record.
 func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k *call) (m attempt.Measure, served bool) {
 	d := k.deployment
-	m, errs := s.attemptUntil(ctx, time.Now().Add(d.rollout.Timeout), x, d, false)
-	telemetry.TTFT(d.name, telemetry.ArmGray, false, m.TTFT)
+	m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, false)
+	telemetry.TTFT(d.Name, telemetry.ArmGray, false, m.TTFT)
 	if m.Reason != filter.OK {
-		s.hold(x, k, telemetry.ArmGray, d.gray, m, errs)
+		s.hold(x, k, telemetry.ArmGray, d.Gray, m, errs)
 		return m, false
 	}
 	c.Status(m.Status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	x.writeAnswerHeaders(c)
-	setArmHeaders(c, k, telemetry.ArmGray, d.gray)
-	s.complete(x, k, telemetry.ArmGray, d.gray, m, nil)
+	setArmHeaders(c, k, telemetry.ArmGray, d.Gray)
+	s.complete(x, k, telemetry.ArmGray, d.Gray, m, nil)
 	s.sendAnswer(c, x)
 	return m, true
 }
 
 // sample publishes a failed gray payload (x.ans) with its errors at once
 // (a failure that is not paired with primary's answer, hold).
-func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m attempt.Measure, errs []filter.FieldError) {
+func (s *Server) sample(x *exchange, k *call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
 	smp := s.newSample(x, k, armName, a, m, errs)
 	smp.Outcome = m.Classify()
 	s.publishSample(k, &smp)
@@ -214,12 +216,12 @@ func (s *Server) sample(x *exchange, k *call, armName string, a *arm, m attempt.
 // errors; it owns a copy of the payload, cut at gateway.sample_max_bytes.
 // With gateway.redact_samples the payload is redacted here, before it
 // leaves the gateway; the errors were computed on the raw payload.
-func (s *Server) newSample(x *exchange, k *call, armName string, a *arm, m attempt.Measure, errs []filter.FieldError) Sample {
+func (s *Server) newSample(x *exchange, k *call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) Sample {
 	smp := Sample{
-		RequestID: k.id, Deployment: k.deployment.name, Arm: armName, Model: a.client.Model,
+		RequestID: k.id, Deployment: k.deployment.Name, Arm: armName, Model: a.Client.Model,
 		Reason: m.Reason, Status: m.Status, Errors: errs, PayloadBytes: len(x.ans),
 		PromptHash: x.promptHash(), Latency: m.Latency,
-		ArmPromptVersion: a.promptVersion, ArmPromptHash: a.promptHash,
+		ArmPromptVersion: a.PromptVersion, ArmPromptHash: a.PromptHash,
 	}
 	if s.obs != nil {
 		smp.Payload, smp.Truncated = s.fitPayload(x.ans)
@@ -244,7 +246,7 @@ func (s *Server) fitPayload(raw []byte) (payload []byte, truncated bool) {
 
 // publishSample counts and publishes a sample.
 func (s *Server) publishSample(k *call, smp *Sample) {
-	telemetry.Sampled(k.deployment.name, string(smp.Reason))
+	telemetry.Sampled(k.deployment.Name, string(smp.Reason))
 	if s.obs != nil {
 		s.obs.Sampled(smp)
 	}
@@ -268,12 +270,12 @@ func (s *Server) sampleReason(body []byte) string {
 func (s *Server) mirror(x *exchange, k *call, primary *attempt.Measure) {
 	d := k.deployment
 	select {
-	case d.shadowSlots <- struct{}{}:
+	case d.ShadowSlots <- struct{}{}:
 	default:
-		telemetry.Shadow(d.name, true)
+		telemetry.Shadow(d.Name, true)
 		return
 	}
-	telemetry.Shadow(d.name, false)
+	telemetry.Shadow(d.Name, false)
 	y := s.getExchange()
 	y.own = append(y.own[:0], x.body...)
 	y.body = y.own
@@ -285,14 +287,14 @@ func (s *Server) mirror(x *exchange, k *call, primary *attempt.Measure) {
 	keepForShadow(x, y, primary, k.stream)
 	kk := *k
 	go func() {
-		defer func() { <-d.shadowSlots }()
+		defer func() { <-d.ShadowSlots }()
 		defer s.putExchange(y)
-		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.rollout.Timeout), y, d, kk.stream)
-		telemetry.TTFT(d.name, telemetry.ArmShadow, kk.stream, m.TTFT)
-		if m.Reason != filter.OK && s.hold(y, &kk, telemetry.ArmShadow, d.gray, m, errs) {
+		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.Rollout.Timeout), y, d, kk.stream)
+		telemetry.TTFT(d.Name, telemetry.ArmShadow, kk.stream, m.TTFT)
+		if m.Reason != filter.OK && s.hold(y, &kk, telemetry.ArmShadow, d.Gray, m, errs) {
 			s.pairShadow(y, &kk)
 			s.settle(y, &kk, &m)
 		}
-		s.complete(y, &kk, telemetry.ArmShadow, d.gray, m, nil)
+		s.complete(y, &kk, telemetry.ArmShadow, d.Gray, m, nil)
 	}()
 }

@@ -30,5 +30,5 @@ func (s *Server) model(c *fiber.Ctx) error {
 			Param: "model", Msg: "The model " + apierr.QuoteShort([]byte(name)) + " does not exist (GET /v1/models lists the models)"}
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(rt.model)
+	return c.Send(rt.Model)
 }

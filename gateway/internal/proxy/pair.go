@@ -3,6 +3,7 @@ package proxy
 import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -74,7 +75,7 @@ func pairs(x *exchange, m *attempt.Measure) bool {
 // hold builds the sample of a failed attempt and keeps it in x until
 // primary's answer is known (settle), when the failure pairs; otherwise
 // it publishes it now. It reports whether it held it.
-func (s *Server) hold(x *exchange, k *call, armName string, a *arm, m attempt.Measure, errs []filter.FieldError) bool {
+func (s *Server) hold(x *exchange, k *call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) bool {
 	if !pairs(x, &m) {
 		s.sample(x, k, armName, a, m, errs)
 		return false
@@ -95,7 +96,7 @@ func (s *Server) judgePrimary(x *exchange, k *call, body []byte, m *attempt.Meas
 	}
 	p := &x.pair
 	p.judged = true
-	p.broke, p.errs = judge(k.deployment.filterFor(x.ep), body, x.tally.Contents, m.Truncated)
+	p.broke, p.errs = judge(k.deployment.FilterFor(x.ep), body, x.tally.Contents, m.Truncated)
 	if body != nil {
 		p.raw = append(p.raw[:0], body...)
 		p.rawBytes = len(body)
@@ -192,7 +193,7 @@ func (s *Server) pairShadow(y *exchange, k *call) {
 	if !p.primaryOK || !p.held {
 		return
 	}
-	f := k.deployment.filterFor(y.ep)
+	f := k.deployment.FilterFor(y.ep)
 	if p.whole {
 		if y.scanAnswer(p.body) != nil {
 			return // not a JSON object: primary failed some other way

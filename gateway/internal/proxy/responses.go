@@ -30,35 +30,6 @@ func (s *Server) responses(c *fiber.Ctx) error {
 // the contract and an arm's params touch no other.
 const responsesParams = 1<<scan.Temperature | 1<<scan.TopP
 
-// grayMayServe reports whether a request of endpoint ep may go to the
-// deployment's gray arm: a Responses API request holds state at the
-// upstream that answers it (store defaults to true) or names state one
-// upstream holds, so it goes to a gray with its own upstream only when
-// it is stateless (SPEC §3). A gray without url shares primary's
-// upstream and its state.
-func grayMayServe(ep upstream.Endpoint, d *deployment, r *scan.Request) bool {
-	return ep != upstream.Responses || !d.grayOwnUpstream || r.Stateless()
-}
-
-// editInstructions records in e the prompt's edit of a responses request
-// (SPEC §6.6): replace puts the text in place of "instructions" (added
-// when absent); prepend puts it before the client's own instructions,
-// separated by a blank line.
-func (p *armPrompt) editInstructions(r *scan.Request, e *scan.Edits) {
-	if p == nil {
-		return
-	}
-	in := r.Instructions
-	switch {
-	case p.prepend && in.Kind == scan.KindString:
-		e.Replace(in.Value.Start, in.Value.Start+1, p.prefix)
-	case in.Present():
-		e.Replace(in.Value.Start, in.Value.End, p.quoted)
-	default:
-		e.InsertRaw(r, p.instructions)
-	}
-}
-
 // scanAnswer reads a whole upstream answer of x's endpoint into x.answer.
 func (x *exchange) scanAnswer(b []byte) error {
 	if x.ep == upstream.Responses {
@@ -115,7 +86,7 @@ func (x *exchange) streamFailed() (failed, relayed bool) {
 // its response, and, unless the upstream's failure event was relayed,
 // ends the client's stream with the typed error event.
 func (s *Server) endFailedStream(r *relay.Relay, x *exchange, k *call, armName string, m *attempt.Measure, relayed bool) {
-	telemetry.UpstreamError(k.deployment.name, attempt.ErrTypeUpstreamInvalidJSON)
+	telemetry.UpstreamError(k.deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
 	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
 	if relayed {
 		m.ErrorType = attempt.ErrTypeUpstreamStatus
@@ -123,7 +94,7 @@ func (s *Server) endFailedStream(r *relay.Relay, x *exchange, k *call, armName s
 	}
 	m.ErrorType = attempt.ErrTypeUpstreamInvalidJSON
 	s.failStream(r, x, k, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
-		Msg: armName + " of deployment " + k.deployment.name + " ended its response stream without response.completed"})
+		Msg: armName + " of deployment " + k.deployment.Name + " ended its response stream without response.completed"})
 }
 
 // typedError is the Responses API's stream error event (SPEC §3).
@@ -141,7 +112,7 @@ type typedError struct {
 // request, not a quiet one.
 func (s *Server) failStream(r *relay.Relay, x *exchange, k *call, e *apierr.Error) {
 	if e.Status >= 500 {
-		s.log.Warn("stream failed after its headers", "deployment", k.deployment.name,
+		s.log.Warn("stream failed after its headers", "deployment", k.deployment.Name,
 			"status", e.Status, "code", e.Code, "err", e.Error())
 	}
 	x.writeErrorEvent(r, e)

@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/textproto"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,9 +28,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/admin"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/proxy/token"
 	"github.com/graygate/graygate/gateway/internal/rollout"
@@ -49,8 +48,8 @@ type Server struct {
 	cfg *config.Config
 	log *slog.Logger
 
-	routes       map[string]*route
-	deployments  map[string]*deployment
+	routes       map[string]*deploy.Route
+	deployments  map[string]*deploy.Deployment
 	modelsBody   []byte
 	clientTokens token.Set     // client and force tokens: either may use /v1/*
 	requireToken bool          // client tokens are configured: /v1/* needs one
@@ -78,56 +77,6 @@ type Server struct {
 	client, admin *fiber.App
 }
 
-// route is a client-facing model name and its candidates.
-type route struct {
-	name       string
-	candidates []*deployment
-	bands      *bands.Route // estimate, band matching and candidate selection
-	model      []byte       // GET /v1/models/{model}: this route's model object
-}
-
-// deployment is one configured deployment with its upstream clients.
-type deployment struct {
-	name    string
-	window  int64
-	primary *arm
-	gray    *arm // nil without a gray upstream
-	rollout config.Rollout
-	filter  *filter.Filter // the gray answer contract (chat)
-	// textFilter and respFilter are filter as it judges completions and
-	// responses answers (filterFor).
-	textFilter, respFilter *filter.Filter
-	// grayOwnUpstream: gray has a url of its own, so it does not hold
-	// the state primary's upstream holds (responses, SPEC §3).
-	grayOwnUpstream bool
-	// Sticky key: a header name, or the body's "user" (else X-User-Id).
-	stickyHeader string
-	stickyUser   bool
-	stickyToken  bool          // the client's bearer token (chosen by the operator, not the client)
-	shadowSlots  chan struct{} // bounds shadow copies in flight
-	stats        *stats.Deployment
-}
-
-// arm is one upstream of a deployment.
-type arm struct {
-	client    *upstream.Client
-	modelJSON string // the upstream model as a JSON string, for the body edit
-	// promptVersion and promptHash name the arm's prompt (SPEC §6.6) in
-	// its statistics; "" while the arm has none.
-	promptVersion, promptHash string
-	// fingerprint is the arm's config.Upstream.Fingerprint: its
-	// statistics carry it (a shadow attempt carries gray's, its arm).
-	fingerprint string
-	// prompt is the arm's system prompt (nil: the client's own);
-	// promptHeader the first 16 hex digits of its hash.
-	prompt       *armPrompt
-	promptHeader string
-	// params are the arm's sampling values (SPEC §6.6), replacing or
-	// added to the client's; paramMask has bit 1<<Param of each.
-	params    []armParam
-	paramMask uint16
-}
-
 // Option configures a Server.
 type Option func(*Server)
 
@@ -152,8 +101,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	s := &Server{
 		cfg:          cfg,
 		log:          log,
-		routes:       make(map[string]*route),
-		deployments:  make(map[string]*deployment),
+		routes:       make(map[string]*deploy.Route),
+		deployments:  make(map[string]*deploy.Deployment),
 		clientTokens: token.NewSet(cfg.Gateway.ClientTokens, cfg.Gateway.ForceTokens),
 		requireToken: len(cfg.Gateway.ClientTokens) > 0,
 		forceTokens:  token.NewSet(cfg.Gateway.ForceTokens),
@@ -176,20 +125,24 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	}
 	for _, name := range cfg.DeploymentOrder {
 		d := cfg.Deployments[name]
-		dep, err := newDeployment(d)
+		dep, err := deploy.NewDeployment(d)
 		if err != nil {
 			return nil, err
+		}
+		watchArm(name, telemetry.ArmPrimary, dep.Primary)
+		if dep.Gray != nil {
+			watchArm(name, telemetry.ArmGray, dep.Gray)
 		}
 		// Loud at every start: an unverified upstream is a config choice.
 		if d.Primary.TLS.InsecureSkipVerify {
 			log.Warn("upstream TLS certificate is not verified (insecure_skip_verify)", "deployment", name, "arm", "primary")
 		}
-		if d.Gray != nil && grayUpstream(d).TLS.InsecureSkipVerify {
+		if d.Gray != nil && deploy.GrayUpstream(d).TLS.InsecureSkipVerify {
 			log.Warn("upstream TLS certificate is not verified (insecure_skip_verify)", "deployment", name, "arm", "gray")
 		}
-		dep.stats = s.stats.Deployment(name)
+		dep.Stats = s.stats.Deployment(name)
 		s.deployments[name] = dep
-		if dep.gray != nil {
+		if dep.Gray != nil {
 			grays = append(grays, name)
 			s.forceHeaders[textproto.CanonicalMIMEHeaderKey(d.Rollout.ForceHeader)] = true
 		}
@@ -223,19 +176,19 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	}
 	now := time.Now().Unix()
 	for _, r := range cfg.Routing.Routes {
-		rt := &route{name: r.Model}
-		rt.bands, _ = s.router.Route(r.Model)
+		rt := &deploy.Route{Name: r.Model}
+		rt.Bands, _ = s.router.Route(r.Model)
 		for _, c := range r.Candidates {
 			d, ok := s.deployments[c.Deployment]
 			if !ok {
 				return nil, fmt.Errorf("route %q: unknown deployment %q", r.Model, c.Deployment)
 			}
-			rt.candidates = append(rt.candidates, d)
+			rt.Candidates = append(rt.Candidates, d)
 		}
 		s.routes[r.Model] = rt
 		entry := modelEntry{ID: r.Model, Object: "model", Created: now, OwnedBy: "graygate"}
 		list.Data = append(list.Data, entry)
-		rt.model, _ = json.Marshal(entry)
+		rt.Model, _ = json.Marshal(entry)
 	}
 	s.modelsBody, _ = json.Marshal(list)
 	s.client = s.newClientApp()
@@ -243,114 +196,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	return s, nil
 }
 
-func newDeployment(d *config.Deployment) (*deployment, error) {
-	primary, err := newArm(d.Name, telemetry.ArmPrimary, d.Primary)
-	if err != nil {
-		return nil, fmt.Errorf("deployment %s primary: %w", d.Name, err)
-	}
-	dep := &deployment{name: d.Name, window: d.ContextWindow, primary: primary, rollout: d.Rollout}
-	if d.Gray == nil {
-		return dep, nil
-	}
-	if dep.gray, err = newArm(d.Name, telemetry.ArmGray, grayUpstream(d)); err != nil {
-		return nil, fmt.Errorf("deployment %s gray: %w", d.Name, err)
-	}
-	target := d.Rollout.SchemaTarget
-	if target == "" {
-		target = config.TargetContent
-	}
-	if dep.filter, err = filter.New(d.Rollout.SchemaJSON, target); err != nil {
-		return nil, fmt.Errorf("deployment %s rollout.response_schema: %w", d.Name, err)
-	}
-	dep.textFilter = dep.filter.ForEndpoint("choices[%d].text")
-	dep.respFilter = dep.filter.ForEndpoint("output_text")
-	dep.grayOwnUpstream = d.Gray.URL != ""
-	switch sk := d.Rollout.StickyKey; {
-	case strings.HasPrefix(sk, "header:"):
-		dep.stickyHeader = strings.TrimPrefix(sk, "header:")
-	case sk == config.StickyToken:
-		dep.stickyToken = true
-	case sk == config.StickyUser || sk == "":
-		dep.stickyUser = true
-	}
-	if dep.rollout.ForceHeader == "" {
-		dep.rollout.ForceHeader = "X-Gray-Rollout"
-	}
-	if dep.rollout.Timeout <= 0 {
-		dep.rollout.Timeout = 2500 * time.Millisecond
-	}
-	n := d.Rollout.ShadowConcurrency
-	if n <= 0 {
-		n = 32
-	}
-	dep.shadowSlots = make(chan struct{}, n)
-	return dep, nil
-}
-
-// filterFor returns the gray answer contract for endpoint ep: a body
-// target applies to chat only (SPEC §3).
-func (d *deployment) filterFor(ep upstream.Endpoint) *filter.Filter {
-	switch ep {
-	case upstream.Completions:
-		return d.textFilter
-	case upstream.Responses:
-		return d.respFilter
-	}
-	return d.filter
-}
-
 // Rollouts returns the rollout state table, for a source that owns it.
 func (s *Server) Rollouts() *rollout.Table { return s.rollouts }
-
-// grayUpstream returns the deployment's gray upstream; a gray without
-// url uses primary's upstream, and its model unless it names one (a
-// prompt-only or params-only release, SPEC §6.6).
-func grayUpstream(d *config.Deployment) config.Upstream {
-	g := *d.Gray
-	if g.URL != "" {
-		return g
-	}
-	g.URL, g.TLS = d.Primary.URL, d.Primary.TLS
-	if g.Model == "" {
-		g.Model = d.Primary.Model
-	}
-	if g.APIKeyEnv == "" {
-		g.APIKey = d.Primary.APIKey
-	}
-	return g
-}
-
-func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
-	c, err := upstream.New(u)
-	if err != nil {
-		return nil, err
-	}
-	exportConnections(deployment, armName, c)
-	c.OnBusy = telemetry.UpstreamBusy(deployment, armName)
-	q, _ := json.Marshal(u.Model)
-	a := &arm{client: c, modelJSON: string(q), fingerprint: u.Fingerprint}
-	for _, name := range config.GovernedParams() {
-		v, ok := u.Params[name]
-		if !ok {
-			continue
-		}
-		p, _ := scan.ParamByName(name)
-		text := string(scan.AppendNumber(nil, v.Value))
-		if p.IsInt() {
-			text = strconv.FormatInt(v.Int, 10)
-		}
-		a.params = append(a.params, armParam{p: p, text: text, member: `"` + name + `":` + text})
-		a.paramMask |= 1 << p
-	}
-	if u.Prompt != nil {
-		a.prompt = newArmPrompt(u.Prompt)
-		a.promptVersion, a.promptHash = u.Prompt.Version, u.Prompt.Hash
-		if len(a.promptHash) >= 16 {
-			a.promptHeader = a.promptHash[:16]
-		}
-	}
-	return a, nil
-}
 
 // upstreamClients holds the latest client of each deployment and arm, for
 // the graygate_upstream_connections gauge: a metric series outlives the
@@ -360,6 +207,13 @@ var upstreamClients sync.Map // "deployment/arm" → *upstream.Client
 
 func init() {
 	telemetry.SetHelp("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections.")
+}
+
+// watchArm feeds the metrics of the deployment's arm a: its open
+// connections and its busy refusals.
+func watchArm(deployment, armName string, a *deploy.Arm) {
+	exportConnections(deployment, armName, a.Client)
+	a.Client.OnBusy = telemetry.UpstreamBusy(deployment, armName)
 }
 
 // exportConnections points the graygate_upstream_connections series of
@@ -472,9 +326,9 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 		_ = client.Close()
 		_ = admin.Close()
 		for _, d := range s.deployments {
-			d.primary.client.CloseIdle()
-			if d.gray != nil {
-				d.gray.client.CloseIdle()
+			d.Primary.Client.CloseIdle()
+			if d.Gray != nil {
+				d.Gray.Client.CloseIdle()
 			}
 		}
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -24,7 +25,7 @@ type source struct {
 	resp    *upstream.Response // live stream (nil with replay or err)
 	replay  bool               // x.ans holds a validated gray stream
 	observe bool               // resp is gray in observe mode: judge afterwards
-	arm     *arm
+	arm     *deploy.Arm
 	armName string
 	sent    time.Time
 	headers time.Duration    // from sent to resp's headers
@@ -73,7 +74,7 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 	} else {
 		// Committed before primary's headers arrived; the gray verdict
 		// is known, so primary serves: name it (fallback after gray).
-		setArmHeaders(c, k, v.armName, k.deployment.primary)
+		setArmHeaders(c, k, v.armName, k.deployment.Primary)
 	}
 	telemetry.Started()
 	b := &sseBody{s: s, x: x, k: k, src: src, done: done, conn: c.Context().Conn(), cancel: cancel}
@@ -181,11 +182,11 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 	}
 	defer decide()
 	if k.useGray {
-		if d.rollout.StreamValidation == config.StreamObserve {
+		if d.Rollout.StreamValidation == config.StreamObserve {
 			sent := time.Now()
-			resp, err := d.gray.client.DoEndpoint(ctx, x.ep, d.rollout.Timeout, x.forwardBody(d.gray), x.setHeaders)
+			resp, err := d.Gray.Upstream().DoEndpoint(ctx, x.ep, d.Rollout.Timeout, x.forwardBody(d.Gray), x.setHeaders)
 			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
-				return source{resp: resp, observe: true, arm: d.gray, armName: telemetry.ArmGray, sent: sent, headers: time.Since(sent)}
+				return source{resp: resp, observe: true, arm: d.Gray, armName: telemetry.ArmGray, sent: sent, headers: time.Since(sent)}
 			}
 			var m attempt.Measure
 			var errs []filter.FieldError
@@ -198,22 +199,23 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 					Outcome: attempt.NotAStream(resp.Status), Latency: time.Since(sent)}
 				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
 			}
-			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
+			s.sample(x, k, telemetry.ArmGray, d.Gray, m, errs)
 			gray, armName = &m, telemetry.ArmFallback
 		} else {
-			m, errs := s.attemptUntil(ctx, time.Now().Add(d.rollout.Timeout), x, d, true)
-			telemetry.TTFT(d.name, telemetry.ArmGray, true, m.TTFT)
+			m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, true)
+			telemetry.TTFT(d.Name, telemetry.ArmGray, true, m.TTFT)
 			if m.Reason == filter.OK {
-				return source{replay: true, arm: d.gray, armName: telemetry.ArmGray, grayM: m}
+				return source{replay: true, arm: d.Gray, armName: telemetry.ArmGray, grayM: m}
 			}
-			s.hold(x, k, telemetry.ArmGray, d.gray, m, errs)
+			s.hold(x, k, telemetry.ArmGray, d.Gray, m, errs)
 			gray, armName = &m, telemetry.ArmFallback
 		}
 	}
 	decide()
 	sent := time.Now()
-	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
-	return source{resp: resp, err: err, arm: d.primary, armName: armName, sent: sent, headers: time.Since(sent), gray: gray}
+	up := d.Primary.Upstream()
+	resp, err := up.DoEndpoint(ctx, x.ep, up.Timeout, x.forwardBody(d.Primary), x.setHeaders)
+	return source{resp: resp, err: err, arm: d.Primary, armName: armName, sent: sent, headers: time.Since(sent), gray: gray}
 }
 
 // notAStream handles a source that will not stream before anything was
@@ -282,7 +284,7 @@ func (s *Server) abandon(x *exchange, k *call, src source) {
 		return
 	case src.gray != nil:
 		s.settle(x, k, src.gray)
-		s.attempted(x, k, telemetry.ArmGray, k.deployment.gray, src.gray)
+		s.attempted(x, k, telemetry.ArmGray, k.deployment.Gray, src.gray)
 	}
 	m := attempt.Measure{ErrorType: attempt.ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: time.Since(src.sent)}
 	s.attempted(x, k, src.armName, src.arm, &m)
@@ -305,7 +307,7 @@ func (s *Server) writeStream(r *relay.Relay, x *exchange, k *call, src *source) 
 			// ended, and ended well.
 			m.ErrorType, m.Outcome = attempt.ErrTypeCallerCancelled, events.OutcomeOK
 		}
-		s.complete(x, k, telemetry.ArmGray, d.gray, m, nil)
+		s.complete(x, k, telemetry.ArmGray, d.Gray, m, nil)
 		s.mirrorIf(x, k, nil)
 		return
 	}
@@ -317,11 +319,11 @@ func (s *Server) writeStream(r *relay.Relay, x *exchange, k *call, src *source) 
 	x.tally.Reset(src.observe || capture)
 	m := s.pipe(r, x, k, src)
 	if src.observe && m.ErrorType == attempt.ErrTypeNone {
-		if r, errs := m.Judge(d.filterFor(x.ep), nil, x.tally.Contents); r != filter.OK {
+		if r, errs := m.Judge(d.FilterFor(x.ep), nil, x.tally.Contents); r != filter.OK {
 			// Too late to fall back: the client has the answer. Keep
 			// the evidence.
 			x.ans = append(x.ans[:0], x.tally.Raw...)
-			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
+			s.sample(x, k, telemetry.ArmGray, d.Gray, m, errs)
 		}
 	}
 	s.complete(x, k, src.armName, src.arm, m, src.gray)
@@ -396,7 +398,7 @@ func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) attempt
 				x.pair.capture, x.tally.KeepContent = false, false
 			}
 			if first && m.Output {
-				telemetry.TTFT(k.deployment.name, src.armName, true, m.TTFT)
+				telemetry.TTFT(k.deployment.Name, src.armName, true, m.TTFT)
 			}
 			if strip && kind == eventUsageOnly {
 				werr = r.Write(buf[run:at])
