@@ -3,6 +3,7 @@ package proxy
 import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/events"
@@ -26,24 +27,24 @@ func statsArm(armName string) events.Arm {
 }
 
 // attempted counts one ended attempt of arm a in the per-arm statistics.
-func (s *Server) attempted(x *exchange, k *call, armName string, a *deploy.Arm, m *attempt.Measure) {
+func (s *Server) attempted(x *exchange, k *request.Call, armName string, a *deploy.Arm, m *attempt.Measure) {
 	outcome := m.Classify()
 	if outcome == events.OutcomeOK && m.Truncated {
 		outcome = events.OutcomeTruncated
 	}
-	toolSteps := x.req.ToolSteps
+	toolSteps := x.Scan.ToolSteps
 	if m.ToolCalls > 0 {
 		toolSteps++
 	}
 	at := stats.Attempt{
-		Arm: statsArm(armName), Stream: k.stream, Endpoint: k.endpoint,
+		Arm: statsArm(armName), Stream: k.Stream, Endpoint: k.Endpoint,
 		PromptVersion: a.PromptVersion, PromptHash: a.PromptHash, Fingerprint: a.Fingerprint,
-		LateHeaders:  m.Headers > k.deployment.Rollout.Timeout,
+		LateHeaders:  m.Headers > k.Deployment.Rollout.Timeout,
 		Outcome:      outcome,
 		PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens,
 		PromptReported: !m.UsageEstimated && m.PromptTokens >= 0,
 		TTFT:           m.TTFT, Output: m.Output, Latency: m.Latency,
 		ToolSteps: toolSteps, RepeatedToolCall: m.RepeatedToolCall,
 	}
-	k.deployment.Stats.Record(&at)
+	k.Deployment.Stats.Record(&at)
 }

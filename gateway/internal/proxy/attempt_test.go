@@ -16,6 +16,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/schemas/config"
@@ -244,7 +245,7 @@ func TestRequestLog(t *testing.T) {
 				t.Errorf("published %q; want %q", g, w)
 			}
 			// Rejections and samples are published at every level.
-			o.Rejected(&Rejection{RequestID: "r", Route: "agent-chat", Code: apierr.CodeNoEligible, Detail: "none"})
+			o.Rejected(&request.Rejection{RequestID: "r", Route: "agent-chat", Code: apierr.CodeNoEligible, Detail: "none"})
 			o.Sampled(&Sample{RequestID: "r", Deployment: "qwen", Arm: "gray", Model: "m", Reason: filter.Timeout})
 			evs := sk.take()
 			if n := len(evs); n != len(got)+2 {

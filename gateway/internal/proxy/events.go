@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -118,7 +119,7 @@ func (o EventObserver) Completed(r *Record) {
 }
 
 // Rejected publishes a request.rejected event.
-func (o EventObserver) Rejected(r *Rejection) {
+func (o EventObserver) Rejected(r *request.Rejection) {
 	o.P.Publish(&events.RequestRejected{
 		RequestID: r.RequestID, Route: r.Route, Deployment: r.Deployment, Code: events.RejectionCode(r.Code),
 		Param: r.Param, Detail: r.Detail, EstimatedTokens: r.EstimatedTokens,

@@ -11,62 +11,24 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
-	"github.com/valyala/fasthttp"
 )
-
-// snapshotHeaders copies the client headers that are forwarded into x, so
-// that a request can be sent after the handler returned (streams). The
-// client's Authorization never leaves the gateway; hop-by-hop headers
-// (and those the client's Connection header names), framing, encoding
-// and the rollout force headers are the gateway's own (forwardable,
-// headers.go).
-func (s *Server) snapshotHeaders(c *fiber.Ctx, x *exchange, id string) {
-	x.hdrs, x.hbuf = x.hdrs[:0], x.hbuf[:0]
-	add := func(k, v []byte) {
-		ks := len(x.hbuf)
-		x.hbuf = append(x.hbuf, k...)
-		vs := len(x.hbuf)
-		x.hbuf = append(x.hbuf, v...)
-		x.hdrs = append(x.hdrs, header{scan.Span{Start: ks, End: vs}, scan.Span{Start: vs, End: len(x.hbuf)}})
-	}
-	named := false // the client's Connection header names other headers
-	for k, v := range c.Request().Header.All() {
-		if !forwardable(k) || s.forceHeaders[string(k)] {
-			named = named || namesHeaders(k, v)
-			continue
-		}
-		add(k, v)
-	}
-	if named {
-		x.dropConnectionNamed(&c.Request().Header)
-	}
-	add(hdrRequestID, []byte(id))
-}
-
-// setHeaders writes x's forwarded headers into an upstream request. The
-// names come from fasthttp's parse of the client request, which put them
-// in canonical form already: SetCanonical does not normalize them again.
-func (x *exchange) setHeaders(h *fasthttp.RequestHeader) {
-	for _, kv := range x.hdrs {
-		h.SetCanonical(x.hbuf[kv.k.Start:kv.k.End], x.hbuf[kv.v.Start:kv.v.End])
-	}
-}
 
 // forward serves a non-streaming request: gray first when the request was
 // assigned to it and its answer passes the contract, else primary.
 //
 // A client that leaves cancels the upstream request (gray or primary):
 // its connection is watched while the answer is awaited.
-func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
+func (s *Server) forward(c *fiber.Ctx, x *exchange, k *request.Call) error {
 	ctx := s.watcher.Add(&x.watch, c.Context().Conn())
 	defer s.watcher.Remove(&x.watch)
 	var gray *attempt.Measure
 	armName := telemetry.ArmPrimary
-	if k.useGray {
+	if k.UseGray {
 		m, served := s.grayBuffered(ctx, c, x, k)
 		if served {
 			return nil
@@ -76,10 +38,10 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 		gray, armName = new(attempt.Measure), telemetry.ArmFallback
 		*gray = m
 	}
-	d := k.deployment
+	d := k.Deployment
 	sent := time.Now()
 	up := d.Primary.Upstream()
-	resp, err := up.DoEndpoint(ctx, x.ep, up.Timeout, x.forwardBody(d.Primary), x.setHeaders)
+	resp, err := up.DoEndpoint(ctx, x.EP, up.Timeout, x.ForwardBody(d.Primary), x.SetHeaders)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
 		s.complete(x, k, armName, d.Primary, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(err), Outcome: attempt.OutcomeOfErr(err), Latency: time.Since(sent)}, gray)
@@ -88,7 +50,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	defer resp.Close()
 	m, e := s.relayBuffered(c, x, k, armName, d.Primary, resp, sent)
 	s.complete(x, k, armName, d.Primary, m, gray)
-	if k.shadow && e == nil {
+	if k.Shadow && e == nil {
 		s.mirror(x, k, &m)
 	}
 	if e != nil {
@@ -102,7 +64,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 // and 4xx pass through, anything else is a 502, of whose answer only
 // reasonBytes are read. The answer is handed to fasthttp with x
 // (sendAnswer).
-func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName string, a *deploy.Arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
+func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *request.Call, armName string, a *deploy.Arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
 	m := attempt.Measure{Status: resp.Status, ErrorType: attempt.ErrTypeNone, TTFT: time.Since(sent)}
 	m.Headers = m.TTFT
 	var err error
@@ -113,7 +75,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		err = attempt.OverCap("an answer", s.limits.answer)
 	}
 	m.Latency = time.Since(sent)
-	telemetry.TTFT(k.deployment.Name, armName, k.stream, m.TTFT)
+	telemetry.TTFT(k.Deployment.Name, armName, k.Stream, m.TTFT)
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
 		m.Status, m.ErrorType, m.Outcome = e.Status, attempt.ErrorType(err), attempt.OutcomeOfErr(err)
@@ -121,7 +83,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 	}
 	switch {
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
-		telemetry.UpstreamError(k.deployment.Name, attempt.ErrTypeUpstreamStatus)
+		telemetry.UpstreamError(k.Deployment.Name, attempt.ErrTypeUpstreamStatus)
 		m.Status, m.ErrorType, m.Outcome = fiber.StatusBadGateway, attempt.ErrTypeUpstreamStatus, events.OutcomeOfStatus(resp.Status)
 		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d: %s", resp.Status, reason(x.ans))}
@@ -135,7 +97,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		return m, nil
 	}
 	if err := x.scanAnswer(x.ans); err != nil {
-		telemetry.UpstreamError(k.deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
+		telemetry.UpstreamError(k.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
 		m.Status, m.ErrorType = fiber.StatusBadGateway, attempt.ErrTypeUpstreamInvalidJSON
 		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
@@ -147,7 +109,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		m.Status, m.ErrorType = e.Status, attempt.ErrorType(x.tally.Over)
 		return m, e
 	}
-	x.tally.Fill(&m, x.body, &x.req)
+	x.tally.Fill(&m, x.Body, &x.Scan)
 	if x.pair.held {
 		s.judgePrimary(x, k, x.ans, &m) // before x.ans is handed to fasthttp
 	}
@@ -199,18 +161,18 @@ func (s *Server) sendAnswer(c *fiber.Ctx, x *exchange) {
 
 // complete records the request's outcome: metrics, and the record for the
 // event log.
-func (s *Server) complete(x *exchange, k *call, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
-	telemetry.Request(k.route.Name, k.deployment.Name, armName, m.Status, time.Since(k.start))
+func (s *Server) complete(x *exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
+	telemetry.Request(k.Route.Name, k.Deployment.Name, armName, m.Status, time.Since(k.Start))
 	if gray != nil {
-		telemetry.Fallback(k.deployment.Name, string(gray.Reason))
+		telemetry.Fallback(k.Deployment.Name, string(gray.Reason))
 		s.settle(x, k, gray) // primary's answer has ended: the gray failure's outcome is known
 	}
 	if m.PromptTokens > 0 && !m.UsageEstimated {
-		s.router.Estimator().Observe(a.Client.Model, x.req.TextBytes, len(x.body), x.req.MessageCount, m.PromptTokens)
+		s.router.Estimator().Observe(a.Client.Model, x.Scan.TextBytes, len(x.Body), x.Scan.MessageCount, m.PromptTokens)
 	}
 	s.attempted(x, k, armName, a, &m)
 	if gray != nil {
-		s.attempted(x, k, telemetry.ArmGray, k.deployment.Gray, gray)
+		s.attempted(x, k, telemetry.ArmGray, k.Deployment.Gray, gray)
 	}
 	if s.obs == nil {
 		return
@@ -219,13 +181,13 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *deploy.Arm, m
 	// (Observer), so one per request need not be allocated.
 	r := &x.rec
 	*r = Record{
-		RequestID: k.id, Route: k.route.Name, Deployment: k.deployment.Name,
-		Arm: armName, Model: a.Client.Model, Stream: k.stream, Mirrored: k.shadow, EstimatedTokens: k.estimate,
-		MatchedContext: k.matched, ToolSteps: x.req.ToolSteps, Measure: m, Gray: gray,
+		RequestID: k.ID, Route: k.Route.Name, Deployment: k.Deployment.Name,
+		Arm: armName, Model: a.Client.Model, Stream: k.Stream, Mirrored: k.Shadow, EstimatedTokens: k.Estimate,
+		MatchedContext: k.Matched, ToolSteps: x.Scan.ToolSteps, Measure: m, Gray: gray,
 		PromptVersion: a.PromptVersion, PromptHash: a.PromptHash,
 	}
-	if gray != nil && k.deployment.Gray != nil {
-		r.GrayPromptVersion, r.GrayPromptHash = k.deployment.Gray.PromptVersion, k.deployment.Gray.PromptHash
+	if gray != nil && k.Deployment.Gray != nil {
+		r.GrayPromptVersion, r.GrayPromptHash = k.Deployment.Gray.PromptVersion, k.Deployment.Gray.PromptHash
 	}
 	if m.ToolCalls > 0 {
 		r.ToolSteps++
@@ -247,8 +209,8 @@ func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
 }
 
 // upstreamFailed maps an upstream I/O error to 502, 503 or 504.
-func (s *Server) upstreamFailed(k *call, armName string, err error) *apierr.Error {
-	d := k.deployment.Name
+func (s *Server) upstreamFailed(k *request.Call, armName string, err error) *apierr.Error {
+	d := k.Deployment.Name
 	typ := attempt.ErrorType(err)
 	telemetry.UpstreamError(d, typ)
 	if errors.Is(err, upstream.ErrBusy) {

@@ -14,6 +14,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/redact"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
@@ -40,10 +41,10 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 	m := attempt.Measure{ErrorType: attempt.ErrTypeNone}
 	x.ans = x.ans[:0]
 	// The contents are assembled only for a schema to check them.
-	x.tally.Reset(d.FilterFor(x.ep).HasSchema())
+	x.tally.Reset(d.FilterFor(x.EP).HasSchema())
 	sent := time.Now()
 	up := d.Gray.Upstream()
-	resp, err := up.DoEndpointUntil(ctx, x.ep, up.Timeout, until, x.forwardBody(d.Gray), x.setHeaders)
+	resp, err := up.DoEndpointUntil(ctx, x.EP, up.Timeout, until, x.ForwardBody(d.Gray), x.SetHeaders)
 	if err != nil {
 		m.Latency = time.Since(sent)
 		return failed(m, err)
@@ -97,8 +98,8 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 		}
 		return m, []filter.FieldError{{Field: "(stream)", Description: desc}}
 	}
-	x.tally.Fill(&m, x.body, &x.req)
-	if x.ep == upstream.Embeddings {
+	x.tally.Fill(&m, x.Body, &x.Scan)
+	if x.EP == upstream.Embeddings {
 		// attempt.No schema: a 2xx JSON object with "data" is accepted (SPEC §3).
 		var e struct{ Data json.RawMessage }
 		if json.Unmarshal(x.ans, &e) != nil || len(e.Data) == 0 || string(e.Data) == "null" {
@@ -111,7 +112,7 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 	if sse {
 		body = nil // a stream has no body to validate: its assembled contents are checked
 	}
-	r, errs := m.Judge(d.FilterFor(x.ep), body, x.tally.Contents)
+	r, errs := m.Judge(d.FilterFor(x.EP), body, x.tally.Contents)
 	if r != filter.OK {
 		m.ErrorType = attempt.ErrTypeUpstreamSchema
 		if r == filter.InvalidJSON {
@@ -187,8 +188,8 @@ func readStream(resp interface {
 // passes the contract it is written to the client and recorded, and
 // served is true; otherwise the failure is sampled and its measure
 // returned for the fallback's record.
-func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k *call) (m attempt.Measure, served bool) {
-	d := k.deployment
+func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k *request.Call) (m attempt.Measure, served bool) {
+	d := k.Deployment
 	m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, false)
 	telemetry.TTFT(d.Name, telemetry.ArmGray, false, m.TTFT)
 	if m.Reason != filter.OK {
@@ -206,7 +207,7 @@ func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k 
 
 // sample publishes a failed gray payload (x.ans) with its errors at once
 // (a failure that is not paired with primary's answer, hold).
-func (s *Server) sample(x *exchange, k *call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
+func (s *Server) sample(x *exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
 	smp := s.newSample(x, k, armName, a, m, errs)
 	smp.Outcome = m.Classify()
 	s.publishSample(k, &smp)
@@ -216,11 +217,11 @@ func (s *Server) sample(x *exchange, k *call, armName string, a *deploy.Arm, m a
 // errors; it owns a copy of the payload, cut at gateway.sample_max_bytes.
 // With gateway.redact_samples the payload is redacted here, before it
 // leaves the gateway; the errors were computed on the raw payload.
-func (s *Server) newSample(x *exchange, k *call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) Sample {
+func (s *Server) newSample(x *exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) Sample {
 	smp := Sample{
-		RequestID: k.id, Deployment: k.deployment.Name, Arm: armName, Model: a.Client.Model,
+		RequestID: k.ID, Deployment: k.Deployment.Name, Arm: armName, Model: a.Client.Model,
 		Reason: m.Reason, Status: m.Status, Errors: errs, PayloadBytes: len(x.ans),
-		PromptHash: x.promptHash(), Latency: m.Latency,
+		PromptHash: x.PromptHash(), Latency: m.Latency,
 		ArmPromptVersion: a.PromptVersion, ArmPromptHash: a.PromptHash,
 	}
 	if s.obs != nil {
@@ -245,8 +246,8 @@ func (s *Server) fitPayload(raw []byte) (payload []byte, truncated bool) {
 }
 
 // publishSample counts and publishes a sample.
-func (s *Server) publishSample(k *call, smp *Sample) {
-	telemetry.Sampled(k.deployment.Name, string(smp.Reason))
+func (s *Server) publishSample(k *request.Call, smp *Sample) {
+	telemetry.Sampled(k.Deployment.Name, string(smp.Reason))
 	if s.obs != nil {
 		s.obs.Sampled(smp)
 	}
@@ -267,8 +268,8 @@ func (s *Server) sampleReason(body []byte) string {
 // more are dropped and counted, never delaying the client. primary is
 // primary's measure (nil when it is not known): a shadow answer that
 // breaks the contract is paired with primary's answer (SPEC §6.2).
-func (s *Server) mirror(x *exchange, k *call, primary *attempt.Measure) {
-	d := k.deployment
+func (s *Server) mirror(x *exchange, k *request.Call, primary *attempt.Measure) {
+	d := k.Deployment
 	select {
 	case d.ShadowSlots <- struct{}{}:
 	default:
@@ -277,20 +278,14 @@ func (s *Server) mirror(x *exchange, k *call, primary *attempt.Measure) {
 	}
 	telemetry.Shadow(d.Name, false)
 	y := s.getExchange()
-	y.own = append(y.own[:0], x.body...)
-	y.body = y.own
-	y.req = x.req
-	y.ep = x.ep // a pooled exchange keeps its last endpoint otherwise
-	y.edits.CopyFrom(&x.edits)
-	y.hdrs = append(y.hdrs[:0], x.hdrs...)
-	y.hbuf = append(y.hbuf[:0], x.hbuf...)
-	keepForShadow(x, y, primary, k.stream)
+	y.Request.CopyFrom(&x.Request)
+	keepForShadow(x, y, primary, k.Stream)
 	kk := *k
 	go func() {
 		defer func() { <-d.ShadowSlots }()
 		defer s.putExchange(y)
-		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.Rollout.Timeout), y, d, kk.stream)
-		telemetry.TTFT(d.Name, telemetry.ArmShadow, kk.stream, m.TTFT)
+		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.Rollout.Timeout), y, d, kk.Stream)
+		telemetry.TTFT(d.Name, telemetry.ArmShadow, kk.Stream, m.TTFT)
 		if m.Reason != filter.OK && s.hold(y, &kk, telemetry.ArmShadow, d.Gray, m, errs) {
 			s.pairShadow(y, &kk)
 			s.settle(y, &kk, &m)

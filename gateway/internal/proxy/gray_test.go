@@ -19,6 +19,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/admin"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -29,7 +30,7 @@ import (
 type recorder struct {
 	mu         sync.Mutex
 	records    []Record
-	rejections []Rejection
+	rejections []request.Rejection
 	samples    []Sample
 }
 
@@ -44,7 +45,7 @@ func (r *recorder) Completed(rec *Record) {
 	r.records = append(r.records, c)
 }
 
-func (r *recorder) Rejected(x *Rejection) {
+func (r *recorder) Rejected(x *request.Rejection) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rejections = append(r.rejections, *x)
@@ -56,10 +57,10 @@ func (r *recorder) Sampled(s *Sample) {
 	r.samples = append(r.samples, *s)
 }
 
-func (r *recorder) snapshot() ([]Record, []Rejection, []Sample) {
+func (r *recorder) snapshot() ([]Record, []request.Rejection, []Sample) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Record(nil), r.records...), append([]Rejection(nil), r.rejections...), append([]Sample(nil), r.samples...)
+	return append([]Record(nil), r.records...), append([]request.Rejection(nil), r.rejections...), append([]Sample(nil), r.samples...)
 }
 
 func (r *recorder) reset() {

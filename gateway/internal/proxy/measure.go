@@ -27,7 +27,7 @@ func (x *exchange) takeEvent(ev []byte, m *attempt.Measure, sent time.Time) even
 	if data == nil || bytes.Equal(data, relay.DoneMarker) {
 		return eventOther
 	}
-	if x.ep == upstream.Responses {
+	if x.EP == upstream.Responses {
 		return x.takeResponseEvent(data, m, sent)
 	}
 	if scan.ScanAnswer(data, &x.answer) != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/schemas/events"
 )
 
@@ -15,7 +16,7 @@ import (
 // the production Observer.
 type Observer interface {
 	Completed(*Record)
-	Rejected(*Rejection)
+	Rejected(*request.Rejection)
 	Sampled(*Sample)
 }
 
@@ -39,17 +40,6 @@ type Record struct {
 	GrayPromptVersion, GrayPromptHash string
 	attempt.Measure
 	Gray *attempt.Measure
-}
-
-// Rejection is a request refused by policy before any upstream call.
-type Rejection struct {
-	RequestID       string
-	Route           string
-	Deployment      string // empty when none was chosen
-	Code            string
-	Param           string
-	Detail          string
-	EstimatedTokens int64
 }
 
 // Sample is a gray (or shadow) payload that failed the contract.

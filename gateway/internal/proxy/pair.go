@@ -4,6 +4,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -69,13 +70,13 @@ func (p *pairing) reset() {
 // primary's answer: a contract failure (schema_violation, invalid_json)
 // on an endpoint with a contract. Embeddings have no schema.
 func pairs(x *exchange, m *attempt.Measure) bool {
-	return (m.Reason == filter.SchemaViolation || m.Reason == filter.InvalidJSON) && x.ep != upstream.Embeddings
+	return (m.Reason == filter.SchemaViolation || m.Reason == filter.InvalidJSON) && x.EP != upstream.Embeddings
 }
 
 // hold builds the sample of a failed attempt and keeps it in x until
 // primary's answer is known (settle), when the failure pairs; otherwise
 // it publishes it now. It reports whether it held it.
-func (s *Server) hold(x *exchange, k *call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) bool {
+func (s *Server) hold(x *exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) bool {
 	if !pairs(x, &m) {
 		s.sample(x, k, armName, a, m, errs)
 		return false
@@ -90,13 +91,13 @@ func (s *Server) hold(x *exchange, k *call, armName string, a *deploy.Arm, m att
 // the held attempt failed: body is the answer (nil for a stream, whose
 // contents x.tally assembled while relaying, capture). Only when a
 // failure is held.
-func (s *Server) judgePrimary(x *exchange, k *call, body []byte, m *attempt.Measure) {
+func (s *Server) judgePrimary(x *exchange, k *request.Call, body []byte, m *attempt.Measure) {
 	if !x.pair.held || m.ErrorType != attempt.ErrTypeNone || m.Status < 200 || m.Status >= 300 || !x.tally.KeepContent {
 		return
 	}
 	p := &x.pair
 	p.judged = true
-	p.broke, p.errs = judge(k.deployment.FilterFor(x.ep), body, x.tally.Contents, m.Truncated)
+	p.broke, p.errs = judge(k.Deployment.FilterFor(x.EP), body, x.tally.Contents, m.Truncated)
 	if body != nil {
 		p.raw = append(p.raw[:0], body...)
 		p.rawBytes = len(body)
@@ -134,7 +135,7 @@ func (s *Server) keepRaw(p *pairing, b []byte) {
 // schema_violation_both when primary's answer was judged and broke,
 // and keeps its own outcome otherwise; its sample is published with
 // that outcome (and primary's answer beside it for both).
-func (s *Server) settle(x *exchange, k *call, m *attempt.Measure) {
+func (s *Server) settle(x *exchange, k *request.Call, m *attempt.Measure) {
 	p := &x.pair
 	if !p.held {
 		return
@@ -188,12 +189,12 @@ func keepForShadow(x, y *exchange, m *attempt.Measure, stream bool) {
 // pairShadow judges the copy of primary's answer keepForShadow made,
 // after the shadow attempt failed and its sample was held (the shadow's
 // answer is no longer needed in y.ans and y.tally).
-func (s *Server) pairShadow(y *exchange, k *call) {
+func (s *Server) pairShadow(y *exchange, k *request.Call) {
 	p := &y.pair
 	if !p.primaryOK || !p.held {
 		return
 	}
-	f := k.deployment.FilterFor(y.ep)
+	f := k.Deployment.FilterFor(y.EP)
 	if p.whole {
 		if y.scanAnswer(p.body) != nil {
 			return // not a JSON object: primary failed some other way

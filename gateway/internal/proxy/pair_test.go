@@ -8,6 +8,7 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -21,9 +22,9 @@ type tee struct {
 	ev EventObserver
 }
 
-func (o tee) Completed(r *Record)   { o.recorder.Completed(r); o.ev.Completed(r) }
-func (o tee) Rejected(r *Rejection) { o.recorder.Rejected(r); o.ev.Rejected(r) }
-func (o tee) Sampled(s *Sample)     { o.recorder.Sampled(s); o.ev.Sampled(s) }
+func (o tee) Completed(r *Record)           { o.recorder.Completed(r); o.ev.Completed(r) }
+func (o tee) Rejected(r *request.Rejection) { o.recorder.Rejected(r); o.ev.Rejected(r) }
+func (o tee) Sampled(s *Sample)             { o.recorder.Sampled(s); o.ev.Sampled(s) }
 
 // pairGateway serves cfg with a hand-flushed aggregator and an observer
 // that records and publishes (samples validated against their schema).

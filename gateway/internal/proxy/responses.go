@@ -8,6 +8,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -26,13 +27,9 @@ func (s *Server) responses(c *fiber.Ctx) error {
 	return s.proxy(c, upstream.Responses, events.EndpointResponses)
 }
 
-// responsesParams are the governed keys the Responses API knows (SPEC §3):
-// the contract and an arm's params touch no other.
-const responsesParams = 1<<scan.Temperature | 1<<scan.TopP
-
 // scanAnswer reads a whole upstream answer of x's endpoint into x.answer.
 func (x *exchange) scanAnswer(b []byte) error {
-	if x.ep == upstream.Responses {
+	if x.EP == upstream.Responses {
 		return scan.ScanResponse(b, &x.answer)
 	}
 	return scan.ScanAnswer(b, &x.answer)
@@ -75,7 +72,7 @@ func (x *exchange) takeResponseEvent(data []byte, m *attempt.Measure, sent time.
 // upstream's own failure event (response.failed, error) ended it, which
 // the client then already has.
 func (x *exchange) streamFailed() (failed, relayed bool) {
-	if x.ep != upstream.Responses {
+	if x.EP != upstream.Responses {
 		return false, false
 	}
 	end := x.tally.End
@@ -85,8 +82,8 @@ func (x *exchange) streamFailed() (failed, relayed bool) {
 // endFailedStream records in m a Responses API stream that ended without
 // its response, and, unless the upstream's failure event was relayed,
 // ends the client's stream with the typed error event.
-func (s *Server) endFailedStream(r *relay.Relay, x *exchange, k *call, armName string, m *attempt.Measure, relayed bool) {
-	telemetry.UpstreamError(k.deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
+func (s *Server) endFailedStream(r *relay.Relay, x *exchange, k *request.Call, armName string, m *attempt.Measure, relayed bool) {
+	telemetry.UpstreamError(k.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
 	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
 	if relayed {
 		m.ErrorType = attempt.ErrTypeUpstreamStatus
@@ -94,7 +91,7 @@ func (s *Server) endFailedStream(r *relay.Relay, x *exchange, k *call, armName s
 	}
 	m.ErrorType = attempt.ErrTypeUpstreamInvalidJSON
 	s.failStream(r, x, k, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
-		Msg: armName + " of deployment " + k.deployment.Name + " ended its response stream without response.completed"})
+		Msg: armName + " of deployment " + k.Deployment.Name + " ended its response stream without response.completed"})
 }
 
 // typedError is the Responses API's stream error event (SPEC §3).
@@ -110,9 +107,9 @@ type typedError struct {
 // event e, and logs it at warn when it is a 5xx, as the error handler logs
 // a 5xx answered before the headers: a stream failure is a failed
 // request, not a quiet one.
-func (s *Server) failStream(r *relay.Relay, x *exchange, k *call, e *apierr.Error) {
+func (s *Server) failStream(r *relay.Relay, x *exchange, k *request.Call, e *apierr.Error) {
 	if e.Status >= 500 {
-		s.log.Warn("stream failed after its headers", "deployment", k.deployment.Name,
+		s.log.Warn("stream failed after its headers", "deployment", k.Deployment.Name,
 			"status", e.Status, "code", e.Code, "err", e.Error())
 	}
 	x.writeErrorEvent(r, e)
@@ -123,7 +120,7 @@ func (s *Server) failStream(r *relay.Relay, x *exchange, k *call, e *apierr.Erro
 // error envelope as a data event.
 func (x *exchange) writeErrorEvent(r *relay.Relay, e *apierr.Error) {
 	var b []byte
-	if x.ep == upstream.Responses {
+	if x.EP == upstream.Responses {
 		ev := typedError{Type: "error", Code: e.Code, Message: e.Msg, SequenceNumber: x.tally.Seq}
 		if e.Param != "" {
 			ev.Param = &e.Param

@@ -32,6 +32,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/proxy/token"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
@@ -58,15 +59,13 @@ type Server struct {
 	watcher      relay.Watcher // cancels buffered requests whose client left
 	keeper       relay.Keeper  // keeps open streams alive and notices their clients leave
 
-	contract     *contract.Contract
-	router       *bands.Router
-	matchedNames sync.Map // band bit set → x-vsr-matched-context value
-	rollouts     *rollout.Table
-	obs          Observer // nil: no events
-	stats        *stats.Aggregator
-	rolloutLog   admin.RolloutLog // nil: the config owns the rollout state
-	eventsUp     func() bool
-	forceHeaders map[string]bool
+	intake     *request.Intake // the policy a request passes before any upstream
+	router     *bands.Router
+	rollouts   *rollout.Table
+	obs        Observer // nil: no events
+	stats      *stats.Aggregator
+	rolloutLog admin.RolloutLog // nil: the config owns the rollout state
+	eventsUp   func() bool
 
 	exchanges   sync.Pool    // *exchange
 	clientConns *connCounter // open client connections
@@ -108,8 +107,6 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		forceTokens:  token.NewSet(cfg.Gateway.ForceTokens),
 		clientConns:  &connCounter{client: true},
 		sources:      newSources(cfg.Gateway.MaxConnectionsPerSource),
-		contract:     contract.New(cfg.SamplingContract),
-		forceHeaders: make(map[string]bool),
 		limits:       newLimits(cfg.Gateway),
 	}
 	for _, o := range opts {
@@ -120,6 +117,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		s.stats = stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval})
 	}
 	var grays []string
+	forceHeaders := make(map[string]bool)
 	if cfg.Gateway.AdminToken != "" {
 		s.adminToken = token.NewSet([]config.Secret{cfg.Gateway.AdminToken})
 	}
@@ -144,7 +142,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		s.deployments[name] = dep
 		if dep.Gray != nil {
 			grays = append(grays, name)
-			s.forceHeaders[textproto.CanonicalMIMEHeaderKey(d.Rollout.ForceHeader)] = true
+			forceHeaders[textproto.CanonicalMIMEHeaderKey(d.Rollout.ForceHeader)] = true
 		}
 	}
 	if s.rollouts == nil {
@@ -191,6 +189,12 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		rt.Model, _ = json.Marshal(entry)
 	}
 	s.modelsBody, _ = json.Marshal(list)
+	var rejected func(*request.Rejection)
+	if s.obs != nil {
+		rejected = s.obs.Rejected
+	}
+	s.intake = request.NewIntake(s.routes, s.deployments, contract.New(cfg.SamplingContract), s.rollouts,
+		forceHeaders, cfg.Gateway.MaxToolSteps, rejected)
 	s.client = s.newClientApp()
 	s.admin = s.newAdminApp()
 	return s, nil
@@ -358,36 +362,21 @@ func (s *Server) authorize(c *fiber.Ctx) (clientAuth, error) {
 
 // exchange is the per-request scratch memory, pooled.
 type exchange struct {
-	body     []byte // the client's body (the request's buffer, or own)
-	own      []byte // a copy of the body, for streams
-	req      scan.Request
-	edits    scan.Edits
-	outcome  contract.Outcome
-	answer   scan.Answer
-	tally    attempt.Tally
-	name     []byte // decoded model name
-	sticky   []byte // decoded sticky value
-	fwd      []byte // forwarded body
-	ans      []byte // buffered upstream answer
-	hdrs     []header
-	hbuf     []byte            // backing store of hdrs
-	armEdits scan.Edits        // the serving arm's own edits (model, prompt)
-	ep       upstream.Endpoint // the endpoint being proxied
-	ahdrs    []header          // upstream answer headers passed to the client
-	abuf     []byte            // backing store of ahdrs
+	request.Request // the client's request and what was decided about it
+	answer          scan.Answer
+	tally           attempt.Tally
+	ans             []byte           // buffered upstream answer
+	ahdrs           []request.Header // upstream answer headers passed to the client
+	abuf            []byte           // backing store of ahdrs
 	// out hands ans to fasthttp as the response body; handed is set
 	// then, and the exchange returns to the pool when fasthttp closes
 	// out, after writing it (sendAnswer).
 	out    answerBody
 	handed bool
 	watch  relay.Watch // the request's registration with Server.watcher
-	call   call        // what was decided about the request
 	rec    Record      // the record complete hands to the Observer
 	pair   pairing     // a contract failure paired with primary's answer (pair.go)
 }
-
-// header is a forwarded client header, as spans into exchange.hbuf.
-type header struct{ k, v scan.Span }
 
 func (s *Server) getExchange() *exchange {
 	x := s.exchanges.Get().(*exchange)
@@ -407,16 +396,11 @@ func (s *Server) release(x *exchange) {
 // putExchange returns x to the pool; a scratch buffer that grew past
 // attempt.MaxPooledBytes is dropped rather than kept at its peak.
 func (s *Server) putExchange(x *exchange) {
-	x.body = nil
-	x.call = call{}
+	x.Request.Release(attempt.MaxPooledBytes)
 	x.out = answerBody{}
-	drop := func(b []byte) []byte {
-		if cap(b) > attempt.MaxPooledBytes {
-			return nil
-		}
-		return b
+	if cap(x.ans) > attempt.MaxPooledBytes {
+		x.ans = nil
 	}
-	x.own, x.fwd, x.ans, x.hbuf = drop(x.own), drop(x.fwd), drop(x.ans), drop(x.hbuf)
 	x.tally.Drop()
 	x.pair.reset()
 	if cap(x.answer.Calls) > attempt.MaxToolCalls || cap(x.answer.Contents) > attempt.MaxToolCalls {

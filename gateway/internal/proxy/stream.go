@@ -13,6 +13,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
@@ -42,7 +43,7 @@ type source struct {
 // the gateway commits to an SSE answer, writes keep-alives while it waits,
 // and reports a later failure as an error event. The exchange x belongs
 // to this call from here on.
-func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
+func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *request.Call) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan source, 1)
 	v := &verdict{decided: make(chan struct{}), armName: telemetry.ArmPrimary}
@@ -74,7 +75,7 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 	} else {
 		// Committed before primary's headers arrived; the gray verdict
 		// is known, so primary serves: name it (fallback after gray).
-		setArmHeaders(c, k, v.armName, k.deployment.Primary)
+		setArmHeaders(c, k, v.armName, k.Deployment.Primary)
 	}
 	telemetry.Started()
 	b := &sseBody{s: s, x: x, k: k, src: src, done: done, conn: c.Context().Conn(), cancel: cancel}
@@ -95,7 +96,7 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 type sseBody struct {
 	s      *Server
 	x      *exchange
-	k      *call
+	k      *request.Call
 	src    *source       // known before the headers, or nil
 	done   <-chan source // the source, when src is nil
 	conn   net.Conn      // the client's connection
@@ -168,8 +169,8 @@ type verdict struct {
 // passed the contract (buffer mode), a live gray stream (observe mode),
 // or primary's stream. It closes v.decided once gray's verdict is known
 // (at once without a gray attempt).
-func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdict) (src source) {
-	d := k.deployment
+func (s *Server) openStream(ctx context.Context, x *exchange, k *request.Call, v *verdict) (src source) {
+	d := k.Deployment
 	var gray *attempt.Measure
 	armName := telemetry.ArmPrimary
 	closed := false
@@ -181,10 +182,10 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 		}
 	}
 	defer decide()
-	if k.useGray {
+	if k.UseGray {
 		if d.Rollout.StreamValidation == config.StreamObserve {
 			sent := time.Now()
-			resp, err := d.Gray.Upstream().DoEndpoint(ctx, x.ep, d.Rollout.Timeout, x.forwardBody(d.Gray), x.setHeaders)
+			resp, err := d.Gray.Upstream().DoEndpoint(ctx, x.EP, d.Rollout.Timeout, x.ForwardBody(d.Gray), x.SetHeaders)
 			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
 				return source{resp: resp, observe: true, arm: d.Gray, armName: telemetry.ArmGray, sent: sent, headers: time.Since(sent)}
 			}
@@ -214,7 +215,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 	decide()
 	sent := time.Now()
 	up := d.Primary.Upstream()
-	resp, err := up.DoEndpoint(ctx, x.ep, up.Timeout, x.forwardBody(d.Primary), x.setHeaders)
+	resp, err := up.DoEndpoint(ctx, x.EP, up.Timeout, x.ForwardBody(d.Primary), x.SetHeaders)
 	return source{resp: resp, err: err, arm: d.Primary, armName: armName, sent: sent, headers: time.Since(sent), gray: gray}
 }
 
@@ -222,7 +223,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 // sent: a failure keeps its status (a 4xx passes through, the rest is
 // 502/504), and a non-SSE answer is relayed as a buffered one. It returns
 // nil with src.resp still set when src is a stream to relay.
-func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *call, src *source) error {
+func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *request.Call, src *source) error {
 	switch {
 	case src.err != nil:
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
@@ -246,7 +247,7 @@ func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *call, src *source) err
 // awaitSource waits until the source is known, while the relay writes
 // keep-alives. It returns nil after writing an error event, or when the
 // client went away.
-func (s *Server) awaitSource(r *relay.Relay, x *exchange, k *call, done <-chan source) *source {
+func (s *Server) awaitSource(r *relay.Relay, x *exchange, k *request.Call, done <-chan source) *source {
 	// The headers and a first keep-alive: the client has waited a second.
 	if r.Send(relay.KeepAliveComment) != nil {
 		s.abandon(x, k, <-done) // the relay cancelled the request
@@ -276,7 +277,7 @@ func (s *Server) awaitSource(r *relay.Relay, x *exchange, k *call, done <-chan s
 // abandon closes a source the client left before it was known, and
 // counts its attempts: a gray answer that had passed, a gray failure, and
 // primary's attempt, cancelled.
-func (s *Server) abandon(x *exchange, k *call, src source) {
+func (s *Server) abandon(x *exchange, k *request.Call, src source) {
 	closeSource(src)
 	switch {
 	case src.replay:
@@ -284,7 +285,7 @@ func (s *Server) abandon(x *exchange, k *call, src source) {
 		return
 	case src.gray != nil:
 		s.settle(x, k, src.gray)
-		s.attempted(x, k, telemetry.ArmGray, k.deployment.Gray, src.gray)
+		s.attempted(x, k, telemetry.ArmGray, k.Deployment.Gray, src.gray)
 	}
 	m := attempt.Measure{ErrorType: attempt.ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: time.Since(src.sent)}
 	s.attempted(x, k, src.armName, src.arm, &m)
@@ -297,10 +298,10 @@ func closeSource(src source) {
 }
 
 // writeStream relays the source to the client and records the request.
-func (s *Server) writeStream(r *relay.Relay, x *exchange, k *call, src *source) {
-	d := k.deployment
+func (s *Server) writeStream(r *relay.Relay, x *exchange, k *request.Call, src *source) {
+	d := k.Deployment
 	if src.replay {
-		ok := relay.Replay(r, x.ans, !x.req.IncludeUsage && x.ep != upstream.Responses)
+		ok := relay.Replay(r, x.ans, !x.Scan.IncludeUsage && x.EP != upstream.Responses)
 		m := src.grayM
 		if !ok {
 			// The client left during the replay; gray's attempt had
@@ -314,12 +315,12 @@ func (s *Server) writeStream(r *relay.Relay, x *exchange, k *call, src *source) 
 	defer src.resp.Close()
 	// Observe mode validates gray's stream afterwards; a held gray
 	// failure, or a shadow copy to come, is paired with this one.
-	capture := !src.observe && (x.pair.held || k.shadow)
+	capture := !src.observe && (x.pair.held || k.Shadow)
 	x.pair.capture = capture
 	x.tally.Reset(src.observe || capture)
 	m := s.pipe(r, x, k, src)
 	if src.observe && m.ErrorType == attempt.ErrTypeNone {
-		if r, errs := m.Judge(d.FilterFor(x.ep), nil, x.tally.Contents); r != filter.OK {
+		if r, errs := m.Judge(d.FilterFor(x.EP), nil, x.tally.Contents); r != filter.OK {
 			// Too late to fall back: the client has the answer. Keep
 			// the evidence.
 			x.ans = append(x.ans[:0], x.tally.Raw...)
@@ -330,8 +331,8 @@ func (s *Server) writeStream(r *relay.Relay, x *exchange, k *call, src *source) 
 	s.mirrorIf(x, k, &m)
 }
 
-func (s *Server) mirrorIf(x *exchange, k *call, primary *attempt.Measure) {
-	if k.shadow {
+func (s *Server) mirrorIf(x *exchange, k *request.Call, primary *attempt.Measure) {
+	if k.Shadow {
 		s.mirror(x, k, primary)
 	}
 }
@@ -342,14 +343,14 @@ func (s *Server) mirrorIf(x *exchange, k *call, primary *attempt.Measure) {
 // answer into x.tally. It holds at most one event (max_sse_event_bytes)
 // and, in observe mode, the answer so far (max_buffered_answer_bytes):
 // a cap reached ends the stream with an upstream_error event.
-func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) attempt.Measure {
+func (s *Server) pipe(r *relay.Relay, x *exchange, k *request.Call, src *source) attempt.Measure {
 	m := attempt.Measure{Status: src.resp.Status, ErrorType: attempt.ErrTypeNone, Headers: src.headers}
 	buf := x.ans[:0]
 	if cap(buf) < streamReadBytes {
 		buf = make([]byte, 0, streamReadBytes)
 	}
 	defer func() { x.ans = buf[:0] }()
-	strip := !x.req.IncludeUsage
+	strip := !x.Scan.IncludeUsage
 	for {
 		var capped error // a cap reached
 		if len(buf) == cap(buf) {
@@ -398,7 +399,7 @@ func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) attempt
 				x.pair.capture, x.tally.KeepContent = false, false
 			}
 			if first && m.Output {
-				telemetry.TTFT(k.deployment.Name, src.armName, true, m.TTFT)
+				telemetry.TTFT(k.Deployment.Name, src.armName, true, m.TTFT)
 			}
 			if strip && kind == eventUsageOnly {
 				werr = r.Write(buf[run:at])
@@ -413,7 +414,7 @@ func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) attempt
 		}
 		if rerr != nil {
 			m.Latency = time.Since(src.sent)
-			x.tally.Fill(&m, x.body, &x.req)
+			x.tally.Fill(&m, x.Body, &x.Scan)
 			if errors.Is(rerr, io.EOF) {
 				r.Write(buf[run:]) // with an unterminated last event, as sent
 				r.Unlock()
@@ -441,7 +442,7 @@ func (s *Server) pipe(r *relay.Relay, x *exchange, k *call, src *source) attempt
 			src.resp.Abort() // the client went away: stop the upstream
 			m.Latency = time.Since(src.sent)
 			m.ErrorType = attempt.ErrTypeCallerCancelled
-			x.tally.Fill(&m, x.body, &x.req)
+			x.tally.Fill(&m, x.Body, &x.Scan)
 			return m
 		}
 		r.Unlock()
