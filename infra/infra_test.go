@@ -184,7 +184,7 @@ func loadConfig(t *testing.T, name string, data []byte, vars []string) *config.C
 		// mode under a 2.5 s rollout timeout: gray serves no stream longer
 		// than that, which validate points out (SPEC §12 rev. 3
 		// "streams"), and which is the intended trade-off for that
-		// traffic (README: which mode for which traffic).
+		// traffic (docs/gray-release.md: which mode for which traffic).
 		if strings.HasSuffix(w.Path, ".rollout.stream_validation") && strings.Contains(w.String(), "buffer with timeout 2.5s") {
 			continue
 		}

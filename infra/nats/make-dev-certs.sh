@@ -2,7 +2,7 @@
 # Writes a throwaway CA and a NATS server certificate for the compose
 # setup into infra/nats-tls/ (ca.pem, server.pem, server-key.pem). For
 # production, use certificates from your own CA (cert-manager on
-# Kubernetes); README.md "Rotating secrets" shows how to replace them.
+# Kubernetes); docs/security.md "Rotating secrets" shows how to replace them.
 set -eu
 dir=$(dirname "$0")/../nats-tls
 mkdir -p "$dir"

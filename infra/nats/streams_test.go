@@ -80,7 +80,7 @@ func TestDefinitionsMatchSpec(t *testing.T) {
 				t.Errorf("duplicate_window = %v; want 2m", cfg.Duplicates)
 			}
 			if cfg.Replicas != 1 {
-				t.Errorf("num_replicas = %d; want 1 (the single-server default; see README.md)", cfg.Replicas)
+				t.Errorf("num_replicas = %d; want 1 (the single-server default; see infra/README.md)", cfg.Replicas)
 			}
 		})
 	}
