@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/graygate/graygate/gateway/internal/proxy"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/publish"
 	"github.com/graygate/graygate/gateway/internal/rlimit"
 	"github.com/graygate/graygate/gateway/internal/rollout"
@@ -185,7 +186,7 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 	log.Info("per-arm statistics", "gateway", agg.Gateway(), "stats_interval", cfg.Gateway.StatsInterval.String(),
 		"request_log", cfg.Gateway.RequestLog)
 	srv, err := proxy.New(cfg, log,
-		proxy.WithObserver(proxy.EventObserver{P: pub, RequestLog: cfg.Gateway.RequestLog}),
+		proxy.WithObserver(record.EventObserver{P: pub, RequestLog: cfg.Gateway.RequestLog}),
 		proxy.WithStats(agg),
 		proxy.WithRolloutLog(table, rlog),
 		proxy.WithEventsHealth(func() bool { return pub.State().Connected }),

@@ -16,6 +16,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/stats"
@@ -210,16 +211,16 @@ func TestRequestLog(t *testing.T) {
 	fallback := &attempt.Measure{Status: 500, ErrorType: attempt.ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}
 	records := []struct {
 		name string
-		r    Record
+		r    record.Record
 	}{
-		{"primary 200", Record{Arm: "primary", Measure: attempt.Measure{Status: 200}}},
-		{"primary 404", Record{Arm: "primary", Measure: attempt.Measure{Status: 404, ErrorType: attempt.ErrTypeCallerBadRequest}}},
-		{"primary 502", Record{Arm: "primary", Measure: attempt.Measure{Status: 502, ErrorType: attempt.ErrTypeUpstreamStatus}}},
-		{"primary 504", Record{Arm: "primary", Measure: attempt.Measure{Status: 504, ErrorType: attempt.ErrTypeUpstreamTimeout}}},
-		{"gray", Record{Arm: "gray", Measure: attempt.Measure{Status: 200}}},
-		{"fallback", Record{Arm: "fallback", FallbackReason: filter.UpstreamStatus, Measure: attempt.Measure{Status: 200}, Gray: fallback}},
-		{"shadow", Record{Arm: "shadow", Measure: attempt.Measure{Status: 200}}},
-		{"primary mirrored", Record{Arm: "primary", Mirrored: true, Measure: attempt.Measure{Status: 200}}},
+		{"primary 200", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 200}}},
+		{"primary 404", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 404, ErrorType: attempt.ErrTypeCallerBadRequest}}},
+		{"primary 502", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 502, ErrorType: attempt.ErrTypeUpstreamStatus}}},
+		{"primary 504", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 504, ErrorType: attempt.ErrTypeUpstreamTimeout}}},
+		{"gray", record.Record{Arm: "gray", Measure: attempt.Measure{Status: 200}}},
+		{"fallback", record.Record{Arm: "fallback", FallbackReason: filter.UpstreamStatus, Measure: attempt.Measure{Status: 200}, Gray: fallback}},
+		{"shadow", record.Record{Arm: "shadow", Measure: attempt.Measure{Status: 200}}},
+		{"primary mirrored", record.Record{Arm: "primary", Mirrored: true, Measure: attempt.Measure{Status: 200}}},
 	}
 	want := map[string]string{ // which records each level publishes
 		config.RequestLogAll:  "primary 200,primary 404,primary 502,primary 504,gray,fallback,shadow,primary mirrored",
@@ -230,7 +231,7 @@ func TestRequestLog(t *testing.T) {
 	for level, w := range want {
 		t.Run("request_log="+level, func(t *testing.T) {
 			sk := &sink{t: t}
-			o := EventObserver{P: sk, RequestLog: level}
+			o := record.EventObserver{P: sk, RequestLog: level}
 			var got []string
 			for _, rc := range records {
 				r := rc.r
@@ -246,7 +247,7 @@ func TestRequestLog(t *testing.T) {
 			}
 			// Rejections and samples are published at every level.
 			o.Rejected(&request.Rejection{RequestID: "r", Route: "agent-chat", Code: apierr.CodeNoEligible, Detail: "none"})
-			o.Sampled(&Sample{RequestID: "r", Deployment: "qwen", Arm: "gray", Model: "m", Reason: filter.Timeout})
+			o.Sampled(&record.Sample{RequestID: "r", Deployment: "qwen", Arm: "gray", Model: "m", Reason: filter.Timeout})
 			evs := sk.take()
 			if n := len(evs); n != len(got)+2 {
 				t.Errorf("%d events after a rejection and a sample; want %d", n, len(got)+2)
@@ -257,14 +258,14 @@ func TestRequestLog(t *testing.T) {
 
 func TestEventsClampUpstreamValues(t *testing.T) {
 	sk := &sink{t: t}
-	o := EventObserver{P: sk, RequestLog: config.RequestLogAll}
-	o.Completed(&Record{
+	o := record.EventObserver{P: sk, RequestLog: config.RequestLogAll}
+	o.Completed(&record.Record{
 		RequestID: "req-1", Route: "agent-chat", Deployment: "qwen", Arm: "fallback", Model: "m",
 		FallbackReason: filter.UpstreamStatus,
 		Measure:        attempt.Measure{Status: 700, ErrorType: attempt.ErrTypeNone, PromptTokens: -3, CompletionTokens: 5},
 		Gray:           &attempt.Measure{Status: 1000, ErrorType: attempt.ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus, CompletionTokens: -1},
 	})
-	o.Sampled(&Sample{RequestID: "req-1", Deployment: "qwen", Arm: "gray", Model: "m", Reason: filter.UpstreamStatus, Status: 42})
+	o.Sampled(&record.Sample{RequestID: "req-1", Deployment: "qwen", Arm: "gray", Model: "m", Reason: filter.UpstreamStatus, Status: 42})
 	evs := sk.take()
 	if len(evs) != 2 {
 		t.Fatalf("%d events; want the request and the sample (none dropped)", len(evs))
@@ -301,7 +302,7 @@ func TestHostileUpstreamValues(t *testing.T) {
 	cfg.Deployments["qwen"].Rollout.SchemaJSON = nil
 	sk := &sink{t: t}
 	agg := stats.New(stats.Options{Gateway: "gw-test/abc123", Publisher: sk})
-	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(EventObserver{P: sk, RequestLog: config.RequestLogAll}), WithStats(agg))
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(record.EventObserver{P: sk, RequestLog: config.RequestLogAll}), WithStats(agg))
 	testenv.Must(t, err)
 	testing0(s, cfg)
 	g := serveServer(t, s)
@@ -354,7 +355,7 @@ func TestNoEligibleRejectionPublished(t *testing.T) {
 	cfg := bandsConfig(mock.URL, mock.URL, mock.URL)
 	cfg.Routing.Routes[0].Candidates = cfg.Routing.Routes[0].Candidates[:1]
 	sk := &sink{t: t}
-	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(EventObserver{P: sk}))
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(record.EventObserver{P: sk}))
 	testenv.Must(t, err)
 	g := serveServer(t, s)
 	if resp, _ := post(t, g.url, bodyOfTokens("agent-chat", 40000)); resp.StatusCode != 400 {

@@ -11,6 +11,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
@@ -180,7 +181,7 @@ func (s *Server) complete(x *exchange, k *request.Call, armName string, a *deplo
 	// The record lives in the exchange: an Observer copies what it keeps
 	// (Observer), so one per request need not be allocated.
 	r := &x.rec
-	*r = Record{
+	*r = record.Record{
 		RequestID: k.ID, Route: k.Route.Name, Deployment: k.Deployment.Name,
 		Arm: armName, Model: a.Client.Model, Stream: k.Stream, Mirrored: k.Shadow, EstimatedTokens: k.Estimate,
 		MatchedContext: k.Matched, ToolSteps: x.Scan.ToolSteps, Measure: m, Gray: gray,

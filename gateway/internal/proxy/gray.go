@@ -12,6 +12,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/redact"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
@@ -217,8 +218,8 @@ func (s *Server) sample(x *exchange, k *request.Call, armName string, a *deploy.
 // errors; it owns a copy of the payload, cut at gateway.sample_max_bytes.
 // With gateway.redact_samples the payload is redacted here, before it
 // leaves the gateway; the errors were computed on the raw payload.
-func (s *Server) newSample(x *exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) Sample {
-	smp := Sample{
+func (s *Server) newSample(x *exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) record.Sample {
+	smp := record.Sample{
 		RequestID: k.ID, Deployment: k.Deployment.Name, Arm: armName, Model: a.Client.Model,
 		Reason: m.Reason, Status: m.Status, Errors: errs, PayloadBytes: len(x.ans),
 		PromptHash: x.PromptHash(), Latency: m.Latency,
@@ -246,7 +247,7 @@ func (s *Server) fitPayload(raw []byte) (payload []byte, truncated bool) {
 }
 
 // publishSample counts and publishes a sample.
-func (s *Server) publishSample(k *request.Call, smp *Sample) {
+func (s *Server) publishSample(k *request.Call, smp *record.Sample) {
 	telemetry.Sampled(k.Deployment.Name, string(smp.Reason))
 	if s.obs != nil {
 		s.obs.Sampled(smp)

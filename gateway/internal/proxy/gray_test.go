@@ -19,6 +19,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/admin"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/config"
@@ -29,12 +30,12 @@ import (
 // recorder is an Observer that keeps everything, for assertions.
 type recorder struct {
 	mu         sync.Mutex
-	records    []Record
+	records    []record.Record
 	rejections []request.Rejection
-	samples    []Sample
+	samples    []record.Sample
 }
 
-func (r *recorder) Completed(rec *Record) {
+func (r *recorder) Completed(rec *record.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := *rec
@@ -51,16 +52,16 @@ func (r *recorder) Rejected(x *request.Rejection) {
 	r.rejections = append(r.rejections, *x)
 }
 
-func (r *recorder) Sampled(s *Sample) {
+func (r *recorder) Sampled(s *record.Sample) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.samples = append(r.samples, *s)
 }
 
-func (r *recorder) snapshot() ([]Record, []request.Rejection, []Sample) {
+func (r *recorder) snapshot() ([]record.Record, []request.Rejection, []record.Sample) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Record(nil), r.records...), append([]request.Rejection(nil), r.rejections...), append([]Sample(nil), r.samples...)
+	return append([]record.Record(nil), r.records...), append([]request.Rejection(nil), r.rejections...), append([]record.Sample(nil), r.samples...)
 }
 
 func (r *recorder) reset() {
@@ -71,7 +72,7 @@ func (r *recorder) reset() {
 
 // waitRecords waits until n records arrived (streams record after the
 // response is complete, shadows later still).
-func (r *recorder) waitRecords(t *testing.T, n int) []Record {
+func (r *recorder) waitRecords(t *testing.T, n int) []record.Record {
 	t.Helper()
 	testenv.WaitFor(t, 5*time.Second, "request records", func() bool {
 		recs, _, _ := r.snapshot()

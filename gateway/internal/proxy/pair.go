@@ -4,6 +4,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
@@ -30,9 +31,9 @@ import (
 // pairing is an exchange's state of one pairing. The zero value pairs
 // nothing.
 type pairing struct {
-	held    bool   // smp is a failed attempt's sample, not yet published
-	smp     Sample // the held sample (it owns its payload)
-	capture bool   // keep primary's answer while relaying it (streams)
+	held    bool          // smp is a failed attempt's sample, not yet published
+	smp     record.Sample // the held sample (it owns its payload)
+	capture bool          // keep primary's answer while relaying it (streams)
 	// The verdict on primary's answer: judged once it was a whole 2xx
 	// answer; broke when it broke the contract or was cut, errs saying
 	// why; raw its bytes for the sample (a prefix for a stream, rawBytes

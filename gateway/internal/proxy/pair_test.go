@@ -8,6 +8,7 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/schemas/config"
@@ -19,12 +20,12 @@ import (
 // that every sample is also checked against its JSON Schema (sink).
 type tee struct {
 	*recorder
-	ev EventObserver
+	ev record.EventObserver
 }
 
-func (o tee) Completed(r *Record)           { o.recorder.Completed(r); o.ev.Completed(r) }
+func (o tee) Completed(r *record.Record)    { o.recorder.Completed(r); o.ev.Completed(r) }
 func (o tee) Rejected(r *request.Rejection) { o.recorder.Rejected(r); o.ev.Rejected(r) }
-func (o tee) Sampled(s *Sample)             { o.recorder.Sampled(s); o.ev.Sampled(s) }
+func (o tee) Sampled(s *record.Sample)      { o.recorder.Sampled(s); o.ev.Sampled(s) }
 
 // pairGateway serves cfg with a hand-flushed aggregator and an observer
 // that records and publishes (samples validated against their schema).
@@ -34,7 +35,7 @@ func pairGateway(t *testing.T, cfg *config.Config) (gw, *stats.Aggregator, *sink
 	agg := stats.New(stats.Options{Gateway: "gw-test/abc123", Publisher: sk})
 	rec := &recorder{}
 	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)),
-		WithObserver(tee{rec, EventObserver{P: evs, RequestLog: config.RequestLogAll}}), WithStats(agg))
+		WithObserver(tee{rec, record.EventObserver{P: evs, RequestLog: config.RequestLogAll}}), WithStats(agg))
 	testenv.Must(t, err)
 	testing0(s, cfg)
 	return serveServer(t, s), agg, sk, rec, evs

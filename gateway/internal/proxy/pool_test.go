@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/scripts/testenv"
 )
@@ -234,7 +235,7 @@ func TestSaturatedGrayFallsBack(t *testing.T) {
 	if arm := <-streamDone; arm != "gray" {
 		t.Errorf("stream arm = %q; want gray", arm)
 	}
-	var fb *Record
+	var fb *record.Record
 	for _, r := range rec.waitRecords(t, 2) {
 		if r.Arm == "fallback" {
 			fb = &r

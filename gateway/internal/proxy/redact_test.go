@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 )
@@ -65,7 +66,7 @@ func TestRedactedSamplesThroughGateway(t *testing.T) {
 // EventObserver builds it.
 func checkedSample(payload []byte, original int, truncated bool) error {
 	var got events.Data
-	EventObserver{P: publisherFunc(func(d events.Data) { got = d })}.Sampled(&Sample{
+	record.EventObserver{P: publisherFunc(func(d events.Data) { got = d })}.Sampled(&record.Sample{
 		RequestID: "req-1", Deployment: "qwen", Arm: "gray", Model: "m", Reason: "schema_violation", Status: 200,
 		Payload: payload, PayloadBytes: original, Truncated: truncated,
 	})

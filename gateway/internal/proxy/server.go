@@ -31,6 +31,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/admin"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/proxy/token"
@@ -62,7 +63,7 @@ type Server struct {
 	intake     *request.Intake // the policy a request passes before any upstream
 	router     *bands.Router
 	rollouts   *rollout.Table
-	obs        Observer // nil: no events
+	obs        record.Observer // nil: no events
 	stats      *stats.Aggregator
 	rolloutLog admin.RolloutLog // nil: the config owns the rollout state
 	eventsUp   func() bool
@@ -83,7 +84,7 @@ type Option func(*Server)
 func WithEventsHealth(up func() bool) Option { return func(s *Server) { s.eventsUp = up } }
 
 // WithObserver sends request records, rejections and samples to o.
-func WithObserver(o Observer) Option { return func(s *Server) { s.obs = o } }
+func WithObserver(o record.Observer) Option { return func(s *Server) { s.obs = o } }
 
 // WithRolloutLog makes the event log the owner of the rollout state: the
 // server serves from table, which l fills (it starts unknown: primary
@@ -373,9 +374,9 @@ type exchange struct {
 	// out, after writing it (sendAnswer).
 	out    answerBody
 	handed bool
-	watch  relay.Watch // the request's registration with Server.watcher
-	rec    Record      // the record complete hands to the Observer
-	pair   pairing     // a contract failure paired with primary's answer (pair.go)
+	watch  relay.Watch   // the request's registration with Server.watcher
+	rec    record.Record // the record complete hands to the Observer
+	pair   pairing       // a contract failure paired with primary's answer (pair.go)
 }
 
 func (s *Server) getExchange() *exchange {

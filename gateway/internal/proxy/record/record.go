@@ -1,4 +1,8 @@
-package proxy
+// Package record is what the gateway tells about each request: the
+// Record of a proxied request, the Sample of a failed gray payload, the
+// Observer that receives them with the policy's rejections, and
+// EventObserver, which turns them into the event log's events (SPEC §7).
+package record
 
 import (
 	"time"
