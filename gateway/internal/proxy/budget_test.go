@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/serve"
 )
 
 // rssBytes is the process' resident size, from /proc/self/statm (0
@@ -66,7 +67,7 @@ func (p *peakSampler) end() (heap, rss uint64) {
 // answers at once that never end (2xx JSON, chunked, no Content-Length)
 // each end at max_buffered_answer_bytes as a 502 upstream_error, and the
 // gateway's memory grows by at most the README's budget for them:
-// answerBudget (the cap and one 256 KiB block) per request. Before the
+// serve.AnswerBudget (the cap and one 256 KiB block) per request. Before the
 // pooled blocks of upstream.ReadAll, the doubling buffer and its garbage
 // took twice the cap: heap +512 MiB, RSS +545 MiB for these four.
 func TestEndlessPrimaryAnswersStayWithinBudget(t *testing.T) {
@@ -110,16 +111,16 @@ func TestEndlessPrimaryAnswersStayWithinBudget(t *testing.T) {
 	heap, rss := peaks.end()
 	heapGrew, rssGrew := int64(heap)-int64(before.HeapInuse), int64(rss)-int64(rssBefore)
 	// The budget, and a little for the gateway's own buffers.
-	budget := int64(concurrent)*answerBudget(limit) + 16<<20
+	budget := int64(concurrent)*serve.AnswerBudget(limit) + 16<<20
 	t.Logf("%d endless answers at a %d MiB cap: heap in use %d -> peak %d MiB (%+d MiB), RSS %d -> peak %d MiB (%+d MiB); budget %d MiB",
 		concurrent, limit>>20, before.HeapInuse>>20, heap>>20, heapGrew>>20, rssBefore>>20, rss>>20, rssGrew>>20, budget>>20)
 	if heapGrew > budget {
-		t.Errorf("heap grew by %d MiB; want at most %d MiB (%d × answerBudget)", heapGrew>>20, budget>>20, concurrent)
+		t.Errorf("heap grew by %d MiB; want at most %d MiB (%d × serve.AnswerBudget)", heapGrew>>20, budget>>20, concurrent)
 	}
 	if raceEnabled {
 		t.Log("race detector on: its shadow memory counts in RSS, so only the heap is checked")
 	} else if rssGrew > budget {
-		t.Errorf("RSS grew by %d MiB; want at most %d MiB (%d × answerBudget)", rssGrew>>20, budget>>20, concurrent)
+		t.Errorf("RSS grew by %d MiB; want at most %d MiB (%d × serve.AnswerBudget)", rssGrew>>20, budget>>20, concurrent)
 	}
 }
 

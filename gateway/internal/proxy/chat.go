@@ -6,8 +6,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
-	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
+	"github.com/graygate/graygate/gateway/internal/proxy/serve"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
@@ -29,31 +29,38 @@ func (s *Server) embeddings(c *fiber.Ctx) error {
 	return s.proxy(c, upstream.Embeddings, events.EndpointEmbeddings)
 }
 
+// responses serves POST /v1/responses (rev. 2): the chat pipeline, with
+// the contract on temperature and top_p, bands estimated from
+// instructions and input, and the concatenated output_text validated.
+func (s *Server) responses(c *fiber.Ctx) error {
+	return s.proxy(c, upstream.Responses, events.EndpointResponses)
+}
+
 // proxy serves one request of endpoint ep.
 func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint) error {
 	// The call lives in the pooled exchange: a request allocates nothing
 	// of its own for it.
-	x := s.getExchange()
+	x := s.flow.Get()
 	x.Call = request.Call{Start: time.Now(), ID: request.ID(c), Endpoint: name}
 	k := &x.Call
 	if err := s.admit(c, x, k, ep); err != nil {
-		s.putExchange(x)
+		s.flow.Put(x)
 		return err
 	}
 	if k.Stream {
 		// The exchange now belongs to the stream, which returns it.
-		return s.forwardStream(c, x, k)
+		return s.flow.ForwardStream(c, x, k)
 	}
 	// A buffered answer may be handed to fasthttp with x (sendAnswer).
-	defer s.release(x)
+	defer s.flow.Release(x)
 	telemetry.Started()
 	defer telemetry.Finished()
-	return s.forward(c, x, k)
+	return s.flow.Forward(c, x, k)
 }
 
 // admit authorizes the request, checks its body's size and encoding, and
 // prepares it (request.Intake.Prepare).
-func (s *Server) admit(c *fiber.Ctx, x *exchange, k *request.Call, ep upstream.Endpoint) error {
+func (s *Server) admit(c *fiber.Ctx, x *serve.Exchange, k *request.Call, ep upstream.Endpoint) error {
 	c.Response().Header.SetCanonical(request.HeaderRequestID, []byte(k.ID))
 	auth, err := s.authorize(c) // before the body: see clientHeaderReceived
 	if err != nil {
@@ -69,31 +76,4 @@ func (s *Server) admit(c *fiber.Ctx, x *exchange, k *request.Call, ep upstream.E
 	x.Body = c.Request().Body()
 	x.EP = ep
 	return s.intake.Prepare(c, &x.Request)
-}
-
-// The gateway's response headers, in fasthttp's canonical form: set with
-// SetCanonical, they skip the normalizing copy of the key that Set makes
-// on every call (the values are converted without a copy).
-var (
-	hdrDeployment     = []byte("X-Gateway-Deployment")
-	hdrArm            = []byte("X-Gateway-Arm")
-	hdrModel          = []byte("X-Gateway-Model")
-	hdrPromptVersion  = []byte("X-Gateway-Prompt-Version")
-	hdrPromptHash     = []byte("X-Gateway-Prompt-Hash")
-	hdrMatchedContext = []byte("X-Vsr-Matched-Context")
-)
-
-// setArmHeaders adds the response headers that say who served.
-func setArmHeaders(c *fiber.Ctx, k *request.Call, armName string, a *deploy.Arm) {
-	h := &c.Response().Header
-	h.SetCanonical(hdrDeployment, []byte(k.Deployment.Name))
-	h.SetCanonical(hdrArm, []byte(armName))
-	h.SetCanonical(hdrModel, []byte(a.Client.Model))
-	if a.Prompt != nil {
-		h.SetCanonical(hdrPromptVersion, []byte(a.PromptVersion))
-		h.SetCanonical(hdrPromptHash, []byte(a.PromptHeader))
-	}
-	if k.Matched != "" {
-		h.SetCanonical(hdrMatchedContext, []byte(k.Matched))
-	}
 }

@@ -253,7 +253,7 @@ func TestGrayStickyShare(t *testing.T) {
 	g, _ := startObserved(t, grayConfig(t, primary.URL, gray.URL, 50))
 	arms := map[string]string{}
 	for i := 0; i < 40; i++ {
-		user := "user-" + itoa(i%10)
+		user := "user-" + strconv.Itoa(i%10)
 		resp, _ := post(t, g.url, `{"model":"agent-chat","user":"`+user+`","messages":[]}`)
 		arm := resp.Header.Get("x-gateway-arm")
 		if prev, ok := arms[user]; ok && prev != arm {

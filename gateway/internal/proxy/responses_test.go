@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,7 @@ const respAnswer = `{"id":"resp_1","object":"response","status":"completed","mod
 
 // respEvent is one typed event of a response stream.
 func respEvent(typ string, seq int, fields string) string {
-	return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\"," + fields + "\"sequence_number\":" + itoa(seq) + "}\n\n"
+	return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\"," + fields + "\"sequence_number\":" + strconv.Itoa(seq) + "}\n\n"
 }
 
 // respStream is a response stream whose text is the valid agent action,
@@ -93,7 +94,7 @@ func TestResponsesPipeline(t *testing.T) {
 	}}
 	g, rec := startObserved(t, cfg)
 	call := func(n int) string { // a function_call item
-		return `{"type":"function_call","call_id":"c` + itoa(n) + `","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c` + itoa(n) + `","output":"ok"}`
+		return `{"type":"function_call","call_id":"c` + strconv.Itoa(n) + `","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c` + strconv.Itoa(n) + `","output":"ok"}`
 	}
 	cases := []struct {
 		name      string

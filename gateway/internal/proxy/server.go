@@ -19,7 +19,6 @@ import (
 	"math"
 	"net"
 	"net/textproto"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,14 +28,12 @@ import (
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/proxy/admin"
-	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
-	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
+	"github.com/graygate/graygate/gateway/internal/proxy/serve"
 	"github.com/graygate/graygate/gateway/internal/proxy/token"
 	"github.com/graygate/graygate/gateway/internal/rollout"
-	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -53,14 +50,13 @@ type Server struct {
 	routes       map[string]*deploy.Route
 	deployments  map[string]*deploy.Deployment
 	modelsBody   []byte
-	clientTokens token.Set     // client and force tokens: either may use /v1/*
-	requireToken bool          // client tokens are configured: /v1/* needs one
-	forceTokens  token.Set     // may use a rollout force header
-	adminToken   token.Set     // at most one
-	watcher      relay.Watcher // cancels buffered requests whose client left
-	keeper       relay.Keeper  // keeps open streams alive and notices their clients leave
+	clientTokens token.Set // client and force tokens: either may use /v1/*
+	requireToken bool      // client tokens are configured: /v1/* needs one
+	forceTokens  token.Set // may use a rollout force header
+	adminToken   token.Set // at most one
 
 	intake     *request.Intake // the policy a request passes before any upstream
+	flow       *serve.Flow     // the attempts and the answer of a prepared request
 	router     *bands.Router
 	rollouts   *rollout.Table
 	obs        record.Observer // nil: no events
@@ -68,10 +64,8 @@ type Server struct {
 	rolloutLog admin.RolloutLog // nil: the config owns the rollout state
 	eventsUp   func() bool
 
-	exchanges   sync.Pool    // *exchange
 	clientConns *connCounter // open client connections
 	sources     *sources     // client connections per remote address; nil: no bound
-	limits      limits       // caps on upstream-fed buffers (limits.go)
 	ready       atomic.Bool
 
 	client, admin *fiber.App
@@ -94,6 +88,11 @@ func WithRolloutLog(table *rollout.Table, l admin.RolloutLog) Option {
 	return func(s *Server) { s.rollouts, s.rolloutLog = table, l }
 }
 
+// WithStats makes the server feed its attempts to a (the per-arm
+// statistics the analyzer reads). Without it the server keeps its own
+// aggregator that publishes nothing, for the attempt and token metrics.
+func WithStats(a *stats.Aggregator) Option { return func(s *Server) { s.stats = a } }
+
 // New builds a server for cfg. It does not listen until Run. The rollout
 // state of every deployment with a gray upstream starts from the config
 // (known); an event-log source takes over through Rollouts.
@@ -108,12 +107,10 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		forceTokens:  token.NewSet(cfg.Gateway.ForceTokens),
 		clientConns:  &connCounter{client: true},
 		sources:      newSources(cfg.Gateway.MaxConnectionsPerSource),
-		limits:       newLimits(cfg.Gateway),
 	}
 	for _, o := range opts {
 		o(s)
 	}
-	s.exchanges.New = func() any { return new(exchange) }
 	if s.stats == nil {
 		s.stats = stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval})
 	}
@@ -194,6 +191,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	if s.obs != nil {
 		rejected = s.obs.Rejected
 	}
+	s.flow = serve.NewFlow(&cfg.Gateway, log, s.obs, s.router)
 	s.intake = request.NewIntake(s.routes, s.deployments, contract.New(cfg.SamplingContract), s.rollouts,
 		forceHeaders, cfg.Gateway.MaxToolSteps, rejected)
 	s.client = s.newClientApp()
@@ -360,55 +358,3 @@ func (s *Server) authorize(c *fiber.Ctx) (clientAuth, error) {
 	}
 	return a, nil
 }
-
-// exchange is the per-request scratch memory, pooled.
-type exchange struct {
-	request.Request // the client's request and what was decided about it
-	answer          scan.Answer
-	tally           attempt.Tally
-	ans             []byte           // buffered upstream answer
-	ahdrs           []request.Header // upstream answer headers passed to the client
-	abuf            []byte           // backing store of ahdrs
-	// out hands ans to fasthttp as the response body; handed is set
-	// then, and the exchange returns to the pool when fasthttp closes
-	// out, after writing it (sendAnswer).
-	out    answerBody
-	handed bool
-	watch  relay.Watch   // the request's registration with Server.watcher
-	rec    record.Record // the record complete hands to the Observer
-	pair   pairing       // a contract failure paired with primary's answer (pair.go)
-}
-
-func (s *Server) getExchange() *exchange {
-	x := s.exchanges.Get().(*exchange)
-	x.handed = false
-	x.tally.MaxArgs = s.limits.args
-	return x
-}
-
-// release returns x to the pool unless its answer was handed to fasthttp
-// (sendAnswer), which returns it once written.
-func (s *Server) release(x *exchange) {
-	if !x.handed {
-		s.putExchange(x)
-	}
-}
-
-// putExchange returns x to the pool; a scratch buffer that grew past
-// attempt.MaxPooledBytes is dropped rather than kept at its peak.
-func (s *Server) putExchange(x *exchange) {
-	x.Request.Release(attempt.MaxPooledBytes)
-	x.out = answerBody{}
-	if cap(x.ans) > attempt.MaxPooledBytes {
-		x.ans = nil
-	}
-	x.tally.Drop()
-	x.pair.reset()
-	if cap(x.answer.Calls) > attempt.MaxToolCalls || cap(x.answer.Contents) > attempt.MaxToolCalls {
-		x.answer = scan.Answer{}
-	}
-	s.exchanges.Put(x)
-}
-
-// itoa is strconv.Itoa, named for the call sites that build header values.
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
-	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/scripts/testenv"
 )
@@ -404,23 +403,4 @@ func ownAnswer(id string) string {
 	b, _ := json.Marshal(map[string]any{"object": "chat.completion", "choices": []any{map[string]any{
 		"index": 0, "message": map[string]any{"role": "assistant", "content": strings.Repeat(id+" ", (600<<10)/(len(id)+1))}}}})
 	return string(b)
-}
-
-// TestPooledBuffersAreDropped: a scratch buffer one byte over
-// attempt.MaxPooledBytes does not go back to the pool with its exchange;
-// one at the size does (the request's own buffers: request's
-// TestReleaseDropsGrownBuffers).
-func TestPooledBuffersAreDropped(t *testing.T) {
-	s := &Server{}
-	for _, size := range []int{attempt.MaxPooledBytes, attempt.MaxPooledBytes + 1} {
-		x := new(exchange)
-		x.ans = make([]byte, size)
-		x.tally.Raw, x.tally.FirstArgs = make([]byte, size), make([]byte, size)
-		s.putExchange(x)
-		kept := x.ans != nil && x.tally.Raw != nil && x.tally.FirstArgs != nil
-		dropped := x.ans == nil && x.tally.Raw == nil && x.tally.FirstArgs == nil
-		if size > attempt.MaxPooledBytes && !dropped || size <= attempt.MaxPooledBytes && !kept {
-			t.Errorf("putExchange with %d-byte buffers: kept %v; want kept only up to %d", size, kept, attempt.MaxPooledBytes)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package serve
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // answer into x.ans (a JSON body, or for streams the raw SSE), then judges
 // it. The returned Measure has Reason OK when the answer may reach a
 // client; otherwise Reason and the errors say why. ctx bounds the attempt.
-func (s *Server) attempt(ctx context.Context, x *exchange, d *deploy.Deployment, stream bool) (attempt.Measure, []filter.FieldError) {
+func (s *Flow) attempt(ctx context.Context, x *Exchange, d *deploy.Deployment, stream bool) (attempt.Measure, []filter.FieldError) {
 	return s.attemptUntil(ctx, time.Time{}, x, d, stream)
 }
 
@@ -38,7 +38,7 @@ func (s *Server) attempt(ctx context.Context, x *exchange, d *deploy.Deployment,
 // connection, where a context.WithTimeout would cost a timer, a context,
 // and the client an AfterFunc on it (the client's own cheap watch of the
 // request's context is kept).
-func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange, d *deploy.Deployment, stream bool) (attempt.Measure, []filter.FieldError) {
+func (s *Flow) attemptUntil(ctx context.Context, until time.Time, x *Exchange, d *deploy.Deployment, stream bool) (attempt.Measure, []filter.FieldError) {
 	m := attempt.Measure{ErrorType: attempt.ErrTypeNone}
 	x.ans = x.ans[:0]
 	// The contents are assembled only for a schema to check them.
@@ -138,7 +138,7 @@ func failed(m attempt.Measure, err error) (attempt.Measure, []filter.FieldError)
 // is held whole, so it is capped at l.answer, and an event at l.event.
 func readStream(resp interface {
 	Read([]byte) (int, error)
-}, x *exchange, sent time.Time, m *attempt.Measure, l limits) (invalid bool, err error) {
+}, x *Exchange, sent time.Time, m *attempt.Measure, l limits) (invalid bool, err error) {
 	parsed := 0
 	for {
 		if len(x.ans) == cap(x.ans) {
@@ -189,7 +189,7 @@ func readStream(resp interface {
 // passes the contract it is written to the client and recorded, and
 // served is true; otherwise the failure is sampled and its measure
 // returned for the fallback's record.
-func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k *request.Call) (m attempt.Measure, served bool) {
+func (s *Flow) grayBuffered(ctx context.Context, c *fiber.Ctx, x *Exchange, k *request.Call) (m attempt.Measure, served bool) {
 	d := k.Deployment
 	m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, false)
 	telemetry.TTFT(d.Name, telemetry.ArmGray, false, m.TTFT)
@@ -208,7 +208,7 @@ func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k 
 
 // sample publishes a failed gray payload (x.ans) with its errors at once
 // (a failure that is not paired with primary's answer, hold).
-func (s *Server) sample(x *exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
+func (s *Flow) sample(x *Exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
 	smp := s.newSample(x, k, armName, a, m, errs)
 	smp.Outcome = m.Classify()
 	s.publishSample(k, &smp)
@@ -218,7 +218,7 @@ func (s *Server) sample(x *exchange, k *request.Call, armName string, a *deploy.
 // errors; it owns a copy of the payload, cut at gateway.sample_max_bytes.
 // With gateway.redact_samples the payload is redacted here, before it
 // leaves the gateway; the errors were computed on the raw payload.
-func (s *Server) newSample(x *exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) record.Sample {
+func (s *Flow) newSample(x *Exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) record.Sample {
 	smp := record.Sample{
 		RequestID: k.ID, Deployment: k.Deployment.Name, Arm: armName, Model: a.Client.Model,
 		Reason: m.Reason, Status: m.Status, Errors: errs, PayloadBytes: len(x.ans),
@@ -233,9 +233,9 @@ func (s *Server) newSample(x *exchange, k *request.Call, armName string, a *depl
 
 // fitPayload returns a copy of raw for a sample: redacted with
 // gateway.redact_samples, cut at gateway.sample_max_bytes (truncated).
-func (s *Server) fitPayload(raw []byte) (payload []byte, truncated bool) {
-	limit := int(s.cfg.Gateway.SampleMaxBytes)
-	if s.cfg.Gateway.RedactSamples && len(raw) > 0 {
+func (s *Flow) fitPayload(raw []byte) (payload []byte, truncated bool) {
+	limit := int(s.gateway.SampleMaxBytes)
+	if s.gateway.RedactSamples && len(raw) > 0 {
 		return redact.Fit(raw, limit)
 	}
 	payload = raw
@@ -247,7 +247,7 @@ func (s *Server) fitPayload(raw []byte) (payload []byte, truncated bool) {
 }
 
 // publishSample counts and publishes a sample.
-func (s *Server) publishSample(k *request.Call, smp *record.Sample) {
+func (s *Flow) publishSample(k *request.Call, smp *record.Sample) {
 	telemetry.Sampled(k.Deployment.Name, string(smp.Reason))
 	if s.obs != nil {
 		s.obs.Sampled(smp)
@@ -257,8 +257,8 @@ func (s *Server) publishSample(k *request.Call, smp *record.Sample) {
 // sampleReason is reason(body) for the description of a failed gray
 // status; with gateway.redact_samples gray's own words are left out, as
 // they are from the payload.
-func (s *Server) sampleReason(body []byte) string {
-	if s.cfg.Gateway.RedactSamples {
+func (s *Flow) sampleReason(body []byte) string {
+	if s.gateway.RedactSamples {
 		return "[redacted]"
 	}
 	return reason(body)
@@ -269,7 +269,7 @@ func (s *Server) sampleReason(body []byte) string {
 // more are dropped and counted, never delaying the client. primary is
 // primary's measure (nil when it is not known): a shadow answer that
 // breaks the contract is paired with primary's answer (SPEC §6.2).
-func (s *Server) mirror(x *exchange, k *request.Call, primary *attempt.Measure) {
+func (s *Flow) mirror(x *Exchange, k *request.Call, primary *attempt.Measure) {
 	d := k.Deployment
 	select {
 	case d.ShadowSlots <- struct{}{}:
@@ -278,13 +278,13 @@ func (s *Server) mirror(x *exchange, k *request.Call, primary *attempt.Measure) 
 		return
 	}
 	telemetry.Shadow(d.Name, false)
-	y := s.getExchange()
+	y := s.Get()
 	y.Request.CopyFrom(&x.Request)
 	keepForShadow(x, y, primary, k.Stream)
 	kk := *k
 	go func() {
 		defer func() { <-d.ShadowSlots }()
-		defer s.putExchange(y)
+		defer s.Put(y)
 		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.Rollout.Timeout), y, d, kk.Stream)
 		telemetry.TTFT(d.Name, telemetry.ArmShadow, kk.Stream, m.TTFT)
 		if m.Reason != filter.OK && s.hold(y, &kk, telemetry.ArmShadow, d.Gray, m, errs) {

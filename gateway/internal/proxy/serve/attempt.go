@@ -1,4 +1,4 @@
-package proxy
+package serve
 
 import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
@@ -8,11 +8,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/events"
 )
-
-// WithStats makes the server feed its attempts to a (the per-arm
-// statistics the analyzer reads). Without it the server keeps its own
-// aggregator that publishes nothing, for the attempt and token metrics.
-func WithStats(a *stats.Aggregator) Option { return func(s *Server) { s.stats = a } }
 
 // statsArm is the arm an attempt counts in: a fallback's answer is
 // primary's.
@@ -27,7 +22,7 @@ func statsArm(armName string) events.Arm {
 }
 
 // attempted counts one ended attempt of arm a in the per-arm statistics.
-func (s *Server) attempted(x *exchange, k *request.Call, armName string, a *deploy.Arm, m *attempt.Measure) {
+func (s *Flow) attempted(x *Exchange, k *request.Call, armName string, a *deploy.Arm, m *attempt.Measure) {
 	outcome := m.Classify()
 	if outcome == events.OutcomeOK && m.Truncated {
 		outcome = events.OutcomeTruncated

@@ -1,4 +1,4 @@
-package proxy
+package serve
 
 import (
 	"encoding/json"
@@ -20,15 +20,8 @@ import (
 // prompt in "instructions", gray eligibility of stateful requests, its
 // typed stream events and how such a stream ends.
 
-// responses serves POST /v1/responses (rev. 2): the chat pipeline, with
-// the contract on temperature and top_p, bands estimated from
-// instructions and input, and the concatenated output_text validated.
-func (s *Server) responses(c *fiber.Ctx) error {
-	return s.proxy(c, upstream.Responses, events.EndpointResponses)
-}
-
 // scanAnswer reads a whole upstream answer of x's endpoint into x.answer.
-func (x *exchange) scanAnswer(b []byte) error {
+func (x *Exchange) scanAnswer(b []byte) error {
 	if x.EP == upstream.Responses {
 		return scan.ScanResponse(b, &x.answer)
 	}
@@ -40,7 +33,7 @@ func (x *exchange) scanAnswer(b []byte) error {
 // a function call's name, and the usage of the response that ends the
 // stream — its output too when no delta told it. It records the next
 // sequence number and how the stream ended (tally.seq, tally.end).
-func (x *exchange) takeResponseEvent(data []byte, m *attempt.Measure, sent time.Time) eventKind {
+func (x *Exchange) takeResponseEvent(data []byte, m *attempt.Measure, sent time.Time) eventKind {
 	a := &x.answer
 	if scan.ScanResponseEvent(data, a) != nil {
 		return eventInvalid
@@ -71,7 +64,7 @@ func (x *exchange) takeResponseEvent(data []byte, m *attempt.Measure, sent time.
 // when it did, or for another endpoint. relayed says whether the
 // upstream's own failure event (response.failed, error) ended it, which
 // the client then already has.
-func (x *exchange) streamFailed() (failed, relayed bool) {
+func (x *Exchange) streamFailed() (failed, relayed bool) {
 	if x.EP != upstream.Responses {
 		return false, false
 	}
@@ -82,7 +75,7 @@ func (x *exchange) streamFailed() (failed, relayed bool) {
 // endFailedStream records in m a Responses API stream that ended without
 // its response, and, unless the upstream's failure event was relayed,
 // ends the client's stream with the typed error event.
-func (s *Server) endFailedStream(r *relay.Relay, x *exchange, k *request.Call, armName string, m *attempt.Measure, relayed bool) {
+func (s *Flow) endFailedStream(r *relay.Relay, x *Exchange, k *request.Call, armName string, m *attempt.Measure, relayed bool) {
 	telemetry.UpstreamError(k.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
 	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
 	if relayed {
@@ -107,7 +100,7 @@ type typedError struct {
 // event e, and logs it at warn when it is a 5xx, as the error handler logs
 // a 5xx answered before the headers: a stream failure is a failed
 // request, not a quiet one.
-func (s *Server) failStream(r *relay.Relay, x *exchange, k *request.Call, e *apierr.Error) {
+func (s *Flow) failStream(r *relay.Relay, x *Exchange, k *request.Call, e *apierr.Error) {
 	if e.Status >= 500 {
 		s.log.Warn("stream failed after its headers", "deployment", k.Deployment.Name,
 			"status", e.Status, "code", e.Code, "err", e.Error())
@@ -118,7 +111,7 @@ func (s *Server) failStream(r *relay.Relay, x *exchange, k *request.Call, e *api
 // writeErrorEvent ends a stream with e: on /v1/responses the typed
 // `event: error` numbered after the last event relayed, elsewhere the
 // error envelope as a data event.
-func (x *exchange) writeErrorEvent(r *relay.Relay, e *apierr.Error) {
+func (x *Exchange) writeErrorEvent(r *relay.Relay, e *apierr.Error) {
 	var b []byte
 	if x.EP == upstream.Responses {
 		ev := typedError{Type: "error", Code: e.Code, Message: e.Msg, SequenceNumber: x.tally.Seq}

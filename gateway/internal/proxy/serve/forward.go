@@ -1,4 +1,4 @@
-package proxy
+package serve
 
 import (
 	"bytes"
@@ -19,12 +19,12 @@ import (
 	"github.com/graygate/graygate/schemas/events"
 )
 
-// forward serves a non-streaming request: gray first when the request was
+// Forward serves a non-streaming request: gray first when the request was
 // assigned to it and its answer passes the contract, else primary.
 //
 // A client that leaves cancels the upstream request (gray or primary):
 // its connection is watched while the answer is awaited.
-func (s *Server) forward(c *fiber.Ctx, x *exchange, k *request.Call) error {
+func (s *Flow) Forward(c *fiber.Ctx, x *Exchange, k *request.Call) error {
 	ctx := s.watcher.Add(&x.watch, c.Context().Conn())
 	defer s.watcher.Remove(&x.watch)
 	var gray *attempt.Measure
@@ -65,7 +65,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *request.Call) error {
 // and 4xx pass through, anything else is a 502, of whose answer only
 // reasonBytes are read. The answer is handed to fasthttp with x
 // (sendAnswer).
-func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *request.Call, armName string, a *deploy.Arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
+func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, k *request.Call, armName string, a *deploy.Arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
 	m := attempt.Measure{Status: resp.Status, ErrorType: attempt.ErrTypeNone, TTFT: time.Since(sent)}
 	m.Headers = m.TTFT
 	var err error
@@ -126,13 +126,13 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *request.Call, armNa
 // exchange to the pool: until then the bytes are fasthttp's.
 type answerBody struct {
 	bytes.Reader
-	s *Server
-	x *exchange
+	s *Flow
+	x *Exchange
 }
 
 // Close returns the exchange to the pool.
 func (b *answerBody) Close() error {
-	b.s.putExchange(b.x)
+	b.s.Put(b.x)
 	return nil
 }
 
@@ -149,7 +149,7 @@ const copyBelow = 0
 // its buffer reused by another request: the answer is handed over with
 // the exchange (x.handed), which fasthttp returns to the pool when it has
 // written it (or dropped the response).
-func (s *Server) sendAnswer(c *fiber.Ctx, x *exchange) {
+func (s *Flow) sendAnswer(c *fiber.Ctx, x *Exchange) {
 	if len(x.ans) <= copyBelow {
 		c.Response().SetBody(x.ans)
 		return
@@ -162,7 +162,7 @@ func (s *Server) sendAnswer(c *fiber.Ctx, x *exchange) {
 
 // complete records the request's outcome: metrics, and the record for the
 // event log.
-func (s *Server) complete(x *exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
+func (s *Flow) complete(x *Exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
 	telemetry.Request(k.Route.Name, k.Deployment.Name, armName, m.Status, time.Since(k.Start))
 	if gray != nil {
 		telemetry.Fallback(k.Deployment.Name, string(gray.Reason))
@@ -201,7 +201,7 @@ func (s *Server) complete(x *exchange, k *request.Call, armName string, a *deplo
 
 // copyAnswerHeaders relays the upstream headers a client may need: the
 // content type and those that describe the answer (passedHeader).
-func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
+func copyAnswerHeaders(c *fiber.Ctx, x *Exchange, resp *upstream.Response) {
 	if ct := resp.ContentType(); len(ct) > 0 {
 		c.Response().Header.SetContentTypeBytes(ct)
 	}
@@ -210,7 +210,7 @@ func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
 }
 
 // upstreamFailed maps an upstream I/O error to 502, 503 or 504.
-func (s *Server) upstreamFailed(k *request.Call, armName string, err error) *apierr.Error {
+func (s *Flow) upstreamFailed(k *request.Call, armName string, err error) *apierr.Error {
 	d := k.Deployment.Name
 	typ := attempt.ErrorType(err)
 	telemetry.UpstreamError(d, typ)

@@ -1,4 +1,4 @@
-package proxy
+package serve
 
 import (
 	"time"
@@ -65,10 +65,10 @@ func newLimits(g config.Gateway) limits {
 	return l
 }
 
-// answerBudget is the memory one answer read whole takes at most while
+// AnswerBudget is the memory one answer read whole takes at most while
 // it is read, for a cap of limit bytes (gateway.max_buffered_answer_bytes):
 // the pooled blocks of upstream.ReadAll, never more than the cap and one
 // block. An answer that ends under the cap is then copied once into a
 // buffer of its size, so for a moment it takes twice its size (README
 // "Memory").
-func answerBudget(limit int) int64 { return int64(limit) + upstream.BlockSize }
+func AnswerBudget(limit int) int64 { return int64(limit) + upstream.BlockSize }

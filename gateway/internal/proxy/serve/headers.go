@@ -1,9 +1,10 @@
-package proxy
+package serve
 
 import (
 	"bytes"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/valyala/fasthttp"
@@ -37,7 +38,7 @@ func hasPrefixFold(b []byte, prefix string) bool {
 // keepAnswerHeaders records the upstream answer's headers that are
 // passed to the client, replacing any recorded before (a failed gray
 // attempt's, when primary answers after it).
-func (x *exchange) keepAnswerHeaders(h *fasthttp.ResponseHeader) {
+func (x *Exchange) keepAnswerHeaders(h *fasthttp.ResponseHeader) {
 	x.ahdrs, x.abuf = x.ahdrs[:0], x.abuf[:0]
 	if h == nil {
 		return
@@ -58,8 +59,35 @@ func (x *exchange) keepAnswerHeaders(h *fasthttp.ResponseHeader) {
 
 // writeAnswerHeaders sets the recorded upstream headers on the client's
 // response.
-func (x *exchange) writeAnswerHeaders(c *fiber.Ctx) {
+func (x *Exchange) writeAnswerHeaders(c *fiber.Ctx) {
 	for _, kv := range x.ahdrs {
 		c.Response().Header.SetBytesKV(x.abuf[kv.K.Start:kv.K.End], x.abuf[kv.V.Start:kv.V.End])
+	}
+}
+
+// The gateway's response headers, in fasthttp's canonical form: set with
+// SetCanonical, they skip the normalizing copy of the key that Set makes
+// on every call (the values are converted without a copy).
+var (
+	hdrDeployment     = []byte("X-Gateway-Deployment")
+	hdrArm            = []byte("X-Gateway-Arm")
+	hdrModel          = []byte("X-Gateway-Model")
+	hdrPromptVersion  = []byte("X-Gateway-Prompt-Version")
+	hdrPromptHash     = []byte("X-Gateway-Prompt-Hash")
+	hdrMatchedContext = []byte("X-Vsr-Matched-Context")
+)
+
+// setArmHeaders adds the response headers that say who served.
+func setArmHeaders(c *fiber.Ctx, k *request.Call, armName string, a *deploy.Arm) {
+	h := &c.Response().Header
+	h.SetCanonical(hdrDeployment, []byte(k.Deployment.Name))
+	h.SetCanonical(hdrArm, []byte(armName))
+	h.SetCanonical(hdrModel, []byte(a.Client.Model))
+	if a.Prompt != nil {
+		h.SetCanonical(hdrPromptVersion, []byte(a.PromptVersion))
+		h.SetCanonical(hdrPromptHash, []byte(a.PromptHeader))
+	}
+	if k.Matched != "" {
+		h.SetCanonical(hdrMatchedContext, []byte(k.Matched))
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package serve
 
 import (
 	"github.com/graygate/graygate/gateway/internal/filter"
@@ -70,14 +70,14 @@ func (p *pairing) reset() {
 // pairs reports whether a failed attempt measured m is paired with
 // primary's answer: a contract failure (schema_violation, invalid_json)
 // on an endpoint with a contract. Embeddings have no schema.
-func pairs(x *exchange, m *attempt.Measure) bool {
+func pairs(x *Exchange, m *attempt.Measure) bool {
 	return (m.Reason == filter.SchemaViolation || m.Reason == filter.InvalidJSON) && x.EP != upstream.Embeddings
 }
 
 // hold builds the sample of a failed attempt and keeps it in x until
 // primary's answer is known (settle), when the failure pairs; otherwise
 // it publishes it now. It reports whether it held it.
-func (s *Server) hold(x *exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) bool {
+func (s *Flow) hold(x *Exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) bool {
 	if !pairs(x, &m) {
 		s.sample(x, k, armName, a, m, errs)
 		return false
@@ -92,7 +92,7 @@ func (s *Server) hold(x *exchange, k *request.Call, armName string, a *deploy.Ar
 // the held attempt failed: body is the answer (nil for a stream, whose
 // contents x.tally assembled while relaying, capture). Only when a
 // failure is held.
-func (s *Server) judgePrimary(x *exchange, k *request.Call, body []byte, m *attempt.Measure) {
+func (s *Flow) judgePrimary(x *Exchange, k *request.Call, body []byte, m *attempt.Measure) {
 	if !x.pair.held || m.ErrorType != attempt.ErrTypeNone || m.Status < 200 || m.Status >= 300 || !x.tally.KeepContent {
 		return
 	}
@@ -121,9 +121,9 @@ func judge(f *filter.Filter, body []byte, contents [][]byte, truncated bool) (br
 
 // keepRaw appends a read of primary's stream to the sample's copy, up to
 // the sample size (gateway.sample_max_bytes, else the answer cap).
-func (s *Server) keepRaw(p *pairing, b []byte) {
+func (s *Flow) keepRaw(p *pairing, b []byte) {
 	p.rawBytes += len(b)
-	limit := int(s.cfg.Gateway.SampleMaxBytes)
+	limit := int(s.gateway.SampleMaxBytes)
 	if limit <= 0 {
 		limit = s.limits.answer
 	}
@@ -136,7 +136,7 @@ func (s *Server) keepRaw(p *pairing, b []byte) {
 // schema_violation_both when primary's answer was judged and broke,
 // and keeps its own outcome otherwise; its sample is published with
 // that outcome (and primary's answer beside it for both).
-func (s *Server) settle(x *exchange, k *request.Call, m *attempt.Measure) {
+func (s *Flow) settle(x *Exchange, k *request.Call, m *attempt.Measure) {
 	p := &x.pair
 	if !p.held {
 		return
@@ -159,7 +159,7 @@ func (s *Server) settle(x *exchange, k *request.Call, m *attempt.Measure) {
 // the whole answer (buffered) or its assembled contents and a prefix of
 // its bytes (a stream captured while relaying). A failed or unjudgeable
 // primary answer copies nothing.
-func keepForShadow(x, y *exchange, m *attempt.Measure, stream bool) {
+func keepForShadow(x, y *Exchange, m *attempt.Measure, stream bool) {
 	y.pair.reset()
 	if m == nil || m.ErrorType != attempt.ErrTypeNone || m.Status < 200 || m.Status >= 300 {
 		return
@@ -190,7 +190,7 @@ func keepForShadow(x, y *exchange, m *attempt.Measure, stream bool) {
 // pairShadow judges the copy of primary's answer keepForShadow made,
 // after the shadow attempt failed and its sample was held (the shadow's
 // answer is no longer needed in y.ans and y.tally).
-func (s *Server) pairShadow(y *exchange, k *request.Call) {
+func (s *Flow) pairShadow(y *Exchange, k *request.Call) {
 	p := &y.pair
 	if !p.primaryOK || !p.held {
 		return

@@ -1,4 +1,4 @@
-package proxy
+package serve
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ const (
 
 // takeEvent tallies one SSE event of an answer stream into x.tally and sets
 // m.TTFT, measured from sent, at the first content or tool call.
-func (x *exchange) takeEvent(ev []byte, m *attempt.Measure, sent time.Time) eventKind {
+func (x *Exchange) takeEvent(ev []byte, m *attempt.Measure, sent time.Time) eventKind {
 	data := relay.EventData(ev)
 	if data == nil || bytes.Equal(data, relay.DoneMarker) {
 		return eventOther

@@ -1,4 +1,4 @@
-package proxy
+package serve
 
 import (
 	"bufio"
@@ -15,8 +15,8 @@ import (
 // or handed over as a body stream that returns the exchange when closed.
 // Each iteration sets the body and writes the whole response.
 func BenchmarkSendAnswer(b *testing.B) {
-	s := &Server{}
-	s.exchanges.New = func() any { return new(exchange) }
+	s := &Flow{}
+	s.exchanges.New = func() any { return new(Exchange) }
 	for _, size := range []int{1 << 10, 16 << 10, 256 << 10, 1 << 20} {
 		ans := bytes.Repeat([]byte("a"), size)
 		w := bufio.NewWriter(io.Discard)
@@ -25,10 +25,10 @@ func BenchmarkSendAnswer(b *testing.B) {
 			b.ReportAllocs()
 			var resp fasthttp.Response
 			for b.Loop() {
-				x := s.getExchange()
+				x := s.Get()
 				x.ans = append(x.ans[:0], ans...)
 				resp.SetBody(x.ans)
-				s.putExchange(x)
+				s.Put(x)
 				_ = resp.Write(w)
 				resp.Reset()
 			}
@@ -38,7 +38,7 @@ func BenchmarkSendAnswer(b *testing.B) {
 			b.ReportAllocs()
 			var resp fasthttp.Response
 			for b.Loop() {
-				x := s.getExchange()
+				x := s.Get()
 				x.ans = append(x.ans[:0], ans...)
 				x.out.s, x.out.x = s, x
 				x.out.Reset(x.ans)

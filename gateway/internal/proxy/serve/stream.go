@@ -1,4 +1,4 @@
-package proxy
+package serve
 
 import (
 	"context"
@@ -35,7 +35,7 @@ type source struct {
 	err     error            // no upstream could be opened
 }
 
-// forwardStream serves a streaming request. Which upstream streams is
+// ForwardStream serves a streaming request. Which upstream streams is
 // decided in the background (openStream). A gray attempt is waited for
 // first, sending nothing (its rollout timeout bounds it), so that the
 // headers name the arm that serves. Then for up to relay.KeepAliveEvery the
@@ -43,7 +43,7 @@ type source struct {
 // the gateway commits to an SSE answer, writes keep-alives while it waits,
 // and reports a later failure as an error event. The exchange x belongs
 // to this call from here on.
-func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *request.Call) error {
+func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange, k *request.Call) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan source, 1)
 	v := &verdict{decided: make(chan struct{}), armName: telemetry.ArmPrimary}
@@ -56,7 +56,7 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *request.Call) error
 		timer.Stop()
 		if e := s.notAStream(c, x, k, &got); e != nil || got.resp == nil && !got.replay {
 			cancel()
-			s.release(x)
+			s.Release(x)
 			return e
 		}
 		src = &got
@@ -94,8 +94,8 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *request.Call) error
 // without writing it when the headers could not be sent; Close then
 // ends the stream's work in WriteTo's place.
 type sseBody struct {
-	s      *Server
-	x      *exchange
+	s      *Flow
+	x      *Exchange
 	k      *request.Call
 	src    *source       // known before the headers, or nil
 	done   <-chan source // the source, when src is nil
@@ -115,7 +115,7 @@ func (b *sseBody) WriteTo(w io.Writer) (int64, error) {
 	b.ran = true
 	s, x, k := b.s, b.x, b.k
 	defer telemetry.Finished()
-	defer s.putExchange(x)
+	defer s.Put(x)
 	defer b.cancel()
 	// The keeper and the relay's writes cancel the upstream request
 	// when the client leaves or stops reading, whatever the stream is
@@ -152,7 +152,7 @@ func (b *sseBody) Close() error {
 	} else {
 		b.s.abandon(b.x, b.k, <-b.done)
 	}
-	b.s.putExchange(b.x)
+	b.s.Put(b.x)
 	telemetry.Finished()
 	return nil
 }
@@ -169,7 +169,7 @@ type verdict struct {
 // passed the contract (buffer mode), a live gray stream (observe mode),
 // or primary's stream. It closes v.decided once gray's verdict is known
 // (at once without a gray attempt).
-func (s *Server) openStream(ctx context.Context, x *exchange, k *request.Call, v *verdict) (src source) {
+func (s *Flow) openStream(ctx context.Context, x *Exchange, k *request.Call, v *verdict) (src source) {
 	d := k.Deployment
 	var gray *attempt.Measure
 	armName := telemetry.ArmPrimary
@@ -223,7 +223,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *request.Call, v
 // sent: a failure keeps its status (a 4xx passes through, the rest is
 // 502/504), and a non-SSE answer is relayed as a buffered one. It returns
 // nil with src.resp still set when src is a stream to relay.
-func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *request.Call, src *source) error {
+func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, k *request.Call, src *source) error {
 	switch {
 	case src.err != nil:
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
@@ -247,7 +247,7 @@ func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *request.Call, src *sou
 // awaitSource waits until the source is known, while the relay writes
 // keep-alives. It returns nil after writing an error event, or when the
 // client went away.
-func (s *Server) awaitSource(r *relay.Relay, x *exchange, k *request.Call, done <-chan source) *source {
+func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, k *request.Call, done <-chan source) *source {
 	// The headers and a first keep-alive: the client has waited a second.
 	if r.Send(relay.KeepAliveComment) != nil {
 		s.abandon(x, k, <-done) // the relay cancelled the request
@@ -277,7 +277,7 @@ func (s *Server) awaitSource(r *relay.Relay, x *exchange, k *request.Call, done 
 // abandon closes a source the client left before it was known, and
 // counts its attempts: a gray answer that had passed, a gray failure, and
 // primary's attempt, cancelled.
-func (s *Server) abandon(x *exchange, k *request.Call, src source) {
+func (s *Flow) abandon(x *Exchange, k *request.Call, src source) {
 	closeSource(src)
 	switch {
 	case src.replay:
@@ -298,7 +298,7 @@ func closeSource(src source) {
 }
 
 // writeStream relays the source to the client and records the request.
-func (s *Server) writeStream(r *relay.Relay, x *exchange, k *request.Call, src *source) {
+func (s *Flow) writeStream(r *relay.Relay, x *Exchange, k *request.Call, src *source) {
 	d := k.Deployment
 	if src.replay {
 		ok := relay.Replay(r, x.ans, !x.Scan.IncludeUsage && x.EP != upstream.Responses)
@@ -331,7 +331,7 @@ func (s *Server) writeStream(r *relay.Relay, x *exchange, k *request.Call, src *
 	s.mirrorIf(x, k, &m)
 }
 
-func (s *Server) mirrorIf(x *exchange, k *request.Call, primary *attempt.Measure) {
+func (s *Flow) mirrorIf(x *Exchange, k *request.Call, primary *attempt.Measure) {
 	if k.Shadow {
 		s.mirror(x, k, primary)
 	}
@@ -343,7 +343,7 @@ func (s *Server) mirrorIf(x *exchange, k *request.Call, primary *attempt.Measure
 // answer into x.tally. It holds at most one event (max_sse_event_bytes)
 // and, in observe mode, the answer so far (max_buffered_answer_bytes):
 // a cap reached ends the stream with an upstream_error event.
-func (s *Server) pipe(r *relay.Relay, x *exchange, k *request.Call, src *source) attempt.Measure {
+func (s *Flow) pipe(r *relay.Relay, x *Exchange, k *request.Call, src *source) attempt.Measure {
 	m := attempt.Measure{Status: src.resp.Status, ErrorType: attempt.ErrTypeNone, Headers: src.headers}
 	buf := x.ans[:0]
 	if cap(buf) < streamReadBytes {
