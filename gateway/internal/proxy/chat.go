@@ -49,13 +49,13 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 	}
 	if k.Stream {
 		// The exchange now belongs to the stream, which returns it.
-		return s.flow.ForwardStream(c, x, k)
+		return s.flow.ForwardStream(c, x)
 	}
 	// A buffered answer may be handed to fasthttp with x (sendAnswer).
 	defer s.flow.Release(x)
 	telemetry.Started()
 	defer telemetry.Finished()
-	return s.flow.Forward(c, x, k)
+	return s.flow.Forward(c, x)
 }
 
 // admit authorizes the request, checks its body's size and encoding, and

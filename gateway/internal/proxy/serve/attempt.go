@@ -3,7 +3,6 @@ package serve
 import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
-	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/events"
@@ -22,7 +21,7 @@ func statsArm(armName string) events.Arm {
 }
 
 // attempted counts one ended attempt of arm a in the per-arm statistics.
-func (s *Flow) attempted(x *Exchange, k *request.Call, armName string, a *deploy.Arm, m *attempt.Measure) {
+func (s *Flow) attempted(x *Exchange, armName string, a *deploy.Arm, m *attempt.Measure) {
 	outcome := m.Classify()
 	if outcome == events.OutcomeOK && m.Truncated {
 		outcome = events.OutcomeTruncated
@@ -32,14 +31,14 @@ func (s *Flow) attempted(x *Exchange, k *request.Call, armName string, a *deploy
 		toolSteps++
 	}
 	at := stats.Attempt{
-		Arm: statsArm(armName), Stream: k.Stream, Endpoint: k.Endpoint,
+		Arm: statsArm(armName), Stream: x.Stream, Endpoint: x.Endpoint,
 		PromptVersion: a.PromptVersion, PromptHash: a.PromptHash, Fingerprint: a.Fingerprint,
-		LateHeaders:  m.Headers > k.Deployment.Rollout.Timeout,
+		LateHeaders:  m.Headers > x.Deployment.Rollout.Timeout,
 		Outcome:      outcome,
 		PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens,
 		PromptReported: !m.UsageEstimated && m.PromptTokens >= 0,
 		TTFT:           m.TTFT, Output: m.Output, Latency: m.Latency,
 		ToolSteps: toolSteps, RepeatedToolCall: m.RepeatedToolCall,
 	}
-	k.Deployment.Stats.Record(&at)
+	x.Deployment.Stats.Record(&at)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
-	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -24,13 +23,13 @@ import (
 //
 // A client that leaves cancels the upstream request (gray or primary):
 // its connection is watched while the answer is awaited.
-func (s *Flow) Forward(c *fiber.Ctx, x *Exchange, k *request.Call) error {
+func (s *Flow) Forward(c *fiber.Ctx, x *Exchange) error {
 	ctx := s.watcher.Add(&x.watch, c.Context().Conn())
 	defer s.watcher.Remove(&x.watch)
 	var gray *attempt.Measure
 	armName := telemetry.ArmPrimary
-	if k.UseGray {
-		m, served := s.grayBuffered(ctx, c, x, k)
+	if x.UseGray {
+		m, served := s.grayBuffered(ctx, c, x)
 		if served {
 			return nil
 		}
@@ -39,20 +38,20 @@ func (s *Flow) Forward(c *fiber.Ctx, x *Exchange, k *request.Call) error {
 		gray, armName = new(attempt.Measure), telemetry.ArmFallback
 		*gray = m
 	}
-	d := k.Deployment
+	d := x.Deployment
 	sent := time.Now()
 	up := d.Primary.Upstream()
 	resp, err := up.DoEndpoint(ctx, x.EP, up.Timeout, x.ForwardBody(d.Primary), x.SetHeaders)
 	if err != nil {
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
-		s.complete(x, k, armName, d.Primary, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(err), Outcome: attempt.OutcomeOfErr(err), Latency: time.Since(sent)}, gray)
+		e := s.upstreamFailed(x, telemetry.ArmPrimary, err)
+		s.complete(x, armName, d.Primary, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(err), Outcome: attempt.OutcomeOfErr(err), Latency: time.Since(sent)}, gray)
 		return e
 	}
 	defer resp.Close()
-	m, e := s.relayBuffered(c, x, k, armName, d.Primary, resp, sent)
-	s.complete(x, k, armName, d.Primary, m, gray)
-	if k.Shadow && e == nil {
-		s.mirror(x, k, &m)
+	m, e := s.relayBuffered(c, x, armName, d.Primary, resp, sent)
+	s.complete(x, armName, d.Primary, m, gray)
+	if x.Shadow && e == nil {
+		s.mirror(x, &m)
 	}
 	if e != nil {
 		return e
@@ -65,7 +64,7 @@ func (s *Flow) Forward(c *fiber.Ctx, x *Exchange, k *request.Call) error {
 // and 4xx pass through, anything else is a 502, of whose answer only
 // reasonBytes are read. The answer is handed to fasthttp with x
 // (sendAnswer).
-func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, k *request.Call, armName string, a *deploy.Arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
+func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, armName string, a *deploy.Arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
 	m := attempt.Measure{Status: resp.Status, ErrorType: attempt.ErrTypeNone, TTFT: time.Since(sent)}
 	m.Headers = m.TTFT
 	var err error
@@ -76,15 +75,15 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, k *request.Call, armName
 		err = attempt.OverCap("an answer", s.limits.answer)
 	}
 	m.Latency = time.Since(sent)
-	telemetry.TTFT(k.Deployment.Name, armName, k.Stream, m.TTFT)
+	telemetry.TTFT(x.Deployment.Name, armName, x.Stream, m.TTFT)
 	if err != nil {
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
+		e := s.upstreamFailed(x, telemetry.ArmPrimary, err)
 		m.Status, m.ErrorType, m.Outcome = e.Status, attempt.ErrorType(err), attempt.OutcomeOfErr(err)
 		return m, e
 	}
 	switch {
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
-		telemetry.UpstreamError(k.Deployment.Name, attempt.ErrTypeUpstreamStatus)
+		telemetry.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamStatus)
 		m.Status, m.ErrorType, m.Outcome = fiber.StatusBadGateway, attempt.ErrTypeUpstreamStatus, events.OutcomeOfStatus(resp.Status)
 		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d: %s", resp.Status, reason(x.ans))}
@@ -93,12 +92,12 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, k *request.Call, armName
 		m.ErrorType = attempt.ErrTypeCallerBadRequest
 		c.Status(resp.Status)
 		copyAnswerHeaders(c, x, resp)
-		setArmHeaders(c, k, armName, a)
+		setArmHeaders(c, x, armName, a)
 		s.sendAnswer(c, x)
 		return m, nil
 	}
 	if err := x.scanAnswer(x.ans); err != nil {
-		telemetry.UpstreamError(k.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
+		telemetry.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
 		m.Status, m.ErrorType = fiber.StatusBadGateway, attempt.ErrTypeUpstreamInvalidJSON
 		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
@@ -106,17 +105,17 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, k *request.Call, armName
 	x.tally.Reset(x.pair.held) // a held gray failure is judged against this answer
 	x.tally.Add(x.ans, &x.answer)
 	if x.tally.Over != nil {
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, x.tally.Over)
+		e := s.upstreamFailed(x, telemetry.ArmPrimary, x.tally.Over)
 		m.Status, m.ErrorType = e.Status, attempt.ErrorType(x.tally.Over)
 		return m, e
 	}
 	x.tally.Fill(&m, x.Body, &x.Scan)
 	if x.pair.held {
-		s.judgePrimary(x, k, x.ans, &m) // before x.ans is handed to fasthttp
+		s.judgePrimary(x, x.ans, &m) // before x.ans is handed to fasthttp
 	}
 	c.Status(resp.Status)
 	copyAnswerHeaders(c, x, resp)
-	setArmHeaders(c, k, armName, a)
+	setArmHeaders(c, x, armName, a)
 	s.sendAnswer(c, x)
 	return m, nil
 }
@@ -162,18 +161,18 @@ func (s *Flow) sendAnswer(c *fiber.Ctx, x *Exchange) {
 
 // complete records the request's outcome: metrics, and the record for the
 // event log.
-func (s *Flow) complete(x *Exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
-	telemetry.Request(k.Route.Name, k.Deployment.Name, armName, m.Status, time.Since(k.Start))
+func (s *Flow) complete(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
+	telemetry.Request(x.Route.Name, x.Deployment.Name, armName, m.Status, time.Since(x.Start))
 	if gray != nil {
-		telemetry.Fallback(k.Deployment.Name, string(gray.Reason))
-		s.settle(x, k, gray) // primary's answer has ended: the gray failure's outcome is known
+		telemetry.Fallback(x.Deployment.Name, string(gray.Reason))
+		s.settle(x, gray) // primary's answer has ended: the gray failure's outcome is known
 	}
 	if m.PromptTokens > 0 && !m.UsageEstimated {
 		s.router.Estimator().Observe(a.Client.Model, x.Scan.TextBytes, len(x.Body), x.Scan.MessageCount, m.PromptTokens)
 	}
-	s.attempted(x, k, armName, a, &m)
+	s.attempted(x, armName, a, &m)
 	if gray != nil {
-		s.attempted(x, k, telemetry.ArmGray, k.Deployment.Gray, gray)
+		s.attempted(x, telemetry.ArmGray, x.Deployment.Gray, gray)
 	}
 	if s.obs == nil {
 		return
@@ -182,13 +181,13 @@ func (s *Flow) complete(x *Exchange, k *request.Call, armName string, a *deploy.
 	// (Observer), so one per request need not be allocated.
 	r := &x.rec
 	*r = record.Record{
-		RequestID: k.ID, Route: k.Route.Name, Deployment: k.Deployment.Name,
-		Arm: armName, Model: a.Client.Model, Stream: k.Stream, Mirrored: k.Shadow, EstimatedTokens: k.Estimate,
-		MatchedContext: k.Matched, ToolSteps: x.Scan.ToolSteps, Measure: m, Gray: gray,
+		RequestID: x.ID, Route: x.Route.Name, Deployment: x.Deployment.Name,
+		Arm: armName, Model: a.Client.Model, Stream: x.Stream, Mirrored: x.Shadow, EstimatedTokens: x.Estimate,
+		MatchedContext: x.Matched, ToolSteps: x.Scan.ToolSteps, Measure: m, Gray: gray,
 		PromptVersion: a.PromptVersion, PromptHash: a.PromptHash,
 	}
-	if gray != nil && k.Deployment.Gray != nil {
-		r.GrayPromptVersion, r.GrayPromptHash = k.Deployment.Gray.PromptVersion, k.Deployment.Gray.PromptHash
+	if gray != nil && x.Deployment.Gray != nil {
+		r.GrayPromptVersion, r.GrayPromptHash = x.Deployment.Gray.PromptVersion, x.Deployment.Gray.PromptHash
 	}
 	if m.ToolCalls > 0 {
 		r.ToolSteps++
@@ -210,8 +209,8 @@ func copyAnswerHeaders(c *fiber.Ctx, x *Exchange, resp *upstream.Response) {
 }
 
 // upstreamFailed maps an upstream I/O error to 502, 503 or 504.
-func (s *Flow) upstreamFailed(k *request.Call, armName string, err error) *apierr.Error {
-	d := k.Deployment.Name
+func (s *Flow) upstreamFailed(x *Exchange, armName string, err error) *apierr.Error {
+	d := x.Deployment.Name
 	typ := attempt.ErrorType(err)
 	telemetry.UpstreamError(d, typ)
 	if errors.Is(err, upstream.ErrBusy) {

@@ -15,7 +15,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/redact"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
-	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
@@ -189,38 +188,38 @@ func readStream(resp interface {
 // passes the contract it is written to the client and recorded, and
 // served is true; otherwise the failure is sampled and its measure
 // returned for the fallback's record.
-func (s *Flow) grayBuffered(ctx context.Context, c *fiber.Ctx, x *Exchange, k *request.Call) (m attempt.Measure, served bool) {
-	d := k.Deployment
+func (s *Flow) grayBuffered(ctx context.Context, c *fiber.Ctx, x *Exchange) (m attempt.Measure, served bool) {
+	d := x.Deployment
 	m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, false)
 	telemetry.TTFT(d.Name, telemetry.ArmGray, false, m.TTFT)
 	if m.Reason != filter.OK {
-		s.hold(x, k, telemetry.ArmGray, d.Gray, m, errs)
+		s.hold(x, telemetry.ArmGray, d.Gray, m, errs)
 		return m, false
 	}
 	c.Status(m.Status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	x.writeAnswerHeaders(c)
-	setArmHeaders(c, k, telemetry.ArmGray, d.Gray)
-	s.complete(x, k, telemetry.ArmGray, d.Gray, m, nil)
+	setArmHeaders(c, x, telemetry.ArmGray, d.Gray)
+	s.complete(x, telemetry.ArmGray, d.Gray, m, nil)
 	s.sendAnswer(c, x)
 	return m, true
 }
 
 // sample publishes a failed gray payload (x.ans) with its errors at once
 // (a failure that is not paired with primary's answer, hold).
-func (s *Flow) sample(x *Exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
-	smp := s.newSample(x, k, armName, a, m, errs)
+func (s *Flow) sample(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
+	smp := s.newSample(x, armName, a, m, errs)
 	smp.Outcome = m.Classify()
-	s.publishSample(k, &smp)
+	s.publishSample(x, &smp)
 }
 
 // newSample builds the sample of a failed gray payload (x.ans) with its
 // errors; it owns a copy of the payload, cut at gateway.sample_max_bytes.
 // With gateway.redact_samples the payload is redacted here, before it
 // leaves the gateway; the errors were computed on the raw payload.
-func (s *Flow) newSample(x *Exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) record.Sample {
+func (s *Flow) newSample(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) record.Sample {
 	smp := record.Sample{
-		RequestID: k.ID, Deployment: k.Deployment.Name, Arm: armName, Model: a.Client.Model,
+		RequestID: x.ID, Deployment: x.Deployment.Name, Arm: armName, Model: a.Client.Model,
 		Reason: m.Reason, Status: m.Status, Errors: errs, PayloadBytes: len(x.ans),
 		PromptHash: x.PromptHash(), Latency: m.Latency,
 		ArmPromptVersion: a.PromptVersion, ArmPromptHash: a.PromptHash,
@@ -247,8 +246,8 @@ func (s *Flow) fitPayload(raw []byte) (payload []byte, truncated bool) {
 }
 
 // publishSample counts and publishes a sample.
-func (s *Flow) publishSample(k *request.Call, smp *record.Sample) {
-	telemetry.Sampled(k.Deployment.Name, string(smp.Reason))
+func (s *Flow) publishSample(x *Exchange, smp *record.Sample) {
+	telemetry.Sampled(x.Deployment.Name, string(smp.Reason))
 	if s.obs != nil {
 		s.obs.Sampled(smp)
 	}
@@ -269,8 +268,8 @@ func (s *Flow) sampleReason(body []byte) string {
 // more are dropped and counted, never delaying the client. primary is
 // primary's measure (nil when it is not known): a shadow answer that
 // breaks the contract is paired with primary's answer (SPEC §6.2).
-func (s *Flow) mirror(x *Exchange, k *request.Call, primary *attempt.Measure) {
-	d := k.Deployment
+func (s *Flow) mirror(x *Exchange, primary *attempt.Measure) {
+	d := x.Deployment
 	select {
 	case d.ShadowSlots <- struct{}{}:
 	default:
@@ -280,17 +279,17 @@ func (s *Flow) mirror(x *Exchange, k *request.Call, primary *attempt.Measure) {
 	telemetry.Shadow(d.Name, false)
 	y := s.Get()
 	y.Request.CopyFrom(&x.Request)
-	keepForShadow(x, y, primary, k.Stream)
-	kk := *k
+	keepForShadow(x, y, primary, x.Stream)
+	y.Call = x.Call // the shadow copy is recorded with the request's decisions
 	go func() {
 		defer func() { <-d.ShadowSlots }()
 		defer s.Put(y)
-		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.Rollout.Timeout), y, d, kk.Stream)
-		telemetry.TTFT(d.Name, telemetry.ArmShadow, kk.Stream, m.TTFT)
-		if m.Reason != filter.OK && s.hold(y, &kk, telemetry.ArmShadow, d.Gray, m, errs) {
-			s.pairShadow(y, &kk)
-			s.settle(y, &kk, &m)
+		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.Rollout.Timeout), y, d, y.Stream)
+		telemetry.TTFT(d.Name, telemetry.ArmShadow, y.Stream, m.TTFT)
+		if m.Reason != filter.OK && s.hold(y, telemetry.ArmShadow, d.Gray, m, errs) {
+			s.pairShadow(y)
+			s.settle(y, &m)
 		}
-		s.complete(y, &kk, telemetry.ArmShadow, d.Gray, m, nil)
+		s.complete(y, telemetry.ArmShadow, d.Gray, m, nil)
 	}()
 }

@@ -78,16 +78,16 @@ var (
 )
 
 // setArmHeaders adds the response headers that say who served.
-func setArmHeaders(c *fiber.Ctx, k *request.Call, armName string, a *deploy.Arm) {
+func setArmHeaders(c *fiber.Ctx, x *Exchange, armName string, a *deploy.Arm) {
 	h := &c.Response().Header
-	h.SetCanonical(hdrDeployment, []byte(k.Deployment.Name))
+	h.SetCanonical(hdrDeployment, []byte(x.Deployment.Name))
 	h.SetCanonical(hdrArm, []byte(armName))
 	h.SetCanonical(hdrModel, []byte(a.Client.Model))
 	if a.Prompt != nil {
 		h.SetCanonical(hdrPromptVersion, []byte(a.PromptVersion))
 		h.SetCanonical(hdrPromptHash, []byte(a.PromptHeader))
 	}
-	if k.Matched != "" {
-		h.SetCanonical(hdrMatchedContext, []byte(k.Matched))
+	if x.Matched != "" {
+		h.SetCanonical(hdrMatchedContext, []byte(x.Matched))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
-	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -77,12 +76,12 @@ func pairs(x *Exchange, m *attempt.Measure) bool {
 // hold builds the sample of a failed attempt and keeps it in x until
 // primary's answer is known (settle), when the failure pairs; otherwise
 // it publishes it now. It reports whether it held it.
-func (s *Flow) hold(x *Exchange, k *request.Call, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) bool {
+func (s *Flow) hold(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) bool {
 	if !pairs(x, &m) {
-		s.sample(x, k, armName, a, m, errs)
+		s.sample(x, armName, a, m, errs)
 		return false
 	}
-	x.pair.smp = s.newSample(x, k, armName, a, m, errs)
+	x.pair.smp = s.newSample(x, armName, a, m, errs)
 	x.pair.held = true
 	x.pair.capture = true
 	return true
@@ -92,13 +91,13 @@ func (s *Flow) hold(x *Exchange, k *request.Call, armName string, a *deploy.Arm,
 // the held attempt failed: body is the answer (nil for a stream, whose
 // contents x.tally assembled while relaying, capture). Only when a
 // failure is held.
-func (s *Flow) judgePrimary(x *Exchange, k *request.Call, body []byte, m *attempt.Measure) {
+func (s *Flow) judgePrimary(x *Exchange, body []byte, m *attempt.Measure) {
 	if !x.pair.held || m.ErrorType != attempt.ErrTypeNone || m.Status < 200 || m.Status >= 300 || !x.tally.KeepContent {
 		return
 	}
 	p := &x.pair
 	p.judged = true
-	p.broke, p.errs = judge(k.Deployment.FilterFor(x.EP), body, x.tally.Contents, m.Truncated)
+	p.broke, p.errs = judge(x.Deployment.FilterFor(x.EP), body, x.tally.Contents, m.Truncated)
 	if body != nil {
 		p.raw = append(p.raw[:0], body...)
 		p.rawBytes = len(body)
@@ -136,7 +135,7 @@ func (s *Flow) keepRaw(p *pairing, b []byte) {
 // schema_violation_both when primary's answer was judged and broke,
 // and keeps its own outcome otherwise; its sample is published with
 // that outcome (and primary's answer beside it for both).
-func (s *Flow) settle(x *Exchange, k *request.Call, m *attempt.Measure) {
+func (s *Flow) settle(x *Exchange, m *attempt.Measure) {
 	p := &x.pair
 	if !p.held {
 		return
@@ -150,7 +149,7 @@ func (s *Flow) settle(x *Exchange, k *request.Call, m *attempt.Measure) {
 		smp.PrimaryPayloadBytes = p.rawBytes
 	}
 	smp.Outcome = m.Classify()
-	s.publishSample(k, smp)
+	s.publishSample(x, smp)
 	p.reset()
 }
 
@@ -190,12 +189,12 @@ func keepForShadow(x, y *Exchange, m *attempt.Measure, stream bool) {
 // pairShadow judges the copy of primary's answer keepForShadow made,
 // after the shadow attempt failed and its sample was held (the shadow's
 // answer is no longer needed in y.ans and y.tally).
-func (s *Flow) pairShadow(y *Exchange, k *request.Call) {
+func (s *Flow) pairShadow(y *Exchange) {
 	p := &y.pair
 	if !p.primaryOK || !p.held {
 		return
 	}
-	f := k.Deployment.FilterFor(y.EP)
+	f := y.Deployment.FilterFor(y.EP)
 	if p.whole {
 		if y.scanAnswer(p.body) != nil {
 			return // not a JSON object: primary failed some other way

@@ -8,7 +8,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
-	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -75,16 +74,16 @@ func (x *Exchange) streamFailed() (failed, relayed bool) {
 // endFailedStream records in m a Responses API stream that ended without
 // its response, and, unless the upstream's failure event was relayed,
 // ends the client's stream with the typed error event.
-func (s *Flow) endFailedStream(r *relay.Relay, x *Exchange, k *request.Call, armName string, m *attempt.Measure, relayed bool) {
-	telemetry.UpstreamError(k.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
+func (s *Flow) endFailedStream(r *relay.Relay, x *Exchange, armName string, m *attempt.Measure, relayed bool) {
+	telemetry.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
 	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
 	if relayed {
 		m.ErrorType = attempt.ErrTypeUpstreamStatus
 		return
 	}
 	m.ErrorType = attempt.ErrTypeUpstreamInvalidJSON
-	s.failStream(r, x, k, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
-		Msg: armName + " of deployment " + k.Deployment.Name + " ended its response stream without response.completed"})
+	s.failStream(r, x, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
+		Msg: armName + " of deployment " + x.Deployment.Name + " ended its response stream without response.completed"})
 }
 
 // typedError is the Responses API's stream error event (SPEC §3).
@@ -100,9 +99,9 @@ type typedError struct {
 // event e, and logs it at warn when it is a 5xx, as the error handler logs
 // a 5xx answered before the headers: a stream failure is a failed
 // request, not a quiet one.
-func (s *Flow) failStream(r *relay.Relay, x *Exchange, k *request.Call, e *apierr.Error) {
+func (s *Flow) failStream(r *relay.Relay, x *Exchange, e *apierr.Error) {
 	if e.Status >= 500 {
-		s.log.Warn("stream failed after its headers", "deployment", k.Deployment.Name,
+		s.log.Warn("stream failed after its headers", "deployment", x.Deployment.Name,
 			"status", e.Status, "code", e.Code, "err", e.Error())
 	}
 	x.writeErrorEvent(r, e)

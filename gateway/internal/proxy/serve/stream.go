@@ -13,7 +13,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
-	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
@@ -43,18 +42,18 @@ type source struct {
 // the gateway commits to an SSE answer, writes keep-alives while it waits,
 // and reports a later failure as an error event. The exchange x belongs
 // to this call from here on.
-func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange, k *request.Call) error {
+func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan source, 1)
 	v := &verdict{decided: make(chan struct{}), armName: telemetry.ArmPrimary}
-	go func() { done <- s.openStream(ctx, x, k, v) }()
+	go func() { done <- s.openStream(ctx, x, v) }()
 	<-v.decided
 	timer := time.NewTimer(relay.KeepAliveEvery)
 	var src *source
 	select {
 	case got := <-done:
 		timer.Stop()
-		if e := s.notAStream(c, x, k, &got); e != nil || got.resp == nil && !got.replay {
+		if e := s.notAStream(c, x, &got); e != nil || got.resp == nil && !got.replay {
 			cancel()
 			s.Release(x)
 			return e
@@ -71,14 +70,14 @@ func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange, k *request.Call) error {
 			x.keepAnswerHeaders(src.resp.Header)
 		}
 		x.writeAnswerHeaders(c)
-		setArmHeaders(c, k, src.armName, src.arm)
+		setArmHeaders(c, x, src.armName, src.arm)
 	} else {
 		// Committed before primary's headers arrived; the gray verdict
 		// is known, so primary serves: name it (fallback after gray).
-		setArmHeaders(c, k, v.armName, k.Deployment.Primary)
+		setArmHeaders(c, x, v.armName, x.Deployment.Primary)
 	}
 	telemetry.Started()
-	b := &sseBody{s: s, x: x, k: k, src: src, done: done, conn: c.Context().Conn(), cancel: cancel}
+	b := &sseBody{s: s, x: x, src: src, done: done, conn: c.Context().Conn(), cancel: cancel}
 	c.Context().Response.SetBodyStream(b, -1)
 	return nil
 }
@@ -96,7 +95,6 @@ func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange, k *request.Call) error {
 type sseBody struct {
 	s      *Flow
 	x      *Exchange
-	k      *request.Call
 	src    *source       // known before the headers, or nil
 	done   <-chan source // the source, when src is nil
 	conn   net.Conn      // the client's connection
@@ -113,7 +111,7 @@ func (b *sseBody) WriteTo(w io.Writer) (int64, error) {
 		return 0, nil
 	}
 	b.ran = true
-	s, x, k := b.s, b.x, b.k
+	s, x := b.s, b.x
 	defer telemetry.Finished()
 	defer s.Put(x)
 	defer b.cancel()
@@ -124,11 +122,11 @@ func (b *sseBody) WriteTo(w io.Writer) (int64, error) {
 	defer r.Close()
 	src := b.src
 	if src == nil {
-		if src = s.awaitSource(r, x, k, b.done); src == nil {
+		if src = s.awaitSource(r, x, b.done); src == nil {
 			return r.Sent(), nil
 		}
 	}
-	s.writeStream(r, x, k, src)
+	s.writeStream(r, x, src)
 	return r.Sent(), nil
 }
 
@@ -148,9 +146,9 @@ func (b *sseBody) Close() error {
 	b.ran = true
 	b.cancel()
 	if b.src != nil {
-		b.s.abandon(b.x, b.k, *b.src)
+		b.s.abandon(b.x, *b.src)
 	} else {
-		b.s.abandon(b.x, b.k, <-b.done)
+		b.s.abandon(b.x, <-b.done)
 	}
 	b.s.Put(b.x)
 	telemetry.Finished()
@@ -169,8 +167,8 @@ type verdict struct {
 // passed the contract (buffer mode), a live gray stream (observe mode),
 // or primary's stream. It closes v.decided once gray's verdict is known
 // (at once without a gray attempt).
-func (s *Flow) openStream(ctx context.Context, x *Exchange, k *request.Call, v *verdict) (src source) {
-	d := k.Deployment
+func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src source) {
+	d := x.Deployment
 	var gray *attempt.Measure
 	armName := telemetry.ArmPrimary
 	closed := false
@@ -182,7 +180,7 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, k *request.Call, v *
 		}
 	}
 	defer decide()
-	if k.UseGray {
+	if x.UseGray {
 		if d.Rollout.StreamValidation == config.StreamObserve {
 			sent := time.Now()
 			resp, err := d.Gray.Upstream().DoEndpoint(ctx, x.EP, d.Rollout.Timeout, x.ForwardBody(d.Gray), x.SetHeaders)
@@ -200,7 +198,7 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, k *request.Call, v *
 					Outcome: attempt.NotAStream(resp.Status), Latency: time.Since(sent)}
 				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
 			}
-			s.sample(x, k, telemetry.ArmGray, d.Gray, m, errs)
+			s.sample(x, telemetry.ArmGray, d.Gray, m, errs)
 			gray, armName = &m, telemetry.ArmFallback
 		} else {
 			m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, true)
@@ -208,7 +206,7 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, k *request.Call, v *
 			if m.Reason == filter.OK {
 				return source{replay: true, arm: d.Gray, armName: telemetry.ArmGray, grayM: m}
 			}
-			s.hold(x, k, telemetry.ArmGray, d.Gray, m, errs)
+			s.hold(x, telemetry.ArmGray, d.Gray, m, errs)
 			gray, armName = &m, telemetry.ArmFallback
 		}
 	}
@@ -223,18 +221,18 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, k *request.Call, v *
 // sent: a failure keeps its status (a 4xx passes through, the rest is
 // 502/504), and a non-SSE answer is relayed as a buffered one. It returns
 // nil with src.resp still set when src is a stream to relay.
-func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, k *request.Call, src *source) error {
+func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, src *source) error {
 	switch {
 	case src.err != nil:
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
-		s.complete(x, k, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(src.err), Outcome: attempt.OutcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
+		e := s.upstreamFailed(x, telemetry.ArmPrimary, src.err)
+		s.complete(x, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(src.err), Outcome: attempt.OutcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
 		return e
 	case src.replay:
 		return nil
 	case src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream():
 		defer src.resp.Close()
-		m, e := s.relayBuffered(c, x, k, src.armName, src.arm, src.resp, src.sent)
-		s.complete(x, k, src.armName, src.arm, m, src.gray)
+		m, e := s.relayBuffered(c, x, src.armName, src.arm, src.resp, src.sent)
+		s.complete(x, src.armName, src.arm, m, src.gray)
 		src.resp = nil
 		if e != nil {
 			return e
@@ -247,18 +245,18 @@ func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, k *request.Call, src *sourc
 // awaitSource waits until the source is known, while the relay writes
 // keep-alives. It returns nil after writing an error event, or when the
 // client went away.
-func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, k *request.Call, done <-chan source) *source {
+func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, done <-chan source) *source {
 	// The headers and a first keep-alive: the client has waited a second.
 	if r.Send(relay.KeepAliveComment) != nil {
-		s.abandon(x, k, <-done) // the relay cancelled the request
+		s.abandon(x, <-done) // the relay cancelled the request
 		return nil
 	}
 	src := <-done
 	x.tally.Seq = 0 // nothing relayed yet: an error event is the stream's first
 	if src.err != nil {
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
-		s.failStream(r, x, k, e)
-		s.complete(x, k, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(src.err), Outcome: attempt.OutcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
+		e := s.upstreamFailed(x, telemetry.ArmPrimary, src.err)
+		s.failStream(r, x, e)
+		s.complete(x, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(src.err), Outcome: attempt.OutcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
 		return nil
 	}
 	if !src.replay && (src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream()) {
@@ -267,8 +265,8 @@ func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, k *request.Call, done <-
 		src.resp.Close()
 		e := &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: "primary answered " + itoa(st) + ": " + reason(body)}
-		s.failStream(r, x, k, e)
-		s.complete(x, k, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
+		s.failStream(r, x, e)
+		s.complete(x, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
 		return nil
 	}
 	return &src
@@ -277,18 +275,18 @@ func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, k *request.Call, done <-
 // abandon closes a source the client left before it was known, and
 // counts its attempts: a gray answer that had passed, a gray failure, and
 // primary's attempt, cancelled.
-func (s *Flow) abandon(x *Exchange, k *request.Call, src source) {
+func (s *Flow) abandon(x *Exchange, src source) {
 	closeSource(src)
 	switch {
 	case src.replay:
-		s.attempted(x, k, src.armName, src.arm, &src.grayM)
+		s.attempted(x, src.armName, src.arm, &src.grayM)
 		return
 	case src.gray != nil:
-		s.settle(x, k, src.gray)
-		s.attempted(x, k, telemetry.ArmGray, k.Deployment.Gray, src.gray)
+		s.settle(x, src.gray)
+		s.attempted(x, telemetry.ArmGray, x.Deployment.Gray, src.gray)
 	}
 	m := attempt.Measure{ErrorType: attempt.ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: time.Since(src.sent)}
-	s.attempted(x, k, src.armName, src.arm, &m)
+	s.attempted(x, src.armName, src.arm, &m)
 }
 
 func closeSource(src source) {
@@ -298,8 +296,8 @@ func closeSource(src source) {
 }
 
 // writeStream relays the source to the client and records the request.
-func (s *Flow) writeStream(r *relay.Relay, x *Exchange, k *request.Call, src *source) {
-	d := k.Deployment
+func (s *Flow) writeStream(r *relay.Relay, x *Exchange, src *source) {
+	d := x.Deployment
 	if src.replay {
 		ok := relay.Replay(r, x.ans, !x.Scan.IncludeUsage && x.EP != upstream.Responses)
 		m := src.grayM
@@ -308,32 +306,32 @@ func (s *Flow) writeStream(r *relay.Relay, x *Exchange, k *request.Call, src *so
 			// ended, and ended well.
 			m.ErrorType, m.Outcome = attempt.ErrTypeCallerCancelled, events.OutcomeOK
 		}
-		s.complete(x, k, telemetry.ArmGray, d.Gray, m, nil)
-		s.mirrorIf(x, k, nil)
+		s.complete(x, telemetry.ArmGray, d.Gray, m, nil)
+		s.mirrorIf(x, nil)
 		return
 	}
 	defer src.resp.Close()
 	// Observe mode validates gray's stream afterwards; a held gray
 	// failure, or a shadow copy to come, is paired with this one.
-	capture := !src.observe && (x.pair.held || k.Shadow)
+	capture := !src.observe && (x.pair.held || x.Shadow)
 	x.pair.capture = capture
 	x.tally.Reset(src.observe || capture)
-	m := s.pipe(r, x, k, src)
+	m := s.pipe(r, x, src)
 	if src.observe && m.ErrorType == attempt.ErrTypeNone {
 		if r, errs := m.Judge(d.FilterFor(x.EP), nil, x.tally.Contents); r != filter.OK {
 			// Too late to fall back: the client has the answer. Keep
 			// the evidence.
 			x.ans = append(x.ans[:0], x.tally.Raw...)
-			s.sample(x, k, telemetry.ArmGray, d.Gray, m, errs)
+			s.sample(x, telemetry.ArmGray, d.Gray, m, errs)
 		}
 	}
-	s.complete(x, k, src.armName, src.arm, m, src.gray)
-	s.mirrorIf(x, k, &m)
+	s.complete(x, src.armName, src.arm, m, src.gray)
+	s.mirrorIf(x, &m)
 }
 
-func (s *Flow) mirrorIf(x *Exchange, k *request.Call, primary *attempt.Measure) {
-	if k.Shadow {
-		s.mirror(x, k, primary)
+func (s *Flow) mirrorIf(x *Exchange, primary *attempt.Measure) {
+	if x.Shadow {
+		s.mirror(x, primary)
 	}
 }
 
@@ -343,7 +341,7 @@ func (s *Flow) mirrorIf(x *Exchange, k *request.Call, primary *attempt.Measure) 
 // answer into x.tally. It holds at most one event (max_sse_event_bytes)
 // and, in observe mode, the answer so far (max_buffered_answer_bytes):
 // a cap reached ends the stream with an upstream_error event.
-func (s *Flow) pipe(r *relay.Relay, x *Exchange, k *request.Call, src *source) attempt.Measure {
+func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) attempt.Measure {
 	m := attempt.Measure{Status: src.resp.Status, ErrorType: attempt.ErrTypeNone, Headers: src.headers}
 	buf := x.ans[:0]
 	if cap(buf) < streamReadBytes {
@@ -399,7 +397,7 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, k *request.Call, src *source) a
 				x.pair.capture, x.tally.KeepContent = false, false
 			}
 			if first && m.Output {
-				telemetry.TTFT(k.Deployment.Name, src.armName, true, m.TTFT)
+				telemetry.TTFT(x.Deployment.Name, src.armName, true, m.TTFT)
 			}
 			if strip && kind == eventUsageOnly {
 				werr = r.Write(buf[run:at])
@@ -419,9 +417,9 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, k *request.Call, src *source) a
 				r.Write(buf[run:]) // with an unterminated last event, as sent
 				r.Unlock()
 				if failed, relayed := x.streamFailed(); failed {
-					s.endFailedStream(r, x, k, src.armName, &m, relayed)
+					s.endFailedStream(r, x, src.armName, &m, relayed)
 				} else if x.pair.held {
-					s.judgePrimary(x, k, nil, &m)
+					s.judgePrimary(x, nil, &m)
 				}
 				return m
 			}
@@ -432,8 +430,8 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, k *request.Call, src *source) a
 				return m
 			}
 			src.resp.Abort() // a cap reached: stop the upstream
-			e := s.upstreamFailed(k, src.armName, rerr)
-			s.failStream(r, x, k, e)
+			e := s.upstreamFailed(x, src.armName, rerr)
+			s.failStream(r, x, e)
 			m.Status, m.ErrorType, m.Outcome = e.Status, attempt.ErrorType(rerr), attempt.OutcomeOfErr(rerr)
 			return m
 		}
