@@ -9,6 +9,15 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// authorize checks the client bearer token when client tokens are set.
+func (s *Server) authorize(c *fiber.Ctx) (clientAuth, error) {
+	a := s.authenticate(&c.Request().Header)
+	if !a.ok {
+		return a, errUnauthorized
+	}
+	return a, nil
+}
+
 // clientAuth is the outcome of checking a client request's token.
 type clientAuth struct {
 	ok    bool // may use /v1/*

@@ -42,12 +42,11 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 	// of its own for it.
 	x := s.flow.Get()
 	x.Call = request.Call{Start: time.Now(), ID: request.ID(c), Endpoint: name}
-	k := &x.Call
-	if err := s.admit(c, x, k, ep); err != nil {
+	if err := s.admit(c, x, ep); err != nil {
 		s.flow.Put(x)
 		return err
 	}
-	if k.Stream {
+	if x.Stream {
 		// The exchange now belongs to the stream, which returns it.
 		return s.flow.ForwardStream(c, x)
 	}
@@ -60,13 +59,13 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 
 // admit authorizes the request, checks its body's size and encoding, and
 // prepares it (request.Intake.Prepare).
-func (s *Server) admit(c *fiber.Ctx, x *serve.Exchange, k *request.Call, ep upstream.Endpoint) error {
-	c.Response().Header.SetCanonical(request.HeaderRequestID, []byte(k.ID))
+func (s *Server) admit(c *fiber.Ctx, x *serve.Exchange, ep upstream.Endpoint) error {
+	c.Response().Header.SetCanonical(request.HeaderRequestID, []byte(x.ID))
 	auth, err := s.authorize(c) // before the body: see clientHeaderReceived
 	if err != nil {
 		return err
 	}
-	k.Force, k.Token = auth.force, auth.token
+	x.Force, x.Token = auth.force, auth.token
 	if len(c.Request().Body()) > int(s.cfg.Gateway.MaxBodyBytes) {
 		return fiber.ErrRequestEntityTooLarge
 	}

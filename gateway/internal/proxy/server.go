@@ -1,13 +1,14 @@
-// Package proxy is the gateway's HTTP face: the client listener that proxies
-// OpenAI chat completions to the fleet, and the admin listener with
-// metrics, health and rollout control.
+// Package proxy is the gateway's HTTP face: the client listener that
+// proxies OpenAI requests to the fleet and the admin listener (package
+// admin), with their auth, listeners and wiring.
 //
-// A request flows through chat.go: one scan of the body (package scan), the
-// policy checks that read that scan, the choice of a deployment and arm,
-// and the forwarding of the edited body to an upstream (package upstream),
-// buffered (forward.go) or streamed (stream.go). Errors from every step are
-// returned to fiber and turned into the OpenAI envelope in one place
-// (errors.go).
+// A request reads top-down through the rooms below: its handler here
+// (chat.go) admits it, package request prepares it (one scan, route,
+// contract, bands, tool steps, arm) into a Request, package serve sends
+// its attempts (package attempt measures them) to the upstream of an arm
+// of package deploy, buffered or streamed through package relay, and
+// package record tells what happened. Errors from every step become the
+// OpenAI envelope in one place (package apierr).
 package proxy
 
 import (
@@ -348,13 +349,4 @@ func (s *Server) models(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(s.modelsBody)
-}
-
-// authorize checks the client bearer token when client tokens are set.
-func (s *Server) authorize(c *fiber.Ctx) (clientAuth, error) {
-	a := s.authenticate(&c.Request().Header)
-	if !a.ok {
-		return a, errUnauthorized
-	}
-	return a, nil
 }
