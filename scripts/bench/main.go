@@ -40,6 +40,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/repo"
 )
 
 func main() {
@@ -217,7 +219,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	started := time.Now()
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
@@ -641,23 +643,6 @@ func redact(raw string) string {
 		return "<unparsable URL>"
 	}
 	return u.Redacted()
-}
-
-// repoRoot walks up from the working directory to graygate's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/graygate/graygate") {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no graygate go.mod in %s or its parents", dir)
-		}
-	}
 }
 
 // replot prints the report of a results JSON a run wrote and draws its
