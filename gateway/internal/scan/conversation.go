@@ -17,33 +17,15 @@ func (s *scanner) object(depth int, member func(key Span) error) error {
 		return nil
 	}
 	for {
-		if s.peek() != '"' {
-			return s.fail("expected a string key")
-		}
-		k := s.i
-		if err := s.skipString(nil); err != nil {
+		key, err := s.memberKey()
+		if err != nil {
 			return err
 		}
-		key := Span{k, s.i}
-		s.ws()
-		if s.peek() != ':' {
-			return s.fail("expected ':' after a key")
-		}
-		s.i++
-		s.ws()
 		if err := member(key); err != nil {
 			return err
 		}
-		s.ws()
-		switch s.peek() {
-		case ',':
-			s.i++
-			s.ws()
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.fail("expected ',' or '}' after an object member")
+		if more, err := s.next('}', "expected ',' or '}' after an object member"); !more {
+			return err
 		}
 	}
 }
@@ -64,16 +46,8 @@ func (s *scanner) array(depth int, elem func() error) error {
 		if err := elem(); err != nil {
 			return err
 		}
-		s.ws()
-		switch s.peek() {
-		case ',':
-			s.i++
-			s.ws()
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.fail("expected ',' or ']' after an array element")
+		if more, err := s.next(']', "expected ',' or ']' after an array element"); !more {
+			return err
 		}
 	}
 }
