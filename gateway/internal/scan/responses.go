@@ -263,12 +263,7 @@ func (s *scanner) outputItem(a *Answer, depth int, texts bool) (call ToolCall, i
 			})
 		}
 		_, err := s.value(depth, nil)
-		switch {
-		case s.keyIs(key, "name"):
-			call.Name = Span{start, s.i}
-		case s.keyIs(key, "arguments"):
-			call.Arguments = Span{start, s.i}
-		}
+		s.functionMember(&call, key, Span{start, s.i})
 		return err
 	})
 	return call, isCall, err
