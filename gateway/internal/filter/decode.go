@@ -138,20 +138,28 @@ func (d *document) array(at, depth int) bool {
 			return false
 		}
 		d.nodes[at].len = n
-		d.ws()
-		if d.i >= len(d.b) {
-			return false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return true
-		default:
-			return false
+		if more, ok := d.next(']'); !more {
+			return ok
 		}
 	}
+}
+
+// next reads what follows a member or an element: a ',' (more is true) or
+// closer, which it steps past (ok is true). Anything else fails.
+func (d *document) next(closer byte) (more, ok bool) {
+	d.ws()
+	if d.i >= len(d.b) {
+		return false, false
+	}
+	switch d.b[d.i] {
+	case ',':
+		d.i++
+		return true, true
+	case closer:
+		d.i++
+		return false, true
+	}
+	return false, false
 }
 
 func (d *document) object(at, depth int) bool {
@@ -180,18 +188,8 @@ func (d *document) object(at, depth int) bool {
 			return false
 		}
 		d.nodes[at].len = n
-		d.ws()
-		if d.i >= len(d.b) {
-			return false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return !d.duplicateKeys(at)
-		default:
-			return false
+		if more, ok := d.next('}'); !more {
+			return ok && !d.duplicateKeys(at)
 		}
 	}
 }
