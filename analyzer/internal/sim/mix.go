@@ -47,37 +47,30 @@ func (m *mix) pick(r *rand.Rand) int {
 
 func (m *mix) draw(r *rand.Rand) float64 { return m.d[m.pick(r)].draw(r) }
 
-func (m *mix) cdf(x float64) float64 {
+// weighted is the mixture's mean of f over its components.
+func (m *mix) weighted(f func(Lognormal) float64) float64 {
 	var s float64
 	for i, d := range m.d {
-		s += m.w[i] * d.CDF(x)
+		s += m.w[i] * f(d)
 	}
 	return s
 }
 
+func (m *mix) cdf(x float64) float64 {
+	return m.weighted(func(d Lognormal) float64 { return d.CDF(x) })
+}
+
 func (m *mix) survival(x float64) float64 {
-	var s float64
-	for i, d := range m.d {
-		s += m.w[i] * d.Survival(x)
-	}
-	return s
+	return m.weighted(func(d Lognormal) float64 { return d.Survival(x) })
 }
 
 // partial returns E[X^k; X ≤ x].
 func (m *mix) partial(k, x float64) float64 {
-	var s float64
-	for i, d := range m.d {
-		s += m.w[i] * d.partial(k, x)
-	}
-	return s
+	return m.weighted(func(d Lognormal) float64 { return d.partial(k, x) })
 }
 
 func (m *mix) moment(k float64) float64 {
-	var s float64
-	for i, d := range m.d {
-		s += m.w[i] * d.moment(k)
-	}
-	return s
+	return m.weighted(func(d Lognormal) float64 { return d.moment(k) })
 }
 
 // quantile returns the q-quantile, by bisection on the log scale.
