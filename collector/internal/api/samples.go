@@ -1,11 +1,10 @@
 package api
 
 import (
-	"strings"
-
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/graygate/graygate/collector/internal/params"
 	"github.com/graygate/graygate/collector/internal/store"
 )
 
@@ -27,31 +26,7 @@ func newList[T any](data []T, next string) list[T] {
 
 // query reads the query string, refusing unknown and repeated parameters.
 func query(c *fiber.Ctx, allowed ...string) (map[string]string, error) {
-	q := map[string]string{}
-	var err error
-	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
-		key := string(k)
-		switch {
-		case err != nil:
-		case !contains(allowed, key):
-			err = badParam(key, "unknown parameter (known: "+strings.Join(allowed, ", ")+")")
-		default:
-			if _, dup := q[key]; dup {
-				err = badParam(key, "given more than once")
-			}
-			q[key] = string(v)
-		}
-	})
-	return q, err
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return params.Read(c, allowed, func(param, msg string) error { return badParam(param, msg) })
 }
 
 // listSamples is GET /v1/samples.
