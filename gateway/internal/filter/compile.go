@@ -375,17 +375,29 @@ func boolean(v any) (bool, error) {
 }
 
 func stringList(v any) ([]string, error) {
+	return listOf(v, func(e any) (string, error) {
+		s, ok := e.(string)
+		if !ok {
+			return "", fmt.Errorf("%w: %v is not a string", errUnsupported, e)
+		}
+		return s, nil
+	})
+}
+
+// listOf reads the array v, each element with read; an element's error
+// is prefixed with its index.
+func listOf[T any](v any, read func(any) (T, error)) ([]T, error) {
 	list, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("%w: %v is not an array", errUnsupported, v)
 	}
-	out := make([]string, 0, len(list))
-	for _, e := range list {
-		s, ok := e.(string)
-		if !ok {
-			return nil, fmt.Errorf("%w: %v is not a string", errUnsupported, e)
+	out := make([]T, 0, len(list))
+	for i, e := range list {
+		x, err := read(e)
+		if err != nil {
+			return nil, fmt.Errorf("%d: %w", i, err)
 		}
-		out = append(out, s)
+		out = append(out, x)
 	}
 	return out, nil
 }
@@ -404,21 +416,7 @@ func (c *compiler) boolOrSchema(v any) (never bool, s *schema, err error) {
 	return false, s, err
 }
 
-func (c *compiler) schemaList(v any) ([]*schema, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: %v is not an array", errUnsupported, v)
-	}
-	out := make([]*schema, 0, len(list))
-	for i, e := range list {
-		s, err := c.schema(e)
-		if err != nil {
-			return nil, fmt.Errorf("%d: %w", i, err)
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
+func (c *compiler) schemaList(v any) ([]*schema, error) { return listOf(v, c.schema) }
 
 func (c *compiler) schemaMap(v any) (map[string]*schema, error) {
 	m, ok := v.(map[string]any)
@@ -452,21 +450,7 @@ func (c *compiler) patternSchemas(v any) ([]patternSchema, error) {
 	return out, nil
 }
 
-func literals(v any) ([]literal, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: %v is not an array", errUnsupported, v)
-	}
-	out := make([]literal, 0, len(list))
-	for _, e := range list {
-		l, err := toLiteral(e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, nil
-}
+func literals(v any) ([]literal, error) { return listOf(v, toLiteral) }
 
 func toLiteral(v any) (literal, error) {
 	switch v := v.(type) {
