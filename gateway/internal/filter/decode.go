@@ -127,10 +127,7 @@ func (d *document) literal(at int) bool {
 
 func (d *document) array(at, depth int) bool {
 	d.nodes[at].kind = kindArray
-	d.i++
-	d.ws()
-	if d.i < len(d.b) && d.b[d.i] == ']' {
-		d.i++
+	if d.open(']') {
 		return true
 	}
 	for n := 1; ; n++ {
@@ -142,6 +139,18 @@ func (d *document) array(at, depth int) bool {
 			return ok
 		}
 	}
+}
+
+// open steps past the bracket at d.i and reports whether closer follows
+// it at once (an empty container, which it steps past too).
+func (d *document) open(closer byte) bool {
+	d.i++
+	d.ws()
+	if d.i < len(d.b) && d.b[d.i] == closer {
+		d.i++
+		return true
+	}
+	return false
 }
 
 // next reads what follows a member or an element: a ',' (more is true) or
@@ -164,10 +173,7 @@ func (d *document) next(closer byte) (more, ok bool) {
 
 func (d *document) object(at, depth int) bool {
 	d.nodes[at].kind = kindObject
-	d.i++
-	d.ws()
-	if d.i < len(d.b) && d.b[d.i] == '}' {
-		d.i++
+	if d.open('}') {
 		return true
 	}
 	for n := 1; ; n++ {

@@ -7,14 +7,8 @@ package scan
 // object reads the object at s.i, calling member for each key with the
 // key's span; member must consume the value. depth is the object's own.
 func (s *scanner) object(depth int, member func(key Span) error) error {
-	if depth > MaxDepth {
-		return ErrTooDeep
-	}
-	s.i++ // '{'
-	s.ws()
-	if s.peek() == '}' {
-		s.i++
-		return nil
+	if empty, err := s.open(depth, '}'); empty || err != nil {
+		return err
 	}
 	for {
 		key, err := s.memberKey()
@@ -33,14 +27,8 @@ func (s *scanner) object(depth int, member func(key Span) error) error {
 // array reads the array at s.i, calling elem for each element; elem must
 // consume the element. depth is the array's own.
 func (s *scanner) array(depth int, elem func() error) error {
-	if depth > MaxDepth {
-		return ErrTooDeep
-	}
-	s.i++ // '['
-	s.ws()
-	if s.peek() == ']' {
-		s.i++
-		return nil
+	if empty, err := s.open(depth, ']'); empty || err != nil {
+		return err
 	}
 	for {
 		if err := elem(); err != nil {

@@ -298,14 +298,8 @@ func (s *scanner) value(depth int, textBytes *int64) (Kind, error) {
 
 // container skips an object or array whose opening bracket is at s.i.
 func (s *scanner) container(depth int, closer byte) error {
-	if depth > MaxDepth {
-		return ErrTooDeep
-	}
-	s.i++
-	s.ws()
-	if s.peek() == closer {
-		s.i++
-		return nil
+	if empty, err := s.open(depth, closer); empty || err != nil {
+		return err
 	}
 	for {
 		if closer == '}' {
@@ -320,6 +314,22 @@ func (s *scanner) container(depth int, closer byte) error {
 			return err
 		}
 	}
+}
+
+// open steps past the bracket at s.i of a container nested depth deep,
+// and reports whether closer follows at once (an empty container, which it
+// steps past too).
+func (s *scanner) open(depth int, closer byte) (empty bool, err error) {
+	if depth > MaxDepth {
+		return false, ErrTooDeep
+	}
+	s.i++
+	s.ws()
+	if s.peek() == closer {
+		s.i++
+		return true, nil
+	}
+	return false, nil
 }
 
 // memberKey reads an object member's key, the ':' after it and the white
@@ -378,37 +388,25 @@ func (s *scanner) number() error {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i, _ = digits(b, i)
 	default:
 		s.i = i
 		return s.fail("invalid number")
 	}
+	ok := true
 	if i < len(b) && b[i] == '.' {
-		i++
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
-			s.i = i
-			return s.fail("invalid number")
-		}
+		i, ok = digits(b, i+1)
 	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+	if ok && i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
-			s.i = i
-			return s.fail("invalid number")
-		}
+		i, ok = digits(b, i)
+	}
+	if !ok {
+		s.i = i
+		return s.fail("invalid number")
 	}
 	s.i = i
 	// A number must be followed by a delimiter, so that "01" or "1_0"
@@ -421,6 +419,16 @@ func (s *scanner) number() error {
 		}
 	}
 	return nil
+}
+
+// digits returns the end of the run of decimal digits at b[i:], and
+// whether the run is not empty.
+func digits(b []byte, i int) (end int, ok bool) {
+	start := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i, i > start
 }
 
 // skipString skips the string literal at s.i. When textBytes is not nil,
