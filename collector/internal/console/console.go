@@ -126,10 +126,14 @@ func (s *Console) Register(app *fiber.App) {
 	}
 }
 
-// handle runs h and renders its error as an HTML page.
+// handle runs h, its database work bounded by requestTimeout (through
+// c.UserContext), and renders its error as an HTML page.
 func (s *Console) handle(h func(*fiber.Ctx) error) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderCacheControl, "no-store")
+		ctx, cancel := context.WithTimeout(c.UserContext(), requestTimeout)
+		defer cancel()
+		c.SetUserContext(ctx)
 		if err := h(c); err != nil {
 			return s.fail(c, err)
 		}
@@ -230,10 +234,6 @@ func (s *Console) render(c *fiber.Ctx, status int, name string, data any) error 
 func onlyParams(c *fiber.Ctx, allowed ...string) error {
 	_, err := params.Read(c, allowed, badParam)
 	return err
-}
-
-func (s *Console) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.UserContext(), requestTimeout)
 }
 
 // funcs are the templates' helpers.

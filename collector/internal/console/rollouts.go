@@ -36,8 +36,7 @@ func (s *Console) rollouts(c *fiber.Ctx) error {
 	if p.Refresh, err = refresh(c, p.Refresh); err != nil {
 		return err
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
+	ctx := c.UserContext()
 	if p.Rollouts, err = s.r.Rollouts(ctx, ""); err != nil {
 		return err
 	}
@@ -113,8 +112,7 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 	if p.Refresh, err = refresh(c, p.Refresh); err != nil {
 		return err
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
+	ctx := c.UserContext()
 	sums, err := s.r.Rollouts(ctx, dep)
 	if err != nil {
 		return err

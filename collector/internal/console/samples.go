@@ -48,8 +48,7 @@ func (s *Console) samples(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
+	ctx := c.UserContext()
 	page, err := s.r.ListSamples(ctx, f)
 	if err != nil {
 		return err
@@ -110,8 +109,7 @@ func (s *Console) sample(c *fiber.Ctx) error {
 	if err != nil || len(raw) != 36 {
 		return badParam("event_id", "want an event id (a UUID such as 0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c0b)")
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
+	ctx := c.UserContext()
 	sm, err := s.r.Sample(ctx, id)
 	if err != nil {
 		return err
@@ -168,8 +166,7 @@ func (s *Console) deadLetters(c *fiber.Ctx) error {
 		}
 		before = n
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
+	ctx := c.UserContext()
 	letters, err := s.r.DeadLetters(ctx, deadLettersPageSize+1, before)
 	if err != nil {
 		return err
