@@ -39,8 +39,7 @@ func (s *Server) listSamples(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.UserContext()
-	page, err := s.r.ListSamples(ctx, f)
+	page, err := s.r.ListSamples(c.UserContext(), f)
 	if err != nil {
 		return err
 	}
@@ -62,8 +61,7 @@ func (s *Server) sample(c *fiber.Ctx) error {
 	if err != nil || len(c.Params("event_id")) != 36 {
 		return badParam("event_id", "want an event id (a UUID such as 0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c0b)")
 	}
-	ctx := c.UserContext()
-	sm, err := s.r.Sample(ctx, id)
+	sm, err := s.r.Sample(c.UserContext(), id)
 	if err != nil {
 		return err
 	}
@@ -86,8 +84,7 @@ func (s *Server) rolloutHistory(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	ctx := c.UserContext()
-	page, err := s.r.RolloutHistory(ctx, dep, limit, q["cursor"])
+	page, err := s.r.RolloutHistory(c.UserContext(), dep, limit, q["cursor"])
 	if err != nil {
 		return err
 	}

@@ -36,8 +36,7 @@ func (s *Console) rollouts(c *fiber.Ctx) error {
 	if p.Refresh, err = refresh(c, p.Refresh); err != nil {
 		return err
 	}
-	ctx := c.UserContext()
-	if p.Rollouts, err = s.r.Rollouts(ctx, ""); err != nil {
+	if p.Rollouts, err = s.r.Rollouts(c.UserContext(), ""); err != nil {
 		return err
 	}
 	return s.render(c, fiber.StatusOK, "rollouts", p)
