@@ -193,25 +193,33 @@ func (b *binned) central(mean float64) {
 		return
 	}
 	b.bucket = bucket
-	if c, ok := b.ranges[bucket]; ok {
-		b.centralRange = c
-		return
+	b.centralRange = cached(&b.ranges, bucket, func() *centralRange {
+		cut := tailCut / bucket
+		c := &centralRange{lo: 0, hi: len(b.p) - 1}
+		for c.lo < c.hi && b.p[c.lo] < cut {
+			c.lo++
+		}
+		for c.hi > c.lo && b.p[c.hi] < cut {
+			c.hi--
+		}
+		b.m.tailAt(&c.low, histogram.BinLower(b.first+c.lo), false)
+		b.m.tailAt(&c.high, histogram.BinUpper(b.first+c.hi), true)
+		return c
+	})
+}
+
+// cached returns (*by)[bucket], computed by compute and kept the first
+// time a bucket is asked for.
+func cached[T any](by *map[float64]*T, bucket float64, compute func() *T) *T {
+	if c, ok := (*by)[bucket]; ok {
+		return c
 	}
-	cut := tailCut / bucket
-	c := &centralRange{lo: 0, hi: len(b.p) - 1}
-	for c.lo < c.hi && b.p[c.lo] < cut {
-		c.lo++
+	c := compute()
+	if *by == nil {
+		*by = map[float64]*T{}
 	}
-	for c.hi > c.lo && b.p[c.hi] < cut {
-		c.hi--
-	}
-	b.m.tailAt(&c.low, histogram.BinLower(b.first+c.lo), false)
-	b.m.tailAt(&c.high, histogram.BinUpper(b.first+c.hi), true)
-	if b.ranges == nil {
-		b.ranges = map[float64]*centralRange{}
-	}
-	b.ranges[bucket] = c
-	b.centralRange = c
+	(*by)[bucket] = c
+	return c
 }
 
 // above returns the share of bin i's values above edge.
@@ -438,21 +446,15 @@ func (t *tokenDraw) setTail(n float64) {
 		return
 	}
 	t.bucket = bucket
-	if c, ok := t.tails[bucket]; ok {
-		t.tokenTailAt = c
-		return
-	}
-	c := &tokenTailAt{}
-	c.edge = t.m.quantile(1 - min(tokenTail/bucket, 0.5))
-	c.tailP = t.m.survival(c.edge)
-	in := 1 - c.tailP
-	for k := 1; k <= 4; k++ {
-		c.body[k] = t.m.partial(float64(k), c.edge) / in
-	}
-	t.m.tailAt(&c.high, c.edge, true)
-	if t.tails == nil {
-		t.tails = map[float64]*tokenTailAt{}
-	}
-	t.tails[bucket] = c
-	t.tokenTailAt = c
+	t.tokenTailAt = cached(&t.tails, bucket, func() *tokenTailAt {
+		c := &tokenTailAt{}
+		c.edge = t.m.quantile(1 - min(tokenTail/bucket, 0.5))
+		c.tailP = t.m.survival(c.edge)
+		in := 1 - c.tailP
+		for k := 1; k <= 4; k++ {
+			c.body[k] = t.m.partial(float64(k), c.edge) / in
+		}
+		t.m.tailAt(&c.high, c.edge, true)
+		return c
+	})
 }
