@@ -72,12 +72,12 @@ func scanBody(body []byte, r *Request, responses bool) error {
 		return s.end()
 	}
 	for {
-		key, err := s.memberKey()
+		name, err := s.memberKey()
 		if err != nil {
 			return err
 		}
-		k, p := s.classifyKey(key.Start, key.End)
-		m := Member{Key: Span{key.Start, s.i}, Index: r.Members}
+		k, p := s.classifyKey(name.Start, name.End)
+		m := Member{Key: Span{name.Start, s.i}, Index: r.Members}
 		vStart := s.i
 		switch k {
 		case keyMessages:
