@@ -278,12 +278,21 @@ func fieldsOf(t reflect.Type) map[string]int {
 	return m
 }
 
-func (d *decoder) structure(path string, n *yaml.Node, v reflect.Value) {
+// holds reports whether n is a node of kind to decode: a null is nothing
+// to decode, and another kind is an error (expected what).
+func (d *decoder) holds(path string, n *yaml.Node, kind yaml.Kind, what string) bool {
 	if isNull(n) {
-		return
+		return false
 	}
-	if n.Kind != yaml.MappingNode {
-		d.errorf(path, n, "expected a mapping, got %s", describe(n))
+	if n.Kind != kind {
+		d.errorf(path, n, "expected %s, got %s", what, describe(n))
+		return false
+	}
+	return true
+}
+
+func (d *decoder) structure(path string, n *yaml.Node, v reflect.Value) {
+	if !d.holds(path, n, yaml.MappingNode, "a mapping") {
 		return
 	}
 	fields := fieldsOf(v.Type())
@@ -439,11 +448,7 @@ func (d *decoder) merged(path string, v *yaml.Node) []pair {
 }
 
 func (d *decoder) sequence(path string, n *yaml.Node, v reflect.Value) {
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.SequenceNode {
-		d.errorf(path, n, "expected a list, got %s", describe(n))
+	if !d.holds(path, n, yaml.SequenceNode, "a list") {
 		return
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -464,11 +469,7 @@ func (d *decoder) mapping(path string, n *yaml.Node, v reflect.Value) {
 	if v.IsNil() {
 		v.Set(reflect.MakeMap(v.Type()))
 	}
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		d.errorf(path, n, "expected a mapping, got %s", describe(n))
+	if !d.holds(path, n, yaml.MappingNode, "a mapping") {
 		return
 	}
 	et := v.Type().Elem()

@@ -190,34 +190,32 @@ func (d *decoder) bearerTokens(p, name string) []Secret {
 // natsPassword reads nats.password_env, which every service that connects
 // needs (each has its own identity).
 func (d *decoder) natsPassword(n *NATS) {
-	const p = "nats.password_env"
-	if n.PasswordEnv == "" || d.failed[p] {
-		return
+	if v, ok := d.secretEnv("nats.password_env", n.PasswordEnv, ""); ok {
+		n.Password = v
 	}
-	if !envName.MatchString(n.PasswordEnv) {
-		d.errorf(p, nil, "%q is not a variable name", n.PasswordEnv)
-		return
-	}
-	v, _ := d.lookupEnv(n.PasswordEnv)
-	if v == "" {
-		d.errorf(p, nil, "variable %s is unset or empty", n.PasswordEnv)
-		return
-	}
-	n.Password = Secret(v)
 }
 
 func (d *decoder) apiKey(p string, u *Upstream) {
-	if u.APIKeyEnv == "" || d.failed[p] {
-		return
+	if v, ok := d.secretEnv(p, u.APIKeyEnv, " (export it, or drop api_key_env for an upstream that takes no key)"); ok {
+		u.APIKey = v
 	}
-	if !envName.MatchString(u.APIKeyEnv) {
-		d.errorf(p, nil, "%q is not a variable name", u.APIKeyEnv)
-		return
+}
+
+// secretEnv reads the secret in the variable name, which the key p names
+// (none when name is empty or p already failed). An unset or empty variable
+// is an error; hint ends its message.
+func (d *decoder) secretEnv(p, name, hint string) (Secret, bool) {
+	if name == "" || d.failed[p] {
+		return "", false
 	}
-	v, _ := d.lookupEnv(u.APIKeyEnv)
+	if !envName.MatchString(name) {
+		d.errorf(p, nil, "%q is not a variable name", name)
+		return "", false
+	}
+	v, _ := d.lookupEnv(name)
 	if v == "" {
-		d.errorf(p, nil, "variable %s is unset or empty (export it, or drop api_key_env for an upstream that takes no key)", u.APIKeyEnv)
-		return
+		d.errorf(p, nil, "variable %s is unset or empty%s", name, hint)
+		return "", false
 	}
-	u.APIKey = Secret(v)
+	return Secret(v), true
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -34,6 +36,30 @@ func (n *NATS) ConnectOptions() ([]nats.Option, error) {
 		opts = append(opts, nats.ClientCert(n.TLS.CertFile, n.TLS.KeyFile))
 	}
 	return opts, nil
+}
+
+// ServiceOptions are the options the analyzer and the collector dial
+// with: their identity and TLS (ConnectOptions), their client name and
+// inbox prefix, and reconnecting every second for as long as they run,
+// each disconnection and reconnection logged on log.
+func (n *NATS) ServiceOptions(s Service, log *slog.Logger) ([]nats.Option, error) {
+	identity, err := n.ConnectOptions()
+	if err != nil {
+		return nil, err
+	}
+	return append(identity,
+		nats.Name("graygate-"+s.String()),
+		nats.CustomInboxPrefix(InboxPrefix(s)),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted()) }),
+	), nil
 }
 
 // InboxPrefix is the prefix of the service's reply subjects:

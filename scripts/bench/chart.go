@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"image/color"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/graygate/graygate/schemas/axis"
 )
 
 // cpuTargetUS is SPEC §12's gateway CPU per request, drawn on the chart.
@@ -168,7 +169,7 @@ func targetColor(name string) color.Color {
 type niceTicks struct{}
 
 func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
-	step := niceStep((hi - lo) / 5)
+	step := axis.NiceStep((hi - lo) / 5)
 	var ticks []plot.Tick
 	for i := 0; ; i++ {
 		v := float64(i) * step
@@ -183,20 +184,6 @@ func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ticks
-}
-
-// niceStep is the smallest of 1, 2 or 5 × 10^n at least x (x > 0).
-func niceStep(x float64) float64 {
-	if x <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(x)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= x {
-			return m * p
-		}
-	}
-	return 10 * p
 }
 
 // shortNumber prints 25000 as "25k" and 2.5 as "2.5".

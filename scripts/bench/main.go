@@ -32,25 +32,20 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/scripts/internal/repo"
+
+	"github.com/graygate/graygate/scripts/internal/command"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
-}
+func main() { command.Main("bench", run) }
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
@@ -217,7 +212,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	started := time.Now()
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
@@ -386,9 +381,9 @@ func run(ctx context.Context, args []string) error {
 		nats := "events off"
 		if m.nats {
 			t.natsPID, t.events = natsPid, ec
-			nats = "NATS " + redact(natsURL) + ", NATS process not found on this machine: its CPU is not reported"
+			nats = "NATS " + config.RedactURL(natsURL) + ", NATS process not found on this machine: its CPU is not reported"
 			if natsPid != 0 {
-				nats = fmt.Sprintf("NATS %s pid %d", redact(natsURL), natsPid)
+				nats = fmt.Sprintf("NATS %s pid %d", config.RedactURL(natsURL), natsPid)
 			}
 		}
 		logf("%s (request_log: %s; %s): pid %d on %s", m.target, m.requestLog, nats, c.pid(), addr)
@@ -571,14 +566,14 @@ func setupNATS(ctx context.Context, o options, root, dir string) (url string, c 
 		if env == "" {
 			return "", nil, "no nats-server binary and no $NATS_URL (task bench brings NATS up)", nil
 		}
-		logf("NATS: no nats-server binary found; using $NATS_URL %s (its CPU includes any other client's)", redact(env))
+		logf("NATS: no nats-server binary found; using $NATS_URL %s (its CPU includes any other client's)", config.RedactURL(env))
 		if reason := natsUnreachable(env); reason != "" {
 			return "", nil, reason, nil
 		}
 		return env, nil, "", nil
 	default:
 		if reason := natsUnreachable(o.nats); reason != "" {
-			return "", nil, "", fmt.Errorf("--nats %s: %s", redact(o.nats), reason)
+			return "", nil, "", fmt.Errorf("--nats %s: %s", config.RedactURL(o.nats), reason)
 		}
 		return o.nats, nil, "", nil
 	}
@@ -591,7 +586,7 @@ func natsDescription(o options, url string, pid int) string {
 	case o.nats == "private" && pid != 0:
 		return "private nats-server " + url
 	default:
-		return redact(url)
+		return config.RedactURL(url)
 	}
 }
 
@@ -599,7 +594,7 @@ func natsDescription(o options, url string, pid int) string {
 func natsUnreachable(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return fmt.Sprintf("NATS URL %q is not a nats://host:port URL", redact(raw))
+		return fmt.Sprintf("NATS URL %q is not a nats://host:port URL", config.RedactURL(raw))
 	}
 	host := u.Host
 	if u.Port() == "" {
@@ -607,7 +602,7 @@ func natsUnreachable(raw string) string {
 	}
 	c, err := net.DialTimeout("tcp", host, 2*time.Second)
 	if err != nil {
-		return fmt.Sprintf("NATS at %s is not reachable: %v", redact(raw), err)
+		return fmt.Sprintf("NATS at %s is not reachable: %v", config.RedactURL(raw), err)
 	}
 	c.Close()
 	return ""
@@ -633,31 +628,6 @@ func natsPID(raw string) int {
 		return 0
 	}
 	return pid
-}
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable URL>"
-	}
-	return u.Redacted()
-}
-
-// repoRoot walks up from the working directory to graygate's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/graygate/graygate") {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no graygate go.mod in %s or its parents", dir)
-		}
-	}
 }
 
 // replot prints the report of a results JSON a run wrote and draws its

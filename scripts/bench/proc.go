@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/process"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat.
@@ -22,25 +24,10 @@ var clockTicks = func() float64 {
 	return 100 // USER_HZ on every Linux architecture Go supports
 }()
 
-// statFields returns the fields of /proc/PID/stat after the command name
-// (index 0 is field 3, the state).
-func statFields(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return strings.Fields(s[i+1:]), nil
-}
-
 // cpuTime is utime+stime (fields 14 and 15) of a process: all its threads,
 // user and kernel.
 func cpuTime(pid int) (time.Duration, error) {
-	f, err := statFields(pid)
+	f, err := process.StatFields(pid)
 	if err != nil {
 		return 0, err
 	}
@@ -75,7 +62,7 @@ func childPIDs(pid int) []int {
 		if err != nil {
 			continue
 		}
-		f, err := statFields(p)
+		f, err := process.StatFields(p)
 		if err != nil || len(f) < 2 {
 			continue
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,9 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/process"
 )
 
 // straceTargets are the targets --strace compares: the gateway in its §12
@@ -67,24 +67,6 @@ func straceBinary(ctx context.Context) (string, string) {
 	return "", "skipped: strace is still not found after apt-get install strace"
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func straceOne(ctx context.Context, o options, bin, wrk, script string, t *target) (SyscallCount, error) {
 	sc := SyscallCount{Target: t.name}
 	pids := t.proxy()
@@ -100,7 +82,7 @@ func straceOne(ctx context.Context, o options, bin, wrk, script string, t *targe
 		args = append(args, "-p", strconv.Itoa(p))
 	}
 	cmd := exec.Command(bin, args...)
-	var stderr syncBuffer
+	var stderr process.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		return sc, err

@@ -289,15 +289,20 @@ func (d *demo) mockAt(base string, settings map[string]any) error {
 
 // traffic sends requests at the configured rate from 200 users.
 func (d *demo) traffic(ctx context.Context) {
-	tick := time.NewTicker(time.Second / time.Duration(d.o.rate))
+	every(ctx, time.Second/time.Duration(d.o.rate), func() { go d.one() })
+}
+
+// every calls f each interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			f()
 		}
-		go d.one()
 	}
 }
 
@@ -335,28 +340,25 @@ func (d *demo) one() {
 // progress prints the traffic split every two seconds.
 func (d *demo) progress(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	every(ctx, 2*time.Second, d.printSplit)
+}
+
+// printSplit prints the arms that answered since it last ran, and the
+// rollout's state.
+func (d *demo) printSplit() {
+	d.mu.Lock()
+	p, g, f := d.arms["primary"], d.arms["gray"], d.arms["fallback"]
+	non200 := 0
+	for code, n := range d.statuses {
+		if code != 200 {
+			non200 += n
 		}
-		d.mu.Lock()
-		p, g, f := d.arms["primary"], d.arms["gray"], d.arms["fallback"]
-		non200 := 0
-		for code, n := range d.statuses {
-			if code != 200 {
-				non200 += n
-			}
-		}
-		clear(d.arms)
-		d.mu.Unlock()
-		r, _ := d.rollout()
-		d.say("traffic: %3d primary  %3d gray  %3d fallback  | client errors so far: %d | rollout %s %.2f%%",
-			p, g, f, non200, r.Status, r.Percentage)
 	}
+	clear(d.arms)
+	d.mu.Unlock()
+	r, _ := d.rollout()
+	d.say("traffic: %3d primary  %3d gray  %3d fallback  | client errors so far: %d | rollout %s %.2f%%",
+		p, g, f, non200, r.Status, r.Percentage)
 }
 
 // awaitRollback waits for the analyzer's rollback to reach the gateway and

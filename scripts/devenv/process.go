@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/process"
 )
 
 // pidRecord identifies a process devenv started: its pid and the kernel's
@@ -20,24 +22,9 @@ type pidRecord struct {
 	Start uint64
 }
 
-// procStat returns the fields of /proc/PID/stat after the command name
-// (index 0 is the state, field 3 in proc(5)).
-func procStat(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
-	}
-	return strings.Fields(s[i+1:]), nil
-}
-
 // procStartTime is field 22 of /proc/PID/stat: clock ticks after boot.
 func procStartTime(pid int) (uint64, error) {
-	f, err := procStat(pid)
+	f, err := process.StatFields(pid)
 	if err != nil {
 		return 0, err
 	}
@@ -49,7 +36,7 @@ func procStartTime(pid int) (uint64, error) {
 
 // alive reports whether the recorded process still runs (and is not a zombie).
 func (r pidRecord) alive() bool {
-	f, err := procStat(r.PID)
+	f, err := process.StatFields(r.PID)
 	if err != nil || len(f) < 20 || f[0] == "Z" {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,58 +134,21 @@ var options = []option{
 		func(s *Settings) *int { return &s.AnswerBytes }),
 	boolOption("usage", "include usage (streams: a final usage chunk when the request asks for it)",
 		func(s *Settings) *bool { return &s.Usage }),
-	{
-		name:  "bytes-per-token",
-		usage: "UTF-8 bytes per prompt token for usage.prompt_tokens",
-		kind:  "float",
-		set: func(s *Settings, v string) error {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil || !(f > 0) || f > 1e6 {
-				return fmt.Errorf("want a number in (0, 1e6], got %q", v)
-			}
-			s.BytesPerToken = f
-			return nil
-		},
-		get:     func(s *Settings) any { return s.BytesPerToken },
-		restore: func(dst, src *Settings) { dst.BytesPerToken = src.BytesPerToken },
-	},
-	{
-		name:  "content",
-		usage: "content mode: json | schema-break | text | invalid-json | echo",
-		kind:  "mode",
-		set: func(s *Settings, v string) error {
-			v = strings.TrimSpace(v)
-			switch v {
-			case contentJSON, contentSchemaBreak, contentText, contentInvalidJSON, contentEcho:
-				s.Content = v
-				return nil
-			}
-			return fmt.Errorf("want json, schema-break, text, invalid-json or echo, got %q", v)
-		},
-		get:     func(s *Settings) any { return s.Content },
-		restore: func(dst, src *Settings) { dst.Content = src.Content },
-	},
+	floatOption("bytes-per-token", "UTF-8 bytes per prompt token for usage.prompt_tokens",
+		func(f float64) bool { return f > 0 && f <= 1e6 }, "a number in (0, 1e6]",
+		func(s *Settings) *float64 { return &s.BytesPerToken }),
+	modeOption("content", "content mode: json | schema-break | text | invalid-json | echo",
+		[]string{contentJSON, contentSchemaBreak, contentText, contentInvalidJSON, contentEcho}, "json, schema-break, text, invalid-json or echo",
+		func(s *Settings) *string { return &s.Content }),
 	intOption("tool-calls", "answer with this many tool calls (finish_reason tool_calls)", 0, maxToolCalls,
 		func(s *Settings) *int { return &s.ToolCalls }),
 	stringOption("tool-name", "function name of the tool calls",
 		func(s *Settings) *string { return &s.ToolName }),
 	stringOption("tool-args", "arguments string of the tool calls",
 		func(s *Settings) *string { return &s.ToolArgs }),
-	{
-		name:  "finish-reason",
-		usage: "finish_reason of a content answer: stop | length (as when max_tokens cut it)",
-		kind:  "mode",
-		set: func(s *Settings, v string) error {
-			v = strings.TrimSpace(v)
-			if v != "stop" && v != "length" {
-				return fmt.Errorf("want stop or length, got %q", v)
-			}
-			s.FinishReason = v
-			return nil
-		},
-		get:     func(s *Settings) any { return s.FinishReason },
-		restore: func(dst, src *Settings) { dst.FinishReason = src.FinishReason },
-	},
+	modeOption("finish-reason", "finish_reason of a content answer: stop | length (as when max_tokens cut it)",
+		[]string{"stop", "length"}, "stop or length",
+		func(s *Settings) *string { return &s.FinishReason }),
 	intOption("status", "HTTP status; 300 and above answer an OpenAI error envelope", 200, 599,
 		func(s *Settings) *int { return &s.Status }),
 	stringOption("retry-after", "Retry-After header value sent with error answers",
@@ -195,39 +159,18 @@ var options = []option{
 		func(s *Settings) *int { return &s.DropAfter }),
 	stringOption("model", "model name in answers (empty: the request's model)",
 		func(s *Settings) *string { return &s.Model }),
-	{
-		name:  "spread",
-		usage: "σ of per-request lognormal noise on latency, ttft and completion-tokens (0: none)",
-		kind:  "float",
-		set: func(s *Settings, v string) error {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil || !(f >= 0) || f > 3 {
-				return fmt.Errorf("want a number in [0, 3], got %q", v)
-			}
-			s.Spread = f
-			return nil
-		},
-		get:     func(s *Settings) any { return s.Spread },
-		restore: func(dst, src *Settings) { dst.Spread = src.Spread },
-	},
-	{
-		name:  "inflate-on",
-		usage: "MARKER:FACTOR — multiply completion tokens by FACTOR when the system prompt contains MARKER (empty: off)",
-		kind:  "marker:factor",
-		set: func(s *Settings, v string) error {
+	floatOption("spread", "σ of per-request lognormal noise on latency, ttft and completion-tokens (0: none)",
+		func(f float64) bool { return f >= 0 && f <= 3 }, "a number in [0, 3]",
+		func(s *Settings) *float64 { return &s.Spread }),
+	fieldOption("inflate-on", "MARKER:FACTOR — multiply completion tokens by FACTOR when the system prompt contains MARKER (empty: off)",
+		"marker:factor", func(v string) (string, error) {
 			if v == "" {
-				s.InflateOn = ""
-				return nil
+				return "", nil
 			}
-			if _, _, err := parseInflate(v); err != nil {
-				return err
-			}
-			s.InflateOn = v
-			return nil
+			_, _, err := parseInflate(v)
+			return v, err
 		},
-		get:     func(s *Settings) any { return s.InflateOn },
-		restore: func(dst, src *Settings) { dst.InflateOn = src.InflateOn },
-	},
+		func(s *Settings) *string { return &s.InflateOn }),
 }
 
 // parseInflate reads an inflate-on value: a non-empty marker, a colon and
@@ -266,69 +209,84 @@ var optionsByName = func() map[string]*option {
 	return m
 }()
 
-func durationOption(name, usage string, field func(*Settings) *time.Duration) option {
+// fieldOption is the option over one field of Settings: parse reads its
+// text (a flag, a header, a config value) or says what it wants.
+func fieldOption[T any](name, usage, kind string, parse func(string) (T, error), field func(*Settings) *T) option {
 	return option{
 		name:  name,
 		usage: usage,
-		kind:  "duration",
+		kind:  kind,
 		set: func(s *Settings, v string) error {
-			d, err := time.ParseDuration(strings.TrimSpace(v))
-			if err != nil || d < 0 {
-				return fmt.Errorf("want a non-negative Go duration like 250ms, got %q", v)
+			x, err := parse(v)
+			if err != nil {
+				return err
 			}
-			*field(s) = d
+			*field(s) = x
 			return nil
 		},
-		get:     func(s *Settings) any { return field(s).String() },
+		get:     func(s *Settings) any { return *field(s) },
 		restore: func(dst, src *Settings) { *field(dst) = *field(src) },
 	}
+}
+
+func durationOption(name, usage string, field func(*Settings) *time.Duration) option {
+	o := fieldOption(name, usage, "duration", func(v string) (time.Duration, error) {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("want a non-negative Go duration like 250ms, got %q", v)
+		}
+		return d, nil
+	}, field)
+	o.get = func(s *Settings) any { return field(s).String() }
+	return o
 }
 
 func intOption(name, usage string, lo, hi int, field func(*Settings) *int) option {
-	return option{
-		name:  name,
-		usage: usage,
-		kind:  "int",
-		set: func(s *Settings, v string) error {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || n < lo || n > hi {
-				return fmt.Errorf("want an integer in [%d, %d], got %q", lo, hi, v)
-			}
-			*field(s) = n
-			return nil
-		},
-		get:     func(s *Settings) any { return *field(s) },
-		restore: func(dst, src *Settings) { *field(dst) = *field(src) },
-	}
+	return fieldOption(name, usage, "int", func(v string) (int, error) {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < lo || n > hi {
+			return 0, fmt.Errorf("want an integer in [%d, %d], got %q", lo, hi, v)
+		}
+		return n, nil
+	}, field)
+}
+
+// floatOption reads a number that valid accepts; want describes them.
+func floatOption(name, usage string, valid func(float64) bool, want string, field func(*Settings) *float64) option {
+	return fieldOption(name, usage, "float", func(v string) (float64, error) {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !valid(f) {
+			return 0, fmt.Errorf("want %s, got %q", want, v)
+		}
+		return f, nil
+	}, field)
 }
 
 func boolOption(name, usage string, field func(*Settings) *bool) option {
-	return option{
-		name:   name,
-		usage:  usage,
-		isBool: true,
-		set: func(s *Settings, v string) error {
-			b, err := strconv.ParseBool(strings.TrimSpace(v))
-			if err != nil {
-				return fmt.Errorf("want true or false, got %q", v)
-			}
-			*field(s) = b
-			return nil
-		},
-		get:     func(s *Settings) any { return *field(s) },
-		restore: func(dst, src *Settings) { *field(dst) = *field(src) },
-	}
+	o := fieldOption(name, usage, "", func(v string) (bool, error) {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return false, fmt.Errorf("want true or false, got %q", v)
+		}
+		return b, nil
+	}, field)
+	o.isBool = true
+	return o
 }
 
 func stringOption(name, usage string, field func(*Settings) *string) option {
-	return option{
-		name:    name,
-		usage:   usage,
-		kind:    "string",
-		set:     func(s *Settings, v string) error { *field(s) = v; return nil },
-		get:     func(s *Settings) any { return *field(s) },
-		restore: func(dst, src *Settings) { *field(dst) = *field(src) },
-	}
+	return fieldOption(name, usage, "string", func(v string) (string, error) { return v, nil }, field)
+}
+
+// modeOption reads one of modes; want lists them.
+func modeOption(name, usage string, modes []string, want string, field func(*Settings) *string) option {
+	return fieldOption(name, usage, "mode", func(v string) (string, error) {
+		v = strings.TrimSpace(v)
+		if !slices.Contains(modes, v) {
+			return "", fmt.Errorf("want %s, got %q", want, v)
+		}
+		return v, nil
+	}, field)
 }
 
 // MarshalJSON shows the settings as the object GET /_mock/config answers:

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/process"
 )
 
 var (
@@ -109,28 +110,7 @@ func Start(t testing.TB, bin string, env []string, ready string, args ...string)
 
 // Buffer is a bytes.Buffer safe for one writer goroutine (a process, a
 // server's logger) and a reading test at once.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *Buffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *Buffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *Buffer) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Len()
-}
+type Buffer = process.Buffer
 
 func tail(s string, n int) string {
 	if len(s) > n {

@@ -8,7 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
+
+	"github.com/graygate/graygate/schemas/logging"
 )
 
 const usage = `usage: analyzer <command> [flags]
@@ -63,7 +64,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "serve":
-		log, err := newLogger(stderr, *level)
+		log, err := logging.New(stderr, *level)
 		if err != nil {
 			return err
 		}
@@ -74,12 +75,4 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
-}
-
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }

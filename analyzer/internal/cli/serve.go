@@ -52,23 +52,11 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	if consumer == "" {
 		consumer = consumerName(host, ln.Addr())
 	}
-	identity, err := cfg.NATS.ConnectOptions()
+	opts, err := cfg.NATS.ServiceOptions(config.ForAnalyzer, log)
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(cfg.NATS.URL, append(identity,
-		nats.Name("graygate-analyzer"),
-		nats.CustomInboxPrefix(config.InboxPrefix(config.ForAnalyzer)),
-		nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(time.Second),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("event log disconnected", "error", err)
-			}
-		}),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("event log reconnected") }),
-	)...)
+	nc, err := nats.Connect(cfg.NATS.URL, opts...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS at %s: %s", cfg.NATS.RedactedURL(), config.RedactURLs(err.Error()))
 	}

@@ -47,37 +47,30 @@ func (m *mix) pick(r *rand.Rand) int {
 
 func (m *mix) draw(r *rand.Rand) float64 { return m.d[m.pick(r)].draw(r) }
 
-func (m *mix) cdf(x float64) float64 {
+// weighted is the mixture's mean of f over its components.
+func (m *mix) weighted(f func(Lognormal) float64) float64 {
 	var s float64
 	for i, d := range m.d {
-		s += m.w[i] * d.CDF(x)
+		s += m.w[i] * f(d)
 	}
 	return s
 }
 
+func (m *mix) cdf(x float64) float64 {
+	return m.weighted(func(d Lognormal) float64 { return d.CDF(x) })
+}
+
 func (m *mix) survival(x float64) float64 {
-	var s float64
-	for i, d := range m.d {
-		s += m.w[i] * d.Survival(x)
-	}
-	return s
+	return m.weighted(func(d Lognormal) float64 { return d.Survival(x) })
 }
 
 // partial returns E[X^k; X ≤ x].
 func (m *mix) partial(k, x float64) float64 {
-	var s float64
-	for i, d := range m.d {
-		s += m.w[i] * d.partial(k, x)
-	}
-	return s
+	return m.weighted(func(d Lognormal) float64 { return d.partial(k, x) })
 }
 
 func (m *mix) moment(k float64) float64 {
-	var s float64
-	for i, d := range m.d {
-		s += m.w[i] * d.moment(k)
-	}
-	return s
+	return m.weighted(func(d Lognormal) float64 { return d.moment(k) })
 }
 
 // quantile returns the q-quantile, by bisection on the log scale.
@@ -200,25 +193,33 @@ func (b *binned) central(mean float64) {
 		return
 	}
 	b.bucket = bucket
-	if c, ok := b.ranges[bucket]; ok {
-		b.centralRange = c
-		return
+	b.centralRange = cached(&b.ranges, bucket, func() *centralRange {
+		cut := tailCut / bucket
+		c := &centralRange{lo: 0, hi: len(b.p) - 1}
+		for c.lo < c.hi && b.p[c.lo] < cut {
+			c.lo++
+		}
+		for c.hi > c.lo && b.p[c.hi] < cut {
+			c.hi--
+		}
+		b.m.tailAt(&c.low, histogram.BinLower(b.first+c.lo), false)
+		b.m.tailAt(&c.high, histogram.BinUpper(b.first+c.hi), true)
+		return c
+	})
+}
+
+// cached returns (*by)[bucket], computed by compute and kept the first
+// time a bucket is asked for.
+func cached[T any](by *map[float64]*T, bucket float64, compute func() *T) *T {
+	if c, ok := (*by)[bucket]; ok {
+		return c
 	}
-	cut := tailCut / bucket
-	c := &centralRange{lo: 0, hi: len(b.p) - 1}
-	for c.lo < c.hi && b.p[c.lo] < cut {
-		c.lo++
+	c := compute()
+	if *by == nil {
+		*by = map[float64]*T{}
 	}
-	for c.hi > c.lo && b.p[c.hi] < cut {
-		c.hi--
-	}
-	b.m.tailAt(&c.low, histogram.BinLower(b.first+c.lo), false)
-	b.m.tailAt(&c.high, histogram.BinUpper(b.first+c.hi), true)
-	if b.ranges == nil {
-		b.ranges = map[float64]*centralRange{}
-	}
-	b.ranges[bucket] = c
-	b.centralRange = c
+	(*by)[bucket] = c
+	return c
 }
 
 // above returns the share of bin i's values above edge.
@@ -445,21 +446,15 @@ func (t *tokenDraw) setTail(n float64) {
 		return
 	}
 	t.bucket = bucket
-	if c, ok := t.tails[bucket]; ok {
-		t.tokenTailAt = c
-		return
-	}
-	c := &tokenTailAt{}
-	c.edge = t.m.quantile(1 - min(tokenTail/bucket, 0.5))
-	c.tailP = t.m.survival(c.edge)
-	in := 1 - c.tailP
-	for k := 1; k <= 4; k++ {
-		c.body[k] = t.m.partial(float64(k), c.edge) / in
-	}
-	t.m.tailAt(&c.high, c.edge, true)
-	if t.tails == nil {
-		t.tails = map[float64]*tokenTailAt{}
-	}
-	t.tails[bucket] = c
-	t.tokenTailAt = c
+	t.tokenTailAt = cached(&t.tails, bucket, func() *tokenTailAt {
+		c := &tokenTailAt{}
+		c.edge = t.m.quantile(1 - min(tokenTail/bucket, 0.5))
+		c.tailP = t.m.survival(c.edge)
+		in := 1 - c.tailP
+		for k := 1; k <= 4; k++ {
+			c.body[k] = t.m.partial(float64(k), c.edge) / in
+		}
+		t.m.tailAt(&c.high, c.edge, true)
+		return c
+	})
 }

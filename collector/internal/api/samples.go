@@ -1,11 +1,10 @@
 package api
 
 import (
-	"strings"
-
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/graygate/graygate/collector/internal/params"
 	"github.com/graygate/graygate/collector/internal/store"
 )
 
@@ -27,31 +26,7 @@ func newList[T any](data []T, next string) list[T] {
 
 // query reads the query string, refusing unknown and repeated parameters.
 func query(c *fiber.Ctx, allowed ...string) (map[string]string, error) {
-	q := map[string]string{}
-	var err error
-	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
-		key := string(k)
-		switch {
-		case err != nil:
-		case !contains(allowed, key):
-			err = badParam(key, "unknown parameter (known: "+strings.Join(allowed, ", ")+")")
-		default:
-			if _, dup := q[key]; dup {
-				err = badParam(key, "given more than once")
-			}
-			q[key] = string(v)
-		}
-	})
-	return q, err
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return params.Read(c, allowed, func(param, msg string) error { return badParam(param, msg) })
 }
 
 // listSamples is GET /v1/samples.
@@ -64,9 +39,7 @@ func (s *Server) listSamples(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
-	page, err := s.r.ListSamples(ctx, f)
+	page, err := s.r.ListSamples(c.UserContext(), f)
 	if err != nil {
 		return err
 	}
@@ -88,9 +61,7 @@ func (s *Server) sample(c *fiber.Ctx) error {
 	if err != nil || len(c.Params("event_id")) != 36 {
 		return badParam("event_id", "want an event id (a UUID such as 0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c0b)")
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
-	sm, err := s.r.Sample(ctx, id)
+	sm, err := s.r.Sample(c.UserContext(), id)
 	if err != nil {
 		return err
 	}
@@ -113,9 +84,7 @@ func (s *Server) rolloutHistory(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
-	page, err := s.r.RolloutHistory(ctx, dep, limit, q["cursor"])
+	page, err := s.r.RolloutHistory(c.UserContext(), dep, limit, q["cursor"])
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func New(r Reader, opts Options) *Server {
 		telemetry.WritePrometheus(c.Response().BodyWriter())
 		return nil
 	})
-	v1 := s.app.Group("/v1", s.auth)
+	v1 := s.app.Group("/v1", s.auth, deadline)
 	v1.Get("/samples", s.listSamples)
 	v1.Get("/samples/:event_id", s.sample)
 	v1.Get("/rollouts/:deployment/history", s.rolloutHistory)
@@ -162,8 +162,13 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 }
 
 // ctx returns the request's context with the request timeout.
-func (s *Server) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.UserContext(), requestTimeout)
+// deadline bounds the database work of the request's handler: its
+// UserContext ends after requestTimeout.
+func deadline(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), requestTimeout)
+	defer cancel()
+	c.SetUserContext(ctx)
+	return c.Next()
 }
 
 func orDefault(d, def time.Duration) time.Duration {

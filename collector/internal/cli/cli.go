@@ -8,12 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/graygate/graygate/collector/internal/consume"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/logging"
 )
 
 const usage = `usage: collector <command> [flags]
@@ -135,7 +134,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprint(stderr, usage)
 			return fmt.Errorf("%s takes no arguments, got %q", cmd, positional)
 		}
-		log, err := newLogger(stderr, *level)
+		log, err := logging.New(stderr, *level)
 		if err != nil {
 			return err
 		}
@@ -227,12 +226,4 @@ func loadConfig(path string, explicit bool, stderr io.Writer) (*config.Config, e
 		return nil, fmt.Errorf("%s:\n%w", path, err)
 	}
 	return cfg, nil
-}
-
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(strings.TrimSpace(level))); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }

@@ -17,17 +17,12 @@ import (
 // deadLettersList prints the newest dead letters: messages Postgres
 // refused, kept in dead_letters (SPEC §8).
 func deadLettersList(ctx context.Context, cfg *config.Config, limit int, asJSON bool, out io.Writer) error {
-	if limit < 1 || limit > store.MaxPage {
-		return fmt.Errorf("--limit %d: want 1 to %d", limit, store.MaxPage)
-	}
-	r, closeFn, err := reader(cfg)
-	if err != nil {
+	if err := checkLimit(limit); err != nil {
 		return err
 	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	list, err := r.DeadLetters(ctx, limit, 0)
+	list, err := query(ctx, cfg, func(ctx context.Context, r *store.Reader) ([]store.DeadLetter, error) {
+		return r.DeadLetters(ctx, limit, 0)
+	})
 	if err != nil {
 		return err
 	}
@@ -60,14 +55,9 @@ func deadLetterShow(ctx context.Context, cfg *config.Config, arg string, asJSON,
 	if err != nil || id < 1 {
 		return fmt.Errorf("dead letter id %q: want the number in the ID column of deadletters list", safe(arg))
 	}
-	r, closeFn, err := reader(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	d, err := r.DeadLetter(ctx, id)
+	d, err := query(ctx, cfg, func(ctx context.Context, r *store.Reader) (store.DeadLetter, error) {
+		return r.DeadLetter(ctx, id)
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no dead letter has id %d", id)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/schemas/config"
@@ -16,17 +15,12 @@ import (
 // the gate behind each analyzer rollback: its estimate, the bound that
 // decided and the threshold.
 func rolloutHistory(ctx context.Context, cfg *config.Config, deployment string, limit int, asJSON bool, out io.Writer) error {
-	if limit < 1 || limit > store.MaxPage {
-		return fmt.Errorf("--limit %d: want 1 to %d", limit, store.MaxPage)
-	}
-	r, closeFn, err := reader(cfg)
-	if err != nil {
+	if err := checkLimit(limit); err != nil {
 		return err
 	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	page, err := r.RolloutHistory(ctx, deployment, limit, "")
+	page, err := query(ctx, cfg, func(ctx context.Context, r *store.Reader) (store.RolloutPage, error) {
+		return r.RolloutHistory(ctx, deployment, limit, "")
+	})
 	if err != nil {
 		return err
 	}

@@ -46,8 +46,8 @@ func (f *listFlags) filter(now time.Time) (store.SampleFilter, error) {
 	if f.arm != "" && f.arm != string(events.ArmGray) && f.arm != string(events.ArmShadow) {
 		return sf, fmt.Errorf("--arm %q: want gray or shadow", f.arm)
 	}
-	if f.limit < 1 || f.limit > store.MaxPage {
-		return sf, fmt.Errorf("--limit %d: want 1 to %d", f.limit, store.MaxPage)
+	if err := checkLimit(f.limit); err != nil {
+		return sf, err
 	}
 	var err error
 	if sf.Since, err = parseWhen("--since", f.since, now); err != nil {
@@ -73,14 +73,26 @@ func parseWhen(flagName, v string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%s %q: want a duration before now (1h, 90m) or an RFC 3339 time", flagName, v)
 }
 
-// reader opens the sample store named by the configuration; close it with
-// the returned function.
-func reader(cfg *config.Config) (*store.Reader, func(), error) {
+// query runs read against the sample store named by the configuration,
+// within the 30 seconds a command waits for Postgres, and closes the store.
+func query[T any](ctx context.Context, cfg *config.Config, read func(context.Context, *store.Reader) (T, error)) (T, error) {
 	pool, err := store.NewPool(cfg.Postgres.URL.Reveal(), 1)
 	if err != nil {
-		return nil, nil, err
+		var zero T
+		return zero, err
 	}
-	return store.NewReader(pool), pool.Close, nil
+	defer pool.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return read(ctx, store.NewReader(pool))
+}
+
+// checkLimit checks a --limit flag against the store's page size.
+func checkLimit(limit int) error {
+	if limit < 1 || limit > store.MaxPage {
+		return fmt.Errorf("--limit %d: want 1 to %d", limit, store.MaxPage)
+	}
+	return nil
 }
 
 // listAnswer is the JSON of `samples list --json`, the API's list shape.
@@ -96,14 +108,9 @@ func list(ctx context.Context, cfg *config.Config, f listFlags, out io.Writer) e
 	if err != nil {
 		return err
 	}
-	r, closeFn, err := reader(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	page, err := r.ListSamples(ctx, sf)
+	page, err := query(ctx, cfg, func(ctx context.Context, r *store.Reader) (store.SamplePage, error) {
+		return r.ListSamples(ctx, sf)
+	})
 	if err != nil {
 		return err
 	}
@@ -218,33 +225,29 @@ type sampleAnswer struct {
 // show prints one sample. id is an event id, or a request id with exactly
 // one sample.
 func show(ctx context.Context, cfg *config.Config, id string, asJSON bool, out io.Writer) error {
-	r, closeFn, err := reader(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	eventID, err := uuid.Parse(id)
-	if err != nil || len(id) != 36 {
-		matches, err := r.SamplesByRequest(ctx, id)
-		if err != nil {
-			return err
+	s, err := query(ctx, cfg, func(ctx context.Context, r *store.Reader) (store.Sample, error) {
+		eventID, err := uuid.Parse(id)
+		if err != nil || len(id) != 36 {
+			matches, err := r.SamplesByRequest(ctx, id)
+			if err != nil {
+				return store.Sample{}, err
+			}
+			switch len(matches) {
+			case 0:
+				return store.Sample{}, fmt.Errorf("no sample has event id or request id %q", safe(id))
+			case 1:
+				eventID = uuid.MustParse(matches[0].EventID)
+			default:
+				writeTable(out, store.SamplePage{Samples: matches})
+				return store.Sample{}, fmt.Errorf("request %q has %d samples; show one by its event id", safe(id), len(matches))
+			}
 		}
-		switch len(matches) {
-		case 0:
-			return fmt.Errorf("no sample has event id or request id %q", safe(id))
-		case 1:
-			eventID = uuid.MustParse(matches[0].EventID)
-		default:
-			writeTable(out, store.SamplePage{Samples: matches})
-			return fmt.Errorf("request %q has %d samples; show one by its event id", safe(id), len(matches))
+		s, err := r.Sample(ctx, eventID)
+		if errors.Is(err, store.ErrNotFound) {
+			return s, fmt.Errorf("no sample has event id %s", eventID)
 		}
-	}
-	s, err := r.Sample(ctx, eventID)
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("no sample has event id %s", eventID)
-	}
+		return s, err
+	})
 	if err != nil {
 		return err
 	}

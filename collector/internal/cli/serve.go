@@ -72,23 +72,11 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 
 	var nc *nats.Conn
 	if cfg.NATS.URL != "" {
-		identity, ierr := cfg.NATS.ConnectOptions()
-		if ierr != nil {
-			return ierr
+		opts, oerr := cfg.NATS.ServiceOptions(config.ForCollector, log)
+		if oerr != nil {
+			return oerr
 		}
-		nc, err = nats.Connect(cfg.NATS.URL, append(identity,
-			nats.Name("graygate-collector"),
-			nats.CustomInboxPrefix(config.InboxPrefix(config.ForCollector)),
-			nats.RetryOnFailedConnect(true),
-			nats.MaxReconnects(-1),
-			nats.ReconnectWait(time.Second),
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-				if err != nil {
-					log.Warn("NATS disconnected", "err", err)
-				}
-			}),
-			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted()) }),
-		)...)
+		nc, err = nats.Connect(cfg.NATS.URL, opts...)
 		if err != nil {
 			return fmt.Errorf("nats %s: %s", cfg.NATS.RedactedURL(), config.RedactURLs(err.Error()))
 		}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/graygate/graygate/schemas/axis"
 )
 
 // Point is one value of a series at a time. A point that stands for
@@ -196,7 +198,7 @@ func (c Chart) layout() svgChart {
 			ymin = 0
 		}
 	}
-	step := niceStep((ymax - ymin) / 4)
+	step := axis.NiceStep((ymax - ymin) / 4)
 	ymin, ymax = math.Floor(ymin/step)*step, math.Ceil(ymax/step)*step
 	x := func(t time.Time) float64 {
 		f := float64(t.Sub(from)) / float64(to.Sub(from))
@@ -283,20 +285,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
-}
-
-// niceStep rounds raw up to 1, 2 or 5 times a power of ten.
-func niceStep(raw float64) float64 {
-	if raw <= 0 || !finite(raw) {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= raw {
-			return m * p
-		}
-	}
-	return 10 * p
 }
 
 // timeTicks returns about six ticks on round times between from and to.

@@ -27,6 +27,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/graygate/graygate/collector/internal/params"
 	"github.com/graygate/graygate/collector/internal/store"
 )
 
@@ -125,10 +126,14 @@ func (s *Console) Register(app *fiber.App) {
 	}
 }
 
-// handle runs h and renders its error as an HTML page.
+// handle runs h, its database work bounded by requestTimeout (through
+// c.UserContext), and renders its error as an HTML page.
 func (s *Console) handle(h func(*fiber.Ctx) error) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderCacheControl, "no-store")
+		ctx, cancel := context.WithTimeout(c.UserContext(), requestTimeout)
+		defer cancel()
+		c.SetUserContext(ctx)
 		if err := h(c); err != nil {
 			return s.fail(c, err)
 		}
@@ -227,33 +232,8 @@ func (s *Console) render(c *fiber.Ctx, status int, name string, data any) error 
 
 // onlyParams refuses unknown and repeated query parameters.
 func onlyParams(c *fiber.Ctx, allowed ...string) error {
-	var err error
-	seen := map[string]bool{}
-	c.Context().QueryArgs().VisitAll(func(k, _ []byte) {
-		key := string(k)
-		switch {
-		case err != nil:
-		case !contains(allowed, key):
-			err = badParam(key, "unknown parameter (known: "+strings.Join(allowed, ", ")+")")
-		case seen[key]:
-			err = badParam(key, "given more than once")
-		}
-		seen[key] = true
-	})
+	_, err := params.Read(c, allowed, badParam)
 	return err
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *Console) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.UserContext(), requestTimeout)
 }
 
 // funcs are the templates' helpers.

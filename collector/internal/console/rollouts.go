@@ -32,20 +32,28 @@ func (s *Console) rollouts(c *fiber.Ctx) error {
 	}
 	p := rolloutsPage{page: s.page(c, "Rollouts"), Refreshes: refreshChoices}
 	p.Nav, p.Refresh = "rollouts", defaultRefresh
-	if v := c.Query("refresh"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 3600 || (n > 0 && n < 5) {
-			return badParam("refresh", "want seconds between reloads: 0 (off) or 5 to 3600")
-		}
-		p.Refresh = n
-	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
 	var err error
-	if p.Rollouts, err = s.r.Rollouts(ctx, ""); err != nil {
+	if p.Refresh, err = refresh(c, p.Refresh); err != nil {
+		return err
+	}
+	if p.Rollouts, err = s.r.Rollouts(c.UserContext(), ""); err != nil {
 		return err
 	}
 	return s.render(c, fiber.StatusOK, "rollouts", p)
+}
+
+// refresh reads the refresh parameter, the seconds between reloads: 0
+// (off) or 5 to 3600; def when it is absent.
+func refresh(c *fiber.Ctx, def int) (int, error) {
+	v := c.Query("refresh")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 3600 || (n > 0 && n < 5) {
+		return 0, badParam("refresh", "want seconds between reloads: 0 (off) or 5 to 3600")
+	}
+	return n, nil
 }
 
 // timeRanges are the deployment page's ranges, by their query value.
@@ -99,15 +107,11 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 	if v := c.Query("range"); v != "" {
 		p.Range = v
 	}
-	if v := c.Query("refresh"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 3600 || (n > 0 && n < 5) {
-			return badParam("refresh", "want seconds between reloads: 0 (off) or 5 to 3600")
-		}
-		p.Refresh = n
+	var err error
+	if p.Refresh, err = refresh(c, p.Refresh); err != nil {
+		return err
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
+	ctx := c.UserContext()
 	sums, err := s.r.Rollouts(ctx, dep)
 	if err != nil {
 		return err

@@ -48,9 +48,7 @@ func (s *Console) samples(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
-	page, err := s.r.ListSamples(ctx, f)
+	page, err := s.r.ListSamples(c.UserContext(), f)
 	if err != nil {
 		return err
 	}
@@ -110,9 +108,7 @@ func (s *Console) sample(c *fiber.Ctx) error {
 	if err != nil || len(raw) != 36 {
 		return badParam("event_id", "want an event id (a UUID such as 0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c0b)")
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
-	sm, err := s.r.Sample(ctx, id)
+	sm, err := s.r.Sample(c.UserContext(), id)
 	if err != nil {
 		return err
 	}
@@ -168,9 +164,7 @@ func (s *Console) deadLetters(c *fiber.Ctx) error {
 		}
 		before = n
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
-	letters, err := s.r.DeadLetters(ctx, deadLettersPageSize+1, before)
+	letters, err := s.r.DeadLetters(c.UserContext(), deadLettersPageSize+1, before)
 	if err != nil {
 		return err
 	}

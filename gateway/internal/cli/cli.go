@@ -23,6 +23,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/logging"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 )
@@ -71,7 +72,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "validate":
 		return validate(*path, stdout)
 	case "serve":
-		log, err := newLogger(stderr, *level)
+		log, err := logging.New(stderr, *level)
 		if err != nil {
 			return err
 		}
@@ -80,14 +81,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
-}
-
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
 func validate(path string, out io.Writer) error {

@@ -243,73 +243,60 @@ func (c *compiler) ref(r any) (*schema, error) {
 // through $ref) or that gojsonschema does not know are ignored, as it
 // ignores them.
 func (c *compiler) keyword(s *schema, k string, v any) error {
+	// The keywords that hold one value of a kind, by the field they fill.
+	bounds := map[string]**decimal{
+		"minimum": &s.minimum, "maximum": &s.maximum,
+		"exclusiveMinimum": &s.exclusiveMinimum, "exclusiveMaximum": &s.exclusiveMaximum,
+	}
+	counts := map[string]*int{
+		"minLength": &s.minLength, "maxLength": &s.maxLength,
+		"minProperties": &s.minProperties, "maxProperties": &s.maxProperties,
+		"minItems": &s.minItems, "maxItems": &s.maxItems,
+	}
+	subschemas := map[string]**schema{
+		"contains": &s.contains, "not": &s.not, "if": &s.if_, "then": &s.then, "else": &s.else_,
+	}
+	lists := map[string]*[]*schema{"allOf": &s.allOf, "anyOf": &s.anyOf, "oneOf": &s.oneOf}
+
 	var err error
-	switch k {
-	case "type":
+	switch {
+	case bounds[k] != nil:
+		*bounds[k], err = number(v)
+	case counts[k] != nil:
+		*counts[k], err = count(v)
+	case subschemas[k] != nil:
+		*subschemas[k], err = c.schema(v)
+	case lists[k] != nil:
+		*lists[k], err = c.schemaList(v)
+	case k == "type":
 		s.types, err = types(v)
-	case "const":
+	case k == "const":
 		s.hasConst = true
 		s.constant, err = toLiteral(v)
-	case "enum":
+	case k == "enum":
 		s.enum, err = literals(v)
-	case "minimum":
-		s.minimum, err = number(v)
-	case "maximum":
-		s.maximum, err = number(v)
-	case "exclusiveMinimum":
-		s.exclusiveMinimum, err = number(v)
-	case "exclusiveMaximum":
-		s.exclusiveMaximum, err = number(v)
-	case "multipleOf":
+	case k == "multipleOf":
 		s.multipleOf, err = rat(v)
-	case "minLength":
-		s.minLength, err = count(v)
-	case "maxLength":
-		s.maxLength, err = count(v)
-	case "pattern":
+	case k == "pattern":
 		s.pattern, err = pattern(v)
-	case "required":
+	case k == "required":
 		s.required, err = stringList(v)
-	case "properties":
+	case k == "properties":
 		s.properties, err = c.schemaMap(v)
-	case "patternProperties":
+	case k == "patternProperties":
 		s.patternProperties, err = c.patternSchemas(v)
-	case "additionalProperties":
+	case k == "additionalProperties":
 		s.noAdditionalProperties, s.additionalProperties, err = c.boolOrSchema(v)
-	case "minProperties":
-		s.minProperties, err = count(v)
-	case "maxProperties":
-		s.maxProperties, err = count(v)
-	case "items":
+	case k == "items":
 		if list, ok := v.([]any); ok {
 			s.tuple, err = c.schemaList(list)
 		} else {
 			s.items, err = c.schema(v)
 		}
-	case "additionalItems":
+	case k == "additionalItems":
 		s.noAdditionalItems, s.additionalItems, err = c.boolOrSchema(v)
-	case "minItems":
-		s.minItems, err = count(v)
-	case "maxItems":
-		s.maxItems, err = count(v)
-	case "uniqueItems":
+	case k == "uniqueItems":
 		s.uniqueItems, err = boolean(v)
-	case "contains":
-		s.contains, err = c.schema(v)
-	case "allOf":
-		s.allOf, err = c.schemaList(v)
-	case "anyOf":
-		s.anyOf, err = c.schemaList(v)
-	case "oneOf":
-		s.oneOf, err = c.schemaList(v)
-	case "not":
-		s.not, err = c.schema(v)
-	case "if":
-		s.if_, err = c.schema(v)
-	case "then":
-		s.then, err = c.schema(v)
-	case "else":
-		s.else_, err = c.schema(v)
 	}
 	return err
 }
@@ -388,17 +375,29 @@ func boolean(v any) (bool, error) {
 }
 
 func stringList(v any) ([]string, error) {
+	return listOf(v, func(e any) (string, error) {
+		s, ok := e.(string)
+		if !ok {
+			return "", fmt.Errorf("%w: %v is not a string", errUnsupported, e)
+		}
+		return s, nil
+	})
+}
+
+// listOf reads the array v, each element with read; an element's error
+// is prefixed with its index.
+func listOf[T any](v any, read func(any) (T, error)) ([]T, error) {
 	list, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("%w: %v is not an array", errUnsupported, v)
 	}
-	out := make([]string, 0, len(list))
-	for _, e := range list {
-		s, ok := e.(string)
-		if !ok {
-			return nil, fmt.Errorf("%w: %v is not a string", errUnsupported, e)
+	out := make([]T, 0, len(list))
+	for i, e := range list {
+		x, err := read(e)
+		if err != nil {
+			return nil, fmt.Errorf("%d: %w", i, err)
 		}
-		out = append(out, s)
+		out = append(out, x)
 	}
 	return out, nil
 }
@@ -417,21 +416,7 @@ func (c *compiler) boolOrSchema(v any) (never bool, s *schema, err error) {
 	return false, s, err
 }
 
-func (c *compiler) schemaList(v any) ([]*schema, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: %v is not an array", errUnsupported, v)
-	}
-	out := make([]*schema, 0, len(list))
-	for i, e := range list {
-		s, err := c.schema(e)
-		if err != nil {
-			return nil, fmt.Errorf("%d: %w", i, err)
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
+func (c *compiler) schemaList(v any) ([]*schema, error) { return listOf(v, c.schema) }
 
 func (c *compiler) schemaMap(v any) (map[string]*schema, error) {
 	m, ok := v.(map[string]any)
@@ -465,21 +450,7 @@ func (c *compiler) patternSchemas(v any) ([]patternSchema, error) {
 	return out, nil
 }
 
-func literals(v any) ([]literal, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: %v is not an array", errUnsupported, v)
-	}
-	out := make([]literal, 0, len(list))
-	for _, e := range list {
-		l, err := toLiteral(e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, nil
-}
+func literals(v any) ([]literal, error) { return listOf(v, toLiteral) }
 
 func toLiteral(v any) (literal, error) {
 	switch v := v.(type) {

@@ -127,10 +127,7 @@ func (d *document) literal(at int) bool {
 
 func (d *document) array(at, depth int) bool {
 	d.nodes[at].kind = kindArray
-	d.i++
-	d.ws()
-	if d.i < len(d.b) && d.b[d.i] == ']' {
-		d.i++
+	if d.open(']') {
 		return true
 	}
 	for n := 1; ; n++ {
@@ -138,28 +135,45 @@ func (d *document) array(at, depth int) bool {
 			return false
 		}
 		d.nodes[at].len = n
-		d.ws()
-		if d.i >= len(d.b) {
-			return false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return true
-		default:
-			return false
+		if more, ok := d.next(']'); !more {
+			return ok
 		}
 	}
 }
 
-func (d *document) object(at, depth int) bool {
-	d.nodes[at].kind = kindObject
+// open steps past the bracket at d.i and reports whether closer follows
+// it at once (an empty container, which it steps past too).
+func (d *document) open(closer byte) bool {
 	d.i++
 	d.ws()
-	if d.i < len(d.b) && d.b[d.i] == '}' {
+	if d.i < len(d.b) && d.b[d.i] == closer {
 		d.i++
+		return true
+	}
+	return false
+}
+
+// next reads what follows a member or an element: a ',' (more is true) or
+// closer, which it steps past (ok is true). Anything else fails.
+func (d *document) next(closer byte) (more, ok bool) {
+	d.ws()
+	if d.i >= len(d.b) {
+		return false, false
+	}
+	switch d.b[d.i] {
+	case ',':
+		d.i++
+		return true, true
+	case closer:
+		d.i++
+		return false, true
+	}
+	return false, false
+}
+
+func (d *document) object(at, depth int) bool {
+	d.nodes[at].kind = kindObject
+	if d.open('}') {
 		return true
 	}
 	for n := 1; ; n++ {
@@ -180,18 +194,8 @@ func (d *document) object(at, depth int) bool {
 			return false
 		}
 		d.nodes[at].len = n
-		d.ws()
-		if d.i >= len(d.b) {
-			return false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return !d.duplicateKeys(at)
-		default:
-			return false
+		if more, ok := d.next('}'); !more {
+			return ok && !d.duplicateKeys(at)
 		}
 	}
 }

@@ -173,6 +173,17 @@ func (s *scanner) answerMessage(a *Answer) error {
 	})
 }
 
+// functionMember keeps the value span v of a function call's name or
+// arguments member; it ignores other keys.
+func (s *scanner) functionMember(call *ToolCall, key, v Span) {
+	switch {
+	case s.keyIs(key, "name"):
+		call.Name = v
+	case s.keyIs(key, "arguments"):
+		call.Arguments = v
+	}
+}
+
 // toolCall reads one tool call object (depth 6).
 func (s *scanner) toolCall(call *ToolCall) error {
 	return s.object(6, func(key Span) error {
@@ -180,12 +191,7 @@ func (s *scanner) toolCall(call *ToolCall) error {
 			return s.object(7, func(key Span) error {
 				v := s.i
 				_, err := s.value(7, nil)
-				switch {
-				case s.keyIs(key, "name"):
-					call.Name = Span{v, s.i}
-				case s.keyIs(key, "arguments"):
-					call.Arguments = Span{v, s.i}
-				}
+				s.functionMember(call, key, Span{v, s.i})
 				return err
 			})
 		}

@@ -7,43 +7,19 @@ package scan
 // object reads the object at s.i, calling member for each key with the
 // key's span; member must consume the value. depth is the object's own.
 func (s *scanner) object(depth int, member func(key Span) error) error {
-	if depth > MaxDepth {
-		return ErrTooDeep
-	}
-	s.i++ // '{'
-	s.ws()
-	if s.peek() == '}' {
-		s.i++
-		return nil
+	if empty, err := s.open(depth, '}'); empty || err != nil {
+		return err
 	}
 	for {
-		if s.peek() != '"' {
-			return s.fail("expected a string key")
-		}
-		k := s.i
-		if err := s.skipString(nil); err != nil {
+		key, err := s.memberKey()
+		if err != nil {
 			return err
 		}
-		key := Span{k, s.i}
-		s.ws()
-		if s.peek() != ':' {
-			return s.fail("expected ':' after a key")
-		}
-		s.i++
-		s.ws()
 		if err := member(key); err != nil {
 			return err
 		}
-		s.ws()
-		switch s.peek() {
-		case ',':
-			s.i++
-			s.ws()
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.fail("expected ',' or '}' after an object member")
+		if more, err := s.next('}', "expected ',' or '}' after an object member"); !more {
+			return err
 		}
 	}
 }
@@ -51,29 +27,15 @@ func (s *scanner) object(depth int, member func(key Span) error) error {
 // array reads the array at s.i, calling elem for each element; elem must
 // consume the element. depth is the array's own.
 func (s *scanner) array(depth int, elem func() error) error {
-	if depth > MaxDepth {
-		return ErrTooDeep
-	}
-	s.i++ // '['
-	s.ws()
-	if s.peek() == ']' {
-		s.i++
-		return nil
+	if empty, err := s.open(depth, ']'); empty || err != nil {
+		return err
 	}
 	for {
 		if err := elem(); err != nil {
 			return err
 		}
-		s.ws()
-		switch s.peek() {
-		case ',':
-			s.i++
-			s.ws()
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.fail("expected ',' or ']' after an array element")
+		if more, err := s.next(']', "expected ',' or ']' after an array element"); !more {
+			return err
 		}
 	}
 }

@@ -60,42 +60,51 @@ func (e *Edits) ReplaceInt(start, end int, v int64) {
 // InsertInt is InsertMember for an integer, written as plain decimal
 // digits at any size.
 func (e *Edits) InsertInt(req *Request, key string, v int64) {
-	s := len(e.buf)
-	if req.Members > 0 || e.insertedAt(req.Close) {
-		e.buf = append(e.buf, ',')
-	}
-	e.buf = append(e.buf, '"')
-	e.buf = append(e.buf, key...)
-	e.buf = append(e.buf, '"', ':')
+	s := e.openInsert(req)
+	e.buf = appendKey(e.buf, key)
 	e.buf = strconv.AppendInt(e.buf, v, 10)
-	e.list = append(e.list, Edit{Start: req.Close, End: req.Close, text: Span{s, len(e.buf)}})
+	e.closeInsert(req, s)
 }
 
 // InsertMember records a new top-level member `"key":<number>` inserted
 // before the object's closing brace, with a comma when the object has
 // members already (or an earlier insertion added one).
 func (e *Edits) InsertMember(req *Request, key string, v float64) {
-	s := len(e.buf)
-	if req.Members > 0 || e.insertedAt(req.Close) {
-		e.buf = append(e.buf, ',')
-	}
-	e.buf = append(e.buf, '"')
-	e.buf = append(e.buf, key...)
-	e.buf = append(e.buf, '"', ':')
+	s := e.openInsert(req)
+	e.buf = appendKey(e.buf, key)
 	e.buf = AppendNumber(e.buf, v)
-	e.list = append(e.list, Edit{Start: req.Close, End: req.Close, text: Span{s, len(e.buf)}})
+	e.closeInsert(req, s)
 }
 
 // InsertRaw records a new top-level member given as raw JSON text
 // (`"key":value`) inserted before the object's closing brace, with a comma
 // when needed.
 func (e *Edits) InsertRaw(req *Request, member string) {
+	s := e.openInsert(req)
+	e.buf = append(e.buf, member...)
+	e.closeInsert(req, s)
+}
+
+// openInsert begins the text of a member inserted before req's closing
+// brace with the comma it needs, and returns where that text begins.
+func (e *Edits) openInsert(req *Request) int {
 	s := len(e.buf)
 	if req.Members > 0 || e.insertedAt(req.Close) {
 		e.buf = append(e.buf, ',')
 	}
-	e.buf = append(e.buf, member...)
+	return s
+}
+
+// closeInsert records the text written since openInsert returned s.
+func (e *Edits) closeInsert(req *Request, s int) {
 	e.list = append(e.list, Edit{Start: req.Close, End: req.Close, text: Span{s, len(e.buf)}})
+}
+
+// appendKey appends `"key":`; key needs no escaping.
+func appendKey(dst []byte, key string) []byte {
+	dst = append(dst, '"')
+	dst = append(dst, key...)
+	return append(dst, '"', ':')
 }
 
 func (e *Edits) insertedAt(pos int) bool {

@@ -248,11 +248,9 @@ func (s *scanner) outputItem(a *Answer, depth int, texts bool) (call ToolCall, i
 		start := s.i
 		switch {
 		case s.peek() == '"' && s.keyIs(key, "type"):
-			if err := s.skipString(nil); err != nil {
-				return err
-			}
-			isCall = s.keyIs(Span{start, s.i}, "function_call")
-			return nil
+			var err error
+			isCall, err = s.stringIs("function_call")
+			return err
 		case texts && s.peek() == '[' && s.keyIs(key, "content"):
 			return s.array(depth+1, func() error {
 				if s.peek() != '{' {
@@ -263,15 +261,19 @@ func (s *scanner) outputItem(a *Answer, depth int, texts bool) (call ToolCall, i
 			})
 		}
 		_, err := s.value(depth, nil)
-		switch {
-		case s.keyIs(key, "name"):
-			call.Name = Span{start, s.i}
-		case s.keyIs(key, "arguments"):
-			call.Arguments = Span{start, s.i}
-		}
+		s.functionMember(&call, key, Span{start, s.i})
 		return err
 	})
 	return call, isCall, err
+}
+
+// stringIs reads the string at s.i and reports whether it decodes to lit.
+func (s *scanner) stringIs(lit string) (bool, error) {
+	start := s.i
+	if err := s.skipString(nil); err != nil {
+		return false, err
+	}
+	return s.keyIs(Span{start, s.i}, lit), nil
 }
 
 // outputPart reads one content part of an output message at depth,
@@ -284,11 +286,9 @@ func (s *scanner) outputPart(a *Answer, depth int) error {
 		start := s.i
 		switch {
 		case s.peek() == '"' && s.keyIs(key, "type"):
-			if err := s.skipString(nil); err != nil {
-				return err
-			}
-			isText = s.keyIs(Span{start, s.i}, "output_text")
-			return nil
+			var err error
+			isText, err = s.stringIs("output_text")
+			return err
 		case s.peek() == '"' && s.keyIs(key, "text"):
 			n = 0
 			err := s.skipString(&n)

@@ -72,23 +72,13 @@ func scanBody(body []byte, r *Request, responses bool) error {
 		return s.end()
 	}
 	for {
-		if s.peek() != '"' {
-			return s.fail("expected a string key")
-		}
-		kStart := s.i
-		if err := s.skipString(nil); err != nil {
+		name, err := s.memberKey()
+		if err != nil {
 			return err
 		}
-		k, p := s.classifyKey(kStart, s.i)
-		s.ws()
-		if s.peek() != ':' {
-			return s.fail("expected ':' after a key")
-		}
-		s.i++
-		s.ws()
-		m := Member{Key: Span{kStart, s.i}, Index: r.Members}
+		k, p := s.classifyKey(name.Start, name.End)
+		m := Member{Key: Span{name.Start, s.i}, Index: r.Members}
 		vStart := s.i
-		var err error
 		switch k {
 		case keyMessages:
 			m.Kind, err = s.messages(r)
@@ -113,74 +103,85 @@ func scanBody(body []byte, r *Request, responses bool) error {
 			return err
 		}
 		r.Members++
-		s.ws()
-		switch s.peek() {
-		case ',':
-			s.i++
-			s.ws()
-		case '}':
-			r.Close = s.i
-			r.TextBytes = r.msgBytes + r.toolsBytes + r.promptBytes + r.instrBytes
-			if responses {
-				r.MessageCount = r.inputItems
-				if r.Instructions.Kind == KindString {
-					r.MessageCount++ // the instructions are a system message
-				}
-			}
-			s.i++
-			return s.end()
-		default:
-			return s.fail("expected ',' or '}' after an object member")
+		more, err := s.next('}', "expected ',' or '}' after an object member")
+		if err != nil {
+			return err
 		}
+		if more {
+			continue
+		}
+		r.Close = s.i - 1 // the '}' next stepped past
+		r.TextBytes = r.msgBytes + r.toolsBytes + r.promptBytes + r.instrBytes
+		if responses {
+			r.MessageCount = r.inputItems
+			if r.Instructions.Kind == KindString {
+				r.MessageCount++ // the instructions are a system message
+			}
+		}
+		return s.end()
 	}
 }
 
+// unique names the routing keys a body may hold once: a second one is a
+// DuplicateKeyError. For the other keys the last one wins.
+var unique = [...]string{
+	keyModel:               "model",
+	keyStream:              "stream",
+	keyMaxTokens:           "max_tokens",
+	keyMaxCompletionTokens: "max_completion_tokens",
+	keyMaxOutputTokens:     "max_output_tokens",
+}
+
 func (r *Request) record(k key, p Param, m Member, b []byte) error {
-	dup := func(old Member, name string) error {
-		if old.Present() {
-			return &DuplicateKeyError{Key: name}
-		}
+	if k == keyParam {
+		r.Params[p] = m
 		return nil
 	}
-	var err error
-	switch k {
-	case keyParam:
-		r.Params[p] = m
-	case keyModel:
-		err = dup(r.Model, "model")
-		r.Model = m
-	case keyStream:
-		err = dup(r.Stream, "stream")
-		r.Stream = m
-	case keyMaxTokens:
-		err = dup(r.MaxTokens, "max_tokens")
-		r.MaxTokens = m
-	case keyMaxCompletionTokens:
-		err = dup(r.MaxCompletionTokens, "max_completion_tokens")
-		r.MaxCompletionTokens = m
-	case keyUser:
-		r.User = m
-	case keyStreamOptions:
-		r.StreamOptions = m
-	case keyMessages:
-		r.Messages = m
-	case keyTools:
-		r.Tools = m
-	case keyPrompt, keyInput:
-		r.Prompt = m
-	case keyInstructions:
-		r.Instructions = m
-	case keyMaxOutputTokens:
-		err = dup(r.MaxOutputTokens, "max_output_tokens")
-		r.MaxOutputTokens = m
-	case keyStore:
-		r.Store = m
-	case keyPreviousResponseID:
-		r.PreviousResponseID = m
-	case keyConversation:
-		r.Conversation = m
+	slot := r.slot(k)
+	if slot == nil {
+		return nil
 	}
-	return err
+	again := slot.Present() && int(k) < len(unique) && unique[k] != ""
+	*slot = m
+	if again {
+		return &DuplicateKeyError{Key: unique[k]}
+	}
+	return nil
+}
+
+// slot is the field of r that holds the member of key k; nil for keyOther.
+func (r *Request) slot(k key) *Member {
+	switch k {
+	case keyModel:
+		return &r.Model
+	case keyStream:
+		return &r.Stream
+	case keyMaxTokens:
+		return &r.MaxTokens
+	case keyMaxCompletionTokens:
+		return &r.MaxCompletionTokens
+	case keyUser:
+		return &r.User
+	case keyStreamOptions:
+		return &r.StreamOptions
+	case keyMessages:
+		return &r.Messages
+	case keyTools:
+		return &r.Tools
+	case keyPrompt, keyInput:
+		return &r.Prompt
+	case keyInstructions:
+		return &r.Instructions
+	case keyMaxOutputTokens:
+		return &r.MaxOutputTokens
+	case keyStore:
+		return &r.Store
+	case keyPreviousResponseID:
+		return &r.PreviousResponseID
+	case keyConversation:
+		return &r.Conversation
+	}
+	return nil
 }
 
 // tokenIDBytes is what one token id of a pre-tokenized prompt counts
@@ -297,45 +298,75 @@ func (s *scanner) value(depth int, textBytes *int64) (Kind, error) {
 
 // container skips an object or array whose opening bracket is at s.i.
 func (s *scanner) container(depth int, closer byte) error {
+	if empty, err := s.open(depth, closer); empty || err != nil {
+		return err
+	}
+	for {
+		if closer == '}' {
+			if _, err := s.memberKey(); err != nil {
+				return err
+			}
+		}
+		if _, err := s.value(depth, nil); err != nil {
+			return err
+		}
+		if more, err := s.next(closer, "expected ',' or a closing bracket"); !more {
+			return err
+		}
+	}
+}
+
+// open steps past the bracket at s.i of a container nested depth deep,
+// and reports whether closer follows at once (an empty container, which it
+// steps past too).
+func (s *scanner) open(depth int, closer byte) (empty bool, err error) {
 	if depth > MaxDepth {
-		return ErrTooDeep
+		return false, ErrTooDeep
 	}
 	s.i++
 	s.ws()
 	if s.peek() == closer {
 		s.i++
-		return nil
+		return true, nil
 	}
-	for {
-		if closer == '}' {
-			if s.peek() != '"' {
-				return s.fail("expected a string key")
-			}
-			if err := s.skipString(nil); err != nil {
-				return err
-			}
-			s.ws()
-			if s.peek() != ':' {
-				return s.fail("expected ':' after a key")
-			}
-			s.i++
-			s.ws()
-		}
-		if _, err := s.value(depth, nil); err != nil {
-			return err
-		}
+	return false, nil
+}
+
+// memberKey reads an object member's key, the ':' after it and the white
+// space before the value, and returns the key's span (quotes included).
+func (s *scanner) memberKey() (Span, error) {
+	if s.peek() != '"' {
+		return Span{}, s.fail("expected a string key")
+	}
+	start := s.i
+	if err := s.skipString(nil); err != nil {
+		return Span{}, err
+	}
+	key := Span{start, s.i}
+	s.ws()
+	if s.peek() != ':' {
+		return key, s.fail("expected ':' after a key")
+	}
+	s.i++
+	s.ws()
+	return key, nil
+}
+
+// next reads what follows a member or an element: a ',' and the white
+// space after it (more is true), or closer, which it steps past. Anything
+// else fails with msg.
+func (s *scanner) next(closer byte, msg string) (more bool, err error) {
+	s.ws()
+	switch s.peek() {
+	case ',':
+		s.i++
 		s.ws()
-		switch s.peek() {
-		case ',':
-			s.i++
-			s.ws()
-		case closer:
-			s.i++
-			return nil
-		default:
-			return s.fail("expected ',' or a closing bracket")
-		}
+		return true, nil
+	case closer:
+		s.i++
+		return false, nil
 	}
+	return false, s.fail(msg)
 }
 
 func (s *scanner) literal(word string) error {
@@ -357,37 +388,25 @@ func (s *scanner) number() error {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i, _ = digits(b, i)
 	default:
 		s.i = i
 		return s.fail("invalid number")
 	}
+	ok := true
 	if i < len(b) && b[i] == '.' {
-		i++
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
-			s.i = i
-			return s.fail("invalid number")
-		}
+		i, ok = digits(b, i+1)
 	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+	if ok && i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
-			s.i = i
-			return s.fail("invalid number")
-		}
+		i, ok = digits(b, i)
+	}
+	if !ok {
+		s.i = i
+		return s.fail("invalid number")
 	}
 	s.i = i
 	// A number must be followed by a delimiter, so that "01" or "1_0"
@@ -400,6 +419,16 @@ func (s *scanner) number() error {
 		}
 	}
 	return nil
+}
+
+// digits returns the end of the run of decimal digits at b[i:], and
+// whether the run is not empty.
+func digits(b []byte, i int) (end int, ok bool) {
+	start := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i, i > start
 }
 
 // skipString skips the string literal at s.i. When textBytes is not nil,

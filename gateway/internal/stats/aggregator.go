@@ -206,63 +206,18 @@ const (
 	numSlots     = numArms * 2 * numEndpoints
 )
 
-var armOrder = [numArms]events.Arm{events.ArmPrimary, events.ArmGray, events.ArmShadow}
-
-func armIndex(a events.Arm) int {
-	switch a {
-	case events.ArmPrimary:
-		return 0
-	case events.ArmGray:
-		return 1
-	case events.ArmShadow:
-		return 2
-	}
-	return -1
-}
-
-func endpointIndex(e events.Endpoint) int {
-	switch e {
-	case events.EndpointChat:
-		return 0
-	case events.EndpointCompletions:
-		return 1
-	case events.EndpointResponses:
-		return 2
-	case events.EndpointEmbeddings:
-		return 3
-	}
-	return -1
-}
+// The orders of the slots: an arm's, an endpoint's and an outcome's index
+// is its position in armOrder, endpointOrder and events.AllOutcomes.
+var (
+	armOrder      = [numArms]events.Arm{events.ArmPrimary, events.ArmGray, events.ArmShadow}
+	endpointOrder = [numEndpoints]events.Endpoint{events.EndpointChat, events.EndpointCompletions, events.EndpointResponses, events.EndpointEmbeddings}
+)
 
 // numOutcomes is len(events.AllOutcomes).
 const numOutcomes = 10
 
 // outcomeIndex is o's index in events.AllOutcomes, -1 outside the set.
-func outcomeIndex(o events.Outcome) int {
-	switch o {
-	case events.OutcomeOK:
-		return 0
-	case events.OutcomeSchemaViolation:
-		return 1
-	case events.OutcomeInvalidJSON:
-		return 2
-	case events.OutcomeUpstream4xx:
-		return 3
-	case events.OutcomeUpstream5xx:
-		return 4
-	case events.OutcomeTimeout:
-		return 5
-	case events.OutcomeUpstreamError:
-		return 6
-	case events.OutcomeCancelled:
-		return 7
-	case events.OutcomeSchemaViolationBoth:
-		return 8
-	case events.OutcomeTruncated:
-		return 9
-	}
-	return -1
-}
+func outcomeIndex(o events.Outcome) int { return slices.Index(events.AllOutcomes, o) }
 
 // table is one interval's statistics of a deployment.
 type table struct {
@@ -289,7 +244,7 @@ func newDeployment(name string) *Deployment {
 // set is ignored. It does not block beyond the deployment's mutex and does
 // not allocate once the histograms have room for the attempts' range.
 func (d *Deployment) Record(at *Attempt) {
-	ai, ei, oi := armIndex(at.Arm), endpointIndex(at.Endpoint), outcomeIndex(at.Outcome)
+	ai, ei, oi := slices.Index(armOrder[:], at.Arm), slices.Index(endpointOrder[:], at.Endpoint), outcomeIndex(at.Outcome)
 	if ai < 0 || ei < 0 || oi < 0 {
 		return
 	}

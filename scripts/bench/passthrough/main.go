@@ -18,25 +18,16 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
-	"os"
-	"os/signal"
-	"syscall"
+	_ "net/http/pprof"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
+
+	"github.com/graygate/graygate/scripts/internal/command"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "passthrough:", err)
-		os.Exit(1)
-	}
-}
+func main() { command.Main("passthrough", run) }
 
 const chatPath = "/v1/chat/completions"
 
@@ -131,13 +122,9 @@ func servePprof(addr string) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--pprof: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// net/http/pprof registers its handlers on the default mux, which
+	// serves nothing else here.
+	srv := &http.Server{Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close() }, nil
 }
