@@ -265,8 +265,7 @@ func (s *Server) awaitSource(r *relay, x *exchange, k *call, done <-chan source)
 		body, _ := src.resp.ReadAll(nil, 64<<10)
 		st := src.resp.Status
 		src.resp.Close()
-		e := &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-			Msg: "primary answered " + itoa(st) + ": " + reason(body)}
+		e := lateError(telemetry.ArmPrimary, st, body)
 		s.failStream(r, x, k, e)
 		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
 		return nil
