@@ -45,10 +45,11 @@ func (s *Server) snapshotHeaders(c *fiber.Ctx, x *exchange, id string) {
 	add(hdrRequestID, []byte(id))
 }
 
-// setHeaders writes x's forwarded headers into an upstream request. The
-// names come from fasthttp's parse of the client request, which put them
-// in canonical form already: SetCanonical does not normalize them again.
-func (x *exchange) setHeaders(h *fasthttp.RequestHeader) {
+// SetHeaders writes x's forwarded headers into an upstream request
+// (upstream.HeaderSetter). The names come from fasthttp's parse of the
+// client request, which put them in canonical form already: SetCanonical
+// does not normalize them again.
+func (x *exchange) SetHeaders(h *fasthttp.RequestHeader) {
 	for _, kv := range x.hdrs {
 		h.SetCanonical(x.hbuf[kv.k.Start:kv.k.End], x.hbuf[kv.v.Start:kv.v.End])
 	}
@@ -76,7 +77,7 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	}
 	d := k.deployment
 	sent := time.Now()
-	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
+	resp, err := d.primary.client.Do(ctx, upstream.Request{Endpoint: x.ep, Body: x.forwardBody(d.primary), Header: x})
 	if err != nil {
 		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
 		s.complete(x, k, armName, d.primary, Measure{Status: e.Status, ErrorType: errorType(err), Outcome: outcomeOfErr(err), Latency: time.Since(sent)}, gray)

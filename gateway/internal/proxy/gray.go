@@ -38,7 +38,7 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 	// The contents are assembled only for a schema to check them.
 	x.tally.reset(d.filterFor(x.ep).HasSchema())
 	sent := time.Now()
-	resp, err := d.gray.client.DoEndpointUntil(ctx, x.ep, d.gray.client.Timeout, until, x.forwardBody(d.gray), x.setHeaders)
+	resp, err := d.gray.client.Do(ctx, upstream.Request{Endpoint: x.ep, Body: x.forwardBody(d.gray), Header: x, Until: until})
 	if err != nil {
 		m.Latency = time.Since(sent)
 		return failed(m, err)

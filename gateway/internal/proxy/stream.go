@@ -186,7 +186,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 	if k.useGray {
 		if d.rollout.StreamValidation == config.StreamObserve {
 			sent := time.Now()
-			resp, err := d.gray.client.DoEndpoint(ctx, x.ep, d.rollout.Timeout, x.forwardBody(d.gray), x.setHeaders)
+			resp, err := d.gray.client.Do(ctx, upstream.Request{Endpoint: x.ep, Body: x.forwardBody(d.gray), Header: x, HeaderTimeout: d.rollout.Timeout})
 			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
 				return source{resp: resp, observe: true, arm: d.gray, armName: telemetry.ArmGray, sent: sent, headers: time.Since(sent)}
 			}
@@ -215,7 +215,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 	}
 	decide()
 	sent := time.Now()
-	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
+	resp, err := d.primary.client.Do(ctx, upstream.Request{Endpoint: x.ep, Body: x.forwardBody(d.primary), Header: x})
 	return source{resp: resp, err: err, arm: d.primary, armName: armName, sent: sent, headers: time.Since(sent), gray: gray}
 }
 
