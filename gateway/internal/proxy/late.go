@@ -7,19 +7,13 @@ import (
 	"github.com/graygate/graygate/gateway/internal/scan"
 )
 
-// lateError is what a client gets when the serving upstream answered with
-// status and body after the stream's headers were sent (SPEC §3 rev. 4):
-// a 4xx (429 and 408 too) keeps its meaning — the upstream's own error
-// object, or type invalid_request_error (rate_limit_error for 429) with
-// code upstream_<status> where it sent none — and anything else (a 5xx,
-// or an answer without an event stream) is the gateway's 502
-// upstream_error. The error event carries it; the request event records
-// e.Status.
-func lateError(armName string, status int, body []byte) *Error {
-	if status < 400 || status >= 500 {
-		return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-			Msg: armName + " answered " + itoa(status) + ": " + reason(body)}
-	}
+// upstreamStatusError is what a client gets when the serving upstream
+// answered a 4xx (429 and 408 too) after the stream's headers were sent
+// (SPEC §3 rev. 4; clientError): the upstream's own error object — its
+// type, code, message and param — or type invalid_request_error
+// (rate_limit_error for 429) with code upstream_<status> where it sent
+// none, with the upstream's status for the request event.
+func upstreamStatusError(armName string, status int, body []byte) *Error {
 	e := &Error{Status: status, Type: "invalid_request_error", Code: "upstream_" + itoa(status),
 		Msg: armName + " answered " + itoa(status)}
 	if status == fiber.StatusTooManyRequests {
