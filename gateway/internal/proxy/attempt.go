@@ -14,8 +14,9 @@ func WithStats(a *stats.Aggregator) Option { return func(s *Server) { s.stats = 
 
 // outcome is how the attempt m describes ended (SPEC §7 "Attempt
 // outcomes"). Where the measure no longer holds what decides it (an I/O
-// error, an upstream status replaced by the gateway's 502), the site that
-// knew set m.Outcome.
+// error, an upstream status replaced by the gateway's 502), classify
+// decided it and fail or failure.gray set m.Outcome; otherwise it is the
+// judgment of an answer (the contract's reason) or its status.
 func (m *Measure) outcome() events.Outcome {
 	if m.Outcome != "" {
 		return m.Outcome

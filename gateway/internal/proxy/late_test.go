@@ -133,11 +133,11 @@ func waitRequestEvent(t *testing.T, evs *sink) *events.RequestCompleted {
 	return rc
 }
 
-// TestLateUpstreamErrorWithoutBody: a late 4xx without an OpenAI error
+// TestLateUpstreamErrorDefaults: a late 4xx without an OpenAI error
 // object is type invalid_request_error (rate_limit_error for 429) with
 // code upstream_<status>; a late 5xx is still the gateway's 502
 // upstream_error.
-func TestLateUpstreamErrorWithoutBody(t *testing.T) {
+func TestLateUpstreamErrorDefaults(t *testing.T) {
 	cases := []struct {
 		status      int
 		body        string
