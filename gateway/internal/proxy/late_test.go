@@ -133,10 +133,11 @@ func waitRequestEvent(t *testing.T, evs *sink) *events.RequestCompleted {
 	return rc
 }
 
-// TestLateUpstreamErrorDefaults: a late 4xx without an OpenAI error
-// object is type invalid_request_error (rate_limit_error for 429) with
-// code upstream_<status>; a late 5xx is still the gateway's 502
-// upstream_error.
+// TestLateUpstreamErrorDefaults: a late 4xx keeps what the upstream sent
+// of its error object (a message, a param) and, where it sent none (no
+// body, a text body, a null code), is type invalid_request_error
+// (rate_limit_error for 429) with code upstream_<status>; a late 5xx is
+// still the gateway's 502 upstream_error.
 func TestLateUpstreamErrorDefaults(t *testing.T) {
 	cases := []struct {
 		status      int
