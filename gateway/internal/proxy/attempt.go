@@ -1,12 +1,9 @@
 package proxy
 
 import (
-	"errors"
-
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
-	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
 
@@ -15,31 +12,11 @@ import (
 // aggregator that publishes nothing, for the attempt and token metrics.
 func WithStats(a *stats.Aggregator) Option { return func(s *Server) { s.stats = a } }
 
-// outcomeOfErr classifies an attempt that broke off with an I/O error.
-func outcomeOfErr(err error) events.Outcome {
-	switch {
-	case errors.Is(err, upstream.ErrTimeout):
-		return events.OutcomeTimeout
-	case errors.Is(err, upstream.ErrAborted):
-		return events.OutcomeCancelled
-	}
-	return events.OutcomeUpstreamError // unreachable, TLS, reset, a cap reached
-}
-
-// answeredNotAStream is the outcome of an attempt that answered a
-// streaming request with status and no event stream: a 2xx is a malformed
-// stream.
-func answeredNotAStream(status int) events.Outcome {
-	if o := events.OutcomeOfStatus(status); o != events.OutcomeOK {
-		return o
-	}
-	return events.OutcomeUpstreamError
-}
-
 // outcome is how the attempt m describes ended (SPEC §7 "Attempt
 // outcomes"). Where the measure no longer holds what decides it (an I/O
-// error, an upstream status replaced by the gateway's 502), the site that
-// knew set m.Outcome.
+// error, an upstream status replaced by the gateway's 502), classify
+// decided it and fail or failure.gray set m.Outcome; otherwise it is the
+// judgment of an answer (the contract's reason) or its status.
 func (m *Measure) outcome() events.Outcome {
 	if m.Outcome != "" {
 		return m.Outcome

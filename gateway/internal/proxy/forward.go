@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
-	"github.com/graygate/graygate/schemas/events"
 	"github.com/valyala/fasthttp"
 )
 
@@ -45,10 +43,11 @@ func (s *Server) snapshotHeaders(c *fiber.Ctx, x *exchange, id string) {
 	add(hdrRequestID, []byte(id))
 }
 
-// setHeaders writes x's forwarded headers into an upstream request. The
-// names come from fasthttp's parse of the client request, which put them
-// in canonical form already: SetCanonical does not normalize them again.
-func (x *exchange) setHeaders(h *fasthttp.RequestHeader) {
+// SetHeaders writes x's forwarded headers into an upstream request
+// (upstream.HeaderSetter). The names come from fasthttp's parse of the
+// client request, which put them in canonical form already: SetCanonical
+// does not normalize them again.
+func (x *exchange) SetHeaders(h *fasthttp.RequestHeader) {
 	for _, kv := range x.hdrs {
 		h.SetCanonical(x.hbuf[kv.k.Start:kv.k.End], x.hbuf[kv.v.Start:kv.v.End])
 	}
@@ -76,10 +75,11 @@ func (s *Server) forward(c *fiber.Ctx, x *exchange, k *call) error {
 	}
 	d := k.deployment
 	sent := time.Now()
-	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
+	resp, err := d.primary.client.Do(ctx, upstream.Request{Endpoint: x.ep, Body: x.forwardBody(d.primary), Header: x})
 	if err != nil {
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
-		s.complete(x, k, armName, d.primary, Measure{Status: e.Status, ErrorType: errorType(err), Outcome: outcomeOfErr(err), Latency: time.Since(sent)}, gray)
+		m := Measure{Latency: time.Since(sent)}
+		e := s.fail(k, telemetry.ArmPrimary, classify(0, err), nil, &m)
+		s.complete(x, k, armName, d.primary, m, gray)
 		return e
 	}
 	defer resp.Close()
@@ -112,16 +112,11 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 	m.Latency = time.Since(sent)
 	telemetry.TTFT(k.deployment.name, armName, k.stream, m.TTFT)
 	if err != nil {
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, err)
-		m.Status, m.ErrorType, m.Outcome = e.Status, errorType(err), outcomeOfErr(err)
-		return m, e
+		return m, s.fail(k, telemetry.ArmPrimary, classify(0, err), nil, &m)
 	}
 	switch {
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
-		telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamStatus)
-		m.Status, m.ErrorType, m.Outcome = fiber.StatusBadGateway, ErrTypeUpstreamStatus, events.OutcomeOfStatus(resp.Status)
-		return m, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-			Msg: fmt.Sprintf("primary answered %d: %s", resp.Status, reason(x.ans))}
+		return m, s.fail(k, telemetry.ArmPrimary, classify(resp.Status, nil), x.ans, &m)
 	case resp.Status >= 400:
 		// The client caused it: pass it through unchanged.
 		m.ErrorType = ErrTypeCallerBadRequest
@@ -140,9 +135,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 	x.tally.reset(x.pair.held) // a held gray failure is judged against this answer
 	x.tally.add(x.ans, &x.answer)
 	if x.tally.over != nil {
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, x.tally.over)
-		m.Status, m.ErrorType = e.Status, errorType(x.tally.over)
-		return m, e
+		return m, s.fail(k, telemetry.ArmPrimary, classify(0, x.tally.over), nil, &m)
 	}
 	x.tally.fill(&m, x.body, &x.req)
 	if x.pair.held {
@@ -233,20 +226,6 @@ func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measur
 	s.obs.Completed(r)
 }
 
-// errorType classifies an upstream I/O error.
-func errorType(err error) string {
-	switch {
-	case errors.Is(err, upstream.ErrTimeout):
-		return ErrTypeUpstreamTimeout
-	case errors.Is(err, upstream.ErrAborted):
-		return ErrTypeCallerCancelled
-	case errors.Is(err, upstream.ErrTooLarge):
-		return ErrTypeUpstreamUnreachable // upstream_error: a cap reached
-	default:
-		return ErrTypeUpstreamUnreachable
-	}
-}
-
 // copyAnswerHeaders relays the upstream headers a client may need: the
 // content type and those that describe the answer (passedHeader).
 func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
@@ -255,31 +234,6 @@ func copyAnswerHeaders(c *fiber.Ctx, x *exchange, resp *upstream.Response) {
 	}
 	x.keepAnswerHeaders(resp.Header)
 	x.writeAnswerHeaders(c)
-}
-
-// upstreamFailed maps an upstream I/O error to 502, 503 or 504.
-func (s *Server) upstreamFailed(k *call, armName string, err error) *Error {
-	d := k.deployment.name
-	typ := errorType(err)
-	telemetry.UpstreamError(d, typ)
-	if errors.Is(err, upstream.ErrBusy) {
-		// The gateway's own limit, not the upstream's failure: a prompt,
-		// clear refusal the client may retry (SPEC §2 rev. 3).
-		return &Error{Status: fiber.StatusServiceUnavailable, Code: CodeUpstreamBusy, Type: "server_error",
-			Msg: fmt.Sprintf("%s of deployment %s has all its max_connections busy; retry later", armName, d), Cause: err}
-	}
-	switch typ {
-	case ErrTypeUpstreamTimeout:
-		return &Error{Status: fiber.StatusGatewayTimeout, Code: CodeUpstreamTimeout, Type: "server_error",
-			Msg: fmt.Sprintf("%s of deployment %s did not answer in time", armName, d), Cause: err}
-	default:
-		if errors.Is(err, upstream.ErrTooLarge) {
-			return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-				Msg: fmt.Sprintf("%s of deployment %s %s", armName, d, capMessage(err)), Cause: err}
-		}
-		return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-			Msg: fmt.Sprintf("%s of deployment %s could not be reached or broke off its answer", armName, d), Cause: err}
-	}
 }
 
 // reason extracts a short, printable reason from an upstream error body.
@@ -328,12 +282,4 @@ func clip(s string, n int) string {
 		return "(empty body)"
 	}
 	return string(out)
-}
-
-// grayReason maps an upstream I/O error of a gray attempt to a sample reason.
-func grayReason(err error) filter.Reason {
-	if errors.Is(err, upstream.ErrTimeout) {
-		return filter.Timeout
-	}
-	return filter.UpstreamError
 }

@@ -38,7 +38,7 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 	// The contents are assembled only for a schema to check them.
 	x.tally.reset(d.filterFor(x.ep).HasSchema())
 	sent := time.Now()
-	resp, err := d.gray.client.DoEndpointUntil(ctx, x.ep, d.gray.client.Timeout, until, x.forwardBody(d.gray), x.setHeaders)
+	resp, err := d.gray.client.Do(ctx, upstream.Request{Endpoint: x.ep, Body: x.forwardBody(d.gray), Header: x, Until: until})
 	if err != nil {
 		m.Latency = time.Since(sent)
 		return failed(m, err)
@@ -62,11 +62,11 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 		return failed(m, err)
 	}
 	if m.Status < 200 || m.Status >= 300 {
-		m.Reason, m.ErrorType = filter.UpstreamStatus, ErrTypeUpstreamStatus
+		classify(m.Status, nil).gray(&m)
 		return m, []filter.FieldError{{Field: "(status)", Description: fmt.Sprintf("gray answered %d: %s", m.Status, s.sampleReason(x.ans))}}
 	}
 	if stream && !sse {
-		m.Reason, m.ErrorType = filter.UpstreamError, ErrTypeUpstreamStatus
+		classify(m.Status, nil).gray(&m) // a 2xx without the stream asked for
 		return m, []filter.FieldError{{Field: "(content-type)", Description: "gray answered a streaming request without an event stream"}}
 	}
 	if !sse {
@@ -125,7 +125,7 @@ func (s *Server) attemptUntil(ctx context.Context, until time.Time, x *exchange,
 
 // failed fills m for a gray attempt that broke off with err.
 func failed(m Measure, err error) (Measure, []filter.FieldError) {
-	m.Reason, m.ErrorType, m.Outcome = grayReason(err), errorType(err), outcomeOfErr(err)
+	classify(0, err).gray(&m)
 	desc := "gray could not be reached or broke off its answer"
 	if m.Reason == filter.Timeout {
 		desc = "gray did not finish within the rollout timeout"

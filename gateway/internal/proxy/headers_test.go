@@ -46,7 +46,7 @@ func BenchmarkForwardHeaders(b *testing.B) {
 	for b.Loop() {
 		s.snapshotHeaders(c, x, "req-1")
 		req.Header.Reset()
-		x.setHeaders(&req.Header)
+		x.SetHeaders(&req.Header)
 	}
 }
 

@@ -186,7 +186,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 	if k.useGray {
 		if d.rollout.StreamValidation == config.StreamObserve {
 			sent := time.Now()
-			resp, err := d.gray.client.DoEndpoint(ctx, x.ep, d.rollout.Timeout, x.forwardBody(d.gray), x.setHeaders)
+			resp, err := d.gray.client.Do(ctx, upstream.Request{Endpoint: x.ep, Body: x.forwardBody(d.gray), Header: x, HeaderTimeout: d.rollout.Timeout})
 			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
 				return source{resp: resp, observe: true, arm: d.gray, armName: telemetry.ArmGray, sent: sent, headers: time.Since(sent)}
 			}
@@ -197,8 +197,8 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 			} else {
 				x.ans, _ = resp.ReadAll(x.ans[:0], 64<<10)
 				resp.Close()
-				m = Measure{Status: resp.Status, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus,
-					Outcome: answeredNotAStream(resp.Status), Latency: time.Since(sent)}
+				m = Measure{Status: resp.Status, Latency: time.Since(sent)}
+				classify(resp.Status, nil).gray(&m)
 				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
 			}
 			s.sample(x, k, telemetry.ArmGray, d.gray, m, errs)
@@ -215,7 +215,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 	}
 	decide()
 	sent := time.Now()
-	resp, err := d.primary.client.DoEndpoint(ctx, x.ep, d.primary.client.Timeout, x.forwardBody(d.primary), x.setHeaders)
+	resp, err := d.primary.client.Do(ctx, upstream.Request{Endpoint: x.ep, Body: x.forwardBody(d.primary), Header: x})
 	return source{resp: resp, err: err, arm: d.primary, armName: armName, sent: sent, headers: time.Since(sent), gray: gray}
 }
 
@@ -226,8 +226,9 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 func (s *Server) notAStream(c *fiber.Ctx, x *exchange, k *call, src *source) error {
 	switch {
 	case src.err != nil:
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
-		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Outcome: outcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
+		m := Measure{Latency: time.Since(src.sent)}
+		e := s.fail(k, telemetry.ArmPrimary, classify(0, src.err), nil, &m)
+		s.complete(x, k, src.armName, src.arm, m, src.gray)
 		return e
 	case src.replay:
 		return nil
@@ -256,19 +257,20 @@ func (s *Server) awaitSource(r *relay, x *exchange, k *call, done <-chan source)
 	src := <-done
 	x.tally.seq = 0 // nothing relayed yet: an error event is the stream's first
 	if src.err != nil {
-		e := s.upstreamFailed(k, telemetry.ArmPrimary, src.err)
-		s.failStream(r, x, k, e)
-		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: errorType(src.err), Outcome: outcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
+		m := Measure{Latency: time.Since(src.sent)}
+		s.failStream(r, x, k, s.fail(k, telemetry.ArmPrimary, classify(0, src.err), nil, &m))
+		s.complete(x, k, src.armName, src.arm, m, src.gray)
 		return nil
 	}
 	if !src.replay && (src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream()) {
+		// A late answer that is not the stream: a 4xx keeps its meaning
+		// (SPEC §3 rev. 4), anything else is the gateway's 502.
 		body, _ := src.resp.ReadAll(nil, 64<<10)
-		st := src.resp.Status
+		f := classify(src.resp.Status, nil)
 		src.resp.Close()
-		e := &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
-			Msg: "primary answered " + itoa(st) + ": " + reason(body)}
-		s.failStream(r, x, k, e)
-		s.complete(x, k, src.armName, src.arm, Measure{Status: e.Status, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
+		m := Measure{Latency: time.Since(src.sent)}
+		s.failStream(r, x, k, s.fail(k, telemetry.ArmPrimary, f, body, &m))
+		s.complete(x, k, src.armName, src.arm, m, src.gray)
 		return nil
 	}
 	return &src
@@ -441,9 +443,7 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 				return m
 			}
 			src.resp.Abort() // a cap reached: stop the upstream
-			e := s.upstreamFailed(k, src.armName, rerr)
-			s.failStream(r, x, k, e)
-			m.Status, m.ErrorType, m.Outcome = e.Status, errorType(rerr), outcomeOfErr(rerr)
+			s.failStream(r, x, k, s.fail(k, src.armName, classify(0, rerr), nil, &m))
 			return m
 		}
 		if err := r.write(buf[run : len(buf)-len(rest)]); err != nil || werr != nil {
