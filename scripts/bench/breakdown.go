@@ -47,7 +47,7 @@ var components = []component{
 		"proxy.(*exchange).forwardBody")},
 	{"answer: scan, usage, schema", anyOf("proxy.(*exchange).scanAnswer", "proxy.(*tally)", "internal/filter.")},
 	{"headers: arm, passed-through, forwarded", anyOf("proxy.setArmHeaders", "proxy.copyAnswerHeaders",
-		"proxy.(*exchange).setHeaders", "proxy.(*Server).snapshotHeaders", "upstream.stripCredentials")},
+		"proxy.(*exchange).SetHeaders", "proxy.(*Server).snapshotHeaders", "upstream.stripCredentials")},
 	{"statistics and metrics", anyOf("proxy.(*Server).complete", "internal/telemetry.", "internal/stats.", "internal/publish.")},
 	{"upstream: send request", allOf(upstreamClient, []string{"bufio.(*Writer).Flush", "(*Request).Write"})},
 	{"upstream: read answer", allOf(upstreamClient,

@@ -182,26 +182,6 @@ var (
 	ErrBusy = errors.New("upstream busy")
 )
 
-// Do sends body as a chat-completions POST with the headers set by hdr
-// (may be nil) and returns once the response headers are in; the body is
-// then read through the Response, which the caller must Close. Do blocks
-// for at most Timeout, or until ctx is done. A ctx deadline, and
-// MaxDuration from now, are hard limits on the whole exchange: when the
-// first passes, a blocked Do or Read returns ErrTimeout.
-func (c *Client) Do(ctx context.Context, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
-	return c.DoWithin(ctx, c.Timeout, body, hdr)
-}
-
-// DoWithin is Do with the wait for response headers bounded by
-// min(headerTimeout, Timeout) instead of Timeout.
-//
-// The wait for a free connection, when max_connections are open and busy,
-// lasts at most connect_timeout (and never past the header deadline): a
-// request that gets none fails with ErrBusy, having sent nothing.
-func (c *Client) DoWithin(ctx context.Context, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
-	return c.DoEndpoint(ctx, Chat, headerTimeout, body, hdr)
-}
-
 // Endpoint is an OpenAI API endpoint below the upstream's base URL.
 type Endpoint uint8
 
@@ -216,17 +196,46 @@ const (
 
 var endpointPaths = [numEndpoints]string{"/chat/completions", "/completions", "/embeddings", "/responses"}
 
-// DoEndpoint is DoWithin for the endpoint ep.
-func (c *Client) DoEndpoint(ctx context.Context, ep Endpoint, headerTimeout time.Duration, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
-	return c.DoEndpointUntil(ctx, ep, headerTimeout, time.Time{}, body, hdr)
+// Request is one call of Do: what is sent, and the limits of waiting
+// for it beyond the client's own.
+type Request struct {
+	// Endpoint is the API the body is posted to (Chat by default).
+	Endpoint Endpoint
+	// Body is sent as the request body; the caller keeps it unchanged
+	// until Do returns.
+	Body []byte
+	// Header, when not nil, sets the request's headers (credentials the
+	// client's own are removed after it ran).
+	Header HeaderSetter
+	// HeaderTimeout bounds the wait for the response headers to
+	// min(HeaderTimeout, Timeout); 0 is Timeout.
+	HeaderTimeout time.Duration
+	// Until (zero: none) is one more hard limit on the whole exchange, as
+	// a ctx deadline is: a gray attempt's rollout timeout. It costs no
+	// context of its own — no timer, no cancel tree and no AfterFunc per
+	// request — since the limit is held by the connection's deadlines, as
+	// MaxDuration is.
+	Until time.Time
 }
 
-// DoEndpointUntil is DoEndpoint with until (zero: none) as one more hard
-// limit on the whole exchange, as a ctx deadline is: a gray attempt's
-// rollout timeout. It costs no context of its own — no timer, no cancel
-// tree and no AfterFunc per request — since the limit is held by the
-// connection's deadlines, as MaxDuration is.
-func (c *Client) DoEndpointUntil(ctx context.Context, ep Endpoint, headerTimeout time.Duration, until time.Time, body []byte, hdr func(*fasthttp.RequestHeader)) (*Response, error) {
+// HeaderSetter sets the headers of an upstream request. An interface, not
+// a func: a method value stored in Request would escape with the body and
+// cost an allocation per request, a pointer in an interface costs none.
+type HeaderSetter interface {
+	SetHeaders(h *fasthttp.RequestHeader)
+}
+
+// Do sends r as a POST and returns once the response headers are in; the
+// body is then read through the Response, which the caller must Close.
+// Do blocks for at most r's header timeout, or until ctx is done. A ctx
+// deadline, MaxDuration from now and r.Until are hard limits on the whole
+// exchange: when the first passes, a blocked Do or Read returns
+// ErrTimeout.
+//
+// The wait for a free connection, when max_connections are open and busy,
+// lasts at most connect_timeout (and never past the header deadline): a
+// request that gets none fails with ErrBusy, having sent nothing.
+func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 	if ctx.Err() != nil {
 		// Not one byte to an upstream for a request already given up.
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -237,20 +246,21 @@ func (c *Client) DoEndpointUntil(ctx context.Context, ep Endpoint, headerTimeout
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.SetMethod(fasthttp.MethodPost)
+	ep := r.Endpoint
 	if ep >= numEndpoints {
 		ep = Chat
 	}
 	req.SetRequestURI(c.paths[ep])
 	req.Header.SetHost(c.host)
 	req.Header.SetContentTypeBytes(jsonType)
-	if hdr != nil {
-		hdr(&req.Header)
+	if r.Header != nil {
+		r.Header.SetHeaders(&req.Header)
 		stripCredentials(&req.Header)
 	}
 	if c.auth != nil {
 		req.Header.SetBytesV(fasthttp.HeaderAuthorization, c.auth)
 	}
-	req.SetBodyRaw(body)
+	req.SetBodyRaw(r.Body)
 
 	now := time.Now()
 	var hard time.Time // the end of the whole exchange; zero: none
@@ -260,13 +270,17 @@ func (c *Client) DoEndpointUntil(ctx context.Context, ep Endpoint, headerTimeout
 	if d, ok := ctx.Deadline(); ok && (hard.IsZero() || d.Before(hard)) {
 		hard = d
 	}
-	if !until.IsZero() && (hard.IsZero() || until.Before(hard)) {
+	if until := r.Until; !until.IsZero() && (hard.IsZero() || until.Before(hard)) {
 		if !until.After(now) {
 			return nil, fmt.Errorf("%w: deadline passed before the request was sent", ErrTimeout)
 		}
 		hard = until
 	}
-	deadline := now.Add(min(headerTimeout, c.Timeout))
+	headerTimeout := c.Timeout
+	if r.HeaderTimeout > 0 {
+		headerTimeout = min(r.HeaderTimeout, c.Timeout)
+	}
+	deadline := now.Add(headerTimeout)
 	if !hard.IsZero() && hard.Before(deadline) {
 		deadline = hard
 	}

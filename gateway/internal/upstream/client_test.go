@@ -118,7 +118,7 @@ var body = []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 
 // call sends one request and reads the answer to its end.
 func call(ctx context.Context, c *Client, buf []byte) ([]byte, error) {
-	resp, err := c.Do(ctx, body, nil)
+	resp, err := c.Do(ctx, Request{Body: body})
 	if err != nil {
 		return buf, err
 	}
@@ -208,7 +208,7 @@ func TestMaxConnectionsUnderConcurrency(t *testing.T) {
 	var peakOpen atomic.Int64
 	for range calls {
 		wg.Go(func() {
-			resp, err := c.Do(context.Background(), body, nil)
+			resp, err := c.Do(context.Background(), Request{Body: body})
 			if err != nil {
 				errs <- err
 				return
@@ -250,7 +250,7 @@ func TestMaxConnectionsUnderConcurrency(t *testing.T) {
 // keeps it; the caller reads or aborts it to let the connection go.
 func hold(t *testing.T, c *Client) *Response {
 	t.Helper()
-	resp, err := c.Do(context.Background(), body, nil)
+	resp, err := c.Do(context.Background(), Request{Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestWaiterIsBusy(t *testing.T) {
 	}
 
 	start = time.Now()
-	if _, err := cl.DoWithin(context.Background(), 60*time.Millisecond, body, nil); !errors.Is(err, ErrBusy) {
+	if _, err := cl.Do(context.Background(), Request{Body: body, HeaderTimeout: 60 * time.Millisecond}); !errors.Is(err, ErrBusy) {
 		t.Errorf("waiter past its header deadline = %v; want ErrBusy", err)
 	}
 	if took := time.Since(start); took > 140*time.Millisecond {
@@ -347,7 +347,7 @@ func TestWaiterIsBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if _, err := cl.DoWithin(ctx, time.Minute, body, nil); !errors.Is(err, ErrBusy) {
+	if _, err := cl.Do(ctx, Request{Body: body, HeaderTimeout: time.Minute}); !errors.Is(err, ErrBusy) {
 		t.Errorf("waiter past its context deadline = %v; want ErrBusy", err)
 	}
 	if took := time.Since(start); took > 140*time.Millisecond {
@@ -478,10 +478,10 @@ func TestSecondCloseDoesNothing(t *testing.T) {
 	}
 	resp.Close()
 	resp.Close()
-	a, err := cl.Do(context.Background(), body, nil)
+	a, err := cl.Do(context.Background(), Request{Body: body})
 	testenv.Must(t, err)
 	defer a.Close()
-	b, err := cl.Do(context.Background(), body, nil)
+	b, err := cl.Do(context.Background(), Request{Body: body})
 	testenv.Must(t, err)
 	defer b.Close()
 	if a.conn == b.conn {
@@ -564,7 +564,7 @@ func TestLongResponseHeaders(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Shutdown() })
 	cl := newClient(t, config.Upstream{URL: "http://" + ln.Addr().String()})
 	for i := range 2 {
-		resp, err := cl.Do(context.Background(), body, nil)
+		resp, err := cl.Do(context.Background(), Request{Body: body})
 		if err != nil {
 			t.Fatalf("call %d with 20 KiB of headers = %v; want an answer", i, err)
 		}

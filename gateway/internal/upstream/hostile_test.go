@@ -165,7 +165,7 @@ func TestReadAllCap(t *testing.T) {
 					return true
 				})
 				cl := newClient(t, config.Upstream{URL: s.url})
-				resp, err := cl.Do(context.Background(), body, nil)
+				resp, err := cl.Do(context.Background(), Request{Body: body})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -28,7 +28,7 @@ import (
 func BenchmarkReuse(b *testing.B) {
 	req := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("y", 1000) + `"}]}`)
 	do := func(b *testing.B, c *Client, buf []byte) []byte {
-		resp, err := c.Do(context.Background(), req, nil)
+		resp, err := c.Do(context.Background(), Request{Body: req})
 		if err != nil {
 			b.Fatal(err)
 		}

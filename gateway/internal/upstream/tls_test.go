@@ -107,7 +107,7 @@ func doOnce(t *testing.T, u config.Upstream) (string, error) {
 		t.Fatalf("New: %v", err)
 	}
 	defer c.CloseIdle()
-	resp, err := c.Do(context.Background(), []byte(`{}`), nil)
+	resp, err := c.Do(context.Background(), Request{Body: []byte(`{}`)})
 	if err != nil {
 		return "", err
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/graygate/graygate/schemas/config"
 )
 
-// TestUntilBoundsTheWholeExchange: DoEndpointUntil's until ends an
+// TestUntilBoundsTheWholeExchange: Request.Until ends an
 // exchange as a ctx deadline does — headers in time and a body trickled
 // within stream_idle_timeout still end at until with ErrTimeout — and an
 // until already past sends nothing.
@@ -29,16 +29,16 @@ func TestUntilBoundsTheWholeExchange(t *testing.T) {
 	})
 	cl := newClient(t, config.Upstream{URL: s.url, Timeout: time.Second, StreamIdleTimeout: 5 * time.Second})
 	start := time.Now()
-	resp, err := cl.DoEndpointUntil(context.Background(), Chat, cl.Timeout, start.Add(300*time.Millisecond), body, nil)
+	resp, err := cl.Do(context.Background(), Request{Body: body, Until: start.Add(300 * time.Millisecond)})
 	if err != nil {
-		t.Fatalf("DoEndpointUntil = %v; want the headers", err)
+		t.Fatalf("Do = %v; want the headers", err)
 	}
 	_, err = resp.ReadAll(nil, 1<<20)
 	resp.Close()
 	if took := time.Since(start); !errors.Is(err, ErrTimeout) || took < 250*time.Millisecond || took > time.Second {
 		t.Errorf("trickled body = %v after %v; want ErrTimeout at about until (300ms)", err, took)
 	}
-	if _, err := cl.DoEndpointUntil(context.Background(), Chat, cl.Timeout, time.Now().Add(-time.Millisecond), body, nil); !errors.Is(err, ErrTimeout) {
+	if _, err := cl.Do(context.Background(), Request{Body: body, Until: time.Now().Add(-time.Millisecond)}); !errors.Is(err, ErrTimeout) {
 		t.Errorf("until already past = %v; want ErrTimeout", err)
 	}
 	if n := s.requests.Load(); n != 1 {

@@ -43,7 +43,7 @@ type Measure struct {
 	ErrorType string
 	Reason    filter.Reason // why a gray attempt failed; "" otherwise
 	// Outcome is the attempt's outcome when the other fields no longer
-	// tell it (see Measure.Classify); "" to derive it.
+	// tell it (see Measure.Ended); "" to derive it.
 	Outcome       events.Outcome
 	TTFT, Latency time.Duration
 	// Headers is the time from the attempt's start to its response
@@ -65,11 +65,12 @@ type Measure struct {
 	SchemaValid      Tri
 }
 
-// Classify returns how the attempt m describes ended (SPEC §7 "Attempt
+// Ended returns how the attempt m describes ended (SPEC §7 "Attempt
 // outcomes"). Where the measure no longer holds what decides it (an I/O
-// error, an upstream status replaced by the gateway's 502), the site that
-// knew set m.Outcome.
-func (m *Measure) Classify() events.Outcome {
+// error, an upstream status replaced by the gateway's 502), Classify
+// decided it and serve's fail or Failure.Gray set m.Outcome; otherwise it
+// is the judgment of an answer (the contract's reason) or its status.
+func (m *Measure) Ended() events.Outcome {
 	if m.Outcome != "" {
 		return m.Outcome
 	}

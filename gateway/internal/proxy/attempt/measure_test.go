@@ -22,11 +22,11 @@ func TestMeasureOutcome(t *testing.T) {
 		{"primary 5xx answered 502", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(503)}, events.OutcomeUpstream5xx},
 		{"primary 3xx answered 502", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(302)}, events.OutcomeUpstreamError},
 		{"primary invalid JSON", Measure{Status: 502, ErrorType: ErrTypeUpstreamInvalidJSON}, events.OutcomeInvalidJSON},
-		{"primary timeout", Measure{Status: 504, ErrorType: ErrTypeUpstreamTimeout, Outcome: OutcomeOfErr(upstream.ErrTimeout)}, events.OutcomeTimeout},
-		{"primary cap reached", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: OutcomeOfErr(upstream.ErrTooLarge)}, events.OutcomeUpstreamError},
-		{"primary unreachable", Measure{Status: 502, ErrorType: ErrTypeUpstreamUnreachable, Outcome: OutcomeOfErr(errors.New("connection refused"))}, events.OutcomeUpstreamError},
+		{"primary timeout", Measure{Status: 504, ErrorType: ErrTypeUpstreamTimeout, Outcome: Classify(0, upstream.ErrTimeout).Outcome}, events.OutcomeTimeout},
+		{"primary cap reached", Measure{Status: 502, ErrorType: ErrTypeUpstreamStatus, Outcome: Classify(0, upstream.ErrTooLarge).Outcome}, events.OutcomeUpstreamError},
+		{"primary unreachable", Measure{Status: 502, ErrorType: ErrTypeUpstreamUnreachable, Outcome: Classify(0, errors.New("connection refused")).Outcome}, events.OutcomeUpstreamError},
 		{"client left mid-stream", Measure{Status: 200, ErrorType: ErrTypeCallerCancelled}, events.OutcomeCancelled},
-		{"client left, upstream aborted", Measure{ErrorType: ErrTypeCallerCancelled, Outcome: OutcomeOfErr(upstream.ErrAborted)}, events.OutcomeCancelled},
+		{"client left, upstream aborted", Measure{ErrorType: ErrTypeCallerCancelled, Outcome: Classify(0, upstream.ErrAborted).Outcome}, events.OutcomeCancelled},
 		{"gray schema violation", Measure{Status: 200, ErrorType: ErrTypeUpstreamSchema, Reason: filter.SchemaViolation}, events.OutcomeSchemaViolation},
 		{"gray content not JSON", Measure{Status: 200, ErrorType: ErrTypeUpstreamInvalidJSON, Reason: filter.InvalidJSON}, events.OutcomeInvalidJSON},
 		{"gray observed schema violation", Measure{Status: 200, ErrorType: ErrTypeNone, Reason: filter.SchemaViolation}, events.OutcomeSchemaViolation},
@@ -34,14 +34,14 @@ func TestMeasureOutcome(t *testing.T) {
 		{"gray 404", Measure{Status: 404, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstream4xx},
 		{"gray status out of range", Measure{Status: 600, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstreamError},
 		{"gray 2xx without a stream", Measure{Status: 200, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamError}, events.OutcomeUpstreamError},
-		{"gray observed 2xx without a stream", Measure{Status: 200, Reason: filter.UpstreamStatus, ErrorType: ErrTypeUpstreamStatus, Outcome: NotAStream(200)}, events.OutcomeUpstreamError},
+		{"gray observed 2xx without a stream", Measure{Status: 200, Reason: filter.UpstreamStatus, ErrorType: ErrTypeUpstreamStatus, Outcome: Classify(200, nil).Outcome}, events.OutcomeUpstreamError},
 		{"gray timeout", Measure{ErrorType: ErrTypeUpstreamTimeout, Reason: filter.Timeout}, events.OutcomeTimeout},
-		{"gray aborted by the client", Measure{ErrorType: ErrTypeCallerCancelled, Reason: filter.UpstreamError, Outcome: OutcomeOfErr(upstream.ErrAborted)}, events.OutcomeCancelled},
+		{"gray aborted by the client", Measure{ErrorType: ErrTypeCallerCancelled, Reason: filter.UpstreamError, Outcome: Classify(0, upstream.ErrAborted).Outcome}, events.OutcomeCancelled},
 		{"gray replay the client left", Measure{Status: 200, ErrorType: ErrTypeCallerCancelled, Outcome: events.OutcomeOK}, events.OutcomeOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.m.Classify(); got != tt.want {
+			if got := tt.m.Ended(); got != tt.want {
 				t.Errorf("outcome(%+v) = %s; want %s", tt.m, got, tt.want)
 			}
 		})

@@ -22,7 +22,7 @@ func statsArm(armName string) events.Arm {
 
 // attempted counts one ended attempt of arm a in the per-arm statistics.
 func (s *Flow) attempted(x *Exchange, armName string, a *deploy.Arm, m *attempt.Measure) {
-	outcome := m.Classify()
+	outcome := m.Ended()
 	if outcome == events.OutcomeOK && m.Truncated {
 		outcome = events.OutcomeTruncated
 	}

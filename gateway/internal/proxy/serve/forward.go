@@ -15,7 +15,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
-	"github.com/graygate/graygate/schemas/events"
 )
 
 // Forward serves a non-streaming request: gray first when the request was
@@ -40,11 +39,11 @@ func (s *Flow) Forward(c *fiber.Ctx, x *Exchange) error {
 	}
 	d := x.Deployment
 	sent := time.Now()
-	up := d.Primary.Upstream()
-	resp, err := up.DoEndpoint(ctx, x.EP, up.Timeout, x.ForwardBody(d.Primary), x.SetHeaders)
+	resp, err := d.Primary.Upstream().Do(ctx, upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(d.Primary), Header: x})
 	if err != nil {
-		e := s.upstreamFailed(x, telemetry.ArmPrimary, err)
-		s.complete(x, armName, d.Primary, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(err), Outcome: attempt.OutcomeOfErr(err), Latency: time.Since(sent)}, gray)
+		m := attempt.Measure{Latency: time.Since(sent)}
+		e := s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, err), nil, &m)
+		s.complete(x, armName, d.Primary, m, gray)
 		return e
 	}
 	defer resp.Close()
@@ -77,16 +76,11 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, armName string, a *deplo
 	m.Latency = time.Since(sent)
 	telemetry.TTFT(x.Deployment.Name, armName, x.Stream, m.TTFT)
 	if err != nil {
-		e := s.upstreamFailed(x, telemetry.ArmPrimary, err)
-		m.Status, m.ErrorType, m.Outcome = e.Status, attempt.ErrorType(err), attempt.OutcomeOfErr(err)
-		return m, e
+		return m, s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, err), nil, &m)
 	}
 	switch {
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
-		telemetry.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamStatus)
-		m.Status, m.ErrorType, m.Outcome = fiber.StatusBadGateway, attempt.ErrTypeUpstreamStatus, events.OutcomeOfStatus(resp.Status)
-		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
-			Msg: fmt.Sprintf("primary answered %d: %s", resp.Status, reason(x.ans))}
+		return m, s.fail(x, telemetry.ArmPrimary, attempt.Classify(resp.Status, nil), x.ans, &m)
 	case resp.Status >= 400:
 		// The client caused it: pass it through unchanged.
 		m.ErrorType = attempt.ErrTypeCallerBadRequest
@@ -105,9 +99,7 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, armName string, a *deplo
 	x.tally.Reset(x.pair.held) // a held gray failure is judged against this answer
 	x.tally.Add(x.ans, &x.answer)
 	if x.tally.Over != nil {
-		e := s.upstreamFailed(x, telemetry.ArmPrimary, x.tally.Over)
-		m.Status, m.ErrorType = e.Status, attempt.ErrorType(x.tally.Over)
-		return m, e
+		return m, s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, x.tally.Over), nil, &m)
 	}
 	x.tally.Fill(&m, x.Body, &x.Scan)
 	if x.pair.held {
@@ -206,31 +198,6 @@ func copyAnswerHeaders(c *fiber.Ctx, x *Exchange, resp *upstream.Response) {
 	}
 	x.keepAnswerHeaders(resp.Header)
 	x.writeAnswerHeaders(c)
-}
-
-// upstreamFailed maps an upstream I/O error to 502, 503 or 504.
-func (s *Flow) upstreamFailed(x *Exchange, armName string, err error) *apierr.Error {
-	d := x.Deployment.Name
-	typ := attempt.ErrorType(err)
-	telemetry.UpstreamError(d, typ)
-	if errors.Is(err, upstream.ErrBusy) {
-		// The gateway's own limit, not the upstream's failure: a prompt,
-		// clear refusal the client may retry (SPEC §2 rev. 3).
-		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: apierr.CodeUpstreamBusy, Type: "server_error",
-			Msg: fmt.Sprintf("%s of deployment %s has all its max_connections busy; retry later", armName, d), Cause: err}
-	}
-	switch typ {
-	case attempt.ErrTypeUpstreamTimeout:
-		return &apierr.Error{Status: fiber.StatusGatewayTimeout, Code: apierr.CodeUpstreamTimeout, Type: "server_error",
-			Msg: fmt.Sprintf("%s of deployment %s did not answer in time", armName, d), Cause: err}
-	default:
-		if errors.Is(err, upstream.ErrTooLarge) {
-			return &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
-				Msg: fmt.Sprintf("%s of deployment %s %s", armName, d, attempt.CapMessage(err)), Cause: err}
-		}
-		return &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
-			Msg: fmt.Sprintf("%s of deployment %s could not be reached or broke off its answer", armName, d), Cause: err}
-	}
 }
 
 // reason extracts a short, printable reason from an upstream error body.

@@ -43,8 +43,7 @@ func (s *Flow) attemptUntil(ctx context.Context, until time.Time, x *Exchange, d
 	// The contents are assembled only for a schema to check them.
 	x.tally.Reset(d.FilterFor(x.EP).HasSchema())
 	sent := time.Now()
-	up := d.Gray.Upstream()
-	resp, err := up.DoEndpointUntil(ctx, x.EP, up.Timeout, until, x.ForwardBody(d.Gray), x.SetHeaders)
+	resp, err := d.Gray.Upstream().Do(ctx, upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(d.Gray), Header: x, Until: until})
 	if err != nil {
 		m.Latency = time.Since(sent)
 		return failed(m, err)
@@ -68,11 +67,11 @@ func (s *Flow) attemptUntil(ctx context.Context, until time.Time, x *Exchange, d
 		return failed(m, err)
 	}
 	if m.Status < 200 || m.Status >= 300 {
-		m.Reason, m.ErrorType = filter.UpstreamStatus, attempt.ErrTypeUpstreamStatus
+		attempt.Classify(m.Status, nil).Gray(&m)
 		return m, []filter.FieldError{{Field: "(status)", Description: fmt.Sprintf("gray answered %d: %s", m.Status, s.sampleReason(x.ans))}}
 	}
 	if stream && !sse {
-		m.Reason, m.ErrorType = filter.UpstreamError, attempt.ErrTypeUpstreamStatus
+		attempt.Classify(m.Status, nil).Gray(&m) // a 2xx without the stream asked for
 		return m, []filter.FieldError{{Field: "(content-type)", Description: "gray answered a streaming request without an event stream"}}
 	}
 	if !sse {
@@ -124,7 +123,7 @@ func (s *Flow) attemptUntil(ctx context.Context, until time.Time, x *Exchange, d
 
 // failed fills m for a gray attempt that broke off with err.
 func failed(m attempt.Measure, err error) (attempt.Measure, []filter.FieldError) {
-	m.Reason, m.ErrorType, m.Outcome = attempt.GrayReason(err), attempt.ErrorType(err), attempt.OutcomeOfErr(err)
+	attempt.Classify(0, err).Gray(&m)
 	desc := "gray could not be reached or broke off its answer"
 	if m.Reason == filter.Timeout {
 		desc = "gray did not finish within the rollout timeout"
@@ -209,7 +208,7 @@ func (s *Flow) grayBuffered(ctx context.Context, c *fiber.Ctx, x *Exchange) (m a
 // (a failure that is not paired with primary's answer, hold).
 func (s *Flow) sample(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
 	smp := s.newSample(x, armName, a, m, errs)
-	smp.Outcome = m.Classify()
+	smp.Outcome = m.Ended()
 	s.publishSample(x, &smp)
 }
 

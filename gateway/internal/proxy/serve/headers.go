@@ -16,7 +16,8 @@ const upstreamRequestID = "x-upstream-request-id"
 
 // passedHeader reports the client-side name of an upstream response
 // header that describes the answer (SPEC §3): x-ratelimit-*,
-// retry-after, openai-*, and x-request-id as x-upstream-request-id. It
+// retry-after, retry-after-ms and x-should-retry (as the OpenAI SDKs
+// read them, rev. 4), openai-*, and x-request-id as x-upstream-request-id. It
 // returns "" for every other header: hop-by-hop and framing headers are
 // the gateway's own.
 func passedHeader(k []byte) string {
@@ -25,6 +26,10 @@ func passedHeader(k []byte) string {
 		return string(k)
 	case len(k) == len("retry-after") && hasPrefixFold(k, "retry-after"):
 		return "Retry-After"
+	case len(k) == len("retry-after-ms") && hasPrefixFold(k, "retry-after-ms"):
+		return "Retry-After-Ms"
+	case len(k) == len("x-should-retry") && hasPrefixFold(k, "x-should-retry"):
+		return "X-Should-Retry"
 	case len(k) == len("x-request-id") && hasPrefixFold(k, "x-request-id"):
 		return upstreamRequestID
 	}

@@ -148,7 +148,7 @@ func (s *Flow) settle(x *Exchange, m *attempt.Measure) {
 		smp.PrimaryTruncated = smp.PrimaryTruncated || p.rawBytes > len(p.raw)
 		smp.PrimaryPayloadBytes = p.rawBytes
 	}
-	smp.Outcome = m.Classify()
+	smp.Outcome = m.Ended()
 	s.publishSample(x, smp)
 	p.reset()
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
-	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
@@ -183,7 +182,7 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src sou
 	if x.UseGray {
 		if d.Rollout.StreamValidation == config.StreamObserve {
 			sent := time.Now()
-			resp, err := d.Gray.Upstream().DoEndpoint(ctx, x.EP, d.Rollout.Timeout, x.ForwardBody(d.Gray), x.SetHeaders)
+			resp, err := d.Gray.Upstream().Do(ctx, upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(d.Gray), Header: x, HeaderTimeout: d.Rollout.Timeout})
 			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
 				return source{resp: resp, observe: true, arm: d.Gray, armName: telemetry.ArmGray, sent: sent, headers: time.Since(sent)}
 			}
@@ -194,8 +193,8 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src sou
 			} else {
 				x.ans, _ = resp.ReadAll(x.ans[:0], 64<<10)
 				resp.Close()
-				m = attempt.Measure{Status: resp.Status, ErrorType: attempt.ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus,
-					Outcome: attempt.NotAStream(resp.Status), Latency: time.Since(sent)}
+				m = attempt.Measure{Status: resp.Status, Latency: time.Since(sent)}
+				attempt.Classify(resp.Status, nil).Gray(&m)
 				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
 			}
 			s.sample(x, telemetry.ArmGray, d.Gray, m, errs)
@@ -212,8 +211,7 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src sou
 	}
 	decide()
 	sent := time.Now()
-	up := d.Primary.Upstream()
-	resp, err := up.DoEndpoint(ctx, x.EP, up.Timeout, x.ForwardBody(d.Primary), x.SetHeaders)
+	resp, err := d.Primary.Upstream().Do(ctx, upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(d.Primary), Header: x})
 	return source{resp: resp, err: err, arm: d.Primary, armName: armName, sent: sent, headers: time.Since(sent), gray: gray}
 }
 
@@ -224,8 +222,9 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src sou
 func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, src *source) error {
 	switch {
 	case src.err != nil:
-		e := s.upstreamFailed(x, telemetry.ArmPrimary, src.err)
-		s.complete(x, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(src.err), Outcome: attempt.OutcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
+		m := attempt.Measure{Latency: time.Since(src.sent)}
+		e := s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, src.err), nil, &m)
+		s.complete(x, src.armName, src.arm, m, src.gray)
 		return e
 	case src.replay:
 		return nil
@@ -254,19 +253,20 @@ func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, done <-chan source) *sou
 	src := <-done
 	x.tally.Seq = 0 // nothing relayed yet: an error event is the stream's first
 	if src.err != nil {
-		e := s.upstreamFailed(x, telemetry.ArmPrimary, src.err)
-		s.failStream(r, x, e)
-		s.complete(x, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrorType(src.err), Outcome: attempt.OutcomeOfErr(src.err), Latency: time.Since(src.sent)}, src.gray)
+		m := attempt.Measure{Latency: time.Since(src.sent)}
+		s.failStream(r, x, s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, src.err), nil, &m))
+		s.complete(x, src.armName, src.arm, m, src.gray)
 		return nil
 	}
 	if !src.replay && (src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream()) {
+		// A late answer that is not the stream: a 4xx keeps its meaning
+		// (SPEC §3 rev. 4), anything else is the gateway's 502.
 		body, _ := src.resp.ReadAll(nil, 64<<10)
-		st := src.resp.Status
+		f := attempt.Classify(src.resp.Status, nil)
 		src.resp.Close()
-		e := &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
-			Msg: "primary answered " + itoa(st) + ": " + reason(body)}
-		s.failStream(r, x, e)
-		s.complete(x, src.armName, src.arm, attempt.Measure{Status: e.Status, ErrorType: attempt.ErrTypeUpstreamStatus, Outcome: events.OutcomeOfStatus(st), Latency: time.Since(src.sent)}, src.gray)
+		m := attempt.Measure{Latency: time.Since(src.sent)}
+		s.failStream(r, x, s.fail(x, telemetry.ArmPrimary, f, body, &m))
+		s.complete(x, src.armName, src.arm, m, src.gray)
 		return nil
 	}
 	return &src
@@ -430,9 +430,7 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) attempt.Measure {
 				return m
 			}
 			src.resp.Abort() // a cap reached: stop the upstream
-			e := s.upstreamFailed(x, src.armName, rerr)
-			s.failStream(r, x, e)
-			m.Status, m.ErrorType, m.Outcome = e.Status, attempt.ErrorType(rerr), attempt.OutcomeOfErr(rerr)
+			s.failStream(r, x, s.fail(x, src.armName, attempt.Classify(0, rerr), nil, &m))
 			return m
 		}
 		if err := r.Write(buf[run : len(buf)-len(rest)]); err != nil || werr != nil {
