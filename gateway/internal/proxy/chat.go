@@ -10,7 +10,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -66,8 +65,8 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 	}
 	// A buffered answer may be handed to fasthttp with x (sendAnswer).
 	defer s.release(x)
-	telemetry.Started()
-	defer telemetry.Finished()
+	s.tel.Started()
+	defer s.tel.Finished()
 	return s.forward(c, x, k)
 }
 
@@ -133,7 +132,7 @@ func (s *Server) prepare(c *fiber.Ctx, x *exchange, k *call) error {
 		s.contract.Check(body, &x.req, &x.edits, &x.outcome)
 	}
 	if x.outcome.Rejected() {
-		x.outcome.Count()
+		x.outcome.Count(s.tel.Set())
 		v := x.outcome.First()
 		msg := v.Message()
 		s.reject(k, CodeContract, v.Param.String(), msg)
@@ -235,7 +234,7 @@ func (s *Server) stickyValue(c *fiber.Ctx, x *exchange, k *call, d *deployment) 
 
 // reject records a policy rejection (metrics and event).
 func (s *Server) reject(k *call, code, param, detail string) {
-	telemetry.Rejection(code)
+	s.tel.Rejection(code)
 	if s.obs == nil {
 		return
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -90,7 +89,7 @@ func (s *Server) clientError(k *call, armName string, f failure, body []byte) *E
 	if f.err == nil && f.status >= 400 && f.status < 500 {
 		return upstreamStatusError(armName, f.status, body)
 	}
-	telemetry.UpstreamError(d, f.ErrorType)
+	s.tel.UpstreamError(d, f.ErrorType)
 	switch {
 	case f.err == nil:
 		return &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",

@@ -110,7 +110,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		err = overCap("an answer", s.limits.answer)
 	}
 	m.Latency = time.Since(sent)
-	telemetry.TTFT(k.deployment.name, armName, k.stream, m.TTFT)
+	s.tel.TTFT(k.deployment.name, armName, k.stream, m.TTFT)
 	if err != nil {
 		return m, s.fail(k, telemetry.ArmPrimary, classify(0, err), nil, &m)
 	}
@@ -127,7 +127,7 @@ func (s *Server) relayBuffered(c *fiber.Ctx, x *exchange, k *call, armName strin
 		return m, nil
 	}
 	if err := x.scanAnswer(x.ans); err != nil {
-		telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamInvalidJSON)
+		s.tel.UpstreamError(k.deployment.name, ErrTypeUpstreamInvalidJSON)
 		m.Status, m.ErrorType = fiber.StatusBadGateway, ErrTypeUpstreamInvalidJSON
 		return m, &Error{Status: fiber.StatusBadGateway, Code: CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
@@ -190,9 +190,9 @@ func (s *Server) sendAnswer(c *fiber.Ctx, x *exchange) {
 // complete records the request's outcome: metrics, and the record for the
 // event log.
 func (s *Server) complete(x *exchange, k *call, armName string, a *arm, m Measure, gray *Measure) {
-	telemetry.Request(k.route.name, k.deployment.name, armName, m.Status, time.Since(k.start))
+	s.tel.Request(k.route.name, k.deployment.name, armName, m.Status, time.Since(k.start))
 	if gray != nil {
-		telemetry.Fallback(k.deployment.name, string(gray.Reason))
+		s.tel.Fallback(k.deployment.name, string(gray.Reason))
 		s.settle(x, k, gray) // primary's answer has ended: the gray failure's outcome is known
 	}
 	if m.PromptTokens > 0 && !m.UsageEstimated {

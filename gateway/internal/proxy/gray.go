@@ -192,7 +192,7 @@ func readStream(resp interface {
 func (s *Server) grayBuffered(ctx context.Context, c *fiber.Ctx, x *exchange, k *call) (m Measure, served bool) {
 	d := k.deployment
 	m, errs := s.attemptUntil(ctx, time.Now().Add(d.rollout.Timeout), x, d, false)
-	telemetry.TTFT(d.name, telemetry.ArmGray, false, m.TTFT)
+	s.tel.TTFT(d.name, telemetry.ArmGray, false, m.TTFT)
 	if m.Reason != filter.OK {
 		s.hold(x, k, telemetry.ArmGray, d.gray, m, errs)
 		return m, false
@@ -248,7 +248,7 @@ func (s *Server) fitPayload(raw []byte) (payload []byte, truncated bool) {
 
 // publishSample counts and publishes a sample.
 func (s *Server) publishSample(k *call, smp *Sample) {
-	telemetry.Sampled(k.deployment.name, string(smp.Reason))
+	s.tel.Sampled(k.deployment.name, string(smp.Reason))
 	if s.obs != nil {
 		s.obs.Sampled(smp)
 	}
@@ -274,10 +274,10 @@ func (s *Server) mirror(x *exchange, k *call, primary *Measure) {
 	select {
 	case d.shadowSlots <- struct{}{}:
 	default:
-		telemetry.Shadow(d.name, true)
+		s.tel.Shadow(d.name, true)
 		return
 	}
-	telemetry.Shadow(d.name, false)
+	s.tel.Shadow(d.name, false)
 	y := s.getExchange()
 	y.own = append(y.own[:0], x.body...)
 	y.body = y.own
@@ -292,7 +292,7 @@ func (s *Server) mirror(x *exchange, k *call, primary *Measure) {
 		defer func() { <-d.shadowSlots }()
 		defer s.putExchange(y)
 		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.rollout.Timeout), y, d, kk.stream)
-		telemetry.TTFT(d.name, telemetry.ArmShadow, kk.stream, m.TTFT)
+		s.tel.TTFT(d.name, telemetry.ArmShadow, kk.stream, m.TTFT)
 		if m.Reason != filter.OK && s.hold(y, &kk, telemetry.ArmShadow, d.gray, m, errs) {
 			s.pairShadow(y, &kk)
 			s.settle(y, &kk, &m)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/scan"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -112,7 +111,7 @@ func (x *exchange) streamFailed() (failed, relayed bool) {
 // its response, and, unless the upstream's failure event was relayed,
 // ends the client's stream with the typed error event.
 func (s *Server) endFailedStream(r *relay, x *exchange, k *call, armName string, m *Measure, relayed bool) {
-	telemetry.UpstreamError(k.deployment.name, ErrTypeUpstreamInvalidJSON)
+	s.tel.UpstreamError(k.deployment.name, ErrTypeUpstreamInvalidJSON)
 	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
 	if relayed {
 		m.ErrorType = ErrTypeUpstreamStatus

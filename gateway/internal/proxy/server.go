@@ -26,7 +26,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/pprof"
 	"github.com/graygate/graygate/gateway/internal/bands"
@@ -67,10 +66,11 @@ type Server struct {
 	eventsUp     func() bool
 	forceHeaders map[string]bool
 
-	exchanges   sync.Pool    // *exchange
-	clientConns *connCounter // open client connections
-	sources     *sources     // client connections per remote address; nil: no bound
-	limits      limits       // caps on upstream-fed buffers (limits.go)
+	exchanges   sync.Pool          // *exchange
+	clientConns *connCounter       // open client connections
+	sources     *sources           // client connections per remote address; nil: no bound
+	tel         *telemetry.Metrics // the series /metrics serves
+	limits      limits             // caps on upstream-fed buffers (limits.go)
 	ready       atomic.Bool
 
 	client, admin *fiber.App
@@ -135,6 +135,11 @@ func WithEventsHealth(up func() bool) Option { return func(s *Server) { s.events
 // WithObserver sends request records, rejections and samples to o.
 func WithObserver(o Observer) Option { return func(s *Server) { s.obs = o } }
 
+// WithTelemetry makes the server count in m, the gateway's metrics, which
+// its /metrics serves; without it the server has a set of its own. An m
+// serves one Server.
+func WithTelemetry(m *telemetry.Metrics) Option { return func(s *Server) { s.tel = m } }
+
 // New builds a server for cfg. It does not listen until Run. The rollout
 // state of every deployment with a gray upstream starts from the config
 // (known); an event-log source takes over through Rollouts.
@@ -147,7 +152,6 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		clientTokens: newTokenSet(cfg.Gateway.ClientTokens, cfg.Gateway.ForceTokens),
 		requireToken: len(cfg.Gateway.ClientTokens) > 0,
 		forceTokens:  newTokenSet(cfg.Gateway.ForceTokens),
-		clientConns:  &connCounter{client: true},
 		sources:      newSources(cfg.Gateway.MaxConnectionsPerSource),
 		contract:     contract.New(cfg.SamplingContract),
 		forceHeaders: make(map[string]bool),
@@ -156,9 +160,13 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	for _, o := range opts {
 		o(s)
 	}
+	if s.tel == nil {
+		s.tel = telemetry.New()
+	}
+	s.clientConns = newClientConns(s.tel)
 	s.exchanges.New = func() any { return new(exchange) }
 	if s.stats == nil {
-		s.stats = stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval})
+		s.stats = stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval, Metrics: s.tel})
 	}
 	var grays []string
 	if cfg.Gateway.AdminToken != "" {
@@ -166,7 +174,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	}
 	for _, name := range cfg.DeploymentOrder {
 		d := cfg.Deployments[name]
-		dep, err := newDeployment(d)
+		dep, err := newDeployment(d, s.tel)
 		if err != nil {
 			return nil, err
 		}
@@ -187,9 +195,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	if s.rollouts == nil {
 		s.rollouts = rollout.NewTable(grays)
 	}
-	s.rollouts.Watch(telemetry.Rollout)
+	s.rollouts.Watch(s.tel.Rollout)
 	for _, name := range grays {
-		telemetry.Rollout(*s.rollouts.Get(name))
+		s.tel.Rollout(*s.rollouts.Get(name))
 		if s.rolloutLog != nil {
 			continue // unknown until the event log has been read
 		}
@@ -208,7 +216,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		Data   []modelEntry `json:"data"`
 	}{Object: "list", Data: []modelEntry{}}
 	var err error
-	if s.router, err = bands.NewRouter(cfg); err != nil {
+	if s.router, err = bands.NewRouter(cfg, s.tel); err != nil {
 		return nil, err
 	}
 	now := time.Now().Unix()
@@ -233,8 +241,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	return s, nil
 }
 
-func newDeployment(d *config.Deployment) (*deployment, error) {
-	primary, err := newArm(d.Name, telemetry.ArmPrimary, d.Primary)
+func newDeployment(d *config.Deployment, tel *telemetry.Metrics) (*deployment, error) {
+	primary, err := newArm(tel, d.Name, telemetry.ArmPrimary, d.Primary)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s primary: %w", d.Name, err)
 	}
@@ -242,7 +250,7 @@ func newDeployment(d *config.Deployment) (*deployment, error) {
 	if d.Gray == nil {
 		return dep, nil
 	}
-	if dep.gray, err = newArm(d.Name, telemetry.ArmGray, grayUpstream(d)); err != nil {
+	if dep.gray, err = newArm(tel, d.Name, telemetry.ArmGray, grayUpstream(d)); err != nil {
 		return nil, fmt.Errorf("deployment %s gray: %w", d.Name, err)
 	}
 	target := d.Rollout.SchemaTarget
@@ -310,13 +318,13 @@ func grayUpstream(d *config.Deployment) config.Upstream {
 	return g
 }
 
-func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
+func newArm(tel *telemetry.Metrics, deployment, armName string, u config.Upstream) (*arm, error) {
 	c, err := upstream.New(u)
 	if err != nil {
 		return nil, err
 	}
-	exportConnections(deployment, armName, c)
-	c.OnBusy = telemetry.UpstreamBusy(deployment, armName)
+	exportConnections(tel, deployment, armName, c)
+	c.OnBusy = tel.UpstreamBusy(deployment, armName)
 	q, _ := json.Marshal(u.Model)
 	a := &arm{client: c, modelJSON: string(q), fingerprint: u.Fingerprint}
 	for _, name := range config.GovernedParams() {
@@ -342,24 +350,12 @@ func newArm(deployment, armName string, u config.Upstream) (*arm, error) {
 	return a, nil
 }
 
-// upstreamClients holds the latest client of each deployment and arm, for
-// the graygate_upstream_connections gauge: a metric series outlives the
-// Server that created it (tests build several), so the series reads the
-// client through this map rather than capturing it.
-var upstreamClients sync.Map // "deployment/arm" → *upstream.Client
-
-func init() {
-	telemetry.SetHelp("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections.")
-}
-
 // exportConnections points the graygate_upstream_connections series of
-// the deployment's arm at c.
-func exportConnections(deployment, armName string, c *upstream.Client) {
-	key := deployment + "/" + armName
-	upstreamClients.Store(key, c)
-	metrics.GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+armName+`"}`, func() float64 {
-		v, _ := upstreamClients.Load(key)
-		return float64(v.(*upstream.Client).Open())
+// the deployment's arm in tel at c.
+func exportConnections(tel *telemetry.Metrics, deployment, armName string, c *upstream.Client) {
+	tel.Describe("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections.")
+	tel.Set().GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+armName+`"}`, func() float64 {
+		return float64(c.Open())
 	})
 }
 

@@ -78,7 +78,7 @@ func (s *Server) forwardStream(c *fiber.Ctx, x *exchange, k *call) error {
 		// is known, so primary serves: name it (fallback after gray).
 		setArmHeaders(c, k, v.armName, k.deployment.primary)
 	}
-	telemetry.Started()
+	s.tel.Started()
 	b := &sseBody{s: s, x: x, k: k, src: src, done: done, conn: c.Context().Conn(), cancel: cancel}
 	c.Context().Response.SetBodyStream(b, -1)
 	return nil
@@ -115,7 +115,7 @@ func (b *sseBody) WriteTo(w io.Writer) (int64, error) {
 	}
 	b.ran = true
 	s, x, k := b.s, b.x, b.k
-	defer telemetry.Finished()
+	defer s.tel.Finished()
 	defer s.putExchange(x)
 	defer b.cancel()
 	// The keeper and the relay's writes cancel the upstream request
@@ -154,7 +154,7 @@ func (b *sseBody) Close() error {
 		b.s.abandon(b.x, b.k, <-b.done)
 	}
 	b.s.putExchange(b.x)
-	telemetry.Finished()
+	b.s.tel.Finished()
 	return nil
 }
 
@@ -205,7 +205,7 @@ func (s *Server) openStream(ctx context.Context, x *exchange, k *call, v *verdic
 			gray, armName = &m, telemetry.ArmFallback
 		} else {
 			m, errs := s.attemptUntil(ctx, time.Now().Add(d.rollout.Timeout), x, d, true)
-			telemetry.TTFT(d.name, telemetry.ArmGray, true, m.TTFT)
+			s.tel.TTFT(d.name, telemetry.ArmGray, true, m.TTFT)
 			if m.Reason == filter.OK {
 				return source{replay: true, arm: d.gray, armName: telemetry.ArmGray, grayM: m}
 			}
@@ -410,7 +410,7 @@ func (s *Server) pipe(r *relay, x *exchange, k *call, src *source) Measure {
 				x.pair.capture, x.tally.keepContent = false, false
 			}
 			if first && m.Output {
-				telemetry.TTFT(k.deployment.name, src.armName, true, m.TTFT)
+				s.tel.TTFT(k.deployment.name, src.armName, true, m.TTFT)
 			}
 			if strip && kind == eventUsageOnly {
 				werr = r.write(buf[run:at])
