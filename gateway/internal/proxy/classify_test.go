@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -40,7 +41,7 @@ func TestClassify(t *testing.T) {
 		{"a cap reached", 0, capped, events.OutcomeUpstreamError, ErrTypeUpstreamUnreachable, filter.UpstreamError, 502, CodeUpstreamError},
 		{"busy", 0, busy, events.OutcomeUpstreamError, ErrTypeUpstreamUnreachable, filter.UpstreamError, 503, CodeUpstreamBusy},
 	}
-	s := &Server{}
+	s := &Server{tel: telemetry.New()}
 	k := &call{deployment: &deployment{name: "qwen"}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
