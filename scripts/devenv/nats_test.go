@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/graygate/graygate/scripts/testenv"
 )
 
 // inProcessNATS runs a JetStream server named name, as another project's
@@ -76,6 +77,12 @@ func started(t *testing.T, l layout, site natsSite) string {
 		t.Fatalf("ensureNATS(%s): %v", site.name, err)
 	}
 	return u
+}
+
+func js(t *testing.T, u string) jetstream.JetStream {
+	t.Helper()
+	_, js := testenv.Connect(t, u)
+	return js
 }
 
 func serverName(t *testing.T, u string) string {
@@ -175,22 +182,10 @@ func TestTestAndUpDoNotShareStreams(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	jsOf := func(u string) jetstream.JetStream {
-		nc, err := nats.Connect(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
-	}
-	if _, err := jsOf(testURL).CreateStream(ctx, jetstream.StreamConfig{Name: "GRAYGATE_EVENTS", Subjects: []string{"graygate.events.>"}}); err != nil {
+	if _, err := js(t, testURL).CreateStream(ctx, jetstream.StreamConfig{Name: "GRAYGATE_EVENTS", Subjects: []string{"graygate.events.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jsOf(upURL).Stream(ctx, "GRAYGATE_EVENTS"); err == nil {
+	if _, err := js(t, upURL).Stream(ctx, "GRAYGATE_EVENTS"); err == nil {
 		t.Error("a stream task test created is on task up's server")
 	}
 
