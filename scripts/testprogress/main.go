@@ -67,9 +67,12 @@ type printer struct {
 	order    []string // packages in the order they started
 	ok, fail int
 	noTests  int
-	failures []string // "pkg" or "pkg TestX"
-	skipped  []string // "pkg TestX: reason"
-	timings  []timing
+	// buildFailed is set by a build-fail line, in case no package fail
+	// event follows it.
+	buildFailed bool
+	failures    []string // "pkg" or "pkg TestX"
+	skipped     []string // "pkg TestX: reason"
+	timings     []timing
 }
 
 type timing struct {
@@ -123,8 +126,8 @@ func (p *printer) line(line string) {
 		p.printf("%s", e.Output)
 		return
 	case "build-fail":
-		p.fail++
-		p.failures = append(p.failures, e.ImportPath+" (build)")
+		// The package's own fail event follows and counts it.
+		p.buildFailed = true
 		return
 	}
 	s := p.pkgs[e.Package]
@@ -258,6 +261,10 @@ func (p *printer) summary() bool {
 		p.printf("; slowest: %s", strings.Join(slowest, ", "))
 	}
 	p.printf("\n")
+	if p.buildFailed && p.fail == 0 {
+		p.fail++
+		p.failures = append(p.failures, "(a build failed)")
+	}
 	if p.fail > 0 {
 		p.printf("failed:\n")
 		for _, f := range p.failures {

@@ -90,7 +90,7 @@ func TestBuildFailure(t *testing.T) {
 	if run(strings.NewReader(stream), &out, options{label: "x"}, c.now, nil) {
 		t.Error("run reported success after a build failure")
 	}
-	if !strings.Contains(out.String(), "x/a.go:3:1: syntax error") {
+	if !strings.Contains(out.String(), "x/a.go:3:1: syntax error") || !strings.Contains(out.String(), "0 packages ok, 1 failed") {
 		t.Errorf("output lacks the compiler's message:\n%s", out.String())
 	}
 }
