@@ -51,7 +51,8 @@ type event struct {
 // pkgState is what is known of one package while its tests run.
 type pkgState struct {
 	started time.Time
-	running map[string]time.Time // top-level tests that started and did not end
+	running map[string]time.Time // top-level tests that started (or continued) and did not end
+	paused  map[string]bool      // parallel top-level tests waiting to continue
 	output  map[string]*strings.Builder
 	failed  []string
 	skipped []string
@@ -132,15 +133,22 @@ func (p *printer) line(line string) {
 	}
 	s := p.pkgs[e.Package]
 	if s == nil {
-		s = &pkgState{started: p.now(), running: map[string]time.Time{}, output: map[string]*strings.Builder{}}
+		s = &pkgState{started: p.now(), running: map[string]time.Time{}, paused: map[string]bool{}, output: map[string]*strings.Builder{}}
 		p.pkgs[e.Package] = s
 		p.order = append(p.order, e.Package)
 	}
 	top, _, _ := strings.Cut(e.Test, "/")
 	switch e.Action {
-	case "run":
+	case "run", "cont":
 		if e.Test == top {
 			s.running[top] = p.now()
+			delete(s.paused, top)
+		}
+	case "pause":
+		// A parallel test waits for the serial ones, or for a free slot.
+		if e.Test == top {
+			delete(s.running, top)
+			s.paused[top] = true
 		}
 	case "output":
 		b := s.output[top] // top "" is the package's own output
@@ -158,6 +166,7 @@ func (p *printer) line(line string) {
 			return // a subtest: its output belongs to its top-level test
 		}
 		delete(s.running, top)
+		delete(s.paused, top)
 		switch {
 		case e.Action == "fail":
 			s.failed = append(s.failed, top)
@@ -229,6 +238,9 @@ func (p *printer) checkQuiet() {
 		what := fmt.Sprintf("%s (%s)", short(pkg), now.Sub(s.started).Round(time.Second))
 		if len(tests) > 0 {
 			what += ": " + strings.Join(tests, ", ")
+		}
+		if len(s.paused) > 0 {
+			what += fmt.Sprintf(" (%d parallel waiting)", len(s.paused))
 		}
 		parts = append(parts, what)
 	}

@@ -118,6 +118,24 @@ func TestQuiet(t *testing.T) {
 	if n := strings.Count(out.String(), "still running"); n != 1 {
 		t.Errorf("%d notes within one quiet interval; want 1", n)
 	}
+
+	// A paused parallel test is waiting, not running; its time counts
+	// from when it continues.
+	out.Reset()
+	p.line(ev("run", pkg, "TestParallel", 0, ""))
+	p.line(ev("pause", pkg, "TestParallel", 0, ""))
+	c.t = c.t.Add(31 * time.Second)
+	p.checkQuiet()
+	if want := "     … still running: gateway (2m2s): TestLong 2m2s (1 parallel waiting)\n"; out.String() != want {
+		t.Fatalf("with a paused test: %q; want %q", out.String(), want)
+	}
+	out.Reset()
+	p.line(ev("cont", pkg, "TestParallel", 0, ""))
+	c.t = c.t.Add(61 * time.Second)
+	p.checkQuiet()
+	if want := "TestLong 3m3s, TestParallel 1m1s\n"; !strings.HasSuffix(out.String(), want) {
+		t.Fatalf("after cont: %q; want it to end %q", out.String(), want)
+	}
 }
 
 // A test binary killed by its timeout leaves a test that never ended: its
