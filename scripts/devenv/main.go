@@ -26,10 +26,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/graygate/graygate/scripts/internal/command"
+	"github.com/graygate/graygate/scripts/internal/repo"
 )
 
 const usage = `usage: go run ./scripts/devenv <command>
@@ -58,22 +59,14 @@ environment: NATS_URL (unset: the tasks' own nats-server, on 4222 when that port
 is free), DATABASE_URL (unset: the private cluster under .data/pg).
 `
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "devenv:", err)
-		os.Exit(1)
-	}
-}
+func main() { command.Main("devenv", run) }
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Print(usage)
 		return nil
 	}
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
@@ -148,24 +141,6 @@ func (l layout) rel(p string) string {
 }
 
 func (l layout) pidFile(name string) string { return filepath.Join(l.runDir, name+".pid") }
-
-// repoRoot walks up from the working directory to the directory holding
-// graygate's go.mod, so devenv works from any subdirectory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/graygate/graygate") {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no graygate go.mod in %s or its parents", dir)
-		}
-	}
-}
 
 func up(ctx context.Context, l layout, what []string) error {
 	want := map[string]bool{}
