@@ -39,11 +39,14 @@ deployments:
 // first 20 s (a reasoning model thinking: the client gets keep-alive
 // comments) and then one token a second for 280 s. Both end with [DONE]
 // and every token, although each outlives read_timeout, write_timeout and
-// idle_timeout many times over. -short skips it (CI runs it).
+// idle_timeout many times over. -short skips it (CI runs it). It runs
+// under task e2e, in parallel with the other long runs: it waits on the
+// clock, not on the CPU.
 func TestE2EFiveMinuteStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a 5-minute stream")
 	}
+	t.Parallel()
 	const (
 		silence = 20 * time.Second
 		every   = time.Second

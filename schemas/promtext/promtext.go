@@ -8,6 +8,8 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+
+	"github.com/VictoriaMetrics/metrics"
 )
 
 // WithHelp copies Prometheus text from r to w, giving each `# HELP family`
@@ -36,4 +38,17 @@ func WithHelp(w io.Writer, r io.Reader, help map[string]string) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// Write writes a service's /metrics text to w: every series of set, then
+// the Go runtime and process metrics, each family with its # HELP text
+// from help and its # TYPE line.
+func Write(w io.Writer, set *metrics.Set, help map[string]string) error {
+	// The TYPE and HELP lines are a switch of the library, process-wide:
+	// every graygate service serves them, so setting it again is a no-op.
+	metrics.ExposeMetadata(true)
+	var buf bytes.Buffer
+	set.WritePrometheus(&buf)
+	metrics.WriteProcessMetrics(&buf)
+	return WithHelp(w, &buf, help)
 }

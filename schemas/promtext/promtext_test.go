@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/VictoriaMetrics/metrics"
 )
 
 func TestWithHelp(t *testing.T) {
@@ -23,5 +25,29 @@ func TestWithHelp(t *testing.T) {
 		"# HELP graygate_c has its own\ngraygate_c 2\n"
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+func TestWrite(t *testing.T) {
+	set := metrics.NewSet()
+	set.GetOrCreateCounter(`graygate_a_total{kind="x"}`).Add(2)
+	other := metrics.NewSet()
+	other.GetOrCreateCounter(`graygate_other_total`).Inc()
+	var out bytes.Buffer
+	if err := Write(&out, set, map[string]string{"graygate_a_total": "Things counted."}); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"# HELP graygate_a_total Things counted.\n# TYPE graygate_a_total counter\ngraygate_a_total{kind=\"x\"} 2\n",
+		"# TYPE go_goroutines gauge\n",
+		"\nprocess_start_time_seconds ",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Write lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "graygate_other_total") {
+		t.Errorf("Write wrote a series of another set:\n%s", got)
 	}
 }

@@ -3,12 +3,19 @@
 // run and starting private ones under .data/ otherwise, then records their
 // URLs in .data/env for the Taskfile, tests and a user's shell.
 //
-//	go run ./scripts/devenv up [nats] [postgres]   bring up (both by default); print the env
-//	go run ./scripts/devenv env                    print .data/env
+//	go run ./scripts/devenv up [--test] [nats] [postgres]   bring up (both by default); print the env
+//	go run ./scripts/devenv env [--test]                    print .data/env (.data/test.env)
 //	go run ./scripts/devenv start                  start mock upstreams and built services in the background
 //	go run ./scripts/devenv traffic                send a short burst of chat completions to the gateway
 //	go run ./scripts/devenv soak [flags]           load-and-fault drill on a private copy of the system (soak.go)
 //	go run ./scripts/devenv down                   stop everything devenv started, nothing else
+//
+// The tasks use only servers devenv started (SPEC §1): a NATS server that
+// NATS_URL names and devenv did not start is refused; one that merely
+// answers on 4222 is left alone. `up --test` (task test, task e2e) keeps a
+// NATS server and a database of its own beside those of `up` (task up,
+// demo), so tests never write into the streams or the database a running
+// demo shows.
 //
 // Progress goes to stderr; the env lines go to stdout, so
 // `eval "$(go run ./scripts/devenv up)"` works.
@@ -19,19 +26,26 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/graygate/graygate/scripts/internal/command"
+	"github.com/graygate/graygate/scripts/internal/repo"
 )
 
 const usage = `usage: go run ./scripts/devenv <command>
 
 commands:
-  up [nats] [postgres]  bring up NATS (JetStream) and Postgres, both unless named;
-                        reuse $NATS_URL / $DATABASE_URL when reachable, else start
-                        private servers under .data/; write and print .data/env
-  env                   print .data/env (export lines for a shell)
+  up [--test] [nats] [postgres]
+                        bring up NATS (JetStream) and Postgres, both unless named:
+                        a nats-server of the tasks' own under .data/ ($NATS_URL
+                        when it names that server; a server the tasks did not
+                        start is refused), and $DATABASE_URL when reachable, else
+                        a private cluster under .data/pg; write and print
+                        .data/env. --test: the servers of task test, beside
+                        those of task up (its own nats-server and database),
+                        written to .data/test.env
+  env [--test]          print .data/env (.data/test.env) as export lines for a shell
   start                 start the mock upstreams and every built service (bin/)
                         in the background, logs under .data/logs
   traffic [flags]       send chat completions to the gateway and summarise
@@ -41,26 +55,18 @@ commands:
                         (soak --help for flags)
   down                  stop the services, NATS and Postgres that devenv started
 
-environment: NATS_URL (default nats://127.0.0.1:4222), DATABASE_URL (no default:
-unset means the private cluster under .data/pg).
+environment: NATS_URL (unset: the tasks' own nats-server, on 4222 when that port
+is free), DATABASE_URL (unset: the private cluster under .data/pg).
 `
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "devenv:", err)
-		os.Exit(1)
-	}
-}
+func main() { command.Main("devenv", run) }
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Print(usage)
 		return nil
 	}
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
@@ -69,9 +75,13 @@ func run(ctx context.Context, args []string) error {
 	case "up":
 		return up(ctx, l, args[1:])
 	case "env":
-		b, err := os.ReadFile(l.envFile)
+		path, up := l.envFile, "up"
+		if len(args) > 1 && args[1] == "--test" {
+			path, up = l.testEnv, "up --test"
+		}
+		b, err := os.ReadFile(path)
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%s does not exist: run `go run ./scripts/devenv up` first", l.rel(l.envFile))
+			return fmt.Errorf("%s does not exist: run `go run ./scripts/devenv %s` first", l.rel(path), up)
 		}
 		if err != nil {
 			return err
@@ -100,12 +110,11 @@ func logf(format string, args ...any) {
 type layout struct {
 	root    string
 	data    string // .data
-	envFile string // .data/env: export lines
+	envFile string // .data/env: export lines of up
+	testEnv string // .data/test.env: export lines of up --test
 	runDir  string // .data/run: pid files and URLs of what devenv started
 	logDir  string // .data/logs: service logs
 	binDir  string // .data/bin: tools devenv built (nats-server)
-	natsDir string // .data/nats: JetStream storage
-	natsLog string // .data/nats.log
 	pgDir   string // .data/pg: the private Postgres cluster
 }
 
@@ -115,11 +124,10 @@ func newLayout(root string) layout {
 		root:    root,
 		data:    data,
 		envFile: filepath.Join(data, "env"),
+		testEnv: filepath.Join(data, "test.env"),
 		runDir:  filepath.Join(data, "run"),
 		logDir:  filepath.Join(data, "logs"),
 		binDir:  filepath.Join(data, "bin"),
-		natsDir: filepath.Join(data, "nats"),
-		natsLog: filepath.Join(data, "nats.log"),
 		pgDir:   filepath.Join(data, "pg"),
 	}
 }
@@ -134,31 +142,22 @@ func (l layout) rel(p string) string {
 
 func (l layout) pidFile(name string) string { return filepath.Join(l.runDir, name+".pid") }
 
-// repoRoot walks up from the working directory to the directory holding
-// graygate's go.mod, so devenv works from any subdirectory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/graygate/graygate") {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no graygate go.mod in %s or its parents", dir)
-		}
-	}
-}
-
 func up(ctx context.Context, l layout, what []string) error {
 	want := map[string]bool{}
+	test := false
 	for _, w := range what {
+		if w == "--test" {
+			test = true
+			continue
+		}
 		if w != "nats" && w != "postgres" {
 			return fmt.Errorf("up: unknown component %q (want nats or postgres)", w)
 		}
 		want[w] = true
+	}
+	envPath, db := l.envFile, privateDB
+	if test {
+		envPath, db = l.testEnv, testDB
 	}
 	if len(want) == 0 {
 		want["nats"], want["postgres"] = true, true
@@ -166,28 +165,28 @@ func up(ctx context.Context, l layout, what []string) error {
 	if err := os.MkdirAll(l.data, 0o755); err != nil {
 		return err
 	}
-	env, err := readEnv(l.envFile)
+	env, err := readEnv(envPath)
 	if err != nil {
 		return err
 	}
 	if want["nats"] {
-		u, err := ensureNATS(ctx, l)
+		u, err := ensureNATS(ctx, l, l.natsSite(test))
 		if err != nil {
 			return fmt.Errorf("nats: %w", err)
 		}
 		env.set("NATS_URL", u)
 	}
 	if want["postgres"] {
-		u, err := ensurePostgres(ctx, l)
+		u, err := ensurePostgres(ctx, l, db)
 		if err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
 		env.set("DATABASE_URL", u)
 	}
-	if err := env.write(l.envFile); err != nil {
+	if err := env.write(envPath); err != nil {
 		return err
 	}
-	logf("wrote %s", l.rel(l.envFile))
+	logf("wrote %s", l.rel(envPath))
 	fmt.Print(env.String())
 	return nil
 }
@@ -197,8 +196,10 @@ func down(ctx context.Context, l layout) error {
 	if err := stopServices(ctx, l); err != nil {
 		errs = append(errs, err)
 	}
-	if err := stopNATS(ctx, l); err != nil {
-		errs = append(errs, fmt.Errorf("nats: %w", err))
+	for _, test := range []bool{false, true} {
+		if err := stopNATS(ctx, l.natsSite(test)); err != nil {
+			errs = append(errs, fmt.Errorf("nats: %w", err))
+		}
 	}
 	if err := stopPostgres(ctx, l); err != nil {
 		errs = append(errs, fmt.Errorf("postgres: %w", err))
@@ -207,8 +208,10 @@ func down(ctx context.Context, l layout) error {
 		return err
 	}
 	// The URLs may name the servers just stopped; `up` writes them afresh.
-	if err := os.Remove(l.envFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	for _, p := range []string{l.envFile, l.testEnv} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	logf("down: everything devenv started is stopped")
 	return nil

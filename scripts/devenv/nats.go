@@ -3,9 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,60 +24,135 @@ import (
 const (
 	defaultNATSURL = "nats://127.0.0.1:4222"
 	natsModule     = "github.com/nats-io/nats-server/v2"
+	systemNATS     = "/usr/sbin/nats-server"
 )
 
-// ensureNATS returns the URL of a NATS server with JetStream: $NATS_URL (or
-// the default) when it answers, else the private server devenv started
-// earlier, else a new private server.
-func ensureNATS(ctx context.Context, l layout) (string, error) {
-	want := os.Getenv("NATS_URL")
-	if want == "" {
-		want = defaultNATSURL
-	}
-	err := natsUsable(ctx, want)
-	if err == nil {
-		logf("nats: using %s (JetStream enabled)", redact(want))
-		return want, nil
-	}
-	logf("nats: %s is not usable (%v); using a private server", redact(want), err)
+// natsSite is one NATS server devenv keeps under .data/: `up` has one for
+// task up, demo and bench, `up --test` another for task test and e2e, so
+// that tests never create or write streams that a running demo reads. The
+// server's name (server_name, sent in its INFO line) says it is ours:
+// graygate-devenv[-test]-<hash of the repository's path>, so a server of
+// another checkout or another project never passes for it.
+type natsSite struct {
+	name     string // server_name
+	storeDir string // JetStream storage
+	log      string
+	pidFile  string
+	urlFile  string // the URL it listens on
+	port     int    // port to start on when free; 0: any free port
+}
 
-	pidPath, urlPath := l.pidFile("nats"), filepath.Join(l.runDir, "nats.url")
-	if r, ok := running(pidPath); ok {
-		if b, err := os.ReadFile(urlPath); err == nil {
+func (l layout) natsSite(test bool) natsSite {
+	sum := sha256.Sum256([]byte(l.root))
+	tag, suffix, port := "", "", 4222
+	if test {
+		tag, suffix, port = "-test", "-test", 0
+	}
+	return natsSite{
+		name:     "graygate-devenv" + tag + "-" + hex.EncodeToString(sum[:4]),
+		storeDir: filepath.Join(l.data, "nats"+suffix),
+		log:      filepath.Join(l.data, "nats"+suffix+".log"),
+		pidFile:  l.pidFile("nats" + suffix),
+		urlFile:  filepath.Join(l.runDir, "nats"+suffix+".url"),
+		port:     port,
+	}
+}
+
+// ourNATS reports whether a server name is that of a site of this
+// repository (either).
+func (l layout) ourNATS(name string) bool {
+	return name == l.natsSite(false).name || name == l.natsSite(true).name
+}
+
+// ensureNATS returns the URL of the site's NATS server with JetStream,
+// started by devenv: the one NATS_URL names when it is that server, else
+// the one recorded under .data/run, else a new one. A server devenv did not
+// start is never used: named by NATS_URL, it is an error that says which
+// server it is and how to point the tasks elsewhere; found on 4222 with
+// NATS_URL unset, it is left alone and devenv starts its own on another port.
+func ensureNATS(ctx context.Context, l layout, site natsSite) (string, error) {
+	if want := os.Getenv("NATS_URL"); want != "" {
+		info, err := readNATSInfo(ctx, want)
+		switch {
+		case err != nil:
+			logf("nats: NATS_URL %s does not answer (%v); starting the tasks' own server", redact(want), err)
+		case info.Name == site.name:
+			if err := natsUsable(ctx, want); err == nil {
+				logf("nats: using %s, %s (ours)", redact(want), info)
+				return want, nil
+			}
+		case l.ourNATS(info.Name):
+			// NATS_URL of a shell that sourced the other site's env file.
+			logf("nats: NATS_URL %s is the tasks' other server (%s); this site keeps its own streams on %s", redact(want), info, site.name)
+		default:
+			return "", foreignNATS("NATS_URL="+redact(want), info)
+		}
+	}
+	if r, ok := running(site.pidFile); ok {
+		if b, err := os.ReadFile(site.urlFile); err == nil {
 			u := strings.TrimSpace(string(b))
-			if err := natsUsable(ctx, u); err == nil {
-				logf("nats: reusing private server pid %d at %s", r.PID, u)
+			if info, err := readNATSInfo(ctx, u); err == nil && info.Name == site.name && natsUsable(ctx, u) == nil {
+				logf("nats: reusing our server pid %d at %s (%s)", r.PID, u, info)
 				return u, nil
 			}
 		}
-		// Ours but not answering: replace it.
-		if err := stopRecorded(ctx, "nats", pidPath, 10*time.Second); err != nil {
+		// Ours (the pid file says so) but not answering as it should, or
+		// started under an older name: replace it.
+		if err := stopRecorded(ctx, "nats", site.pidFile, 10*time.Second); err != nil {
 			return "", err
 		}
 	}
-
-	bin, err := natsServerBinary(ctx, l)
-	if err != nil {
-		return "", err
+	// The port to start on: the site's own (4222 for up) unless another
+	// server holds it, else the one it had last time, else any.
+	port := 0
+	for _, p := range []int{site.port, recordedPort(site.urlFile)} {
+		if p == 0 {
+			continue
+		}
+		addr := fmt.Sprintf("nats://127.0.0.1:%d", p)
+		info, err := readNATSInfo(ctx, addr)
+		if err == nil && info.Name == site.name && natsUsable(ctx, addr) == nil {
+			// Ours, though its pid record is gone (`down` cannot stop it).
+			logf("nats: using %s, %s (ours; no pid record)", addr, info)
+			return addr, nil
+		}
+		if err == nil {
+			logf("nats: 127.0.0.1:%d is a NATS server the tasks did not start (%s); leaving it alone, starting our own on another port", p, info)
+			continue
+		}
+		if portFree(p) {
+			port = p
+			break
+		}
 	}
-	port := 4222
-	if !portFree(port) {
+	if port == 0 {
+		var err error
 		if port, err = freePort(); err != nil {
 			return "", err
 		}
 	}
-	if err := os.MkdirAll(l.natsDir, 0o755); err != nil {
+	return startNATS(ctx, l, site, port)
+}
+
+// startNATS starts the site's server on port and waits until its
+// JetStream answers.
+func startNATS(ctx context.Context, l layout, site natsSite, port int) (string, error) {
+	bin, err := natsServerBinary(ctx, l)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(site.storeDir, 0o755); err != nil {
 		return "", err
 	}
 	u := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	cmd := exec.Command(bin, "--addr", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--jetstream", "--store_dir", l.natsDir, "--server_name", "graygate-dev")
+		"--jetstream", "--store_dir", site.storeDir, "--server_name", site.name)
 	cmd.Dir = l.root
-	r, err := detach(cmd, l.natsLog, pidPath)
+	r, err := detach(cmd, site.log, site.pidFile)
 	if err != nil {
 		return "", err
 	}
-	logf("nats: started %s pid %d on %s (storage %s, log %s)", bin, r.PID, u, l.rel(l.natsDir), l.rel(l.natsLog))
+	logf("nats: started %s pid %d on %s as %s (storage %s, log %s)", bin, r.PID, u, site.name, l.rel(site.storeDir), l.rel(site.log))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := natsUsable(ctx, u)
@@ -81,11 +160,11 @@ func ensureNATS(ctx context.Context, l layout) (string, error) {
 			break
 		}
 		if !r.alive() {
-			os.Remove(pidPath)
-			return "", fmt.Errorf("nats-server exited; last lines of %s:\n%s", l.rel(l.natsLog), tailFile(l.natsLog, 15))
+			os.Remove(site.pidFile)
+			return "", fmt.Errorf("nats-server exited; last lines of %s:\n%s", l.rel(site.log), tailFile(site.log, 15))
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("nats-server pid %d not ready after 30s: %v; see %s", r.PID, err, l.rel(l.natsLog))
+			return "", fmt.Errorf("nats-server pid %d not ready after 30s: %v; see %s", r.PID, err, l.rel(site.log))
 		}
 		select {
 		case <-ctx.Done():
@@ -93,10 +172,92 @@ func ensureNATS(ctx context.Context, l layout) (string, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if err := os.WriteFile(urlPath, []byte(u+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(site.urlFile, []byte(u+"\n"), 0o644); err != nil {
 		return "", err
 	}
 	return u, nil
+}
+
+// recordedPort is the port of the URL a site's server last listened on, or 0.
+func recordedPort(urlFile string) int {
+	b, err := os.ReadFile(urlFile)
+	if err != nil {
+		return 0
+	}
+	u, err := url.Parse(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	port, _ := strconv.Atoi(u.Port())
+	return port
+}
+
+// foreignNATS is the error for a server devenv did not start.
+func foreignNATS(where string, info natsInfo) error {
+	return fmt.Errorf("%s is a NATS server the tasks did not start (%s): they use only servers they started, "+
+		"so that they never create or write streams in another project's JetStream. "+
+		"Unset NATS_URL and the tasks start their own under .data/ (`task down` stops it), "+
+		"or set NATS_URL to a server they started (`go run ./scripts/devenv env` prints its URL)", where, info)
+}
+
+// natsInfo is what a NATS server says of itself in the INFO line it sends
+// every client before anything else.
+type natsInfo struct {
+	ID        string `json:"server_id"`
+	Name      string `json:"server_name"`
+	Version   string `json:"version"`
+	JetStream bool   `json:"jetstream"`
+	Addr      string `json:"-"` // host:port dialled
+}
+
+func (i natsInfo) String() string {
+	s := fmt.Sprintf("server_name %q, nats-server %s", i.Name, i.Version)
+	if !i.JetStream {
+		s += ", no JetStream"
+	}
+	return s
+}
+
+// readNATSInfo dials the first server of a NATS URL list and reads its
+// INFO line; it needs no credentials (the server sends INFO before it
+// asks for any).
+func readNATSInfo(ctx context.Context, raw string) (natsInfo, error) {
+	first, _, _ := strings.Cut(raw, ",")
+	if !strings.Contains(first, "://") {
+		first = "nats://" + first
+	}
+	u, err := url.Parse(strings.TrimSpace(first))
+	if err != nil {
+		return natsInfo{}, fmt.Errorf("parse %s: %w", redact(raw), err)
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "4222"
+	}
+	addr := net.JoinHostPort(host, port)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return natsInfo{}, err
+	}
+	defer conn.Close()
+	if d, ok := ctx.Deadline(); ok {
+		conn.SetReadDeadline(d)
+	}
+	line, err := bufio.NewReaderSize(conn, 64<<10).ReadString('\n')
+	if err != nil {
+		return natsInfo{}, fmt.Errorf("%s sent no INFO line: %w", addr, err)
+	}
+	body, ok := strings.CutPrefix(strings.TrimSpace(line), "INFO ")
+	if !ok {
+		return natsInfo{}, fmt.Errorf("%s is not a NATS server (it sent %.40q)", addr, line)
+	}
+	info := natsInfo{Addr: addr}
+	if err := json.Unmarshal([]byte(body), &info); err != nil {
+		return natsInfo{}, fmt.Errorf("%s: parse INFO: %w", addr, err)
+	}
+	return info, nil
 }
 
 // natsUsable connects to url and checks that JetStream answers.
@@ -129,6 +290,9 @@ func natsUsable(ctx context.Context, url string) error {
 func natsServerBinary(ctx context.Context, l layout) (string, error) {
 	if p, err := exec.LookPath("nats-server"); err == nil {
 		return p, nil
+	}
+	if isExecutable(systemNATS) { // sbin is not on every PATH
+		return systemNATS, nil
 	}
 	local := filepath.Join(l.binDir, "nats-server")
 	if _, err := os.Stat(local); err == nil {
@@ -169,10 +333,10 @@ func requiredVersion(goMod, module string) (string, error) {
 	return "", fmt.Errorf("%s does not require %s", goMod, module)
 }
 
-func stopNATS(ctx context.Context, l layout) error {
-	err := stopRecorded(ctx, "nats", l.pidFile("nats"), 15*time.Second)
-	os.Remove(filepath.Join(l.runDir, "nats.url"))
-	return err
+// stopNATS stops the site's server when devenv started it; the URL file
+// stays, so that the next start takes the same port.
+func stopNATS(ctx context.Context, site natsSite) error {
+	return stopRecorded(ctx, strings.TrimSuffix(filepath.Base(site.pidFile), ".pid"), site.pidFile, 15*time.Second)
 }
 
 // portFree reports whether 127.0.0.1:port can be bound now.

@@ -21,14 +21,15 @@ import (
 )
 
 const (
-	privateDB     = "graygate"
+	privateDB     = "graygate"      // the database of task up and demo
+	testDB        = "graygate_test" // that of task test (its tests make their own beside it)
 	preferredPort = 55432
 )
 
 // ensurePostgres returns a URL of a reachable Postgres whose database exists:
-// $DATABASE_URL when set and reachable (SPEC §1), else the private cluster
-// under .data/pg, created and started as needed.
-func ensurePostgres(ctx context.Context, l layout) (string, error) {
+// $DATABASE_URL when set and reachable (SPEC §1), else database db of the
+// private cluster under .data/pg, created and started as needed.
+func ensurePostgres(ctx context.Context, l layout, db string) (string, error) {
 	if u := os.Getenv("DATABASE_URL"); u != "" {
 		err := ensureDatabase(ctx, u)
 		if err == nil {
@@ -43,7 +44,7 @@ func ensurePostgres(ctx context.Context, l layout) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return c.ensure(ctx)
+	return c.ensure(ctx, db)
 }
 
 // ensureDatabase connects to url and creates its database when the server
@@ -115,11 +116,11 @@ func newCluster(ctx context.Context, l layout) (*cluster, error) {
 	return c, nil
 }
 
-func (c *cluster) ensure(ctx context.Context) (string, error) {
+func (c *cluster) ensure(ctx context.Context, db string) (string, error) {
 	if port, ok := c.runningPort(ctx); ok {
-		u := clusterURL(port)
-		logf("postgres: reusing private cluster %s on port %d", c.l.rel(c.dataDir), port)
-		return u, nil
+		u := clusterURL(port, db)
+		logf("postgres: reusing private cluster %s on port %d, database %s", c.l.rel(c.dataDir), port, db)
+		return u, ensureDatabase(ctx, u)
 	}
 	if err := c.findBinaries(ctx); err != nil {
 		return "", err
@@ -143,7 +144,7 @@ func (c *cluster) ensure(ctx context.Context) (string, error) {
 	if err := c.start(ctx, port); err != nil {
 		return "", err
 	}
-	u := clusterURL(port)
+	u := clusterURL(port, db)
 	return u, ensureDatabase(ctx, u)
 }
 
@@ -173,8 +174,8 @@ func (c *cluster) stop(ctx context.Context, mode string) error {
 	return nil
 }
 
-func clusterURL(port int) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, privateDB)
+func clusterURL(port int, db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, db)
 }
 
 // runningPort reports the port of the private cluster when its postmaster runs.
@@ -200,7 +201,7 @@ func (c *cluster) runningPort(ctx context.Context) (int, bool) {
 	if !strings.Contains(string(cmdline), "postgres") {
 		return 0, false
 	}
-	if err := ensureDatabase(ctx, clusterURL(port)); err != nil {
+	if err := ensureDatabase(ctx, clusterURL(port, privateDB)); err != nil {
 		return 0, false
 	}
 	return port, true

@@ -158,7 +158,7 @@ func stopServices(ctx context.Context, l layout) error {
 	pids, _ := filepath.Glob(filepath.Join(l.runDir, "*.pid"))
 	for _, p := range pids {
 		n := strings.TrimSuffix(filepath.Base(p), ".pid")
-		if n != "nats" && !slices.Contains(names, n) {
+		if n != "nats" && n != "nats-test" && !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}

@@ -312,7 +312,7 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 		}
 		s.pgPort = port
 	} else {
-		u, err := c.ensure(ctx)
+		u, err := c.ensure(ctx, privateDB)
 		if err != nil {
 			return s, fmt.Errorf("postgres: %w", err)
 		}
@@ -454,7 +454,7 @@ func (s *system) shutdown() {
 
 // recreateDB drops and creates the drill's database on the cluster at port.
 func recreateDB(ctx context.Context, port int) (string, error) {
-	admin := clusterURL(port)
+	admin := clusterURL(port, privateDB)
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
 		return "", fmt.Errorf("postgres: %w", err)

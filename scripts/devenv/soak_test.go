@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/repo"
 )
 
 // TestSoakDrill runs a short `devenv soak` against freshly built binaries:
@@ -19,7 +21,7 @@ func TestSoakDrill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the drill takes about a minute")
 	}
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

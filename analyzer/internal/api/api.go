@@ -6,7 +6,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,8 +19,6 @@ import (
 	"github.com/graygate/graygate/analyzer/internal/engine"
 	"github.com/graygate/graygate/schemas/promtext"
 )
-
-func init() { metrics.ExposeMetadata(true) }
 
 // Source is what the endpoints report on; *engine.Engine implements it.
 type Source interface {
@@ -59,10 +56,7 @@ func Handler(src Source, set *metrics.Set, help map[string]string, connected fun
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		var buf bytes.Buffer
-		set.WritePrometheus(&buf)
-		metrics.WriteProcessMetrics(&buf)
-		_ = promtext.WithHelp(w, &buf, help)
+		_ = promtext.Write(w, set, help)
 	})
 	return mux
 }

@@ -199,9 +199,10 @@ func TestReadyz(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	telemetry.EventsWritten(events.TypeRequestCompleted).Add(0)
-	telemetry.BatchDuration().Update(0.01)
-	s := api.New(fakeReader{}, api.Options{})
+	tel := telemetry.New()
+	tel.EventsWritten(events.TypeRequestCompleted).Add(0)
+	tel.BatchDuration().Update(0.01)
+	s := api.New(fakeReader{}, api.Options{Metrics: tel})
 	status, hdr, body := get(t, s, "/metrics", "")
 	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") {
 		t.Fatalf("/metrics = %d %s", status, hdr.Get("Content-Type"))

@@ -49,6 +49,8 @@ type Options struct {
 	// Listener timeouts (SPEC §11): a whole request's read, one answer's
 	// write, the wait between keep-alive requests. Zero: 60s, 30s, 120s.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// Metrics is what /metrics serves (nil: an empty set of its own).
+	Metrics *telemetry.Metrics
 }
 
 // Server is the collector's HTTP API.
@@ -70,6 +72,9 @@ func New(r Reader, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = telemetry.New()
+	}
 	s := &Server{r: r, opts: opts, token: sha256.Sum256([]byte(opts.Token))}
 	s.app = fiber.New(fiber.Config{
 		DisableStartupMessage: true,
@@ -84,7 +89,7 @@ func New(r Reader, opts Options) *Server {
 	s.app.Get("/readyz", s.readyz)
 	s.app.Get("/metrics", func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "text/plain; version=0.0.4; charset=utf-8")
-		telemetry.WritePrometheus(c.Response().BodyWriter())
+		opts.Metrics.WritePrometheus(c.Response().BodyWriter())
 		return nil
 	})
 	v1 := s.app.Group("/v1", s.auth, deadline)

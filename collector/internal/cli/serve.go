@@ -21,6 +21,7 @@ import (
 	"github.com/graygate/graygate/collector/internal/console"
 	"github.com/graygate/graygate/collector/internal/consume"
 	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/collector/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
 )
 
@@ -85,6 +86,9 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		log.Warn("nats.url is empty: events are off; serving the sample-store API only")
 	}
 
+	// The collector's metrics: the consumer and the writer count in this
+	// set, /metrics serves it.
+	tel := telemetry.New()
 	reader := store.NewReader(pool)
 	con, err := console.New(reader, console.Options{Token: cfg.Collector.APIToken.Reveal(), Logger: log})
 	if err != nil {
@@ -98,6 +102,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		ReadTimeout:  cfg.Collector.ReadTimeout,
 		WriteTimeout: cfg.Collector.WriteTimeout,
 		IdleTimeout:  cfg.Collector.IdleTimeout,
+		Metrics:      tel,
 		Ready: func(ctx context.Context) error {
 			if !migrated.Load() {
 				return errors.New("migrations not applied yet")
@@ -144,6 +149,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 			Retention:       cfg.Collector.Retention,
 			MaxPayloadBytes: int(cfg.Collector.MaxPayloadBytes),
 			Logger:          log,
+			Metrics:         tel,
 		})
 		eg, ctx := errgroup.WithContext(ctx)
 		eg.Go(func() error { return w.RunMaintenance(ctx, maintenanceInterval, maintenanceRetry) })
@@ -158,6 +164,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 				Replicas:      cfg.NATS.Replicas,
 				Consumer:      consumer,
 				Logger:        log,
+				Metrics:       tel,
 			})
 			cons.Store(c)
 			eg.Go(func() error { return c.Run(ctx) })

@@ -72,6 +72,8 @@ type Config struct {
 	Workers int
 	// Logger (nil: discarded).
 	Logger *slog.Logger
+	// Metrics receives the consumer's series (nil: a set of its own).
+	Metrics *telemetry.Metrics
 }
 
 // Consumer reads the four streams into a Store.
@@ -80,6 +82,7 @@ type Consumer struct {
 	store Store
 	cfg   Config
 	log   *slog.Logger
+	m     *telemetry.Metrics
 
 	mu       sync.Mutex
 	declared map[string]jetstream.ConsumerConfig // stream → the configuration its consumer must keep
@@ -151,7 +154,7 @@ func (c *Consumer) check(stream, suffix string, got jetstream.ConsumerConfig) er
 		c.mismatch = map[string]string{}
 	}
 	c.mismatch[stream] = strings.Join(diffs, "; ")
-	telemetry.ConsumerConfigMismatch(stream).Inc()
+	c.m.ConsumerConfigMismatch(stream).Inc()
 	c.log.Error("refusing a consumer configured otherwise than declared; remove it (nats consumer rm) and the collector creates it anew",
 		"stream", stream, "consumer", c.ConsumerName(suffix), "differences", diffs)
 	return fmt.Errorf("%w: %s on %s: %s", ErrConsumerMismatch, c.ConsumerName(suffix), stream, strings.Join(diffs, "; "))
@@ -183,7 +186,10 @@ func New(js jetstream.JetStream, s Store, cfg Config) *Consumer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Consumer{js: js, store: s, cfg: cfg, log: cfg.Logger}
+	if cfg.Metrics == nil {
+		cfg.Metrics = telemetry.New()
+	}
+	return &Consumer{js: js, store: s, cfg: cfg, log: cfg.Logger, m: cfg.Metrics}
 }
 
 // ConsumerName is the durable name of the consumer of one of Streams.
@@ -215,7 +221,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return nil // ctx ended
 	}
 	for _, s := range Streams {
-		telemetry.DeadLetters(s.Stream) // the series exists (at 0) before the first dead letter
+		c.m.DeadLetters(s.Stream) // the series exists (at 0) before the first dead letter
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	for _, s := range Streams {
@@ -336,8 +342,8 @@ func (l *loop) watch(ctx context.Context, cons jetstream.Consumer, suffix string
 				return
 			}
 			if lag {
-				telemetry.ConsumerPending(l.stream).Set(float64(info.NumPending))
-				telemetry.ConsumerAckPending(l.stream).Set(float64(info.NumAckPending))
+				l.c.m.ConsumerPending(l.stream).Set(float64(info.NumPending))
+				l.c.m.ConsumerAckPending(l.stream).Set(float64(info.NumAckPending))
 			}
 		}
 		select {

@@ -129,7 +129,7 @@ func (l *loop) decode(msg jetstream.Msg) (store.Event, bool) {
 		seq = md.Sequence.Stream
 	}
 	if err != nil {
-		telemetry.EventsInvalid(l.stream).Inc()
+		l.c.m.EventsInvalid(l.stream).Inc()
 		if termErr := msg.Term(); termErr != nil {
 			l.log.Debug("terminate invalid message", "err", termErr)
 		}
@@ -155,7 +155,7 @@ func (l *loop) flush(ctx context.Context, msgs []jetstream.Msg, batch []store.Ev
 	start := time.Now()
 	unacked, err := l.write(ctx, msgs, batch, 0)
 	if err != nil {
-		telemetry.WriteErrors(l.stream).Inc()
+		l.c.m.WriteErrors(l.stream).Inc()
 		d := l.failures.next(l.c.cfg.MaxBackoff)
 		l.log.Warn("write batch failed; redelivering", "events", len(unacked), "batch", len(batch), "err", err, "retry_in", d)
 		for _, m := range unacked {
@@ -168,8 +168,8 @@ func (l *loop) flush(ctx context.Context, msgs []jetstream.Msg, batch []store.Ev
 	}
 	l.failures = 0
 	l.log.Debug("wrote batch", "events", len(batch), "took", time.Since(start))
-	telemetry.BatchDuration().UpdateDuration(start)
-	telemetry.BatchSize().Update(float64(len(batch)))
+	l.c.m.BatchDuration().UpdateDuration(start)
+	l.c.m.BatchSize().Update(float64(len(batch)))
 }
 
 // write stores batch and acknowledges its messages. When Postgres refuses
@@ -184,7 +184,7 @@ func (l *loop) flush(ctx context.Context, msgs []jetstream.Msg, batch []store.Ev
 func (l *loop) write(ctx context.Context, msgs []jetstream.Msg, batch []store.Event, depth int) ([]jetstream.Msg, error) {
 	res, err := l.c.store.Write(ctx, batch)
 	if err == nil {
-		record(res)
+		record(l.c.m, res)
 		ack(l.log, msgs)
 		return nil, nil
 	}
@@ -196,7 +196,7 @@ func (l *loop) write(ctx context.Context, msgs []jetstream.Msg, batch []store.Ev
 			// Refused alone at the first try: once more, so that only a
 			// refusal that repeats makes a dead letter.
 			if res, err = l.c.store.Write(ctx, batch); err == nil {
-				record(res)
+				record(l.c.m, res)
 				ack(l.log, msgs)
 				return nil, nil
 			}
@@ -225,7 +225,7 @@ func (l *loop) deadLetter(ctx context.Context, msg jetstream.Msg, e store.Event,
 		return []jetstream.Msg{msg}, err
 	}
 	if added {
-		telemetry.DeadLetters(l.stream).Inc()
+		l.c.m.DeadLetters(l.stream).Inc()
 		l.log.Warn("Postgres refused an event; stored it in dead_letters", "event_id", e.Envelope.ID,
 			"type", e.Envelope.Type, "subject", msg.Subject(), "stream_seq", e.Sequence, "err", refusal)
 	}
@@ -233,21 +233,21 @@ func (l *loop) deadLetter(ctx context.Context, msg jetstream.Msg, e store.Event,
 	return nil, nil
 }
 
-// record counts a written batch's events by what happened to them.
-func record(res store.Result) {
+// record counts a written batch's events in m by what happened to them.
+func record(m *telemetry.Metrics, res store.Result) {
 	for typ, n := range res.Inserted {
-		telemetry.EventsWritten(typ).Add(n)
+		m.EventsWritten(typ).Add(n)
 	}
 	for typ, n := range res.Duplicates {
 		if n > 0 {
-			telemetry.EventsDuplicate(typ).Add(n)
+			m.EventsDuplicate(typ).Add(n)
 		}
 	}
 	for typ, n := range res.Expired {
-		telemetry.EventsExpired(typ).Add(n)
+		m.EventsExpired(typ).Add(n)
 	}
 	for typ, n := range res.Future {
-		telemetry.EventsFuture(typ).Add(n)
+		m.EventsFuture(typ).Add(n)
 	}
 }
 

@@ -18,8 +18,9 @@ import (
 func TestConsumerConfigMismatch(t *testing.T) {
 	_, js := testenv.NATSServer(t)
 	rec := &recorder{ids: map[string]int{}}
+	tel := telemetry.New()
 	c := consume.New(js, rec, consume.Config{BatchSize: 10, FlushInterval: 50 * time.Millisecond,
-		LagInterval: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: logger()})
+		LagInterval: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: logger(), Metrics: tel})
 	run(t, c)
 	name := c.ConsumerName("events")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -31,7 +32,7 @@ func TestConsumerConfigMismatch(t *testing.T) {
 	if m := c.Mismatched(); len(m) != 0 {
 		t.Fatalf("Mismatched() = %v before any change", m)
 	}
-	counter := telemetry.ConsumerConfigMismatch(events.StreamEvents)
+	counter := tel.ConsumerConfigMismatch(events.StreamEvents)
 	before := counter.Get()
 
 	silenced := c.ConsumerConfig("events")

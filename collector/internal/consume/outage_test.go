@@ -32,9 +32,10 @@ func TestPostgresOutage(t *testing.T) {
 	prefix := "graygate-collector-test-" + testenv.Suffix()
 	dep := "ct-" + testenv.Suffix()
 	testenv.Consumers(t, js, prefix, 30*time.Second, events.RequestSubject(dep))
-	errs := writeErrorsSince()
+	tel := telemetry.New()
+	errs := tel.WriteErrors(events.StreamEvents)
 	run(t, consume.New(js, store.NewWriter(pool, store.Options{}), consume.Config{
-		BatchSize: 200, FlushInterval: 50 * time.Millisecond, Consumer: prefix, MaxBackoff: time.Second, Logger: logger(),
+		BatchSize: 200, FlushInterval: 50 * time.Millisecond, Consumer: prefix, MaxBackoff: time.Second, Logger: logger(), Metrics: tel,
 	}))
 
 	const n = 3000
@@ -56,7 +57,7 @@ func TestPostgresOutage(t *testing.T) {
 	proxy.Cut()
 	cutAt := sent.Load()
 	time.Sleep(3 * time.Second)
-	if errs() == 0 {
+	if errs.Get() == 0 {
 		t.Error("no write failed while Postgres was unreachable; the outage did not happen")
 	}
 	proxy.Restore()
@@ -73,11 +74,4 @@ func TestPostgresOutage(t *testing.T) {
 		t.Errorf("%d dead letters after an outage; want 0", n)
 	}
 	t.Logf("outage from event %d to %d of %d; all stored once", cutAt, restoredAt, n)
-}
-
-// writeErrorsSince returns the number of write errors since the call.
-func writeErrorsSince() func() uint64 {
-	c := telemetry.WriteErrors(events.StreamEvents)
-	before := c.Get()
-	return func() uint64 { return c.Get() - before }
 }

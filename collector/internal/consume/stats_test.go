@@ -63,9 +63,9 @@ func TestArmStatsStoredOnce(t *testing.T) {
 	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	_, js := testenv.NATSServer(t)
 	w := &lostAck{Writer: store.NewWriter(pool, store.Options{Retention: 720 * time.Hour})}
-	dup := telemetry.EventsDuplicate(events.TypeStatsInterval)
-	before := dup.Get()
-	run(t, consume.New(js, w, consume.Config{BatchSize: 50, FlushInterval: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: logger()}))
+	tel := telemetry.New()
+	dup := tel.EventsDuplicate(events.TypeStatsInterval)
+	run(t, consume.New(js, w, consume.Config{BatchSize: 50, FlushInterval: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: logger(), Metrics: tel}))
 
 	start := time.Now().UTC().Truncate(time.Second).Add(-10 * time.Second)
 	var sent []*events.StatsInterval
@@ -85,7 +85,7 @@ func TestArmStatsStoredOnce(t *testing.T) {
 	// later envelope time, the same event id.
 	again := testenv.Envelope(t, sent[0], time.Now(), "")
 	publish(t, js, sent[0], again, testenv.UUIDv7(t))
-	testenv.WaitFor(t, 15*time.Second, "the republished statistic skipped", func() bool { return dup.Get()-before >= 4 })
+	testenv.WaitFor(t, 15*time.Second, "the republished statistic skipped", func() bool { return dup.Get() >= 4 })
 	drained(t, js, events.StreamStats, consume.DefaultConsumer+"-stats")
 	if n := count(t, pool, `SELECT count(*) FROM arm_stats`); n != 3 {
 		t.Errorf("arm_stats has %d rows; want 3", n)
@@ -154,14 +154,9 @@ func TestRefusedMessagesBecomeDeadLetters(t *testing.T) {
 		publish(t, js, m.data, m.env, m.env.ID)
 	}
 
-	counter := func(stream string) func() uint64 {
-		c := telemetry.DeadLetters(stream)
-		before := c.Get()
-		return func() uint64 { return c.Get() - before }
-	}
-	evDead, roDead := counter(events.StreamEvents), counter(events.StreamRollout)
+	tel := telemetry.New()
 	w := store.NewWriter(pool, store.Options{Retention: 720 * time.Hour})
-	run(t, consume.New(js, w, consume.Config{BatchSize: 100, FlushInterval: 300 * time.Millisecond, Logger: logger()}))
+	run(t, consume.New(js, w, consume.Config{BatchSize: 100, FlushInterval: 300 * time.Millisecond, Logger: logger(), Metrics: tel}))
 
 	testenv.WaitFor(t, 20*time.Second, "every good event stored", func() bool {
 		return count(t, pool, `SELECT count(*) FROM requests`) == 40 && count(t, pool, `SELECT count(*) FROM rejections`) == 1 &&
@@ -187,7 +182,7 @@ func TestRefusedMessagesBecomeDeadLetters(t *testing.T) {
 		}
 		t.Logf("dead letter on %s: %s", stream, errText)
 	}
-	if ev, ro := evDead(), roDead(); ev != 1 || ro != 1 {
+	if ev, ro := tel.DeadLetters(events.StreamEvents).Get(), tel.DeadLetters(events.StreamRollout).Get(); ev != 1 || ro != 1 {
 		t.Errorf("dead letters counted: events %d, rollout %d; want 1 and 1", ev, ro)
 	}
 }
@@ -200,10 +195,10 @@ func TestFutureEventsSkipped(t *testing.T) {
 	_, js := testenv.NATSServer(t)
 	now := time.Now().UTC()
 	later := now.AddDate(0, 0, 3)
-	reqFuture, statsFuture := telemetry.EventsFuture(events.TypeRequestCompleted), telemetry.EventsFuture(events.TypeStatsInterval)
-	beforeReq, beforeStats := reqFuture.Get(), statsFuture.Get()
+	tel := telemetry.New()
+	reqFuture, statsFuture := tel.EventsFuture(events.TypeRequestCompleted), tel.EventsFuture(events.TypeStatsInterval)
 	run(t, consume.New(js, store.NewWriter(pool, store.Options{Retention: 720 * time.Hour}),
-		consume.Config{BatchSize: 50, FlushInterval: 50 * time.Millisecond, Logger: logger()}))
+		consume.Config{BatchSize: 50, FlushInterval: 50 * time.Millisecond, Logger: logger(), Metrics: tel}))
 
 	for _, at := range []time.Time{later, now.Add(6 * time.Minute)} {
 		d := testenv.Primary("qwen-32k", 1)
@@ -220,10 +215,10 @@ func TestFutureEventsSkipped(t *testing.T) {
 
 	drained(t, js, events.StreamEvents, consume.DefaultConsumer+"-events")
 	drained(t, js, events.StreamStats, consume.DefaultConsumer+"-stats")
-	if got, want := reqFuture.Get()-beforeReq, uint64(2); got != want {
+	if got, want := reqFuture.Get(), uint64(2); got != want {
 		t.Errorf("future request events counted %d; want %d", got, want)
 	}
-	if got := statsFuture.Get() - beforeStats; got != 1 {
+	if got := statsFuture.Get(); got != 1 {
 		t.Errorf("future statistics counted %d; want 1", got)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM requests`); n != 1 {

@@ -82,6 +82,9 @@ type Options struct {
 	// Logger receives retention drops and failed maintenance rounds (nil:
 	// discarded).
 	Logger *slog.Logger
+	// Metrics receives graygate_collector_partitions_dropped_total (nil:
+	// a set of the Writer's own).
+	Metrics *telemetry.Metrics
 }
 
 // Result counts what happened to a batch's events, by event type.
@@ -114,6 +117,9 @@ func NewWriter(pool *pgxpool.Pool, opts Options) *Writer {
 	}
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = telemetry.New()
 	}
 	return &Writer{pool: pool, opts: opts, parts: &partitions{pool: pool, lockTimeout: opts.LockTimeout, known: map[string]bool{}}}
 }
@@ -310,7 +316,7 @@ func (w *Writer) DropExpired(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	dropped, err := w.parts.dropBefore(ctx, w.opts.Now().Add(-w.opts.Retention))
-	telemetry.PartitionsDropped().Add(len(dropped))
+	w.opts.Metrics.PartitionsDropped().Add(len(dropped))
 	for _, name := range dropped {
 		w.opts.Logger.Info("dropped expired partition", "partition", name)
 	}

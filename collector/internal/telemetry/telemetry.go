@@ -1,19 +1,21 @@
 // Package telemetry defines the collector's Prometheus metrics (SPEC §10)
 // and writes them with their # HELP text.
 //
+// A Metrics is one collector's: its series live in a *metrics.Set it owns,
+// /metrics writes that set, and the consumer, the store writer and the API
+// get the Metrics from whoever builds them, never from a global. A test
+// builds its own and reads the values from it.
+//
 // Label values are event types and stream names: closed sets, never event
 // content.
 package telemetry
 
 import (
-	"bytes"
 	"io"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/promtext"
 )
-
-func init() { metrics.ExposeMetadata(true) }
 
 // help is the # HELP text of each family.
 var help = map[string]string{
@@ -32,82 +34,87 @@ var help = map[string]string{
 	"graygate_collector_dead_letters_total":             "Messages Postgres refused to store (isolated from their batch, kept in dead_letters and acknowledged), by stream.",
 }
 
+// Metrics is one collector's metrics: the set its /metrics serves. Each
+// method returns a series of the set, created at its first use.
+type Metrics struct {
+	set *metrics.Set
+}
+
+// New returns empty metrics in a set of their own.
+func New() *Metrics { return &Metrics{set: metrics.NewSet()} }
+
 // EventsWritten counts new rows of an event type.
-func EventsWritten(typ string) *metrics.Counter {
-	return metrics.GetOrCreateCounter(`graygate_collector_events_written_total{type="` + typ + `"}`)
+func (m *Metrics) EventsWritten(typ string) *metrics.Counter {
+	return m.set.GetOrCreateCounter(`graygate_collector_events_written_total{type="` + typ + `"}`)
 }
 
 // EventsDuplicate counts events of a type that were stored already.
-func EventsDuplicate(typ string) *metrics.Counter {
-	return metrics.GetOrCreateCounter(`graygate_collector_events_duplicate_total{type="` + typ + `"}`)
+func (m *Metrics) EventsDuplicate(typ string) *metrics.Counter {
+	return m.set.GetOrCreateCounter(`graygate_collector_events_duplicate_total{type="` + typ + `"}`)
 }
 
 // EventsExpired counts events of a type older than the retention.
-func EventsExpired(typ string) *metrics.Counter {
-	return metrics.GetOrCreateCounter(`graygate_collector_events_expired_total{type="` + typ + `"}`)
+func (m *Metrics) EventsExpired(typ string) *metrics.Counter {
+	return m.set.GetOrCreateCounter(`graygate_collector_events_expired_total{type="` + typ + `"}`)
 }
 
 // EventsFuture counts events of a type dated too far ahead.
-func EventsFuture(typ string) *metrics.Counter {
-	return metrics.GetOrCreateCounter(`graygate_collector_events_future_total{type="` + typ + `"}`)
+func (m *Metrics) EventsFuture(typ string) *metrics.Counter {
+	return m.set.GetOrCreateCounter(`graygate_collector_events_future_total{type="` + typ + `"}`)
 }
 
 // DeadLetters counts the messages of a stream stored as dead letters.
-func DeadLetters(stream string) *metrics.Counter {
-	return metrics.GetOrCreateCounter(`graygate_collector_dead_letters_total{stream="` + stream + `"}`)
+func (m *Metrics) DeadLetters(stream string) *metrics.Counter {
+	return m.set.GetOrCreateCounter(`graygate_collector_dead_letters_total{stream="` + stream + `"}`)
 }
 
 // EventsInvalid counts undecodable messages of a stream.
-func EventsInvalid(stream string) *metrics.Counter {
-	return metrics.GetOrCreateCounter(`graygate_collector_events_invalid_total{stream="` + stream + `"}`)
+func (m *Metrics) EventsInvalid(stream string) *metrics.Counter {
+	return m.set.GetOrCreateCounter(`graygate_collector_events_invalid_total{stream="` + stream + `"}`)
 }
 
 // WriteErrors counts failed batch transactions of a stream.
-func WriteErrors(stream string) *metrics.Counter {
-	return metrics.GetOrCreateCounter(`graygate_collector_write_errors_total{stream="` + stream + `"}`)
+func (m *Metrics) WriteErrors(stream string) *metrics.Counter {
+	return m.set.GetOrCreateCounter(`graygate_collector_write_errors_total{stream="` + stream + `"}`)
 }
 
 // batchSizeBuckets reach past the largest sensible collector.batch_size.
 var batchSizeBuckets = []float64{1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
 
 // BatchSize observes the events in a written batch.
-func BatchSize() *metrics.PrometheusHistogram {
-	return metrics.GetOrCreatePrometheusHistogramExt(`graygate_collector_batch_size`, batchSizeBuckets)
+func (m *Metrics) BatchSize() *metrics.PrometheusHistogram {
+	return m.set.GetOrCreatePrometheusHistogramExt(`graygate_collector_batch_size`, batchSizeBuckets)
 }
 
 // durationBuckets span a fast commit to a struggling database.
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
 // BatchDuration observes the time to write and commit a batch.
-func BatchDuration() *metrics.PrometheusHistogram {
-	return metrics.GetOrCreatePrometheusHistogramExt(`graygate_collector_batch_duration_seconds`, durationBuckets)
+func (m *Metrics) BatchDuration() *metrics.PrometheusHistogram {
+	return m.set.GetOrCreatePrometheusHistogramExt(`graygate_collector_batch_duration_seconds`, durationBuckets)
 }
 
 // ConsumerConfigMismatch counts the times a stream's consumer was found
 // configured otherwise than the collector declared it.
-func ConsumerConfigMismatch(stream string) *metrics.Counter {
-	return metrics.GetOrCreateCounter(`graygate_collector_consumer_config_mismatch_total{stream="` + stream + `"}`)
+func (m *Metrics) ConsumerConfigMismatch(stream string) *metrics.Counter {
+	return m.set.GetOrCreateCounter(`graygate_collector_consumer_config_mismatch_total{stream="` + stream + `"}`)
 }
 
 // ConsumerPending is the undelivered messages (lag) of a stream's consumer.
-func ConsumerPending(stream string) *metrics.Gauge {
-	return metrics.GetOrCreateGauge(`graygate_collector_consumer_pending{stream="`+stream+`"}`, nil)
+func (m *Metrics) ConsumerPending(stream string) *metrics.Gauge {
+	return m.set.GetOrCreateGauge(`graygate_collector_consumer_pending{stream="`+stream+`"}`, nil)
 }
 
 // ConsumerAckPending is the delivered, unacknowledged messages of a stream's consumer.
-func ConsumerAckPending(stream string) *metrics.Gauge {
-	return metrics.GetOrCreateGauge(`graygate_collector_consumer_ack_pending{stream="`+stream+`"}`, nil)
+func (m *Metrics) ConsumerAckPending(stream string) *metrics.Gauge {
+	return m.set.GetOrCreateGauge(`graygate_collector_consumer_ack_pending{stream="`+stream+`"}`, nil)
 }
 
 // PartitionsDropped counts partitions dropped by retention.
-func PartitionsDropped() *metrics.Counter {
-	return metrics.GetOrCreateCounter(`graygate_collector_partitions_dropped_total`)
+func (m *Metrics) PartitionsDropped() *metrics.Counter {
+	return m.set.GetOrCreateCounter(`graygate_collector_partitions_dropped_total`)
 }
 
-// WritePrometheus writes every metric of the process in the Prometheus text
-// format, with process metrics and the # HELP text above.
-func WritePrometheus(w io.Writer) {
-	var buf bytes.Buffer
-	metrics.WritePrometheus(&buf, true)
-	_ = promtext.WithHelp(w, &buf, help)
-}
+// WritePrometheus writes every series of the set in the Prometheus text
+// format, with the process metrics and the # HELP text above.
+func (m *Metrics) WritePrometheus(w io.Writer) { _ = promtext.Write(w, m.set, help) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 )
 
 // benchBody builds a realistic chat body of about size bytes, as the scan
@@ -28,7 +29,7 @@ type benchCase struct {
 }
 
 func benchCases(b *testing.B) ([]benchCase, *Router) {
-	r, err := NewRouter(testConfig())
+	r, err := NewRouter(testConfig(), telemetry.New())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func BenchmarkSelect(b *testing.B) {
 // TestHotPathAllocs pins the benchmarks' 0 allocs/op, so a regression fails
 // the ordinary test run.
 func TestHotPathAllocs(t *testing.T) {
-	r, err := NewRouter(testConfig())
+	r, err := NewRouter(testConfig(), telemetry.New())
 	if err != nil {
 		t.Fatal(err)
 	}

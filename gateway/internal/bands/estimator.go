@@ -79,16 +79,16 @@ type ratio struct {
 
 // NewEstimator returns an Estimator that learns a ratio for each of models
 // (the upstream model names of the configuration; duplicates are merged)
-// and exports it as graygate_bytes_per_token{model}. Estimate uses
+// and exports it as graygate_bytes_per_token{model} in set. Estimate uses
 // ColdDivisor for any other model, and Observe ignores it, so that series
 // exist only for configured models.
-func NewEstimator(models ...string) *Estimator {
+func NewEstimator(set *metrics.Set, models ...string) *Estimator {
 	e := &Estimator{models: make(map[string]*ratio, len(models))}
 	for _, m := range models {
 		if _, ok := e.models[m]; ok {
 			continue
 		}
-		r := &ratio{gauge: metrics.GetOrCreateGauge(series(bytesPerTokenFamily, "model", m), nil)}
+		r := &ratio{gauge: set.GetOrCreateGauge(series(bytesPerTokenFamily, "model", m), nil)}
 		r.divisor.Store(math.Float64bits(ColdDivisor))
 		r.gauge.Set(ColdDivisor)
 		e.models[m] = r

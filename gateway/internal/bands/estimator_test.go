@@ -52,7 +52,7 @@ func TestEstimateColdStart(t *testing.T) {
 		{"tool definitions spaced", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools": [ ` + weatherTool + ` , {"type":"function","function":{"name":"f","parameters":{}}} ]}`, 55 + 4},
 		{"non-object message", `{"model":"m","messages":["loose",{"role":"user","content":"abcd"}]}`, 1 + 8},
 	}
-	e := NewEstimator("cold-model")
+	e := NewEstimator(metrics.NewSet(), "cold-model")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := []byte(tt.body)
@@ -91,7 +91,7 @@ func TestOutputReserve(t *testing.T) {
 		{"huge saturates", `,"max_tokens":123456789012345678901234567890`, math.MaxInt64},
 		{"huge fraction counts 0", `,"max_tokens":123456789012345678901234567890.5`, 5},
 	}
-	e := NewEstimator()
+	e := NewEstimator(metrics.NewSet())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := `{"model":"m",` + msg + tt.members + `}`
@@ -134,7 +134,7 @@ func TestLearningConverges(t *testing.T) {
 	// A mock upstream that counts 3.2 bytes per token on bodies from 5 to
 	// 60 KiB, reading them as the gateway does: scanned, then observed.
 	const bpt = 3.2
-	e := NewEstimator("conv-model")
+	e := NewEstimator(metrics.NewSet(), "conv-model")
 	for i := range 200 {
 		body := textBody(5<<10+i*277, 1+i%7)
 		req := scanned(t, body)
@@ -166,7 +166,7 @@ func TestLearningIgnores(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := NewEstimator("ignore-model")
+			e := NewEstimator(metrics.NewSet(), "ignore-model")
 			for range 3 * WarmupSamples {
 				e.Observe("ignore-model", 2000, tt.bodyBytes, 1, tt.prompt)
 			}
@@ -176,7 +176,7 @@ func TestLearningIgnores(t *testing.T) {
 		})
 	}
 	t.Run("body of exactly 4 KiB counts", func(t *testing.T) {
-		e := NewEstimator("ignore-model")
+		e := NewEstimator(metrics.NewSet(), "ignore-model")
 		for range WarmupSamples {
 			e.Observe("ignore-model", 2000, MinSampleBodyBytes, 1, 1000+TokensPerMessage)
 		}
@@ -185,7 +185,8 @@ func TestLearningIgnores(t *testing.T) {
 		}
 	})
 	t.Run("unconfigured model", func(t *testing.T) {
-		e := NewEstimator("ignore-model")
+		set := metrics.NewSet()
+		e := NewEstimator(set, "ignore-model")
 		for range WarmupSamples {
 			e.Observe("stranger-model", 2000, MinSampleBodyBytes, 1, 1000)
 		}
@@ -193,7 +194,7 @@ func TestLearningIgnores(t *testing.T) {
 			t.Errorf("BytesPerToken(stranger) = %v; want %v", got, ColdDivisor)
 		}
 		var buf bytes.Buffer
-		metrics.WritePrometheus(&buf, false)
+		set.WritePrometheus(&buf)
 		if bytes.Contains(buf.Bytes(), []byte("stranger-model")) {
 			t.Errorf("an unconfigured model got a series:\n%s", buf.Bytes())
 		}
@@ -217,7 +218,7 @@ func TestLearningClamp(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := NewEstimator("clamp-model")
+			e := NewEstimator(metrics.NewSet(), "clamp-model")
 			for range WarmupSamples {
 				e.Observe("clamp-model", tt.textBytes, 8192, 1, tt.prompt)
 			}
@@ -245,7 +246,7 @@ func TestLearningWarmup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d samples", tt.samples), func(t *testing.T) {
-			e := NewEstimator("warm-model")
+			e := NewEstimator(metrics.NewSet(), "warm-model")
 			for range tt.samples {
 				sample(e, "warm-model", 8000, 8192, 2)
 			}
@@ -272,7 +273,7 @@ func TestLearningLeansConservative(t *testing.T) {
 	moved := map[string]float64{}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := NewEstimator("lean-model")
+			e := NewEstimator(metrics.NewSet(), "lean-model")
 			for range WarmupSamples {
 				e.Observe("lean-model", 8000, 8192, 0, 2000)
 			}
@@ -292,7 +293,7 @@ func TestLearningLeansConservative(t *testing.T) {
 }
 
 func TestLearningPerModel(t *testing.T) {
-	e := NewEstimator("dense-model", "sparse-model", "idle-model", "dense-model")
+	e := NewEstimator(metrics.NewSet(), "dense-model", "sparse-model", "idle-model", "dense-model")
 	for range WarmupSamples {
 		sample(e, "dense-model", 6000, 8192, 1.5)
 		sample(e, "sparse-model", 6000, 8192, 6)
@@ -320,12 +321,13 @@ func TestLearningPerModel(t *testing.T) {
 }
 
 func TestBytesPerTokenGauge(t *testing.T) {
-	e := NewEstimator("gauge-model", `odd "model"\name`)
+	set := metrics.NewSet()
+	e := NewEstimator(set, "gauge-model", `odd "model"\name`)
 	for range WarmupSamples {
 		e.Observe("gauge-model", 5000, 8192, 0, 2000)
 	}
 	var buf bytes.Buffer
-	metrics.WritePrometheus(&buf, false)
+	set.WritePrometheus(&buf)
 	for _, want := range []string{
 		`graygate_bytes_per_token{model="gauge-model"} 2.5` + "\n",
 		`graygate_bytes_per_token{model="odd \"model\"\\name"} 4` + "\n",
@@ -338,7 +340,7 @@ func TestBytesPerTokenGauge(t *testing.T) {
 
 func TestEstimatorConcurrent(t *testing.T) {
 	// Estimate reads while Observe learns; run with -race.
-	e := NewEstimator("race-model")
+	e := NewEstimator(metrics.NewSet(), "race-model")
 	req := &scan.Request{MessageCount: 2, TextBytes: 10000}
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -365,7 +367,7 @@ func TestEstimatorConcurrent(t *testing.T) {
 // one that gives a limit reserves that limit.
 func TestDefaultOutputReserve(t *testing.T) {
 	const msg = `"messages":[{"role":"user","content":"abcd"}]`
-	e := NewEstimator()
+	e := NewEstimator(metrics.NewSet())
 	for _, tt := range []struct {
 		members string
 		want    int64

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 )
 
 func FuzzEstimate(f *testing.F) {
@@ -19,7 +20,7 @@ func FuzzEstimate(f *testing.F) {
 	} {
 		f.Add([]byte(seed), uint32(1))
 	}
-	r, err := NewRouter(testConfig())
+	r, err := NewRouter(testConfig(), telemetry.New())
 	if err != nil {
 		f.Fatal(err)
 	}

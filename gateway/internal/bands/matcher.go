@@ -21,10 +21,10 @@ type Matcher struct {
 }
 
 // NewMatcher compiles bands, in config order, and creates the series
-// graygate_context_band_matches_total{band} of each. It returns an error
+// graygate_context_band_matches_total{band} of each in set. It returns an error
 // wrapping ErrTooManyBands past MaxBands, or ErrBadBand for a band without
 // a name, a repeated name, a negative bound or min_tokens > max_tokens.
-func NewMatcher(bands []config.ContextBand) (*Matcher, error) {
+func NewMatcher(set *metrics.Set, bands []config.ContextBand) (*Matcher, error) {
 	if len(bands) > MaxBands {
 		return nil, fmt.Errorf("%w: %d configured, at most %d", ErrTooManyBands, len(bands), MaxBands)
 	}
@@ -55,7 +55,7 @@ func NewMatcher(bands []config.ContextBand) (*Matcher, error) {
 		}
 		seen[b.Name] = true
 		m.names[i], m.lo[i], m.hi[i] = b.Name, lo, hi
-		m.counters[i] = metrics.GetOrCreateCounter(series(bandMatchesFamily, "band", b.Name))
+		m.counters[i] = set.GetOrCreateCounter(series(bandMatchesFamily, "band", b.Name))
 	}
 	return m, nil
 }

@@ -27,7 +27,7 @@ func band(name string, lo, hi int64) config.ContextBand {
 func TestMatch(t *testing.T) {
 	// Listed out of range order on purpose: overlaps come back in config
 	// order. 16001–19999 is a gap.
-	m, err := NewMatcher([]config.ContextBand{
+	m, err := NewMatcher(metrics.NewSet(), []config.ContextBand{
 		band("long", 20000, -1),
 		band("short", -1, 8000),
 		band("mid", 4000, 16000),
@@ -78,7 +78,7 @@ func TestMatch(t *testing.T) {
 }
 
 func TestSetHeader(t *testing.T) {
-	m, err := NewMatcher([]config.ContextBand{band("a", -1, 10), band("b_long-name", 5, -1)})
+	m, err := NewMatcher(metrics.NewSet(), []config.ContextBand{band("a", -1, 10), band("b_long-name", 5, -1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestSetHeader(t *testing.T) {
 }
 
 func TestNoBands(t *testing.T) {
-	m, err := NewMatcher(nil)
+	m, err := NewMatcher(metrics.NewSet(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,14 +135,14 @@ func TestNewMatcherErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewMatcher(tt.bands)
+			_, err := NewMatcher(metrics.NewSet(), tt.bands)
 			if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
-				t.Errorf("NewMatcher() error = %v; want %v", err, tt.want)
+				t.Errorf("NewMatcher(metrics.NewSet(), ) error = %v; want %v", err, tt.want)
 			}
 		})
 	}
 	t.Run("band 63 matches", func(t *testing.T) {
-		m, err := NewMatcher(many(MaxBands))
+		m, err := NewMatcher(metrics.NewSet(), many(MaxBands))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,24 +153,21 @@ func TestNewMatcherErrors(t *testing.T) {
 }
 
 func TestBandCounters(t *testing.T) {
-	m, err := NewMatcher([]config.ContextBand{band("cnt_small", -1, 100), band("cnt_any", 0, -1), band("cnt_idle", 5000, 6000)})
+	set := metrics.NewSet()
+	m, err := NewMatcher(set, []config.ContextBand{band("cnt_small", -1, 100), band("cnt_any", 0, -1), band("cnt_idle", 5000, 6000)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Every band has a series from the start.
 	var buf bytes.Buffer
-	metrics.WritePrometheus(&buf, false)
+	set.WritePrometheus(&buf)
 	for _, name := range []string{"cnt_small", "cnt_any", "cnt_idle"} {
 		if want := `graygate_context_band_matches_total{band="` + name + `"} `; !strings.Contains(buf.String(), want) {
 			t.Errorf("metrics output lacks %q", want)
 		}
 	}
 	counter := func(band string) *metrics.Counter {
-		return metrics.GetOrCreateCounter(`graygate_context_band_matches_total{band="` + band + `"}`)
-	}
-	before := map[string]uint64{}
-	for _, name := range []string{"cnt_small", "cnt_any", "cnt_idle"} {
-		before[name] = counter(name).Get()
+		return set.GetOrCreateCounter(`graygate_context_band_matches_total{band="` + band + `"}`)
 	}
 	m.Count(m.Match(50))
 	m.Count(m.Match(50))
@@ -186,7 +183,7 @@ func TestBandCounters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.band, func(t *testing.T) {
-			if got := counter(tt.band).Get() - before[tt.band]; got != tt.want {
+			if got := counter(tt.band).Get(); got != tt.want {
 				t.Errorf("matches of %s = %d; want %d", tt.band, got, tt.want)
 			}
 		})

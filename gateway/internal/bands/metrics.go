@@ -13,9 +13,10 @@ const (
 	bandMatchesFamily   = "graygate_context_band_matches_total"
 )
 
-func init() {
-	telemetry.SetHelp(bytesPerTokenFamily, "Bytes of request text per prompt token used to estimate requests, by upstream model (4 until learned).")
-	telemetry.SetHelp(bandMatchesFamily, "Requests whose token estimate matched a context band, by band.")
+// describe gives tel the # HELP text of this package's families.
+func describe(tel *telemetry.Metrics) {
+	tel.Describe(bytesPerTokenFamily, "Bytes of request text per prompt token used to estimate requests, by upstream model (4 until learned).")
+	tel.Describe(bandMatchesFamily, "Requests whose token estimate matched a context band, by band.")
 }
 
 // labelEscaper escapes a label value for the Prometheus text format.

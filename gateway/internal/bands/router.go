@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
 )
 
@@ -64,8 +65,10 @@ type Selection struct {
 // ratio for every primary and gray upstream model of cfg.Deployments. It
 // returns an error wrapping ErrTooManyBands, ErrBadBand or ErrBadRoute when
 // cfg cannot be served, which the config loader's validation rules out.
-func NewRouter(cfg *config.Config) (*Router, error) {
-	m, err := NewMatcher(cfg.Routing.Signals.Context)
+// The band and ratio series go to tel.
+func NewRouter(cfg *config.Config, tel *telemetry.Metrics) (*Router, error) {
+	describe(tel)
+	m, err := NewMatcher(tel.Set(), cfg.Routing.Signals.Context)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +83,7 @@ func NewRouter(cfg *config.Config) (*Router, error) {
 			models = append(models, d.Gray.Model)
 		}
 	}
-	r := &Router{estimator: NewEstimator(models...), matcher: m, routes: make(map[string]*Route, len(cfg.Routing.Routes))}
+	r := &Router{estimator: NewEstimator(tel.Set(), models...), matcher: m, routes: make(map[string]*Route, len(cfg.Routing.Routes))}
 	for i, rc := range cfg.Routing.Routes {
 		if _, dup := r.routes[rc.Model]; dup {
 			return nil, fmt.Errorf("%w: routes[%d]: model %q is routed twice", ErrBadRoute, i, rc.Model)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
 )
 
@@ -74,7 +75,7 @@ func chat(model string, textBytes int, members string) string {
 func maxTokens(n int) string { return `,"max_tokens":` + strconv.Itoa(n) }
 
 func TestSelect(t *testing.T) {
-	r, err := NewRouter(testConfig())
+	r, err := NewRouter(testConfig(), telemetry.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestSelectNoneMatched(t *testing.T) {
 	// route whose candidates all need a band has no one to serve it.
 	cfg := testConfig()
 	cfg.Routing.Signals.Context = []config.ContextBand{band("short_context", -1, 8000), band("long_context", 16001, -1)}
-	r, err := NewRouter(cfg)
+	r, err := NewRouter(cfg, telemetry.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestSelectNoneMatched(t *testing.T) {
 }
 
 func TestSelectUnknownRoute(t *testing.T) {
-	r, err := NewRouter(testConfig())
+	r, err := NewRouter(testConfig(), telemetry.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestSelectUnknownRoute(t *testing.T) {
 }
 
 func TestNewRouterLearnsConfiguredModels(t *testing.T) {
-	r, err := NewRouter(testConfig())
+	r, err := NewRouter(testConfig(), telemetry.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func TestNewRouterErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
 			tt.change(cfg)
-			if _, err := NewRouter(cfg); !errors.Is(err, tt.want) {
+			if _, err := NewRouter(cfg, telemetry.New()); !errors.Is(err, tt.want) {
 				t.Errorf("NewRouter() error = %v; want %v", err, tt.want)
 			}
 		})
@@ -272,7 +273,7 @@ func TestSelectCountsMatches(t *testing.T) {
 	cfg := testConfig()
 	cfg.Routing.Signals.Context = []config.ContextBand{band("sel_short", -1, 8000), band("sel_long", 8001, -1)}
 	cfg.Routing.Routes = []config.Route{route("r", "qwen-32k:sel_short", "qwen-128k:sel_short")}
-	r, err := NewRouter(cfg)
+	r, err := NewRouter(cfg, telemetry.New())
 	if err != nil {
 		t.Fatal(err)
 	}

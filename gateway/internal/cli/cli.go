@@ -107,30 +107,33 @@ func serve(ctx context.Context, path string, log *slog.Logger) error {
 	for _, w := range warnings {
 		log.Warn("config", "warning", w.String())
 	}
-	raiseOpenFiles(cfg, log)
+	// The gateway's metrics: every part counts in this set, /metrics
+	// serves it.
+	tel := telemetry.New()
+	raiseOpenFiles(cfg, log, tel)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cfg.NATS.URL == "" {
 		log.Info("events disabled (nats.url is empty): the configuration owns the rollout state")
-		srv, err := proxy.New(cfg, log)
+		srv, err := proxy.New(cfg, log, proxy.WithTelemetry(tel))
 		if err != nil {
 			return err
 		}
 		return srv.Run(ctx)
 	}
-	return serveWithEvents(ctx, cfg, log)
+	return serveWithEvents(ctx, cfg, log, tel)
 }
 
 // raiseOpenFiles raises the soft limit on open files to the hard limit,
 // logs both, exports graygate_open_files_limit, and warns when the limit
 // cannot hold gateway.max_client_connections streams (two descriptors
 // each: the client's and the upstream's).
-func raiseOpenFiles(cfg *config.Config, log *slog.Logger) {
+func raiseOpenFiles(cfg *config.Config, log *slog.Logger, tel *telemetry.Metrics) {
 	f, err := rlimit.RaiseFiles()
 	if err != nil {
 		log.Warn("open files", "err", err.Error())
 	}
-	telemetry.OpenFilesLimit(f.Soft)
+	tel.OpenFilesLimit(f.Soft)
 	log.Info("open files", "limit", f.Soft, "hard_limit", f.Hard, "before", f.Before)
 	if need := 2 * uint64(cfg.Gateway.MaxClientConnections); f.Soft > 0 && f.Soft < need {
 		log.Warn("open files: the limit is below what gateway.max_client_connections streams need (two each); raise the hard limit (ulimit -Hn, systemd LimitNOFILE)",
@@ -140,7 +143,7 @@ func raiseOpenFiles(cfg *config.Config, log *slog.Logger) {
 
 // serveWithEvents runs the gateway with its event log: the publisher
 // (with its spool) and the rollout state followed from GRAYGATE_ROLLOUT.
-func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, tel *telemetry.Metrics) error {
 	host, _ := os.Hostname()
 	source := "gateway/" + host
 	identity, err := cfg.NATS.ConnectOptions()
@@ -158,7 +161,7 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		return fmt.Errorf("gateway.spool_dir: %w", err)
 	}
 	defer sp.Close()
-	pub, err := publish.New(nc, sp, publish.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, Log: log})
+	pub, err := publish.New(nc, sp, publish.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, Log: log, Metrics: tel})
 	if err != nil {
 		return err
 	}
@@ -175,7 +178,8 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
-	agg := stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval, Publisher: pub, Log: log})
+	rlog.CountInvalidIn(tel.RolloutInvalid)
+	agg := stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval, Publisher: pub, Log: log, Metrics: tel})
 	log.Info("per-arm statistics", "gateway", agg.Gateway(), "stats_interval", cfg.Gateway.StatsInterval.String(),
 		"request_log", cfg.Gateway.RequestLog)
 	srv, err := proxy.New(cfg, log,
@@ -183,6 +187,7 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		proxy.WithStats(agg),
 		proxy.WithRolloutLog(table, rlog),
 		proxy.WithEventsHealth(func() bool { return pub.State().Connected }),
+		proxy.WithTelemetry(tel),
 	)
 	if err != nil {
 		return err

@@ -240,9 +240,10 @@ func TestNilContract(t *testing.T) {
 }
 
 func TestCountRejections(t *testing.T) {
+	set := metrics.NewSet()
 	text := func() string {
 		var b bytes.Buffer
-		metrics.WritePrometheus(&b, false)
+		set.WritePrometheus(&b)
 		return b.String()
 	}
 	series := func(p string) string {
@@ -253,9 +254,9 @@ func TestCountRejections(t *testing.T) {
 	}
 	spec := map[string]config.ParamRule{"temperature": pin(0.7), "top_p": band(0.8, 1), "n": pin(1)}
 	_, out := run(t, config.ConflictReject, spec, `{"top_p":0,"temperature":1,"n":1}`)
-	out.Count()
+	out.Count(set)
 	_, out = run(t, config.ConflictReject, spec, `{"top_p":0}`)
-	out.Count()
+	out.Count(set)
 	got := text()
 	for _, want := range []string{series("top_p") + " 2", series("temperature") + " 1"} {
 		if !strings.Contains(got, want+"\n") {

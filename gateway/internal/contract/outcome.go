@@ -148,12 +148,12 @@ var rejectionNames = func() (names [scan.NumParams]string) {
 	return names
 }()
 
-// Count increments graygate_sampling_contract_rejections_total once for
-// each violated parameter. The gateway calls it when it refuses the
-// request. A series is created at its first increment, so none exists
-// before the first rejection.
-func (o *Outcome) Count() {
+// Count increments graygate_sampling_contract_rejections_total in set
+// (the gateway's) once for each violated parameter. The gateway calls it
+// when it refuses the request. A series is created at its first
+// increment, so none exists before the first rejection.
+func (o *Outcome) Count(set *metrics.Set) {
 	for i := range o.N {
-		metrics.GetOrCreateCounter(rejectionNames[o.Violations[i].Param]).Inc()
+		set.GetOrCreateCounter(rejectionNames[o.Violations[i].Param]).Inc()
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/proxy/serve"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -52,8 +51,8 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 	}
 	// A buffered answer may be handed to fasthttp with x (sendAnswer).
 	defer s.flow.Release(x)
-	telemetry.Started()
-	defer telemetry.Finished()
+	s.tel.Started()
+	defer s.tel.Finished()
 	return s.flow.Forward(c, x)
 }
 

@@ -500,8 +500,8 @@ func TestContractThroughGateway(t *testing.T) {
 	}
 }
 
-// shadowDrops reads graygate_shadow_dropped_total for deployment qwen (the
-// metrics are process-wide, so tests compare before and after).
+// shadowDrops reads graygate_shadow_dropped_total for deployment qwen from
+// the server's /metrics.
 func shadowDrops(t *testing.T, g gw) int {
 	t.Helper()
 	resp, err := http.Get(g.admin + "/metrics")

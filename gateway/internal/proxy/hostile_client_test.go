@@ -233,7 +233,7 @@ func TestConnectionFloodIsClosedAtAccept(t *testing.T) {
 		held = append(held, c)
 	}
 	testenv.WaitFor(t, 2*time.Second, "5 open connections", func() bool { return s.clientConns.open.Load() == 5 })
-	refused := clientRefused.Get()
+	refused := s.clientConns.refused.Get()
 	const flood = 50
 	for i := 0; i < flood; i++ {
 		c, err := net.Dial("tcp", addr)
@@ -248,7 +248,7 @@ func TestConnectionFloodIsClosedAtAccept(t *testing.T) {
 			t.Fatalf("connection over max_client_connections got %d bytes; want none", n)
 		}
 	}
-	if got := clientRefused.Get() - refused; got != flood {
+	if got := s.clientConns.refused.Get() - refused; got != flood {
 		t.Errorf("graygate_client_connections_refused_total rose by %d; want %d", got, flood)
 	}
 	// The held connections still serve, and a freed place is taken again.

@@ -13,38 +13,37 @@ import (
 )
 
 // connCounter counts a listener's open connections; the client
-// listener's also feed graygate_client_connections and
+// listener's are graygate_client_connections and count its refusals in
 // graygate_client_connections_refused_total (SPEC §11).
 type connCounter struct {
 	open   atomic.Int64
 	client bool
-}
-
-var (
-	clientOpen atomic.Int64
-	// clientRefused counts connections refused at accept past
+	// refused counts connections refused at accept past
 	// gateway.max_client_connections; sourceRefused those refused past
 	// gateway.max_connections_per_source. The label names the limit, a
-	// closed set: never the client's address.
-	clientRefused = metrics.GetOrCreateCounter(`graygate_client_connections_refused_total{limit="total"}`)
-	sourceRefused = metrics.GetOrCreateCounter(`graygate_client_connections_refused_total{limit="per_source"}`)
-)
+	// closed set: never the client's address. Nil unless client.
+	refused, sourceRefused *metrics.Counter
+}
 
-func init() {
-	telemetry.SetHelp("graygate_client_connections_refused_total",
+// newClientConns returns the client listener's counter, its series in tel
+// (a Metrics serves one Server: a second one's gauge would read the first's).
+func newClientConns(tel *telemetry.Metrics) *connCounter {
+	tel.Describe("graygate_client_connections_refused_total",
 		"Client connections closed at accept, with nothing written, by the limit that was reached: "+
 			"total (gateway.max_client_connections were open) or per_source (gateway.max_connections_per_source "+
 			"were open from the connection's remote address).")
-	telemetry.SetHelp("graygate_client_connections", "Client connections open.")
-	metrics.GetOrCreateGauge("graygate_client_connections", func() float64 { return float64(clientOpen.Load()) })
+	tel.Describe("graygate_client_connections", "Client connections open.")
+	set := tel.Set()
+	c := &connCounter{
+		client:        true,
+		refused:       set.GetOrCreateCounter(`graygate_client_connections_refused_total{limit="total"}`),
+		sourceRefused: set.GetOrCreateCounter(`graygate_client_connections_refused_total{limit="per_source"}`),
+	}
+	set.GetOrCreateGauge("graygate_client_connections", func() float64 { return float64(c.open.Load()) })
+	return c
 }
 
-func (c *connCounter) add(n int64) int64 {
-	if c.client {
-		clientOpen.Add(n)
-	}
-	return c.open.Add(n)
-}
+func (c *connCounter) add(n int64) int64 { return c.open.Add(n) }
 
 // listener bounds the connections a listener serves at once and gives
 // each write a deadline.
@@ -90,7 +89,7 @@ func (l *listener) Accept() (net.Conn, error) {
 		if n := l.counter.add(1); l.max > 0 && n > l.max {
 			l.counter.add(-1)
 			if l.counter.client {
-				clientRefused.Inc()
+				l.counter.refused.Inc()
 			}
 			refuse(c)
 			continue
@@ -100,7 +99,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			src = remoteAddr(c)
 			if !l.sources.take(src) {
 				l.counter.add(-1)
-				sourceRefused.Inc()
+				l.counter.sourceRefused.Inc()
 				refuse(c)
 				continue
 			}

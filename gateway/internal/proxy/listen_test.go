@@ -96,15 +96,15 @@ func TestConnectionsPerSource(t *testing.T) {
 		served(t, cn, "a connection within the per-source limit")
 	}
 	// ... and every connection past it is refused, while the others stay.
-	before, beforeTotal := sourceRefused.Get(), clientRefused.Get()
+	before, beforeTotal := s.clientConns.sourceRefused.Get(), s.clientConns.refused.Get()
 	const flood = 20
 	for range flood {
 		refused(t, a.String(), addr, "a connection over max_connections_per_source")
 	}
-	if got := sourceRefused.Get() - before; got != flood {
+	if got := s.clientConns.sourceRefused.Get() - before; got != flood {
 		t.Errorf(`graygate_client_connections_refused_total{limit="per_source"} rose by %d; want %d`, got, flood)
 	}
-	if got := clientRefused.Get() - beforeTotal; got != 0 {
+	if got := s.clientConns.refused.Get() - beforeTotal; got != 0 {
 		t.Errorf(`graygate_client_connections_refused_total{limit="total"} rose by %d; want 0`, got)
 	}
 	if n := s.sources.count(a); n != perSource {
@@ -119,12 +119,12 @@ func TestConnectionsPerSource(t *testing.T) {
 
 	// Now total (5) connections are open: the global cap refuses a third
 	// address, and counts it as such.
-	before, beforeTotal = sourceRefused.Get(), clientRefused.Get()
+	before, beforeTotal = s.clientConns.sourceRefused.Get(), s.clientConns.refused.Get()
 	refused(t, c, addr, "a connection over max_client_connections")
-	if got := clientRefused.Get() - beforeTotal; got != 1 {
+	if got := s.clientConns.refused.Get() - beforeTotal; got != 1 {
 		t.Errorf(`graygate_client_connections_refused_total{limit="total"} rose by %d; want 1`, got)
 	}
-	if got := sourceRefused.Get() - before; got != 0 {
+	if got := s.clientConns.sourceRefused.Get() - before; got != 0 {
 		t.Errorf(`graygate_client_connections_refused_total{limit="per_source"} rose by %d; want 0`, got)
 	}
 

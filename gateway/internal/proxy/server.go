@@ -20,11 +20,9 @@ import (
 	"math"
 	"net"
 	"net/textproto"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
@@ -65,8 +63,9 @@ type Server struct {
 	rolloutLog admin.RolloutLog // nil: the config owns the rollout state
 	eventsUp   func() bool
 
-	clientConns *connCounter // open client connections
-	sources     *sources     // client connections per remote address; nil: no bound
+	clientConns *connCounter       // open client connections
+	sources     *sources           // client connections per remote address; nil: no bound
+	tel         *telemetry.Metrics // the series /metrics serves
 	ready       atomic.Bool
 
 	client, admin *fiber.App
@@ -94,6 +93,11 @@ func WithRolloutLog(table *rollout.Table, l admin.RolloutLog) Option {
 // aggregator that publishes nothing, for the attempt and token metrics.
 func WithStats(a *stats.Aggregator) Option { return func(s *Server) { s.stats = a } }
 
+// WithTelemetry makes the server count in m, the gateway's metrics, which
+// its /metrics serves; without it the server has a set of its own. An m
+// serves one Server.
+func WithTelemetry(m *telemetry.Metrics) Option { return func(s *Server) { s.tel = m } }
+
 // New builds a server for cfg. It does not listen until Run. The rollout
 // state of every deployment with a gray upstream starts from the config
 // (known); an event-log source takes over through Rollouts.
@@ -106,14 +110,17 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		clientTokens: token.NewSet(cfg.Gateway.ClientTokens, cfg.Gateway.ForceTokens),
 		requireToken: len(cfg.Gateway.ClientTokens) > 0,
 		forceTokens:  token.NewSet(cfg.Gateway.ForceTokens),
-		clientConns:  &connCounter{client: true},
 		sources:      newSources(cfg.Gateway.MaxConnectionsPerSource),
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	if s.tel == nil {
+		s.tel = telemetry.New()
+	}
+	s.clientConns = newClientConns(s.tel)
 	if s.stats == nil {
-		s.stats = stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval})
+		s.stats = stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval, Metrics: s.tel})
 	}
 	var grays []string
 	forceHeaders := make(map[string]bool)
@@ -126,9 +133,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		if err != nil {
 			return nil, err
 		}
-		watchArm(name, telemetry.ArmPrimary, dep.Primary)
+		s.watchArm(name, telemetry.ArmPrimary, dep.Primary)
 		if dep.Gray != nil {
-			watchArm(name, telemetry.ArmGray, dep.Gray)
+			s.watchArm(name, telemetry.ArmGray, dep.Gray)
 		}
 		// Loud at every start: an unverified upstream is a config choice.
 		if d.Primary.TLS.InsecureSkipVerify {
@@ -147,9 +154,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	if s.rollouts == nil {
 		s.rollouts = rollout.NewTable(grays)
 	}
-	s.rollouts.Watch(telemetry.Rollout)
+	s.rollouts.Watch(s.tel.Rollout)
 	for _, name := range grays {
-		telemetry.Rollout(*s.rollouts.Get(name))
+		s.tel.Rollout(*s.rollouts.Get(name))
 		if s.rolloutLog != nil {
 			continue // unknown until the event log has been read
 		}
@@ -168,7 +175,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		Data   []modelEntry `json:"data"`
 	}{Object: "list", Data: []modelEntry{}}
 	var err error
-	if s.router, err = bands.NewRouter(cfg); err != nil {
+	if s.router, err = bands.NewRouter(cfg, s.tel); err != nil {
 		return nil, err
 	}
 	now := time.Now().Unix()
@@ -192,9 +199,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	if s.obs != nil {
 		rejected = s.obs.Rejected
 	}
-	s.flow = serve.NewFlow(&cfg.Gateway, log, s.obs, s.router)
+	s.flow = serve.NewFlow(&cfg.Gateway, log, s.obs, s.tel, s.router)
 	s.intake = request.NewIntake(s.routes, s.deployments, contract.New(cfg.SamplingContract), s.rollouts,
-		forceHeaders, cfg.Gateway.MaxToolSteps, rejected)
+		forceHeaders, cfg.Gateway.MaxToolSteps, rejected, s.tel)
 	s.client = s.newClientApp()
 	s.admin = s.newAdminApp()
 	return s, nil
@@ -203,31 +210,19 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 // Rollouts returns the rollout state table, for a source that owns it.
 func (s *Server) Rollouts() *rollout.Table { return s.rollouts }
 
-// upstreamClients holds the latest client of each deployment and arm, for
-// the graygate_upstream_connections gauge: a metric series outlives the
-// Server that created it (tests build several), so the series reads the
-// client through this map rather than capturing it.
-var upstreamClients sync.Map // "deployment/arm" → *upstream.Client
-
-func init() {
-	telemetry.SetHelp("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections.")
-}
-
 // watchArm feeds the metrics of the deployment's arm a: its open
 // connections and its busy refusals.
-func watchArm(deployment, armName string, a *deploy.Arm) {
-	exportConnections(deployment, armName, a.Client)
-	a.Client.OnBusy = telemetry.UpstreamBusy(deployment, armName)
+func (s *Server) watchArm(deployment, armName string, a *deploy.Arm) {
+	exportConnections(s.tel, deployment, armName, a.Client)
+	a.Client.OnBusy = s.tel.UpstreamBusy(deployment, armName)
 }
 
 // exportConnections points the graygate_upstream_connections series of
-// the deployment's arm at c.
-func exportConnections(deployment, armName string, c *upstream.Client) {
-	key := deployment + "/" + armName
-	upstreamClients.Store(key, c)
-	metrics.GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+armName+`"}`, func() float64 {
-		v, _ := upstreamClients.Load(key)
-		return float64(v.(*upstream.Client).Open())
+// the deployment's arm in tel at c.
+func exportConnections(tel *telemetry.Metrics, deployment, armName string, c *upstream.Client) {
+	tel.Describe("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections.")
+	tel.Set().GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+armName+`"}`, func() float64 {
+		return float64(c.Open())
 	})
 }
 
@@ -272,7 +267,7 @@ func readLimit(maxBody int64) int {
 
 func (s *Server) newAdminApp() *fiber.App {
 	g := &s.cfg.Gateway
-	return admin.New(s.rollouts, s.rolloutLog, s.adminToken, s.log, admin.Options{
+	return admin.New(s.rollouts, s.rolloutLog, s.adminToken, s.log, s.tel, admin.Options{
 		Ready: &s.ready, EventsOff: s.cfg.NATS.URL == "", EventsUp: s.eventsUp,
 		ReadTimeout: orDefault(g.ReadTimeout, 60*time.Second),
 		IdleTimeout: orDefault(g.IdleTimeout, 120*time.Second),

@@ -8,34 +8,35 @@ import (
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 )
 
-func init() {
-	telemetry.SetHelp("graygate_events_published_total", "Events stored by the event log (JetStream acknowledged), by kind.")
-	telemetry.SetHelp("graygate_events_spooled_total", "Events written to the on-disk spool because the event log was unreachable or behind, by kind.")
-	telemetry.SetHelp("graygate_events_dropped_total", "Events lost: memory queue full, spool full (oldest dropped), or not encodable, by kind.")
-	telemetry.SetHelp("graygate_spool_depth", "Events in the on-disk spool waiting for the event log.")
-	telemetry.SetHelp("graygate_spool_depth_bytes", "Bytes of the events in the on-disk spool waiting for the event log.")
-	telemetry.SetHelp("graygate_spool_corrupt_total", "Damaged spool regions skipped (each may have held several events).")
-	telemetry.SetHelp("graygate_event_log_connected", "1 while the gateway's connection to the event log (NATS) is up, else 0.")
+// describe gives m the # HELP text of this package's families.
+func describe(m *telemetry.Metrics) {
+	m.Describe("graygate_events_published_total", "Events stored by the event log (JetStream acknowledged), by kind.")
+	m.Describe("graygate_events_spooled_total", "Events written to the on-disk spool because the event log was unreachable or behind, by kind.")
+	m.Describe("graygate_events_dropped_total", "Events lost: memory queue full, spool full (oldest dropped), or not encodable, by kind.")
+	m.Describe("graygate_spool_depth", "Events in the on-disk spool waiting for the event log.")
+	m.Describe("graygate_spool_depth_bytes", "Bytes of the events in the on-disk spool waiting for the event log.")
+	m.Describe("graygate_spool_corrupt_total", "Damaged spool regions skipped (each may have held several events).")
+	m.Describe("graygate_event_log_connected", "1 while the gateway's connection to the event log (NATS) is up, else 0.")
 }
 
 // counters counts events by kind, both for this Publisher (Stats) and in
-// the process-wide metrics.
+// the gateway's metrics.
 type counters struct {
 	local  [numKinds]atomic.Uint64
-	global [numKinds]*metrics.Counter
+	series [numKinds]*metrics.Counter
 }
 
-func newCounters(family string) *counters {
+func newCounters(set *metrics.Set, family string) *counters {
 	c := &counters{}
 	for k := range numKinds {
-		c.global[k] = metrics.GetOrCreateCounter(family + `{kind="` + k.String() + `"}`)
+		c.series[k] = set.GetOrCreateCounter(family + `{kind="` + k.String() + `"}`)
 	}
 	return c
 }
 
 func (c *counters) add(k Kind, n uint64) {
 	c.local[k].Add(n)
-	c.global[k].Add(int(n))
+	c.series[k].Add(int(n))
 }
 
 func (c *counters) snapshot() (out [numKinds]uint64) {
@@ -50,11 +51,11 @@ type gauges struct {
 	corrupt                      *metrics.Counter
 }
 
-func newGauges() gauges {
+func newGauges(set *metrics.Set) gauges {
 	return gauges{
-		depth:      metrics.GetOrCreateGauge("graygate_spool_depth", nil),
-		depthBytes: metrics.GetOrCreateGauge("graygate_spool_depth_bytes", nil),
-		connected:  metrics.GetOrCreateGauge("graygate_event_log_connected", nil),
-		corrupt:    metrics.GetOrCreateCounter("graygate_spool_corrupt_total"),
+		depth:      set.GetOrCreateGauge("graygate_spool_depth", nil),
+		depthBytes: set.GetOrCreateGauge("graygate_spool_depth_bytes", nil),
+		connected:  set.GetOrCreateGauge("graygate_event_log_connected", nil),
+		corrupt:    set.GetOrCreateCounter("graygate_spool_corrupt_total"),
 	}
 }

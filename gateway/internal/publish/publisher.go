@@ -57,6 +57,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/graygate/graygate/gateway/internal/spool"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	schema "github.com/graygate/graygate/schemas/events"
 )
 
@@ -91,6 +92,9 @@ type Options struct {
 	Linger time.Duration
 	// Log receives state changes and losses; nil discards them.
 	Log *slog.Logger
+	// Metrics receives the event and spool series; default a set of the
+	// Publisher's own.
+	Metrics *telemetry.Metrics
 }
 
 const (
@@ -199,6 +203,11 @@ func New(nc *nats.Conn, sp *spool.Spool, opts Options) (*Publisher, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = telemetry.New()
+	}
+	describe(opts.Metrics)
+	set := opts.Metrics.Set()
 	enc, err := newEncoder(opts.Source)
 	if err != nil {
 		return nil, fmt.Errorf("new publisher: %w", err)
@@ -211,10 +220,10 @@ func New(nc *nats.Conn, sp *spool.Spool, opts Options) (*Publisher, error) {
 		opts:      opts,
 		queue:     make(chan item, opts.QueueSize),
 		results:   make(chan result, 2*opts.MaxInFlight),
-		published: newCounters("graygate_events_published_total"),
-		spooled:   newCounters("graygate_events_spooled_total"),
-		dropped:   newCounters("graygate_events_dropped_total"),
-		gauges:    newGauges(),
+		published: newCounters(set, "graygate_events_published_total"),
+		spooled:   newCounters(set, "graygate_events_spooled_total"),
+		dropped:   newCounters(set, "graygate_events_dropped_total"),
+		gauges:    newGauges(set),
 		pending:   make(map[*nats.Msg]*entry, opts.MaxInFlight),
 		backoff:   minBackoff,
 		lastLog:   map[string]time.Time{},

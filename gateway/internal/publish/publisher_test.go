@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	schema "github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 )
@@ -377,7 +378,8 @@ func TestPublishNeverBlocks(t *testing.T) {
 	nc := connect(t, ns.URL)
 	sp := openSpool(t, t.TempDir(), 1<<20)
 	defer sp.Close()
-	p, err := New(nc, sp, Options{QueueSize: 10})
+	tel := telemetry.New()
+	p, err := New(nc, sp, Options{QueueSize: 10, Metrics: tel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,6 +394,14 @@ func TestPublishNeverBlocks(t *testing.T) {
 	}
 	if got := statsOf(p).Dropped; sum(got) != 990 {
 		t.Errorf("Stats().Dropped = %v; want 990 in all", got)
+	}
+	// The same drops in the gateway's metrics the Publisher was given.
+	var dropped uint64
+	for k := range numKinds {
+		dropped += tel.Set().GetOrCreateCounter(`graygate_events_dropped_total{kind="` + k.String() + `"}`).Get()
+	}
+	if dropped != 990 {
+		t.Errorf("graygate_events_dropped_total = %d in all; want 990", dropped)
 	}
 }
 

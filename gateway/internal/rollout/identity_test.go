@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats-server/v2/server"
@@ -79,6 +80,8 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	invalid := metrics.NewSet().NewCounter("graygate_rollout_invalid_events_total")
+	l.CountInvalidIn(invalid)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
@@ -125,7 +128,7 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 		name string
 		nc   *nats.Conn
 	}{{"gateway", nc}, {"analyzer", an}} {
-		invalidBefore := invalidEvents.Get()
+		invalidBefore := invalid.Get()
 		before := table.Get("qwen").RolloutState
 		pub, _ := jetstreamFor(t, w.nc).Publish(actx, events.RolloutSubject("qwen"), []byte(`{"x":1}`))
 		if pub == nil {
@@ -139,7 +142,7 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 		if got != want || got.Note == "" {
 			t.Errorf("after {\"x\":1} from the %s the gateway serves %+v; want %+v with a note", w.name, got, want)
 		}
-		if n := invalidEvents.Get(); n != invalidBefore+1 {
+		if n := invalid.Get(); n != invalidBefore+1 {
 			t.Errorf("graygate_rollout_invalid_events_total went from %d to %d; want one more", invalidBefore, n)
 		}
 		// The next change is accepted, and reaches the gateway at once.

@@ -44,15 +44,16 @@ type Log struct {
 
 	fresh atomic.Bool // the table reflects the log
 
+	// invalid is graygate_rollout_invalid_events_total (its help text is
+	// telemetry's): messages on rollout subjects that were not valid
+	// rollout events, skipped by the fold (SPEC §11 rev. 3). Set by
+	// CountInvalidIn; until then a counter no set serves.
+	invalid *metrics.Counter
+
 	// Owned by Run's goroutine.
 	stream jetstream.Stream
 	next   uint64 // the stream sequence read next
 }
-
-// invalidEvents is graygate_rollout_invalid_events_total (its help text is
-// telemetry's): messages on rollout subjects that were not valid rollout
-// events, skipped by the fold (SPEC §11 rev. 3).
-var invalidEvents = metrics.GetOrCreateCounter("graygate_rollout_invalid_events_total")
 
 // pollEvery is how often the log is read without a bell: it bounds how
 // late a change missed by the subscription (during a reconnect) arrives.
@@ -73,8 +74,13 @@ func NewLog(nc *nats.Conn, table *Table, seeds map[string]float64, replicas int,
 	if staleAfter <= 0 {
 		staleAfter = time.Minute
 	}
-	return &Log{nc: nc, js: js, table: table, seeds: seeds, replicas: replicas, staleAfter: staleAfter, source: source, log: log}, nil
+	return &Log{nc: nc, js: js, table: table, seeds: seeds, replicas: replicas, staleAfter: staleAfter, source: source, log: log,
+		invalid: new(metrics.Counter)}, nil
 }
+
+// CountInvalidIn makes the log count the invalid messages it skips in c
+// (the gateway's graygate_rollout_invalid_events_total). Call it before Run.
+func (l *Log) CountInvalidIn(c *metrics.Counter) { l.invalid = c }
 
 // Fresh reports whether the table reflects the log (read, not stale).
 func (l *Log) Fresh() bool { return l.fresh.Load() }
@@ -339,7 +345,7 @@ func (l *Log) apply(subject string, data []byte, seq uint64) {
 	var changed bool
 	if note != "" {
 		if changed = fold.Skip(seq, note); changed {
-			invalidEvents.Inc()
+			l.invalid.Inc()
 			l.log.Warn("skipping a message on a rollout subject that is not a valid rollout event",
 				"deployment", deployment, "seq", seq, "note", note)
 		}

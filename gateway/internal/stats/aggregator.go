@@ -24,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/histogram"
 )
@@ -74,6 +76,7 @@ type Aggregator struct {
 	pub      Publisher // nil: statistics are computed (and metrics kept) but not published
 	log      *slog.Logger
 	now      func() time.Time
+	metrics  *telemetry.Metrics
 
 	mu          sync.Mutex
 	deployments []*Deployment
@@ -93,6 +96,9 @@ type Options struct {
 	Log *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Metrics receives the attempt and token series; default a set of
+	// the Aggregator's own.
+	Metrics *telemetry.Metrics
 }
 
 // New returns an Aggregator.
@@ -109,9 +115,13 @@ func New(opts Options) *Aggregator {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = telemetry.New()
+	}
+	describe(opts.Metrics)
 	return &Aggregator{
 		gateway: opts.Gateway, interval: opts.Interval, pub: opts.Publisher, log: opts.Log, now: opts.Now,
-		byName: map[string]*Deployment{},
+		metrics: opts.Metrics, byName: map[string]*Deployment{},
 	}
 }
 
@@ -143,7 +153,7 @@ func (a *Aggregator) Deployment(name string) *Deployment {
 	if d, ok := a.byName[name]; ok {
 		return d
 	}
-	d := newDeployment(name)
+	d := newDeployment(name, a.metrics.Set())
 	a.byName[name] = d
 	a.deployments = append(a.deployments, d)
 	return d
@@ -235,8 +245,8 @@ type Deployment struct {
 	cur, spare *table
 }
 
-func newDeployment(name string) *Deployment {
-	return &Deployment{name: name, m: newMetrics(name), cur: new(table), spare: new(table)}
+func newDeployment(name string, set *metrics.Set) *Deployment {
+	return &Deployment{name: name, m: newMetrics(set, name), cur: new(table), spare: new(table)}
 }
 
 // Record counts one attempt that ended now, and the attempt and token

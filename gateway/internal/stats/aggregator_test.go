@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/events"
 )
 
@@ -337,5 +339,36 @@ func TestRecordFingerprintLateHeaders(t *testing.T) {
 	validate(t, evs[0])
 	if e := evs[0].Arms[0]; e.ArmFingerprint != fp || e.LateHeaders != 1 {
 		t.Errorf("entry fingerprint %q late_headers %d; want %q 1", e.ArmFingerprint, e.LateHeaders, fp)
+	}
+}
+
+// TestRecordCountsInTheGivenMetrics: the attempt and token counters are
+// series of the Metrics the Aggregator was given, there from the
+// deployment's handle on, and no other Aggregator's.
+func TestRecordCountsInTheGivenMetrics(t *testing.T) {
+	tel, other := telemetry.New(), telemetry.New()
+	a := New(Options{Metrics: tel})
+	New(Options{Metrics: other}).Deployment("qwen")
+	d := a.Deployment("qwen")
+	const okSeries = `graygate_attempts_total{deployment="qwen",arm="gray",outcome="ok"}`
+	var b bytes.Buffer
+	tel.WritePrometheus(&b)
+	if !strings.Contains(b.String(), okSeries+" 0\n") || !strings.Contains(b.String(), "# HELP graygate_attempts_total Upstream attempts") {
+		t.Fatalf("the series and its help are not there before the first attempt:\n%s", b.String())
+	}
+	d.Record(&Attempt{Arm: events.ArmGray, Endpoint: events.EndpointChat, Outcome: events.OutcomeOK,
+		PromptTokens: 12, PromptReported: true, CompletionTokens: 5})
+	d.Record(&Attempt{Arm: events.ArmGray, Endpoint: events.EndpointChat, Outcome: events.OutcomeOK})
+	for series, want := range map[string]uint64{
+		okSeries: 2,
+		`graygate_tokens_total{deployment="qwen",arm="gray",kind="prompt"}`:     12,
+		`graygate_tokens_total{deployment="qwen",arm="gray",kind="completion"}`: 5,
+	} {
+		if got := tel.Set().GetOrCreateCounter(series).Get(); got != want {
+			t.Errorf("%s = %d; want %d", series, got, want)
+		}
+		if got := other.Set().GetOrCreateCounter(series).Get(); got != 0 {
+			t.Errorf("%s = %d in another Aggregator's metrics; want 0", series, got)
+		}
 	}
 }

@@ -1,4 +1,9 @@
-// Package telemetry defines the gateway's Prometheus metrics (SPEC §10).
+// Package telemetry holds the gateway's Prometheus metrics (SPEC §10).
+//
+// A Metrics is one gateway's: its series live in a *metrics.Set it owns,
+// /metrics writes that set, and every package that counts gets the
+// Metrics (or the set) from whoever builds it, never from a global. A test
+// builds its own and reads the values from it.
 //
 // Label values come only from configuration (route, deployment, band) or
 // from closed sets (arm, status class, reason), never from client input.
@@ -7,7 +12,6 @@
 package telemetry
 
 import (
-	"bytes"
 	"io"
 	"strconv"
 	"sync"
@@ -15,12 +19,12 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/promtext"
 )
 
-func init() { metrics.ExposeMetadata(true) }
-
-// help is the text of each family's # HELP line.
+// help is the text of each family's # HELP line; the packages that define
+// families of their own add theirs with Describe.
 var help = map[string]string{
 	"graygate_requests_total":                     "Proxied requests by route, deployment, arm and HTTP status.",
 	"graygate_request_duration_seconds":           "Time from request received to response complete, by deployment and arm.",
@@ -35,22 +39,65 @@ var help = map[string]string{
 	"graygate_rollout_invalid_events_total":       "Messages on rollout subjects that were not valid rollout events: each moved the revision and changed nothing else.",
 }
 
-// SetHelp adds # HELP text for a family defined elsewhere.
-func SetHelp(family, text string) {
-	helpMu.Lock()
-	help[family] = text
-	helpMu.Unlock()
+// Metrics is one gateway's metrics: the set its /metrics serves, the
+// # HELP text of every family in it, and the series of the request path,
+// created on first use and cached.
+type Metrics struct {
+	set *metrics.Set
+
+	helpMu sync.Mutex
+	help   map[string]string
+
+	requests   sync.Map // requestKey → *metrics.Counter
+	durations  sync.Map // armKey → *metrics.PrometheusHistogram
+	ttfts      sync.Map // ttftKey → *metrics.PrometheusHistogram
+	rejections sync.Map // code → *metrics.Counter
+	upErrors   sync.Map // armKey(deployment, kind) → *metrics.Counter
+	fallbacks  sync.Map // armKey(deployment, reason) → *metrics.Counter
+	samples    sync.Map // armKey(deployment, reason) → *metrics.Counter
+	shadowOut  sync.Map // deployment → *metrics.Counter
+	shadowDrop sync.Map // deployment → *metrics.Counter
+	inFlight   atomic.Int64
+	openFiles  atomic.Uint64
+
+	rolloutMu sync.Mutex
+	rollouts  map[string]rollout.State
+
+	// RolloutInvalid is graygate_rollout_invalid_events_total, for the
+	// rollout log to count into (rollout.Log.CountInvalidIn).
+	RolloutInvalid *metrics.Counter
 }
 
-var helpMu sync.Mutex
+// New returns an empty gateway's metrics in a set of their own, with the
+// series every gateway serves from its start.
+func New() *Metrics {
+	m := &Metrics{set: metrics.NewSet(), help: map[string]string{}, rollouts: map[string]rollout.State{}}
+	for _, h := range []map[string]string{help, grayHelp} {
+		for fam, text := range h {
+			m.help[fam] = text
+		}
+	}
+	m.set.NewGauge("graygate_requests_in_flight", func() float64 { return float64(m.inFlight.Load()) })
+	m.RolloutInvalid = m.set.NewCounter("graygate_rollout_invalid_events_total")
+	return m
+}
 
-// WritePrometheus writes every registered metric with HELP text filled in.
-func WritePrometheus(w io.Writer) {
-	var buf bytes.Buffer
-	metrics.WritePrometheus(&buf, true)
-	helpMu.Lock()
-	defer helpMu.Unlock()
-	_ = promtext.WithHelp(w, &buf, help)
+// Set is the set the gateway's series are created in.
+func (m *Metrics) Set() *metrics.Set { return m.set }
+
+// Describe adds the # HELP text of a family defined in another package.
+func (m *Metrics) Describe(family, text string) {
+	m.helpMu.Lock()
+	m.help[family] = text
+	m.helpMu.Unlock()
+}
+
+// WritePrometheus writes every series of the set, and the process and Go
+// runtime metrics, with HELP text filled in.
+func (m *Metrics) WritePrometheus(w io.Writer) {
+	m.helpMu.Lock()
+	defer m.helpMu.Unlock()
+	_ = promtext.Write(w, m.set, m.help)
 }
 
 // Arms of a request.
@@ -73,108 +120,93 @@ type ttftKey struct {
 	stream          bool
 }
 
-var (
-	requests   sync.Map // requestKey → *metrics.Counter
-	durations  sync.Map // armKey → *metrics.PrometheusHistogram
-	ttfts      sync.Map // ttftKey → *metrics.PrometheusHistogram
-	rejections sync.Map // code → *metrics.Counter
-	upErrors   sync.Map // armKey(deployment, kind) → *metrics.Counter
-	inFlight   atomic.Int64
-)
-
 // latencyBuckets suit a gateway in front of LLMs: sub-millisecond errors up
 // to minutes-long generations.
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
-func init() {
-	metrics.NewGauge("graygate_requests_in_flight", func() float64 { return float64(inFlight.Load()) })
-}
-
 // Started counts a request as in flight until Finished.
-func Started() { inFlight.Add(1) }
+func (m *Metrics) Started() { m.inFlight.Add(1) }
 
 // Finished ends an in-flight request.
-func Finished() { inFlight.Add(-1) }
+func (m *Metrics) Finished() { m.inFlight.Add(-1) }
 
 // Request records one proxied request's outcome.
-func Request(route, deployment, arm string, status int, d time.Duration) {
+func (m *Metrics) Request(route, deployment, arm string, status int, d time.Duration) {
 	k := requestKey{route, deployment, arm, status}
-	c, ok := requests.Load(k)
+	c, ok := m.requests.Load(k)
 	if !ok {
 		name := `graygate_requests_total{route="` + route + `",deployment="` + deployment +
 			`",arm="` + arm + `",status="` + strconv.Itoa(status) + `"}`
-		c, _ = requests.LoadOrStore(k, metrics.GetOrCreateCounter(name))
+		c, _ = m.requests.LoadOrStore(k, m.set.GetOrCreateCounter(name))
 	}
 	c.(*metrics.Counter).Inc()
 	if deployment != "" {
-		histogram(&durations, "graygate_request_duration_seconds", deployment, arm).Update(d.Seconds())
+		m.histogram(&m.durations, "graygate_request_duration_seconds", deployment, arm).Update(d.Seconds())
 	}
 }
 
 // TTFT records an upstream's time to first token; stream says whether the
 // request streamed (a streamed and a buffered answer's first byte are not
 // the same measure).
-func TTFT(deployment, arm string, stream bool, d time.Duration) {
+func (m *Metrics) TTFT(deployment, arm string, stream bool, d time.Duration) {
 	k := ttftKey{deployment, arm, stream}
-	h, ok := ttfts.Load(k)
+	h, ok := m.ttfts.Load(k)
 	if !ok {
 		name := `graygate_upstream_ttft_seconds{deployment="` + deployment + `",arm="` + arm +
 			`",stream="` + strconv.FormatBool(stream) + `"}`
-		h, _ = ttfts.LoadOrStore(k, metrics.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
+		h, _ = m.ttfts.LoadOrStore(k, m.set.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
 	}
 	h.(*metrics.PrometheusHistogram).Update(d.Seconds())
 }
 
-func histogram(m *sync.Map, family, deployment, arm string) *metrics.PrometheusHistogram {
+func (m *Metrics) histogram(hs *sync.Map, family, deployment, arm string) *metrics.PrometheusHistogram {
 	k := armKey{deployment, arm}
-	h, ok := m.Load(k)
+	h, ok := hs.Load(k)
 	if !ok {
 		name := family + `{deployment="` + deployment + `",arm="` + arm + `"}`
-		h, _ = m.LoadOrStore(k, metrics.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
+		h, _ = hs.LoadOrStore(k, m.set.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
 	}
 	return h.(*metrics.PrometheusHistogram)
 }
 
 // Rejection counts a refused request by its error code (a closed set).
-func Rejection(code string) {
-	c, ok := rejections.Load(code)
+func (m *Metrics) Rejection(code string) {
+	c, ok := m.rejections.Load(code)
 	if !ok {
-		c, _ = rejections.LoadOrStore(code, metrics.GetOrCreateCounter(`graygate_rejections_total{code="`+code+`"}`))
+		c, _ = m.rejections.LoadOrStore(code, m.set.GetOrCreateCounter(`graygate_rejections_total{code="`+code+`"}`))
 	}
 	c.(*metrics.Counter).Inc()
 }
 
-var openFilesLimit atomic.Uint64
-
 // OpenFilesLimit sets the graygate_open_files_limit gauge.
-func OpenFilesLimit(n uint64) {
-	openFilesLimit.Store(n)
-	metrics.GetOrCreateGauge("graygate_open_files_limit", func() float64 { return float64(openFilesLimit.Load()) })
+func (m *Metrics) OpenFilesLimit(n uint64) {
+	m.openFiles.Store(n)
+	m.set.GetOrCreateGauge("graygate_open_files_limit", func() float64 { return float64(m.openFiles.Load()) })
 }
 
 // UpstreamBusy returns the function that counts one request refused for
 // the deployment's arm because its max_connections were busy; the series
 // exists from the first refusal on.
-func UpstreamBusy(deployment, arm string) func() {
+func (m *Metrics) UpstreamBusy(deployment, arm string) func() {
 	name := `graygate_upstream_busy_total{deployment="` + deployment + `",arm="` + arm + `"}`
 	var c atomic.Pointer[metrics.Counter]
 	return func() {
-		m := c.Load()
-		if m == nil {
-			m = metrics.GetOrCreateCounter(name)
-			c.Store(m)
+		n := c.Load()
+		if n == nil {
+			n = m.set.GetOrCreateCounter(name)
+			c.Store(n)
 		}
-		m.Inc()
+		n.Inc()
 	}
 }
 
 // UpstreamError counts a primary failure by kind (a closed set of error types).
-func UpstreamError(deployment, kind string) {
+func (m *Metrics) UpstreamError(deployment, kind string) {
 	k := armKey{deployment, kind}
-	c, ok := upErrors.Load(k)
+	c, ok := m.upErrors.Load(k)
 	if !ok {
 		name := `graygate_upstream_errors_total{deployment="` + deployment + `",kind="` + kind + `"}`
-		c, _ = upErrors.LoadOrStore(k, metrics.GetOrCreateCounter(name))
+		c, _ = m.upErrors.LoadOrStore(k, m.set.GetOrCreateCounter(name))
 	}
 	c.(*metrics.Counter).Inc()
 }

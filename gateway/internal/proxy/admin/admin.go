@@ -24,6 +24,7 @@ type API struct {
 	log      RolloutLog // nil: the config owns the rollout state
 	token    token.Set  // at most one; empty: /admin is disabled
 	logger   *slog.Logger
+	tel      *telemetry.Metrics // the series /metrics serves
 	opts     Options
 }
 
@@ -42,9 +43,10 @@ type Options struct {
 }
 
 // New returns the admin API over the rollout table rollouts, which l
-// owns when it is not nil (else the configuration and this API do).
-func New(rollouts *rollout.Table, l RolloutLog, adminToken token.Set, logger *slog.Logger, o Options) *API {
-	return &API{rollouts: rollouts, log: l, token: adminToken, logger: logger, opts: o}
+// owns when it is not nil (else the configuration and this API do); its
+// /metrics serves tel.
+func New(rollouts *rollout.Table, l RolloutLog, adminToken token.Set, logger *slog.Logger, tel *telemetry.Metrics, o Options) *API {
+	return &API{rollouts: rollouts, log: l, token: adminToken, logger: logger, tel: tel, opts: o}
 }
 
 // App returns the admin listener's app.
@@ -70,7 +72,7 @@ func (a *API) App() *fiber.App {
 // metrics serves GET /metrics in the Prometheus text format.
 func (a *API) metrics(c *fiber.Ctx) error {
 	var buf bytes.Buffer
-	telemetry.WritePrometheus(&buf)
+	a.tel.WritePrometheus(&buf)
 	c.Set(fiber.HeaderContentType, "text/plain; version=0.0.4; charset=utf-8")
 	return c.Send(buf.Bytes())
 }

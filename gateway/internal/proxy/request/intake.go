@@ -28,15 +28,17 @@ type Intake struct {
 	forceHeaders map[string]bool // the rollout force headers, never forwarded
 	maxToolSteps int
 	rejected     func(*Rejection) // nil: rejections are only counted
+	tel          *telemetry.Metrics
 }
 
 // NewIntake returns the intake over the fleet's routes and deployments.
 // forceHeaders are the canonical names of the rollout force headers;
-// rejected, when not nil, receives each policy rejection.
+// rejected, when not nil, receives each policy rejection; rejections are
+// counted in tel.
 func NewIntake(routes map[string]*deploy.Route, deployments map[string]*deploy.Deployment, c *contract.Contract,
-	rollouts *rollout.Table, forceHeaders map[string]bool, maxToolSteps int, rejected func(*Rejection)) *Intake {
+	rollouts *rollout.Table, forceHeaders map[string]bool, maxToolSteps int, rejected func(*Rejection), tel *telemetry.Metrics) *Intake {
 	return &Intake{routes: routes, deployments: deployments, contract: c, rollouts: rollouts,
-		forceHeaders: forceHeaders, maxToolSteps: maxToolSteps, rejected: rejected}
+		forceHeaders: forceHeaders, maxToolSteps: maxToolSteps, rejected: rejected, tel: tel}
 }
 
 // Rejection is a request refused by policy before any upstream call.
@@ -89,7 +91,7 @@ func (in *Intake) Prepare(c *fiber.Ctx, x *Request) error {
 		in.contract.Check(body, &x.Scan, &x.edits, &x.outcome)
 	}
 	if x.outcome.Rejected() {
-		x.outcome.Count()
+		x.outcome.Count(in.tel.Set())
 		v := x.outcome.First()
 		msg := v.Message()
 		in.reject(k, apierr.CodeContract, v.Param.String(), msg)
@@ -194,7 +196,7 @@ func (in *Intake) stickyValue(c *fiber.Ctx, x *Request, d *deploy.Deployment) []
 
 // reject records a policy rejection (metrics and event).
 func (in *Intake) reject(k *Call, code, param, detail string) {
-	telemetry.Rejection(code)
+	in.tel.Rejection(code)
 	if in.rejected == nil {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -43,7 +44,7 @@ func TestClassify(t *testing.T) {
 		{"a cap reached", 0, capped, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamUnreachable, filter.UpstreamError, 502, apierr.CodeUpstreamError},
 		{"busy", 0, busy, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamUnreachable, filter.UpstreamError, 503, apierr.CodeUpstreamBusy},
 	}
-	s := &Flow{}
+	s := &Flow{tel: telemetry.New()}
 	x := &Exchange{}
 	x.Deployment = &deploy.Deployment{Name: "qwen"}
 	for _, tt := range tests {

@@ -7,7 +7,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -26,7 +25,7 @@ func (s *Flow) clientError(x *Exchange, armName string, f attempt.Failure, body 
 	if f.Err == nil && f.Status >= 400 && f.Status < 500 {
 		return upstreamStatusError(armName, f.Status, body)
 	}
-	telemetry.UpstreamError(d, f.ErrorType)
+	s.tel.UpstreamError(d, f.ErrorType)
 	switch {
 	case f.Err == nil:
 		return &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",

@@ -12,6 +12,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
 )
 
@@ -22,16 +23,18 @@ type Flow struct {
 	gateway   *config.Gateway
 	log       *slog.Logger
 	obs       record.Observer // nil: no events
-	router    *bands.Router   // its estimator learns from reported usage
-	limits    limits          // caps on upstream-fed buffers (limits.go)
-	watcher   relay.Watcher   // cancels buffered requests whose client left
-	keeper    relay.Keeper    // keeps open streams alive and notices their clients leave
-	exchanges sync.Pool       // *Exchange
+	tel       *telemetry.Metrics
+	router    *bands.Router // its estimator learns from reported usage
+	limits    limits        // caps on upstream-fed buffers (limits.go)
+	watcher   relay.Watcher // cancels buffered requests whose client left
+	keeper    relay.Keeper  // keeps open streams alive and notices their clients leave
+	exchanges sync.Pool     // *Exchange
 }
 
 // NewFlow returns the flow of a gateway configured by g.
-func NewFlow(g *config.Gateway, log *slog.Logger, obs record.Observer, router *bands.Router) *Flow {
-	s := &Flow{gateway: g, log: log, obs: obs, router: router, limits: newLimits(*g)}
+// It counts in tel.
+func NewFlow(g *config.Gateway, log *slog.Logger, obs record.Observer, tel *telemetry.Metrics, router *bands.Router) *Flow {
+	s := &Flow{gateway: g, log: log, obs: obs, tel: tel, router: router, limits: newLimits(*g)}
 	s.exchanges.New = func() any { return new(Exchange) }
 	return s
 }

@@ -74,7 +74,7 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, armName string, a *deplo
 		err = attempt.OverCap("an answer", s.limits.answer)
 	}
 	m.Latency = time.Since(sent)
-	telemetry.TTFT(x.Deployment.Name, armName, x.Stream, m.TTFT)
+	s.tel.TTFT(x.Deployment.Name, armName, x.Stream, m.TTFT)
 	if err != nil {
 		return m, s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, err), nil, &m)
 	}
@@ -91,7 +91,7 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, armName string, a *deplo
 		return m, nil
 	}
 	if err := x.scanAnswer(x.ans); err != nil {
-		telemetry.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
+		s.tel.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
 		m.Status, m.ErrorType = fiber.StatusBadGateway, attempt.ErrTypeUpstreamInvalidJSON
 		return m, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
@@ -154,9 +154,9 @@ func (s *Flow) sendAnswer(c *fiber.Ctx, x *Exchange) {
 // complete records the request's outcome: metrics, and the record for the
 // event log.
 func (s *Flow) complete(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
-	telemetry.Request(x.Route.Name, x.Deployment.Name, armName, m.Status, time.Since(x.Start))
+	s.tel.Request(x.Route.Name, x.Deployment.Name, armName, m.Status, time.Since(x.Start))
 	if gray != nil {
-		telemetry.Fallback(x.Deployment.Name, string(gray.Reason))
+		s.tel.Fallback(x.Deployment.Name, string(gray.Reason))
 		s.settle(x, gray) // primary's answer has ended: the gray failure's outcome is known
 	}
 	if m.PromptTokens > 0 && !m.UsageEstimated {

@@ -190,7 +190,7 @@ func readStream(resp interface {
 func (s *Flow) grayBuffered(ctx context.Context, c *fiber.Ctx, x *Exchange) (m attempt.Measure, served bool) {
 	d := x.Deployment
 	m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, false)
-	telemetry.TTFT(d.Name, telemetry.ArmGray, false, m.TTFT)
+	s.tel.TTFT(d.Name, telemetry.ArmGray, false, m.TTFT)
 	if m.Reason != filter.OK {
 		s.hold(x, telemetry.ArmGray, d.Gray, m, errs)
 		return m, false
@@ -246,7 +246,7 @@ func (s *Flow) fitPayload(raw []byte) (payload []byte, truncated bool) {
 
 // publishSample counts and publishes a sample.
 func (s *Flow) publishSample(x *Exchange, smp *record.Sample) {
-	telemetry.Sampled(x.Deployment.Name, string(smp.Reason))
+	s.tel.Sampled(x.Deployment.Name, string(smp.Reason))
 	if s.obs != nil {
 		s.obs.Sampled(smp)
 	}
@@ -272,10 +272,10 @@ func (s *Flow) mirror(x *Exchange, primary *attempt.Measure) {
 	select {
 	case d.ShadowSlots <- struct{}{}:
 	default:
-		telemetry.Shadow(d.Name, true)
+		s.tel.Shadow(d.Name, true)
 		return
 	}
-	telemetry.Shadow(d.Name, false)
+	s.tel.Shadow(d.Name, false)
 	y := s.Get()
 	y.Request.CopyFrom(&x.Request)
 	keepForShadow(x, y, primary, x.Stream)
@@ -284,7 +284,7 @@ func (s *Flow) mirror(x *Exchange, primary *attempt.Measure) {
 		defer func() { <-d.ShadowSlots }()
 		defer s.Put(y)
 		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.Rollout.Timeout), y, d, y.Stream)
-		telemetry.TTFT(d.Name, telemetry.ArmShadow, y.Stream, m.TTFT)
+		s.tel.TTFT(d.Name, telemetry.ArmShadow, y.Stream, m.TTFT)
 		if m.Reason != filter.OK && s.hold(y, telemetry.ArmShadow, d.Gray, m, errs) {
 			s.pairShadow(y)
 			s.settle(y, &m)

@@ -9,7 +9,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/scan"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -75,7 +74,7 @@ func (x *Exchange) streamFailed() (failed, relayed bool) {
 // its response, and, unless the upstream's failure event was relayed,
 // ends the client's stream with the typed error event.
 func (s *Flow) endFailedStream(r *relay.Relay, x *Exchange, armName string, m *attempt.Measure, relayed bool) {
-	telemetry.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
+	s.tel.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
 	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
 	if relayed {
 		m.ErrorType = attempt.ErrTypeUpstreamStatus

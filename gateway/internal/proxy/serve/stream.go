@@ -75,7 +75,7 @@ func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange) error {
 		// is known, so primary serves: name it (fallback after gray).
 		setArmHeaders(c, x, v.armName, x.Deployment.Primary)
 	}
-	telemetry.Started()
+	s.tel.Started()
 	b := &sseBody{s: s, x: x, src: src, done: done, conn: c.Context().Conn(), cancel: cancel}
 	c.Context().Response.SetBodyStream(b, -1)
 	return nil
@@ -111,7 +111,7 @@ func (b *sseBody) WriteTo(w io.Writer) (int64, error) {
 	}
 	b.ran = true
 	s, x := b.s, b.x
-	defer telemetry.Finished()
+	defer s.tel.Finished()
 	defer s.Put(x)
 	defer b.cancel()
 	// The keeper and the relay's writes cancel the upstream request
@@ -150,7 +150,7 @@ func (b *sseBody) Close() error {
 		b.s.abandon(b.x, <-b.done)
 	}
 	b.s.Put(b.x)
-	telemetry.Finished()
+	b.s.tel.Finished()
 	return nil
 }
 
@@ -201,7 +201,7 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src sou
 			gray, armName = &m, telemetry.ArmFallback
 		} else {
 			m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, true)
-			telemetry.TTFT(d.Name, telemetry.ArmGray, true, m.TTFT)
+			s.tel.TTFT(d.Name, telemetry.ArmGray, true, m.TTFT)
 			if m.Reason == filter.OK {
 				return source{replay: true, arm: d.Gray, armName: telemetry.ArmGray, grayM: m}
 			}
@@ -397,7 +397,7 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) attempt.Measure {
 				x.pair.capture, x.tally.KeepContent = false, false
 			}
 			if first && m.Output {
-				telemetry.TTFT(x.Deployment.Name, src.armName, true, m.TTFT)
+				s.tel.TTFT(x.Deployment.Name, src.armName, true, m.TTFT)
 			}
 			if strip && kind == eventUsageOnly {
 				werr = r.Write(buf[run:at])
