@@ -1,8 +1,10 @@
 package serve
 
 import (
+	"bytes"
 	"strconv"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
@@ -63,3 +65,42 @@ func (s *Flow) Put(x *Exchange) {
 
 // itoa is strconv.Itoa, named for the call sites that build header values.
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// answerBody is x.ans as a response body stream. fasthttp closes it once
+// the body is written (or the response dropped), and Close returns the
+// exchange to the pool: until then the bytes are fasthttp's.
+type answerBody struct {
+	bytes.Reader
+	s *Flow
+	x *Exchange
+}
+
+// Close returns the exchange to the pool.
+func (b *answerBody) Close() error {
+	b.s.Put(b.x)
+	return nil
+}
+
+// copyBelow: an answer up to this size is copied into the response, one
+// above it is handed over with its exchange. BenchmarkSendAnswer (set the
+// body and write the response, 2 cores): copy vs hand-over 343 vs 284 ns
+// at 1 KiB, 2.7 vs 0.27 µs at 16 KiB, 16.1 vs 3.5 µs at 256 KiB, 172 vs
+// 111 µs at 1 MiB, no allocation either way: handing over is never
+// slower, so only an empty answer is "copied".
+const copyBelow = 0
+
+// sendAnswer makes x.ans the response body. fasthttp writes a body after
+// the handler returned, when the exchange would be back in the pool and
+// its buffer reused by another request: the answer is handed over with
+// the exchange (x.handed), which fasthttp returns to the pool when it has
+// written it (or dropped the response).
+func (s *Flow) sendAnswer(c *fiber.Ctx, x *Exchange) {
+	if len(x.ans) <= copyBelow {
+		c.Response().SetBody(x.ans)
+		return
+	}
+	x.out.s, x.out.x = s, x
+	x.out.Reset(x.ans)
+	x.handed = true
+	c.Response().SetBodyStream(&x.out, len(x.ans))
+}

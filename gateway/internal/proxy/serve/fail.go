@@ -1,12 +1,14 @@
 package serve
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -52,4 +54,32 @@ func (s *Flow) fail(x *Exchange, armName string, f attempt.Failure, body []byte,
 	e := s.clientError(x, armName, f, body)
 	m.Status, m.ErrorType, m.Outcome = e.Status, f.ErrorType, f.Outcome
 	return e
+}
+
+// reason extracts a short, printable reason from an upstream error body.
+func reason(body []byte) string {
+	var a struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+		Detail  string `json:"detail"`
+		Message string `json:"message"`
+	}
+	msg := ""
+	if scan.Valid(body) && json.Unmarshal(body, &a) == nil {
+		msg = firstNonEmpty(a.Error.Message, a.Message, a.Detail)
+	}
+	if msg == "" {
+		msg = string(body)
+	}
+	return apierr.Clip(msg, 200)
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }

@@ -1,0 +1,86 @@
+package serve
+
+import (
+	"time"
+
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
+	"github.com/graygate/graygate/gateway/internal/proxy/record"
+	"github.com/graygate/graygate/gateway/internal/stats"
+	"github.com/graygate/graygate/gateway/internal/telemetry"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// statsArm is the arm an attempt counts in: a fallback's answer is
+// primary's.
+func statsArm(armName string) events.Arm {
+	switch armName {
+	case telemetry.ArmGray:
+		return events.ArmGray
+	case telemetry.ArmShadow:
+		return events.ArmShadow
+	}
+	return events.ArmPrimary
+}
+
+// attempted counts one ended attempt of arm a in the per-arm statistics.
+func (s *Flow) attempted(x *Exchange, armName string, a *deploy.Arm, m *attempt.Measure) {
+	outcome := m.Ended()
+	if outcome == events.OutcomeOK && m.Truncated {
+		outcome = events.OutcomeTruncated
+	}
+	toolSteps := x.Scan.ToolSteps
+	if m.ToolCalls > 0 {
+		toolSteps++
+	}
+	at := stats.Attempt{
+		Arm: statsArm(armName), Stream: x.Stream, Endpoint: x.Endpoint,
+		PromptVersion: a.PromptVersion, PromptHash: a.PromptHash, Fingerprint: a.Fingerprint,
+		LateHeaders:  m.Headers > x.Deployment.Rollout.Timeout,
+		Outcome:      outcome,
+		PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens,
+		PromptReported: !m.UsageEstimated && m.PromptTokens >= 0,
+		TTFT:           m.TTFT, Output: m.Output, Latency: m.Latency,
+		ToolSteps: toolSteps, RepeatedToolCall: m.RepeatedToolCall,
+	}
+	x.Deployment.Stats.Record(&at)
+}
+
+// complete records the request's outcome: metrics, and the record for the
+// event log.
+func (s *Flow) complete(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
+	s.tel.Request(x.Route.Name, x.Deployment.Name, armName, m.Status, time.Since(x.Start))
+	if gray != nil {
+		s.tel.Fallback(x.Deployment.Name, string(gray.Reason))
+		s.settle(x, gray) // primary's answer has ended: the gray failure's outcome is known
+	}
+	if m.PromptTokens > 0 && !m.UsageEstimated {
+		s.router.Estimator().Observe(a.Client.Model, x.Scan.TextBytes, len(x.Body), x.Scan.MessageCount, m.PromptTokens)
+	}
+	s.attempted(x, armName, a, &m)
+	if gray != nil {
+		s.attempted(x, telemetry.ArmGray, x.Deployment.Gray, gray)
+	}
+	if s.obs == nil {
+		return
+	}
+	// The record lives in the exchange: an Observer copies what it keeps
+	// (Observer), so one per request need not be allocated.
+	r := &x.rec
+	*r = record.Record{
+		RequestID: x.ID, Route: x.Route.Name, Deployment: x.Deployment.Name,
+		Arm: armName, Model: a.Client.Model, Stream: x.Stream, Mirrored: x.Shadow, EstimatedTokens: x.Estimate,
+		MatchedContext: x.Matched, ToolSteps: x.Scan.ToolSteps, Measure: m, Gray: gray,
+		PromptVersion: a.PromptVersion, PromptHash: a.PromptHash,
+	}
+	if gray != nil && x.Deployment.Gray != nil {
+		r.GrayPromptVersion, r.GrayPromptHash = x.Deployment.Gray.PromptVersion, x.Deployment.Gray.PromptHash
+	}
+	if m.ToolCalls > 0 {
+		r.ToolSteps++
+	}
+	if gray != nil {
+		r.FallbackReason = gray.Reason
+	}
+	s.obs.Completed(r)
+}
