@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 //go:embed templates/*.html
@@ -300,11 +301,11 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return trimFloat(math.Ceil(*p), 0)
 		},
-		"layerv": func(l *store.Layer) string {
+		"layerv": func(l *events.LayerResult) string {
 			if l == nil || l.Verdict == "" {
 				return ""
 			}
-			return l.Verdict
+			return string(l.Verdict)
 		},
 		"sub":  func(a, b any) float64 { return toFloat(a) - toFloat(b) },
 		"add":  func(a, b any) float64 { return toFloat(a) + toFloat(b) },
@@ -314,7 +315,7 @@ func funcs(now func() time.Time) template.FuncMap {
 		"found": func(found []bool, i int) bool {
 			return i >= len(found) || found[i]
 		},
-		"hasLayers": func(gates []store.EvaluationGate) bool {
+		"hasLayers": func(gates []events.GateResult) bool {
 			for _, g := range gates {
 				if g.Window != nil || g.Epoch != nil {
 					return true
