@@ -1,5 +1,7 @@
 package events
 
+import "slices"
+
 // Closed sets. Each is a string type with exported constants and a Valid
 // method; a value outside the set makes Check fail. The analyzer groups by
 // these values and metrics use them as labels, so they never carry client
@@ -16,14 +18,19 @@ const (
 	ArmShadow   Arm = "shadow"   // a mirrored copy sent to gray in shadow mode, never returned
 )
 
+// Arms lists the arms in the order of the JSON Schemas.
+var Arms = []Arm{ArmPrimary, ArmGray, ArmFallback, ArmShadow}
+
 // Valid reports whether a is one of the arms.
-func (a Arm) Valid() bool {
-	switch a {
-	case ArmPrimary, ArmGray, ArmFallback, ArmShadow:
-		return true
-	}
-	return false
-}
+func (a Arm) Valid() bool { return slices.Contains(Arms, a) }
+
+// StatsArms are the arms of a statistics entry: a fallback's attempts
+// count in gray and primary.
+var StatsArms = []Arm{ArmPrimary, ArmGray, ArmShadow}
+
+// SampleArms are the arms of a sample: the attempts whose payload is
+// checked.
+var SampleArms = []Arm{ArmGray, ArmShadow}
 
 // ErrorType classifies a request's outcome (SPEC §7; STYLE "Errors").
 type ErrorType string
@@ -45,17 +52,14 @@ const (
 	ErrorGatewayInternal     ErrorType = "gateway_internal"
 )
 
+// ErrorTypes lists the error types in the order of the JSON Schemas.
+var ErrorTypes = []ErrorType{ErrorNone, ErrorCallerBadRequest, ErrorCallerCancelled,
+	ErrorPolicyContract, ErrorPolicyContext, ErrorPolicyToolSteps,
+	ErrorUpstreamStatus, ErrorUpstreamTimeout, ErrorUpstreamUnreachable,
+	ErrorUpstreamInvalidJSON, ErrorUpstreamSchema, ErrorGatewayInternal}
+
 // Valid reports whether e is one of the error types.
-func (e ErrorType) Valid() bool {
-	switch e {
-	case ErrorNone, ErrorCallerBadRequest, ErrorCallerCancelled,
-		ErrorPolicyContract, ErrorPolicyContext, ErrorPolicyToolSteps,
-		ErrorUpstreamStatus, ErrorUpstreamTimeout, ErrorUpstreamUnreachable,
-		ErrorUpstreamInvalidJSON, ErrorUpstreamSchema, ErrorGatewayInternal:
-		return true
-	}
-	return false
-}
+func (e ErrorType) Valid() bool { return slices.Contains(ErrorTypes, e) }
 
 // SampleReason is why a gray payload failed its contract; it is also a
 // fallback's reason.
@@ -70,14 +74,15 @@ const (
 	ReasonUpstreamStatus  SampleReason = "upstream_status"  // the upstream answered non-2xx
 )
 
+// SampleReasons lists the reasons in the order of the JSON Schemas.
+var SampleReasons = []SampleReason{ReasonSchemaViolation, ReasonInvalidJSON, ReasonTimeout, ReasonUpstreamError, ReasonUpstreamStatus}
+
+// BothReasons are the reasons of a schema_violation_both sample: gray
+// answered, and its answer broke the contract.
+var BothReasons = []SampleReason{ReasonSchemaViolation, ReasonInvalidJSON}
+
 // Valid reports whether r is one of the reasons.
-func (r SampleReason) Valid() bool {
-	switch r {
-	case ReasonSchemaViolation, ReasonInvalidJSON, ReasonTimeout, ReasonUpstreamError, ReasonUpstreamStatus:
-		return true
-	}
-	return false
-}
+func (r SampleReason) Valid() bool { return slices.Contains(SampleReasons, r) }
 
 // RejectionCode is the error code of a policy rejection (SPEC §3).
 type RejectionCode string
@@ -90,14 +95,11 @@ const (
 	CodeNoEligibleDeployment      RejectionCode = "no_eligible_deployment"
 )
 
+// RejectionCodes lists the codes in the order of the JSON Schemas.
+var RejectionCodes = []RejectionCode{CodeSamplingContractViolation, CodeContextLengthExceeded, CodeToolStepLimitExceeded, CodeNoEligibleDeployment}
+
 // Valid reports whether c is one of the rejection codes.
-func (c RejectionCode) Valid() bool {
-	switch c {
-	case CodeSamplingContractViolation, CodeContextLengthExceeded, CodeToolStepLimitExceeded, CodeNoEligibleDeployment:
-		return true
-	}
-	return false
-}
+func (c RejectionCode) Valid() bool { return slices.Contains(RejectionCodes, c) }
 
 // RolloutStatus is the state of a deployment's gray release.
 type RolloutStatus string
@@ -111,10 +113,11 @@ const (
 	StatusTesting RolloutStatus = "testing"
 )
 
+// RolloutStatuses lists the statuses in the order of the JSON Schemas.
+var RolloutStatuses = []RolloutStatus{StatusActive, StatusRolledBack, StatusTesting}
+
 // Valid reports whether s is one of the statuses.
-func (s RolloutStatus) Valid() bool {
-	return s == StatusActive || s == StatusRolledBack || s == StatusTesting
-}
+func (s RolloutStatus) Valid() bool { return slices.Contains(RolloutStatuses, s) }
 
 // Actor is who changed a rollout.
 type Actor string
@@ -126,8 +129,11 @@ const (
 	ActorConfig   Actor = "config"   // the config's percentage, appended when the log had no state
 )
 
+// Actors lists the actors in the order of the JSON Schemas.
+var Actors = []Actor{ActorAdmin, ActorAnalyzer, ActorConfig}
+
 // Valid reports whether a is one of the actors.
-func (a Actor) Valid() bool { return a == ActorAdmin || a == ActorAnalyzer || a == ActorConfig }
+func (a Actor) Valid() bool { return slices.Contains(Actors, a) }
 
 // Gate is one of the analyzer's hard-metric checks (SPEC §9), named after
 // its threshold in the config's analyzer.gates without the `_max` suffix.
@@ -149,13 +155,7 @@ const (
 var Gates = []Gate{GateTokenInflation, GateSchemaFailureRate, GateGrayErrorRate, GateTTFTP99, GateTTFTP99Ratio, GateLatencyP99Ratio, GateToolLoopRatio}
 
 // Valid reports whether g is one of the gates.
-func (g Gate) Valid() bool {
-	switch g {
-	case GateTokenInflation, GateSchemaFailureRate, GateTTFTP99, GateTTFTP99Ratio, GateLatencyP99Ratio, GateToolLoopRatio, GateGrayErrorRate:
-		return true
-	}
-	return false
-}
+func (g Gate) Valid() bool { return slices.Contains(Gates, g) }
 
 // Verdict is the outcome of a gate or of a whole evaluation.
 type Verdict string
@@ -170,10 +170,15 @@ const (
 	VerdictNotApplicable Verdict = "not_applicable"
 )
 
+// Verdicts lists the verdicts in the order of the JSON Schemas.
+var Verdicts = []Verdict{VerdictPass, VerdictFail, VerdictInconclusive, VerdictNotApplicable}
+
 // Valid reports whether v is one of the verdicts.
-func (v Verdict) Valid() bool {
-	return v == VerdictPass || v == VerdictFail || v == VerdictInconclusive || v == VerdictNotApplicable
-}
+func (v Verdict) Valid() bool { return slices.Contains(Verdicts, v) }
+
+// EvaluationVerdicts are the verdicts of a whole evaluation: a gate may be
+// not_applicable, an evaluation is not.
+var EvaluationVerdicts = []Verdict{VerdictPass, VerdictFail, VerdictInconclusive}
 
 // Outcome is how one upstream attempt ended (SPEC §7 "Attempt outcomes").
 type Outcome string
@@ -204,15 +209,7 @@ var AllOutcomes = []Outcome{OutcomeOK, OutcomeSchemaViolation, OutcomeInvalidJSO
 	OutcomeSchemaViolationBoth, OutcomeTruncated}
 
 // Valid reports whether o is one of the outcomes.
-func (o Outcome) Valid() bool {
-	switch o {
-	case OutcomeOK, OutcomeSchemaViolation, OutcomeInvalidJSON, OutcomeUpstream4xx,
-		OutcomeUpstream5xx, OutcomeTimeout, OutcomeUpstreamError, OutcomeCancelled,
-		OutcomeSchemaViolationBoth, OutcomeTruncated:
-		return true
-	}
-	return false
-}
+func (o Outcome) Valid() bool { return slices.Contains(AllOutcomes, o) }
 
 // Answered reports whether an attempt that ended in o returned an answer
 // whose tokens count (SPEC §7): ok, schema_violation,
@@ -251,7 +248,8 @@ const (
 	EndpointEmbeddings  Endpoint = "embeddings"
 )
 
+// Endpoints lists the endpoints in the order of the JSON Schemas.
+var Endpoints = []Endpoint{EndpointChat, EndpointCompletions, EndpointResponses, EndpointEmbeddings}
+
 // Valid reports whether e is one of the endpoints.
-func (e Endpoint) Valid() bool {
-	return e == EndpointChat || e == EndpointCompletions || e == EndpointResponses || e == EndpointEmbeddings
-}
+func (e Endpoint) Valid() bool { return slices.Contains(Endpoints, e) }

@@ -3,6 +3,7 @@ package events
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -304,7 +305,7 @@ func (s *StatsInterval) Check() error {
 	for i := range s.Arms {
 		a := &s.Arms[i]
 		f := fmt.Sprintf("arms[%d].", i)
-		if a.Arm != ArmPrimary && a.Arm != ArmGray && a.Arm != ArmShadow {
+		if !slices.Contains(StatsArms, a.Arm) {
 			p.add("%sarm %q is not primary, gray or shadow", f, a.Arm)
 		}
 		if !a.Endpoint.Valid() {
