@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/promtext"
 )
 
@@ -53,12 +54,12 @@ func WritePrometheus(w io.Writer) {
 	_ = promtext.WithHelp(w, &buf, help)
 }
 
-// Arms of a request.
+// Arms of a request as metric labels: events' arms (SPEC §7), as strings.
 const (
-	ArmPrimary  = "primary"
-	ArmGray     = "gray"
-	ArmFallback = "fallback"
-	ArmShadow   = "shadow"
+	ArmPrimary  = string(events.ArmPrimary)
+	ArmGray     = string(events.ArmGray)
+	ArmFallback = string(events.ArmFallback)
+	ArmShadow   = string(events.ArmShadow)
 )
 
 type requestKey struct {
