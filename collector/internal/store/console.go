@@ -79,7 +79,7 @@ func (r *Reader) Rollouts(ctx context.Context, deployment string) ([]RolloutSumm
 		if len(page.Events) == 1 {
 			s.Last = page.Events[0]
 		}
-		if s.Last.Status == "rolled_back" {
+		if s.Last.Status == string(events.StatusRolledBack) {
 			s.EpochStart = time.Time{}
 		}
 		if s.Latest, err = r.LatestEvaluation(ctx, s.Deployment); err != nil {
