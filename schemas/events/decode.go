@@ -89,72 +89,53 @@ func decodeTyped[T any, P interface {
 // and plainly (encoding/json would match it, so only the slow path can
 // be trusted then). It does not validate: json.Unmarshal does that next.
 func scanTop(b []byte) (typ, data []byte, ok bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, nil, false
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return nil, nil, false
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
+	p := parser{b: b}
+	for more := p.open('{', '}'); more; more = p.next('}') {
+		p.space()
+		// A key with escapes may spell "type" or "data": rawStr refuses
+		// it, and the slow path decides.
+		key := p.rawStr()
+		p.space()
+		if !p.lit(":") {
 			return nil, nil, false
 		}
-		end, escaped := skipString(b, i)
-		if end < 0 {
+		p.space()
+		start := p.i
+		p.skip()
+		if p.bad {
 			return nil, nil, false
 		}
-		key := b[i+1 : end-1]
-		i = skipSpace(b, end)
-		if i >= len(b) || b[i] != ':' {
-			return nil, nil, false
-		}
-		i = skipSpace(b, i+1)
-		vend := skipValue(b, i)
-		if vend < 0 {
-			return nil, nil, false
-		}
-		isType, isData := bytes.EqualFold(key, []byte("type")), bytes.EqualFold(key, []byte("data"))
+		v := b[start:p.i]
 		switch {
-		case escaped:
-			// An escaped key may spell "type" or "data": leave it to the slow path.
-			return nil, nil, false
-		case isType:
-			v := b[i:vend]
+		case bytes.EqualFold(key, []byte("type")):
 			if typ != nil || string(key) != "type" || len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
 				return nil, nil, false
 			}
 			typ = v[1 : len(v)-1]
-		case isData:
+		case bytes.EqualFold(key, []byte("data")):
 			if data != nil || string(key) != "data" {
 				return nil, nil, false
 			}
-			data = b[i:vend]
+			data = v
 		}
-		i = skipSpace(b, vend)
-		if i >= len(b) {
-			return nil, nil, false
-		}
-		if b[i] == '}' {
-			break
-		}
-		if b[i] != ',' {
-			return nil, nil, false
-		}
-		i = skipSpace(b, i+1)
 	}
-	if typ == nil || data == nil || len(data) == 0 || data[0] != '{' {
+	if p.bad || typ == nil || data == nil || data[0] != '{' {
 		return nil, nil, false
 	}
 	return typ, data, true
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
+// skip moves the cursor past the value at it without validating it (the
+// decoder that reads the value does): a string, escapes and all; an
+// object or an array, to its closing bracket; anything else, to the next
+// delimiter.
+func (p *parser) skip() {
+	if p.bad {
+		return
 	}
-	return i
+	if p.i = skipValue(p.b, p.i); p.i < 0 {
+		p.i, p.bad = 0, true
+	}
 }
 
 // skipString returns the index after the string starting at b[i] (a
