@@ -1,8 +1,8 @@
 package events
 
 import (
-	"encoding/json"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,20 +26,25 @@ import (
 // are the reference (FuzzDecodeEvent holds them together). data is the
 // data object's bytes, as scanTop found them.
 func decodeStats(b, data []byte) (Envelope, Data, bool) {
-	var env Envelope
-	p := parser{b: b}
-	seen := p.fields(envelopePlan(), reflect.ValueOf(&env).Elem())
-	s := new(StatsInterval)
-	q := parser{b: env.Data}
-	q.fields(statsPlan(), reflect.ValueOf(s).Elem())
-	if !p.end() || !q.end() || seen != 1<<7-1 || env.SpecVersion != SpecVersion || env.Source == "" ||
+	w := new(statsWire)
+	p := &parser{b: b}
+	seen := p.fields(statsWirePlan(), reflect.ValueOf(w).Elem())
+	env := w.Envelope
+	if !p.end() || seen != 1<<7-1 || env.SpecVersion != SpecVersion || env.Source == "" ||
 		env.Type != TypeStatsInterval || env.Time.IsZero() || env.DataContentType != ContentType ||
-		checkID(env.ID, env.Type) != nil || s.Check() != nil {
+		checkID(env.ID, env.Type) != nil || w.Data.Check() != nil {
 		return Envelope{}, nil, false
 	}
 	env.Time = env.Time.UTC()
 	env.Data = data
-	return env, s, true
+	return env, &w.Data, true
+}
+
+// statsWire is a statistic as decodeStats reads it: the envelope, its data
+// decoded in the same pass; every member required.
+type statsWire struct {
+	Envelope
+	Data StatsInterval `json:"data"` // in place of Envelope.Data
 }
 
 // histogramWire is a histogram.Log's wire form: every member required.
@@ -51,57 +56,81 @@ type histogramWire struct {
 	Overflow uint64   `json:"overflow"`
 }
 
-// The plans of a statistic: its envelope, every member required (its data
-// kept as bytes, read with the second), and its data.
-var (
-	envelopePlan = sync.OnceValue(func() *plan { return planOf(reflect.TypeFor[Envelope]()) })
-	statsPlan    = sync.OnceValue(func() *plan { return planOf(reflect.TypeFor[StatsInterval]()) })
-)
+var statsWirePlan = sync.OnceValue(func() *plan { return mustPlan(reflect.TypeFor[statsWire]()) })
 
 // plan is how decodeStats reads one struct type: a reader per json name,
-// in field order (at most 32).
+// in field order, an embedded struct's in its place unless the outer
+// struct names them too (at most 32).
 type plan struct {
 	names []string
-	index []int
+	index [][]int
 	read  []reader
 }
 
 // reader reads one value at the cursor into v.
 type reader func(p *parser, v reflect.Value)
 
-// planOf builds the plan of struct type t from its json tags. It panics
-// on a field of a type decodeStats cannot read: a test decodes a
-// statistic, so a new field of such a type fails there first.
+// planOf builds the plan of struct type t from its json tags; a member
+// of a type decodeStats cannot read has no reader (mustPlan panics then:
+// a test decodes a statistic, so a new field of such a type fails there
+// first).
 func planOf(t reflect.Type) *plan {
 	pl := &plan{}
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if f.Anonymous {
+			sub := planOf(f.Type)
+			for n, name := range sub.names {
+				pl.add(name, append([]int{i}, sub.index[n]...), sub.read[n])
+			}
+			continue
+		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" || len(pl.names) == 32 {
+		if name == "" || name == "-" {
 			panic("events: decodeStats cannot read field " + t.Name() + "." + f.Name)
 		}
-		pl.names = append(pl.names, name)
-		pl.index = append(pl.index, i)
-		pl.read = append(pl.read, readerOf(f.Type))
+		pl.add(name, []int{i}, readerOf(f.Type))
+	}
+	if len(pl.names) > 32 {
+		panic("events: decodeStats cannot read the " + strconv.Itoa(len(pl.names)) + " members of " + t.Name())
 	}
 	return pl
 }
 
-// readerOf returns the reader of values of type t.
+// mustPlan is planOf for a type whose every member decodeStats can read.
+func mustPlan(t reflect.Type) *plan {
+	pl := planOf(t)
+	if !pl.complete() {
+		panic("events: decodeStats cannot read every member of " + t.Name())
+	}
+	return pl
+}
+
+// complete reports whether pl has a reader for every member.
+func (pl *plan) complete() bool {
+	return !slices.ContainsFunc(pl.read, func(r reader) bool { return r == nil })
+}
+
+// add adds a member to pl, in place of one of the same name.
+func (pl *plan) add(name string, index []int, read reader) {
+	if n := slices.Index(pl.names, name); n >= 0 {
+		pl.index[n], pl.read[n] = index, read
+		return
+	}
+	pl.names = append(pl.names, name)
+	pl.index = append(pl.index, index)
+	pl.read = append(pl.read, read)
+}
+
+// readerOf returns the reader of values of type t, nil for a type
+// decodeStats cannot read.
 func readerOf(t reflect.Type) reader {
 	switch {
 	case t == reflect.TypeFor[time.Time]():
 		return func(p *parser, v reflect.Value) { p.time(v.Addr().Interface().(*time.Time)) }
 	case t == reflect.TypeFor[histogram.Log]():
-		wire := planOf(reflect.TypeFor[histogramWire]())
+		wire := mustPlan(reflect.TypeFor[histogramWire]())
 		return func(p *parser, v reflect.Value) { p.histogram(wire, v.Addr().Interface().(*histogram.Log)) }
-	case t == reflect.TypeFor[json.RawMessage]():
-		return func(p *parser, v reflect.Value) {
-			start := p.i
-			if p.skip(); !p.bad {
-				v.SetBytes(p.b[start:p.i])
-			}
-		}
 	case t == reflect.TypeFor[[]uint64]():
 		return func(p *parser, v reflect.Value) {
 			*v.Addr().Interface().(*[]uint64) = p.counts(make([]uint64, 0, 160))
@@ -120,10 +149,12 @@ func readerOf(t reflect.Type) reader {
 		return func(p *parser, v reflect.Value) { v.SetFloat(p.float()) }
 	case reflect.Struct:
 		sub := planOf(t)
+		if !sub.complete() {
+			return nil
+		}
 		return func(p *parser, v reflect.Value) { p.fields(sub, v) }
 	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Struct {
-			elem := readerOf(t.Elem())
+		if elem := readerOf(t.Elem()); elem != nil && t.Elem().Kind() == reflect.Struct {
 			return func(p *parser, v reflect.Value) {
 				v.Set(reflect.MakeSlice(t, 0, 4))
 				p.array(func() {
@@ -135,7 +166,7 @@ func readerOf(t reflect.Type) reader {
 			}
 		}
 	}
-	panic("events: decodeStats cannot read a " + t.String())
+	return nil
 }
 
 // fields reads an object into v, a struct of plan pl: each member with its
@@ -145,7 +176,7 @@ func (p *parser) fields(pl *plan, v reflect.Value) uint32 {
 	return p.object(func(key []byte) int {
 		for n, name := range pl.names {
 			if name == string(key) {
-				pl.read[n](p, v.Field(pl.index[n]))
+				pl.read[n](p, v.FieldByIndex(pl.index[n]))
 				return n
 			}
 		}
@@ -158,8 +189,9 @@ func (p *parser) fields(pl *plan, v reflect.Value) uint32 {
 // histogram.Gamma, no more bins than a histogram can have, every counted
 // bin in range.
 func (p *parser) histogram(wire *plan, h *histogram.Log) {
-	var w histogramWire
-	seen := p.fields(wire, reflect.ValueOf(&w).Elem())
+	w := &p.hist
+	*w = histogramWire{}
+	seen := p.fields(wire, reflect.ValueOf(w).Elem())
 	if p.bad || seen != 1<<5-1 || w.Gamma != histogram.Gamma || len(w.Counts) > histogram.MaxBin-histogram.MinBin+1 {
 		p.bad = true
 		return
@@ -226,6 +258,8 @@ type parser struct {
 	b   []byte
 	i   int
 	bad bool
+
+	hist histogramWire // the histogram being read (one at a time)
 }
 
 func (p *parser) space() {
