@@ -11,15 +11,13 @@ import (
 	"github.com/graygate/graygate/schemas/events"
 )
 
+// message is the JSON of an event of type typ with data d.
 func message(t *testing.T, typ string, d events.Data) []byte {
 	t.Helper()
 	env, err := events.NewEnvelope(typ, "gateway/test", d, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(env)
-	if err != nil {
-		t.Fatal(err)
+	b, merr := json.Marshal(env)
+	if err != nil || merr != nil {
+		t.Fatal(err, merr)
 	}
 	return b
 }
