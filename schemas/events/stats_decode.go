@@ -2,11 +2,11 @@ package events
 
 import (
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/graygate/graygate/schemas/histogram"
 )
@@ -28,7 +28,7 @@ import (
 func decodeStats(b, data []byte) (Envelope, Data, bool) {
 	w := new(statsWire)
 	p := &parser{b: b}
-	seen := p.fields(statsWirePlan(), reflect.ValueOf(w).Elem())
+	seen := p.fields(statsWirePlan(), unsafe.Pointer(w))
 	env := w.Envelope
 	if !p.end() || seen != 1<<7-1 || env.SpecVersion != SpecVersion || env.Source == "" ||
 		env.Type != TypeStatsInterval || env.Time.IsZero() || env.DataContentType != ContentType ||
@@ -58,30 +58,59 @@ type histogramWire struct {
 
 var statsWirePlan = sync.OnceValue(func() *plan { return mustPlan(reflect.TypeFor[statsWire]()) })
 
-// plan is how decodeStats reads one struct type: a reader per json name,
-// in field order, an embedded struct's in its place unless the outer
-// struct names them too (at most 32).
+// plan is how decodeStats reads one struct type: its members in field
+// order, an embedded struct's in its place unless the outer struct names
+// them too (at most 32).
 type plan struct {
-	names []string
-	index [][]int
-	read  []reader
+	members []member
+	// complete is false when a member's type is one decodeStats cannot
+	// read (mustPlan panics then).
+	complete bool
 }
 
-// reader reads one value at the cursor into v.
-type reader func(p *parser, v reflect.Value)
+// member is one json name of a struct: where its field is, and how its
+// value is read.
+type member struct {
+	name   string
+	offset uintptr
+	kind   kind
+	sub    *plan        // the struct's plan (kindStruct) or the elements' (kindStructs)
+	typ    reflect.Type // the slice type (kindStructs)
+}
 
-// planOf builds the plan of struct type t from its json tags; a member
-// of a type decodeStats cannot read has no reader (mustPlan panics then:
-// a test decodes a statistic, so a new field of such a type fails there
-// first).
+// kind is how a member's value is read. decodeStats writes a field
+// through a pointer at its offset, converted to the field's own type (or,
+// for a named string or integer type, its underlying type): the plan was
+// built from the field's reflect type, so the conversion is always right,
+// and unsafe spares decodeStats reflect.Value's cost on each of a
+// statistic's ~200 members.
+type kind uint8
+
+const (
+	kindNone      kind = iota // a type decodeStats cannot read
+	kindString                // any string type
+	kindBool                  // bool
+	kindInt                   // int
+	kindInt64                 // int64 and named int64 types
+	kindUint64                // uint64
+	kindFloat64               // float64
+	kindTime                  // time.Time, with its UnmarshalJSON
+	kindHistogram             // histogram.Log, with its UnmarshalJSON's rules
+	kindCounts                // []uint64, a histogram's counts
+	kindStruct                // a struct, by its plan
+	kindStructs               // a slice of structs
+)
+
+// planOf builds the plan of struct type t from its json tags.
 func planOf(t reflect.Type) *plan {
-	pl := &plan{}
+	pl := &plan{complete: true}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if f.Anonymous {
 			sub := planOf(f.Type)
-			for n, name := range sub.names {
-				pl.add(name, append([]int{i}, sub.index[n]...), sub.read[n])
+			for _, m := range sub.members {
+				m.offset += f.Offset
+				pl.add(m)
 			}
 			continue
 		}
@@ -89,99 +118,124 @@ func planOf(t reflect.Type) *plan {
 		if name == "" || name == "-" {
 			panic("events: decodeStats cannot read field " + t.Name() + "." + f.Name)
 		}
-		pl.add(name, []int{i}, readerOf(f.Type))
+		m := member{name: name, offset: f.Offset, typ: f.Type}
+		m.kind, m.sub = kindOf(f.Type)
+		pl.add(m)
 	}
-	if len(pl.names) > 32 {
-		panic("events: decodeStats cannot read the " + strconv.Itoa(len(pl.names)) + " members of " + t.Name())
+	if len(pl.members) > 32 {
+		panic("events: decodeStats cannot read the " + strconv.Itoa(len(pl.members)) + " members of " + t.Name())
+	}
+	for _, m := range pl.members {
+		pl.complete = pl.complete && m.kind != kindNone
 	}
 	return pl
 }
 
-// mustPlan is planOf for a type whose every member decodeStats can read.
+// mustPlan is planOf for a type whose every member decodeStats can read:
+// a test decodes a statistic, so a new field of another type fails there
+// first.
 func mustPlan(t reflect.Type) *plan {
 	pl := planOf(t)
-	if !pl.complete() {
+	if !pl.complete {
 		panic("events: decodeStats cannot read every member of " + t.Name())
 	}
 	return pl
 }
 
-// complete reports whether pl has a reader for every member.
-func (pl *plan) complete() bool {
-	return !slices.ContainsFunc(pl.read, func(r reader) bool { return r == nil })
-}
-
-// add adds a member to pl, in place of one of the same name.
-func (pl *plan) add(name string, index []int, read reader) {
-	if n := slices.Index(pl.names, name); n >= 0 {
-		pl.index[n], pl.read[n] = index, read
-		return
-	}
-	pl.names = append(pl.names, name)
-	pl.index = append(pl.index, index)
-	pl.read = append(pl.read, read)
-}
-
-// readerOf returns the reader of values of type t, nil for a type
-// decodeStats cannot read.
-func readerOf(t reflect.Type) reader {
-	switch {
-	case t == reflect.TypeFor[time.Time]():
-		return func(p *parser, v reflect.Value) { p.time(v.Addr().Interface().(*time.Time)) }
-	case t == reflect.TypeFor[histogram.Log]():
-		wire := mustPlan(reflect.TypeFor[histogramWire]())
-		return func(p *parser, v reflect.Value) { p.histogram(wire, v.Addr().Interface().(*histogram.Log)) }
-	case t == reflect.TypeFor[[]uint64]():
-		return func(p *parser, v reflect.Value) {
-			*v.Addr().Interface().(*[]uint64) = p.counts(make([]uint64, 0, 160))
+// add adds m to pl, in place of a member of the same name.
+func (pl *plan) add(m member) {
+	for n := range pl.members {
+		if pl.members[n].name == m.name {
+			pl.members[n] = m
+			return
 		}
 	}
-	switch t.Kind() {
-	case reflect.String:
-		return func(p *parser, v reflect.Value) { v.SetString(p.str()) }
-	case reflect.Bool:
-		return func(p *parser, v reflect.Value) { v.SetBool(p.bool()) }
-	case reflect.Int, reflect.Int64:
-		return func(p *parser, v reflect.Value) { v.SetInt(p.int()) }
-	case reflect.Uint64:
-		return func(p *parser, v reflect.Value) { v.SetUint(p.uint()) }
-	case reflect.Float64:
-		return func(p *parser, v reflect.Value) { v.SetFloat(p.float()) }
-	case reflect.Struct:
-		sub := planOf(t)
-		if !sub.complete() {
-			return nil
-		}
-		return func(p *parser, v reflect.Value) { p.fields(sub, v) }
-	case reflect.Slice:
-		if elem := readerOf(t.Elem()); elem != nil && t.Elem().Kind() == reflect.Struct {
-			return func(p *parser, v reflect.Value) {
-				v.Set(reflect.MakeSlice(t, 0, 4))
-				p.array(func() {
-					n := v.Len()
-					v.Grow(1)
-					v.SetLen(n + 1)
-					elem(p, v.Index(n))
-				})
-			}
-		}
-	}
-	return nil
+	pl.members = append(pl.members, m)
 }
 
-// fields reads an object into v, a struct of plan pl: each member with its
-// field's reader. It returns the set of members read (bit n for the n-th
-// field) and sets bad at a member pl does not name.
-func (p *parser) fields(pl *plan, v reflect.Value) uint32 {
+// kindOf returns how values of type t are read, and the plan of its
+// structs.
+func kindOf(t reflect.Type) (kind, *plan) {
+	switch t {
+	case reflect.TypeFor[time.Time]():
+		return kindTime, nil
+	case reflect.TypeFor[histogram.Log]():
+		return kindHistogram, mustPlan(reflect.TypeFor[histogramWire]())
+	case reflect.TypeFor[[]uint64]():
+		return kindCounts, nil
+	}
+	simple := map[reflect.Kind]kind{reflect.String: kindString, reflect.Bool: kindBool, reflect.Int: kindInt,
+		reflect.Int64: kindInt64, reflect.Uint64: kindUint64, reflect.Float64: kindFloat64}
+	switch k := t.Kind(); {
+	case simple[k] != kindNone:
+		return simple[k], nil
+	case k == reflect.Struct:
+		if sub := planOf(t); sub.complete {
+			return kindStruct, sub
+		}
+	case k == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		if sub := planOf(t.Elem()); sub.complete {
+			return kindStructs, sub
+		}
+	}
+	return kindNone, nil
+}
+
+// fields reads an object into the struct of plan pl at ptr. It returns
+// the set of members read (bit n for the n-th) and sets bad at a member pl
+// does not name.
+func (p *parser) fields(pl *plan, ptr unsafe.Pointer) uint32 {
+	ms := pl.members
+	next := 0 // members come in field order: look there first
 	return p.object(func(key []byte) int {
-		for n, name := range pl.names {
-			if name == string(key) {
-				pl.read[n](p, v.FieldByIndex(pl.index[n]))
+		for k := range ms {
+			n := next + k
+			if n >= len(ms) {
+				n -= len(ms)
+			}
+			if m := &ms[n]; m.name == string(key) {
+				next = n + 1
+				p.member(m, unsafe.Add(ptr, m.offset))
 				return n
 			}
 		}
 		return -1
 	})
+}
+
+// member reads the value at the cursor into m's field at ptr.
+func (p *parser) member(m *member, ptr unsafe.Pointer) {
+	switch m.kind {
+	case kindString:
+		*(*string)(ptr) = p.str()
+	case kindBool:
+		*(*bool)(ptr) = p.bool()
+	case kindInt:
+		*(*int)(ptr) = int(p.int())
+	case kindInt64:
+		*(*int64)(ptr) = p.int()
+	case kindUint64:
+		*(*uint64)(ptr) = p.uint()
+	case kindFloat64:
+		*(*float64)(ptr) = p.float()
+	case kindTime:
+		p.time((*time.Time)(ptr))
+	case kindHistogram:
+		p.histogram(m.sub, (*histogram.Log)(ptr))
+	case kindCounts:
+		*(*[]uint64)(ptr) = p.counts(make([]uint64, 0, 160))
+	case kindStruct:
+		p.fields(m.sub, ptr)
+	case kindStructs:
+		v := reflect.NewAt(m.typ, ptr).Elem()
+		v.Set(reflect.MakeSlice(m.typ, 0, 4))
+		p.array(func() {
+			n := v.Len()
+			v.Grow(1)
+			v.SetLen(n + 1)
+			p.fields(m.sub, v.Index(n).Addr().UnsafePointer())
+		})
+	}
 }
 
 // histogram reads a histogram.Log, whose wire form has plan wire, with its
@@ -191,7 +245,7 @@ func (p *parser) fields(pl *plan, v reflect.Value) uint32 {
 func (p *parser) histogram(wire *plan, h *histogram.Log) {
 	w := &p.hist
 	*w = histogramWire{}
-	seen := p.fields(wire, reflect.ValueOf(w).Elem())
+	seen := p.fields(wire, unsafe.Pointer(w))
 	if p.bad || seen != 1<<5-1 || w.Gamma != histogram.Gamma || len(w.Counts) > histogram.MaxBin-histogram.MinBin+1 {
 		p.bad = true
 		return
