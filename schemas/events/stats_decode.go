@@ -37,7 +37,11 @@ func decodeStats(b, data []byte) (Envelope, Data, bool) {
 	}
 	env.Time = env.Time.UTC()
 	env.Data = data
-	return env, &w.Data, true
+	// A copy of its own, so a reader that keeps statistics (the analyzer's
+	// window holds 600,000) does not keep the envelope with each.
+	s := new(StatsInterval)
+	*s = w.Data
+	return env, s, true
 }
 
 // statsWire is a statistic as decodeStats reads it: the envelope, its data
