@@ -113,3 +113,32 @@ func TestSchemaEnumsAreTheGoSets(t *testing.T) {
 		}
 	}
 }
+
+// TestOutcomesAddCountsItsOwnMember: Add(o) counts in the member whose
+// wire name is o, and nowhere else.
+func TestOutcomesAddCountsItsOwnMember(t *testing.T) {
+	for _, o := range AllOutcomes {
+		var c Outcomes
+		c.Add(o)
+		b, err := json.Marshal(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]int64
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		for name, n := range got {
+			if want := int64(0); name == string(o) && n != 1 || name != string(o) && n != want {
+				t.Errorf("Add(%s) gives %s %d", o, name, n)
+			}
+		}
+		if c.Count(o) != 1 || c.Sum() != 1 {
+			t.Errorf("Add(%s): Count %d, Sum %d", o, c.Count(o), c.Sum())
+		}
+	}
+	var c Outcomes
+	if c.Add("nope"); c.Sum() != 0 || c.Count("nope") != 0 {
+		t.Errorf("an invalid outcome was counted: %+v", c)
+	}
+}
