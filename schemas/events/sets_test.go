@@ -129,8 +129,12 @@ func TestOutcomesAddCountsItsOwnMember(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, n := range got {
-			if want := int64(0); name == string(o) && n != 1 || name != string(o) && n != want {
-				t.Errorf("Add(%s) gives %s %d", o, name, n)
+			want := int64(0)
+			if name == string(o) {
+				want = 1
+			}
+			if n != want {
+				t.Errorf("Add(%s) gives %s %d; want %d", o, name, n, want)
 			}
 		}
 		if c.Count(o) != 1 || c.Sum() != 1 {
