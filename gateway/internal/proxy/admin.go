@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // metrics serves GET /metrics in the Prometheus text format.
@@ -16,21 +17,7 @@ func (s *Server) metrics(c *fiber.Ctx) error {
 }
 
 // rolloutEntry is one deployment in GET /admin/rollouts.
-type rolloutEntry struct {
-	Deployment string  `json:"deployment"`
-	Percentage float64 `json:"percentage"`
-	Status     string  `json:"status"`
-	Revision   uint64  `json:"revision"`
-	Reason     string  `json:"reason"`
-	Actor      string  `json:"actor"`
-	UpdatedAt  string  `json:"updated_at"`
-	// Note is empty, or why the message at Revision changed nothing (it
-	// was not a valid rollout event; SPEC §11 rev. 3).
-	Note string `json:"note"`
-	// Known is false while the gateway cannot vouch for the state (the
-	// event log is not read yet, or cut off): it then serves primary only.
-	Known bool `json:"known"`
-}
+type rolloutEntry = events.RolloutEntry
 
 // listRollouts serves GET /admin/rollouts.
 func (s *Server) listRollouts(c *fiber.Ctx) error {
@@ -39,8 +26,8 @@ func (s *Server) listRollouts(c *fiber.Ctx) error {
 	}{Rollouts: []rolloutEntry{}}
 	for _, st := range s.rollouts.All() {
 		e := rolloutEntry{
-			Deployment: st.Deployment, Percentage: st.Percentage, Status: string(st.Status),
-			Revision: st.Revision, Reason: st.Reason, Actor: string(st.Actor), Note: st.Note,
+			Deployment: st.Deployment, Percentage: st.Percentage, Status: st.Status,
+			Revision: st.Revision, Reason: st.Reason, Actor: st.Actor, Note: st.Note,
 			// Known only once the whole log is read: the table fills while
 			// it is being read, before a change may be appended.
 			Known: st.Known && (s.rolloutLog == nil || s.rolloutLog.Fresh()),

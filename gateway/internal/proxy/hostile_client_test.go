@@ -367,7 +367,7 @@ func TestRolloutTestingThroughTheAdminAPI(t *testing.T) {
 		if status != st.status || code != st.code {
 			t.Fatalf("PUT %s = %d %q; want %d %q", st.body, status, code, st.status, st.code)
 		}
-		if status == 200 && (e.Status != st.state || e.Percentage != st.pct) {
+		if status == 200 && (string(e.Status) != st.state || e.Percentage != st.pct) {
 			t.Errorf("PUT %s = %+v; want %s at %v", st.body, e, st.state, st.pct)
 		}
 	}

@@ -179,8 +179,8 @@ func (s *Server) changeRollout(name string, cur *rollout.State, ch *rolloutChang
 				Msg: "the rollout change could not be recorded in the event log", Cause: err}
 		}
 	}
-	return &rolloutEntry{Deployment: name, Percentage: pct, Status: string(status), Revision: rev,
-		Reason: ev.Reason, Actor: string(ev.Actor), UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
+	return &rolloutEntry{Deployment: name, Percentage: pct, Status: status, Revision: rev,
+		Reason: ev.Reason, Actor: ev.Actor, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
 }
 
 func revisionConflict(name string, expected, current uint64) *Error {
