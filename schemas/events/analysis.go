@@ -2,6 +2,7 @@ package events
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -186,7 +187,7 @@ func (a *AnalysisEvaluated) Check() error {
 			p.add("gates: %s fails without a bound", g.Gate)
 		}
 	}
-	if !a.Verdict.Valid() || a.Verdict == VerdictNotApplicable {
+	if !slices.Contains(EvaluationVerdicts, a.Verdict) {
 		p.add("verdict %q is not pass, fail or inconclusive", a.Verdict)
 	} else if want := OverallVerdict(a.Gates); a.Verdict != want {
 		p.add("verdict %s disagrees with the gates (%s)", a.Verdict, want)

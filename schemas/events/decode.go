@@ -89,127 +89,38 @@ func decodeTyped[T any, P interface {
 // and plainly (encoding/json would match it, so only the slow path can
 // be trusted then). It does not validate: json.Unmarshal does that next.
 func scanTop(b []byte) (typ, data []byte, ok bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, nil, false
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return nil, nil, false
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
+	p := parser{b: b}
+	for more := p.open('{', '}'); more; more = p.next('}') {
+		p.space()
+		// A key with escapes may spell "type" or "data": rawStr refuses
+		// it, and the slow path decides.
+		key := p.rawStr()
+		p.space()
+		if !p.lit(":") {
 			return nil, nil, false
 		}
-		end, escaped := skipString(b, i)
-		if end < 0 {
+		p.space()
+		start := p.i
+		p.skip()
+		if p.bad {
 			return nil, nil, false
 		}
-		key := b[i+1 : end-1]
-		i = skipSpace(b, end)
-		if i >= len(b) || b[i] != ':' {
-			return nil, nil, false
-		}
-		i = skipSpace(b, i+1)
-		vend := skipValue(b, i)
-		if vend < 0 {
-			return nil, nil, false
-		}
-		isType, isData := bytes.EqualFold(key, []byte("type")), bytes.EqualFold(key, []byte("data"))
+		v := b[start:p.i]
 		switch {
-		case escaped:
-			// An escaped key may spell "type" or "data": leave it to the slow path.
-			return nil, nil, false
-		case isType:
-			v := b[i:vend]
+		case bytes.EqualFold(key, []byte("type")):
 			if typ != nil || string(key) != "type" || len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
 				return nil, nil, false
 			}
 			typ = v[1 : len(v)-1]
-		case isData:
+		case bytes.EqualFold(key, []byte("data")):
 			if data != nil || string(key) != "data" {
 				return nil, nil, false
 			}
-			data = b[i:vend]
+			data = v
 		}
-		i = skipSpace(b, vend)
-		if i >= len(b) {
-			return nil, nil, false
-		}
-		if b[i] == '}' {
-			break
-		}
-		if b[i] != ',' {
-			return nil, nil, false
-		}
-		i = skipSpace(b, i+1)
 	}
-	if typ == nil || data == nil || len(data) == 0 || data[0] != '{' {
+	if p.bad || typ == nil || data == nil || data[0] != '{' {
 		return nil, nil, false
 	}
 	return typ, data, true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i] (a
-// quote) and whether it contains escapes; -1 when it does not end.
-func skipString(b []byte, i int) (int, bool) {
-	escaped := false
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			escaped = true
-			j++
-		case '"':
-			return j + 1, escaped
-		}
-	}
-	return -1, escaped
-}
-
-// skipValue returns the index after the value starting at b[i], or -1.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		end, _ := skipString(b, i)
-		return end
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, _ := skipString(b, j)
-				if end < 0 {
-					return -1
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	default:
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-			j++
-		}
-		if j == i {
-			return -1
-		}
-		return j
-	}
 }

@@ -207,3 +207,25 @@ func (s RolloutState) Testing() bool { return s.Status == StatusTesting }
 func (s RolloutState) MayForce() bool {
 	return s.Status == StatusTesting || (s.Status == StatusActive && s.Percentage > 0)
 }
+
+// RolloutEntry is one deployment as the gateway's admin API shows it: an
+// element of GET /admin/rollouts and the answer to PUT
+// /admin/rollouts/{deployment} (SPEC §3). The gateway writes it and
+// `gateway rollout` reads it.
+type RolloutEntry struct {
+	Deployment string        `json:"deployment"`
+	Percentage float64       `json:"percentage"`
+	Status     RolloutStatus `json:"status"`
+	Revision   uint64        `json:"revision"`
+	Reason     string        `json:"reason"`
+	Actor      Actor         `json:"actor"`
+	// UpdatedAt is the time of the event at Revision in RFC 3339 (with
+	// nanoseconds, UTC); "" before any event.
+	UpdatedAt string `json:"updated_at"`
+	// Note is empty, or why the message at Revision changed nothing (it
+	// was not a valid rollout event; SPEC §11 rev. 3).
+	Note string `json:"note"`
+	// Known is false while the gateway cannot vouch for the state (the
+	// event log is not read yet, or cut off): it then serves primary only.
+	Known bool `json:"known"`
+}

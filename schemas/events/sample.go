@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -166,7 +167,7 @@ func (s *SampleMalformed) Check() error {
 	var p problems
 	p.nonEmpty("request_id", s.RequestID)
 	p.token("deployment", s.Deployment)
-	if s.Arm != ArmGray && s.Arm != ArmShadow {
+	if !slices.Contains(SampleArms, s.Arm) {
 		p.add("arm %q is not gray or shadow", s.Arm)
 	}
 	p.nonEmpty("upstream_model", s.UpstreamModel)
@@ -182,7 +183,7 @@ func (s *SampleMalformed) Check() error {
 	case s.Outcome != "" && !s.Outcome.Valid():
 		p.add("outcome %q is not an attempt outcome", s.Outcome)
 	case s.Outcome == OutcomeSchemaViolationBoth:
-		if s.Reason != ReasonSchemaViolation && s.Reason != ReasonInvalidJSON {
+		if !slices.Contains(BothReasons, s.Reason) {
 			p.add("outcome schema_violation_both with reason %q (want schema_violation or invalid_json)", s.Reason)
 		}
 		checkPayload(&p, "primary_payload", s.PrimaryPayload, s.PrimaryPayloadBase64, s.PrimaryPayloadTruncated, s.PrimaryPayloadBytes)

@@ -1,9 +1,13 @@
 package events
 
-// Closed sets. Each is a string type with exported constants and a Valid
-// method; a value outside the set makes Check fail. The analyzer groups by
-// these values and metrics use them as labels, so they never carry client
-// input.
+import "slices"
+
+// Closed sets, declared here once for every service (SPEC §7 gives their
+// wire names). Each is a string type with exported constants, a list of
+// its values (the var block at the end, in the order of the JSON Schemas,
+// which TestSchemaEnumsAreTheGoSets holds to them) and a Valid method; a
+// value outside the set makes Check fail. The analyzer groups by these
+// values and metrics use them as labels, so they never carry client input.
 
 // Arm is which upstream served (or, for samples, which attempt failed).
 type Arm string
@@ -15,15 +19,6 @@ const (
 	ArmFallback Arm = "fallback" // gray was tried and failed, primary answered
 	ArmShadow   Arm = "shadow"   // a mirrored copy sent to gray in shadow mode, never returned
 )
-
-// Valid reports whether a is one of the arms.
-func (a Arm) Valid() bool {
-	switch a {
-	case ArmPrimary, ArmGray, ArmFallback, ArmShadow:
-		return true
-	}
-	return false
-}
 
 // ErrorType classifies a request's outcome (SPEC §7; STYLE "Errors").
 type ErrorType string
@@ -45,18 +40,6 @@ const (
 	ErrorGatewayInternal     ErrorType = "gateway_internal"
 )
 
-// Valid reports whether e is one of the error types.
-func (e ErrorType) Valid() bool {
-	switch e {
-	case ErrorNone, ErrorCallerBadRequest, ErrorCallerCancelled,
-		ErrorPolicyContract, ErrorPolicyContext, ErrorPolicyToolSteps,
-		ErrorUpstreamStatus, ErrorUpstreamTimeout, ErrorUpstreamUnreachable,
-		ErrorUpstreamInvalidJSON, ErrorUpstreamSchema, ErrorGatewayInternal:
-		return true
-	}
-	return false
-}
-
 // SampleReason is why a gray payload failed its contract; it is also a
 // fallback's reason.
 type SampleReason string
@@ -70,15 +53,6 @@ const (
 	ReasonUpstreamStatus  SampleReason = "upstream_status"  // the upstream answered non-2xx
 )
 
-// Valid reports whether r is one of the reasons.
-func (r SampleReason) Valid() bool {
-	switch r {
-	case ReasonSchemaViolation, ReasonInvalidJSON, ReasonTimeout, ReasonUpstreamError, ReasonUpstreamStatus:
-		return true
-	}
-	return false
-}
-
 // RejectionCode is the error code of a policy rejection (SPEC §3).
 type RejectionCode string
 
@@ -89,15 +63,6 @@ const (
 	CodeToolStepLimitExceeded     RejectionCode = "tool_step_limit_exceeded"
 	CodeNoEligibleDeployment      RejectionCode = "no_eligible_deployment"
 )
-
-// Valid reports whether c is one of the rejection codes.
-func (c RejectionCode) Valid() bool {
-	switch c {
-	case CodeSamplingContractViolation, CodeContextLengthExceeded, CodeToolStepLimitExceeded, CodeNoEligibleDeployment:
-		return true
-	}
-	return false
-}
 
 // RolloutStatus is the state of a deployment's gray release.
 type RolloutStatus string
@@ -111,11 +76,6 @@ const (
 	StatusTesting RolloutStatus = "testing"
 )
 
-// Valid reports whether s is one of the statuses.
-func (s RolloutStatus) Valid() bool {
-	return s == StatusActive || s == StatusRolledBack || s == StatusTesting
-}
-
 // Actor is who changed a rollout.
 type Actor string
 
@@ -125,9 +85,6 @@ const (
 	ActorAnalyzer Actor = "analyzer" // automatic rollback or promotion
 	ActorConfig   Actor = "config"   // the config's percentage, appended when the log had no state
 )
-
-// Valid reports whether a is one of the actors.
-func (a Actor) Valid() bool { return a == ActorAdmin || a == ActorAnalyzer || a == ActorConfig }
 
 // Gate is one of the analyzer's hard-metric checks (SPEC §9), named after
 // its threshold in the config's analyzer.gates without the `_max` suffix.
@@ -145,18 +102,6 @@ const (
 	GateGrayErrorRate     Gate = "gray_error_rate"
 )
 
-// Gates lists every gate in the order evaluations report them.
-var Gates = []Gate{GateTokenInflation, GateSchemaFailureRate, GateGrayErrorRate, GateTTFTP99, GateTTFTP99Ratio, GateLatencyP99Ratio, GateToolLoopRatio}
-
-// Valid reports whether g is one of the gates.
-func (g Gate) Valid() bool {
-	switch g {
-	case GateTokenInflation, GateSchemaFailureRate, GateTTFTP99, GateTTFTP99Ratio, GateLatencyP99Ratio, GateToolLoopRatio, GateGrayErrorRate:
-		return true
-	}
-	return false
-}
-
 // Verdict is the outcome of a gate or of a whole evaluation.
 type Verdict string
 
@@ -169,11 +114,6 @@ const (
 	VerdictInconclusive  Verdict = "inconclusive"
 	VerdictNotApplicable Verdict = "not_applicable"
 )
-
-// Valid reports whether v is one of the verdicts.
-func (v Verdict) Valid() bool {
-	return v == VerdictPass || v == VerdictFail || v == VerdictInconclusive || v == VerdictNotApplicable
-}
 
 // Outcome is how one upstream attempt ended (SPEC §7 "Attempt outcomes").
 type Outcome string
@@ -197,22 +137,6 @@ const (
 	// incomplete_details.reason max_output_tokens).
 	OutcomeTruncated Outcome = "truncated"
 )
-
-// AllOutcomes lists the outcomes in the order of the wire format.
-var AllOutcomes = []Outcome{OutcomeOK, OutcomeSchemaViolation, OutcomeInvalidJSON, OutcomeUpstream4xx,
-	OutcomeUpstream5xx, OutcomeTimeout, OutcomeUpstreamError, OutcomeCancelled,
-	OutcomeSchemaViolationBoth, OutcomeTruncated}
-
-// Valid reports whether o is one of the outcomes.
-func (o Outcome) Valid() bool {
-	switch o {
-	case OutcomeOK, OutcomeSchemaViolation, OutcomeInvalidJSON, OutcomeUpstream4xx,
-		OutcomeUpstream5xx, OutcomeTimeout, OutcomeUpstreamError, OutcomeCancelled,
-		OutcomeSchemaViolationBoth, OutcomeTruncated:
-		return true
-	}
-	return false
-}
 
 // Answered reports whether an attempt that ended in o returned an answer
 // whose tokens count (SPEC §7): ok, schema_violation,
@@ -251,7 +175,57 @@ const (
 	EndpointEmbeddings  Endpoint = "embeddings"
 )
 
-// Valid reports whether e is one of the endpoints.
-func (e Endpoint) Valid() bool {
-	return e == EndpointChat || e == EndpointCompletions || e == EndpointResponses || e == EndpointEmbeddings
-}
+// The values of each set, in the order of the JSON Schemas (a test
+// holds the schemas to these lists), and the subsets Check accepts where
+// an event allows fewer.
+var (
+	// Arms lists the arms in the order of the JSON Schemas.
+	Arms = []Arm{ArmPrimary, ArmGray, ArmFallback, ArmShadow}
+	// StatsArms are the arms of a statistics entry: a fallback's attempts
+	// count in gray and primary.
+	StatsArms = []Arm{ArmPrimary, ArmGray, ArmShadow}
+	// SampleArms are the arms of a sample: the attempts whose payload is
+	// checked.
+	SampleArms = []Arm{ArmGray, ArmShadow}
+	// ErrorTypes lists the error types in the order of the JSON Schemas.
+	ErrorTypes = []ErrorType{ErrorNone, ErrorCallerBadRequest, ErrorCallerCancelled,
+		ErrorPolicyContract, ErrorPolicyContext, ErrorPolicyToolSteps,
+		ErrorUpstreamStatus, ErrorUpstreamTimeout, ErrorUpstreamUnreachable,
+		ErrorUpstreamInvalidJSON, ErrorUpstreamSchema, ErrorGatewayInternal}
+	// SampleReasons lists the reasons in the order of the JSON Schemas.
+	SampleReasons = []SampleReason{ReasonSchemaViolation, ReasonInvalidJSON, ReasonTimeout, ReasonUpstreamError, ReasonUpstreamStatus}
+	// BothReasons are the reasons of a schema_violation_both sample: gray
+	// answered, and its answer broke the contract.
+	BothReasons = []SampleReason{ReasonSchemaViolation, ReasonInvalidJSON}
+	// RejectionCodes lists the codes in the order of the JSON Schemas.
+	RejectionCodes = []RejectionCode{CodeSamplingContractViolation, CodeContextLengthExceeded, CodeToolStepLimitExceeded, CodeNoEligibleDeployment}
+	// RolloutStatuses lists the statuses in the order of the JSON Schemas.
+	RolloutStatuses = []RolloutStatus{StatusActive, StatusRolledBack, StatusTesting}
+	// Actors lists the actors in the order of the JSON Schemas.
+	Actors = []Actor{ActorAdmin, ActorAnalyzer, ActorConfig}
+	// Gates lists every gate in the order evaluations report them.
+	Gates = []Gate{GateTokenInflation, GateSchemaFailureRate, GateGrayErrorRate, GateTTFTP99, GateTTFTP99Ratio, GateLatencyP99Ratio, GateToolLoopRatio}
+	// Verdicts lists the verdicts in the order of the JSON Schemas.
+	Verdicts = []Verdict{VerdictPass, VerdictFail, VerdictInconclusive, VerdictNotApplicable}
+	// EvaluationVerdicts are the verdicts of a whole evaluation: a gate may be
+	// not_applicable, an evaluation is not.
+	EvaluationVerdicts = []Verdict{VerdictPass, VerdictFail, VerdictInconclusive}
+	// AllOutcomes lists the outcomes in the order of the wire format.
+	AllOutcomes = []Outcome{OutcomeOK, OutcomeSchemaViolation, OutcomeInvalidJSON, OutcomeUpstream4xx,
+		OutcomeUpstream5xx, OutcomeTimeout, OutcomeUpstreamError, OutcomeCancelled,
+		OutcomeSchemaViolationBoth, OutcomeTruncated}
+	// Endpoints lists the endpoints in the order of the JSON Schemas.
+	Endpoints = []Endpoint{EndpointChat, EndpointCompletions, EndpointResponses, EndpointEmbeddings}
+)
+
+// Valid reports whether a value is one of its set.
+func (v Arm) Valid() bool           { return slices.Contains(Arms, v) }
+func (v ErrorType) Valid() bool     { return slices.Contains(ErrorTypes, v) }
+func (v SampleReason) Valid() bool  { return slices.Contains(SampleReasons, v) }
+func (v RejectionCode) Valid() bool { return slices.Contains(RejectionCodes, v) }
+func (v RolloutStatus) Valid() bool { return slices.Contains(RolloutStatuses, v) }
+func (v Actor) Valid() bool         { return slices.Contains(Actors, v) }
+func (v Gate) Valid() bool          { return slices.Contains(Gates, v) }
+func (v Verdict) Valid() bool       { return slices.Contains(Verdicts, v) }
+func (v Outcome) Valid() bool       { return slices.Contains(AllOutcomes, v) }
+func (v Endpoint) Valid() bool      { return slices.Contains(Endpoints, v) }

@@ -3,6 +3,7 @@ package events
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -108,30 +109,15 @@ func (c *Outcomes) Count(o Outcome) int64 {
 	return 0
 }
 
+// field returns the counter of o, nil for an invalid o. The counters are
+// in the order of AllOutcomes.
 func (c *Outcomes) field(o Outcome) *int64 {
-	switch o {
-	case OutcomeOK:
-		return &c.OK
-	case OutcomeSchemaViolation:
-		return &c.SchemaViolation
-	case OutcomeInvalidJSON:
-		return &c.InvalidJSON
-	case OutcomeUpstream4xx:
-		return &c.Upstream4xx
-	case OutcomeUpstream5xx:
-		return &c.Upstream5xx
-	case OutcomeTimeout:
-		return &c.Timeout
-	case OutcomeUpstreamError:
-		return &c.UpstreamError
-	case OutcomeCancelled:
-		return &c.Cancelled
-	case OutcomeSchemaViolationBoth:
-		return &c.SchemaViolationBoth
-	case OutcomeTruncated:
-		return &c.Truncated
+	i := slices.Index(AllOutcomes, o)
+	if i < 0 {
+		return nil
 	}
-	return nil
+	return [...]*int64{&c.OK, &c.SchemaViolation, &c.InvalidJSON, &c.Upstream4xx, &c.Upstream5xx, &c.Timeout,
+		&c.UpstreamError, &c.Cancelled, &c.SchemaViolationBoth, &c.Truncated}[i]
 }
 
 // Sum returns the number of attempts counted.
@@ -304,7 +290,7 @@ func (s *StatsInterval) Check() error {
 	for i := range s.Arms {
 		a := &s.Arms[i]
 		f := fmt.Sprintf("arms[%d].", i)
-		if a.Arm != ArmPrimary && a.Arm != ArmGray && a.Arm != ArmShadow {
+		if !slices.Contains(StatsArms, a.Arm) {
 			p.add("%sarm %q is not primary, gray or shadow", f, a.Arm)
 		}
 		if !a.Endpoint.Valid() {

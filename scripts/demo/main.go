@@ -29,6 +29,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 type options struct {
@@ -104,11 +106,11 @@ func run(ctx context.Context, o options) error {
 	}
 	// Start from a healthy gray at 20%.
 	_ = d.mock(map[string]any{"content": nil, "completion-tokens": nil})
-	if st.Status != "active" || st.Percentage != 20 {
+	if st.Status != events.StatusActive || st.Percentage != 20 {
 		if _, err := d.put(`{"status":"active","percentage":20,"reason":"demo: start a healthy gray release"}`); err != nil {
 			return err
 		}
-		d.waitRollout(func(r rolloutState) bool { return r.Status == "active" && r.Percentage == 20 }, 10*time.Second)
+		d.waitRollout(func(r rolloutState) bool { return r.Status == events.StatusActive && r.Percentage == 20 }, 10*time.Second)
 	}
 	st, _ = d.rollout()
 	d.say("deployment %s: gray at %.2f%% (%s, revision %d)", o.deployment, st.Percentage, st.Status, st.Revision)
@@ -147,7 +149,7 @@ func run(ctx context.Context, o options) error {
 	d.mu.Lock()
 	d.firstBad = time.Time{}
 	d.mu.Unlock()
-	d.waitRollout(func(r rolloutState) bool { return r.Status == "active" }, 10*time.Second)
+	d.waitRollout(func(r rolloutState) bool { return r.Status == events.StatusActive }, 10*time.Second)
 	d.say("gray re-enabled at 20%% through PUT /admin/rollouts/%s", o.deployment)
 	if err := d.awaitRollback(time.Now()); err != nil {
 		return err
@@ -180,15 +182,8 @@ func (d *demo) checkUp() error {
 	return nil
 }
 
-type rolloutState struct {
-	Deployment string  `json:"deployment"`
-	Percentage float64 `json:"percentage"`
-	Status     string  `json:"status"`
-	Revision   uint64  `json:"revision"`
-	Reason     string  `json:"reason"`
-	Actor      string  `json:"actor"`
-	Known      bool    `json:"known"`
-}
+// rolloutState is a deployment as the admin API answers it.
+type rolloutState = events.RolloutEntry
 
 func (d *demo) adminDo(method, path, body string) ([]byte, int, error) {
 	req, _ := http.NewRequest(method, d.o.admin+path, strings.NewReader(body))
@@ -267,7 +262,7 @@ func (d *demo) promptAct() error {
 	if _, err := d.put(`{"status":"active","percentage":20,"reason":"demo: prompt v1.3 gray release"}`); err != nil {
 		return err
 	}
-	d.waitRollout(func(r rolloutState) bool { return r.Status == "active" }, 10*time.Second)
+	d.waitRollout(func(r rolloutState) bool { return r.Status == events.StatusActive }, 10*time.Second)
 	return d.awaitRollback(time.Now())
 }
 
@@ -330,7 +325,7 @@ func (d *demo) one() {
 	if resp.StatusCode == 200 {
 		d.clientSawOK.Add(1)
 	}
-	if arm == "fallback" && d.firstBad.IsZero() {
+	if events.Arm(arm) == events.ArmFallback && d.firstBad.IsZero() {
 		d.firstBad, d.firstBadID = time.Now(), resp.Header.Get("x-request-id")
 		d.say("first bad gray answer: request %s — the client got primary's answer (HTTP %d, x-gateway-arm: fallback)",
 			d.firstBadID, resp.StatusCode)
@@ -347,7 +342,7 @@ func (d *demo) progress(ctx context.Context, done chan<- struct{}) {
 // rollout's state.
 func (d *demo) printSplit() {
 	d.mu.Lock()
-	p, g, f := d.arms["primary"], d.arms["gray"], d.arms["fallback"]
+	p, g, f := d.arms[string(events.ArmPrimary)], d.arms[string(events.ArmGray)], d.arms[string(events.ArmFallback)]
 	non200 := 0
 	for code, n := range d.statuses {
 		if code != 200 {
@@ -364,7 +359,7 @@ func (d *demo) printSplit() {
 // awaitRollback waits for the analyzer's rollback to reach the gateway and
 // prints what happened.
 func (d *demo) awaitRollback(since time.Time) error {
-	r, ok := d.waitRollout(func(r rolloutState) bool { return r.Status == "rolled_back" }, d.o.timeout)
+	r, ok := d.waitRollout(func(r rolloutState) bool { return r.Status == events.StatusRolledBack }, d.o.timeout)
 	if !ok {
 		return fmt.Errorf("no rollback within %v (is the analyzer running? see .data/logs/analyzer.log)", d.o.timeout)
 	}

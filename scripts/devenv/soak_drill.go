@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // fault is what one phase does to the system while the traffic runs.
@@ -170,7 +172,7 @@ func (s *system) watchRollback(ctx context.Context, limit time.Duration) float64
 		all := true
 		for _, g := range s.gateways {
 			p, status, err := rolloutOf(client, g.admin, "qwen")
-			all = all && err == nil && p == 0 && status == "rolled_back"
+			all = all && err == nil && p == 0 && status == events.StatusRolledBack
 		}
 		if all {
 			return float64(time.Since(broken).Microseconds()) / 1000
@@ -181,7 +183,7 @@ func (s *system) watchRollback(ctx context.Context, limit time.Duration) float64
 }
 
 // rolloutOf reads a deployment's rollout from a gateway's admin API.
-func rolloutOf(client *http.Client, admin, deployment string) (float64, string, error) {
+func rolloutOf(client *http.Client, admin, deployment string) (float64, events.RolloutStatus, error) {
 	req, _ := http.NewRequest(http.MethodGet, admin+"/admin/rollouts", nil)
 	req.Header.Set("Authorization", "Bearer soak-admin-token")
 	resp, err := client.Do(req)
@@ -190,11 +192,7 @@ func rolloutOf(client *http.Client, admin, deployment string) (float64, string, 
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Rollouts []struct {
-			Deployment string  `json:"deployment"`
-			Percentage float64 `json:"percentage"`
-			Status     string  `json:"status"`
-		} `json:"rollouts"`
+		Rollouts []events.RolloutEntry `json:"rollouts"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		return 0, "", err
@@ -247,7 +245,7 @@ func (s *system) settle(ctx context.Context, rep *soakReport) error {
 			continue
 		}
 		want.Requests++
-		if o.arm == "fallback" {
+		if events.Arm(o.arm) == events.ArmFallback {
 			want.Samples++
 		}
 	}

@@ -6,7 +6,6 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/events"
-	"github.com/nats-io/nats.go"
+	"github.com/graygate/graygate/schemas/rolloutlog"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -126,44 +125,23 @@ func (t *Tracker) Ready() <-chan struct{} { return t.ready }
 // MarkReady closes Ready.
 func (t *Tracker) MarkReady() { t.once.Do(func() { close(t.ready) }) }
 
-// pollEvery is how often the log is read without a bell: it bounds how
-// late a change missed by the subscription (during a reconnect) arrives.
-const pollEvery = time.Second
-
-// bellRetries are the pauses before reading again when a bell found
-// nothing new: the subscription can deliver a message before the stream
-// has stored it.
-var bellRetries = []time.Duration{time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond}
-
 // Follow reads every retained rollout message (at most 100 per
-// deployment) by direct get, marks the Tracker ready once it has caught
-// up with the log as it was at the start, and then folds new messages as
-// they are stored, until ctx ends (it then returns nil). The stream must
-// exist (events.EnsureStreams).
-//
-// It uses no JetStream consumer — an ordered consumer's random name
-// cannot be granted exactly (SPEC §11 rev. 3) — but direct gets by
-// sequence (next on graygate.rollout.>) and a core subscription on
-// graygate.rollout.> that rings a bell when a change is published, with a
-// read every pollEvery besides: reading resumes from the last sequence
-// read, so whatever a reconnect made the bell miss is read all the same.
-// A message that is not a valid rollout event is skipped (Skip): the
-// revision the next append expects moves, nothing else changes.
+// deployment), marks the Tracker ready once it has caught up with the log
+// as it was at the start, and then folds new messages as they are stored,
+// until ctx ends (it then returns nil). The stream must exist
+// (events.EnsureStreams). It reads as every reader of the log does
+// (rolloutlog: direct gets woken by a bell, no consumer); a message that
+// is not a valid rollout event is skipped (Skip): the revision the next
+// append expects moves, nothing else changes.
 func (t *Tracker) Follow(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	bell := make(chan struct{}, 1)
-	sub, err := js.Conn().Subscribe(events.SubjectRolloutAll, func(*nats.Msg) {
-		select {
-		case bell <- struct{}{}:
-		default:
-		}
-	})
+	bell, stop, err := rolloutlog.Bell(js.Conn())
 	if err != nil {
-		return fmt.Errorf("follow %s: subscribe: %w", events.StreamRollout, err)
+		return fmt.Errorf("follow %s: %w", events.StreamRollout, err)
 	}
-	defer sub.Unsubscribe()
+	defer stop()
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	stream, err := js.Stream(ictx, events.StreamRollout)
 	cancel()
@@ -171,70 +149,26 @@ func (t *Tracker) Follow(ctx context.Context, js jetstream.JetStream, logger *sl
 		return fmt.Errorf("follow %s: %w", events.StreamRollout, err)
 	}
 	last := stream.CachedInfo().State.LastSeq // ready once read up to here
-	next := uint64(1)
-	read := func() (int, error) {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		n := 0
-		for {
-			msg, err := stream.GetMsg(rctx, next, jetstream.WithGetMsgSubject(events.SubjectRolloutAll))
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				return n, nil
-			}
-			if err != nil {
-				return n, fmt.Errorf("read %s from %d: %w", events.StreamRollout, next, err)
-			}
-			t.fold(msg, logger)
-			next = msg.Sequence + 1
-			n++
-		}
+	r := &rolloutlog.Reader{Stream: stream, Next: 1}
+	read := func(ctx context.Context) (int, error) {
+		return r.Read(ctx, func(msg *jetstream.RawStreamMsg) { t.fold(msg, logger) })
 	}
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	rung := false
-	for {
-		n, err := read()
-		for i := 0; rung && err == nil && n == 0 && i < len(bellRetries); i++ {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(bellRetries[i]):
-			}
-			n, err = read()
-		}
+	rolloutlog.Follow(ctx, bell, read, func(_ int, err error) bool {
 		switch {
-		case ctx.Err() != nil:
-			return nil
 		case err != nil:
 			logger.Warn("rollout follower", "error", err)
-		case next > last:
+		case r.Next > last:
 			t.MarkReady()
 		}
-		rung = false
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-bell:
-			rung = true
-		case <-tick.C:
-		}
-	}
+		return true
+	})
+	return nil
 }
 
 // fold applies one stored message on a rollout subject.
 func (t *Tracker) fold(msg *jetstream.RawStreamMsg, logger *slog.Logger) {
-	deployment, _ := strings.CutPrefix(msg.Subject, events.SubjectRolloutPrefix)
-	env, v, err := events.DecodeEvent(msg.Data)
-	note := ""
-	ev, ok := v.(*events.RolloutChanged)
-	switch {
-	case err != nil:
-		note = "not a valid rollout event: " + clip(err.Error(), 200)
-	case !ok:
-		note = "not a rollout event: type " + clip(env.Type, 100)
-	case ev.Deployment != deployment:
-		note = "a rollout event of deployment " + clip(ev.Deployment, 100) + " on this deployment's subject"
-	}
+	deployment := rolloutlog.Deployment(msg.Subject)
+	ev, at, note := rolloutlog.Decode(deployment, msg.Data)
 	if note != "" {
 		if _, changed := t.Skip(deployment, msg.Sequence, note); changed {
 			logger.Warn("skipping a message on a rollout subject that is not a valid rollout event",
@@ -242,15 +176,8 @@ func (t *Tracker) fold(msg *jetstream.RawStreamMsg, logger *slog.Logger) {
 		}
 		return
 	}
-	if s, changed := t.Apply(msg.Sequence, env.Time, ev); changed {
+	if s, changed := t.Apply(msg.Sequence, at, ev); changed {
 		logger.Debug("rollout state", "deployment", s.Deployment, "status", s.Status,
 			"percentage", s.Percentage, "revision", s.Revision, "actor", s.Actor)
 	}
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -36,7 +36,7 @@ func (fakeReader) Rollouts(context.Context, string) ([]store.RolloutSummary, err
 			Percentage: 5, Status: "active", Actor: "admin", Reason: "secret-rollout-reason"},
 		EpochStart: fakeTime.Add(-2 * time.Hour), StepStart: fakeTime.Add(-time.Hour),
 		Latest: &store.Evaluation{OccurredAt: fakeTime, WindowStart: fakeTime.Add(-5 * time.Minute), WindowSeconds: 300,
-			Verdict: "pass", Gates: []store.EvaluationGate{{Gate: "schema_failure_rate", Estimate: ptr(0.01), Bound: ptr(0.0),
+			Verdict: "pass", Gates: []events.GateResult{{Gate: "schema_failure_rate", Estimate: ptr(0.01), Bound: ptr(0.0),
 				Threshold: 0.05, Verdict: "pass"}}},
 	}}, nil
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/graygate/graygate/collector/internal/params"
 	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 //go:embed templates/*.html
@@ -280,11 +281,11 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return trimFloat(math.Ceil(*p), 0)
 		},
-		"layerv": func(l *store.Layer) string {
+		"layerv": func(l *events.LayerResult) string {
 			if l == nil || l.Verdict == "" {
 				return ""
 			}
-			return l.Verdict
+			return string(l.Verdict)
 		},
 		"sub":  func(a, b any) float64 { return toFloat(a) - toFloat(b) },
 		"add":  func(a, b any) float64 { return toFloat(a) + toFloat(b) },
@@ -294,7 +295,7 @@ func funcs(now func() time.Time) template.FuncMap {
 		"found": func(found []bool, i int) bool {
 			return i >= len(found) || found[i]
 		},
-		"hasLayers": func(gates []store.EvaluationGate) bool {
+		"hasLayers": func(gates []events.GateResult) bool {
 			for _, g := range gates {
 				if g.Window != nil || g.Epoch != nil {
 					return true

@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // refreshChoices are the auto-refresh periods the rollouts page offers
@@ -185,17 +186,17 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 func describe(e store.RolloutEvent) eventView {
 	v := eventView{RolloutEvent: e, Kind: "change"}
 	switch {
-	case e.Status == "rolled_back" && e.Trigger != nil:
+	case e.Status == string(events.StatusRolledBack) && e.Trigger != nil:
 		t := e.Trigger
 		v.Kind = "rollback"
 		v.Label = fmt.Sprintf("rollback: %s estimate %s, bound %s vs %s", t.Gate, num(t.Estimate), num(t.Bound), num(t.Threshold))
-	case e.Status == "rolled_back":
+	case e.Status == string(events.StatusRolledBack):
 		v.Kind = "rollback"
 		v.Label = fmt.Sprintf("rolled back by %s: %s", e.Actor, e.Reason)
-	case e.Actor == "analyzer":
+	case e.Actor == string(events.ActorAnalyzer):
 		v.Kind = "promotion"
 		v.Label = fmt.Sprintf("promotion to %s %%", trimFloat(e.Percentage, 2))
-	case e.Actor == "config":
+	case e.Actor == string(events.ActorConfig):
 		v.Kind = "config"
 		v.Label = fmt.Sprintf("config: %s %s %%", e.Status, trimFloat(e.Percentage, 2))
 	default:
@@ -209,7 +210,7 @@ func describe(e store.RolloutEvent) eventView {
 // while active, 0 while rolled back or testing.
 func percentageChart(dep string, from, to time.Time, evs []store.RolloutEvent, before *store.RolloutEvent, markers []Marker) Chart {
 	eff := func(e store.RolloutEvent) float64 {
-		if e.Status != "active" {
+		if e.Status != string(events.StatusActive) {
 			return 0
 		}
 		return e.Percentage
@@ -289,9 +290,14 @@ func gateCharts(pts []store.GatePoint, from, to time.Time, markers []Marker) []C
 	return out
 }
 
-// outcomeOrder is the order of outcome series (SPEC §7).
-var outcomeOrder = []string{"ok", "schema_violation", "schema_violation_both", "truncated", "invalid_json",
-	"upstream_4xx", "upstream_5xx", "timeout", "upstream_error", "cancelled"}
+// outcomeOrder is the order of outcome series: the answered outcomes
+// first, then the failures (SPEC §7).
+var outcomeOrder = []events.Outcome{events.OutcomeOK, events.OutcomeSchemaViolation, events.OutcomeSchemaViolationBoth,
+	events.OutcomeTruncated, events.OutcomeInvalidJSON, events.OutcomeUpstream4xx, events.OutcomeUpstream5xx,
+	events.OutcomeTimeout, events.OutcomeUpstreamError, events.OutcomeCancelled}
+
+// chartArms are the arms of the attempt charts, in drawing order.
+var chartArms = []string{string(events.ArmGray), string(events.ArmPrimary), string(events.ArmShadow)}
 
 // armCharts draws attempts per minute of gray and primary, then each
 // arm's outcomes per minute (the outcomes that occurred).
@@ -315,25 +321,25 @@ func armCharts(bins []store.ArmBin, width time.Duration, from, to time.Time, mar
 		unit = fmt.Sprintf("per minute (mean over %s)", human(width))
 	}
 	ch := Chart{ID: "attempts", Title: "Attempts " + unit, From: from, To: to, ZeroBased: true, Markers: markers, Small: true}
-	for _, arm := range []string{"gray", "primary", "shadow"} {
+	for _, arm := range chartArms {
 		if len(attempts[arm]) > 0 {
 			ch.Series = append(ch.Series, Series{Name: arm, Class: "s-" + arm, Points: attempts[arm], Dots: len(attempts[arm]) < 200})
 		}
 	}
 	out := []Chart{ch}
-	for _, arm := range []string{"gray", "primary", "shadow"} {
+	for _, arm := range chartArms {
 		if len(outcomes[arm]) == 0 {
 			continue
 		}
 		oc := Chart{ID: "outcomes-" + arm, Title: arm + " outcomes " + unit, From: from, To: to, ZeroBased: true, Markers: markers, Small: true}
 		for i, o := range outcomeOrder {
-			pts := outcomes[arm][o]
+			pts := outcomes[arm][string(o)]
 			nonzero := false
 			for _, p := range pts {
 				nonzero = nonzero || p.V > 0
 			}
 			if nonzero {
-				oc.Series = append(oc.Series, Series{Name: o, Class: "s-o" + strconv.Itoa(i), Points: pts, Dots: len(pts) < 200})
+				oc.Series = append(oc.Series, Series{Name: string(o), Class: "s-o" + strconv.Itoa(i), Points: pts, Dots: len(pts) < 200})
 			}
 		}
 		out = append(out, oc)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // samplesPageSize is the console's page of samples (the API allows up to
@@ -26,7 +27,7 @@ type samplesPage struct {
 	// Next is the URL of the next page ("" on the last one); First the
 	// first page's.
 	Next, First string
-	Reasons     []string
+	Reasons     []events.SampleReason
 	Paged       bool
 }
 
@@ -39,7 +40,7 @@ func (s *Console) samples(c *fiber.Ctx) error {
 		return err
 	}
 	p := samplesPage{page: s.page(c, "Samples"), Filter: map[string]string{},
-		Reasons: []string{"schema_violation", "invalid_json", "timeout", "upstream_error", "upstream_status"}}
+		Reasons: events.SampleReasons}
 	p.Nav = "samples"
 	for _, k := range sampleParams {
 		p.Filter[k] = c.Query(k)

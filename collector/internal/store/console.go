@@ -10,39 +10,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // The console's queries (SPEC §8 rev. 3): what the operator's console draws
 // from the tables the collector already fills. Each reads a bounded number
 // of rows: a chart's series are binned in SQL when a range holds more rows
 // than the chart draws.
-
-// Layer is a gate's result on one layer of evidence, the window or the
-// epoch (SPEC §9 rev. 3). Fields are nil when the analyzer did not say.
-type Layer struct {
-	Estimate *float64 `json:"estimate"`
-	Bound    *float64 `json:"bound"`
-	Verdict  string   `json:"verdict"`
-	GrayN    *int64   `json:"gray_n"`
-	PrimaryN *int64   `json:"primary_n"`
-}
-
-// EvaluationGate is one gate of a stored evaluation as published: today's
-// fields, and the per-layer results and the gray requests still needed
-// when the analyzer sends them (nil otherwise).
-type EvaluationGate struct {
-	Gate      string   `json:"gate"`
-	Stream    *bool    `json:"stream"`
-	Estimate  *float64 `json:"estimate"`
-	Bound     *float64 `json:"bound"`
-	Threshold float64  `json:"threshold"`
-	GrayN     int64    `json:"gray_n"`
-	PrimaryN  int64    `json:"primary_n"`
-	Verdict   string   `json:"verdict"`
-	Window    *Layer   `json:"window"`
-	Epoch     *Layer   `json:"epoch"`
-	NeedsGray *float64 `json:"needs_gray"`
-}
 
 // Evaluation is one stored analysis evaluation.
 type Evaluation struct {
@@ -53,7 +28,8 @@ type Evaluation struct {
 	GrayRequests    int64
 	PrimaryRequests int64
 	Verdict         string
-	Gates           []EvaluationGate
+	// Gates are the evaluation's gates as published.
+	Gates []events.GateResult
 }
 
 // RolloutSummary is a deployment's rollout as the console's first page
@@ -103,7 +79,7 @@ func (r *Reader) Rollouts(ctx context.Context, deployment string) ([]RolloutSumm
 		if len(page.Events) == 1 {
 			s.Last = page.Events[0]
 		}
-		if s.Last.Status == "rolled_back" {
+		if s.Last.Status == string(events.StatusRolledBack) {
 			s.EpochStart = time.Time{}
 		}
 		if s.Latest, err = r.LatestEvaluation(ctx, s.Deployment); err != nil {

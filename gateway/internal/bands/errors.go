@@ -14,13 +14,3 @@ var (
 	// deployment or band that is not configured.
 	ErrBadRoute = errors.New("invalid route")
 )
-
-// Codes of a refused Selection, as SPEC §3 names them.
-const (
-	// CodeContextLengthExceeded: every candidate left after the `context:`
-	// conditions has a known context window smaller than the estimate.
-	CodeContextLengthExceeded = "context_length_exceeded"
-	// CodeNoEligibleDeployment: every candidate was excluded by its
-	// `context:` condition.
-	CodeNoEligibleDeployment = "no_eligible_deployment"
-)

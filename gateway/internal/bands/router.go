@@ -8,6 +8,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // Router picks, per route, the candidate deployment that serves a request
@@ -52,11 +53,12 @@ type Selection struct {
 	Matched Set
 	// WindowEstimate is the estimate with the serving candidate's primary
 	// model ratio, the one checked against its context window; when the
-	// code is CodeContextLengthExceeded, the estimate of the candidate
+	// code is events.CodeContextLengthExceeded, the estimate of the candidate
 	// with the largest window, which is Window.
 	WindowEstimate int64
 	Window         int64
-	// Code is "", CodeContextLengthExceeded or CodeNoEligibleDeployment.
+	// Code is "", or events.CodeContextLengthExceeded or
+	// events.CodeNoEligibleDeployment (SPEC §3), as a string.
 	Code   string
 	Detail string
 }
@@ -176,7 +178,7 @@ func (rt *Route) Select(req *scan.Request, body []byte) Selection {
 		return sel
 	}
 	if tooSmall {
-		sel.Code = CodeContextLengthExceeded
+		sel.Code = string(events.CodeContextLengthExceeded)
 		sel.Detail = fmt.Sprintf("this request needs about %d tokens (estimate), more than the largest context window of its candidates (%d)",
 			sel.WindowEstimate, sel.Window)
 		return sel
@@ -185,7 +187,7 @@ func (rt *Route) Select(req *scan.Request, body []byte) Selection {
 	if !sel.Matched.Empty() {
 		matched = sel.Matched.String()
 	}
-	sel.Code = CodeNoEligibleDeployment
+	sel.Code = string(events.CodeNoEligibleDeployment)
 	sel.Detail = fmt.Sprintf("no deployment of model %q takes this request: each candidate requires a context band that did not match (matched: %s)",
 		rt.model, matched)
 	return sel

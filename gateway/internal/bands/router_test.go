@@ -8,6 +8,7 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // deployment returns a deployment whose primary serves model.
@@ -109,12 +110,12 @@ func TestSelect(t *testing.T) {
 		{name: "output reserve counts", route: "by-window", body: chat("by-window", 4, `,"max_completion_tokens":40000,"max_tokens":10`),
 			deployment: "qwen-128k", estimate: 40005, matched: "long_context", windowEst: 40005, window: 131072},
 		{name: "too large for every window", route: "by-window", body: chat("by-window", 2, maxTokens(140000)),
-			estimate: 140005, matched: "long_context", windowEst: 140005, window: 131072, code: CodeContextLengthExceeded,
+			estimate: 140005, matched: "long_context", windowEst: 140005, window: 131072, code: string(events.CodeContextLengthExceeded),
 			detail: "this request needs about 140005 tokens (estimate), more than the largest context window of its candidates (131072)"},
 		{name: "unknown window stays eligible", route: "unknown-window", body: chat("unknown-window", 2, maxTokens(5_000_000)),
 			deployment: "no-window", estimate: 5000005, matched: "long_context", windowEst: 5000005, window: 0},
 		{name: "every candidate excluded by context", route: "short-only", body: chat("short-only", 40000, ""),
-			estimate: 10004, matched: "long_context", code: CodeNoEligibleDeployment,
+			estimate: 10004, matched: "long_context", code: string(events.CodeNoEligibleDeployment),
 			detail: `no deployment of model "short-only" takes this request: each candidate requires a context band that did not match (matched: long_context)`},
 		{name: "context condition met", route: "long-first", body: chat("long-first", 40000, ""),
 			deployment: "qwen-128k", estimate: 10004, matched: "long_context", windowEst: 10004, window: 131072},
@@ -123,7 +124,7 @@ func TestSelect(t *testing.T) {
 		// The 128K candidate is out by its band: the message names the
 		// window that was actually too small.
 		{name: "excluded by context and by window", route: "mixed", body: chat("mixed", 2, maxTokens(50000)),
-			estimate: 50005, matched: "long_context", windowEst: 50005, window: 32768, code: CodeContextLengthExceeded,
+			estimate: 50005, matched: "long_context", windowEst: 50005, window: 32768, code: string(events.CodeContextLengthExceeded),
 			detail: "this request needs about 50005 tokens (estimate), more than the largest context window of its candidates (32768)"},
 		// 200000 bytes: 100004 tokens with the dense ratio (over 64K, and
 		// matched as long), 25004 with the sparse one (fits 32K).
@@ -132,7 +133,7 @@ func TestSelect(t *testing.T) {
 		// 400000 bytes: 200004 dense (64K window), 50004 sparse (32K): the
 		// message gives the larger window with its own estimate.
 		{name: "too large for both tokenizers", route: "tokenizers", body: chat("tokenizers", 400000, ""),
-			estimate: 200004, matched: "long_context", windowEst: 200004, window: 65536, code: CodeContextLengthExceeded,
+			estimate: 200004, matched: "long_context", windowEst: 200004, window: 65536, code: string(events.CodeContextLengthExceeded),
 			detail: "this request needs about 200004 tokens (estimate), more than the largest context window of its candidates (65536)"},
 		{name: "bands use the first candidate's ratio", route: "tokenizers", body: chat("tokenizers", 15000, ""),
 			deployment: "dense-64k", estimate: 7504, matched: "short_context", windowEst: 7504, window: 65536},
@@ -183,8 +184,8 @@ func TestSelectNoneMatched(t *testing.T) {
 	body := chat("short-only", 40000, "") // 10004 tokens
 	got, _ := r.Select("short-only", scanned(t, body), []byte(body))
 	want := `no deployment of model "short-only" takes this request: each candidate requires a context band that did not match (matched: none)`
-	if got.Code != CodeNoEligibleDeployment || got.Detail != want || !got.Matched.Empty() {
-		t.Errorf("Select = %q %q (matched %q); want %q %q (none)", got.Code, got.Detail, got.Matched, CodeNoEligibleDeployment, want)
+	if got.Code != string(events.CodeNoEligibleDeployment) || got.Detail != want || !got.Matched.Empty() {
+		t.Errorf("Select = %q %q (matched %q); want %q %q (none)", got.Code, got.Detail, got.Matched, events.CodeNoEligibleDeployment, want)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/graygate/graygate/schemas/events"
 	"gopkg.in/yaml.v3"
 )
 
@@ -74,25 +75,12 @@ func exitf(code int, format string, args ...any) error {
 	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
 }
 
-// rolloutEntry is one deployment as the admin API answers it.
-type rolloutEntry struct {
-	Deployment string  `json:"deployment"`
-	Percentage float64 `json:"percentage"`
-	Status     string  `json:"status"`
-	Revision   uint64  `json:"revision"`
-	Reason     string  `json:"reason"`
-	Actor      string  `json:"actor"`
-	UpdatedAt  string  `json:"updated_at"`
-	Known      *bool   `json:"known,omitempty"`
-	Note       string  `json:"note,omitempty"`
-}
-
 // rolloutChange is the body of PUT /admin/rollouts/{deployment}.
 type rolloutChange struct {
-	Percentage       *float64 `json:"percentage,omitempty"`
-	Status           string   `json:"status,omitempty"`
-	Reason           string   `json:"reason"`
-	ExpectedRevision *uint64  `json:"expected_revision,omitempty"`
+	Percentage       *float64             `json:"percentage,omitempty"`
+	Status           events.RolloutStatus `json:"status,omitempty"`
+	Reason           string               `json:"reason"`
+	ExpectedRevision *uint64              `json:"expected_revision,omitempty"`
 }
 
 // rolloutFlags are the flags of every rollout command.
@@ -200,7 +188,7 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	defer cancel()
 	if change == nil {
 		var out struct {
-			Rollouts []rolloutEntry `json:"rollouts"`
+			Rollouts []events.RolloutEntry `json:"rollouts"`
 		}
 		raw, err := adminCall(ctx, http.MethodGet, base+"/admin/rollouts", token, nil, &out)
 		if err != nil {
@@ -216,7 +204,7 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	var entry rolloutEntry
+	var entry events.RolloutEntry
 	raw, err := adminCall(ctx, http.MethodPut, base+"/admin/rollouts/"+url.PathEscape(deployment), token, body, &entry)
 	if err != nil {
 		return err
@@ -224,7 +212,7 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if f.json {
 		return writeJSON(stdout, raw)
 	}
-	printEntries(stdout, []rolloutEntry{entry})
+	printEntries(stdout, []events.RolloutEntry{entry})
 	return nil
 }
 
@@ -245,13 +233,13 @@ func changeOf(cmd string, f *rolloutFlags) (*rolloutChange, error) {
 		p := f.percentage
 		ch.Percentage = &p
 		if cmd == "resume" {
-			ch.Status = "active"
+			ch.Status = events.StatusActive
 		}
 	case "rollback", "test":
 		if f.pctSet {
 			return nil, exitf(ExitUsage, "rollout %s stores percentage 0: --percentage does not apply", cmd)
 		}
-		ch.Status = map[string]string{"rollback": "rolled_back", "test": "testing"}[cmd]
+		ch.Status = map[string]events.RolloutStatus{"rollback": events.StatusRolledBack, "test": events.StatusTesting}[cmd]
 	}
 	return ch, nil
 }
@@ -424,12 +412,12 @@ func writeJSON(w io.Writer, raw []byte) error {
 }
 
 // printEntries prints entries as a table.
-func printEntries(w io.Writer, entries []rolloutEntry) {
+func printEntries(w io.Writer, entries []events.RolloutEntry) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEPLOYMENT\tSTATUS\tPERCENTAGE\tREVISION\tACTOR\tUPDATED\tREASON")
 	for _, e := range entries {
-		status := e.Status
-		if e.Known != nil && !*e.Known {
+		status := string(e.Status)
+		if !e.Known {
 			status += " (unknown: primary only)"
 		}
 		reason := e.Reason
@@ -437,7 +425,7 @@ func printEntries(w io.Writer, entries []rolloutEntry) {
 			reason += " [note: " + e.Note + "]"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Deployment, status,
-			strconv.FormatFloat(e.Percentage, 'f', -1, 64)+"%", e.Revision, dash(e.Actor), dash(e.UpdatedAt), dash(oneLine(reason)))
+			strconv.FormatFloat(e.Percentage, 'f', -1, 64)+"%", e.Revision, dash(string(e.Actor)), dash(e.UpdatedAt), dash(oneLine(reason)))
 	}
 	tw.Flush()
 }

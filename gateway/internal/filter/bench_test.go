@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
@@ -19,7 +20,7 @@ func BenchmarkCheck(b *testing.B) {
 		want    Reason
 	}{
 		{"valid", `{"action":"search","parameters":{"query":"` + query + `"},"confidence_score":0.9}`, OK},
-		{"invalid", `{"action":"search","parameters":{"query":"` + query + `"},"confidence_score":1.5}`, SchemaViolation},
+		{"invalid", `{"action":"search","parameters":{"query":"` + query + `"},"confidence_score":1.5}`, events.ReasonSchemaViolation},
 	}
 	for _, a := range answers {
 		for _, path := range []string{"fast", "gojsonschema"} {

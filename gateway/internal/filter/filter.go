@@ -25,22 +25,16 @@ import (
 	"strings"
 
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/xeipuuv/gojsonschema"
 )
 
-// Reason says why an answer was refused; the values are the
-// sample.malformed reasons of SPEC §7.
-type Reason string
+// Reason says why an answer was refused: one of events.SampleReasons, or
+// OK.
+type Reason = events.SampleReason
 
-// Reasons.
-const (
-	OK              Reason = ""
-	SchemaViolation Reason = "schema_violation"
-	InvalidJSON     Reason = "invalid_json"
-	Timeout         Reason = "timeout"
-	UpstreamError   Reason = "upstream_error"
-	UpstreamStatus  Reason = "upstream_status"
-)
+// OK is the Reason of an answer that passed.
+const OK Reason = ""
 
 // Targets of the schema (config rollout.schema_target).
 const (
@@ -127,7 +121,7 @@ func (f *Filter) Check(body []byte, contents [][]byte) (Reason, []FieldError) {
 	}
 	for i, c := range contents {
 		if !scan.Valid(c) {
-			return InvalidJSON, []FieldError{{Field: f.contentName(i), Description: "content is not valid JSON"}}
+			return events.ReasonInvalidJSON, []FieldError{{Field: f.contentName(i), Description: "content is not valid JSON"}}
 		}
 		prefix := ""
 		if len(contents) > 1 {
@@ -156,7 +150,7 @@ func (f *Filter) validate(doc []byte, prefix string) (Reason, []FieldError) {
 	}
 	res, err := f.schema.Validate(gojsonschema.NewBytesLoader(doc))
 	if err != nil {
-		return InvalidJSON, []FieldError{{Field: "(root)", Description: prefix + err.Error()}}
+		return events.ReasonInvalidJSON, []FieldError{{Field: "(root)", Description: prefix + err.Error()}}
 	}
 	if res.Valid() {
 		return OK, nil
@@ -168,5 +162,5 @@ func (f *Filter) validate(doc []byte, prefix string) (Reason, []FieldError) {
 		}
 		errs = append(errs, FieldError{Field: e.Field(), Description: prefix + e.Description()})
 	}
-	return SchemaViolation, errs
+	return events.ReasonSchemaViolation, errs
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
@@ -36,11 +37,11 @@ func TestCheck(t *testing.T) {
 		{"valid content", content, `{}`, []string{good}, OK, ""},
 		{"two valid choices", content, `{}`, []string{good, good}, OK, ""},
 		{"no content to check (tool call)", content, `{}`, nil, OK, ""},
-		{"content not JSON", content, `{}`, []string{"Sure! Here you go"}, InvalidJSON, "choices[0].message.content"},
-		{"content breaks schema", content, `{}`, []string{`{"action":"search","confidence_score":"high"}`}, SchemaViolation, ""},
-		{"second choice breaks schema", content, `{}`, []string{good, `{"action":"dance"}`}, SchemaViolation, ""},
+		{"content not JSON", content, `{}`, []string{"Sure! Here you go"}, events.ReasonInvalidJSON, "choices[0].message.content"},
+		{"content breaks schema", content, `{}`, []string{`{"action":"search","confidence_score":"high"}`}, events.ReasonSchemaViolation, ""},
+		{"second choice breaks schema", content, `{}`, []string{good, `{"action":"dance"}`}, events.ReasonSchemaViolation, ""},
 		{"body target valid", body, `{"choices":[]}`, nil, OK, ""},
-		{"body target invalid", body, `{"id":"x"}`, nil, SchemaViolation, "(root)"},
+		{"body target invalid", body, `{"id":"x"}`, nil, events.ReasonSchemaViolation, "(root)"},
 		{"no schema accepts any content", plain, `{}`, []string{"not json"}, OK, ""},
 	}
 	for _, c := range cases {

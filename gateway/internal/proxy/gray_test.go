@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
-	"github.com/graygate/graygate/gateway/internal/proxy/admin"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
@@ -345,7 +344,7 @@ func TestRolloutsAdmin(t *testing.T) {
 	testenv.Must(t, err)
 	defer resp.Body.Close()
 	var out struct {
-		Rollouts []admin.RolloutEntry `json:"rollouts"`
+		Rollouts []events.RolloutEntry `json:"rollouts"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("status %d: %v", resp.StatusCode, err)

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/proxy/admin"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/config"
@@ -338,13 +337,13 @@ func TestAdminRejectsUnauthenticatedBodies(t *testing.T) {
 func TestRolloutTestingThroughTheAdminAPI(t *testing.T) {
 	primary := testenv.StartMock(t)
 	g, _ := startObserved(t, grayConfig(t, primary.URL, primary.URL, 5))
-	put := func(body string) (int, string, admin.RolloutEntry) {
+	put := func(body string) (int, string, events.RolloutEntry) {
 		req, _ := http.NewRequest(http.MethodPut, g.admin+"/admin/rollouts/qwen", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer admin-secret")
 		resp, err := http.DefaultClient.Do(req)
 		testenv.Must(t, err)
 		defer resp.Body.Close()
-		var e admin.RolloutEntry
+		var e events.RolloutEntry
 		b, _ := io.ReadAll(resp.Body)
 		_ = json.Unmarshal(b, &e)
 		return resp.StatusCode, resp.Header.Get("x-router-error-code"), e
@@ -369,7 +368,7 @@ func TestRolloutTestingThroughTheAdminAPI(t *testing.T) {
 		if status != st.status || code != st.code {
 			t.Fatalf("PUT %s = %d %q; want %d %q", st.body, status, code, st.status, st.code)
 		}
-		if status == 200 && (e.Status != st.state || e.Percentage != st.pct) {
+		if status == 200 && (string(e.Status) != st.state || e.Percentage != st.pct) {
 			t.Errorf("PUT %s = %+v; want %s at %v", st.body, e, st.state, st.pct)
 		}
 	}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/rolloutlog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -25,13 +25,10 @@ import (
 // has been cut off from it for longer than staleAfter, the table is
 // unknown (primary only).
 //
-// It reads with direct gets (by sequence, next on graygate.rollout.>) and
-// a core subscription on graygate.rollout.> that rings a bell when a
-// change is published: no JetStream consumer, so the gateway's NATS
-// identity needs no consumer grant, and none it could use on another
-// identity's consumer (SPEC §11, rev. 3). Whatever the bell misses (a
-// reconnect, a slow subscriber) the next periodic read finds, because
-// reading resumes from the last sequence read, not from what was rung.
+// It reads as every reader of the log does (rolloutlog: direct gets woken
+// by a bell, no JetStream consumer, so the gateway's NATS identity needs
+// no consumer grant, and none it could use on another identity's
+// consumer; SPEC §11, rev. 3).
 type Log struct {
 	nc         *nats.Conn
 	js         jetstream.JetStream
@@ -50,19 +47,9 @@ type Log struct {
 	// CountInvalidIn; until then a counter no set serves.
 	invalid *metrics.Counter
 
-	// Owned by Run's goroutine.
-	stream jetstream.Stream
-	next   uint64 // the stream sequence read next
+	// Owned by Run's goroutine: where the log is read next.
+	reader rolloutlog.Reader
 }
-
-// pollEvery is how often the log is read without a bell: it bounds how
-// late a change missed by the subscription (during a reconnect) arrives.
-const pollEvery = time.Second
-
-// bellRetries are the pauses before reading again when a bell found
-// nothing new: the subscription can deliver a message before the stream
-// has stored it.
-var bellRetries = []time.Duration{time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond}
 
 // NewLog returns a Log over nc for the deployments of table; seeds holds
 // the config's percentage of each, appended only when the log has none.
@@ -88,17 +75,11 @@ func (l *Log) Fresh() bool { return l.fresh.Load() }
 // Run reads and follows the log until ctx is done. Connection trouble is
 // not an error: Run retries, marking the table unknown after staleAfter.
 func (l *Log) Run(ctx context.Context) error {
-	bell := make(chan struct{}, 1)
-	sub, err := l.nc.Subscribe(events.SubjectRolloutAll, func(*nats.Msg) {
-		select {
-		case bell <- struct{}{}:
-		default:
-		}
-	})
+	bell, stop, err := rolloutlog.Bell(l.nc)
 	if err != nil {
-		return fmt.Errorf("subscribe to %s: %w", events.SubjectRolloutAll, err)
+		return err
 	}
-	defer sub.Unsubscribe()
+	defer stop()
 	lastContact := time.Now()
 	for ctx.Err() == nil {
 		if err := l.sync(ctx); err != nil {
@@ -160,7 +141,7 @@ func (l *Log) sync(ctx context.Context) error {
 		if cur := l.table.Get(st.Deployment); cur.Known && cur.Revision >= msg.Sequence {
 			continue // nothing new since the last read
 		}
-		if _, note := decodeRollout(st.Deployment, msg.Data); note == "" {
+		if _, _, note := rolloutlog.Decode(st.Deployment, msg.Data); note == "" {
 			l.table.Set(FromFold(foldOne(st.Deployment, msg)))
 			continue
 		}
@@ -172,7 +153,7 @@ func (l *Log) sync(ctx context.Context) error {
 		}
 		l.table.Set(FromFold(fold))
 	}
-	l.stream, l.next = stream, after+1
+	l.reader = rolloutlog.Reader{Stream: stream, Next: after + 1}
 	if _, err := l.catchUp(cctx); err != nil {
 		return err
 	}
@@ -185,18 +166,24 @@ func (l *Log) sync(ctx context.Context) error {
 // foldOne folds a deployment's last message alone.
 func foldOne(deployment string, msg *jetstream.RawStreamMsg) events.RolloutState {
 	fold := events.RolloutState{Deployment: deployment}
-	if ev, note := decodeRollout(deployment, msg.Data); note != "" {
-		fold.Skip(msg.Sequence, note)
-	} else {
-		fold.Apply(msg.Sequence, evTime(msg.Data), ev)
-	}
+	foldMsg(&fold, msg.Sequence, msg.Data)
 	return fold
+}
+
+// foldMsg folds one message on fold's deployment's subject into fold: a
+// rollout event is applied, anything else skipped. It reports whether
+// fold changed and, for a skipped message, why it was.
+func foldMsg(fold *events.RolloutState, seq uint64, data []byte) (changed bool, note string) {
+	ev, at, note := rolloutlog.Decode(fold.Deployment, data)
+	if note != "" {
+		return fold.Skip(seq, note), note
+	}
+	return fold.Apply(seq, at, ev), ""
 }
 
 // foldSubject folds every retained message on subject up to sequence last.
 func (l *Log) foldSubject(ctx context.Context, stream jetstream.Stream, subject string, last uint64) (events.RolloutState, error) {
-	deployment := strings.TrimPrefix(subject, events.SubjectRolloutPrefix)
-	fold := events.RolloutState{Deployment: deployment}
+	fold := events.RolloutState{Deployment: rolloutlog.Deployment(subject)}
 	for seq := uint64(1); seq <= last; {
 		msg, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -208,32 +195,16 @@ func (l *Log) foldSubject(ctx context.Context, stream jetstream.Stream, subject 
 		if msg.Sequence > last {
 			break
 		}
-		if ev, note := decodeRollout(deployment, msg.Data); note != "" {
-			fold.Skip(msg.Sequence, note)
-		} else {
-			fold.Apply(msg.Sequence, evTime(msg.Data), ev)
-		}
+		foldMsg(&fold, msg.Sequence, msg.Data)
 		seq = msg.Sequence + 1
 	}
 	return fold, nil
 }
 
-// catchUp folds every message stored from l.next on, and returns how many
-// it read. It blocks for one direct get per message plus one.
+// catchUp folds every message stored after the last one read, and
+// returns how many it read.
 func (l *Log) catchUp(ctx context.Context) (int, error) {
-	n := 0
-	for {
-		msg, err := l.stream.GetMsg(ctx, l.next, jetstream.WithGetMsgSubject(events.SubjectRolloutAll))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return n, nil
-		}
-		if err != nil {
-			return n, fmt.Errorf("read %s from %d: %w", events.StreamRollout, l.next, err)
-		}
-		l.apply(msg.Subject, msg.Data, msg.Sequence)
-		l.next = msg.Sequence + 1
-		n++
-	}
+	return l.reader.Read(ctx, func(msg *jetstream.RawStreamMsg) { l.apply(msg.Subject, msg.Data, msg.Sequence) })
 }
 
 // seed appends the config's percentage for a deployment the log does not
@@ -250,88 +221,32 @@ func (l *Log) seed(ctx context.Context, deployment string) error {
 	return err
 }
 
-// follow reads new messages when the bell rings and every pollEvery, until
-// ctx is done or the log has not been read for staleAfter (the table is
-// then forgotten); it returns the time of the last successful read.
+// follow reads new messages when the bell rings and every
+// rolloutlog.PollEvery, until ctx is done or the log has not been read for
+// staleAfter (the table is then forgotten); it returns the time of the
+// last successful read.
 func (l *Log) follow(ctx context.Context, bell <-chan struct{}) time.Time {
 	last := time.Now()
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		rung := false
-		select {
-		case <-ctx.Done():
-			return last
-		case <-bell:
-			rung = true
-		case <-tick.C:
-		}
-		n, err := l.read(ctx)
-		for i := 0; rung && err == nil && n == 0 && i < len(bellRetries); i++ {
-			select {
-			case <-ctx.Done():
-				return last
-			case <-time.After(bellRetries[i]):
-			}
-			n, err = l.read(ctx)
-		}
+	rolloutlog.Follow(ctx, bell, l.catchUp, func(_ int, err error) bool {
 		if err == nil {
 			last = time.Now()
-			continue
+			return true
 		}
 		l.log.Debug("reading the rollout log", "err", err)
 		if time.Since(last) > l.staleAfter {
 			l.forget()
-			return last
+			return false
 		}
-	}
-}
-
-func (l *Log) read(ctx context.Context) (int, error) {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return l.catchUp(cctx)
-}
-
-// decodeRollout returns the rollout event in data, or why data is not one
-// of deployment's: it does not decode, breaks its rules, is another type,
-// or names another deployment.
-func decodeRollout(deployment string, data []byte) (*events.RolloutChanged, string) {
-	_, v, err := events.DecodeEvent(data)
-	if err != nil {
-		return nil, "not a valid rollout event: " + clip(err.Error(), 200)
-	}
-	ev, ok := v.(*events.RolloutChanged)
-	switch {
-	case !ok:
-		return nil, "not a rollout event: type " + clip(v.EventType(), 100)
-	case ev.Deployment != deployment:
-		return nil, "a rollout event of deployment " + clip(ev.Deployment, 100) + " on this deployment's subject"
-	}
-	return ev, ""
-}
-
-// evTime is the event time of a message decodeRollout accepted.
-func evTime(data []byte) time.Time {
-	env, err := events.Decode(data)
-	if err != nil {
-		return time.Time{}
-	}
-	return env.Time
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+		return true
+	})
+	return last
 }
 
 // apply folds one stored message on subject into the table: a rollout
 // event is applied, anything else skipped (the revision moves, a note
 // says why; SPEC §11 rev. 3).
 func (l *Log) apply(subject string, data []byte, seq uint64) {
-	deployment, _ := strings.CutPrefix(subject, events.SubjectRolloutPrefix)
+	deployment := rolloutlog.Deployment(subject)
 	cur := l.table.Get(deployment)
 	if cur == nil {
 		return // a deployment this gateway does not serve
@@ -341,16 +256,11 @@ func (l *Log) apply(subject string, data []byte, seq uint64) {
 		// The state seen before the log was (re)read is not a fold of it.
 		fold = events.RolloutState{Deployment: deployment}
 	}
-	ev, note := decodeRollout(deployment, data)
-	var changed bool
-	if note != "" {
-		if changed = fold.Skip(seq, note); changed {
-			l.invalid.Inc()
-			l.log.Warn("skipping a message on a rollout subject that is not a valid rollout event",
-				"deployment", deployment, "seq", seq, "note", note)
-		}
-	} else {
-		changed = fold.Apply(seq, evTime(data), ev)
+	changed, note := foldMsg(&fold, seq, data)
+	if changed && note != "" {
+		l.invalid.Inc()
+		l.log.Warn("skipping a message on a rollout subject that is not a valid rollout event",
+			"deployment", deployment, "seq", seq, "note", note)
 	}
 	if !changed && cur.Known {
 		return // already applied (read at start, then again)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/gateway/internal/rollout"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/promtext"
 )
 
@@ -100,12 +101,12 @@ func (m *Metrics) WritePrometheus(w io.Writer) {
 	_ = promtext.Write(w, m.set, m.help)
 }
 
-// Arms of a request.
+// Arms of a request as metric labels: events' arms (SPEC §7), as strings.
 const (
-	ArmPrimary  = "primary"
-	ArmGray     = "gray"
-	ArmFallback = "fallback"
-	ArmShadow   = "shadow"
+	ArmPrimary  = string(events.ArmPrimary)
+	ArmGray     = string(events.ArmGray)
+	ArmFallback = string(events.ArmFallback)
+	ArmShadow   = string(events.ArmShadow)
 )
 
 type requestKey struct {

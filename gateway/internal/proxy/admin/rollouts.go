@@ -101,7 +101,7 @@ func (a *API) awaitRevision(name string, seen uint64, d time.Duration) {
 // changeRollout applies ch to the deployment's state cur and records it.
 // stale reports that the log refused a change sent without
 // expected_revision because it had moved past cur.
-func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) (entry *RolloutEntry, stale bool, err error) {
+func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) (entry *events.RolloutEntry, stale bool, err error) {
 	status := cur.Status
 	if status == "" {
 		// The log holds no valid event for the deployment yet (only
@@ -174,8 +174,8 @@ func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) 
 				Msg: "the rollout change could not be recorded in the event log", Cause: err}
 		}
 	}
-	return &RolloutEntry{Deployment: name, Percentage: pct, Status: string(status), Revision: rev,
-		Reason: ev.Reason, Actor: string(ev.Actor), UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
+	return &events.RolloutEntry{Deployment: name, Percentage: pct, Status: status, Revision: rev,
+		Reason: ev.Reason, Actor: ev.Actor, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
 }
 
 func revisionConflict(name string, expected, current uint64) *apierr.Error {
@@ -187,33 +187,15 @@ func revisionConflict(name string, expected, current uint64) *apierr.Error {
 		Msg: msg + ": read GET /admin/rollouts and retry"}
 }
 
-// RolloutEntry is one deployment in GET /admin/rollouts and the answer
-// to PUT /admin/rollouts/{deployment}.
-type RolloutEntry struct {
-	Deployment string  `json:"deployment"`
-	Percentage float64 `json:"percentage"`
-	Status     string  `json:"status"`
-	Revision   uint64  `json:"revision"`
-	Reason     string  `json:"reason"`
-	Actor      string  `json:"actor"`
-	UpdatedAt  string  `json:"updated_at"`
-	// Note is empty, or why the message at Revision changed nothing (it
-	// was not a valid rollout event; SPEC §11 rev. 3).
-	Note string `json:"note"`
-	// Known is false while the gateway cannot vouch for the state (the
-	// event log is not read yet, or cut off): it then serves primary only.
-	Known bool `json:"known"`
-}
-
 // listRollouts serves GET /admin/rollouts.
 func (a *API) listRollouts(c *fiber.Ctx) error {
 	out := struct {
-		Rollouts []RolloutEntry `json:"rollouts"`
-	}{Rollouts: []RolloutEntry{}}
+		Rollouts []events.RolloutEntry `json:"rollouts"`
+	}{Rollouts: []events.RolloutEntry{}}
 	for _, st := range a.rollouts.All() {
-		e := RolloutEntry{
-			Deployment: st.Deployment, Percentage: st.Percentage, Status: string(st.Status),
-			Revision: st.Revision, Reason: st.Reason, Actor: string(st.Actor), Note: st.Note,
+		e := events.RolloutEntry{
+			Deployment: st.Deployment, Percentage: st.Percentage, Status: st.Status,
+			Revision: st.Revision, Reason: st.Reason, Actor: st.Actor, Note: st.Note,
 			// Known only once the whole log is read: the table fills while
 			// it is being read, before a change may be appended.
 			Known: st.Known && (a.log == nil || a.log.Fresh()),

@@ -1,0 +1,150 @@
+// Package rolloutlog reads the rollout log (the GRAYGATE_ROLLOUT stream,
+// SPEC §7) the way every reader of it does — the gateway and the analyzer
+// alike: in stream order by direct get, woken by a core subscription that
+// rings when a change is published, with a read every second besides, and
+// a message that is not a valid rollout event of its subject's deployment
+// named, not folded (SPEC §11 rev. 3). What a reader does with the
+// messages (its table, its readiness) stays its own.
+//
+// It uses no JetStream consumer: an ordered consumer's random name cannot
+// be granted exactly (SPEC §11 rev. 3), and a direct get needs no grant
+// beyond the stream's. Reading resumes from the last sequence read, not
+// from what was rung, so whatever a reconnect made the bell miss is read
+// all the same.
+package rolloutlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/graygate/graygate/schemas/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// PollEvery is how often the log is read without a bell: it bounds how
+// late a change missed by the subscription (during a reconnect) arrives.
+const PollEvery = time.Second
+
+// readTimeout bounds one read of the log.
+const readTimeout = 5 * time.Second
+
+// bellRetries are the pauses before reading again when a bell found
+// nothing new: the subscription can deliver a message before the stream
+// has stored it. Their sum keeps a rollback within SPEC §12's 50 ms.
+var bellRetries = []time.Duration{time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond}
+
+// Bell subscribes nc to every rollout subject. The channel holds a signal
+// when a change was published since it was last received; stop ends the
+// subscription.
+func Bell(nc *nats.Conn) (bell <-chan struct{}, stop func(), err error) {
+	ch := make(chan struct{}, 1)
+	sub, err := nc.Subscribe(events.SubjectRolloutAll, func(*nats.Msg) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("subscribe to %s: %w", events.SubjectRolloutAll, err)
+	}
+	return ch, func() { _ = sub.Unsubscribe() }, nil
+}
+
+// Reader reads a rollout stream in order from Next, the stream sequence
+// read next.
+type Reader struct {
+	Stream jetstream.Stream
+	Next   uint64
+}
+
+// Read passes every message stored from r.Next on to fold, in stream
+// order, moving Next past each, and returns how many it read. It blocks
+// for one direct get per message plus one.
+func (r *Reader) Read(ctx context.Context, fold func(*jetstream.RawStreamMsg)) (int, error) {
+	n := 0
+	for {
+		msg, err := r.Stream.GetMsg(ctx, r.Next, jetstream.WithGetMsgSubject(events.SubjectRolloutAll))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("read %s from %d: %w", events.StreamRollout, r.Next, err)
+		}
+		fold(msg)
+		r.Next = msg.Sequence + 1
+		n++
+	}
+}
+
+// Follow reads at once and then whenever bell rings or PollEvery has
+// passed, each read bounded by 5 s; a bell whose read found nothing new is
+// read again after 1, 3, 10 and 30 ms. After every read, more is told how
+// many messages it read or why it failed, and says whether to go on.
+// Follow returns when ctx ends or more says no.
+func Follow(ctx context.Context, bell <-chan struct{}, read func(context.Context) (int, error), more func(n int, err error) bool) {
+	tick := time.NewTicker(PollEvery)
+	defer tick.Stop()
+	once := func() (int, error) {
+		rctx, cancel := context.WithTimeout(ctx, readTimeout)
+		defer cancel()
+		return read(rctx)
+	}
+	rung := false
+	for {
+		n, err := once()
+		for i := 0; rung && err == nil && n == 0 && i < len(bellRetries); i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(bellRetries[i]):
+			}
+			n, err = once()
+		}
+		if ctx.Err() != nil || !more(n, err) {
+			return
+		}
+		rung = false
+		select {
+		case <-ctx.Done():
+			return
+		case <-bell:
+			rung = true
+		case <-tick.C:
+		}
+	}
+}
+
+// Decode returns the rollout event a message on deployment's rollout
+// subject holds and its event time, or a note saying why it holds none:
+// it does not decode, breaks its rules, is another type, or names another
+// deployment. A reader skips such a message (events.RolloutState.Skip).
+func Decode(deployment string, data []byte) (*events.RolloutChanged, time.Time, string) {
+	env, v, err := events.DecodeEvent(data)
+	if err != nil {
+		return nil, time.Time{}, "not a valid rollout event: " + clip(err.Error(), 200)
+	}
+	ev, ok := v.(*events.RolloutChanged)
+	switch {
+	case !ok:
+		return nil, time.Time{}, "not a rollout event: type " + clip(env.Type, 100)
+	case ev.Deployment != deployment:
+		return nil, time.Time{}, "a rollout event of deployment " + clip(ev.Deployment, 100) + " on this deployment's subject"
+	}
+	return ev, env.Time, ""
+}
+
+// Deployment returns the deployment of a rollout subject.
+func Deployment(subject string) string {
+	return strings.TrimPrefix(subject, events.SubjectRolloutPrefix)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
