@@ -10,16 +10,18 @@ import (
 	"log/slog"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/schemas/events"
 )
 
-// Error codes of SPEC §3, sent as error.code and x-router-error-code.
+// Error codes of SPEC §3, sent as error.code and x-router-error-code;
+// the codes of rejections that publish an event are events.RejectionCode's.
 const (
 	CodeBadRequest          = "bad_request"
 	CodeModelNotFound       = "model_not_found"
-	CodeContract            = "sampling_contract_violation"
-	CodeContextLength       = "context_length_exceeded"
-	CodeToolSteps           = "tool_step_limit_exceeded"
-	CodeNoEligible          = "no_eligible_deployment"
+	CodeContract            = string(events.CodeSamplingContractViolation)
+	CodeContextLength       = string(events.CodeContextLengthExceeded)
+	CodeToolSteps           = string(events.CodeToolStepLimitExceeded)
+	CodeNoEligible          = string(events.CodeNoEligibleDeployment)
 	CodeUnauthorized        = "unauthorized"
 	CodeForbidden           = "forbidden"
 	CodePayloadTooLarge     = "payload_too_large"

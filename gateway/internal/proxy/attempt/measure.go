@@ -11,20 +11,21 @@ import (
 	"github.com/graygate/graygate/schemas/events"
 )
 
-// Error types of SPEC §7: one closed set, assigned by classify.
+// Error types of SPEC §7: the closed set events.ErrorType declares,
+// named for the attempt's Measure (its ErrorType is a string).
 const (
-	ErrTypeNone                = "none"
-	ErrTypeCallerBadRequest    = "caller_bad_request"
-	ErrTypeCallerCancelled     = "caller_cancelled"
-	ErrTypePolicyContract      = "policy_contract"
-	ErrTypePolicyContext       = "policy_context"
-	ErrTypePolicyToolSteps     = "policy_tool_steps"
-	ErrTypeUpstreamStatus      = "upstream_status"
-	ErrTypeUpstreamTimeout     = "upstream_timeout"
-	ErrTypeUpstreamUnreachable = "upstream_unreachable"
-	ErrTypeUpstreamInvalidJSON = "upstream_invalid_json"
-	ErrTypeUpstreamSchema      = "upstream_schema"
-	ErrTypeGatewayInternal     = "gateway_internal"
+	ErrTypeNone                = string(events.ErrorNone)
+	ErrTypeCallerBadRequest    = string(events.ErrorCallerBadRequest)
+	ErrTypeCallerCancelled     = string(events.ErrorCallerCancelled)
+	ErrTypePolicyContract      = string(events.ErrorPolicyContract)
+	ErrTypePolicyContext       = string(events.ErrorPolicyContext)
+	ErrTypePolicyToolSteps     = string(events.ErrorPolicyToolSteps)
+	ErrTypeUpstreamStatus      = string(events.ErrorUpstreamStatus)
+	ErrTypeUpstreamTimeout     = string(events.ErrorUpstreamTimeout)
+	ErrTypeUpstreamUnreachable = string(events.ErrorUpstreamUnreachable)
+	ErrTypeUpstreamInvalidJSON = string(events.ErrorUpstreamInvalidJSON)
+	ErrTypeUpstreamSchema      = string(events.ErrorUpstreamSchema)
+	ErrTypeGatewayInternal     = string(events.ErrorGatewayInternal)
 )
 
 // Tri is a yes/no/unknown outcome (schema_valid is null when not checked).
