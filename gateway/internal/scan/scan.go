@@ -244,15 +244,20 @@ func (s *scanner) fail(msg string) error {
 	return &SyntaxError{Offset: s.i, Msg: msg}
 }
 
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
+func (s *scanner) ws() { s.i = SkipSpace(s.b, s.i) }
+
+// SkipSpace returns the index of the first byte at or after b[i] that is
+// not JSON whitespace (space, tab, newline, carriage return).
+func SkipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
 		case ' ', '\t', '\n', '\r':
-			s.i++
+			i++
 		default:
-			return
+			return i
 		}
 	}
+	return i
 }
 
 func (s *scanner) end() error {
