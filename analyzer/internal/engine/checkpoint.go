@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/epoch"
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 // prepareEpochs runs once, before the first statistics consumer is made:
@@ -75,7 +76,7 @@ func (e *Engine) checkpointFailed(what string, err error) {
 // keepCheckpoints writes every epoch's checkpoint each CheckpointEvery
 // while this analyzer holds the lease, until ctx ends.
 func (e *Engine) keepCheckpoints(ctx context.Context) error {
-	every(ctx, e.cfg.CheckpointEvery, func() bool {
+	tick.Every(ctx, e.cfg.CheckpointEvery, func() bool {
 		e.Checkpoint(ctx)
 		return true
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/graygate/graygate/analyzer/internal/window"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/tick"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -106,7 +107,7 @@ func (e *Engine) Consume(ctx context.Context) error {
 	defer func() { stopWatch(); <-watched }()
 	go func() {
 		defer close(watched)
-		every(watchCtx, e.cfg.ConsumerCheck, func() bool {
+		tick.Every(watchCtx, e.cfg.ConsumerCheck, func() bool {
 			ictx, cancel := context.WithTimeout(watchCtx, 5*time.Second)
 			info, err := cons.Info(ictx)
 			cancel()

@@ -303,22 +303,6 @@ func (e *Engine) keep(ctx context.Context, what string, f func(context.Context) 
 	}
 }
 
-// every calls f each interval until ctx ends or f returns false.
-func every(ctx context.Context, interval time.Duration, f func() bool) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if !f() {
-				return
-			}
-		}
-	}
-}
-
 // markUrgent asks the evaluation loop to evaluate d's gate 2 now.
 func (e *Engine) markUrgent(d string) {
 	e.urgentMu.Lock()
