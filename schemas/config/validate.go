@@ -69,9 +69,7 @@ func (d *decoder) validateGateway(g *Gateway) {
 	} else if g.StatsInterval > 0 && (time.Hour%g.StatsInterval != 0) {
 		d.errorf("gateway.stats_interval", nil, "must divide an hour evenly (1s, 2s, 5s, 10s, 1m, …), got %s", g.StatsInterval)
 	}
-	if g.MaxClientConnections < 1 && !d.failed["gateway.max_client_connections"] {
-		d.errorf("gateway.max_client_connections", nil, "must be at least 1, got %d", g.MaxClientConnections)
-	}
+	d.atLeastOne("gateway.max_client_connections", g.MaxClientConnections)
 	if g.MaxConnectionsPerSource < 0 && !d.failed["gateway.max_connections_per_source"] {
 		d.errorf("gateway.max_connections_per_source", nil, "must not be negative (0 turns the per-source limit off), got %d", g.MaxConnectionsPerSource)
 	}
@@ -201,9 +199,7 @@ func (d *decoder) validateRollout(p string, r *Rollout, dir string) {
 		d.errorf(p+".force_header", nil, "must be an HTTP header name, got %q", r.ForceHeader)
 	}
 	d.positiveDuration(p+".timeout", r.Timeout)
-	if r.ShadowConcurrency < 1 {
-		d.errorf(p+".shadow_concurrency", nil, "must be at least 1, got %d", r.ShadowConcurrency)
-	}
+	d.atLeastOne(p+".shadow_concurrency", r.ShadowConcurrency)
 	if r.SchemaTarget != TargetContent && r.SchemaTarget != TargetBody {
 		d.errorf(p+".schema_target", nil, "must be %s or %s, got %q", TargetContent, TargetBody, r.SchemaTarget)
 	}
@@ -321,9 +317,7 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 
 func (d *decoder) validateCollector(c *Collector) {
 	d.listen("collector.listen", c.Listen)
-	if c.BatchSize < 1 {
-		d.errorf("collector.batch_size", nil, "must be at least 1, got %d", c.BatchSize)
-	}
+	d.atLeastOne("collector.batch_size", c.BatchSize)
 	d.positiveDuration("collector.flush_interval", c.FlushInterval)
 	d.positiveDuration("collector.retention", c.Retention)
 	d.positiveSize("collector.max_payload_bytes", c.MaxPayloadBytes)
@@ -345,6 +339,12 @@ func (d *decoder) listen(p, addr string) {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		d.errorf(p, nil, "invalid listen address %q: port must be a number in [0, 65535]", addr)
+	}
+}
+
+func (d *decoder) atLeastOne(p string, v int) {
+	if v < 1 && !d.failed[p] {
+		d.errorf(p, nil, "must be at least 1, got %d", v)
 	}
 }
 

@@ -62,6 +62,22 @@ func (p *problems) count(field string, v int64) {
 	}
 }
 
+// countAt is count of the field named prefix+name+member, a name only
+// built for a problem: a statistic's checks name a hundred fields that
+// pass.
+func (p *problems) countAt(prefix, name, member string, v int64) {
+	if v < 0 {
+		p.add("%s%s%s is negative (%d)", prefix, name, member, v)
+	}
+}
+
+// millisAt is millis of the field named prefix+name+member (countAt).
+func (p *problems) millisAt(prefix, name, member string, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		p.add("%s%s%s must be a finite non-negative number, got %v", prefix, name, member, v)
+	}
+}
+
 // millis checks a duration in milliseconds (or any non-negative measure).
 func (p *problems) millis(field string, v float64) {
 	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {

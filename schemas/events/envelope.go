@@ -140,15 +140,7 @@ func NewEnvelopeAttributes(typ, source string, data any, now time.Time, id strin
 // is wrong. Extension attributes are ignored. Data is not decoded: see
 // Unmarshal and DecodeData.
 func Decode(b []byte) (Envelope, error) {
-	var raw struct {
-		SpecVersion     *string         `json:"specversion"`
-		ID              *string         `json:"id"`
-		Source          *string         `json:"source"`
-		Type            *string         `json:"type"`
-		Time            *time.Time      `json:"time"`
-		DataContentType *string         `json:"datacontenttype"`
-		Data            json.RawMessage `json:"data"`
-	}
+	var raw wireEnvelope[json.RawMessage]
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return Envelope{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
@@ -180,15 +172,28 @@ func Decode(b []byte) (Envelope, error) {
 	if len(data) == 0 || data[0] != '{' {
 		return Envelope{}, fmt.Errorf("%w: data is missing or not a JSON object", ErrMalformed)
 	}
-	return Envelope{
-		SpecVersion:     SpecVersion,
-		ID:              *raw.ID,
-		Source:          *raw.Source,
-		Type:            *raw.Type,
-		Time:            raw.Time.UTC(),
-		DataContentType: ContentType,
-		Data:            data,
-	}, nil
+	e := raw.envelope()
+	e.Data = data
+	return e, nil
+}
+
+// wireEnvelope is an envelope as it is read: every attribute a pointer,
+// so that a missing one is told from an empty one, and its data read as D
+// (the raw bytes, or a typed event on the fast path).
+type wireEnvelope[D any] struct {
+	SpecVersion     *string    `json:"specversion"`
+	ID              *string    `json:"id"`
+	Source          *string    `json:"source"`
+	Type            *string    `json:"type"`
+	Time            *time.Time `json:"time"`
+	DataContentType *string    `json:"datacontenttype"`
+	Data            D          `json:"data"`
+}
+
+// envelope is the attributes of a checked w, its time in UTC.
+func (w *wireEnvelope[D]) envelope() Envelope {
+	return Envelope{SpecVersion: SpecVersion, ID: *w.ID, Source: *w.Source, Type: *w.Type,
+		Time: w.Time.UTC(), DataContentType: ContentType}
 }
 
 // Unmarshal decodes e's data into v, whose EventType must be e.Type, and

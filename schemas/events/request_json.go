@@ -187,6 +187,10 @@ var jsonSafe = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
+// AppendString appends s to dst as a JSON string, as the event log writes
+// every string (appendString); the mock upstream writes its answers with it.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
+
 // appendString appends s as a JSON string exactly as encoding/json does
 // with HTML escaping (its default): \" \\ \b \f \n \r \t in short form,
 // other control characters and <, >, & as \u00XX, U+2028 and U+2029 as

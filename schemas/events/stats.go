@@ -1,9 +1,9 @@
 package events
 
 import (
-	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -289,7 +289,7 @@ func (s *StatsInterval) Check() error {
 	seen := make(map[key]bool, len(s.Arms))
 	for i := range s.Arms {
 		a := &s.Arms[i]
-		f := fmt.Sprintf("arms[%d].", i)
+		f := "arms[" + strconv.Itoa(i) + "]."
 		if !slices.Contains(StatsArms, a.Arm) {
 			p.add("%sarm %q is not primary, gray or shadow", f, a.Arm)
 		}
@@ -318,7 +318,9 @@ func (s *StatsInterval) Check() error {
 func (a *ArmStats) check(p *problems, f string) {
 	o := &a.Outcomes
 	for _, out := range AllOutcomes {
-		p.count(f+"outcomes."+string(out), o.Count(out))
+		if n := o.Count(out); n < 0 {
+			p.count(f+"outcomes."+string(out), n)
+		}
 	}
 	if a.Requests <= 0 {
 		p.add("%srequests must be positive, got %d", f, a.Requests)
@@ -327,8 +329,8 @@ func (a *ArmStats) check(p *problems, f string) {
 		p.add("%soutcomes sum to %d, not requests %d", f, sum, a.Requests)
 	}
 	answered := o.Answered()
-	a.PromptTokens.check(p, f+"prompt_tokens", answered)
-	a.CompletionTokens.check(p, f+"completion_tokens", answered)
+	a.PromptTokens.check(p, f, "prompt_tokens", answered)
+	a.CompletionTokens.check(p, f, "completion_tokens", answered)
 	if err := a.TTFT.Check(); err != nil {
 		p.add("%sttft_ms: %v", f, err)
 	}
@@ -344,35 +346,35 @@ func (a *ArmStats) check(p *problems, f string) {
 	} else if n > 0 && !a.Stream {
 		p.add("%sttft_ms holds %d attempts of a non-streamed entry (only streams record TTFT)", f, n)
 	}
-	p.count(f+"tool_loops", a.ToolLoops)
+	p.countAt(f, "tool_loops", "", a.ToolLoops)
 	if a.ToolLoops > a.Requests {
 		p.add("%stool_loops %d is more than requests %d", f, a.ToolLoops, a.Requests)
 	}
-	p.count(f+"late_headers", a.LateHeaders)
+	p.countAt(f, "late_headers", "", a.LateHeaders)
 	if a.LateHeaders > answered {
 		p.add("%slate_headers %d is more than the %d attempts that returned an answer", f, a.LateHeaders, answered)
 	}
-	p.count(f+"tool_steps.count", a.ToolSteps.Count)
-	p.count(f+"tool_steps.sum", a.ToolSteps.Sum)
+	p.countAt(f, "tool_steps.count", "", a.ToolSteps.Count)
+	p.countAt(f, "tool_steps.sum", "", a.ToolSteps.Sum)
 	if a.ToolSteps.Count > a.Requests {
 		p.add("%stool_steps.count %d is more than requests %d", f, a.ToolSteps.Count, a.Requests)
 	}
 }
 
-func (m *Moments) check(p *problems, f string, most int64) {
-	p.count(f+".count", m.Count)
+func (m *Moments) check(p *problems, prefix, name string, most int64) {
+	p.countAt(prefix, name, ".count", m.Count)
 	if m.Count > most {
-		p.add("%s.count %d is more than the %d attempts that returned an answer", f, m.Count, most)
+		p.add("%s%s.count %d is more than the %d attempts that returned an answer", prefix, name, m.Count, most)
 	}
-	p.millis(f+".sum", m.Sum)
-	p.millis(f+".sum_sq", m.SumSq)
-	p.millis(f+".min", m.Min)
-	p.millis(f+".max", m.Max)
+	p.millisAt(prefix, name, ".sum", m.Sum)
+	p.millisAt(prefix, name, ".sum_sq", m.SumSq)
+	p.millisAt(prefix, name, ".min", m.Min)
+	p.millisAt(prefix, name, ".max", m.Max)
 	if m.Count == 0 && (m.Sum != 0 || m.SumSq != 0 || m.Min != 0 || m.Max != 0) {
-		p.add("%s has values but count 0", f)
+		p.add("%s%s has values but count 0", prefix, name)
 	}
 	if m.Count > 0 && m.Min > m.Max {
-		p.add("%s.min %v is above max %v", f, m.Min, m.Max)
+		p.add("%s%s.min %v is above max %v", prefix, name, m.Min, m.Max)
 	}
 }
 

@@ -24,6 +24,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 // The streaming comparison (SPEC §12 rev. 3 "streams", task bench --
@@ -330,21 +332,15 @@ func wave(ctx context.Context, name, addr string, pids func() []int, idle float6
 	}
 	stats := make([]streamStat, n)
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
+	sampling, stop := context.WithCancel(context.Background())
 	peak := before
 	var sampler sync.WaitGroup
 	if pids != nil {
 		sampler.Go(func() {
-			t := time.NewTicker(250 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					peak = max(peak, rssMiB(pids()))
-				}
-			}
+			tick.Every(sampling, 250*time.Millisecond, func() bool {
+				peak = max(peak, rssMiB(pids()))
+				return true
+			})
 		})
 	}
 	limit := time.Duration(tokens)*every + 60*time.Second
@@ -361,7 +357,7 @@ func wave(ctx context.Context, name, addr string, pids func() []int, idle float6
 	if pids != nil {
 		cpu = cpuOf(pids()) - cpu0
 	}
-	close(stop)
+	stop()
 	sampler.Wait()
 
 	c := StreamCell{Target: name, Streams: n, TokensPerWave: tokens, Interval: every.String()}

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 type options struct {
@@ -284,21 +285,7 @@ func (d *demo) mockAt(base string, settings map[string]any) error {
 
 // traffic sends requests at the configured rate from 200 users.
 func (d *demo) traffic(ctx context.Context) {
-	every(ctx, time.Second/time.Duration(d.o.rate), func() { go d.one() })
-}
-
-// every calls f each interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, f func()) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			f()
-		}
-	}
+	tick.Every(ctx, time.Second/time.Duration(d.o.rate), func() bool { go d.one(); return true })
 }
 
 func (d *demo) one() {
@@ -335,7 +322,7 @@ func (d *demo) one() {
 // progress prints the traffic split every two seconds.
 func (d *demo) progress(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	every(ctx, 2*time.Second, d.printSplit)
+	tick.Every(ctx, 2*time.Second, func() bool { d.printSplit(); return true })
 }
 
 // printSplit prints the arms that answered since it last ran, and the

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 // The drill's traffic: one request in violationEvery breaks the sampling
@@ -96,22 +98,16 @@ func (l *load) run(ctx context.Context, rate, conns, users int) {
 			}
 		}()
 	}
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			close(work)
-			wg.Wait()
-			return
-		case <-tick.C:
-		}
+	tick.Every(ctx, time.Second/time.Duration(rate), func() bool {
 		select {
 		case work <- l.seq.Add(1):
 		default:
 			l.behind.Add(1)
 		}
-	}
+		return true
+	})
+	close(work)
+	wg.Wait()
 }
 
 // one sends request n and records what came back.

@@ -3,7 +3,8 @@ package main
 import (
 	"strconv"
 	"sync"
-	"unicode/utf8"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // Answers are written by appending to pooled byte slices rather than through
@@ -24,50 +25,9 @@ func putBuf(b *[]byte) {
 	bufPool.Put(b)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
-// encoding/json does.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendString appends s as a JSON string, as the event log writes one
+// (events.AppendString: encoding/json's escaping, invalid UTF-8 as U+FFFD).
+func appendString(dst []byte, s string) []byte { return events.AppendString(dst, s) }
 
 // answer is what every part of one response shares.
 type answer struct {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/engine"
+	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/analyzer/internal/rollout"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -117,7 +118,7 @@ func writeTable(out io.Writer, s *engine.Status) error {
 			} else {
 				fmt.Fprint(tw, "\t\t\t\t")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", g.Gate, streamCell(g.Stream), valueCell(g.Gate, g.Estimate, true),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", g.Gate, streamCells.Of(g.Stream), valueCell(g.Gate, g.Estimate, true),
 				valueCell(g.Gate, g.Bound, true), valueCell(g.Gate, &g.Threshold, false), g.GrayN, g.PrimaryN, g.Verdict,
 				layerCell(g.Gate, g.Window), layerCell(g.Gate, g.Epoch), needsCell(g))
 		}
@@ -236,18 +237,9 @@ func orDash(s string) string {
 	return s
 }
 
-// streamCell names a gate's stream class: "all" for a gate over every
+// streamCells name a gate's stream class: "all" for a gate over every
 // attempt.
-func streamCell(s *bool) string {
-	switch {
-	case s == nil:
-		return "all"
-	case *s:
-		return "stream"
-	default:
-		return "non-stream"
-	}
-}
+var streamCells = gate.StreamClassNames{gate.AllAttempts: "all", gate.NonStreamed: "non-stream", gate.Streamed: "stream"}
 
 func rolloutCell(r *rollout.State) string {
 	if r == nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/analyzer/internal/epoch"
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 // prepareEpochs runs once, before the first statistics consumer is made:
@@ -75,16 +76,11 @@ func (e *Engine) checkpointFailed(what string, err error) {
 // keepCheckpoints writes every epoch's checkpoint each CheckpointEvery
 // while this analyzer holds the lease, until ctx ends.
 func (e *Engine) keepCheckpoints(ctx context.Context) error {
-	tick := time.NewTicker(e.cfg.CheckpointEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			e.Checkpoint(ctx)
-		}
-	}
+	tick.Every(ctx, e.cfg.CheckpointEvery, func() bool {
+		e.Checkpoint(ctx)
+		return true
+	})
+	return nil
 }
 
 // Checkpoint writes every epoch's checkpoint now when this analyzer holds

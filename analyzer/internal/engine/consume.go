@@ -11,6 +11,7 @@ import (
 
 	"github.com/graygate/graygate/analyzer/internal/window"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/tick"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -106,26 +107,20 @@ func (e *Engine) Consume(ctx context.Context) error {
 	defer func() { stopWatch(); <-watched }()
 	go func() {
 		defer close(watched)
-		tick := time.NewTicker(e.cfg.ConsumerCheck)
-		defer tick.Stop()
-		for {
-			select {
-			case <-watchCtx.Done():
-				return
-			case <-tick.C:
-			}
+		tick.Every(watchCtx, e.cfg.ConsumerCheck, func() bool {
 			ictx, cancel := context.WithTimeout(watchCtx, 5*time.Second)
 			info, err := cons.Info(ictx)
 			cancel()
 			if err != nil {
-				continue
+				return true
 			}
 			if err := e.checkConsumer(info.Config, want); err != nil {
 				refused.Store(&err)
 				it.Stop()
-				return
+				return false
 			}
-		}
+			return true
+		})
 	}()
 	var read int64
 	for {

@@ -331,7 +331,7 @@ func rollbackReason(failed events.GateResult, estimate, bound float64, layer str
 		where = fmt.Sprintf("in the epoch of %s", ShortDuration(judged))
 	}
 	return fmt.Sprintf("gate %s%s failed: estimate %s, bound %s above the threshold %s (%s %s)",
-		failed.Gate, streamSuffix(failed.Stream), fmtValue(failed.Gate, estimate), fmtValue(failed.Gate, bound),
+		failed.Gate, streamSuffixes.Of(failed.Stream), fmtValue(failed.Gate, estimate), fmtValue(failed.Gate, bound),
 		fmtValue(failed.Gate, failed.Threshold), attempts, where)
 }
 
@@ -366,16 +366,8 @@ func Thousands(n int64) string {
 	return b.String()
 }
 
-func streamSuffix(stream *bool) string {
-	switch {
-	case stream == nil:
-		return ""
-	case *stream:
-		return " (streamed)"
-	default:
-		return " (not streamed)"
-	}
-}
+// streamSuffixes follow a gate's name in a rollback's reason.
+var streamSuffixes = gate.StreamClassNames{gate.AllAttempts: "", gate.NonStreamed: " (not streamed)", gate.Streamed: " (streamed)"}
 
 // publishChange appends a rollout change expecting change.Revision as the
 // subject's last sequence, so it never overwrites a change it has not

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/schemas/events"
 )
 
@@ -55,18 +57,9 @@ func newEngineMetrics(set *metrics.Set, e *Engine) *engineMetrics {
 	return m
 }
 
-// streamLabel is the stream label of a result: stream, non_stream, or all
-// for a gate over every attempt.
-func streamLabel(s *bool) string {
-	switch {
-	case s == nil:
-		return "all"
-	case *s:
-		return "stream"
-	default:
-		return "non_stream"
-	}
-}
+// streamLabels are the stream labels of a result: all for a gate over
+// every attempt.
+var streamLabels = gate.StreamClassNames{gate.AllAttempts: "all", gate.NonStreamed: "non_stream", gate.Streamed: "stream"}
 
 func gateLabels(deployment string, g events.Gate, stream string) string {
 	return `{deployment="` + deployment + `",gate="` + string(g) + `",stream="` + stream + `"}`
@@ -80,7 +73,7 @@ func (m *engineMetrics) observe(ev *Evaluation) {
 	d := ev.Deployment
 	now := map[string]bool{}
 	for _, r := range ev.Gates {
-		l := gateLabels(d, r.Gate, streamLabel(r.Stream))
+		l := gateLabels(d, r.Gate, streamLabels.Of(r.Stream))
 		now[l] = true
 		m.set.GetOrCreateGauge("graygate_analyzer_gate_estimate"+l, nil).Set(orNaN(r.Estimate))
 		m.set.GetOrCreateGauge("graygate_analyzer_gate_bound"+l, nil).Set(orNaN(r.Bound))

@@ -57,10 +57,10 @@ func (c Config) Judge(win *Input, ep *Epoch, look Look) []events.GateResult {
 		wr, wok := find(w, k)
 		er, eok := find(e, k)
 		if !wok {
-			wr = events.GateResult{Gate: k.gate, Stream: k.stream(), Threshold: er.Threshold, Verdict: events.VerdictNotApplicable}
+			wr = events.GateResult{Gate: k.gate, Stream: k.class.Stream(), Threshold: er.Threshold, Verdict: events.VerdictNotApplicable}
 		}
 		if !eok {
-			er = events.GateResult{Gate: k.gate, Stream: k.stream(), Threshold: wr.Threshold, Verdict: events.VerdictNotApplicable}
+			er = events.GateResult{Gate: k.gate, Stream: k.class.Stream(), Threshold: wr.Threshold, Verdict: events.VerdictNotApplicable}
 			if !ep.Rebuilt {
 				er.Verdict = events.VerdictInconclusive
 			}
@@ -101,30 +101,14 @@ func layerOf(r events.GateResult) *events.LayerResult {
 	return &events.LayerResult{Estimate: r.Estimate, Bound: r.Bound, Verdict: r.Verdict, GrayN: r.GrayN, PrimaryN: r.PrimaryN}
 }
 
-// resultKey names one result: a gate and its stream class (0 none, 1
-// non-streamed, 2 streamed).
+// resultKey names one result: a gate and its stream class.
 type resultKey struct {
 	gate  events.Gate
-	class int
+	class StreamClass
 }
 
 func keyOf(r events.GateResult) resultKey {
-	k := resultKey{gate: r.Gate}
-	if r.Stream != nil {
-		k.class = 1
-		if *r.Stream {
-			k.class = 2
-		}
-	}
-	return k
-}
-
-func (k resultKey) stream() *bool {
-	if k.class == 0 {
-		return nil
-	}
-	s := k.class == 2
-	return &s
+	return resultKey{gate: r.Gate, class: StreamClassOf(r.Stream)}
 }
 
 // resultKeys returns the keys of both result lists in Evaluate's order:
@@ -141,7 +125,7 @@ func resultKeys(a, b []events.GateResult) []resultKey {
 	for _, rs := range [][]events.GateResult{a, b} {
 		for _, r := range rs {
 			k := keyOf(r)
-			if k.class != 0 {
+			if k.class != AllAttempts {
 				classed[k.gate] = true
 			}
 			if !slices.Contains(keys, k) {
@@ -150,13 +134,13 @@ func resultKeys(a, b []events.GateResult) []resultKey {
 		}
 	}
 	keys = slices.DeleteFunc(keys, func(k resultKey) bool {
-		return k.class == 0 && k.gate == events.GateLatencyP99Ratio && classed[k.gate]
+		return k.class == AllAttempts && k.gate == events.GateLatencyP99Ratio && classed[k.gate]
 	})
 	slices.SortStableFunc(keys, func(x, y resultKey) int {
 		if d := order[x.gate] - order[y.gate]; d != 0 {
 			return d
 		}
-		return x.class - y.class
+		return int(x.class - y.class)
 	})
 	return keys
 }

@@ -17,6 +17,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -29,6 +30,7 @@ import (
 	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 // Options of a simulation.
@@ -144,33 +146,25 @@ func Run(o Options) Report {
 	}
 	results := make([]outcome, len(jobs))
 	var done, looks atomic.Int64
-	stop := make(chan struct{})
+	progress, stop := context.WithCancel(context.Background())
 	var pw sync.WaitGroup
 	if o.Progress != nil {
 		every := o.ProgressEvery
 		if every <= 0 {
 			every = 10 * time.Second
 		}
-		pw.Add(1)
-		go func() {
-			defer pw.Done()
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					d, el := done.Load(), time.Since(start)
-					eta := "?"
-					if d > 0 {
-						eta = (time.Duration(float64(el) / float64(d) * float64(int64(len(jobs))-d))).Round(time.Second).String()
-					}
-					fmt.Fprintf(o.Progress, "simulate: %d/%d runs, %d looks, %v elapsed, ~%s left (by runs done)\n",
-						d, len(jobs), looks.Load(), el.Round(time.Second), eta)
+		pw.Go(func() {
+			tick.Every(progress, every, func() bool {
+				d, el := done.Load(), time.Since(start)
+				eta := "?"
+				if d > 0 {
+					eta = (time.Duration(float64(el) / float64(d) * float64(int64(len(jobs))-d))).Round(time.Second).String()
 				}
-			}
-		}()
+				fmt.Fprintf(o.Progress, "simulate: %d/%d runs, %d looks, %v elapsed, ~%s left (by runs done)\n",
+					d, len(jobs), looks.Load(), el.Round(time.Second), eta)
+				return true
+			})
+		})
 	}
 	ch := make(chan int)
 	var wg sync.WaitGroup
@@ -196,7 +190,7 @@ func Run(o Options) Report {
 	}
 	close(ch)
 	wg.Wait()
-	close(stop)
+	stop()
 	pw.Wait()
 	rep := report(&o, jobs, results)
 	rep.Elapsed = time.Since(start)

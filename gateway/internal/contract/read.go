@@ -165,38 +165,8 @@ func wholeInt64(f float64) (int64, bool) {
 // integer literal (no fraction, no exponent). The scan has validated the
 // body already; checking again keeps Read safe on any input.
 func jsonNumber(raw []byte) (isInteger, ok bool) {
-	i := 0
-	if i < len(raw) && raw[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(raw) && raw[i] == '0':
-		i++
-	case i < len(raw) && raw[i] >= '1' && raw[i] <= '9':
-		i = skipDigits(raw, i)
-	default:
-		return false, false
-	}
-	isInteger = true
-	if i < len(raw) && raw[i] == '.' {
-		j := skipDigits(raw, i+1)
-		if j == i+1 {
-			return false, false
-		}
-		i, isInteger = j, false
-	}
-	if i < len(raw) && (raw[i] == 'e' || raw[i] == 'E') {
-		i++
-		if i < len(raw) && (raw[i] == '+' || raw[i] == '-') {
-			i++
-		}
-		j := skipDigits(raw, i)
-		if j == i {
-			return false, false
-		}
-		i, isInteger = j, false
-	}
-	return isInteger, i == len(raw)
+	end, isInteger, ok := scan.NumberEnd(raw, 0)
+	return isInteger, ok && end == len(raw)
 }
 
 func skipDigits(s []byte, i int) int {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/graygate/graygate/gateway/internal/scan"
 )
 
 // The fast path decodes a document into a flat, reusable list of nodes
@@ -72,16 +74,7 @@ func (d *document) decode(b []byte) bool {
 // of a child c is d.nodes[c].next.
 func first(i int) int { return i + 1 }
 
-func (d *document) ws() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
+func (d *document) ws() { d.i = scan.SkipSpace(d.b, d.i) }
 
 func (d *document) value(key []byte, depth int) bool {
 	d.ws()
@@ -386,34 +379,14 @@ func isASCII(b []byte) bool {
 	return true
 }
 
-// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at d.i.
+// number reads the JSON number at d.i (scan.NumberEnd's grammar).
 func (d *document) number() ([]byte, bool) {
-	start := d.i
-	if d.b[d.i] == '-' {
-		d.i++
-	}
-	switch {
-	case d.i < len(d.b) && d.b[d.i] == '0':
-		d.i++
-	case d.digits() == 0:
+	end, _, ok := scan.NumberEnd(d.b, d.i)
+	if !ok {
 		return nil, false
 	}
-	if d.i < len(d.b) && d.b[d.i] == '.' {
-		d.i++
-		if d.digits() == 0 {
-			return nil, false
-		}
-	}
-	if d.i < len(d.b) && (d.b[d.i] == 'e' || d.b[d.i] == 'E') {
-		d.i++
-		if d.i < len(d.b) && (d.b[d.i] == '+' || d.b[d.i] == '-') {
-			d.i++
-		}
-		if d.digits() == 0 {
-			return nil, false
-		}
-	}
-	lit := d.b[start:d.i]
+	lit := d.b[d.i:end]
+	d.i = end
 	return lit, readable(lit)
 }
 
@@ -429,12 +402,4 @@ func readable(lit []byte) bool {
 		_, ok = floatBits(lit)
 	}
 	return ok
-}
-
-func (d *document) digits() int {
-	start := d.i
-	for d.i < len(d.b) && isDigit(d.b[d.i]) {
-		d.i++
-	}
-	return d.i - start
 }

@@ -244,15 +244,20 @@ func (s *scanner) fail(msg string) error {
 	return &SyntaxError{Offset: s.i, Msg: msg}
 }
 
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
+func (s *scanner) ws() { s.i = SkipSpace(s.b, s.i) }
+
+// SkipSpace returns the index of the first byte at or after b[i] that is
+// not JSON whitespace (space, tab, newline, carriage return).
+func SkipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
 		case ' ', '\t', '\n', '\r':
-			s.i++
+			i++
 		default:
-			return
+			return i
 		}
 	}
+	return i
 }
 
 func (s *scanner) end() error {
@@ -377,33 +382,10 @@ func (s *scanner) literal(word string) error {
 	return nil
 }
 
-// number skips a JSON number (RFC 8259 grammar: no leading zeros, no
-// leading '+', no bare '.', no NaN/Infinity).
+// number skips a JSON number (NumberEnd's grammar).
 func (s *scanner) number() error {
-	b, i := s.b, s.i
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		i, _ = digits(b, i)
-	default:
-		s.i = i
-		return s.fail("invalid number")
-	}
-	ok := true
-	if i < len(b) && b[i] == '.' {
-		i, ok = digits(b, i+1)
-	}
-	if ok && i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		i, ok = digits(b, i)
-	}
+	b := s.b
+	i, _, ok := NumberEnd(b, s.i)
 	if !ok {
 		s.i = i
 		return s.fail("invalid number")
@@ -423,6 +405,39 @@ func (s *scanner) number() error {
 
 // digits returns the end of the run of decimal digits at b[i:], and
 // whether the run is not empty.
+// NumberEnd returns the end of the JSON number that starts at b[i] (RFC
+// 8259 grammar: no leading zeros, no leading '+', no bare '.', no
+// NaN/Infinity) and whether it is an integer literal (no fraction, no
+// exponent). ok is false when b[i:] does not start with a number; end is
+// then where it stopped being one.
+func NumberEnd(b []byte, i int) (end int, isInteger, ok bool) {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i, _ = digits(b, i)
+	default:
+		return i, false, false
+	}
+	isInteger, ok = true, true
+	if i < len(b) && b[i] == '.' {
+		i, ok = digits(b, i+1)
+		isInteger = false
+	}
+	if ok && i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		i, ok = digits(b, i)
+		isInteger = false
+	}
+	return i, isInteger, ok
+}
+
 func digits(b []byte, i int) (end int, ok bool) {
 	start := i
 	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
