@@ -172,7 +172,7 @@ cluster {
 
 // newCluster writes the nodes' configurations under dir and prepares
 // their processes and route proxies; start runs the nodes.
-func newCluster(root, dir, natsBin string, env []string) (*cluster, error) {
+func newCluster(root, dir, logDir, natsBin string, env []string) (*cluster, error) {
 	c := &cluster{}
 	const n = 3
 	var routes, urls []string
@@ -217,7 +217,7 @@ func newCluster(root, dir, natsBin string, env []string) (*cluster, error) {
 			return c, err
 		}
 		nd.proc = &proc{name: fmt.Sprintf("nats-%d", nd.n), bin: natsBin, env: env, dir: ndir,
-			log: filepath.Join(dir, "logs", fmt.Sprintf("nats-%d.log", nd.n)), args: []string{"-c", conf},
+			log: filepath.Join(logDir, fmt.Sprintf("nats-%d.log", nd.n)), args: []string{"-c", conf},
 			ready: tcpReady(nd.client)}
 	}
 	return c, nil

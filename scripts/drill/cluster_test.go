@@ -58,7 +58,7 @@ func TestClusterPartition(t *testing.T) {
 	for _, id := range identities {
 		env = append(env, id.passwordEnv+"=test-"+id.user)
 	}
-	cl, err := newCluster(root, dir, natsBin, env)
+	cl, err := newCluster(root, dir, filepath.Join(dir, "logs"), natsBin, env)
 	t.Cleanup(cl.shutdown)
 	testenv.Must(t, err)
 	testenv.Must(t, cl.start(ctx))

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// drillDB is the drill's own database, dropped and created at each run on
+// the Postgres server of DATABASE_URL (devenv's: `task drill` runs
+// `devenv up postgres` first). No other database is touched.
+const drillDB = "graygate_drill"
+
+// Tokens of the drill's services (loopback only, a throwaway system).
+const (
+	adminToken = "drill-admin-token"
+	apiToken   = "drill-api-token"
+	deployment = "qwen"
+)
+
+// leaseTTL is the analyzer's lease TTL: lease.DefaultTTL today, which no
+// configuration key sets. When `lease_ttl` lands in the analyzer's
+// configuration, set it in serviceConfig and keep this the same value: the
+// table judges vacancies against 2 × leaseTTL.
+const leaseTTL = 10 * time.Second
+
+// serviceNATS is the nats section of a service's configuration: every
+// node, streams at three replicas, the service's identity of the shipped
+// configuration and the CA of the drill's certificates.
+const serviceNATS = `nats:
+  url: "{{NATS}}"
+  replicas: 3
+  user: {{USER}}
+  password_env: {{PASSWORD_ENV}}
+  tls: {ca_file: "{{CA}}"}
+`
+
+// serviceConfig is what every service of the drill reads; the replicas
+// differ in their listeners, spool directories and NATS identities.
+const serviceConfig = `# written by scripts/drill
+{{NATS_SECTION}}postgres: {url: "{{PG}}"}
+gateway:
+  listen: {{LISTEN}}
+  admin_listen: {{ADMIN}}
+  spool_dir: {{SPOOL}}
+  request_log: all # the drill counts every request's event
+  admin_token: ` + adminToken + `
+  rollout_stale_after: 60s
+sampling_contract:
+  conflict: reject
+  params:
+    temperature: {min: 0.0, max: 1.0, default: 0.7}
+routing:
+  routes:
+    - model: agent-chat
+      candidates: [{deployment: ` + deployment + `}]
+deployments:
+  ` + deployment + `:
+    primary: {url: {{PRIMARY}}, model: qwen-v1, timeout: 10s}
+    gray: {url: {{GRAY}}, model: qwen-v2}
+    rollout:
+      percentage: 20
+      timeout: 2500ms
+      response_schema: {{SCHEMA}}
+analyzer:
+  listen: {{ANALYZER}}
+  interval: 1s
+  window: 1m
+  min_requests: 50
+collector:
+  listen: {{COLLECTOR}}
+  api_token: ` + apiToken + `
+  flush_interval: 100ms
+`
+
+// mockLatency makes both mock upstreams answer like a small model (as
+// the soak drill's do): 40 ms to the headers or first token, 2 ms a token.
+var mockLatency = []string{"--latency", "40ms", "--ttft", "40ms", "--inter-token", "2ms"}
+
+// gateway is one gateway replica: its process and addresses.
+type gateway struct {
+	*proc
+	url, admin string
+}
+
+// analyzer is one analyzer replica.
+type analyzer struct {
+	*proc
+	url string
+}
+
+// system is the drill's private graygate: three NATS nodes, two mocks,
+// the collector, two gateways and two analyzers.
+type system struct {
+	root, dir string
+	o         options
+	certs     certs
+	db        string
+	cluster   *cluster
+	mocks     [2]*proc // primary, gray
+	mockURL   [2]string
+	collector *proc
+	collURL   string
+	gateways  []*gateway
+	analyzers []*analyzer
+	started   []*proc // services in start order (the nodes are the cluster's)
+}
+
+// startSystem brings everything up. On error the returned system (when
+// not nil) holds what was started, for shutdown.
+func startSystem(ctx context.Context, root string, o options) (*system, error) {
+	s := &system{root: root, dir: o.dir, o: o}
+	for _, b := range []string{"gateway", "collector", "analyzer", "mockllm"} {
+		if _, err := os.Stat(filepath.Join(o.bin, b)); err != nil {
+			return nil, fmt.Errorf("%s is missing: run `task build` first (task drill does)", filepath.Join(o.bin, b))
+		}
+	}
+	if err := os.RemoveAll(s.dir); err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(s.dir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	logf("private system under %s (logs in %s)", rel(root, s.dir), rel(root, logDir))
+
+	db, err := recreateDB(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		return nil, err
+	}
+	s.db = db
+
+	if s.certs, err = makeCerts(ctx, root, filepath.Join(s.dir, "tls")); err != nil {
+		return nil, err
+	}
+	if s.certs.own {
+		logf("the certificate of %s lacks clientAuth, which routes need: the drill made its own with the script's commands plus clientAuth", certScript)
+	}
+	// The drill's own process reads the same variables when it loads a
+	// service's configuration to dial NATS as that service.
+	os.Setenv(tlsEnv.cert, s.certs.cert)
+	os.Setenv(tlsEnv.key, s.certs.key)
+	os.Setenv(tlsEnv.ca, s.certs.ca)
+	for _, id := range identities {
+		os.Setenv(id.passwordEnv, "drill-"+id.user+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	}
+	env := environWithout("NATS_URL", "DATABASE_URL", "NATS_CREDS", "GRAYGATE_ADMIN_TOKEN", "GRAYGATE_API_TOKEN", "GRAYGATE_CLIENT_TOKENS")
+
+	natsBin, err := buildNATS(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	if s.cluster, err = newCluster(root, filepath.Join(s.dir, "nats"), logDir, natsBin, env); err != nil {
+		return s, err
+	}
+	if err := s.cluster.start(ctx); err != nil {
+		return s, err
+	}
+
+	addrs := map[string]string{}
+	for _, k := range []string{"PRIMARY", "GRAY", "G1", "A1", "G2", "A2", "COLLECTOR", "AN1", "AN2"} {
+		p, err := freePort()
+		if err != nil {
+			return s, err
+		}
+		addrs[k] = "127.0.0.1:" + strconv.Itoa(p)
+	}
+	bin := func(name string) string { return filepath.Join(o.bin, name) }
+	for i, k := range []string{"PRIMARY", "GRAY"} {
+		name := []string{"mock-primary", "mock-gray"}[i]
+		s.mocks[i] = &proc{name: name, bin: bin("mockllm"), env: env, dir: root, log: filepath.Join(logDir, name+".log"),
+			args: append([]string{"--listen", addrs[k], "--record", "0"}, mockLatency...), ready: tcpReady(addrs[k])}
+		s.mockURL[i] = "http://" + addrs[k]
+	}
+	config := func(name, service, listen, admin, analyzerAt string) (string, error) {
+		id := identities[service]
+		natsSection := strings.NewReplacer("{{NATS}}", s.cluster.urls, "{{USER}}", id.user,
+			"{{PASSWORD_ENV}}", id.passwordEnv, "{{CA}}", s.certs.ca).Replace(serviceNATS)
+		text := strings.NewReplacer("{{NATS_SECTION}}", natsSection, "{{PG}}", s.db,
+			"{{LISTEN}}", listen, "{{ADMIN}}", admin, "{{SPOOL}}", filepath.Join(s.dir, "spool-"+name),
+			"{{PRIMARY}}", s.mockURL[0], "{{GRAY}}", s.mockURL[1],
+			"{{SCHEMA}}", filepath.Join(root, "schemas/contracts/agent-action.schema.json"),
+			"{{ANALYZER}}", analyzerAt, "{{COLLECTOR}}", addrs["COLLECTOR"]).Replace(serviceConfig)
+		path := filepath.Join(s.dir, name+".yaml")
+		return path, os.WriteFile(path, []byte(text), 0o600)
+	}
+	collCfg, err := config("collector", "collector", addrs["G1"], addrs["A1"], addrs["AN1"])
+	if err != nil {
+		return s, err
+	}
+	if out, err := exec.CommandContext(ctx, bin("collector"), "migrate", "--config", collCfg).CombinedOutput(); err != nil {
+		return s, fmt.Errorf("collector migrate: %w\n%s", err, out)
+	}
+	s.collURL = "http://" + addrs["COLLECTOR"]
+	s.collector = &proc{name: "collector", bin: bin("collector"), env: env, dir: root, log: filepath.Join(logDir, "collector.log"),
+		args: []string{"serve", "--config", collCfg}, ready: httpReady(s.collURL + "/healthz")}
+	for i := 1; i <= 2; i++ {
+		name := fmt.Sprintf("gateway-%d", i)
+		cfg, err := config(name, "gateway", addrs[fmt.Sprintf("G%d", i)], addrs[fmt.Sprintf("A%d", i)], addrs["AN1"])
+		if err != nil {
+			return s, err
+		}
+		admin := "http://" + addrs[fmt.Sprintf("A%d", i)]
+		s.gateways = append(s.gateways, &gateway{
+			proc: &proc{name: name, bin: bin("gateway"), env: env, dir: root, log: filepath.Join(logDir, name+".log"),
+				args: []string{"serve", "--config", cfg}, ready: httpReady(admin + "/healthz")},
+			url: "http://" + addrs[fmt.Sprintf("G%d", i)], admin: admin})
+	}
+	for i := 1; i <= 2; i++ {
+		name := fmt.Sprintf("analyzer-%d", i)
+		at := addrs[fmt.Sprintf("AN%d", i)]
+		cfg, err := config(name, "analyzer", addrs["G1"], addrs["A1"], at)
+		if err != nil {
+			return s, err
+		}
+		// Consumer names are granted exactly by the shipped configuration
+		// (graygate_analyzer_0, _1, _2).
+		s.analyzers = append(s.analyzers, &analyzer{
+			proc: &proc{name: name, bin: bin("analyzer"), env: env, dir: root, log: filepath.Join(logDir, name+".log"),
+				args:  []string{"serve", "--config", cfg, "--consumer", fmt.Sprintf("graygate_analyzer_%d", i-1)},
+				ready: httpReady("http://" + at + "/healthz")},
+			url: "http://" + at})
+	}
+	order := []*proc{s.mocks[0], s.mocks[1], s.collector}
+	for _, g := range s.gateways {
+		order = append(order, g.proc)
+	}
+	for _, a := range s.analyzers {
+		order = append(order, a.proc)
+	}
+	for _, p := range order {
+		if err := p.start(ctx); err != nil {
+			return s, err
+		}
+		s.started = append(s.started, p)
+		logf("%s running (pid %d)", p.name, p.pid())
+	}
+	return s, nil
+}
+
+// shutdown ends every process the drill started: the services, then the
+// nodes and the route proxies.
+func (s *system) shutdown() {
+	for i := len(s.started) - 1; i >= 0; i-- {
+		s.started[i].terminate()
+	}
+	if s.cluster != nil {
+		s.cluster.shutdown()
+	}
+}
+
+// buildNATS builds the newest nats-server of go.mod into .data/bin.
+func buildNATS(ctx context.Context, root string) (string, error) {
+	out := filepath.Join(root, ".data", "bin", "nats-server")
+	logf("building nats-server (go.mod's version) into %s", rel(root, out))
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/nats-io/nats-server/v2")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build nats-server: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// recreateDB drops and creates the drill's database on the server of
+// base and returns its URL.
+func recreateDB(ctx context.Context, base string) (string, error) {
+	if base == "" {
+		return "", fmt.Errorf("DATABASE_URL is unset: run the drill with `task drill`, which brings up devenv's Postgres and sources .data/env")
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("DATABASE_URL: want a postgres:// URL")
+	}
+	admin := *u
+	admin.Path = "/postgres"
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		return "", fmt.Errorf("postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + drillDB + " WITH (FORCE)", "CREATE DATABASE " + drillDB} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return "", fmt.Errorf("postgres: %s: %w", q, err)
+		}
+	}
+	u.Path = "/" + drillDB
+	return u.String(), nil
+}
+
+// environWithout is the process environment minus the named variables, so
+// that a developer's shell cannot point the drill's services elsewhere.
+func environWithout(names ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		drop := false
+		for _, n := range names {
+			drop = drop || name == n
+		}
+		if !drop {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// rel is path relative to root when it is below it.
+func rel(root, path string) string {
+	if r, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
+}
