@@ -18,7 +18,9 @@ import (
 // heals it.
 type fault struct {
 	name, what string
-	inject     func(ctx context.Context) (heal func(context.Context) error, err error)
+	// outage is how long the fault lasts; 0: --outage.
+	outage time.Duration
+	inject func(ctx context.Context) (heal func(context.Context) error, err error)
 }
 
 // faults lists the drill's faults in the order they run.
@@ -63,7 +65,9 @@ func (s *system) faults(lw *leaseWatch) []fault {
 			s.cluster.partition(n, true)
 			return func(context.Context) error { s.cluster.partition(n, false); return nil }, nil
 		}})
-	fs = append(fs, fault{name: "quorum-loss", what: "nats-2 and nats-3 SIGKILLed (no quorum), then restarted",
+	// No analyzer can renew the lease without a quorum: this vacancy
+	// outlasts 2 × lease_ttl, which the analyzers must report.
+	fs = append(fs, fault{name: "quorum-loss", what: "nats-2 and nats-3 SIGKILLed (no quorum), then restarted", outage: s.o.longOutage,
 		inject: func(context.Context) (func(context.Context) error, error) {
 			two := s.cluster.nodes[1:]
 			for _, nd := range two {
@@ -143,6 +147,10 @@ func (c *cluster) leaderOf(ctx context.Context, stream string) int {
 // the heal, and the wait for the rollback on every gateway.
 func (s *system) runPhase(ctx context.Context, i int, f fault, l *load, rw *rolloutWatch, lw *leaseWatch) (phase, error) {
 	o := s.o
+	outage := o.outage
+	if f.outage > 0 {
+		outage = f.outage
+	}
 	p := phase{Name: f.name, What: f.what, Start: time.Now()}
 	l.phase.Store(int64(i))
 	logf("phase %d %s: %s", i+1, f.name, f.what)
@@ -194,7 +202,7 @@ func (s *system) runPhase(ctx context.Context, i int, f fault, l *load, rw *roll
 			rw.armed.Store(true)
 			logf("  the gray upstream breaks its schema")
 		}
-		if !healed && el >= o.outage {
+		if !healed && el >= outage {
 			healed = true
 			if err := heal(ctx); err != nil {
 				return p, fmt.Errorf("%s: heal: %w", f.name, err)

@@ -34,6 +34,7 @@ func main() { command.Main("drill", run) }
 // options are the drill's flags.
 type options struct {
 	outage     time.Duration // how long each fault lasts
+	longOutage time.Duration // how long quorum loss lasts
 	breakAfter time.Duration // when, after the fault, the gray starts failing
 	steady     time.Duration // healthy traffic before each fault
 	settle     time.Duration // at least this long after the heal
@@ -44,6 +45,7 @@ type options struct {
 	bin        string
 	dir        string
 	doc        string
+	database   string // the drill's own database on DATABASE_URL's server
 	json       bool
 	faults     []string
 }
@@ -53,6 +55,7 @@ func parseFlags(args []string) (options, error) {
 	var faults string
 	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
 	fs.DurationVar(&o.outage, "outage", 20*time.Second, "how long each fault lasts (2 × the analyzers' 10 s lease TTL)")
+	fs.DurationVar(&o.longOutage, "long-outage", 45*time.Second, "how long quorum loss lasts: longer than 2 × the lease TTL, so the vacancy must be reported")
 	fs.DurationVar(&o.breakAfter, "break-after", 4*time.Second, "when, after a fault begins, the gray upstream starts failing its schema")
 	fs.DurationVar(&o.steady, "steady", 3*time.Second, "healthy traffic at 20 % gray before each fault")
 	fs.DurationVar(&o.settle, "settle", 8*time.Second, "how long a phase goes on after the heal, at least")
@@ -63,6 +66,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.bin, "bin", "bin", "directory with the built gateway, collector, analyzer and mockllm (task build)")
 	fs.StringVar(&o.dir, "dir", ".data/drill", "the drill's files: NATS stores, certificates, configurations, logs (emptied at start)")
 	fs.StringVar(&o.doc, "doc", "docs/drill.md", "where to write the table (empty: nowhere)")
+	fs.StringVar(&o.database, "database", drillDB, "the drill's own database on DATABASE_URL's server (dropped and created at start)")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON on stdout instead of the table")
 	fs.StringVar(&faults, "faults", "", "comma-separated faults to run, in the drill's order (default: all)")
 	if err := fs.Parse(args); err != nil {
@@ -72,7 +76,7 @@ func parseFlags(args []string) (options, error) {
 		o.faults = strings.Split(faults, ",")
 	}
 	switch {
-	case o.breakAfter >= o.outage:
+	case o.breakAfter >= min(o.outage, o.longOutage):
 		return o, fmt.Errorf("--break-after %s must be shorter than --outage %s: the gray breaks while the fault lasts", o.breakAfter, o.outage)
 	case o.rate < 1 || o.conns < 1 || o.users < 1:
 		return o, errors.New("--rate, --conns and --users must be at least 1")
@@ -187,9 +191,15 @@ func (s *system) drill(ctx context.Context) (*result, error) {
 	loadDone := make(chan struct{})
 	go func() { l.run(loadCtx, o.rate, o.conns, o.users); close(loadDone) }()
 	defer func() { stopLoad(); <-loadDone }()
-	per := o.steady + o.outage + o.settle + 5*time.Second
-	logf("%d faults at %d requests/s over %d connections, each lasting %s (about %s)",
-		len(faults), o.rate, o.conns, o.outage, (time.Duration(len(faults)) * per).Round(time.Minute))
+	var total time.Duration
+	for _, f := range faults {
+		total += o.steady + o.settle + 5*time.Second + o.outage
+		if f.outage > 0 {
+			total += f.outage - o.outage
+		}
+	}
+	logf("%d faults at %d requests/s over %d connections, each lasting %s, quorum loss %s (about %s)",
+		len(faults), o.rate, o.conns, o.outage, o.longOutage, total.Round(time.Minute))
 
 	var phases []phase
 	for i, f := range faults {

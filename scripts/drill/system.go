@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// drillDB is the drill's own database, dropped and created at each run on
-// the Postgres server of DATABASE_URL (devenv's: `task drill` runs
-// `devenv up postgres` first). No other database is touched.
+// drillDB is the drill's own database (--database), dropped and created
+// at each run on the Postgres server of DATABASE_URL (devenv's: `task
+// drill` runs `devenv up postgres` first). No other database is touched.
 const drillDB = "graygate_drill"
 
 // Tokens of the drill's services (loopback only, a throwaway system).
@@ -132,7 +132,7 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 	}
 	logf("private system under %s (logs in %s)", rel(root, s.dir), rel(root, logDir))
 
-	db, err := recreateDB(ctx, os.Getenv("DATABASE_URL"))
+	db, err := recreateDB(ctx, os.Getenv("DATABASE_URL"), o.database)
 	if err != nil {
 		return nil, err
 	}
@@ -271,30 +271,56 @@ func buildNATS(ctx context.Context, root string) (string, error) {
 
 // recreateDB drops and creates the drill's database on the server of
 // base and returns its URL.
-func recreateDB(ctx context.Context, base string) (string, error) {
+func recreateDB(ctx context.Context, base, name string) (string, error) {
 	if base == "" {
 		return "", fmt.Errorf("DATABASE_URL is unset: run the drill with `task drill`, which brings up devenv's Postgres and sources .data/env")
 	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", fmt.Errorf("DATABASE_URL: want a postgres:// URL")
+	admin, err := recreateURL(base)
+	if err != nil {
+		return "", err
 	}
-	admin := *u
-	admin.Path = "/postgres"
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, admin.String())
+	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
 		return "", fmt.Errorf("postgres: %w", err)
 	}
 	defer conn.Close(ctx)
-	for _, q := range []string{"DROP DATABASE IF EXISTS " + drillDB + " WITH (FORCE)", "CREATE DATABASE " + drillDB} {
+	if !validDBName(name) {
+		return "", fmt.Errorf("database name %q: want lowercase letters, digits and _", name)
+	}
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + name + " WITH (FORCE)", "CREATE DATABASE " + name} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			return "", fmt.Errorf("postgres: %s: %w", q, err)
 		}
 	}
-	u.Path = "/" + drillDB
+	u, _ := url.Parse(base)
+	u.Path = "/" + name
 	return u.String(), nil
+}
+
+// recreateURL is base with the maintenance database postgres, from which
+// the drill's database is dropped and created.
+func recreateURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("DATABASE_URL: want a postgres:// URL")
+	}
+	u.Path = "/postgres"
+	return u.String(), nil
+}
+
+// validDBName keeps the name safe to write into SQL unquoted.
+func validDBName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // environWithout is the process environment minus the named variables, so
