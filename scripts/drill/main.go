@@ -199,7 +199,7 @@ func (s *system) drill(ctx context.Context) (*result, error) {
 		}
 	}
 	logf("%d faults at %d requests/s over %d connections, each lasting %s, quorum loss %s (about %s)",
-		len(faults), o.rate, o.conns, o.outage, o.longOutage, total.Round(time.Minute))
+		len(faults), o.rate, o.conns, o.outage, o.longOutage, total.Round(10*time.Second))
 
 	var phases []phase
 	for i, f := range faults {

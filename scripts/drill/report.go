@@ -329,11 +329,17 @@ func table(in inputs) []row {
 		if rb == nil {
 			r.Notes = append(r.Notes, "no analyzer rollback stored after the gray broke")
 		} else {
-			if at, ok := appliedEverywhere(in.views, in.gateways, rb.Seq); ok {
+			var views []gatewayView
+			for _, v := range in.views {
+				if v.at.Before(p.End) {
+					views = append(views, v)
+				}
+			}
+			if at, ok := appliedEverywhere(views, in.gateways, rb.Seq); ok {
 				ms := float64(at.Sub(rb.Stored).Microseconds()) / 1000
 				r.RollbackAppliedMs = &ms
 			} else {
-				r.Notes = append(r.Notes, fmt.Sprintf("rollback at seq %d never seen on every gateway", rb.Seq))
+				r.Notes = append(r.Notes, fmt.Sprintf("rollback at seq %d not seen on every gateway before the phase ended", rb.Seq))
 			}
 			if at, ok := firstFailure(in.reqs, i, p.Break); ok {
 				ms := float64(rb.Stored.Sub(at).Microseconds()) / 1000
