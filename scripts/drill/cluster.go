@@ -29,6 +29,12 @@ const (
 	// certDir is where certScript writes, relative to the script's
 	// directory, and the files it writes there.
 	certDir, caFile, certFile, keyFile = "../nats-tls", "ca.pem", "server.pem", "server-key.pem"
+	// apiPrefix is the services' nats.api_prefix: empty while the streams
+	// live in the identities' own account (today's shipped layout); the
+	// subject prefix the accounts import the JetStream API under once
+	// infra/nats puts the streams in an account of their own (for example
+	// JS.graygate.API), with the nats.api_prefix configuration key.
+	apiPrefix = ""
 )
 
 // identity is one service's NATS identity in the shipped configuration

@@ -5,9 +5,32 @@ import (
 	"strings"
 )
 
-// legend says how each column is measured; document puts it under the
-// table in docs/drill.md.
-const legend = `## How each column is measured
+// legend says how the drill runs and how each column is measured;
+// document puts it under the table in docs/drill.md.
+const legend = `## Running it
+
+` + "`task drill`" + ` builds the binaries and nats-server (go.mod's version), brings
+up devenv's Postgres (the drill uses a database of its own,
+` + "`graygate_drill`" + `, dropped and created at each run) and runs
+` + "`go run ./scripts/drill`" + `. Everything else is its own and on loopback:
+three nats-servers, whose configuration includes the shipped
+` + "`infra/nats/nats-server.conf`" + ` and adds a name, addresses, a store and a
+cluster block with TLS routes; certificates from a copy of the shipped
+` + "`infra/nats/make-dev-certs.sh`" + ` (with clientAuth added when the script
+makes none, which the notes then say); a TCP proxy in front of every
+node's route listener, through which every route goes; mock upstreams,
+the collector, two gateways and two analyzers. Files and logs are under
+` + "`.data/drill/`" + `; every process the drill started is stopped when it
+ends, fails or is interrupted (and killed with it if it is killed).
+Flags after ` + "`--`" + `: ` + "`--outage`" + ` (20 s) and ` + "`--long-outage`" + ` (45 s, quorum
+loss), ` + "`--break-after`" + `, ` + "`--rate`" + ` (40 requests/s), ` + "`--faults`" + ` (a
+comma-separated subset, e.g. ` + "`--faults partition`" + `), ` + "`--json`" + ` (the
+result as JSON on stdout), ` + "`--doc`" + ` (where to write this file; empty:
+nowhere). ` + "`task test`" + ` runs ` + "`TestClusterPartition`" + ` (the cluster on the
+shipped configuration, one node partitioned and healed, about 5 s) and
+` + "`TestMiniDrill`" + ` (one 8 s fault on the real binaries, about 30 s).
+
+## How each column is measured
 
 - **client errors**: requests whose answer was not the expected one (a
   200, or the 400 of a request that breaks the sampling contract on

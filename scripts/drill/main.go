@@ -121,6 +121,7 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	started := time.Now()
+	commit := commitOf(root) // what runs: the tree as it is now, not at the end
 	s, err := startSystem(ctx, root, o)
 	if s != nil {
 		defer func() {
@@ -136,6 +137,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	res.Command = "task drill" + argsText(args)
+	res.Commit = commit
 	if o.json {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -268,7 +270,6 @@ func (s *system) drill(ctx context.Context) (*result, error) {
 	}
 	res := &result{
 		Date:   time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-		Commit: commitOf(s.root),
 		Phases: phases,
 		Rows: table(inputs{phases: phases, reqs: reqs, rows: rows, samples: lw.between, rollouts: rollouts,
 			views: rw.allViews(), gateways: len(s.gateways)}),

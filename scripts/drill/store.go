@@ -33,6 +33,9 @@ func (s *system) dialAsGateway() (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, err
 	}
 	js, err := jetstream.New(nc)
+	if apiPrefix != "" {
+		js, err = jetstream.NewWithAPIPrefix(nc, apiPrefix)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

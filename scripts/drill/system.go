@@ -41,7 +41,7 @@ const serviceNATS = `nats:
   user: {{USER}}
   password_env: {{PASSWORD_ENV}}
   tls: {ca_file: "{{CA}}"}
-`
+{{API_PREFIX}}`
 
 // serviceConfig is what every service of the drill reads; the replicas
 // differ in their listeners, spool directories and NATS identities.
@@ -182,8 +182,12 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 	}
 	config := func(name, service, listen, admin, analyzerAt string) (string, error) {
 		id := identities[service]
+		prefix := ""
+		if apiPrefix != "" {
+			prefix = "  api_prefix: " + apiPrefix + "\n"
+		}
 		natsSection := strings.NewReplacer("{{NATS}}", s.cluster.urls, "{{USER}}", id.user,
-			"{{PASSWORD_ENV}}", id.passwordEnv, "{{CA}}", s.certs.ca).Replace(serviceNATS)
+			"{{PASSWORD_ENV}}", id.passwordEnv, "{{CA}}", s.certs.ca, "{{API_PREFIX}}", prefix).Replace(serviceNATS)
 		text := strings.NewReplacer("{{NATS_SECTION}}", natsSection, "{{PG}}", s.db,
 			"{{LISTEN}}", listen, "{{ADMIN}}", admin, "{{SPOOL}}", filepath.Join(s.dir, "spool-"+name),
 			"{{PRIMARY}}", s.mockURL[0], "{{GRAY}}", s.mockURL[1],
