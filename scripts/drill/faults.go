@@ -246,23 +246,30 @@ func allRolledBack(es []events.RolloutEntry) bool {
 // operator's change through the admin API, retried while the event log
 // refuses it), and waits until every gateway serves it.
 func (s *system) resume(ctx context.Context, rw *rolloutWatch, name string) error {
-	active := func() bool {
+	// known: every gateway has read the log (a gateway that has not
+	// serves primary only and refuses changes); active: all serve 20 %.
+	state := func() (known, active bool) {
 		es := rw.current()
+		known, active = len(es) > 0, len(es) > 0
 		for _, e := range es {
-			if e.Status != events.StatusActive || e.Percentage != 20 {
-				return false
-			}
+			known = known && e.Known
+			active = active && e.Known && e.Status == events.StatusActive && e.Percentage == 20
 		}
-		return len(es) > 0
+		return known, active
 	}
+	active := func() bool { _, a := state(); return a }
 	deadline := time.Now().Add(90 * time.Second)
 	body := `{"status":"active","percentage":20,"reason":"drill: gray back at 20 % before ` + name + `"}`
-	for k := 0; !active(); k++ {
+	var lastPut time.Time
+	puts := 0
+	for !active() {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the gray is not back at 20 %% on every gateway after 90s: %+v", rw.current())
 		}
-		if k%20 == 0 { // every 2 s
-			g := s.gateways[(k/20)%len(s.gateways)]
+		if known, _ := state(); known && time.Since(lastPut) >= 2*time.Second {
+			lastPut = time.Now()
+			g := s.gateways[puts%len(s.gateways)]
+			puts++
 			code, text, err := s.admin(ctx, http.MethodPut, g.admin+"/admin/rollouts/"+deployment, body)
 			if err != nil || code != http.StatusOK {
 				logf("  resume through %s: %d %v %.200s", g.name, code, err, text)
