@@ -188,6 +188,20 @@ func (s *system) drill(ctx context.Context) (*result, error) {
 		}
 	}
 
+	logf("waiting for every gateway to read the rollout log")
+	for end := time.Now().Add(time.Minute); ; sleep(ctx, 200*time.Millisecond) {
+		es, known := rw.current(), true
+		for _, e := range es {
+			known = known && e.Known
+		}
+		if known && len(es) == len(s.gateways) {
+			break
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			return nil, errors.Join(ctx.Err(), fmt.Errorf("a gateway has not read the rollout log within a minute: %+v", es))
+		}
+	}
+
 	l := newLoad(s.gateways, o.conns)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan struct{})
