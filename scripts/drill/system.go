@@ -261,10 +261,24 @@ func (s *system) shutdown() {
 	}
 }
 
-// buildNATS builds the newest nats-server of go.mod into .data/bin.
+// buildNATS returns .data/bin/nats-server at go.mod's version of the
+// module, building it when it is missing or another version (devenv may
+// have built it already, and may be running it: a binary of the right
+// version is never rebuilt under a running server).
 func buildNATS(ctx context.Context, root string) (string, error) {
 	out := filepath.Join(root, ".data", "bin", "nats-server")
-	logf("building nats-server (go.mod's version) into %s", rel(root, out))
+	list := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Version}}", "github.com/nats-io/nats-server/v2")
+	list.Dir = root
+	want, err := list.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list nats-server: %w", err)
+	}
+	if have, err := exec.CommandContext(ctx, out, "--version").Output(); err == nil &&
+		strings.HasSuffix(strings.TrimSpace(string(have)), strings.TrimSpace(string(want))) {
+		logf("nats-server %s: %s", strings.TrimSpace(string(want)), rel(root, out))
+		return out, nil
+	}
+	logf("building nats-server %s (go.mod's version) into %s", strings.TrimSpace(string(want)), rel(root, out))
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/nats-io/nats-server/v2")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
