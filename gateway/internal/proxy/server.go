@@ -49,9 +49,9 @@ type Server struct {
 	routes       map[string]*deploy.Route
 	deployments  map[string]*deploy.Deployment
 	modelsBody   []byte
-	clientTokens token.Set // client and force tokens: either may use /v1/*
-	requireToken bool      // client tokens are configured: /v1/* needs one
-	forceTokens  token.Set // may use a rollout force header
+	clientTokens token.Set   // client and force tokens: either may use /v1/*
+	requireToken bool        // client tokens are configured: /v1/* needs one
+	forceTokens  token.Set   // may use a rollout force header
 	adminToken   token.Named // the shared token (operator "") and each operator's
 
 	intake     *request.Intake // the policy a request passes before any upstream

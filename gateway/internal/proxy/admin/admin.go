@@ -22,7 +22,7 @@ import (
 // API serves the admin listener of one gateway.
 type API struct {
 	rollouts *rollout.Table
-	log      RolloutLog // nil: the config owns the rollout state
+	log      RolloutLog  // nil: the config owns the rollout state
 	token    token.Named // the shared token and each operator's; empty: /admin is disabled
 	logger   *slog.Logger
 	tel      *telemetry.Metrics // the series /metrics serves
