@@ -74,6 +74,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the consumer's series (nil: a set of its own).
 	Metrics *telemetry.Metrics
+	// Signers are nats.rollout_signers: a rollout event they do not allow
+	// is not stored (SPEC §7 rev. 4); empty accepts unsigned events.
+	Signers events.Signers
 }
 
 // Consumer reads the four streams into a Store.
