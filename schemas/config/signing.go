@@ -97,7 +97,8 @@ func (d *decoder) warnShortTokens(c *Config) {
 }
 
 // validateSigning checks nats.rollout_signers (every key a public user
-// nkey), warns when it is empty, and reads the signing key each service
+// nkey; each service warns at start when it is empty, UnsignedWarning),
+// and reads the signing key each service
 // uses (SPEC §7 rev. 4): the gateway's gateway.rollout_signing_key_file,
 // listed under admin and config; the analyzer's
 // analyzer.signing_key_file, listed under analyzer. With signers, a
@@ -114,9 +115,6 @@ func (d *decoder) validateSigning(c *Config) {
 				d.errorf(indexPath("nats.rollout_signers."+kind.name, i), nil, "%q is not a public user nkey (U…)", clipName(k))
 			}
 		}
-	}
-	if c.NATS.URL != "" && s.Empty() {
-		d.warnf("nats.rollout_signers", nil, "empty: rollout events are unsigned and accepted from any identity that may publish them (SPEC §7); list the analyzer's and the gateways' public nkeys")
 	}
 	if d.svc.gateway() {
 		g := &c.Gateway
@@ -170,3 +168,7 @@ func (d *decoder) signingKey(p, file string, required bool) (Secret, string, boo
 	}
 	return Secret(seed), pub, true
 }
+
+// UnsignedWarning is what every service logs at start when
+// nats.rollout_signers is empty (SPEC §7 rev. 4).
+const UnsignedWarning = "nats.rollout_signers is empty: rollout events are unsigned and accepted from any identity that may publish them; list the analyzer's and the gateways' public nkeys (SPEC §7)"

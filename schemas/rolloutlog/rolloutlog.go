@@ -173,12 +173,8 @@ type Verifier struct {
 // before it on that subject (0 when none, PrevUnknown when the reader
 // cannot know).
 func (v Verifier) Check(deployment string, prev, seq uint64, h nats.Header, data []byte) Verdict {
-	ev, at, note := Decode(deployment, data)
+	ev, at, reason, note := decode(deployment, data)
 	if note != "" {
-		reason := ReasonUndecodable
-		if ev != nil {
-			reason = ReasonDeployment
-		}
 		return Verdict{Reason: reason, Note: note}
 	}
 	if !v.Signers.Required() {
@@ -213,21 +209,26 @@ func prevText(prev uint64) uint64 {
 // Decode returns the rollout event a message on deployment's rollout
 // subject holds and its event time, or a note saying why it holds none:
 // it does not decode, breaks its rules, is another type, or names another
-// deployment (then the event is returned with the note). It checks no
-// signature: readers use Verifier.Check.
+// deployment. It checks no signature: readers use Verifier.Check.
 func Decode(deployment string, data []byte) (*events.RolloutChanged, time.Time, string) {
+	ev, at, _, note := decode(deployment, data)
+	return ev, at, note
+}
+
+// decode is Decode with the reason of a note.
+func decode(deployment string, data []byte) (*events.RolloutChanged, time.Time, string, string) {
 	env, v, err := events.DecodeEvent(data)
 	if err != nil {
-		return nil, time.Time{}, "not a valid rollout event: " + clip(err.Error(), 200)
+		return nil, time.Time{}, ReasonUndecodable, "not a valid rollout event: " + clip(err.Error(), 200)
 	}
 	ev, ok := v.(*events.RolloutChanged)
 	switch {
 	case !ok:
-		return nil, time.Time{}, "not a rollout event: type " + clip(env.Type, 100)
+		return nil, time.Time{}, ReasonUndecodable, "not a rollout event: type " + clip(env.Type, 100)
 	case ev.Deployment != deployment:
-		return ev, time.Time{}, "a rollout event of deployment " + clip(ev.Deployment, 100) + " on this deployment's subject"
+		return nil, time.Time{}, ReasonDeployment, "a rollout event of deployment " + clip(ev.Deployment, 100) + " on this deployment's subject"
 	}
-	return ev, env.Time, ""
+	return ev, env.Time, "", ""
 }
 
 // Deployment returns the deployment of a rollout subject.

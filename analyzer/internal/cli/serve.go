@@ -81,6 +81,9 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		}
 	}
 	rs := cfg.NATS.RolloutSigners
+	if rs.Empty() {
+		log.Warn(config.UnsignedWarning)
+	}
 	eng := engine.New(engine.Config{
 		Analyzer:    cfg.Analyzer,
 		Deployments: deployments,

@@ -159,6 +159,9 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 			if err != nil {
 				return err
 			}
+			if cfg.NATS.RolloutSigners.Empty() {
+				log.Warn(config.UnsignedWarning)
+			}
 			c := consume.New(js, w, consume.Config{
 				BatchSize:     cfg.Collector.BatchSize,
 				FlushInterval: cfg.Collector.FlushInterval,

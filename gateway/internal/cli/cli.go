@@ -182,12 +182,15 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 	}
 	rlog.CountInvalidIn(tel.RolloutInvalid)
 	rs := cfg.NATS.RolloutSigners
-	signers := events.NewSigners(rs.Analyzer, rs.Admin, rs.Config) // empty: config warned
+	signers := events.NewSigners(rs.Analyzer, rs.Admin, rs.Config)
 	key, err := signingKey(cfg.Gateway.RolloutSigningSeed)
 	if err != nil {
 		return fmt.Errorf("gateway.rollout_signing_key_file: %w", err)
 	}
 	rlog.Sign(signers, key)
+	if !signers.Required() {
+		log.Warn(config.UnsignedWarning)
+	}
 	watchdog := &rollout.Watchdog{Table: table, Signers: signers, After: cfg.Gateway.GrayUnwatchedAfter,
 		HoldAbove: cfg.Gateway.UnwatchedHoldAbove, WatchedAgainAfter: cfg.Gateway.UnwatchedRecoverAfter,
 		Log: log, Gauge: tel.SetUnwatched}
