@@ -198,8 +198,8 @@ func (e *signedEnv) republish(msg *nats.Msg) uint64 {
 	defer cancel()
 	m := &nats.Msg{Subject: msg.Subject, Data: msg.Data, Header: nats.Header{}}
 	for k, v := range msg.Header {
-		if k != nats.MsgIdHdr {
-			m.Header[k] = v
+		if k != nats.MsgIdHdr && !strings.HasPrefix(k, "Nats-Expected") {
+			m.Header[k] = v // what the first append expected no longer holds
 		}
 	}
 	ack, err := e.js.PublishMsg(ctx, m)
