@@ -183,6 +183,16 @@ func up(ctx context.Context, l layout, what []string) error {
 		}
 		env.set("DATABASE_URL", u)
 	}
+	if !test {
+		// The signing keys graygate.yaml of this directory lists (SPEC §7 rev. 4).
+		vars, err := signingKeys(l)
+		if err != nil {
+			return err
+		}
+		for _, v := range vars {
+			env.set(v[0], v[1])
+		}
+	}
 	if err := env.write(envPath); err != nil {
 		return err
 	}
