@@ -60,3 +60,24 @@ func signingKey(file string) (string, error) {
 	}
 	return kp.PublicKey()
 }
+
+// keysIn makes the gateway's and the analyzer's signing keys in dir (for
+// infra/: compose mounts infra/signing-keys, Kubernetes takes them as a
+// Secret) and prints their public keys as export lines, the values of
+// nats.rollout_signers (GRAYGATE_GATEWAY_NKEY, GRAYGATE_ANALYZER_NKEY).
+// Existing seeds are kept.
+func keysIn(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, name := range []string{"gateway", "analyzer"} {
+		file := filepath.Join(dir, name+".nk")
+		pub, err := signingKey(file)
+		if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		fmt.Printf("export GRAYGATE_%s_NKEY=%s\n", map[string]string{"gateway": "GATEWAY", "analyzer": "ANALYZER"}[name], pub)
+	}
+	logf("seeds in %s (keep them secret; never commit them)", dir)
+	return nil
+}
