@@ -353,6 +353,38 @@ func TestE2ESignedRolloutLog(t *testing.T) {
 	if strings.Contains(gw.Stderr(), aliceToken) || strings.Contains(gw.Stderr(), bobToken) {
 		t.Error("an operator's token appears in the gateway's log")
 	}
+
+	// A subject with messages but none valid is served primary only and
+	// said so; the config's seed is not appended again: here big's events
+	// are all signed by keys no longer listed.
+	gw3 := newKey(t, "gw3")
+	gw = e.start(signers([]key{e.analyzer}, gw3), gw3)
+	if r := entryOf(t, gw, "big"); r.Status != "" || r.Note == "" || !r.Known {
+		t.Errorf("big with no valid event: %+v; want no status and a note", r)
+	}
+	if r := entryOf(t, gw, "qwen"); r.Percentage != 10 || r.Actor != "analyzer" {
+		t.Errorf("qwen with only the analyzer's events valid: %+v; want the analyzer's 10 %%", r)
+	}
+	if v := metric(t, gw, "graygate_rollout_no_valid_event"); v != "1" {
+		t.Errorf("graygate_rollout_no_valid_event = %q; want 1", v)
+	}
+	resp, err := http.Get(gw.Admin + "/readyz")
+	testenv.Must(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "no valid rollout event for big") {
+		t.Errorf("/readyz = %d %q; want 200 naming big", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"big-chat","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("X-Gray-Rollout", "true")
+	resp, err = http.DefaultClient.Do(req)
+	testenv.Must(t, err)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if arm := resp.Header.Get("x-gateway-arm"); resp.StatusCode != 200 || arm != "primary" {
+		t.Errorf("big with no valid event served %d by %q; want primary", resp.StatusCode, arm)
+	}
 }
 
 func mustStream(t *testing.T, js jetstream.JetStream) jetstream.Stream {
