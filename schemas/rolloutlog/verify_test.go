@@ -121,3 +121,33 @@ func TestVerifierConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// FuzzVerifierCheck: no message on a rollout subject — body, signature
+// or signer header — makes the verifier panic or accept what it must not:
+// a valid verdict always carries an event of the subject's deployment
+// signed by a listed key.
+func FuzzVerifierCheck(f *testing.F) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		f.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	v := Verifier{Signers: events.NewSigners([]string{pub}, []string{pub}, []string{pub})}
+	prev := uint64(3)
+	env, _ := events.NewEnvelope(events.TypeRolloutChanged, "fuzz", &events.RolloutChanged{Deployment: "d", Status: events.StatusRolledBack,
+		Reason: "r", Actor: events.ActorAnalyzer, PrevRevision: &prev}, time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC), "")
+	body, _ := json.Marshal(env)
+	h, _ := events.Sign(kp, body)
+	f.Add(body, h.Get(events.HeaderSignature), h.Get(events.HeaderSigner), uint64(3))
+	f.Add([]byte(`{}`), "", "", uint64(0))
+	f.Add(body, "!!", "UNOTAKEY", uint64(3))
+	f.Fuzz(func(t *testing.T, data []byte, sig, signer string, prev uint64) {
+		h := nats.Header{}
+		h.Set(events.HeaderSignature, sig)
+		h.Set(events.HeaderSigner, signer)
+		got := v.Check("d", prev, 7, h, data)
+		if got.Valid() && (got.Event == nil || got.Event.Deployment != "d" || got.Signer != pub) {
+			t.Fatalf("accepted %+v", got)
+		}
+	})
+}
