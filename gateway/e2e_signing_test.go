@@ -100,6 +100,7 @@ type signedEnv struct {
 	analyzer, gw1, gw2  key
 	unwatched           string
 	current             *testenv.Gateway
+	tmpl                string // the gateway's configuration; "" is signedConfig
 }
 
 func (e *signedEnv) start(signerList string, k key) *testenv.Gateway {
@@ -108,8 +109,12 @@ func (e *signedEnv) start(signerList string, k key) *testenv.Gateway {
 		_ = e.current.Cmd.Process.Kill()
 		_ = e.current.Cmd.Wait()
 	}
+	tmpl := e.tmpl
+	if tmpl == "" {
+		tmpl = signedConfig
+	}
 	cfg := strings.NewReplacer("{{NATS}}", e.nats, "{{PRIMARY}}", e.primary, "{{GRAY}}", e.gray,
-		"{{SPOOL}}", e.t.TempDir(), "{{SIGNERS}}", signerList, "{{KEY}}", k.file, "{{UNWATCHED}}", e.unwatched).Replace(signedConfig)
+		"{{SPOOL}}", e.t.TempDir(), "{{SIGNERS}}", signerList, "{{KEY}}", k.file, "{{UNWATCHED}}", e.unwatched).Replace(tmpl)
 	gw := testenv.StartGateway(e.t, cfg, "GRAYGATE_ADMIN_TOKENS=alice="+aliceToken+",bob="+bobToken)
 	testenv.WaitFor(e.t, 10*time.Second, "the rollout state to be read from the log", func() bool {
 		return entryOf(e.t, gw, "qwen").Known
@@ -502,4 +507,58 @@ func TestE2EUnwatchedGrayHold(t *testing.T) {
 	if g := grays("agent-chat"); g == 0 {
 		t.Errorf("watched again: 0 of 60 requests at 10 %% went gray")
 	}
+}
+
+// TestE2EAnalyzerSignsItsActs runs the real analyzer beside a signed
+// gateway: its heartbeats keep the gateway's grays watched, its rollback
+// of a gray that breaks its schema is signed with its key and applied,
+// and once it stops, the gateway holds its grays (SPEC §7, §11 rev. 4).
+func TestE2EAnalyzerSignsItsActs(t *testing.T) {
+	ns := testenv.StartNATS(t)
+	nc, js := testenv.Connect(t, ns.URL)
+	e := &signedEnv{t: t, nats: ns.URL, primary: testenv.StartMock(t).URL, gray: testenv.StartMock(t, "--content", "schema-break").URL,
+		nc: nc, js: js, analyzer: newKey(t, "analyzer"), gw1: newKey(t, "gw1"), unwatched: "1s"}
+	signerList := signers([]key{e.analyzer}, e.gw1)
+	e.tmpl = strings.Replace(signedConfig, "rollout: {percentage: 0}\n  big:",
+		"rollout: {percentage: 100, response_schema: schemas/contracts/agent-action.schema.json}\n  big:", 1) +
+		"analyzer:\n  listen: " + testenv.FreeAddr(t) + "\n  interval: 300ms\n  window: 2m\n  signing_key_file: " + e.analyzer.file + "\n"
+	cfg := strings.NewReplacer("{{NATS}}", e.nats, "{{PRIMARY}}", e.primary, "{{GRAY}}", e.gray,
+		"{{SPOOL}}", t.TempDir(), "{{SIGNERS}}", signerList, "{{KEY}}", e.gw1.file, "{{UNWATCHED}}", e.unwatched,
+		"{{LISTEN}}", testenv.FreeAddr(t), "{{ADMIN}}", testenv.FreeAddr(t)).Replace(e.tmpl)
+	an, _ := testenv.Start(t, testenv.Binary(t, "./analyzer"), []string{"NATS_URL="}, "analyzer listening on ", "serve", "--config", writeConfig(t, cfg))
+
+	gw := e.start(signerList, e.gw1)
+	if r := entryOf(t, gw, "qwen"); r.Percentage != 100 {
+		t.Fatalf("qwen = %+v; want the config's 100 %%", r)
+	}
+	time.Sleep(1500 * time.Millisecond) // past gray_unwatched_after
+	if v := metric(t, gw, "graygate_gray_unwatched"); v != "0" {
+		t.Fatalf("with the analyzer running graygate_gray_unwatched = %q; want 0", v)
+	}
+	// Gray breaks its schema while primary's answers pass: the analyzer
+	// rolls it back, signed, and the gateway applies it.
+	testenv.WaitFor(t, 60*time.Second, "the analyzer's rollback", func() bool {
+		resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"agent-chat","messages":[{"role":"user","content":"hi"}]}`))
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		r := entryOf(t, gw, "qwen")
+		return r.Status == "rolled_back" && r.Actor == "analyzer"
+	})
+	if r := entryOf(t, gw, "qwen"); r.Note != "" {
+		t.Errorf("after the analyzer's rollback: note %q", r.Note)
+	}
+	if v := metric(t, gw, `graygate_rollout_invalid_events_total{reason="signer"}`); v != "0" {
+		t.Errorf("graygate_rollout_invalid_events_total{reason=\"signer\"} = %s; want 0", v)
+	}
+	if strings.Contains(an.Stderr(), "rollout_signers is empty") {
+		t.Error("the analyzer warned about unsigned events")
+	}
+
+	// The analyzer stops: no heartbeat, the gateway holds its grays.
+	_ = an.Cmd.Process.Kill()
+	_ = an.Cmd.Wait()
+	testenv.WaitFor(t, 5*time.Second, "the unwatched hold", func() bool { return metric(t, gw, "graygate_gray_unwatched") == "1" })
 }
