@@ -89,8 +89,11 @@ func (d *decoder) warnShortTokens(c *Config) {
 			}
 		}
 	}
-	if d.svc.collector() {
-		if t := c.Collector.APIToken; t != "" && len(t) < MinTokenBytes {
+	// The collector's token, also from `gateway validate` when the file
+	// holds it literally (the gateway leaves ${VAR} in collector keys
+	// unexpanded, and GRAYGATE_API_TOKEN is the collector's to read).
+	if t := c.Collector.APIToken; t != "" && (d.svc.collector() || !strings.Contains(string(t), "${")) {
+		if len(t) < MinTokenBytes {
 			d.warnf("collector.api_token", nil, "the API token (or %s) is shorter than %d bytes; a later revision refuses it", EnvAPIToken, MinTokenBytes)
 		}
 	}

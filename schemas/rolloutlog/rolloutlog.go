@@ -188,22 +188,17 @@ func (v Verifier) Check(deployment string, prev, seq uint64, h nats.Header, data
 		return Verdict{Signer: signer, Reason: ReasonSigner,
 			Note: "a rollout event of actor " + string(ev.Actor) + " signed by " + clip(signer, 60) + ", which nats.rollout_signers does not list for it"}
 	}
-	switch {
-	case ev.PrevRevision == nil:
+	switch p := ev.PrevRevision; {
+	case p == nil:
 		return Verdict{Signer: signer, Reason: ReasonReplay, Note: "a signed rollout event without prev_revision"}
-	case prev == PrevUnknown && *ev.PrevRevision < seq:
-	case prev == PrevUnknown || *ev.PrevRevision != prev:
+	case prev == PrevUnknown && *p >= seq:
 		return Verdict{Signer: signer, Reason: ReasonReplay,
-			Note: fmt.Sprintf("a rollout event appended after revision %d stored after revision %d (replayed)", *ev.PrevRevision, prevText(prev))}
+			Note: fmt.Sprintf("a rollout event appended after revision %d stored at %d (replayed)", *p, seq)}
+	case prev != PrevUnknown && *p != prev:
+		return Verdict{Signer: signer, Reason: ReasonReplay,
+			Note: fmt.Sprintf("a rollout event appended after revision %d stored after revision %d (replayed)", *p, prev)}
 	}
 	return Verdict{Event: ev, At: at, Signer: signer}
-}
-
-func prevText(prev uint64) uint64 {
-	if prev == PrevUnknown {
-		return 0
-	}
-	return prev
 }
 
 // Decode returns the rollout event a message on deployment's rollout
