@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -90,6 +91,8 @@ type Consumer struct {
 	mu       sync.Mutex
 	declared map[string]jetstream.ConsumerConfig // stream → the configuration its consumer must keep
 	mismatch map[string]string                   // stream → how its consumer differs; absent when it does not
+
+	replayWarned atomic.Bool // the rollout replay check failed once (checkRollout)
 }
 
 // ErrConsumerMismatch: the collector's consumer of a stream has another
