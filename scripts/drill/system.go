@@ -21,8 +21,8 @@ const drillDB = "graygate_drill"
 
 // Tokens of the drill's services (loopback only, a throwaway system).
 const (
-	adminToken = "drill-admin-token"
-	apiToken   = "drill-api-token"
+	adminToken = "drill-admin-token-of-at-least-32-bytes"
+	apiToken   = "drill-api-token-of-at-least-32-bytes"
 	deployment = "qwen"
 )
 
@@ -34,13 +34,18 @@ const leaseTTL = 10 * time.Second
 
 // serviceNATS is the nats section of a service's configuration: every
 // node, streams at three replicas, the service's identity of the shipped
-// configuration and the CA of the drill's certificates.
+// configuration, the CA of the drill's certificates and who may sign
+// rollout events (the drill's own keys).
 const serviceNATS = `nats:
   url: "{{NATS}}"
   replicas: 3
   user: {{USER}}
   password_env: {{PASSWORD_ENV}}
   tls: {ca_file: "{{CA}}"}
+  rollout_signers:
+    analyzer: ["{{ANALYZER_NKEY}}"]
+    admin: ["{{GATEWAY_NKEY}}"]
+    config: ["{{GATEWAY_NKEY}}"]
 {{API_PREFIX}}`
 
 // serviceConfig is what every service of the drill reads; the replicas
@@ -53,6 +58,7 @@ gateway:
   spool_dir: {{SPOOL}}
   request_log: all # the drill counts every request's event
   admin_token: ` + adminToken + `
+  rollout_signing_key_file: {{GATEWAY_SEED}}
   rollout_stale_after: 60s
 sampling_contract:
   conflict: reject
@@ -72,6 +78,7 @@ deployments:
       response_schema: {{SCHEMA}}
 analyzer:
   listen: {{ANALYZER}}
+  signing_key_file: {{ANALYZER_SEED}}
   interval: 1s
   window: 1m
   min_requests: 50
@@ -165,6 +172,10 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 		return s, err
 	}
 
+	keys, err := makeSigners(filepath.Join(s.dir, "keys"))
+	if err != nil {
+		return s, err
+	}
 	addrs := map[string]string{}
 	for _, k := range []string{"PRIMARY", "GRAY", "G1", "A1", "G2", "A2", "COLLECTOR", "AN1", "AN2"} {
 		p, err := freePort()
@@ -187,12 +198,14 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 			prefix = "  api_prefix: " + apiPrefix + "\n"
 		}
 		natsSection := strings.NewReplacer("{{NATS}}", s.cluster.urls, "{{USER}}", id.user,
-			"{{PASSWORD_ENV}}", id.passwordEnv, "{{CA}}", s.certs.ca, "{{API_PREFIX}}", prefix).Replace(serviceNATS)
+			"{{PASSWORD_ENV}}", id.passwordEnv, "{{CA}}", s.certs.ca, "{{API_PREFIX}}", prefix,
+			"{{ANALYZER_NKEY}}", keys.analyzerPub, "{{GATEWAY_NKEY}}", keys.gatewayPub).Replace(serviceNATS)
 		text := strings.NewReplacer("{{NATS_SECTION}}", natsSection, "{{PG}}", s.db,
 			"{{LISTEN}}", listen, "{{ADMIN}}", admin, "{{SPOOL}}", filepath.Join(s.dir, "spool-"+name),
 			"{{PRIMARY}}", s.mockURL[0], "{{GRAY}}", s.mockURL[1],
 			"{{SCHEMA}}", filepath.Join(root, "schemas/contracts/agent-action.schema.json"),
-			"{{ANALYZER}}", analyzerAt, "{{COLLECTOR}}", addrs["COLLECTOR"]).Replace(serviceConfig)
+			"{{ANALYZER}}", analyzerAt, "{{COLLECTOR}}", addrs["COLLECTOR"],
+			"{{GATEWAY_SEED}}", keys.gatewaySeed, "{{ANALYZER_SEED}}", keys.analyzerSeed).Replace(serviceConfig)
 		path := filepath.Join(s.dir, name+".yaml")
 		return path, os.WriteFile(path, []byte(text), 0o600)
 	}
