@@ -36,15 +36,15 @@ func routesOf(t *testing.T, nd *node) map[string]bool {
 	return m
 }
 
+// TestClusterPartition forms the drill's cluster on the shipped
+// configuration and certificates, cuts node 1 off through the route
+// proxies, checks that no route goes around them, and heals it.
 func TestClusterPartition(t *testing.T) {
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Skip("openssl is missing: the shipped certificate script needs it")
 	}
 	root := testenv.RepoRoot()
 	dir := t.TempDir()
-	if d := os.Getenv("DRILL_TEST_DIR"); d != "" {
-		dir = d
-	}
 	natsBin := filepath.Join(dir, "nats-server")
 	if out, err := exec.Command("go", "build", "-o", natsBin, "github.com/nats-io/nats-server/v2").CombinedOutput(); err != nil {
 		t.Fatalf("build nats-server: %v\n%s", err, out)
@@ -53,7 +53,7 @@ func TestClusterPartition(t *testing.T) {
 	defer cancel()
 	c, err := makeCerts(ctx, root, dir)
 	testenv.Must(t, err)
-	os.MkdirAll(filepath.Join(dir, "logs"), 0o755)
+	testenv.Must(t, os.MkdirAll(filepath.Join(dir, "logs"), 0o755))
 	env := append(os.Environ(), tlsEnv.cert+"="+c.cert, tlsEnv.key+"="+c.key, tlsEnv.ca+"="+c.ca)
 	for _, id := range identities {
 		env = append(env, id.passwordEnv+"=test-"+id.user)
