@@ -296,3 +296,23 @@ func TestVacancyReported(t *testing.T) {
 		t.Errorf("15 s unreported at a 10 s TTL: %q", got)
 	}
 }
+
+func TestDecodeRollout(t *testing.T) {
+	// An analyzer rollback as SPEC §11 rev. 4 writes it (lease on every
+	// analyzer event), one without a lease, and a message that is no event.
+	withLease := `{"specversion":"1.0","id":"0190","source":"analyzer/x","type":"graygate.rollout.changed","time":"2026-12-04T22:00:00Z",` +
+		`"data":{"deployment":"qwen","percentage":0,"status":"rolled_back","reason":"gate","actor":"analyzer","revision":7,` +
+		`"lease":{"holder":"analyzer/x/1","revision":42}}}`
+	e, ok := decodeRollout([]byte(withLease))
+	if !ok || e.Deployment != "qwen" || e.Actor != "analyzer" || e.Status != "rolled_back" || e.Lease == nil ||
+		*e.Lease != (leaseRef{Holder: "analyzer/x/1", Revision: 42}) {
+		t.Errorf("decodeRollout(with lease) = %+v, %v", e, ok)
+	}
+	e, ok = decodeRollout([]byte(`{"data":{"deployment":"qwen","percentage":20,"status":"active","actor":"admin"}}`))
+	if !ok || e.Lease != nil || e.Percentage != 20 {
+		t.Errorf("decodeRollout(without lease) = %+v, %v", e, ok)
+	}
+	if _, ok := decodeRollout([]byte("not json")); ok {
+		t.Error("decodeRollout(not json) ok")
+	}
+}

@@ -64,23 +64,33 @@ func readRollouts(ctx context.Context, js jetstream.JetStream) ([]rolloutEvent, 
 		if err != nil {
 			return nil, fmt.Errorf("%s seq %d: %w", events.StreamRollout, seq, err)
 		}
-		var env struct {
-			Data struct {
-				Deployment string    `json:"deployment"`
-				Percentage float64   `json:"percentage"`
-				Status     string    `json:"status"`
-				Actor      string    `json:"actor"`
-				Lease      *leaseRef `json:"lease"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(m.Data, &env); err != nil {
+		e, ok := decodeRollout(m.Data)
+		if !ok {
 			continue // not a rollout event: the gateways skip it too
 		}
-		d := env.Data
-		out = append(out, rolloutEvent{Seq: m.Sequence, Stored: m.Time, Deployment: d.Deployment,
-			Actor: d.Actor, Status: d.Status, Percentage: d.Percentage, Lease: d.Lease})
+		e.Seq, e.Stored = m.Sequence, m.Time
+		out = append(out, e)
 	}
 	return out, nil
+}
+
+// decodeRollout reads what the drill needs of a rollout event's envelope:
+// its deployment, percentage, status, actor and, when it has one, lease.
+func decodeRollout(b []byte) (rolloutEvent, bool) {
+	var env struct {
+		Data struct {
+			Deployment string    `json:"deployment"`
+			Percentage float64   `json:"percentage"`
+			Status     string    `json:"status"`
+			Actor      string    `json:"actor"`
+			Lease      *leaseRef `json:"lease"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil || env.Data.Deployment == "" {
+		return rolloutEvent{}, false
+	}
+	d := env.Data
+	return rolloutEvent{Deployment: d.Deployment, Actor: d.Actor, Status: d.Status, Percentage: d.Percentage, Lease: d.Lease}, true
 }
 
 // streamMessages is the number of messages GRAYGATE_EVENTS holds.
