@@ -3,7 +3,6 @@ package attempt
 import (
 	"errors"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -16,7 +15,7 @@ import (
 type Failure struct {
 	Outcome   events.Outcome
 	ErrorType string
-	Reason    filter.Reason
+	Reason    events.SampleReason
 	Status    int   // the upstream's status; 0 with Err
 	Err       error // the I/O error; nil when the upstream answered
 }
@@ -63,14 +62,14 @@ func (f Failure) errorType() string {
 // reason is a gray sample's (and a fallback's) reason for f: a non-2xx
 // status is upstream_status; a 2xx without the stream asked for, and
 // every I/O error but a timeout, upstream_error.
-func (f Failure) reason() filter.Reason {
+func (f Failure) reason() events.SampleReason {
 	switch {
 	case f.Err == nil && (f.Status < 200 || f.Status >= 300):
-		return filter.UpstreamStatus
+		return events.ReasonUpstreamStatus
 	case f.Outcome == events.OutcomeTimeout:
-		return filter.Timeout
+		return events.ReasonTimeout
 	}
-	return filter.UpstreamError
+	return events.ReasonUpstreamError
 }
 
 // Gray records f in m, a gray attempt's measure, with its sample reason.

@@ -42,7 +42,7 @@ const (
 type Measure struct {
 	Status    int
 	ErrorType string
-	Reason    filter.Reason // why a gray attempt failed; "" otherwise
+	Reason    events.SampleReason // why a gray attempt failed; "" otherwise
 	// Outcome is the attempt's outcome when the other fields no longer
 	// tell it (see Measure.Ended); "" to derive it.
 	Outcome       events.Outcome
@@ -76,13 +76,13 @@ func (m *Measure) Ended() events.Outcome {
 		return m.Outcome
 	}
 	switch m.Reason {
-	case filter.SchemaViolation:
+	case events.ReasonSchemaViolation:
 		return events.OutcomeSchemaViolation
-	case filter.InvalidJSON:
+	case events.ReasonInvalidJSON:
 		return events.OutcomeInvalidJSON
-	case filter.Timeout:
+	case events.ReasonTimeout:
 		return events.OutcomeTimeout
-	case filter.UpstreamError:
+	case events.ReasonUpstreamError:
 		return events.OutcomeUpstreamError
 	}
 	switch m.ErrorType {
@@ -106,11 +106,11 @@ func (m *Measure) Ended() events.Outcome {
 // answer broke the contract, why (m.Reason), and returns the reason and
 // what was wrong. Buffered, replayed and observed gray answers are all
 // judged here.
-func (m *Measure) Judge(f *filter.Filter, body []byte, contents [][]byte) (filter.Reason, []filter.FieldError) {
+func (m *Measure) Judge(f *filter.Filter, body []byte, contents [][]byte) (events.SampleReason, []filter.FieldError) {
 	r, errs := f.Check(body, contents)
 	if f.HasSchema() {
 		m.SchemaValid = Yes
-		if r == filter.SchemaViolation {
+		if r == events.ReasonSchemaViolation {
 			m.SchemaValid = No
 		}
 	}

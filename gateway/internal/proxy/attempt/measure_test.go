@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -27,16 +26,16 @@ func TestMeasureOutcome(t *testing.T) {
 		{"primary unreachable", Measure{Status: 502, ErrorType: ErrTypeUpstreamUnreachable, Outcome: Classify(0, errors.New("connection refused")).Outcome}, events.OutcomeUpstreamError},
 		{"client left mid-stream", Measure{Status: 200, ErrorType: ErrTypeCallerCancelled}, events.OutcomeCancelled},
 		{"client left, upstream aborted", Measure{ErrorType: ErrTypeCallerCancelled, Outcome: Classify(0, upstream.ErrAborted).Outcome}, events.OutcomeCancelled},
-		{"gray schema violation", Measure{Status: 200, ErrorType: ErrTypeUpstreamSchema, Reason: filter.SchemaViolation}, events.OutcomeSchemaViolation},
-		{"gray content not JSON", Measure{Status: 200, ErrorType: ErrTypeUpstreamInvalidJSON, Reason: filter.InvalidJSON}, events.OutcomeInvalidJSON},
-		{"gray observed schema violation", Measure{Status: 200, ErrorType: ErrTypeNone, Reason: filter.SchemaViolation}, events.OutcomeSchemaViolation},
-		{"gray 500", Measure{Status: 500, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstream5xx},
-		{"gray 404", Measure{Status: 404, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstream4xx},
-		{"gray status out of range", Measure{Status: 600, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}, events.OutcomeUpstreamError},
-		{"gray 2xx without a stream", Measure{Status: 200, ErrorType: ErrTypeUpstreamStatus, Reason: filter.UpstreamError}, events.OutcomeUpstreamError},
-		{"gray observed 2xx without a stream", Measure{Status: 200, Reason: filter.UpstreamStatus, ErrorType: ErrTypeUpstreamStatus, Outcome: Classify(200, nil).Outcome}, events.OutcomeUpstreamError},
-		{"gray timeout", Measure{ErrorType: ErrTypeUpstreamTimeout, Reason: filter.Timeout}, events.OutcomeTimeout},
-		{"gray aborted by the client", Measure{ErrorType: ErrTypeCallerCancelled, Reason: filter.UpstreamError, Outcome: Classify(0, upstream.ErrAborted).Outcome}, events.OutcomeCancelled},
+		{"gray schema violation", Measure{Status: 200, ErrorType: ErrTypeUpstreamSchema, Reason: events.ReasonSchemaViolation}, events.OutcomeSchemaViolation},
+		{"gray content not JSON", Measure{Status: 200, ErrorType: ErrTypeUpstreamInvalidJSON, Reason: events.ReasonInvalidJSON}, events.OutcomeInvalidJSON},
+		{"gray observed schema violation", Measure{Status: 200, ErrorType: ErrTypeNone, Reason: events.ReasonSchemaViolation}, events.OutcomeSchemaViolation},
+		{"gray 500", Measure{Status: 500, ErrorType: ErrTypeUpstreamStatus, Reason: events.ReasonUpstreamStatus}, events.OutcomeUpstream5xx},
+		{"gray 404", Measure{Status: 404, ErrorType: ErrTypeUpstreamStatus, Reason: events.ReasonUpstreamStatus}, events.OutcomeUpstream4xx},
+		{"gray status out of range", Measure{Status: 600, ErrorType: ErrTypeUpstreamStatus, Reason: events.ReasonUpstreamStatus}, events.OutcomeUpstreamError},
+		{"gray 2xx without a stream", Measure{Status: 200, ErrorType: ErrTypeUpstreamStatus, Reason: events.ReasonUpstreamError}, events.OutcomeUpstreamError},
+		{"gray observed 2xx without a stream", Measure{Status: 200, Reason: events.ReasonUpstreamStatus, ErrorType: ErrTypeUpstreamStatus, Outcome: Classify(200, nil).Outcome}, events.OutcomeUpstreamError},
+		{"gray timeout", Measure{ErrorType: ErrTypeUpstreamTimeout, Reason: events.ReasonTimeout}, events.OutcomeTimeout},
+		{"gray aborted by the client", Measure{ErrorType: ErrTypeCallerCancelled, Reason: events.ReasonUpstreamError, Outcome: Classify(0, upstream.ErrAborted).Outcome}, events.OutcomeCancelled},
 		{"gray replay the client left", Measure{Status: 200, ErrorType: ErrTypeCallerCancelled, Outcome: events.OutcomeOK}, events.OutcomeOK},
 	}
 	for _, tt := range tests {

@@ -22,7 +22,7 @@ import (
 // unchanged — and keeps its meaning (upstreamStatusError). The request
 // event records e.Status. A failure is counted by its error type, except
 // a 4xx: the client caused it.
-func (s *Flow) clientError(x *Exchange, armName string, f attempt.Failure, body []byte) *apierr.Error {
+func (s *Flow) clientError(x *Exchange, armName events.Arm, f attempt.Failure, body []byte) *apierr.Error {
 	d := x.Deployment.Name
 	if f.Err == nil && f.Status >= 400 && f.Status < 500 {
 		return upstreamStatusError(armName, f.Status, body)
@@ -50,7 +50,7 @@ func (s *Flow) clientError(x *Exchange, armName string, f attempt.Failure, body 
 
 // fail is clientError for f, recorded in m, the attempt's measure: the
 // status the client got, f's error_type and outcome.
-func (s *Flow) fail(x *Exchange, armName string, f attempt.Failure, body []byte, m *attempt.Measure) *apierr.Error {
+func (s *Flow) fail(x *Exchange, armName events.Arm, f attempt.Failure, body []byte, m *attempt.Measure) *apierr.Error {
 	e := s.clientError(x, armName, f, body)
 	m.Status, m.ErrorType, m.Outcome = e.Status, f.ErrorType, f.Outcome
 	return e

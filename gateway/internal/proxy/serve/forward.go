@@ -3,13 +3,13 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"github.com/graygate/graygate/schemas/events"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 )
 
@@ -22,7 +22,7 @@ func (s *Flow) Forward(c *fiber.Ctx, x *Exchange) error {
 	ctx := s.watcher.Add(&x.watch, c.Context().Conn())
 	defer s.watcher.Remove(&x.watch)
 	var gray *attempt.Measure
-	armName := telemetry.ArmPrimary
+	armName := events.ArmPrimary
 	if x.UseGray {
 		m, served := s.grayBuffered(ctx, c, x)
 		if served {
@@ -30,7 +30,7 @@ func (s *Flow) Forward(c *fiber.Ctx, x *Exchange) error {
 		}
 		// Copied out only for a fallback: &m would put every gray
 		// request's measure on the heap.
-		gray, armName = new(attempt.Measure), telemetry.ArmFallback
+		gray, armName = new(attempt.Measure), events.ArmFallback
 		*gray = m
 	}
 	d := x.Deployment
@@ -38,7 +38,7 @@ func (s *Flow) Forward(c *fiber.Ctx, x *Exchange) error {
 	resp, err := d.Primary.Upstream().Do(ctx, upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(d.Primary), Header: x})
 	if err != nil {
 		m := attempt.Measure{Latency: time.Since(sent)}
-		e := s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, err), nil, &m)
+		e := s.fail(x, events.ArmPrimary, attempt.Classify(0, err), nil, &m)
 		s.complete(x, armName, d.Primary, m, gray)
 		return e
 	}
@@ -59,7 +59,7 @@ func (s *Flow) Forward(c *fiber.Ctx, x *Exchange) error {
 // and 4xx pass through, anything else is a 502, of whose answer only
 // reasonBytes are read. The answer is handed to fasthttp with x
 // (sendAnswer).
-func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, armName string, a *deploy.Arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
+func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, armName events.Arm, a *deploy.Arm, resp *upstream.Response, sent time.Time) (attempt.Measure, *apierr.Error) {
 	m := attempt.Measure{Status: resp.Status, ErrorType: attempt.ErrTypeNone, TTFT: time.Since(sent)}
 	m.Headers = m.TTFT
 	var err error
@@ -72,11 +72,11 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, armName string, a *deplo
 	m.Latency = time.Since(sent)
 	s.tel.TTFT(x.Deployment.Name, armName, x.Stream, m.TTFT)
 	if err != nil {
-		return m, s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, err), nil, &m)
+		return m, s.fail(x, events.ArmPrimary, attempt.Classify(0, err), nil, &m)
 	}
 	switch {
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
-		return m, s.fail(x, telemetry.ArmPrimary, attempt.Classify(resp.Status, nil), x.ans, &m)
+		return m, s.fail(x, events.ArmPrimary, attempt.Classify(resp.Status, nil), x.ans, &m)
 	case resp.Status >= 400:
 		// The client caused it: pass it through unchanged.
 		m.ErrorType = attempt.ErrTypeCallerBadRequest
@@ -95,7 +95,7 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, armName string, a *deplo
 	x.tally.Reset(x.pair.held) // a held gray failure is judged against this answer
 	x.tally.Add(x.ans, &x.answer)
 	if x.tally.Over != nil {
-		return m, s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, x.tally.Over), nil, &m)
+		return m, s.fail(x, events.ArmPrimary, attempt.Classify(0, x.tally.Over), nil, &m)
 	}
 	x.tally.Fill(&m, x.Body, &x.Scan)
 	if x.pair.held {

@@ -15,7 +15,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/redact"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -85,12 +84,12 @@ func (s *Flow) attemptUntil(ctx context.Context, until time.Time, x *Exchange, d
 		}
 	}
 	if invalid {
-		m.Reason, m.ErrorType = filter.InvalidJSON, attempt.ErrTypeUpstreamInvalidJSON
+		m.Reason, m.ErrorType = events.ReasonInvalidJSON, attempt.ErrTypeUpstreamInvalidJSON
 		return m, []filter.FieldError{{Field: "(body)", Description: "gray answered a body that is not a JSON object"}}
 	}
 	if failed, relayed := x.streamFailed(); sse && failed {
 		// A responses stream without its response is a failed attempt.
-		m.Reason, m.ErrorType, m.Outcome = filter.UpstreamError, attempt.ErrTypeUpstreamInvalidJSON, events.OutcomeUpstreamError
+		m.Reason, m.ErrorType, m.Outcome = events.ReasonUpstreamError, attempt.ErrTypeUpstreamInvalidJSON, events.OutcomeUpstreamError
 		desc := "gray's response stream ended without response.completed"
 		if relayed {
 			m.ErrorType, desc = attempt.ErrTypeUpstreamStatus, "gray's response stream ended with response.failed or error"
@@ -102,7 +101,7 @@ func (s *Flow) attemptUntil(ctx context.Context, until time.Time, x *Exchange, d
 		// attempt.No schema: a 2xx JSON object with "data" is accepted (SPEC §3).
 		var e struct{ Data json.RawMessage }
 		if json.Unmarshal(x.ans, &e) != nil || len(e.Data) == 0 || string(e.Data) == "null" {
-			m.Reason, m.ErrorType = filter.InvalidJSON, attempt.ErrTypeUpstreamInvalidJSON
+			m.Reason, m.ErrorType = events.ReasonInvalidJSON, attempt.ErrTypeUpstreamInvalidJSON
 			return m, []filter.FieldError{{Field: "data", Description: "gray answered embeddings without data"}}
 		}
 		return m, nil
@@ -114,7 +113,7 @@ func (s *Flow) attemptUntil(ctx context.Context, until time.Time, x *Exchange, d
 	r, errs := m.Judge(d.FilterFor(x.EP), body, x.tally.Contents)
 	if r != filter.OK {
 		m.ErrorType = attempt.ErrTypeUpstreamSchema
-		if r == filter.InvalidJSON {
+		if r == events.ReasonInvalidJSON {
 			m.ErrorType = attempt.ErrTypeUpstreamInvalidJSON
 		}
 	}
@@ -125,7 +124,7 @@ func (s *Flow) attemptUntil(ctx context.Context, until time.Time, x *Exchange, d
 func failed(m attempt.Measure, err error) (attempt.Measure, []filter.FieldError) {
 	attempt.Classify(0, err).Gray(&m)
 	desc := "gray could not be reached or broke off its answer"
-	if m.Reason == filter.Timeout {
+	if m.Reason == events.ReasonTimeout {
 		desc = "gray did not finish within the rollout timeout"
 	}
 	return m, []filter.FieldError{{Field: "(transport)", Description: desc}}
@@ -190,23 +189,23 @@ func readStream(resp interface {
 func (s *Flow) grayBuffered(ctx context.Context, c *fiber.Ctx, x *Exchange) (m attempt.Measure, served bool) {
 	d := x.Deployment
 	m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, false)
-	s.tel.TTFT(d.Name, telemetry.ArmGray, false, m.TTFT)
+	s.tel.TTFT(d.Name, events.ArmGray, false, m.TTFT)
 	if m.Reason != filter.OK {
-		s.hold(x, telemetry.ArmGray, d.Gray, m, errs)
+		s.hold(x, events.ArmGray, d.Gray, m, errs)
 		return m, false
 	}
 	c.Status(m.Status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	x.writeAnswerHeaders(c)
-	setArmHeaders(c, x, telemetry.ArmGray, d.Gray)
-	s.complete(x, telemetry.ArmGray, d.Gray, m, nil)
+	setArmHeaders(c, x, events.ArmGray, d.Gray)
+	s.complete(x, events.ArmGray, d.Gray, m, nil)
 	s.sendAnswer(c, x)
 	return m, true
 }
 
 // sample publishes a failed gray payload (x.ans) with its errors at once
 // (a failure that is not paired with primary's answer, hold).
-func (s *Flow) sample(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
+func (s *Flow) sample(x *Exchange, armName events.Arm, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
 	smp := s.newSample(x, armName, a, m, errs)
 	smp.Outcome = m.Ended()
 	s.publishSample(x, &smp)
@@ -216,7 +215,7 @@ func (s *Flow) sample(x *Exchange, armName string, a *deploy.Arm, m attempt.Meas
 // errors; it owns a copy of the payload, cut at gateway.sample_max_bytes.
 // With gateway.redact_samples the payload is redacted here, before it
 // leaves the gateway; the errors were computed on the raw payload.
-func (s *Flow) newSample(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) record.Sample {
+func (s *Flow) newSample(x *Exchange, armName events.Arm, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) record.Sample {
 	smp := record.Sample{
 		RequestID: x.ID, Deployment: x.Deployment.Name, Arm: armName, Model: a.Client.Model,
 		Reason: m.Reason, Status: m.Status, Errors: errs, PayloadBytes: len(x.ans),
@@ -284,11 +283,11 @@ func (s *Flow) mirror(x *Exchange, primary *attempt.Measure) {
 		defer func() { <-d.ShadowSlots }()
 		defer s.Put(y)
 		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.Rollout.Timeout), y, d, y.Stream)
-		s.tel.TTFT(d.Name, telemetry.ArmShadow, y.Stream, m.TTFT)
-		if m.Reason != filter.OK && s.hold(y, telemetry.ArmShadow, d.Gray, m, errs) {
+		s.tel.TTFT(d.Name, events.ArmShadow, y.Stream, m.TTFT)
+		if m.Reason != filter.OK && s.hold(y, events.ArmShadow, d.Gray, m, errs) {
 			s.pairShadow(y)
 			s.settle(y, &m)
 		}
-		s.complete(y, telemetry.ArmShadow, d.Gray, m, nil)
+		s.complete(y, events.ArmShadow, d.Gray, m, nil)
 	}()
 }

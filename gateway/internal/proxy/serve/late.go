@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"github.com/graygate/graygate/schemas/events"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
@@ -14,9 +15,9 @@ import (
 // type, code, message and param — or type invalid_request_error
 // (rate_limit_error for 429) with code upstream_<status> where it sent
 // none, with the upstream's status for the request event.
-func upstreamStatusError(armName string, status int, body []byte) *apierr.Error {
+func upstreamStatusError(armName events.Arm, status int, body []byte) *apierr.Error {
 	e := &apierr.Error{Status: status, Type: "invalid_request_error", Code: "upstream_" + itoa(status),
-		Msg: armName + " answered " + itoa(status)}
+		Msg: string(armName) + " answered " + itoa(status)}
 	if status == fiber.StatusTooManyRequests {
 		e.Type = "rate_limit_error"
 	}

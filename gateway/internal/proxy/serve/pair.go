@@ -70,13 +70,13 @@ func (p *pairing) reset() {
 // primary's answer: a contract failure (schema_violation, invalid_json)
 // on an endpoint with a contract. Embeddings have no schema.
 func pairs(x *Exchange, m *attempt.Measure) bool {
-	return (m.Reason == filter.SchemaViolation || m.Reason == filter.InvalidJSON) && x.EP != upstream.Embeddings
+	return (m.Reason == events.ReasonSchemaViolation || m.Reason == events.ReasonInvalidJSON) && x.EP != upstream.Embeddings
 }
 
 // hold builds the sample of a failed attempt and keeps it in x until
 // primary's answer is known (settle), when the failure pairs; otherwise
 // it publishes it now. It reports whether it held it.
-func (s *Flow) hold(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) bool {
+func (s *Flow) hold(x *Exchange, armName events.Arm, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) bool {
 	if !pairs(x, &m) {
 		s.sample(x, armName, a, m, errs)
 		return false

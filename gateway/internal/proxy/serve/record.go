@@ -7,24 +7,23 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/stats"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/events"
 )
 
 // statsArm is the arm an attempt counts in: a fallback's answer is
 // primary's.
-func statsArm(armName string) events.Arm {
+func statsArm(armName events.Arm) events.Arm {
 	switch armName {
-	case telemetry.ArmGray:
+	case events.ArmGray:
 		return events.ArmGray
-	case telemetry.ArmShadow:
+	case events.ArmShadow:
 		return events.ArmShadow
 	}
 	return events.ArmPrimary
 }
 
 // attempted counts one ended attempt of arm a in the per-arm statistics.
-func (s *Flow) attempted(x *Exchange, armName string, a *deploy.Arm, m *attempt.Measure) {
+func (s *Flow) attempted(x *Exchange, armName events.Arm, a *deploy.Arm, m *attempt.Measure) {
 	outcome := m.Ended()
 	if outcome == events.OutcomeOK && m.Truncated {
 		outcome = events.OutcomeTruncated
@@ -48,7 +47,7 @@ func (s *Flow) attempted(x *Exchange, armName string, a *deploy.Arm, m *attempt.
 
 // complete records the request's outcome: metrics, and the record for the
 // event log.
-func (s *Flow) complete(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
+func (s *Flow) complete(x *Exchange, armName events.Arm, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
 	s.tel.Request(x.Route.Name, x.Deployment.Name, armName, m.Status, time.Since(x.Start))
 	if gray != nil {
 		s.tel.Fallback(x.Deployment.Name, string(gray.Reason))
@@ -59,7 +58,7 @@ func (s *Flow) complete(x *Exchange, armName string, a *deploy.Arm, m attempt.Me
 	}
 	s.attempted(x, armName, a, &m)
 	if gray != nil {
-		s.attempted(x, telemetry.ArmGray, x.Deployment.Gray, gray)
+		s.attempted(x, events.ArmGray, x.Deployment.Gray, gray)
 	}
 	if s.obs == nil {
 		return

@@ -73,7 +73,7 @@ func (x *Exchange) streamFailed() (failed, relayed bool) {
 // endFailedStream records in m a Responses API stream that ended without
 // its response, and, unless the upstream's failure event was relayed,
 // ends the client's stream with the typed error event.
-func (s *Flow) endFailedStream(r *relay.Relay, x *Exchange, armName string, m *attempt.Measure, relayed bool) {
+func (s *Flow) endFailedStream(r *relay.Relay, x *Exchange, armName events.Arm, m *attempt.Measure, relayed bool) {
 	s.tel.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
 	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
 	if relayed {
@@ -82,7 +82,7 @@ func (s *Flow) endFailedStream(r *relay.Relay, x *Exchange, armName string, m *a
 	}
 	m.ErrorType = attempt.ErrTypeUpstreamInvalidJSON
 	s.failStream(r, x, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
-		Msg: armName + " of deployment " + x.Deployment.Name + " ended its response stream without response.completed"})
+		Msg: string(armName) + " of deployment " + x.Deployment.Name + " ended its response stream without response.completed"})
 }
 
 // typedError is the Responses API's stream error event (SPEC §3).

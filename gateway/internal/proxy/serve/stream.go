@@ -12,7 +12,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -25,7 +24,7 @@ type source struct {
 	replay  bool               // x.ans holds a validated gray stream
 	observe bool               // resp is gray in observe mode: judge afterwards
 	arm     *deploy.Arm
-	armName string
+	armName events.Arm
 	sent    time.Time
 	headers time.Duration    // from sent to resp's headers
 	grayM   attempt.Measure  // the gray attempt when arm is gray (replay)
@@ -44,7 +43,7 @@ type source struct {
 func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan source, 1)
-	v := &verdict{decided: make(chan struct{}), armName: telemetry.ArmPrimary}
+	v := &verdict{decided: make(chan struct{}), armName: events.ArmPrimary}
 	go func() { done <- s.openStream(ctx, x, v) }()
 	<-v.decided
 	timer := time.NewTimer(relay.KeepAliveEvery)
@@ -159,7 +158,7 @@ func (b *sseBody) Close() error {
 // written before decided is closed.
 type verdict struct {
 	decided chan struct{}
-	armName string
+	armName events.Arm
 }
 
 // openStream decides what the client will stream: a gray stream that
@@ -169,7 +168,7 @@ type verdict struct {
 func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src source) {
 	d := x.Deployment
 	var gray *attempt.Measure
-	armName := telemetry.ArmPrimary
+	armName := events.ArmPrimary
 	closed := false
 	decide := func() {
 		if !closed {
@@ -184,7 +183,7 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src sou
 			sent := time.Now()
 			resp, err := d.Gray.Upstream().Do(ctx, upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(d.Gray), Header: x, HeaderTimeout: d.Rollout.Timeout})
 			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
-				return source{resp: resp, observe: true, arm: d.Gray, armName: telemetry.ArmGray, sent: sent, headers: time.Since(sent)}
+				return source{resp: resp, observe: true, arm: d.Gray, armName: events.ArmGray, sent: sent, headers: time.Since(sent)}
 			}
 			var m attempt.Measure
 			var errs []filter.FieldError
@@ -197,16 +196,16 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src sou
 				attempt.Classify(resp.Status, nil).Gray(&m)
 				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
 			}
-			s.sample(x, telemetry.ArmGray, d.Gray, m, errs)
-			gray, armName = &m, telemetry.ArmFallback
+			s.sample(x, events.ArmGray, d.Gray, m, errs)
+			gray, armName = &m, events.ArmFallback
 		} else {
 			m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, true)
-			s.tel.TTFT(d.Name, telemetry.ArmGray, true, m.TTFT)
+			s.tel.TTFT(d.Name, events.ArmGray, true, m.TTFT)
 			if m.Reason == filter.OK {
-				return source{replay: true, arm: d.Gray, armName: telemetry.ArmGray, grayM: m}
+				return source{replay: true, arm: d.Gray, armName: events.ArmGray, grayM: m}
 			}
-			s.hold(x, telemetry.ArmGray, d.Gray, m, errs)
-			gray, armName = &m, telemetry.ArmFallback
+			s.hold(x, events.ArmGray, d.Gray, m, errs)
+			gray, armName = &m, events.ArmFallback
 		}
 	}
 	decide()
@@ -223,7 +222,7 @@ func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, src *source) error {
 	switch {
 	case src.err != nil:
 		m := attempt.Measure{Latency: time.Since(src.sent)}
-		e := s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, src.err), nil, &m)
+		e := s.fail(x, events.ArmPrimary, attempt.Classify(0, src.err), nil, &m)
 		s.complete(x, src.armName, src.arm, m, src.gray)
 		return e
 	case src.replay:
@@ -254,7 +253,7 @@ func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, done <-chan source) *sou
 	x.tally.Seq = 0 // nothing relayed yet: an error event is the stream's first
 	if src.err != nil {
 		m := attempt.Measure{Latency: time.Since(src.sent)}
-		s.failStream(r, x, s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, src.err), nil, &m))
+		s.failStream(r, x, s.fail(x, events.ArmPrimary, attempt.Classify(0, src.err), nil, &m))
 		s.complete(x, src.armName, src.arm, m, src.gray)
 		return nil
 	}
@@ -265,7 +264,7 @@ func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, done <-chan source) *sou
 		f := attempt.Classify(src.resp.Status, nil)
 		src.resp.Close()
 		m := attempt.Measure{Latency: time.Since(src.sent)}
-		s.failStream(r, x, s.fail(x, telemetry.ArmPrimary, f, body, &m))
+		s.failStream(r, x, s.fail(x, events.ArmPrimary, f, body, &m))
 		s.complete(x, src.armName, src.arm, m, src.gray)
 		return nil
 	}
@@ -283,7 +282,7 @@ func (s *Flow) abandon(x *Exchange, src source) {
 		return
 	case src.gray != nil:
 		s.settle(x, src.gray)
-		s.attempted(x, telemetry.ArmGray, x.Deployment.Gray, src.gray)
+		s.attempted(x, events.ArmGray, x.Deployment.Gray, src.gray)
 	}
 	m := attempt.Measure{ErrorType: attempt.ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: time.Since(src.sent)}
 	s.attempted(x, src.armName, src.arm, &m)
@@ -306,7 +305,7 @@ func (s *Flow) writeStream(r *relay.Relay, x *Exchange, src *source) {
 			// ended, and ended well.
 			m.ErrorType, m.Outcome = attempt.ErrTypeCallerCancelled, events.OutcomeOK
 		}
-		s.complete(x, telemetry.ArmGray, d.Gray, m, nil)
+		s.complete(x, events.ArmGray, d.Gray, m, nil)
 		s.mirrorIf(x, nil)
 		return
 	}
@@ -322,7 +321,7 @@ func (s *Flow) writeStream(r *relay.Relay, x *Exchange, src *source) {
 			// Too late to fall back: the client has the answer. Keep
 			// the evidence.
 			x.ans = append(x.ans[:0], x.tally.Raw...)
-			s.sample(x, telemetry.ArmGray, d.Gray, m, errs)
+			s.sample(x, events.ArmGray, d.Gray, m, errs)
 		}
 	}
 	s.complete(x, src.armName, src.arm, m, src.gray)
