@@ -6,10 +6,12 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/gateway/internal/upstream"
 )
 
 // Exchange is one request and the scratch memory of its answer, pooled:
@@ -103,4 +105,10 @@ func (s *Flow) sendAnswer(c *fiber.Ctx, x *Exchange) {
 	x.out.Reset(x.ans)
 	x.handed = true
 	c.Response().SetBodyStream(&x.out, len(x.ans))
+}
+
+// to is x's request as arm a's upstream is sent it: with the arm's edits
+// of the body (its model, prompt and sampling values).
+func (x *Exchange) to(a *deploy.Arm) upstream.Request {
+	return upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(a), Header: x}
 }

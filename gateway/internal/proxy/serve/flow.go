@@ -1,8 +1,23 @@
-// Package serve is the way of a prepared request to its answer: the
-// attempts of its arms (primary, gray, fallback, shadow) against their
-// upstreams, the buffered answer, the stream relayed to the client, and
-// the pairing of a gray failure with primary's answer. Every attempt is
-// measured (package attempt) and recorded (package record).
+// Package serve is the way of a prepared request to its answer. Its
+// files, top-down:
+//
+//   - flow.go, exchange.go: the Flow of one gateway and the pooled
+//     Exchange, one request with the scratch memory of its answer;
+//   - buffered.go: Forward, a non-streaming request's answer;
+//   - stream.go: ForwardStream, a streamed answer relayed to the client;
+//   - gray.go: the gray arm's attempts (buffered, a stream in buffer
+//     mode, a shadow copy) and the contract check of their answers;
+//   - sample.go: samples of failed gray answers, and the pairing of a
+//     contract failure with primary's answer (SPEC §6.2);
+//   - fail.go, responses.go: what the client gets for a failure, and
+//     what the Responses API does differently;
+//   - record.go: the request's record and the per-arm statistics;
+//   - headers.go, limits.go: the headers passed and set, the caps.
+//
+// Each try of an arm — primary, gray, fallback or shadow — is one
+// attempt.Attempt: sent to the upstream its arm names, measured and
+// classified by package attempt. serve decides which arm to try and what
+// the client gets; it never picks an upstream.
 package serve
 
 import (

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+
 	"github.com/graygate/graygate/schemas/events"
 
 	"github.com/gofiber/fiber/v2"
