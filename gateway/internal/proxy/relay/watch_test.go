@@ -27,7 +27,7 @@ func tcpPair(t *testing.T) (server, client net.Conn) {
 }
 
 func TestWatcherCancelsWhenClientLeaves(t *testing.T) {
-	w := &Watcher{every: 10 * time.Millisecond}
+	w := &Watcher{rounds: rounds{every: 10 * time.Millisecond}}
 	stayed, _ := tcpPair(t)
 	left, leaver := tcpPair(t)
 	var a, b Watch
@@ -83,7 +83,7 @@ func TestWatcherCancelsWhenClientLeaves(t *testing.T) {
 }
 
 func TestWatcherIgnoresRemovedRequests(t *testing.T) {
-	w := &Watcher{every: 10 * time.Millisecond}
+	w := &Watcher{rounds: rounds{every: 10 * time.Millisecond}}
 	left, leaver := tcpPair(t)
 	var cw Watch
 	ctx := w.Add(&cw, left)
@@ -96,7 +96,7 @@ func TestWatcherIgnoresRemovedRequests(t *testing.T) {
 }
 
 func TestWatcherStopsWhenIdle(t *testing.T) {
-	w := &Watcher{every: 5 * time.Millisecond}
+	w := &Watcher{rounds: rounds{every: 5 * time.Millisecond}}
 	conn, _ := tcpPair(t)
 	var cw Watch
 	w.Add(&cw, conn)
