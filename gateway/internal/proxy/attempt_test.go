@@ -207,15 +207,15 @@ func TestShadowStatistics(t *testing.T) {
 }
 
 func TestRequestLog(t *testing.T) {
-	fallback := &attempt.Measure{Status: 500, ErrorType: attempt.ErrTypeUpstreamStatus, Reason: events.ReasonUpstreamStatus}
+	fallback := &attempt.Measure{Status: 500, ErrorType: events.ErrorUpstreamStatus, Reason: events.ReasonUpstreamStatus}
 	records := []struct {
 		name string
 		r    record.Record
 	}{
 		{"primary 200", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 200}}},
-		{"primary 404", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 404, ErrorType: attempt.ErrTypeCallerBadRequest}}},
-		{"primary 502", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 502, ErrorType: attempt.ErrTypeUpstreamStatus}}},
-		{"primary 504", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 504, ErrorType: attempt.ErrTypeUpstreamTimeout}}},
+		{"primary 404", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 404, ErrorType: events.ErrorCallerBadRequest}}},
+		{"primary 502", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 502, ErrorType: events.ErrorUpstreamStatus}}},
+		{"primary 504", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 504, ErrorType: events.ErrorUpstreamTimeout}}},
 		{"gray", record.Record{Arm: "gray", Measure: attempt.Measure{Status: 200}}},
 		{"fallback", record.Record{Arm: "fallback", FallbackReason: events.ReasonUpstreamStatus, Measure: attempt.Measure{Status: 200}, Gray: fallback}},
 		{"shadow", record.Record{Arm: "shadow", Measure: attempt.Measure{Status: 200}}},
@@ -261,8 +261,8 @@ func TestEventsClampUpstreamValues(t *testing.T) {
 	o.Completed(&record.Record{
 		RequestID: "req-1", Route: "agent-chat", Deployment: "qwen", Arm: "fallback", Model: "m",
 		FallbackReason: events.ReasonUpstreamStatus,
-		Measure:        attempt.Measure{Status: 700, ErrorType: attempt.ErrTypeNone, PromptTokens: -3, CompletionTokens: 5},
-		Gray:           &attempt.Measure{Status: 1000, ErrorType: attempt.ErrTypeUpstreamStatus, Reason: events.ReasonUpstreamStatus, CompletionTokens: -1},
+		Measure:        attempt.Measure{Status: 700, ErrorType: events.ErrorNone, PromptTokens: -3, CompletionTokens: 5},
+		Gray:           &attempt.Measure{Status: 1000, ErrorType: events.ErrorUpstreamStatus, Reason: events.ReasonUpstreamStatus, CompletionTokens: -1},
 	})
 	o.Sampled(&record.Sample{RequestID: "req-1", Deployment: "qwen", Arm: "gray", Model: "m", Reason: events.ReasonUpstreamStatus, Status: 42})
 	evs := sk.take()

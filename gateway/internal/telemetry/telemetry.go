@@ -194,11 +194,11 @@ func (m *Metrics) UpstreamBusy(deployment string, arm events.Arm) func() {
 }
 
 // UpstreamError counts a primary failure by kind (a closed set of error types).
-func (m *Metrics) UpstreamError(deployment, kind string) {
-	k := armKey{deployment, kind}
+func (m *Metrics) UpstreamError(deployment string, kind events.ErrorType) {
+	k := armKey{deployment, string(kind)}
 	c, ok := m.upErrors.Load(k)
 	if !ok {
-		name := `graygate_upstream_errors_total{deployment="` + deployment + `",kind="` + kind + `"}`
+		name := `graygate_upstream_errors_total{deployment="` + deployment + `",kind="` + string(kind) + `"}`
 		c, _ = m.upErrors.LoadOrStore(k, m.set.GetOrCreateCounter(name))
 	}
 	c.(*metrics.Counter).Inc()

@@ -41,7 +41,7 @@ func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Re
 		a.Latency = time.Since(a.Sent)
 		return a
 	}
-	a.Status, a.ErrorType, a.Headers = a.Resp.Status, ErrTypeNone, time.Since(a.Sent)
+	a.Status, a.ErrorType, a.Headers = a.Resp.Status, events.ErrorNone, time.Since(a.Sent)
 	return a
 }
 

@@ -14,7 +14,7 @@ import (
 // are derived from it.
 type Failure struct {
 	Outcome   events.Outcome
-	ErrorType string
+	ErrorType events.ErrorType
 	Reason    events.SampleReason
 	Status    int   // the upstream's status; 0 with Err
 	Err       error // the I/O error; nil when the upstream answered
@@ -47,16 +47,16 @@ func Classify(status int, err error) Failure {
 
 // errorType is the request event's error_type of f: an answered status
 // is upstream_status, whatever its outcome.
-func (f Failure) errorType() string {
+func (f Failure) errorType() events.ErrorType {
 	switch {
 	case f.Err == nil:
-		return ErrTypeUpstreamStatus
+		return events.ErrorUpstreamStatus
 	case f.Outcome == events.OutcomeTimeout:
-		return ErrTypeUpstreamTimeout
+		return events.ErrorUpstreamTimeout
 	case f.Outcome == events.OutcomeCancelled:
-		return ErrTypeCallerCancelled
+		return events.ErrorCallerCancelled
 	}
-	return ErrTypeUpstreamUnreachable // unreachable, TLS, reset, a cap reached
+	return events.ErrorUpstreamUnreachable // unreachable, TLS, reset, a cap reached
 }
 
 // reason is a gray sample's (and a fallback's) reason for f: a non-2xx

@@ -78,7 +78,7 @@ func (o EventObserver) Completed(r *Record) {
 	}
 	ev := &events.RequestCompleted{
 		RequestID: r.RequestID, Route: r.Route, Deployment: r.Deployment, Arm: r.Arm,
-		UpstreamModel: r.Model, Status: r.Status, ErrorType: events.ErrorType(r.ErrorType), Stream: r.Stream,
+		UpstreamModel: r.Model, Status: r.Status, ErrorType: r.ErrorType, Stream: r.Stream,
 		EstimatedTokens: r.EstimatedTokens, MatchedContext: []string{},
 		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, UsageEstimated: r.UsageEstimated,
 		TTFTMillis: millis(r.TTFT), LatencyMillis: millis(r.Latency), ToolCalls: r.ToolCalls,
@@ -102,7 +102,7 @@ func (o EventObserver) Completed(r *Record) {
 	}
 	if g := r.Gray; g != nil {
 		ev.Gray = &events.GrayAttempt{
-			Status: g.Status, ErrorType: events.ErrorType(g.ErrorType), Reason: events.SampleReason(g.Reason),
+			Status: g.Status, ErrorType: g.ErrorType, Reason: events.SampleReason(g.Reason),
 			TTFTMillis: millis(g.TTFT), LatencyMillis: millis(g.Latency),
 			PromptTokens: max(g.PromptTokens, 0), CompletionTokens: max(g.CompletionTokens, 0), SchemaValid: tri(g.SchemaValid),
 			ArmPromptVersion: r.GrayPromptVersion, ArmPromptHash: r.GrayPromptHash,

@@ -82,13 +82,13 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, a *attempt.Attempt) *api
 		return s.fail(x, events.ArmPrimary, attempt.Classify(resp.Status, nil), x.ans, m)
 	case resp.Status >= 400:
 		// The client caused it: pass it through unchanged.
-		m.ErrorType = attempt.ErrTypeCallerBadRequest
+		m.ErrorType = events.ErrorCallerBadRequest
 		s.sendBuffered(c, x, a, resp.Status)
 		return nil
 	}
 	if err := x.scanAnswer(x.ans); err != nil {
-		s.tel.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
-		m.Status, m.ErrorType = fiber.StatusBadGateway, attempt.ErrTypeUpstreamInvalidJSON
+		s.tel.UpstreamError(x.Deployment.Name, events.ErrorUpstreamInvalidJSON)
+		m.Status, m.ErrorType = fiber.StatusBadGateway, events.ErrorUpstreamInvalidJSON
 		return &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
 	}

@@ -24,24 +24,24 @@ func TestClassify(t *testing.T) {
 		status    int
 		err       error
 		outcome   events.Outcome
-		errorType string
+		errorType events.ErrorType
 		reason    events.SampleReason
 		client    int    // the status the client gets
 		code      string // its error code
 	}{
-		{"400", 400, nil, events.OutcomeUpstream4xx, attempt.ErrTypeUpstreamStatus, events.ReasonUpstreamStatus, 400, "bad_request"},
-		{"404 without a body", 404, nil, events.OutcomeUpstream4xx, attempt.ErrTypeUpstreamStatus, events.ReasonUpstreamStatus, 404, "upstream_404"},
-		{"408", 408, nil, events.OutcomeUpstream5xx, attempt.ErrTypeUpstreamStatus, events.ReasonUpstreamStatus, 408, "upstream_408"},
-		{"429", 429, nil, events.OutcomeUpstream5xx, attempt.ErrTypeUpstreamStatus, events.ReasonUpstreamStatus, 429, "rate_limit_exceeded"},
-		{"500", 500, nil, events.OutcomeUpstream5xx, attempt.ErrTypeUpstreamStatus, events.ReasonUpstreamStatus, 502, apierr.CodeUpstreamError},
-		{"302", 302, nil, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamStatus, events.ReasonUpstreamStatus, 502, apierr.CodeUpstreamError},
-		{"600", 600, nil, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamStatus, events.ReasonUpstreamStatus, 502, apierr.CodeUpstreamError},
-		{"2xx without the stream asked for", 200, nil, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamStatus, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
-		{"timeout", 0, upstream.ErrTimeout, events.OutcomeTimeout, attempt.ErrTypeUpstreamTimeout, events.ReasonTimeout, 504, apierr.CodeUpstreamTimeout},
-		{"aborted", 0, upstream.ErrAborted, events.OutcomeCancelled, attempt.ErrTypeCallerCancelled, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
-		{"unreachable", 0, errors.New("connection refused"), events.OutcomeUpstreamError, attempt.ErrTypeUpstreamUnreachable, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
-		{"a cap reached", 0, capped, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamUnreachable, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
-		{"busy", 0, busy, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamUnreachable, events.ReasonUpstreamError, 503, apierr.CodeUpstreamBusy},
+		{"400", 400, nil, events.OutcomeUpstream4xx, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 400, "bad_request"},
+		{"404 without a body", 404, nil, events.OutcomeUpstream4xx, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 404, "upstream_404"},
+		{"408", 408, nil, events.OutcomeUpstream5xx, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 408, "upstream_408"},
+		{"429", 429, nil, events.OutcomeUpstream5xx, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 429, "rate_limit_exceeded"},
+		{"500", 500, nil, events.OutcomeUpstream5xx, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 502, apierr.CodeUpstreamError},
+		{"302", 302, nil, events.OutcomeUpstreamError, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 502, apierr.CodeUpstreamError},
+		{"600", 600, nil, events.OutcomeUpstreamError, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 502, apierr.CodeUpstreamError},
+		{"2xx without the stream asked for", 200, nil, events.OutcomeUpstreamError, events.ErrorUpstreamStatus, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
+		{"timeout", 0, upstream.ErrTimeout, events.OutcomeTimeout, events.ErrorUpstreamTimeout, events.ReasonTimeout, 504, apierr.CodeUpstreamTimeout},
+		{"aborted", 0, upstream.ErrAborted, events.OutcomeCancelled, events.ErrorCallerCancelled, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
+		{"unreachable", 0, errors.New("connection refused"), events.OutcomeUpstreamError, events.ErrorUpstreamUnreachable, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
+		{"a cap reached", 0, capped, events.OutcomeUpstreamError, events.ErrorUpstreamUnreachable, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
+		{"busy", 0, busy, events.OutcomeUpstreamError, events.ErrorUpstreamUnreachable, events.ReasonUpstreamError, 503, apierr.CodeUpstreamBusy},
 	}
 	s := &Flow{tel: telemetry.New()}
 	x := &Exchange{}

@@ -83,15 +83,15 @@ func (s *Flow) readGray(x *Exchange, a *attempt.Attempt, stream bool) []filter.F
 		}
 	}
 	if invalid {
-		m.Reason, m.ErrorType = events.ReasonInvalidJSON, attempt.ErrTypeUpstreamInvalidJSON
+		m.Reason, m.ErrorType = events.ReasonInvalidJSON, events.ErrorUpstreamInvalidJSON
 		return []filter.FieldError{{Field: "(body)", Description: "gray answered a body that is not a JSON object"}}
 	}
 	if failed, relayed := x.streamFailed(); sse && failed {
 		// A responses stream without its response is a failed attempt.
-		m.Reason, m.ErrorType, m.Outcome = events.ReasonUpstreamError, attempt.ErrTypeUpstreamInvalidJSON, events.OutcomeUpstreamError
+		m.Reason, m.ErrorType, m.Outcome = events.ReasonUpstreamError, events.ErrorUpstreamInvalidJSON, events.OutcomeUpstreamError
 		desc := "gray's response stream ended without response.completed"
 		if relayed {
-			m.ErrorType, desc = attempt.ErrTypeUpstreamStatus, "gray's response stream ended with response.failed or error"
+			m.ErrorType, desc = events.ErrorUpstreamStatus, "gray's response stream ended with response.failed or error"
 		}
 		return []filter.FieldError{{Field: "(stream)", Description: desc}}
 	}
@@ -100,7 +100,7 @@ func (s *Flow) readGray(x *Exchange, a *attempt.Attempt, stream bool) []filter.F
 		// No schema: a 2xx JSON object with "data" is accepted (SPEC §3).
 		var e struct{ Data json.RawMessage }
 		if json.Unmarshal(x.ans, &e) != nil || len(e.Data) == 0 || string(e.Data) == "null" {
-			m.Reason, m.ErrorType = events.ReasonInvalidJSON, attempt.ErrTypeUpstreamInvalidJSON
+			m.Reason, m.ErrorType = events.ReasonInvalidJSON, events.ErrorUpstreamInvalidJSON
 			return []filter.FieldError{{Field: "data", Description: "gray answered embeddings without data"}}
 		}
 		return nil
@@ -111,9 +111,9 @@ func (s *Flow) readGray(x *Exchange, a *attempt.Attempt, stream bool) []filter.F
 	}
 	r, errs := m.Judge(x.Deployment.FilterFor(x.EP), body, x.tally.Contents)
 	if r != filter.OK {
-		m.ErrorType = attempt.ErrTypeUpstreamSchema
+		m.ErrorType = events.ErrorUpstreamSchema
 		if r == events.ReasonInvalidJSON {
-			m.ErrorType = attempt.ErrTypeUpstreamInvalidJSON
+			m.ErrorType = events.ErrorUpstreamInvalidJSON
 		}
 	}
 	return errs

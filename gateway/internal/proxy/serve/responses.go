@@ -74,13 +74,13 @@ func (x *Exchange) streamFailed() (failed, relayed bool) {
 // its response, and, unless the upstream's failure event was relayed,
 // ends the client's stream with the typed error event.
 func (s *Flow) endFailedStream(r *relay.Relay, x *Exchange, armName events.Arm, m *attempt.Measure, relayed bool) {
-	s.tel.UpstreamError(x.Deployment.Name, attempt.ErrTypeUpstreamInvalidJSON)
+	s.tel.UpstreamError(x.Deployment.Name, events.ErrorUpstreamInvalidJSON)
 	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
 	if relayed {
-		m.ErrorType = attempt.ErrTypeUpstreamStatus
+		m.ErrorType = events.ErrorUpstreamStatus
 		return
 	}
-	m.ErrorType = attempt.ErrTypeUpstreamInvalidJSON
+	m.ErrorType = events.ErrorUpstreamInvalidJSON
 	s.failStream(r, x, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 		Msg: string(armName) + " of deployment " + x.Deployment.Name + " ended its response stream without response.completed"})
 }

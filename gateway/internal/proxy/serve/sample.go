@@ -154,7 +154,7 @@ func (s *Flow) hold(x *Exchange, a *attempt.Attempt, errs []filter.FieldError) b
 // contents x.tally assembled while relaying, capture). Only when a
 // failure is held.
 func (s *Flow) judgePrimary(x *Exchange, body []byte, m *attempt.Measure) {
-	if !x.pair.held || m.ErrorType != attempt.ErrTypeNone || m.Status < 200 || m.Status >= 300 || !x.tally.KeepContent {
+	if !x.pair.held || m.ErrorType != events.ErrorNone || m.Status < 200 || m.Status >= 300 || !x.tally.KeepContent {
 		return
 	}
 	p := &x.pair
@@ -222,7 +222,7 @@ func (s *Flow) settle(x *Exchange, m *attempt.Measure) {
 // primary answer copies nothing.
 func keepForShadow(x, y *Exchange, m *attempt.Measure, stream bool) {
 	y.pair.reset()
-	if m == nil || m.ErrorType != attempt.ErrTypeNone || m.Status < 200 || m.Status >= 300 {
+	if m == nil || m.ErrorType != events.ErrorNone || m.Status < 200 || m.Status >= 300 {
 		return
 	}
 	p := &y.pair

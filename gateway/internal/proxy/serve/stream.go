@@ -277,7 +277,7 @@ func (s *Flow) abandon(x *Exchange, src source) {
 		s.settle(x, src.gray)
 		s.attempted(x, events.ArmGray, x.Deployment.Gray, src.gray)
 	}
-	m := attempt.Measure{ErrorType: attempt.ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: src.Since()}
+	m := attempt.Measure{ErrorType: events.ErrorCallerCancelled, Outcome: events.OutcomeCancelled, Latency: src.Since()}
 	s.attempted(x, src.Name, src.Arm, &m)
 }
 
@@ -288,7 +288,7 @@ func (s *Flow) writeStream(r *relay.Relay, x *Exchange, src *source) {
 		if !relay.Replay(r, x.ans, !x.Scan.IncludeUsage && x.EP != upstream.Responses) {
 			// The client left during the replay; gray's attempt had
 			// ended, and ended well.
-			src.ErrorType, src.Outcome = attempt.ErrTypeCallerCancelled, events.OutcomeOK
+			src.ErrorType, src.Outcome = events.ErrorCallerCancelled, events.OutcomeOK
 		}
 		s.complete(x, &src.Attempt, nil)
 		s.mirrorIf(x, nil)
@@ -301,7 +301,7 @@ func (s *Flow) writeStream(r *relay.Relay, x *Exchange, src *source) {
 	x.pair.capture = capture
 	x.tally.Reset(src.observe || capture)
 	s.pipe(r, x, src)
-	if src.observe && src.ErrorType == attempt.ErrTypeNone {
+	if src.observe && src.ErrorType == events.ErrorNone {
 		if r, errs := src.Judge(d.FilterFor(x.EP), nil, x.tally.Contents); r != filter.OK {
 			// Too late to fall back: the client has the answer. Keep
 			// the evidence.
@@ -445,7 +445,7 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) {
 			r.Write(buf[run : len(buf)-len(rest)]) // the events before the failure
 			r.Unlock()
 			if r.Left() {
-				m.ErrorType = attempt.ErrTypeCallerCancelled
+				m.ErrorType = events.ErrorCallerCancelled
 				return
 			}
 			src.Resp.Abort() // a cap reached: stop the upstream
@@ -456,7 +456,7 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) {
 			r.Unlock()
 			src.Resp.Abort() // the client went away: stop the upstream
 			m.Latency = time.Since(src.Sent)
-			m.ErrorType = attempt.ErrTypeCallerCancelled
+			m.ErrorType = events.ErrorCallerCancelled
 			x.tally.Fill(m, x.Body, &x.Scan)
 			return
 		}
