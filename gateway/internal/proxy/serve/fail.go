@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
@@ -143,4 +144,58 @@ func scalarText(v json.RawMessage) string {
 		return n.String()
 	}
 	return ""
+}
+
+// endFailedStream records in m a Responses API stream that ended without
+// its response, and, unless the upstream's failure event was relayed,
+// ends the client's stream with the typed error event.
+func (s *Flow) endFailedStream(r *relay.Relay, x *Exchange, armName events.Arm, m *attempt.Measure, relayed bool) {
+	s.tel.UpstreamError(x.Deployment.Name, events.ErrorUpstreamInvalidJSON)
+	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
+	if relayed {
+		m.ErrorType = events.ErrorUpstreamStatus
+		return
+	}
+	m.ErrorType = events.ErrorUpstreamInvalidJSON
+	s.failStream(r, x, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
+		Msg: string(armName) + " of deployment " + x.Deployment.Name + " ended its response stream without response.completed"})
+}
+
+// typedError is the Responses API's stream error event (SPEC §3).
+type typedError struct {
+	Type           string  `json:"type"`
+	Code           string  `json:"code"`
+	Message        string  `json:"message"`
+	Param          *string `json:"param"`
+	SequenceNumber int64   `json:"sequence_number"`
+}
+
+// failStream ends a stream whose headers were sent with the final error
+// event e, and logs it at warn when it is a 5xx, as the error handler logs
+// a 5xx answered before the headers: a stream failure is a failed
+// request, not a quiet one.
+func (s *Flow) failStream(r *relay.Relay, x *Exchange, e *apierr.Error) {
+	if e.Status >= 500 {
+		s.log.Warn("stream failed after its headers", "deployment", x.Deployment.Name,
+			"status", e.Status, "code", e.Code, "err", e.Error())
+	}
+	x.writeErrorEvent(r, e)
+}
+
+// writeErrorEvent ends a stream with e: on /v1/responses the typed
+// `event: error` numbered after the last event relayed, elsewhere the
+// error envelope as a data event.
+func (x *Exchange) writeErrorEvent(r *relay.Relay, e *apierr.Error) {
+	var b []byte
+	if x.EP == upstream.Responses {
+		ev := typedError{Type: "error", Code: e.Code, Message: e.Msg, SequenceNumber: x.tally.Seq}
+		if e.Param != "" {
+			ev.Param = &e.Param
+		}
+		j, _ := json.Marshal(ev)
+		b = append(append([]byte("event: error\ndata: "), j...), "\n\n"...)
+	} else {
+		b = append(append([]byte("data: "), apierr.Marshal(e)...), "\n\n"...)
+	}
+	_ = r.Send(b)
 }

@@ -89,45 +89,6 @@ func (s *Flow) sampleReason(body []byte) string {
 	return reason(body)
 }
 
-// pairing is an exchange's state of one pairing. The zero value pairs
-// nothing.
-type pairing struct {
-	held    bool          // smp is a failed attempt's sample, not yet published
-	smp     record.Sample // the held sample (it owns its payload)
-	capture bool          // keep primary's answer while relaying it (streams)
-	// The verdict on primary's answer: judged once it was a whole 2xx
-	// answer; broke when it broke the contract or was cut, errs saying
-	// why; raw its bytes for the sample (a prefix for a stream, rawBytes
-	// long in all).
-	judged   bool
-	broke    bool
-	errs     []filter.FieldError
-	raw      []byte
-	rawBytes int
-	// A shadow copy's copy of primary's whole answer (pairShadow): a
-	// buffered body (whole) or a stream's assembled contents.
-	primaryOK bool
-	whole     bool
-	truncated bool
-	body      []byte
-	contents  [][]byte
-}
-
-// reset forgets the pairing, keeping small buffers.
-func (p *pairing) reset() {
-	keep := func(b []byte) []byte {
-		if cap(b) > attempt.MaxPooledBytes {
-			return nil
-		}
-		return b[:0]
-	}
-	raw, body, contents := keep(p.raw), keep(p.body), p.contents[:0]
-	if cap(contents) > 8 {
-		contents = nil
-	}
-	*p = pairing{raw: raw, body: body, contents: contents}
-}
-
 // pairs reports whether a failed attempt measured m is paired with
 // primary's answer: a contract failure (schema_violation, invalid_json)
 // on an endpoint with a contract. Embeddings have no schema.
