@@ -214,7 +214,8 @@ func (s *Flow) notObserved(x *Exchange, a *attempt.Attempt) []filter.FieldError 
 // notAStream handles a source that will not stream before anything was
 // sent: a failure keeps its status (a 4xx passes through, the rest is
 // 502/504), and a non-SSE answer is relayed as a buffered one. It returns
-// nil with src.Resp still set when src is a stream to relay.
+// nil with src.Resp still set when src is a stream to relay, and nil
+// with src.Resp closed and nil once it relayed the answer.
 func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, src *source) error {
 	switch {
 	case src.Err != nil:
@@ -222,10 +223,9 @@ func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, src *source) error {
 	case src.replay || src.Streams():
 		return nil
 	}
-	defer src.Close()
+	defer src.Close() // and src.Resp is nil: nothing is left to stream
 	e := s.relayBuffered(c, x, &src.Attempt)
 	s.complete(x, &src.Attempt, src.gray)
-	src.Resp = nil
 	if e != nil {
 		return e
 	}
