@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/graygate/graygate/schemas/events"
-
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/upstream"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // Forward serves a non-streaming request: gray first when the request was

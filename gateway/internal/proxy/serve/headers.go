@@ -3,12 +3,11 @@ package serve
 import (
 	"bytes"
 
-	"github.com/graygate/graygate/schemas/events"
-
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/valyala/fasthttp"
 )
 
