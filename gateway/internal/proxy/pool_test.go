@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"github.com/graygate/graygate/schemas/events"
 	"io"
 	"net/http"
 	"regexp"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 

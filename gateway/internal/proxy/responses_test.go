@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"github.com/graygate/graygate/schemas/events"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // respAnswer is a Responses API answer whose output_text is a valid agent action.
