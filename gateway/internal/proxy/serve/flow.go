@@ -82,7 +82,7 @@ type Exchange struct {
 	handed bool
 	watch  relay.Watch   // the request's registration with Server.watcher
 	rec    record.Record // the record complete hands to the Observer
-	pair   pairing       // a contract failure paired with primary's answer (pair.go)
+	pair   pairing       // a contract failure paired with primary's answer (sample.go)
 }
 
 // Get returns a pooled exchange for a new request.
