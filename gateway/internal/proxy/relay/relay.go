@@ -210,7 +210,9 @@ func (k *Keeper) add(r *Relay) {
 	k.mu.Lock()
 	r.slot = len(k.relays)
 	k.relays = append(k.relays, r)
-	k.start(k.run)
+	if k.starting() {
+		go k.run()
+	}
 	k.mu.Unlock()
 }
 

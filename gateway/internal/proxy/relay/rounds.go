@@ -14,12 +14,15 @@ type rounds struct {
 	every   time.Duration // the period; checkEvery when 0
 }
 
-// start starts the goroutine run unless it is running; mu is held.
-func (o *rounds) start(run func()) {
-	if !o.running {
-		o.running = true
-		go run()
+// starting reports whether the goroutine must be started, and counts it
+// as running from now on; mu is held. (It takes no func to start: a
+// method value passed per registration would cost an allocation.)
+func (o *rounds) starting() bool {
+	if o.running {
+		return false
 	}
+	o.running = true
+	return true
 }
 
 // each makes the rounds: every period it calls look with mu held, then

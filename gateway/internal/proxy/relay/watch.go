@@ -107,7 +107,9 @@ func (w *Watcher) Add(cw *Watch, conn net.Conn) context.Context {
 	w.mu.Lock()
 	cw.conn, cw.gen, cw.slot = conn, cw.gen+1, len(w.items)
 	w.items = append(w.items, cw)
-	w.start(w.run)
+	if w.starting() {
+		go w.run()
+	}
 	w.mu.Unlock()
 	return cw
 }

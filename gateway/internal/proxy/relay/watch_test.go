@@ -116,6 +116,31 @@ func TestWatcherStopsWhenIdle(t *testing.T) {
 	}
 }
 
+// TestWatchAllocatesNothing: a request's registration with a running
+// watcher allocates nothing (a buffered request is watched on the hot
+// path; BenchmarkGateway counts its allocations).
+func TestWatchAllocatesNothing(t *testing.T) {
+	w := &Watcher{rounds: rounds{every: 5 * time.Millisecond}}
+	conn, _ := tcpPair(t)
+	var keep, cw Watch
+	w.Add(&keep, conn) // the goroutine runs throughout
+	if n := testing.AllocsPerRun(100, func() {
+		w.Add(&cw, conn)
+		w.Remove(&cw)
+	}); n != 0 {
+		t.Errorf("Add and Remove allocate %v times; want 0", n)
+	}
+	w.Remove(&keep)
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		w.mu.Lock()
+		running := w.running
+		w.mu.Unlock()
+		if !running || time.Now().After(deadline) {
+			break
+		}
+	}
+}
+
 // BenchmarkWatch is a buffered request's cost of being watched.
 func BenchmarkWatch(b *testing.B) {
 	w := &Watcher{}
