@@ -8,7 +8,6 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/proxy/token"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
-	"github.com/graygate/graygate/schemas/config"
 )
 
 // TestAdminAuth: /admin/* is 403 forbidden without an admin token
@@ -16,8 +15,8 @@ import (
 // /metrics need none.
 func TestAdminAuth(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	disabled := New(nil, nil, nil, logger, telemetry.New(), Options{}).App()
-	guarded := New(nil, nil, token.NewSet([]config.Secret{"admin-secret"}), logger, telemetry.New(), Options{}).App()
+	disabled := New(nil, nil, token.Named{}, logger, telemetry.New(), Options{}).App()
+	guarded := New(nil, nil, token.NewNamed("admin-secret", nil), logger, telemetry.New(), Options{}).App()
 	for _, tt := range []struct {
 		name   string
 		guard  bool
