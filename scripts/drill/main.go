@@ -103,7 +103,7 @@ type totals struct {
 	Behind              int64  `json:"ticks_dropped"` // the load fell behind its rate
 	StreamMessages      uint64 `json:"graygate_events_messages"`
 	StoredEventIDs      int    `json:"stored_event_ids"`
-	StoreSettledSeconds float64
+	StoreSettledSeconds float64 `json:"store_settled_s"`
 }
 
 func run(ctx context.Context, args []string) error {
