@@ -99,10 +99,10 @@ type result struct {
 
 // totals are the run's figures beyond the rows.
 type totals struct {
-	Requests            int    `json:"requests"`
-	Behind              int64  `json:"ticks_dropped"` // the load fell behind its rate
-	StreamMessages      uint64 `json:"graygate_events_messages"`
-	StoredEventIDs      int    `json:"stored_event_ids"`
+	Requests            int     `json:"requests"`
+	Behind              int64   `json:"ticks_dropped"` // the load fell behind its rate
+	StreamMessages      uint64  `json:"graygate_events_messages"`
+	StoredEventIDs      int     `json:"stored_event_ids"`
 	StoreSettledSeconds float64 `json:"store_settled_s"`
 }
 
