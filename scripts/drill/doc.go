@@ -83,6 +83,11 @@ func document(res *result) string {
 	b.WriteString("injects one fault after another under traffic while a gray starts failing\n")
 	b.WriteString("(SPEC §11 and §12 rev. 4, \"cluster\"). This file is written by the drill.\n\n")
 	fmt.Fprintf(&b, "Run on %s, commit %s, with `%s`.\n\n", res.Date, res.Commit, res.Command)
+	b.WriteString("The faults, in the order they ran:\n\n")
+	for _, r := range res.Rows {
+		fmt.Fprintf(&b, "- **%s**: %s.\n", r.Fault, r.What)
+	}
+	b.WriteString("\n")
 	b.WriteString(markdown(res.Rows))
 	b.WriteString("\n")
 	for _, n := range res.Notes {

@@ -20,7 +20,9 @@ type fault struct {
 	name, what string
 	// outage is how long the fault lasts; 0: --outage.
 	outage time.Duration
-	inject func(ctx context.Context) (heal func(context.Context) error, err error)
+	// inject breaks it and returns what heals it; it may say in p.What
+	// which part it chose.
+	inject func(ctx context.Context, p *phase) (heal func(context.Context) error, err error)
 }
 
 // faults lists the drill's faults in the order they run.
@@ -28,7 +30,7 @@ func (s *system) faults(lw *leaseWatch) []fault {
 	var fs []fault
 	for _, nd := range s.cluster.nodes {
 		fs = append(fs, fault{name: "sigstop-" + nd.name, what: nd.name + " SIGSTOPped, then SIGCONT",
-			inject: func(context.Context) (func(context.Context) error, error) {
+			inject: func(context.Context, *phase) (func(context.Context) error, error) {
 				if err := nd.stop(); err != nil {
 					return nil, err
 				}
@@ -37,13 +39,13 @@ func (s *system) faults(lw *leaseWatch) []fault {
 	}
 	for _, nd := range s.cluster.nodes {
 		fs = append(fs, fault{name: "sigkill-" + nd.name, what: nd.name + " SIGKILLed, then restarted",
-			inject: func(context.Context) (func(context.Context) error, error) {
+			inject: func(context.Context, *phase) (func(context.Context) error, error) {
 				nd.kill()
 				return nd.start, nil
 			}})
 	}
 	fs = append(fs, fault{name: "sigstop-lease-holder", what: "the analyzer holding the lease SIGSTOPped, then SIGCONT",
-		inject: func(ctx context.Context) (func(context.Context) error, error) {
+		inject: func(ctx context.Context, p *phase) (func(context.Context) error, error) {
 			i := -1
 			for end := time.Now().Add(15 * time.Second); i < 0 && time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 				i = lw.holder()
@@ -53,22 +55,24 @@ func (s *system) faults(lw *leaseWatch) []fault {
 			}
 			a := s.analyzers[i]
 			logf("  the lease holder is %s", a.name)
+			p.What = a.name + ", holding the lease, SIGSTOPped, then SIGCONT"
 			if err := a.stop(); err != nil {
 				return nil, err
 			}
 			return func(context.Context) error { return a.cont() }, nil
 		}})
 	fs = append(fs, fault{name: "partition", what: "the node leading " + events.StreamRollout + " cut off from the other two (route proxies), then healed",
-		inject: func(ctx context.Context) (func(context.Context) error, error) {
+		inject: func(ctx context.Context, p *phase) (func(context.Context) error, error) {
 			n := s.cluster.leaderOf(ctx, events.StreamRollout)
 			logf("  partitioning nats-%d", n)
+			p.What = fmt.Sprintf("nats-%d, leading %s, cut off from the other two (route proxies), then healed", n, events.StreamRollout)
 			s.cluster.partition(n, true)
 			return func(context.Context) error { s.cluster.partition(n, false); return nil }, nil
 		}})
 	// No analyzer can renew the lease without a quorum: this vacancy
 	// outlasts 2 × lease_ttl, which the analyzers must report.
 	fs = append(fs, fault{name: "quorum-loss", what: "nats-2 and nats-3 SIGKILLed (no quorum), then restarted", outage: s.o.longOutage,
-		inject: func(context.Context) (func(context.Context) error, error) {
+		inject: func(context.Context, *phase) (func(context.Context) error, error) {
 			two := s.cluster.nodes[1:]
 			for _, nd := range two {
 				nd.kill()
@@ -163,7 +167,7 @@ func (s *system) runPhase(ctx context.Context, i int, f fault, l *load, rw *roll
 	sleep(ctx, o.steady)
 
 	p.Inject = time.Now()
-	heal, err := f.inject(ctx)
+	heal, err := f.inject(ctx, &p)
 	if err != nil {
 		return p, fmt.Errorf("%s: %w", f.name, err)
 	}

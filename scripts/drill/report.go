@@ -314,6 +314,9 @@ func table(in inputs) []row {
 	var out []row
 	for i, p := range in.phases {
 		r := row{Fault: p.Name, What: p.What, Events: counts[i]}
+		if !p.Inject.IsZero() {
+			r.What = fmt.Sprintf("%s (%s of outage)", p.What, p.Heal.Sub(p.Inject).Round(100*time.Millisecond))
+		}
 		for _, q := range in.reqs {
 			if q.phase == i && q.err != "" {
 				r.ClientErrors++
