@@ -141,13 +141,7 @@ func (l *Log) sync(ctx context.Context) error {
 		if cur := l.table.Get(st.Deployment); cur.Known && cur.Revision >= msg.Sequence {
 			continue // nothing new since the last read
 		}
-		if _, _, note := rolloutlog.Decode(st.Deployment, msg.Data); note == "" {
-			l.table.Set(FromFold(foldOne(st.Deployment, msg)))
-			continue
-		}
-		// The last message is not a rollout event: the state is that of
-		// the last one that is, so fold the deployment's retained log.
-		fold, err := l.foldSubject(cctx, stream, subject, msg.Sequence)
+		fold, err := l.foldLast(cctx, stream, st.Deployment, msg)
 		if err != nil {
 			return err
 		}
@@ -161,6 +155,41 @@ func (l *Log) sync(ctx context.Context) error {
 		l.log.Info("rollout state read from the event log", "deployments", len(l.table.All()))
 	}
 	return nil
+}
+
+// foldLast returns the state of deployment, msg being the last message
+// on its subject: msg folded alone when it is a rollout event,
+// else the fold of the deployment's retained log up to it (the state is
+// that of the last message that is one).
+func (l *Log) foldLast(ctx context.Context, stream jetstream.Stream, deployment string, msg *jetstream.RawStreamMsg) (events.RolloutState, error) {
+	if _, _, note := rolloutlog.Decode(deployment, msg.Data); note == "" {
+		return foldOne(deployment, msg), nil
+	}
+	return l.foldSubject(ctx, stream, events.RolloutSubject(deployment), msg.Sequence)
+}
+
+// Last returns the deployment's state as the log holds it now: read from
+// the log (its subject's last message), not from the table, which may lag
+// it by the time a stored event takes to come back. A deployment whose
+// subject holds no message is at revision 0 with no status. It blocks for
+// one or two reads of the stream, at most until ctx is done.
+func (l *Log) Last(ctx context.Context, deployment string) (events.RolloutState, error) {
+	stream, err := l.js.Stream(ctx, events.StreamRollout)
+	if err != nil {
+		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, events.RolloutSubject(deployment))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return events.RolloutState{Deployment: deployment}, nil
+	case err != nil:
+		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	fold, err := l.foldLast(ctx, stream, deployment, msg)
+	if err != nil {
+		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return fold, nil
 }
 
 // foldOne folds a deployment's last message alone.

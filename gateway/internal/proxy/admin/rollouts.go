@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -27,10 +28,12 @@ const (
 // RolloutLog is where rollout changes are recorded: the event log. Append
 // stores ev if the deployment's last event is at sequence expected and
 // returns the new revision; it returns rollout.ErrRevisionConflict or
-// rollout.ErrUnavailable. Fresh reports whether the gateway's state
-// reflects the log.
+// rollout.ErrUnavailable. Last reads the deployment's state from the log
+// itself (this gateway's view may lag it). Fresh reports whether the
+// gateway's state reflects the log.
 type RolloutLog interface {
 	Append(ctx context.Context, ev *events.RolloutChanged, expected uint64) (uint64, error)
+	Last(ctx context.Context, deployment string) (events.RolloutState, error)
 	Fresh() bool
 }
 
@@ -42,11 +45,31 @@ type rolloutChange struct {
 	ExpectedRevision *uint64  `json:"expected_revision"`
 }
 
+// How long a change may take, waiting for its turn included, and how
+// often one sent without expected_revision is tried against a log that
+// moved meanwhile (another gateway's or the analyzer's append between
+// its read and its append).
+const (
+	changeTimeout      = 10 * time.Second
+	maxAppendAttempts  = 32
+	conflictBackoffMax = 5 * time.Millisecond
+)
+
 // putRollout serves PUT /admin/rollouts/{deployment}.
+//
+// The log serializes, it does not refuse (SPEC §11 rev. 4). Changes to
+// one deployment take their turn on this gateway (serial), and each is
+// judged against the state the log holds, read from the log itself, never
+// against this gateway's view, which lags a stored event by the time it
+// takes to come back: so a change whose expected_revision is the revision
+// this gateway just answered is accepted whatever the view shows. A
+// change without expected_revision whose append the log refuses (another
+// writer appended between the read and the append) is read and judged
+// again, and appended after that writer's event; one with
+// expected_revision is answered 409.
 func (a *API) putRollout(c *fiber.Ctx) error {
 	name := c.Params("deployment")
-	cur := a.rollouts.Get(name)
-	if cur == nil {
+	if a.rollouts.Get(name) == nil {
 		return &apierr.Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
 			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
 	}
@@ -62,17 +85,27 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 	if ch.Percentage == nil && ch.Status == nil {
 		return apierr.BadRequest("rollout change needs \"percentage\", \"status\" or both")
 	}
-	// A change without expected_revision applies to the state the log
-	// holds. This gateway's view of it can lag by a few milliseconds (a
-	// change appended through another gateway, or through this one just
-	// before): the log then refuses the append, and the change is
-	// evaluated again on the view once it caught up.
+	ctx, cancel := context.WithTimeout(c.Context(), changeTimeout)
+	defer cancel()
+	release, err := a.serial.acquire(ctx, name)
+	if err != nil {
+		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "earlier changes to " + name + " are still being recorded; the change was not recorded", Cause: err}
+	}
+	defer release()
 	for attempt := 1; ; attempt++ {
-		cur := a.rollouts.Get(name)
-		entry, stale, err := a.changeRollout(name, cur, &ch)
-		if stale && attempt < staleViewAttempts {
-			a.awaitRevision(name, cur.Revision, staleViewWait)
+		cur, err := a.current(ctx, name)
+		if err != nil {
+			return err
+		}
+		entry, err := a.changeRollout(ctx, name, cur, &ch)
+		if errors.Is(err, errMoved) && ch.ExpectedRevision == nil && attempt < maxAppendAttempts && ctx.Err() == nil {
+			// Another writer's event came first: this change follows it.
+			time.Sleep(rand.N(conflictBackoffMax))
 			continue
+		}
+		if errors.Is(err, errMoved) {
+			return revisionConflict(name, cur.Revision, 0)
 		}
 		if err != nil {
 			return err
@@ -81,27 +114,34 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 	}
 }
 
-// How often, and how long each time, a change without expected_revision
-// waits for this gateway's view of the log to catch up.
-const (
-	staleViewAttempts = 3
-	staleViewWait     = 2 * time.Second
-)
+// errMoved: the log refused an append because the deployment's last event
+// is no longer the one the change was judged against.
+var errMoved = errors.New("the rollout log moved")
 
-// awaitRevision waits until the view of deployment name is past revision
-// seen, at most d.
-func (a *API) awaitRevision(name string, seen uint64, d time.Duration) {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if cur := a.rollouts.Get(name); cur != nil && cur.Revision > seen {
-			return
-		}
+// current returns the deployment's state a change is judged against: the
+// log's, read from the log (the table's when events are off: the table is
+// then the owner).
+func (a *API) current(ctx context.Context, name string) (*rollout.State, error) {
+	if a.log == nil {
+		return a.rollouts.Get(name), nil
 	}
+	if !a.log.Fresh() {
+		return nil, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "the event log is unreachable or not read yet; the change was not recorded"}
+	}
+	fold, err := a.log.Last(ctx, name)
+	if err != nil {
+		return nil, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "the rollout state could not be read from the event log; the change was not recorded", Cause: err}
+	}
+	st := rollout.FromFold(fold)
+	return &st, nil
 }
 
-// changeRollout applies ch to the deployment's state cur and records it.
-// stale reports that the log refused a change sent without
-// expected_revision because it had moved past cur.
-func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) (entry *events.RolloutEntry, stale bool, err error) {
+// changeRollout judges ch against the deployment's state cur and records
+// it. It returns errMoved when the log refused the append because the
+// deployment moved past cur.
+func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State, ch *rolloutChange) (*events.RolloutEntry, error) {
 	status := cur.Status
 	if status == "" {
 		// The log holds no valid event for the deployment yet (only
@@ -111,40 +151,36 @@ func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) 
 	if ch.Status != nil {
 		status = rollout.Status(*ch.Status)
 		if !status.Valid() {
-			return nil, false, apierr.BadRequest("status must be \"active\", \"rolled_back\" or \"testing\", got %s", apierr.QuoteShort([]byte(*ch.Status)))
+			return nil, apierr.BadRequest("status must be \"active\", \"rolled_back\" or \"testing\", got %s", apierr.QuoteShort([]byte(*ch.Status)))
 		}
 		switch {
 		case status == rollout.Testing && ch.Percentage != nil:
-			return nil, false, apierr.BadRequest("\"status\": \"testing\" stores percentage 0: send it without a percentage")
+			return nil, apierr.BadRequest("\"status\": \"testing\" stores percentage 0: send it without a percentage")
 		case status == rollout.Active && ch.Percentage == nil:
-			return nil, false, apierr.BadRequest("\"status\": \"active\" needs the percentage to serve at")
+			return nil, apierr.BadRequest("\"status\": \"active\" needs the percentage to serve at")
 		}
+	}
+	if ch.Percentage != nil && !events.ValidPercentage(*ch.Percentage) {
+		return nil, apierr.BadRequest("percentage must be between 0 and 100 with at most two decimals, got %v", *ch.Percentage)
+	}
+	if ch.ExpectedRevision != nil && *ch.ExpectedRevision != cur.Revision {
+		return nil, revisionConflict(name, *ch.ExpectedRevision, cur.Revision)
 	}
 	pct := cur.Percentage
 	if ch.Percentage != nil {
 		p := *ch.Percentage
-		if !events.ValidPercentage(p) {
-			return nil, false, apierr.BadRequest("percentage must be between 0 and 100 with at most two decimals, got %v", p)
-		}
 		if (cur.Status == rollout.RolledBack || cur.Status == rollout.Testing) && status != rollout.Active {
 			code, what := CodeRolledBack, "rolled back"
 			if cur.Status == rollout.Testing {
 				code, what = CodeTesting, "in testing"
 			}
-			return nil, false, &apierr.Error{Status: fiber.StatusConflict, Code: code, Type: "invalid_request_error",
+			return nil, &apierr.Error{Status: fiber.StatusConflict, Code: code, Type: "invalid_request_error",
 				Msg: "deployment " + name + " is " + what + ": send \"status\": \"active\" with the percentage to serve gray to its share"}
 		}
 		pct = math.Round(p*100) / 100
 	}
 	if status == rollout.RolledBack || status == rollout.Testing {
 		pct = 0
-	}
-	expected := cur.Revision
-	if ch.ExpectedRevision != nil {
-		if *ch.ExpectedRevision != cur.Revision {
-			return nil, false, revisionConflict(name, *ch.ExpectedRevision, cur.Revision)
-		}
-		expected = *ch.ExpectedRevision
 	}
 	ev := &events.RolloutChanged{Deployment: name, Percentage: pct, Status: events.RolloutStatus(status),
 		Reason: ch.Reason, Actor: events.ActorAdmin}
@@ -158,24 +194,18 @@ func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) 
 		rev = cur.Revision + 1
 		a.rollouts.Set(rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now))
 	} else {
-		if !a.log.Fresh() {
-			return nil, false, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
-				Msg: "the event log is unreachable or not read yet; the change was not recorded"}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var err error
-		rev, err = a.log.Append(ctx, ev, expected)
-		cancel()
+		rev, err = a.log.Append(ctx, ev, cur.Revision)
 		switch {
 		case errors.Is(err, rollout.ErrRevisionConflict):
-			return nil, ch.ExpectedRevision == nil, revisionConflict(name, expected, 0)
+			return nil, errMoved
 		case err != nil:
-			return nil, false, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			return nil, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 				Msg: "the rollout change could not be recorded in the event log", Cause: err}
 		}
 	}
 	return &events.RolloutEntry{Deployment: name, Percentage: pct, Status: status, Revision: rev,
-		Reason: ev.Reason, Actor: ev.Actor, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
+		Reason: ev.Reason, Actor: ev.Actor, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, nil
 }
 
 func revisionConflict(name string, expected, current uint64) *apierr.Error {
