@@ -24,7 +24,7 @@ type Intake struct {
 	deployments  map[string]*deploy.Deployment
 	contract     *contract.Contract
 	rollouts     *rollout.Table
-	matchedNames sync.Map        // band bit set → x-vsr-matched-context value
+	matchedNames sync.Map // band bit set → x-vsr-matched-context value
 	forceHeaders []string // the rollout force headers (headerNameIs form), never forwarded
 	maxToolSteps int
 	rejected     func(*Rejection) // nil: rejections are only counted
