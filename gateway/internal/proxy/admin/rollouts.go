@@ -9,11 +9,13 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // Error codes of the rollout admin API (SPEC §3).
@@ -74,10 +76,17 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
 	}
 	var ch rolloutChange
+	if !utf8.Valid(c.Body()) {
+		// encoding/json would read the bytes as U+FFFD: refuse them instead.
+		return apierr.BadRequest("rollout change: the body is not UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(c.Body()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ch); err != nil {
 		return apierr.BadRequest("rollout change: %s", apierr.Clip(err.Error(), 200))
+	}
+	if err := checkText("reason", ch.Reason); err != nil {
+		return err
 	}
 	if len(ch.Reason) > events.MaxReasonBytes {
 		return apierr.BadRequest("reason is %d bytes; at most %d", len(ch.Reason), events.MaxReasonBytes)
@@ -112,6 +121,18 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 		}
 		return c.JSON(entry)
 	}
+}
+
+// checkText refuses text an operator will read that holds NUL, control or
+// bidirectional formatting characters (SPEC §11 rev. 4): 400 bad_request
+// naming the field.
+func checkText(field, s string) error {
+	if err := text.Check(field, s); err != nil {
+		e := apierr.BadRequest("%s", err.Error())
+		e.Param = field
+		return e
+	}
+	return nil
 }
 
 // errMoved: the log refused an append because the deployment's last event
