@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // validate checks every rule that involves a value's meaning or other values,
@@ -87,6 +89,8 @@ func (d *decoder) validateRoutes(c *Config, bands map[string]bool) {
 		p := indexPath("routing.routes", i)
 		if r.Model == "" && !d.failed[p+".model"] {
 			d.errorf(p+".model", nil, "a route needs a model (the value clients send)")
+		} else if err := text.Check("the model", r.Model); err != nil {
+			d.errorf(p+".model", nil, "%v", err)
 		} else if j, dup := seen[r.Model]; dup && r.Model != "" {
 			d.errorf(p+".model", nil, "duplicate route model %q (also %s)", r.Model, indexPath("routing.routes", j))
 		} else {
@@ -158,6 +162,8 @@ func (d *decoder) validateUpstream(p string, u *Upstream, dir string, gray bool)
 	}
 	if u.Model == "" && !sameUpstream && !d.failed[p+".model"] {
 		d.errorf(p+".model", nil, "an upstream needs the model name it serves")
+	} else if err := text.Check("the model", u.Model); err != nil {
+		d.errorf(p+".model", nil, "%v", err)
 	}
 	d.positiveDuration(p+".timeout", u.Timeout)
 	d.positiveDuration(p+".stream_idle_timeout", u.StreamIdleTimeout)
