@@ -72,6 +72,47 @@ func (l *Log) CountInvalidIn(c *metrics.Counter) { l.invalid = c }
 // Fresh reports whether the table reflects the log (read, not stale).
 func (l *Log) Fresh() bool { return l.fresh.Load() }
 
+// Last returns the deployment's state as the log holds it now, for a
+// change to be judged against (SPEC §11 rev. 4: read your writes,
+// whichever replica's view lags). It reads the sequence of the
+// deployment's last message from the log itself, then waits until this
+// gateway's view has folded it — the follower is woken by the store, so
+// that is a few milliseconds — and returns the view's state: the log's
+// own fold, with every check the follower makes. It blocks at most until
+// ctx is done (ErrUnavailable then).
+func (l *Log) Last(ctx context.Context, deployment string) (events.RolloutState, error) {
+	stream, err := l.js.Stream(ctx, events.StreamRollout)
+	if err != nil {
+		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	var last uint64 // 0: the subject holds no message
+	msg, err := stream.GetLastMsgForSubject(ctx, events.RolloutSubject(deployment))
+	switch {
+	case err == nil:
+		last = msg.Sequence
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
+		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	for {
+		cur := l.table.Get(deployment)
+		if cur == nil {
+			return events.RolloutState{}, fmt.Errorf("rollout log: no deployment %q", deployment)
+		}
+		if cur.Known && cur.Revision >= last {
+			return cur.RolloutState, nil
+		}
+		select {
+		case <-ctx.Done():
+			return events.RolloutState{}, fmt.Errorf("%w: the rollout state has not reached revision %d (at %d): %v",
+				ErrUnavailable, last, cur.Revision, ctx.Err())
+		case <-time.After(lastPollEvery):
+		}
+	}
+}
+
+// lastPollEvery is how often Last looks whether the view caught up.
+const lastPollEvery = time.Millisecond
+
 // Run reads and follows the log until ctx is done. Connection trouble is
 // not an error: Run retries, marking the table unknown after staleAfter.
 func (l *Log) Run(ctx context.Context) error {
@@ -141,7 +182,13 @@ func (l *Log) sync(ctx context.Context) error {
 		if cur := l.table.Get(st.Deployment); cur.Known && cur.Revision >= msg.Sequence {
 			continue // nothing new since the last read
 		}
-		fold, err := l.foldLast(cctx, stream, st.Deployment, msg)
+		if _, _, note := rolloutlog.Decode(st.Deployment, msg.Data); note == "" {
+			l.table.Set(FromFold(foldOne(st.Deployment, msg)))
+			continue
+		}
+		// The last message is not a rollout event: the state is that of
+		// the last one that is, so fold the deployment's retained log.
+		fold, err := l.foldSubject(cctx, stream, subject, msg.Sequence)
 		if err != nil {
 			return err
 		}
@@ -155,41 +202,6 @@ func (l *Log) sync(ctx context.Context) error {
 		l.log.Info("rollout state read from the event log", "deployments", len(l.table.All()))
 	}
 	return nil
-}
-
-// foldLast returns the state of deployment, msg being the last message
-// on its subject: msg folded alone when it is a rollout event,
-// else the fold of the deployment's retained log up to it (the state is
-// that of the last message that is one).
-func (l *Log) foldLast(ctx context.Context, stream jetstream.Stream, deployment string, msg *jetstream.RawStreamMsg) (events.RolloutState, error) {
-	if _, _, note := rolloutlog.Decode(deployment, msg.Data); note == "" {
-		return foldOne(deployment, msg), nil
-	}
-	return l.foldSubject(ctx, stream, events.RolloutSubject(deployment), msg.Sequence)
-}
-
-// Last returns the deployment's state as the log holds it now: read from
-// the log (its subject's last message), not from the table, which may lag
-// it by the time a stored event takes to come back. A deployment whose
-// subject holds no message is at revision 0 with no status. It blocks for
-// one or two reads of the stream, at most until ctx is done.
-func (l *Log) Last(ctx context.Context, deployment string) (events.RolloutState, error) {
-	stream, err := l.js.Stream(ctx, events.StreamRollout)
-	if err != nil {
-		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	msg, err := stream.GetLastMsgForSubject(ctx, events.RolloutSubject(deployment))
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return events.RolloutState{Deployment: deployment}, nil
-	case err != nil:
-		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	fold, err := l.foldLast(ctx, stream, deployment, msg)
-	if err != nil {
-		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return fold, nil
 }
 
 // foldOne folds a deployment's last message alone.

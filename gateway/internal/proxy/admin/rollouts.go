@@ -30,9 +30,10 @@ const (
 // RolloutLog is where rollout changes are recorded: the event log. Append
 // stores ev if the deployment's last event is at sequence expected and
 // returns the new revision; it returns rollout.ErrRevisionConflict or
-// rollout.ErrUnavailable. Last reads the deployment's state from the log
-// itself (this gateway's view may lag it). Fresh reports whether the
-// gateway's state reflects the log.
+// rollout.ErrUnavailable. Last returns the deployment's state as the log
+// holds it now: once this gateway's view, which may lag, has folded the
+// log's last message for it. Fresh reports whether the gateway's state
+// reflects the log.
 type RolloutLog interface {
 	Append(ctx context.Context, ev *events.RolloutChanged, expected uint64) (uint64, error)
 	Last(ctx context.Context, deployment string) (events.RolloutState, error)
@@ -61,10 +62,11 @@ const (
 //
 // The log serializes, it does not refuse (SPEC §11 rev. 4). Changes to
 // one deployment take their turn on this gateway (serial), and each is
-// judged against the state the log holds, read from the log itself, never
-// against this gateway's view, which lags a stored event by the time it
-// takes to come back: so a change whose expected_revision is the revision
-// this gateway just answered is accepted whatever the view shows. A
+// judged against the state the log holds (RolloutLog.Last: the view once
+// it has read the log's last message for the deployment), never against
+// the view as it stands, which lags a stored event by the time it takes
+// to come back: so a change whose expected_revision is the revision a
+// gateway just answered is accepted whatever the view showed. A
 // change without expected_revision whose append the log refuses (another
 // writer appended between the read and the append) is read and judged
 // again, and appended after that writer's event; one with
@@ -140,7 +142,7 @@ func checkText(field, s string) error {
 var errMoved = errors.New("the rollout log moved")
 
 // current returns the deployment's state a change is judged against: the
-// log's, read from the log (the table's when events are off: the table is
+// log's (RolloutLog.Last; the table's when events are off: the table is
 // then the owner).
 func (a *API) current(ctx context.Context, name string) (*rollout.State, error) {
 	if a.log == nil {
