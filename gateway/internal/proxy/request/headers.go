@@ -4,7 +4,6 @@ import (
 	"bytes"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/valyala/fasthttp"
 )
@@ -187,45 +186,4 @@ func fold(c byte) byte {
 		return '-'
 	}
 	return c
-}
-
-// isForceHeader reports whether k is a rollout force header in any
-// spelling (SPEC §11 rev. 4: case, '_' for '-').
-func (in *Intake) isForceHeader(k []byte) bool {
-	for _, name := range in.forceHeaders {
-		if headerNameIs(k, name) {
-			return true
-		}
-	}
-	return false
-}
-
-// forceOf reads the force header name (headerNameIs form) of h in every
-// spelling, as the stripping does: a header the upstream never gets is
-// one the gateway reads. Spellings that disagree, or a value that is
-// neither true nor false, force nothing: the request is assigned as if
-// it had none.
-func forceOf(h *fasthttp.RequestHeader, name string) rollout.Force {
-	force, seen := rollout.NoForce, false
-	for k, v := range h.All() {
-		if !headerNameIs(k, name) {
-			continue
-		}
-		f := rollout.ParseForce(v)
-		if seen && f != force {
-			return rollout.NoForce
-		}
-		force, seen = f, true
-	}
-	return force
-}
-
-// foldName returns a header name in headerNameIs form: lower case, '-'
-// for '_'.
-func foldName(name string) string {
-	b := []byte(name)
-	for i := range b {
-		b[i] = fold(b[i])
-	}
-	return string(b)
 }

@@ -1,0 +1,52 @@
+package request
+
+import (
+	"github.com/graygate/graygate/gateway/internal/rollout"
+	"github.com/valyala/fasthttp"
+)
+
+// The rollout force header is recognised and stripped in every spelling
+// (SPEC §6.1, §11 rev. 4): in any case, and with '_' for '-', as the
+// credential headers are (headerNameIs), since a server that maps header
+// names to variables reads X_Gray_Rollout as X-Gray-Rollout.
+
+// isForceHeader reports whether k is a rollout force header in any
+// spelling (SPEC §11 rev. 4: case, '_' for '-').
+func (in *Intake) isForceHeader(k []byte) bool {
+	for _, name := range in.forceHeaders {
+		if headerNameIs(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// forceOf reads the force header name (headerNameIs form) of h in every
+// spelling, as the stripping does: a header the upstream never gets is
+// one the gateway reads. Spellings that disagree, or a value that is
+// neither true nor false, force nothing: the request is assigned as if
+// it had none.
+func forceOf(h *fasthttp.RequestHeader, name string) rollout.Force {
+	force, seen := rollout.NoForce, false
+	for k, v := range h.All() {
+		if !headerNameIs(k, name) {
+			continue
+		}
+		f := rollout.ParseForce(v)
+		if seen && f != force {
+			return rollout.NoForce
+		}
+		force, seen = f, true
+	}
+	return force
+}
+
+// foldName returns a header name in headerNameIs form: lower case, '-'
+// for '_'.
+func foldName(name string) string {
+	b := []byte(name)
+	for i := range b {
+		b[i] = fold(b[i])
+	}
+	return string(b)
+}
