@@ -1,6 +1,8 @@
 package request
 
 import (
+	"strings"
+
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/valyala/fasthttp"
 )
@@ -42,11 +44,7 @@ func forceOf(h *fasthttp.RequestHeader, name string) rollout.Force {
 }
 
 // foldName returns a header name in headerNameIs form: lower case, '-'
-// for '_'.
+// for '_'. Called when the intake is built, never per request.
 func foldName(name string) string {
-	b := []byte(name)
-	for i := range b {
-		b[i] = fold(b[i])
-	}
-	return string(b)
+	return strings.ReplaceAll(strings.ToLower(name), "_", "-")
 }
