@@ -24,8 +24,9 @@ type Intake struct {
 	deployments  map[string]*deploy.Deployment
 	contract     *contract.Contract
 	rollouts     *rollout.Table
-	matchedNames sync.Map // band bit set → x-vsr-matched-context value
-	forceHeaders []string // the rollout force headers (headerNameIs form), never forwarded
+	matchedNames sync.Map          // band bit set → x-vsr-matched-context value
+	forceHeaders []string          // the rollout force headers (headerNameIs form), never forwarded
+	forceName    map[string]string // each deployment's force header (headerNameIs form)
 	maxToolSteps int
 	rejected     func(*Rejection) // nil: rejections are only counted
 	tel          *telemetry.Metrics
@@ -42,6 +43,10 @@ func NewIntake(routes map[string]*deploy.Route, deployments map[string]*deploy.D
 		maxToolSteps: maxToolSteps, rejected: rejected, tel: tel}
 	for name := range forceHeaders {
 		in.forceHeaders = append(in.forceHeaders, foldName(name))
+	}
+	in.forceName = make(map[string]string, len(deployments))
+	for name, d := range deployments {
+		in.forceName[name] = foldName(d.Rollout.ForceHeader)
 	}
 	return in
 }
@@ -167,7 +172,7 @@ func (in *Intake) assign(c *fiber.Ctx, x *Request) {
 	st := in.rollouts.Get(d.Name)
 	force := rollout.NoForce
 	if k.Force { // anyone else's force header is ignored (and never forwarded)
-		force = forceOf(&c.Request().Header, foldName(d.Rollout.ForceHeader))
+		force = forceOf(&c.Request().Header, in.forceName[d.Name])
 	}
 	if rollout.Assign(st, force, in.stickyValue(c, x, d)) != rollout.Gray {
 		return
