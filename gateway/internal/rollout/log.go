@@ -78,18 +78,20 @@ func (l *Log) Fresh() bool { return l.fresh.Load() }
 // deployment's last message from the log itself, then waits until this
 // gateway's view has folded it — the follower is woken by the store, so
 // that is a few milliseconds — and returns the view's state: the log's
-// own fold, with every check the follower makes. It blocks at most until
-// ctx is done (ErrUnavailable then).
-func (l *Log) Last(ctx context.Context, deployment string) (events.RolloutState, error) {
+// own fold, with every check the follower makes. With atLeast above that
+// sequence (a revision a client was answered, which the replica serving
+// this read may not have yet) it waits for the view to reach atLeast. It
+// blocks at most until ctx is done (ErrUnavailable then).
+func (l *Log) Last(ctx context.Context, deployment string, atLeast uint64) (events.RolloutState, error) {
 	stream, err := l.js.Stream(ctx, events.StreamRollout)
 	if err != nil {
 		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	var last uint64 // 0: the subject holds no message
+	last := atLeast
 	msg, err := stream.GetLastMsgForSubject(ctx, events.RolloutSubject(deployment))
 	switch {
 	case err == nil:
-		last = msg.Sequence
+		last = max(last, msg.Sequence)
 	case !errors.Is(err, jetstream.ErrMsgNotFound):
 		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}

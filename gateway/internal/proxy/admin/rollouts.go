@@ -32,11 +32,11 @@ const (
 // returns the new revision; it returns rollout.ErrRevisionConflict or
 // rollout.ErrUnavailable. Last returns the deployment's state as the log
 // holds it now: once this gateway's view, which may lag, has folded the
-// log's last message for it. Fresh reports whether the gateway's state
-// reflects the log.
+// log's last message for it, and revision atLeast. Fresh reports whether
+// the gateway's state reflects the log.
 type RolloutLog interface {
 	Append(ctx context.Context, ev *events.RolloutChanged, expected uint64) (uint64, error)
-	Last(ctx context.Context, deployment string) (events.RolloutState, error)
+	Last(ctx context.Context, deployment string, atLeast uint64) (events.RolloutState, error)
 	Fresh() bool
 }
 
@@ -54,6 +54,7 @@ type rolloutChange struct {
 // its read and its append).
 const (
 	changeTimeout      = 10 * time.Second
+	aheadWait          = 2 * time.Second // see putRollout
 	maxAppendAttempts  = 32
 	conflictBackoffMax = 5 * time.Millisecond
 )
@@ -105,9 +106,21 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 	}
 	defer release()
 	for attempt := 1; ; attempt++ {
-		cur, err := a.current(ctx, name)
+		cur, err := a.current(ctx, name, 0)
 		if err != nil {
 			return err
+		}
+		if exp := ch.ExpectedRevision; exp != nil && *exp > cur.Revision && a.log != nil {
+			// The client was answered a revision this read has not
+			// reached: the replica that served it lags the one that
+			// stored it. Wait a little for it rather than refuse a
+			// revision that is the log's; one that never comes (a
+			// revision nobody answered) is refused after aheadWait.
+			wctx, cancel := context.WithTimeout(ctx, aheadWait)
+			if later, err := a.current(wctx, name, *exp); err == nil {
+				cur = later
+			}
+			cancel()
 		}
 		entry, err := a.changeRollout(ctx, name, cur, &ch)
 		if errors.Is(err, errMoved) && ch.ExpectedRevision == nil && attempt < maxAppendAttempts && ctx.Err() == nil {
@@ -142,9 +155,9 @@ func checkText(field, s string) error {
 var errMoved = errors.New("the rollout log moved")
 
 // current returns the deployment's state a change is judged against: the
-// log's (RolloutLog.Last; the table's when events are off: the table is
-// then the owner).
-func (a *API) current(ctx context.Context, name string) (*rollout.State, error) {
+// log's (RolloutLog.Last, at revision atLeast or later; the table's when
+// events are off: the table is then the owner).
+func (a *API) current(ctx context.Context, name string, atLeast uint64) (*rollout.State, error) {
 	if a.log == nil {
 		return a.rollouts.Get(name), nil
 	}
@@ -152,7 +165,7 @@ func (a *API) current(ctx context.Context, name string) (*rollout.State, error) 
 		return nil, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 			Msg: "the event log is unreachable or not read yet; the change was not recorded"}
 	}
-	fold, err := a.log.Last(ctx, name)
+	fold, err := a.log.Last(ctx, name, atLeast)
 	if err != nil {
 		return nil, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 			Msg: "the rollout state could not be read from the event log; the change was not recorded", Cause: err}
