@@ -128,8 +128,15 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 			time.Sleep(rand.N(conflictBackoffMax))
 			continue
 		}
-		if errors.Is(err, errMoved) {
+		if errors.Is(err, errMoved) && ch.ExpectedRevision != nil {
 			return revisionConflict(name, cur.Revision, 0)
+		}
+		if errors.Is(err, errMoved) {
+			// Never 409 without expected_revision (SPEC §11 rev. 4): a
+			// log that kept moving for this long is a log that cannot
+			// take the change now.
+			return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+				Msg: "the rollout log kept moving (" + strconv.Itoa(attempt) + " tries); the change was not recorded", Cause: err}
 		}
 		if err != nil {
 			return err
