@@ -107,7 +107,7 @@ func publishConsoleFixture(t *testing.T, js jetstream.JetStream, now time.Time) 
 		id[i] = alphabet[int(id[i])%len(alphabet)]
 	}
 	bad.RequestID = "req-" + string(id)
-	bad.ValidationErrors[0].Description = `<img src=x onerror=alert(1)> refused`
+	bad.ValidationErrors[0].Description = "<img src=x onerror=alert(1)> refused \u202eevil"
 	pub(bad, now.Add(-5*time.Minute))
 	return f
 }
@@ -472,7 +472,8 @@ func TestE2EConsoleBrowser(t *testing.T) {
 	open("/dead-letters")
 	testenv.Must(t, chromedp.Do(ctx, chromedp.Click("details.dl summary")))
 	if txt := eval(`document.querySelector('details.dl').innerText`); !strings.Contains(txt, `req-`) ||
-		!strings.Contains(txt, `\u003cimg src=x onerror=alert(1)\u003e`) || !strings.Contains(txt, "54000") {
+		!strings.Contains(txt, `\u003cimg src=x onerror=alert(1)\u003e`) || !strings.Contains(txt, "54000") ||
+		!strings.Contains(txt, `refused \u202eevil`) || strings.Contains(txt, "\u202e") {
 		t.Errorf("dead letter shows:\n%s\nwant the message as text and Postgres' error", txt)
 	}
 	if eval(`String(document.querySelectorAll('details.dl img').length)`) != "0" {
