@@ -18,12 +18,12 @@ import (
 
 // putChange sends PUT /admin/rollouts/qwen and returns the status and the
 // revision answered.
-func putChange(t *testing.T, g gw, body string) (int, uint64, string) {
+func putChange(t *testing.T, client *http.Client, g gw, body string) (int, uint64, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPut, g.admin+"/admin/rollouts/qwen", strings.NewReader(body))
 	testenv.Must(t, err)
 	req.Header.Set("Authorization", "Bearer admin-secret")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	testenv.Must(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -56,6 +56,12 @@ func TestRolloutChangesSerialize(t *testing.T) {
 		return g
 	}
 	gws := []gw{start(), start()}
+	// A client of the test's own, its idle connections closed before the
+	// servers stop (cleanups run last first): the admin listener's
+	// shutdown waits for open connections at most a second.
+	tr := &http.Transport{}
+	client := &http.Client{Transport: tr}
+	t.Cleanup(tr.CloseIdleConnections)
 
 	const n = 16
 	codes := make([]int, n)
@@ -64,7 +70,7 @@ func TestRolloutChangesSerialize(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			codes[i], revs[i], bodies[i] = putChange(t, gws[i%2], fmt.Sprintf(`{"percentage": %d, "reason": "concurrent %d"}`, i+1, i))
+			codes[i], revs[i], bodies[i] = putChange(t, client, gws[i%2], fmt.Sprintf(`{"percentage": %d, "reason": "concurrent %d"}`, i+1, i))
 		})
 	}
 	wg.Wait()
@@ -76,18 +82,18 @@ func TestRolloutChangesSerialize(t *testing.T) {
 		seen[revs[i]] = true
 	}
 
-	code, rev, body := putChange(t, gws[0], `{"percentage": 1, "reason": "chain"}`)
+	code, rev, body := putChange(t, client, gws[0], `{"percentage": 1, "reason": "chain"}`)
 	if code != http.StatusOK {
 		t.Fatalf("chain start = %d %s", code, body)
 	}
 	for i := 1; i <= 10; i++ {
-		code, next, body := putChange(t, gws[i%2], fmt.Sprintf(`{"percentage": %d, "reason": "chain %d", "expected_revision": %d}`, i+1, i, rev))
+		code, next, body := putChange(t, client, gws[i%2], fmt.Sprintf(`{"percentage": %d, "reason": "chain %d", "expected_revision": %d}`, i+1, i, rev))
 		if code != http.StatusOK {
 			t.Fatalf("chain link %d with the revision just answered (%d) = %d %s; want 200", i, rev, code, body)
 		}
 		rev = next
 	}
-	if code, _, body := putChange(t, gws[1], fmt.Sprintf(`{"percentage": 3, "expected_revision": %d}`, rev-1)); code != http.StatusConflict ||
+	if code, _, body := putChange(t, client, gws[1], fmt.Sprintf(`{"percentage": 3, "expected_revision": %d}`, rev-1)); code != http.StatusConflict ||
 		!strings.Contains(body, "revision_conflict") {
 		t.Errorf("a stale expected_revision = %d %s; want 409 revision_conflict", code, body)
 	}

@@ -33,7 +33,7 @@ func TestLastWaitsForTheView(t *testing.T) {
 	}
 	// Stored through another connection: Last returns it at once, the
 	// view having caught up, whatever the table showed a moment before.
-	rev, err := Append(ctx, js, "other", &events.RolloutChanged{Deployment: "d", Percentage: 7, Status: events.StatusActive,
+	rev, err := Append(ctx, js, "other", nil, &events.RolloutChanged{Deployment: "d", Percentage: 7, Status: events.StatusActive,
 		Reason: "elsewhere", Actor: events.ActorAdmin}, st.Revision)
 	testenv.Must(t, err)
 	st, err = l.Last(ctx, "d", 0)
@@ -54,7 +54,7 @@ func TestLastWaitsForTheView(t *testing.T) {
 		t.Fatalf("Last(%d) returned %+v before the log held it", rev+1, st)
 	case <-time.After(200 * time.Millisecond):
 	}
-	next, err := Append(ctx, js, "other", &events.RolloutChanged{Deployment: "d", Percentage: 9, Status: events.StatusActive,
+	next, err := Append(ctx, js, "other", nil, &events.RolloutChanged{Deployment: "d", Percentage: 9, Status: events.StatusActive,
 		Reason: "later", Actor: events.ActorAdmin}, rev)
 	testenv.Must(t, err)
 	select {

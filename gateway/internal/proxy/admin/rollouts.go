@@ -46,6 +46,9 @@ type rolloutChange struct {
 	Status           *string  `json:"status"`
 	Reason           string   `json:"reason"`
 	ExpectedRevision *uint64  `json:"expected_revision"`
+	// operator is the name of the operator whose token made the request
+	// (never read from the body; SPEC §11 rev. 4).
+	operator string
 }
 
 // How long a change may take, waiting for its turn included, and how
@@ -91,6 +94,7 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 	if err := checkText("reason", ch.Reason); err != nil {
 		return err
 	}
+	ch.operator = operator(c)
 	if len(ch.Reason) > events.MaxReasonBytes {
 		return apierr.BadRequest("reason is %d bytes; at most %d", len(ch.Reason), events.MaxReasonBytes)
 	}
@@ -226,7 +230,7 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 		pct = 0
 	}
 	ev := &events.RolloutChanged{Deployment: name, Percentage: pct, Status: events.RolloutStatus(status),
-		Reason: ch.Reason, Actor: events.ActorAdmin}
+		Reason: ch.Reason, Actor: events.ActorAdmin, Operator: ch.operator}
 	if ev.Reason == "" {
 		ev.Reason = "changed through the admin API"
 	}
@@ -235,7 +239,9 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 	if a.log == nil {
 		// Events are off: the configuration and this API own the state.
 		rev = cur.Revision + 1
-		a.rollouts.Set(rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now))
+		st := rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now)
+		st.Operator = ev.Operator
+		a.rollouts.Set(st)
 	} else {
 		var err error
 		rev, err = a.log.Append(ctx, ev, cur.Revision)
@@ -248,7 +254,7 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 		}
 	}
 	return &events.RolloutEntry{Deployment: name, Percentage: pct, Status: status, Revision: rev,
-		Reason: ev.Reason, Actor: ev.Actor, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, nil
+		Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, nil
 }
 
 func revisionConflict(name string, expected, current uint64) *apierr.Error {
@@ -268,7 +274,7 @@ func (a *API) listRollouts(c *fiber.Ctx) error {
 	for _, st := range a.rollouts.All() {
 		e := events.RolloutEntry{
 			Deployment: st.Deployment, Percentage: st.Percentage, Status: st.Status,
-			Revision: st.Revision, Reason: st.Reason, Actor: st.Actor, Note: st.Note,
+			Revision: st.Revision, Reason: st.Reason, Actor: st.Actor, Operator: st.Operator, Note: st.Note,
 			// Known only once the whole log is read: the table fills while
 			// it is being read, before a change may be appended.
 			Known: st.Known && (a.log == nil || a.log.Fresh()),

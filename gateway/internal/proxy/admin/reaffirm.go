@@ -1,0 +1,105 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/rollout"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// CodeNothingToReaffirm: the deployment has no valid state to repeat.
+const CodeNothingToReaffirm = "nothing_to_reaffirm"
+
+// reaffirmBody is the optional body of POST
+// /admin/rollouts/{deployment}/reaffirm.
+type reaffirmBody struct {
+	Reason string `json:"reason"`
+}
+
+// reaffirm serves POST /admin/rollouts/{deployment}/reaffirm: it appends
+// an admin event repeating the deployment's current percentage and status,
+// signed with this gateway's current key — the middle step of a key
+// rotation (SPEC §7 rev. 4): once every deployment is re-affirmed with the
+// new key, the old one can leave nats.rollout_signers and the state holds.
+// It answers the new entry, 400 for a reason that is not text (SPEC §11
+// rev. 4), 409 when there is no valid state to repeat, and 503 when the
+// log cannot record it.
+func (a *API) reaffirm(c *fiber.Ctx) error {
+	name := c.Params("deployment")
+	if a.rollouts.Get(name) == nil {
+		return &apierr.Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
+			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
+	}
+	var body reaffirmBody
+	if !utf8.Valid(c.Body()) {
+		return apierr.BadRequest("reaffirm: the body is not UTF-8")
+	}
+	if len(bytes.TrimSpace(c.Body())) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(c.Body()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			return apierr.BadRequest("reaffirm: %s", apierr.Clip(err.Error(), 200))
+		}
+	}
+	if err := checkText("reason", body.Reason); err != nil {
+		return err
+	}
+	if len(body.Reason) > events.MaxReasonBytes {
+		return apierr.BadRequest("reason is %d bytes; at most %d", len(body.Reason), events.MaxReasonBytes)
+	}
+	if a.log == nil || !a.log.Fresh() {
+		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "the event log is off, unreachable or not read yet; nothing was re-affirmed"}
+	}
+	reason := body.Reason
+	if reason == "" {
+		reason = "re-affirmed with the current signing key"
+	}
+	// Like a change (putRollout): in this deployment's turn, the state
+	// the log holds is repeated; when another writer's event comes first,
+	// the state it left is.
+	ctx, cancel := context.WithTimeout(c.Context(), changeTimeout)
+	defer cancel()
+	release, err := a.serial.acquire(ctx, name)
+	if err != nil {
+		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "earlier changes to " + name + " are still being recorded; nothing was re-affirmed", Cause: err}
+	}
+	defer release()
+	for attempt := 1; ; attempt++ {
+		cur, err := a.current(ctx, name, 0)
+		if err != nil {
+			return err
+		}
+		if cur.Status == "" {
+			return &apierr.Error{Status: fiber.StatusConflict, Code: CodeNothingToReaffirm, Type: "invalid_request_error",
+				Msg: "deployment " + name + " has no valid rollout state to re-affirm: set one with PUT /admin/rollouts/" + name}
+		}
+		ev := &events.RolloutChanged{Deployment: name, Percentage: cur.Percentage, Status: cur.Status,
+			Reason: reason, Actor: events.ActorAdmin, Operator: operator(c)}
+		rev, err := a.log.Append(ctx, ev, cur.Revision)
+		switch {
+		case errors.Is(err, rollout.ErrRevisionConflict) && attempt < maxAppendAttempts && ctx.Err() == nil:
+			time.Sleep(rand.N(conflictBackoffMax))
+			continue
+		case errors.Is(err, rollout.ErrRevisionConflict):
+			return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+				Msg: "the rollout log kept moving (" + strconv.Itoa(attempt) + " tries); nothing was re-affirmed", Cause: err}
+		case err != nil:
+			return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+				Msg: "the re-affirmation could not be recorded in the event log", Cause: err}
+		}
+		a.logger.Info("rollout re-affirmed", "deployment", name, "revision", rev, "operator", ev.Operator)
+		return c.JSON(&events.RolloutEntry{Deployment: name, Percentage: ev.Percentage, Status: ev.Status, Revision: rev,
+			Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano), Known: true})
+	}
+}
