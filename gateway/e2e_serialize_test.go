@@ -146,6 +146,24 @@ func TestE2ERolloutLogSerializes(t *testing.T) {
 		}
 	}
 
+	// Re-affirmations sent at once through both gateways are each
+	// appended, one after another, repeating the state the log holds.
+	reaffirmed := make([]int, 6)
+	for i := range reaffirmed {
+		wg.Go(func() {
+			reaffirmed[i], _ = admin(t, gws[i%2], http.MethodPost, "/admin/rollouts/qwen/reaffirm", fmt.Sprintf(`{"reason": "reaffirm %d"}`, i))
+		})
+	}
+	wg.Wait()
+	for i, code := range reaffirmed {
+		if code != http.StatusOK {
+			t.Errorf("concurrent reaffirm %d = %d; want 200", i, code)
+		}
+	}
+	if r := rolloutOf(t, gws[0]); r.Percentage != float64(last.Percentage) {
+		t.Errorf("after the re-affirmations: %v %%; want %v (the state repeated)", r.Percentage, last.Percentage)
+	}
+
 	// Judged against the log: rolled back through one gateway, a bare
 	// percentage through the other at once is refused as rolled back,
 	// whatever that gateway's view still shows.

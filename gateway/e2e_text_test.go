@@ -57,6 +57,11 @@ func TestE2EOperatorTextIsText(t *testing.T) {
 	if code != http.StatusBadRequest || !strings.Contains(string(b), "bad_request") {
 		t.Errorf("reason with a byte that is not UTF-8 = %d %s; want 400 bad_request", code, b)
 	}
+	// The re-affirmation's reason is the same text.
+	code, b = admin(t, gw, http.MethodPost, "/admin/rollouts/qwen/reaffirm", `{"reason": "rotate \u202ekey"}`)
+	if code != http.StatusBadRequest || !strings.Contains(string(b), `"param":"reason"`) {
+		t.Errorf("reaffirm with U+202E in the reason = %d %s; want 400 bad_request with param reason", code, b)
+	}
 	if r := rolloutOf(t, gw); r.Revision != before {
 		t.Errorf("after the refusals the revision is %d; want %d (nothing appended)", r.Revision, before)
 	}
