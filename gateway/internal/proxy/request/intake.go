@@ -25,8 +25,8 @@ type Intake struct {
 	contract     *contract.Contract
 	rollouts     *rollout.Table
 	matchedNames sync.Map          // band bit set → x-vsr-matched-context value
-	forceHeaders []string          // the rollout force headers (headerNameIs form), never forwarded
-	forceName    map[string]string // each deployment's force header (headerNameIs form)
+	forceHeaders []string          // the rollout force headers (forceNameIs form), never forwarded
+	forceName    map[string]string // each deployment's force header (forceNameIs form)
 	maxToolSteps int
 	rejected     func(*Rejection) // nil: rejections are only counted
 	tel          *telemetry.Metrics
