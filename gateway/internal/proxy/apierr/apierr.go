@@ -113,14 +113,14 @@ func QuoteShort(b []byte) string {
 }
 
 // Clip shortens s to at most n bytes of valid, printable text: control
-// and bidirectional formatting characters, and bytes that are not UTF-8,
-// are shown escaped (text.Escape), so a client's bytes quoted back in a
+// and bidirectional formatting characters (text.Refused) and bytes that
+// are not UTF-8 become spaces, so a client's bytes quoted back in a
 // message cannot rearrange the terminal that prints it.
 func Clip(s string, n int) string {
 	out := make([]rune, 0, n)
 	size := 0
-	for _, r := range text.Escape(s) {
-		if r == '\uFFFD' || r < 0x20 {
+	for _, r := range s {
+		if r == '\uFFFD' || text.Refused(r) {
 			r = ' '
 		}
 		size += len(string(r))
