@@ -81,6 +81,8 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		Source:      "analyzer/" + host,
 		Logger:      log,
 		Metrics:     set,
+		LeaseTTL:    cfg.Analyzer.LeaseTTL,
+		Connected:   nc.IsConnected,
 	}, js, nil)
 
 	g, ctx := errgroup.WithContext(ctx)
@@ -97,7 +99,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 				return err
 			}
 			var err error
-			l, err = lease.Open(ctx, js, lease.Config{Holder: holder, Replicas: cfg.NATS.Replicas, Logger: log})
+			l, err = lease.Open(ctx, js, lease.Config{Holder: holder, TTL: cfg.Analyzer.LeaseTTL, Replicas: cfg.NATS.Replicas, Logger: log})
 			return err
 		})
 		if err != nil || ctx.Err() != nil {

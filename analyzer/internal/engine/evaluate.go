@@ -376,6 +376,18 @@ var streamSuffixes = gate.StreamClassNames{gate.AllAttempts: "", gate.NonStreame
 // on its way through the log).
 func (e *Engine) publishChange(ctx context.Context, kind string, change *events.RolloutChanged, now time.Time) *Action {
 	a := &Action{Kind: kind, At: now, From: change.Revision, Percentage: change.Percentage, Reason: change.Reason}
+	// Read the lease back right before the append (SPEC §11 rev. 4): a
+	// process that was paused or cut off since it decided does not act.
+	l := e.leader.Load()
+	if l == nil {
+		return nil
+	}
+	ref, err := (*l).Confirm(ctx)
+	if err != nil {
+		e.cfg.Logger.Warn("rollout change not made: the lease is not confirmed", "kind", kind, "deployment", change.Deployment, "error", err)
+		return nil
+	}
+	change.Lease = &ref
 	seq, err := e.publish(ctx, change, now, jetstream.WithExpectLastSequencePerSubject(change.Revision))
 	switch {
 	case err == nil:
