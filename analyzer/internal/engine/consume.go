@@ -98,6 +98,7 @@ func (e *Engine) Consume(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", SubjectStats, err)
 	}
 	defer it.Stop()
+	// Consuming while this loop runs; readiness adds the connection.
 	e.consuming.Store(true)
 	defer e.consuming.Store(false)
 	// Read the configuration back now and then: a consumer changed under
@@ -141,7 +142,6 @@ func (e *Engine) Consume(ctx context.Context) error {
 			// Missed heartbeats while NATS is away: the iterator recovers
 			// by itself once it is back.
 			e.cfg.Logger.Warn("statistics consumer", "error", err)
-			e.consuming.Store(false)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -149,7 +149,6 @@ func (e *Engine) Consume(ctx context.Context) error {
 			}
 			continue
 		}
-		e.consuming.Store(true)
 		caughtUp := false
 		if meta, err := msg.Metadata(); err == nil {
 			caughtUp = meta.NumPending == 0

@@ -145,9 +145,8 @@ type Engine struct {
 	// mismatch is how the consumer differs from its declared
 	// configuration; empty when it does not. Ready is false while set.
 	mismatch atomic.Pointer[string]
-	// consuming is true while the statistics consumer runs and its last
-	// pull did not fail; ready remembers since when each unready
-	// condition has lasted.
+	// consuming is true while the statistics consumer's loop runs; ready
+	// remembers since when each unready condition has lasted.
 	consuming    atomic.Bool
 	ready        lasting
 	replayMu     sync.Mutex
