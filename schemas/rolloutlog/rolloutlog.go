@@ -32,6 +32,19 @@ const PollEvery = time.Second
 // readTimeout bounds one read of the log.
 const readTimeout = 5 * time.Second
 
+// A get is sent again every hedgeEvery until one answers, each copy
+// waiting at most getTimeout, at most maxHedges at once: while a stream
+// has no leader (a leader change, SPEC §11 rev. 4) a request is never
+// answered, and a follower that waited for it would apply a change stored
+// meanwhile only after its timeout. A copy sent once the new leader is up
+// is answered at once, so a change stored during a leader change is read
+// within hedgeEvery of being stored.
+const (
+	hedgeEvery = 10 * time.Millisecond
+	getTimeout = 250 * time.Millisecond
+	maxHedges  = 32
+)
+
 // bellRetries are the pauses before reading again when a bell found
 // nothing new: the subscription can deliver a message before the stream
 // has stored it. Their sum keeps a rollback within SPEC §12's 50 ms.
@@ -63,11 +76,11 @@ type Reader struct {
 
 // Read passes every message stored from r.Next on to fold, in stream
 // order, moving Next past each, and returns how many it read. It blocks
-// for one direct get per message plus one.
+// for one direct get per message plus one; each get is hedged (get).
 func (r *Reader) Read(ctx context.Context, fold func(*jetstream.RawStreamMsg)) (int, error) {
 	n := 0
 	for {
-		msg, err := r.Stream.GetMsg(ctx, r.Next, jetstream.WithGetMsgSubject(events.SubjectRolloutAll))
+		msg, err := r.get(ctx, r.Next)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return n, nil
 		}
@@ -80,8 +93,57 @@ func (r *Reader) Read(ctx context.Context, fold func(*jetstream.RawStreamMsg)) (
 	}
 }
 
+// get reads the message at seq: it sends the request, and again every
+// hedgeEvery while none has been answered, each copy bounded by
+// getTimeout, until one is answered with the message or with "not
+// found", or ctx ends (then it returns the last failure, or ctx's
+// error). Every copy still in flight is cancelled before it returns.
+func (r *Reader) get(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		msg *jetstream.RawStreamMsg
+		err error
+	}
+	answers := make(chan answer, maxHedges)
+	inFlight := 0
+	send := func() {
+		inFlight++
+		go func() {
+			gctx, cancel := context.WithTimeout(ctx, getTimeout)
+			defer cancel()
+			msg, err := r.Stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(events.SubjectRolloutAll))
+			answers <- answer{msg, err}
+		}()
+	}
+	send()
+	hedge := time.NewTicker(hedgeEvery)
+	defer hedge.Stop()
+	var last error
+	for {
+		select {
+		case a := <-answers:
+			inFlight--
+			if a.err == nil || errors.Is(a.err, jetstream.ErrMsgNotFound) {
+				return a.msg, a.err
+			}
+			last = a.err
+		case <-hedge.C:
+			if inFlight < maxHedges {
+				send()
+			}
+		case <-ctx.Done():
+			if last == nil {
+				last = ctx.Err()
+			}
+			return nil, last
+		}
+	}
+}
+
 // Follow reads at once and then whenever bell rings or PollEvery has
-// passed, each read bounded by 5 s; a bell whose read found nothing new is
+// passed, each read bounded by 5 s (and each get in it hedged, so no read
+// waits behind a request a leaderless stream never answers); a bell whose read found nothing new is
 // read again after 1, 3, 10 and 30 ms. After every read, more is told how
 // many messages it read or why it failed, and says whether to go on.
 // Follow returns when ctx ends or more says no.
