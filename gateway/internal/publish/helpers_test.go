@@ -246,7 +246,7 @@ func ensureStreams(t testing.TB, nc *nats.Conn) {
 
 // stats counts a Publisher's events by Kind since New.
 type stats struct {
-	Published, Spooled, Dropped [numKinds]uint64
+	Published, Resent, Spooled, Dropped [numKinds]uint64
 }
 
 // statsOf returns p's counts. Drops caused by the spool's bound are
@@ -256,5 +256,5 @@ func statsOf(x any) stats {
 	if !ok {
 		p = x.(*running).Publisher
 	}
-	return stats{Published: p.published.snapshot(), Spooled: p.spooled.snapshot(), Dropped: p.dropped.snapshot()}
+	return stats{Published: p.published.snapshot(), Resent: p.resent.snapshot(), Spooled: p.spooled.snapshot(), Dropped: p.dropped.snapshot()}
 }

@@ -119,7 +119,8 @@ func TestOutage(t *testing.T) {
 	<-done
 	testenv.WaitFor(t, 60*time.Second, "the spool to drain", func() bool {
 		r, _ := sp.Depth()
-		return r == 0 && sum(statsOf(p).Published) >= n
+		st := statsOf(p)
+		return r == 0 && sum(st.Published)+sum(st.Spooled) >= n && sum(st.Resent) >= sum(st.Spooled)
 	})
 	if s := p.State(); !s.Connected {
 		t.Errorf("State() after recovery = %v; want connected", s)
@@ -136,6 +137,14 @@ func TestOutage(t *testing.T) {
 	}
 	if sum(st.Dropped) != 0 {
 		t.Errorf("Stats().Dropped = %v; want none", st.Dropped)
+	}
+	// Each event counts once, as published on its first send or as
+	// spooled; the spooled ones reach the log as resends (SPEC §11 rev. 4).
+	if got := sum(st.Published) + sum(st.Spooled); got != n {
+		t.Errorf("published %d + spooled %d = %d; want each of the %d events counted once", sum(st.Published), sum(st.Spooled), got, n)
+	}
+	if sum(st.Resent) < sum(st.Spooled) {
+		t.Errorf("resent %d; want at least the %d spooled events", sum(st.Resent), sum(st.Spooled))
 	}
 	checkExactlyOnce(t, readStream(t, ns.URL), n)
 }
