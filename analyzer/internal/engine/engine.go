@@ -118,6 +118,8 @@ type Engine struct {
 	known    map[string]bool // deployments with a gray release
 	ignored  map[string]bool // the configuration's other deployments
 	m        *engineMetrics
+	// outbox sends again the evaluations the event log did not store.
+	outbox *outbox
 
 	// kick wakes the evaluation loop for the deployments in urgent: a
 	// gray schema failure arrived (SPEC §9, gate 2).
@@ -243,6 +245,7 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 	}
 	e.rollouts.OnApply(e.epochs.Rollout)
 	e.m = newEngineMetrics(cfg.Metrics, e)
+	e.outbox = newOutbox(js, cfg.Metrics)
 	return e
 }
 
@@ -281,6 +284,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	g.Go(func() error { return e.keep(ctx, "statistics consumer", e.Consume) })
 	g.Go(func() error { return e.keep(ctx, "rollout follower", e.FollowRollouts) })
 	g.Go(func() error { return e.keepCheckpoints(ctx) })
+	g.Go(func() error { e.SendQueued(ctx); return nil })
 	g.Go(func() error {
 		// Sample readiness every second, so that a condition lasting
 		// Hiccup is told from two short ones between two probes.
@@ -315,6 +319,14 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	})
 	return g.Wait()
+}
+
+// SendQueued sends again, until ctx ends, the evaluation events the event
+// log did not store (Run runs it).
+func (e *Engine) SendQueued(ctx context.Context) {
+	e.outbox.Run(ctx, func(err error) {
+		e.cfg.Logger.Warn("queued analysis events not stored yet", "queued", e.outbox.Len(), "error", err)
+	})
 }
 
 // keep runs f again after an error until ctx ends.
