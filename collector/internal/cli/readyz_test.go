@@ -65,7 +65,9 @@ func TestReadyzTellsTheTruth(t *testing.T) {
 	t.Setenv("NATS_URL", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, []string{"serve", "--config", path, "--log-level", "error"}, io.Discard, io.Discard) }()
+	go func() {
+		done <- Run(ctx, []string{"serve", "--config", path, "--log-level", "error"}, io.Discard, io.Discard)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -123,7 +123,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		WriteTimeout: cfg.Collector.WriteTimeout,
 		IdleTimeout:  cfg.Collector.IdleTimeout,
 		Metrics:      tel,
-		Ready: func(context.Context) error { return ready(false) },
+		Ready:        func(context.Context) error { return ready(false) },
 		Degraded: func() string {
 			switch {
 			case nc == nil:
