@@ -332,8 +332,9 @@ func (l *Lease) renew(ctx context.Context, rev uint64) {
 		l.won(newRev, start)
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 		// Another analyzer took it over (or deleted it): watch it from
-		// now, as a newcomer would.
+		// now, as a newcomer would; the entry moved, a sign of a holder.
 		l.rev, l.seenRev, l.seenAt = 0, 0, time.Time{}
+		l.aliveAt = l.cfg.Clock()
 		l.cfg.Logger.Warn("analyzer lease lost: another analyzer took it over", "holder", l.cfg.Holder, "revision", rev)
 	default:
 		// Unreachable NATS or a timeout: keep the revision and try again;
@@ -392,7 +393,8 @@ func (l *Lease) watch(ctx context.Context) {
 			"holder", l.cfg.Holder, "previous", string(e.Value()), "revision", seen, "lease_ttl", l.cfg.TTL)
 		l.won(newRev, now)
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		l.seenRev, l.seenAt = 0, time.Time{} // it moved: look again
+		// It moved (another analyzer was quicker): a holder; look again.
+		l.seenRev, l.seenAt, l.aliveAt = 0, time.Time{}, l.cfg.Clock()
 	default:
 		l.cfg.Logger.Warn("analyzer lease: take-over failed", "bucket", l.cfg.Bucket, "error", err)
 	}
