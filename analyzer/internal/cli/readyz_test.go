@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -119,6 +120,11 @@ func TestReadyzTellsTheTruth(t *testing.T) {
 	if took := time.Since(stopped); took < 2*ttl {
 		t.Errorf("vacancy reported %v after NATS stopped; want after 2 × lease_ttl", took)
 	}
+	held, vacant := leaseMetrics(t, addr)
+	if held != 0 || vacant <= 2*ttl.Seconds() {
+		t.Errorf("/metrics: graygate_analyzer_lease_held %v, graygate_analyzer_lease_vacant_seconds %v; want 0 and over %v",
+			held, vacant, 2*ttl.Seconds())
+	}
 	testenv.WaitFor(t, 10*time.Second, "/readyz to say it does not consume", func() bool {
 		got = getReadyz(addr)
 		return strings.Contains(got.body, "not consuming statistics")
@@ -129,6 +135,27 @@ func TestReadyzTellsTheTruth(t *testing.T) {
 	t.Logf("NATS stopped for %v: /readyz %d %q", time.Since(stopped).Round(time.Millisecond), got.code, strings.TrimSpace(got.body))
 	n.Start()
 	testenv.WaitFor(t, 30*time.Second, "ready again", func() bool { return getReadyz(addr).code == http.StatusOK })
+}
+
+// leaseMetrics reads the lease's two series from /metrics.
+func leaseMetrics(t *testing.T, addr string) (held, vacant float64) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	held, vacant = -1, -1
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "graygate_analyzer_lease_held "); ok {
+			held, _ = strconv.ParseFloat(v, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "graygate_analyzer_lease_vacant_seconds "); ok {
+			vacant, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return held, vacant
 }
 
 // A NATS hiccup shorter than 5 s never flips /readyz (lease_ttl 10 s, the
