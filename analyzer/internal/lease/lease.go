@@ -325,12 +325,27 @@ func (l *Lease) Step(ctx context.Context) {
 func (l *Lease) renew(ctx context.Context, rev uint64) {
 	start := l.cfg.Clock()
 	newRev, err := l.kv.Update(ctx, l.cfg.Key, []byte(l.cfg.Holder), rev)
+	moved := errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+	var own uint64
+	if moved {
+		// A renewal stored by the server whose answer was lost leaves our
+		// own entry at a newer revision: adopt it, without counting it as
+		// a renewal (it began after the last one we know succeeded, so
+		// acting on the latter stays on the safe side).
+		if e, gerr := l.kv.Get(ctx, l.cfg.Key); gerr == nil && string(e.Value()) == l.cfg.Holder {
+			own = e.Revision()
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case err == nil:
 		l.won(newRev, start)
-	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+	case moved && own != 0:
+		l.rev = own
+		l.cfg.Logger.Info("analyzer lease: our entry is at a newer revision (a renewal's answer was lost); adopted it",
+			"holder", l.cfg.Holder, "revision", own)
+	case moved:
 		// Another analyzer took it over (or deleted it): watch it from
 		// now, as a newcomer would; the entry moved, a sign of a holder.
 		l.rev, l.seenRev, l.seenAt = 0, 0, time.Time{}

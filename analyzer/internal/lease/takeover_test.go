@@ -278,3 +278,38 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// A renewal the server stored but whose answer was lost leaves our entry
+// at a newer revision: the next renewal finds it and adopts it instead of
+// giving the lease up, and acting still counts from the last renewal known
+// to have succeeded.
+func TestRenewalWithALostAnswer(t *testing.T) {
+	_, js := testenv.Connect(t, testenv.StartNATS(t).URL)
+	ctx := context.Background()
+	const ttl = 6 * time.Second
+	ca := newManualClock(time.Now())
+	a := open(t, js, DefaultBucket, "a", ttl, ca.Now)
+	a.Step(ctx)
+	rev := a.Current().Revision
+	// The lost renewal: stored, never answered.
+	stored, err := a.kv.Update(ctx, DefaultKey, []byte("a"), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.Advance(2 * time.Second)
+	a.Step(ctx) // Update(rev) fails: the entry is at stored, and it is ours
+	if got := a.Current().Revision; got != stored || !a.Held() {
+		t.Fatalf("after the lost answer: revision %d, held %v; want %d, true", got, a.Held(), stored)
+	}
+	ca.Advance(time.Second + time.Nanosecond) // 3 s after the last renewal known: lease_ttl/2
+	if a.Held() {
+		t.Error("adopting the revision counted as a renewal")
+	}
+	a.Step(ctx)
+	if !a.Held() || a.Current().Revision <= stored {
+		t.Errorf("next renewal: held %v at revision %d; want held above %d", a.Held(), a.Current().Revision, stored)
+	}
+	if _, err := a.Confirm(ctx); err != nil {
+		t.Errorf("Confirm() = %v", err)
+	}
+}
