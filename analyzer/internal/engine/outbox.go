@@ -29,8 +29,9 @@ const (
 // again, in order and with their original ids, until the log stores them
 // (SPEC §11 rev. 4: never dropped); JetStream's duplicate window drops a
 // copy of one that was stored although its acknowledgement was lost. It
-// lives in memory: a restart loses what it holds (counted nowhere), as an
-// analyzer that restarts re-evaluates at once.
+// lives in memory: a graceful stop tries for flushGrace to send what it
+// holds; a crash loses it (the analyzer re-evaluates at once on restart;
+// the gateway's disk spool is internal to the gateway).
 type outbox struct {
 	js      jetstream.JetStream
 	timeout time.Duration
@@ -119,18 +120,14 @@ func (o *outbox) publish(ctx context.Context, q queued) error {
 
 // Run sends the queued events again, oldest first, until ctx ends; after
 // a failure it waits minRetry, doubling up to maxRetry. failed is told
-// each failure.
+// each failure. When ctx ends it tries, for at most flushGrace, to send
+// what is left (a graceful stop loses nothing while the log takes it).
 func (o *outbox) Run(ctx context.Context, failed func(error)) {
+	defer o.flush()
 	wait := minRetry
 	for {
-		o.mu.Lock()
-		var head *queued
-		if len(o.queue) > 0 {
-			q := o.queue[0]
-			head = &q
-		}
-		o.mu.Unlock()
-		if head == nil {
+		head, ok := o.head()
+		if !ok {
 			select {
 			case <-ctx.Done():
 				return
@@ -138,7 +135,7 @@ func (o *outbox) Run(ctx context.Context, failed func(error)) {
 			}
 			continue
 		}
-		if err := o.publish(ctx, *head); err != nil {
+		if err := o.publish(ctx, head); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -153,12 +150,44 @@ func (o *outbox) Run(ctx context.Context, failed func(error)) {
 		}
 		wait = minRetry
 		o.resent.Inc()
-		o.mu.Lock()
-		if len(o.queue) > 0 && o.queue[0].id == head.id {
-			o.queue[0] = queued{}
-			o.queue = o.queue[1:]
+		o.pop(head.id)
+	}
+}
+
+// flushGrace bounds the last attempt to send the queue at a stop.
+const flushGrace = 2 * time.Second
+
+// flush sends what the queue holds, in order, until one fails or
+// flushGrace has passed.
+func (o *outbox) flush() {
+	ctx, cancel := context.WithTimeout(context.Background(), flushGrace)
+	defer cancel()
+	for {
+		head, ok := o.head()
+		if !ok || o.publish(ctx, head) != nil {
+			return
 		}
-		o.mu.Unlock()
+		o.resent.Inc()
+		o.pop(head.id)
+	}
+}
+
+func (o *outbox) head() (queued, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.queue) == 0 {
+		return queued{}, false
+	}
+	return o.queue[0], true
+}
+
+// pop removes the oldest event when it is id.
+func (o *outbox) pop(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.queue) > 0 && o.queue[0].id == id {
+		o.queue[0] = queued{}
+		o.queue = o.queue[1:]
 	}
 }
 
