@@ -123,9 +123,10 @@ type Lease struct {
 	// aliveAt is the last sign that some analyzer held the lease: our
 	// own renewal, or a revision we saw change. It starts at Open.
 	aliveAt time.Time
-	// warnedAt is when the vacancy was last logged.
-	warnedAt time.Time
-	onChange func(held bool)
+	// warnedAt is when the vacancy was last logged, failedAt when a failed
+	// read or write was (each at most once per TTL).
+	warnedAt, failedAt time.Time
+	onChange           func(held bool)
 }
 
 // Open binds to the bucket, creating it when missing. Without a deadline
@@ -354,7 +355,7 @@ func (l *Lease) renew(ctx context.Context, rev uint64) {
 	default:
 		// Unreachable NATS or a timeout: keep the revision and try again;
 		// MayAct turns false by itself TTL/2 after the last renewal.
-		l.cfg.Logger.Warn("analyzer lease renewal failed", "bucket", l.cfg.Bucket, "error", err,
+		l.failed("analyzer lease renewal failed", "error", err,
 			"since_renewal", l.cfg.Clock().Sub(l.renewedAt).Round(time.Millisecond))
 	}
 }
@@ -375,11 +376,13 @@ func (l *Lease) watch(ctx context.Context) {
 		}
 		l.seenRev, l.seenAt = 0, time.Time{}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			l.cfg.Logger.Warn("analyzer lease: create failed", "bucket", l.cfg.Bucket, "error", err)
+			l.failed("analyzer lease: create failed", "error", err)
 		}
 		return
 	case err != nil:
-		l.cfg.Logger.Warn("analyzer lease: read failed", "bucket", l.cfg.Bucket, "error", err)
+		l.mu.Lock()
+		l.failed("analyzer lease: read failed", "error", err)
+		l.mu.Unlock()
 		return
 	}
 	l.mu.Lock()
@@ -411,8 +414,19 @@ func (l *Lease) watch(ctx context.Context) {
 		// It moved (another analyzer was quicker): a holder; look again.
 		l.seenRev, l.seenAt, l.aliveAt = 0, time.Time{}, l.cfg.Clock()
 	default:
-		l.cfg.Logger.Warn("analyzer lease: take-over failed", "bucket", l.cfg.Bucket, "error", err)
+		l.failed("analyzer lease: take-over failed", "error", err)
 	}
+}
+
+// failed logs a failed read or write of the entry, at most once per TTL
+// (NATS away fails every step). l.mu is held.
+func (l *Lease) failed(msg string, args ...any) {
+	now := l.cfg.Clock()
+	if !l.failedAt.IsZero() && now.Sub(l.failedAt) < l.cfg.TTL {
+		return
+	}
+	l.failedAt = now
+	l.cfg.Logger.Warn(msg, append(args, "bucket", l.cfg.Bucket, "holder", l.cfg.Holder)...)
 }
 
 // won records a successful write of our entry at rev, begun at start.
