@@ -258,3 +258,13 @@ func statsOf(x any) stats {
 	}
 	return stats{Published: p.published.snapshot(), Resent: p.resent.snapshot(), Spooled: p.spooled.snapshot(), Dropped: p.dropped.snapshot()}
 }
+
+// allStored reports whether all n events published through p have reached
+// the log: each published on its first send or spooled, the spool empty,
+// and every spooled one sent again (a spill under load, as with the race
+// detector, is the publisher doing its job).
+func allStored(p *running, sp *spool.Spool, n int) bool {
+	st := statsOf(p)
+	r, _ := sp.Depth()
+	return sum(st.Published)+sum(st.Spooled) == uint64(n) && r == 0 && sum(st.Resent) >= sum(st.Spooled)
+}
