@@ -123,8 +123,8 @@ func TestE2EReadyzNamesALastingOutageOnly(t *testing.T) {
 		}
 	}
 
+	stopped := time.Now() // the outage begins with Stop, which the gateway may notice before it returns
 	ns.Stop()
-	stopped := time.Now()
 	chatOnce()
 	var got readyzAnswer
 	testenv.WaitFor(t, 15*time.Second, "/readyz to name the outage", func() bool {

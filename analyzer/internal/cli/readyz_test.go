@@ -110,8 +110,8 @@ func TestReadyzTellsTheTruth(t *testing.T) {
 	publishConfigRollout(t, n.URL)
 	const ttl = time.Second
 	addr := serveInProcess(t, n.URL, ttl)
+	stopped := time.Now() // the outage begins with Stop
 	n.Stop()
-	stopped := time.Now()
 	var got readyz
 	testenv.WaitFor(t, 20*time.Second, "/readyz to say the lease is vacant", func() bool {
 		got = getReadyz(addr)

@@ -225,8 +225,8 @@ func TestVacancyIsReported(t *testing.T) {
 	if a.Vacancy() != 0 || b.Vacancy() != 0 {
 		t.Fatalf("with a holder: Vacancy() = %v, %v; want 0, 0", a.Vacancy(), b.Vacancy())
 	}
-	n.Stop()
 	stopped := time.Now()
+	n.Stop()
 	waitFor(t, "both to report the vacancy", 20*ttl, func() bool { return a.VacancyReported() && b.VacancyReported() })
 	if took := time.Since(stopped); took < 2*ttl+ttl/2 {
 		t.Errorf("vacancy reported %v after the server stopped; want no sooner than 2 × lease_ttl after the lease lapsed", took)

@@ -89,8 +89,8 @@ func TestReadyzTellsTheTruth(t *testing.T) {
 	}
 	testenv.WaitFor(t, 10*time.Second, "the event log back", func() bool { return readyzAt(addr).body == "ready" })
 
+	stopped := time.Now() // the outage begins with Stop
 	n.Stop()
-	stopped := time.Now()
 	var got answer
 	testenv.WaitFor(t, 15*time.Second, "503 cannot consume", func() bool {
 		got = readyzAt(addr)
@@ -103,8 +103,8 @@ func TestReadyzTellsTheTruth(t *testing.T) {
 	n.Start()
 	testenv.WaitFor(t, 20*time.Second, "ready again after NATS", func() bool { return readyzAt(addr).code == 200 })
 
-	pg.Cut()
 	cut := time.Now()
+	pg.Cut()
 	before := watchFor(addr, 9*time.Second)
 	for a, k := range before {
 		if a.code != 200 {
