@@ -24,6 +24,7 @@ import (
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/tick"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -104,6 +105,11 @@ type Config struct {
 	// Connected reports whether the NATS connection is up (nil: always);
 	// readiness uses it.
 	Connected func() bool
+	// Signers are nats.rollout_signers: the rollout follower refuses what
+	// they do not allow (SPEC §7 rev. 4); empty accepts unsigned events.
+	Signers events.Signers
+	// SigningKey signs the rollout events the engine appends; nil: unsigned.
+	SigningKey nkeys.KeyPair
 }
 
 // Engine evaluates gates and acts on them. Create it with New, run it with
@@ -244,6 +250,7 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 		e.leader.Store(&leader)
 	}
 	e.rollouts.OnApply(e.epochs.Rollout)
+	e.rollouts.Verify(cfg.Signers)
 	e.m = newEngineMetrics(cfg.Metrics, e)
 	e.outbox = newOutbox(js, cfg.Metrics)
 	return e

@@ -390,7 +390,9 @@ func (e *Engine) publishChange(ctx context.Context, kind string, change *events.
 		return nil
 	}
 	change.Lease = &ref
-	seq, err := e.publish(ctx, change, now, jetstream.WithExpectLastSequencePerSubject(change.Revision))
+	prev := change.Revision
+	change.PrevRevision = &prev // signed with the event: a replay is refused (SPEC §7 rev. 4)
+	seq, _, err := events.PublishSigned(ctx, e.js, e.cfg.Source, change, now, e.cfg.SigningKey, jetstream.WithExpectLastSequencePerSubject(change.Revision))
 	switch {
 	case err == nil:
 		a.Revision = seq

@@ -8,6 +8,7 @@ import (
 
 	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/rolloutlog"
 )
 
 // Help is the # HELP text of every family the engine registers.
@@ -31,7 +32,7 @@ var Help = map[string]string{
 	"graygate_analyzer_analysis_dropped_total":         "Queued evaluation events dropped because the queue held 10,000 (the oldest goes).",
 	"graygate_analyzer_ready":                          "1 while /readyz answers 200: the window rebuilt, the rollout log read, statistics consumed as declared and the lease not vacant, else 0.",
 	"graygate_analyzer_consumer_config_mismatch_total": "Times the analyzer found its statistics consumer configured otherwise than it declared (filter, deliver or ack policy) and refused to use it.",
-	"graygate_rollout_invalid_events_total":            "Messages on rollout subjects that were not valid rollout events: each moved the revision and changed nothing else.",
+	"graygate_rollout_invalid_events_total":            "Messages on rollout subjects that were not valid rollout events, by reason (undecodable, deployment, signature, signer, replay): each moved the revision and changed nothing else.",
 }
 
 type engineMetrics struct {
@@ -60,7 +61,7 @@ func newEngineMetrics(set *metrics.Set, e *Engine) *engineMetrics {
 		return 0
 	})
 	set.GetOrCreateGauge("graygate_analyzer_ready", func() float64 { return b2f(len(e.NotReady()) == 0) })
-	e.rollouts.CountInvalidIn(set.GetOrCreateCounter("graygate_rollout_invalid_events_total"))
+	e.rollouts.CountInvalidIn(rolloutlog.NewCounters(set))
 	for _, o := range outcomes {
 		m.outcomes[o] = set.GetOrCreateCounter(`graygate_analyzer_events_total{outcome="` + o + `"}`)
 	}

@@ -49,10 +49,10 @@ type Server struct {
 	routes       map[string]*deploy.Route
 	deployments  map[string]*deploy.Deployment
 	modelsBody   []byte
-	clientTokens token.Set // client and force tokens: either may use /v1/*
-	requireToken bool      // client tokens are configured: /v1/* needs one
-	forceTokens  token.Set // may use a rollout force header
-	adminToken   token.Set // at most one
+	clientTokens token.Set   // client and force tokens: either may use /v1/*
+	requireToken bool        // client tokens are configured: /v1/* needs one
+	forceTokens  token.Set   // may use a rollout force header
+	adminToken   token.Named // the shared token (operator "") and each operator's
 
 	intake     *request.Intake // the policy a request passes before any upstream
 	flow       *serve.Flow     // the attempts and the answer of a prepared request
@@ -124,8 +124,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	}
 	var grays []string
 	forceHeaders := make(map[string]bool)
-	if cfg.Gateway.AdminToken != "" {
-		s.adminToken = token.NewSet([]config.Secret{cfg.Gateway.AdminToken})
+	if cfg.Gateway.AdminToken != "" || len(cfg.Gateway.AdminTokens) > 0 {
+		s.adminToken = token.NewNamed(cfg.Gateway.AdminToken, cfg.Gateway.AdminTokens)
 	}
 	for _, name := range cfg.DeploymentOrder {
 		d := cfg.Deployments[name]
@@ -133,9 +133,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		if err != nil {
 			return nil, err
 		}
-		s.watchArm(name, telemetry.ArmPrimary, dep.Primary)
+		s.watchArm(name, events.ArmPrimary, dep.Primary)
 		if dep.Gray != nil {
-			s.watchArm(name, telemetry.ArmGray, dep.Gray)
+			s.watchArm(name, events.ArmGray, dep.Gray)
 		}
 		// Loud at every start: an unverified upstream is a config choice.
 		if d.Primary.TLS.InsecureSkipVerify {
@@ -212,16 +212,16 @@ func (s *Server) Rollouts() *rollout.Table { return s.rollouts }
 
 // watchArm feeds the metrics of the deployment's arm a: its open
 // connections and its busy refusals.
-func (s *Server) watchArm(deployment, armName string, a *deploy.Arm) {
+func (s *Server) watchArm(deployment string, armName events.Arm, a *deploy.Arm) {
 	exportConnections(s.tel, deployment, armName, a.Client)
 	a.Client.OnBusy = s.tel.UpstreamBusy(deployment, armName)
 }
 
 // exportConnections points the graygate_upstream_connections series of
 // the deployment's arm in tel at c.
-func exportConnections(tel *telemetry.Metrics, deployment, armName string, c *upstream.Client) {
+func exportConnections(tel *telemetry.Metrics, deployment string, armName events.Arm, c *upstream.Client) {
 	tel.Describe("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections.")
-	tel.Set().GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+armName+`"}`, func() float64 {
+	tel.Set().GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+string(armName)+`"}`, func() float64 {
 		return float64(c.Open())
 	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/promtext"
+	"github.com/graygate/graygate/schemas/rolloutlog"
 )
 
 // help is the text of each family's # HELP line; the packages that define
@@ -37,7 +38,9 @@ var help = map[string]string{
 	"graygate_process_start_time_seconds_gateway": "Unix time the gateway started.",
 	"graygate_open_files_limit":                   "The gateway's soft limit on open files (RLIMIT_NOFILE), raised to the hard limit at start: each stream holds two.",
 	"graygate_upstream_busy_total":                "Requests refused 503 upstream_busy (or gray attempts fallen back) because the upstream's max_connections were open and busy past connect_timeout, by deployment and arm.",
-	"graygate_rollout_invalid_events_total":       "Messages on rollout subjects that were not valid rollout events: each moved the revision and changed nothing else.",
+	"graygate_rollout_invalid_events_total":       "Messages on rollout subjects that were not valid rollout events, by reason (undecodable, deployment, signature, signer, replay): each moved the revision and changed nothing else.",
+	"graygate_rollout_no_valid_event":             "Deployments whose rollout subject holds messages but no valid rollout event: served primary only.",
+	"graygate_gray_unwatched":                     "1 while no analyzer heartbeat has been seen for gateway.gray_unwatched_after (grays at or below unwatched_hold_above serve primary only), else 0.",
 }
 
 // Metrics is one gateway's metrics: the set its /metrics serves, the
@@ -64,10 +67,16 @@ type Metrics struct {
 	rolloutMu sync.Mutex
 	rollouts  map[string]rollout.State
 
-	// RolloutInvalid is graygate_rollout_invalid_events_total, for the
-	// rollout log to count into (rollout.Log.CountInvalidIn).
-	RolloutInvalid *metrics.Counter
+	// RolloutInvalid is graygate_rollout_invalid_events_total{reason},
+	// for the rollout log to count into (rollout.Log.CountInvalidIn).
+	RolloutInvalid rolloutlog.Counters
+
+	// unwatched is graygate_gray_unwatched (SetUnwatched).
+	unwatched atomic.Bool
 }
+
+// SetUnwatched sets graygate_gray_unwatched.
+func (m *Metrics) SetUnwatched(on bool) { m.unwatched.Store(on) }
 
 // New returns an empty gateway's metrics in a set of their own, with the
 // series every gateway serves from its start.
@@ -79,7 +88,24 @@ func New() *Metrics {
 		}
 	}
 	m.set.NewGauge("graygate_requests_in_flight", func() float64 { return float64(m.inFlight.Load()) })
-	m.RolloutInvalid = m.set.NewCounter("graygate_rollout_invalid_events_total")
+	m.RolloutInvalid = rolloutlog.NewCounters(m.set)
+	m.set.NewGauge("graygate_gray_unwatched", func() float64 {
+		if m.unwatched.Load() {
+			return 1
+		}
+		return 0
+	})
+	m.set.NewGauge("graygate_rollout_no_valid_event", func() float64 {
+		m.rolloutMu.Lock()
+		defer m.rolloutMu.Unlock()
+		n := 0
+		for _, s := range m.rollouts {
+			if s.NoValidEvent() {
+				n++
+			}
+		}
+		return float64(n)
+	})
 	return m
 }
 
@@ -100,14 +126,6 @@ func (m *Metrics) WritePrometheus(w io.Writer) {
 	defer m.helpMu.Unlock()
 	_ = promtext.Write(w, m.set, m.help)
 }
-
-// Arms of a request as metric labels: events' arms (SPEC §7), as strings.
-const (
-	ArmPrimary  = string(events.ArmPrimary)
-	ArmGray     = string(events.ArmGray)
-	ArmFallback = string(events.ArmFallback)
-	ArmShadow   = string(events.ArmShadow)
-)
 
 type requestKey struct {
 	route, deployment, arm string
@@ -132,28 +150,28 @@ func (m *Metrics) Started() { m.inFlight.Add(1) }
 func (m *Metrics) Finished() { m.inFlight.Add(-1) }
 
 // Request records one proxied request's outcome.
-func (m *Metrics) Request(route, deployment, arm string, status int, d time.Duration) {
-	k := requestKey{route, deployment, arm, status}
+func (m *Metrics) Request(route, deployment string, arm events.Arm, status int, d time.Duration) {
+	k := requestKey{route, deployment, string(arm), status}
 	c, ok := m.requests.Load(k)
 	if !ok {
 		name := `graygate_requests_total{route="` + route + `",deployment="` + deployment +
-			`",arm="` + arm + `",status="` + strconv.Itoa(status) + `"}`
+			`",arm="` + string(arm) + `",status="` + strconv.Itoa(status) + `"}`
 		c, _ = m.requests.LoadOrStore(k, m.set.GetOrCreateCounter(name))
 	}
 	c.(*metrics.Counter).Inc()
 	if deployment != "" {
-		m.histogram(&m.durations, "graygate_request_duration_seconds", deployment, arm).Update(d.Seconds())
+		m.histogram(&m.durations, "graygate_request_duration_seconds", deployment, string(arm)).Update(d.Seconds())
 	}
 }
 
 // TTFT records an upstream's time to first token; stream says whether the
 // request streamed (a streamed and a buffered answer's first byte are not
 // the same measure).
-func (m *Metrics) TTFT(deployment, arm string, stream bool, d time.Duration) {
-	k := ttftKey{deployment, arm, stream}
+func (m *Metrics) TTFT(deployment string, arm events.Arm, stream bool, d time.Duration) {
+	k := ttftKey{deployment, string(arm), stream}
 	h, ok := m.ttfts.Load(k)
 	if !ok {
-		name := `graygate_upstream_ttft_seconds{deployment="` + deployment + `",arm="` + arm +
+		name := `graygate_upstream_ttft_seconds{deployment="` + deployment + `",arm="` + string(arm) +
 			`",stream="` + strconv.FormatBool(stream) + `"}`
 		h, _ = m.ttfts.LoadOrStore(k, m.set.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
 	}
@@ -164,7 +182,7 @@ func (m *Metrics) histogram(hs *sync.Map, family, deployment, arm string) *metri
 	k := armKey{deployment, arm}
 	h, ok := hs.Load(k)
 	if !ok {
-		name := family + `{deployment="` + deployment + `",arm="` + arm + `"}`
+		name := family + `{deployment="` + deployment + `",arm="` + string(arm) + `"}`
 		h, _ = hs.LoadOrStore(k, m.set.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
 	}
 	return h.(*metrics.PrometheusHistogram)
@@ -188,8 +206,8 @@ func (m *Metrics) OpenFilesLimit(n uint64) {
 // UpstreamBusy returns the function that counts one request refused for
 // the deployment's arm because its max_connections were busy; the series
 // exists from the first refusal on.
-func (m *Metrics) UpstreamBusy(deployment, arm string) func() {
-	name := `graygate_upstream_busy_total{deployment="` + deployment + `",arm="` + arm + `"}`
+func (m *Metrics) UpstreamBusy(deployment string, arm events.Arm) func() {
+	name := `graygate_upstream_busy_total{deployment="` + deployment + `",arm="` + string(arm) + `"}`
 	var c atomic.Pointer[metrics.Counter]
 	return func() {
 		n := c.Load()
@@ -202,11 +220,11 @@ func (m *Metrics) UpstreamBusy(deployment, arm string) func() {
 }
 
 // UpstreamError counts a primary failure by kind (a closed set of error types).
-func (m *Metrics) UpstreamError(deployment, kind string) {
-	k := armKey{deployment, kind}
+func (m *Metrics) UpstreamError(deployment string, kind events.ErrorType) {
+	k := armKey{deployment, string(kind)}
 	c, ok := m.upErrors.Load(k)
 	if !ok {
-		name := `graygate_upstream_errors_total{deployment="` + deployment + `",kind="` + kind + `"}`
+		name := `graygate_upstream_errors_total{deployment="` + deployment + `",kind="` + string(kind) + `"}`
 		c, _ = m.upErrors.LoadOrStore(k, m.set.GetOrCreateCounter(name))
 	}
 	c.(*metrics.Counter).Inc()

@@ -21,8 +21,8 @@ func text(m *Metrics) string {
 // gateway (or test) counts is not seen by another.
 func TestMetricsAreOwned(t *testing.T) {
 	a, b := New(), New()
-	a.Request("agent-chat", "qwen", ArmPrimary, 200, 30*time.Millisecond)
-	a.Request("agent-chat", "qwen", ArmPrimary, 200, 30*time.Millisecond)
+	a.Request("agent-chat", "qwen", events.ArmPrimary, 200, 30*time.Millisecond)
+	a.Request("agent-chat", "qwen", events.ArmPrimary, 200, 30*time.Millisecond)
 	a.Rejection("model_not_found")
 	a.Started()
 	const series = `graygate_requests_total{route="agent-chat",deployment="qwen",arm="primary",status="200"}`
@@ -45,10 +45,10 @@ func TestWritePrometheus(t *testing.T) {
 	m := New()
 	m.Describe("graygate_test_widgets_total", "Widgets, for this test.")
 	m.Set().GetOrCreateCounter(`graygate_test_widgets_total{kind="a"}`).Add(3)
-	m.TTFT("qwen", ArmGray, true, 40*time.Millisecond)
+	m.TTFT("qwen", events.ArmGray, true, 40*time.Millisecond)
 	m.Fallback("qwen", "timeout")
 	m.Shadow("qwen", true)
-	busy := m.UpstreamBusy("qwen", ArmPrimary)
+	busy := m.UpstreamBusy("qwen", events.ArmPrimary)
 	busy()
 	busy()
 	m.OpenFilesLimit(4096)
@@ -68,7 +68,9 @@ func TestWritePrometheus(t *testing.T) {
 		`graygate_rollout_status{deployment="qwen",status="active"} 1` + "\n",
 		`graygate_rollout_status{deployment="qwen",status="unknown"} 0` + "\n",
 		"# HELP graygate_rollout_invalid_events_total Messages on rollout subjects",
-		"graygate_rollout_invalid_events_total 0\n",
+		`graygate_rollout_invalid_events_total{reason="replay"} 0` + "\n",
+		"graygate_gray_unwatched 0\n",
+		"graygate_rollout_no_valid_event 0\n",
 		"# TYPE go_goroutines gauge\n",
 		"process_resident_memory_bytes ",
 	} {
@@ -76,8 +78,9 @@ func TestWritePrometheus(t *testing.T) {
 			t.Errorf("/metrics lacks %q:\n%s", want, got)
 		}
 	}
-	m.RolloutInvalid.Inc()
-	if !strings.Contains(text(m), "graygate_rollout_invalid_events_total 1\n") {
+	m.RolloutInvalid.Inc("signer")
+	m.SetUnwatched(true)
+	if got := text(m); !strings.Contains(got, `graygate_rollout_invalid_events_total{reason="signer"} 1`+"\n") || !strings.Contains(got, "graygate_gray_unwatched 1\n") {
 		t.Error("RolloutInvalid is not the served graygate_rollout_invalid_events_total")
 	}
 }
