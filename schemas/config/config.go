@@ -387,8 +387,12 @@ type Analyzer struct {
 	ReadTimeout  time.Duration `yaml:"read_timeout"`
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	IdleTimeout  time.Duration `yaml:"idle_timeout"`
-	Gates        Gates         `yaml:"gates"`
-	Promotion    *Promotion    `yaml:"promotion"` // nil: no progressive rollout
+	// LeaseTTL (rev. 4, default 10s) times the lease (SPEC §11): renewed
+	// every LeaseTTL/3, acted on within LeaseTTL/2 of a renewal, taken over
+	// after its revision stood still for LeaseTTL.
+	LeaseTTL  time.Duration `yaml:"lease_ttl"`
+	Gates     Gates         `yaml:"gates"`
+	Promotion *Promotion    `yaml:"promotion"` // nil: no progressive rollout
 	// SigningKeyFile (rev. 4) is the nkey seed file that signs the
 	// analyzer's rollout events and heartbeats (SPEC §7, §11); required
 	// when nats.rollout_signers is set.

@@ -284,6 +284,7 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 	d.positiveDuration("analyzer.read_timeout", a.ReadTimeout)
 	d.positiveDuration("analyzer.write_timeout", a.WriteTimeout)
 	d.positiveDuration("analyzer.idle_timeout", a.IdleTimeout)
+	d.positiveDuration("analyzer.lease_ttl", a.LeaseTTL)
 	g := a.Gates
 	for _, gate := range []struct {
 		key string

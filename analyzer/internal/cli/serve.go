@@ -93,6 +93,8 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		Source:      "analyzer/" + host,
 		Logger:      log,
 		Metrics:     set,
+		LeaseTTL:    cfg.Analyzer.LeaseTTL,
+		Connected:   nc.IsConnected,
 		Signers:     events.NewSigners(rs.Analyzer, rs.Admin, rs.Config),
 		SigningKey:  key,
 	}, js, nil)
@@ -111,7 +113,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 				return err
 			}
 			var err error
-			l, err = lease.Open(ctx, js, lease.Config{Holder: holder, Replicas: cfg.NATS.Replicas, Logger: log})
+			l, err = lease.Open(ctx, js, lease.Config{Holder: holder, TTL: cfg.Analyzer.LeaseTTL, Replicas: cfg.NATS.Replicas, Logger: log})
 			return err
 		})
 		if err != nil || ctx.Err() != nil {

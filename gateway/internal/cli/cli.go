@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/graygate/graygate/gateway/internal/proxy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
@@ -201,7 +202,10 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 		proxy.WithObserver(record.EventObserver{P: pub, RequestLog: cfg.Gateway.RequestLog}),
 		proxy.WithStats(agg),
 		proxy.WithRolloutLog(table, rlog),
-		proxy.WithEventsHealth(func() bool { return pub.State().Connected }),
+		// /readyz says the event log is unreachable only once it has been
+		// for publish.Hiccup: a reconnect or a timed-out ack under load
+		// made it flap (SPEC §11 rev. 4).
+		proxy.WithEventsHealth(func() bool { return !pub.State().Unreachable(time.Now()) }),
 		proxy.WithTelemetry(tel),
 	)
 	if err != nil {

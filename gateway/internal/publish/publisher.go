@@ -131,10 +131,12 @@ type Publisher struct {
 	stopped atomic.Bool
 	ran     atomic.Bool
 
-	published, spooled, dropped *counters
-	gauges                      gauges
-	queueFull, unknown          atomic.Uint64 // drops not yet logged
-	downSince                   atomic.Int64  // unix nanoseconds; 0 while the event log takes events
+	// published counts events stored on their first send; resent the
+	// spool's records acknowledged when sent again (SPEC §11 rev. 4).
+	published, resent, spooled, dropped *counters
+	gauges                              gauges
+	queueFull, unknown                  atomic.Uint64 // drops not yet logged
+	downSince                           atomic.Int64  // unix nanoseconds; 0 while the event log takes events
 
 	// Owned by Run.
 	connected   bool
@@ -221,6 +223,7 @@ func New(nc *nats.Conn, sp *spool.Spool, opts Options) (*Publisher, error) {
 		queue:     make(chan item, opts.QueueSize),
 		results:   make(chan result, 2*opts.MaxInFlight),
 		published: newCounters(set, "graygate_events_published_total"),
+		resent:    newCounters(set, "graygate_events_resent_total"),
 		spooled:   newCounters(set, "graygate_events_spooled_total"),
 		dropped:   newCounters(set, "graygate_events_dropped_total"),
 		gauges:    newGauges(set),
@@ -507,7 +510,11 @@ func (p *Publisher) resolve(r result) {
 		p.failed(e, r.err)
 		return
 	}
-	p.published.add(e.kind, 1)
+	if e.spooled {
+		p.resent.add(e.kind, 1)
+	} else {
+		p.published.add(e.kind, 1)
+	}
 	// A late ack of an event sent before the connection dropped does not
 	// make the event log reachable again: only the connection's return
 	// (refresh) does then. Without this, an ack that arrived after the
