@@ -148,7 +148,7 @@ func (c *conn) violations() []string {
 
 func (n *secureNATS) connect(t *testing.T, user, password string) (*conn, error) {
 	t.Helper()
-	cfg := config.NATS{URL: n.url, User: user, Password: config.Secret(password), TLS: config.NATSTLS{CAFile: n.ca}}
+	cfg := config.NATS{URL: n.url, User: user, Password: config.Secret(password), TLS: config.NATSTLS{CAFile: n.ca}, APIPrefix: apiPrefix}
 	opts, err := cfg.ConnectOptions()
 	if err != nil {
 		return nil, err
@@ -173,9 +173,13 @@ func (n *secureNATS) connect(t *testing.T, user, password string) (*conn, error)
 		return nil, err
 	}
 	t.Cleanup(c.nc.Close)
-	c.js, err = jetstream.New(c.nc)
+	c.js, err = cfg.JetStream(c.nc)
 	return c, err
 }
+
+// apiPrefix is where the shipped accounts put the JetStream API of the
+// GRAYGATE account (the services' nats.api_prefix).
+const apiPrefix = "JS.graygate.API"
 
 // The consumer names nats-server.conf grants: the first analyzer's
 // statistics consumer and the collector's durables.
