@@ -66,7 +66,9 @@ func throwawayTLS(t *testing.T, dir string) (ca, cert, key string) {
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "nats"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		DNSNames: []string{"localhost", "nats"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		// Both, as make-dev-certs.sh's: a node of a cluster dials its
+		// routes with the same certificate.
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
 	if err != nil {
@@ -80,28 +82,22 @@ func throwawayTLS(t *testing.T, dir string) (ca, cert, key string) {
 	return ca, cert, key
 }
 
+// randomSecret starts with a letter: nats-server 2.9 reads a variable's
+// value from the environment as a config value, so one that starts with
+// a digit is taken for a number and the file does not load (README.md).
 func randomSecret(t *testing.T) string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	return hex.EncodeToString(b)
+	return "s" + hex.EncodeToString(b)
 }
 
 // startSecureNATS runs infra/nats/nats-server.conf as shipped, on a free
 // loopback port with a temporary store.
 func startSecureNATS(t *testing.T) *secureNATS {
 	t.Helper()
-	dir := t.TempDir()
-	ca, cert, key := throwawayTLS(t, dir)
-	t.Setenv("NATS_TLS_CA", ca)
-	t.Setenv("NATS_TLS_CERT", cert)
-	t.Setenv("NATS_TLS_KEY", key)
-	pw := map[string]string{}
-	for _, svc := range []string{"gateway", "analyzer", "collector"} {
-		pw[svc] = randomSecret(t)
-		t.Setenv("NATS_"+strings.ToUpper(svc)+"_PASSWORD", pw[svc])
-	}
+	s := startInProcess(t, "nats-server.conf", 1) // sets the variables the file reads
 	opts, err := server.ProcessConfigFile("nats-server.conf")
 	if err != nil {
 		t.Fatalf("load nats-server.conf: %v", err)
@@ -115,19 +111,7 @@ func startSecureNATS(t *testing.T) *secureNATS {
 	if !opts.JetStream {
 		t.Fatal("the shipped configuration has no JetStream")
 	}
-	opts.Host, opts.Port = "127.0.0.1", -1
-	opts.StoreDir = filepath.Join(dir, "js")
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(s.Shutdown)
-	return &secureNATS{url: "tls://" + s.Addr().String(), ca: ca, passwords: pw}
+	return s.secure()
 }
 
 // conn is one service's connection, built the way the services build it
