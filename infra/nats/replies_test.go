@@ -491,7 +491,9 @@ func TestNoWritesThroughReplySubjects(t *testing.T) {
 	}{
 		{"newest_in-process_single", func(t *testing.T) *shippedServer { return startInProcess(t, "nats-server.conf", 1) }},
 		{"newest_in-process_cluster3", func(t *testing.T) *shippedServer { return startInProcess(t, "cluster.conf", 3) }},
-		{"v2.9_binary_single", func(t *testing.T) *shippedServer { return startBinary(t, needBinary(t, system29), 1, "nats-server.conf") }},
+		{"v2.9_binary_single", func(t *testing.T) *shippedServer {
+			return startBinary(t, needBinary(t, system29), 1, "nats-server.conf")
+		}},
 		{"v2.9_binary_cluster3", func(t *testing.T) *shippedServer { return startBinary(t, needBinary(t, system29), 3, "cluster.conf") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
