@@ -32,6 +32,7 @@ type shippedServer struct {
 	ca        string
 	passwords map[string]string
 	version   string
+	inProcess []*server.Server // the nodes, when they run in this process
 }
 
 // url is every node's client URL, for a client that may fail over.
@@ -47,6 +48,12 @@ func (s *shippedServer) secure() *secureNATS {
 func shippedEnv(t *testing.T, dir string) (env map[string]string, ca string, passwords map[string]string) {
 	t.Helper()
 	ca, cert, key := throwawayTLS(t, dir)
+	return shippedEnvWith(t, ca, cert, key)
+}
+
+// shippedEnvWith is shippedEnv with the given certificates.
+func shippedEnvWith(t *testing.T, ca, cert, key string) (env map[string]string, _ string, passwords map[string]string) {
+	t.Helper()
 	env = map[string]string{"NATS_TLS_CA": ca, "NATS_TLS_CERT": cert, "NATS_TLS_KEY": key}
 	passwords = map[string]string{}
 	for _, svc := range []string{"gateway", "analyzer", "collector"} {
@@ -89,7 +96,15 @@ func clusterEnv(dir string, i int, clientPorts, routePorts []int) map[string]str
 func startInProcess(t *testing.T, conf string, nodes int) *shippedServer {
 	t.Helper()
 	dir := t.TempDir()
-	_, ca, pw := shippedEnv(t, dir)
+	ca, cert, key := throwawayTLS(t, dir)
+	return startInProcessWith(t, conf, nodes, dir, ca, cert, key)
+}
+
+// startInProcessWith is startInProcess with the given certificates and
+// a directory for the stores.
+func startInProcessWith(t *testing.T, conf string, nodes int, dir, ca, cert, key string) *shippedServer {
+	t.Helper()
+	_, ca, pw := shippedEnvWith(t, ca, cert, key)
 	s := &shippedServer{ca: ca, passwords: pw, version: server.VERSION}
 	if nodes == 1 {
 		opts, err := server.ProcessConfigFile(conf)
@@ -101,6 +116,7 @@ func startInProcess(t *testing.T, conf string, nodes int) *shippedServer {
 		opts.NoLog, opts.NoSigs = true, true
 		srv := runServer(t, opts)
 		s.urls = []string{"tls://" + srv.Addr().String()}
+		s.inProcess = []*server.Server{srv}
 		return s
 	}
 	clientPorts, routePorts := make([]int, nodes), make([]int, nodes)
@@ -116,7 +132,7 @@ func startInProcess(t *testing.T, conf string, nodes int) *shippedServer {
 			t.Fatalf("load cluster.conf for node %d: %v", i+1, err)
 		}
 		opts.NoLog, opts.NoSigs = true, true
-		runServer(t, opts)
+		s.inProcess = append(s.inProcess, runServer(t, opts))
 		s.urls = append(s.urls, fmt.Sprintf("tls://127.0.0.1:%d", clientPorts[i]))
 	}
 	return s
