@@ -373,6 +373,34 @@ func TestShippedNATSPermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("the analyzer's heartbeat reaches the gateways, and only the analyzer's", func(t *testing.T) {
+		// Core graygate.heartbeat (SPEC §11 rev. 4): ANALYZER exports it,
+		// GATEWAY imports it; a gateway may not publish it.
+		gw2 := n.service(t, "gateway")
+		heard, err := gw.nc.SubscribeSync("graygate.heartbeat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = gw.nc.Flush()
+		if err := an.nc.Publish("graygate.heartbeat", []byte("beat")); err != nil {
+			t.Fatal(err)
+		}
+		_ = an.nc.Flush()
+		if m, err := heard.NextMsg(2 * time.Second); err != nil || string(m.Data) != "beat" {
+			t.Errorf("the gateway did not hear the analyzer's heartbeat: %v", err)
+		}
+		before := len(gw2.violations())
+		_ = gw2.nc.Publish("graygate.heartbeat", []byte("forged"))
+		_ = gw2.nc.Flush()
+		if m, err := heard.NextMsg(300 * time.Millisecond); err == nil {
+			t.Errorf("a gateway heard another gateway's heartbeat %q", m.Data)
+		}
+		if len(gw2.violations()) == before {
+			t.Error("the server did not refuse a gateway's heartbeat")
+		}
+		_ = heard.Unsubscribe()
+	})
+
 	t.Run("only the analyzer writes its checkpoints", func(t *testing.T) {
 		// The bucket exists (the analyzer subtest made it).
 		for name, c := range map[string]*conn{"gateway": gw, "collector": col} {
