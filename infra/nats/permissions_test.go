@@ -24,6 +24,7 @@ import (
 
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -677,4 +678,83 @@ func TestShippedNATSPermissions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAllowListsAreTheImports: each identity's publish allow list is
+// exactly what its account leads into GRAYGATE (its service imports, by
+// their local names), the subjects its account maps onto them, and what
+// it exports itself; it subscribes to its own inbox and what its account
+// imports as streams. So nothing reaches a stream through a reply subject
+// that the identity could not publish (SPEC §11 rev. 4), and the allow
+// lists say no more than the imports.
+func TestAllowListsAreTheImports(t *testing.T) {
+	for _, v := range []string{"NATS_GATEWAY_PASSWORD", "NATS_ANALYZER_PASSWORD", "NATS_COLLECTOR_PASSWORD"} {
+		t.Setenv(v, "sx")
+	}
+	top, err := conf.ParseFile("accounts.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := mapAt(top, "accounts")
+	if _, ok := accounts["GRAYGATE"]; !ok || len(asList(mapAt(accounts, "GRAYGATE")["users"])) != 0 {
+		t.Error("account GRAYGATE, where the streams live, is missing or has users")
+	}
+	for name, a := range accounts {
+		am, _ := a.(map[string]any)
+		users := asList(am["users"])
+		if name == "GRAYGATE" {
+			continue
+		}
+		if len(users) != 1 {
+			t.Errorf("account %s has %d users; want one identity per service account", name, len(users))
+			continue
+		}
+		wantPub, wantSub := map[string]bool{}, map[string]bool{}
+		for _, imp := range asList(am["imports"]) {
+			m, _ := imp.(map[string]any)
+			local := ""
+			if to, ok := m["to"]; ok {
+				local = fmt.Sprint(to)
+			}
+			if svc := mapAt(m, "service"); svc != nil {
+				if local == "" {
+					local = fmt.Sprint(svc["subject"])
+				}
+				wantPub[local] = true
+			}
+			if st := mapAt(m, "stream"); st != nil {
+				if local == "" {
+					local = fmt.Sprint(st["subject"])
+				}
+				wantSub[local] = true
+			}
+		}
+		for from := range mapAt(am, "mappings") {
+			wantPub[from] = true
+		}
+		for _, exp := range asList(am["exports"]) {
+			if s, ok := exp.(map[string]any)["stream"]; ok {
+				wantPub[fmt.Sprint(s)] = true
+			}
+		}
+		u, _ := users[0].(map[string]any)
+		user := fmt.Sprint(u["user"])
+		wantSub["_INBOX_"+user+".>"] = true
+		for kind, want := range map[string]map[string]bool{"publish": wantPub, "subscribe": wantSub} {
+			got := map[string]bool{}
+			for _, s := range asStrings(mapAt(u, "permissions", kind)["allow"]) {
+				got[s] = true
+			}
+			for s := range got {
+				if !want[s] {
+					t.Errorf("%s may %s %s, which its account %s does not import, map or export", user, kind, s, name)
+				}
+			}
+			for s := range want {
+				if !got[s] {
+					t.Errorf("%s may not %s %s, which its account %s imports, maps or exports", user, kind, s, name)
+				}
+			}
+		}
+	}
 }
