@@ -193,8 +193,25 @@ func TestDevCertificatesFormTheCluster(t *testing.T) {
 	if ensureErr != nil {
 		t.Fatalf("R3 streams on the cluster: %v", ensureErr)
 	}
-	if _, err := c.js.Publish(ctxT(t, 5*time.Second), events.RolloutSubject("qwen"), []byte("{}")); err != nil {
+	// The bell rings on another node once the event is stored: the
+	// gateway on node 1 hears the analyzer's rollout event from node 3.
+	gw := (&shippedServer{urls: srv.urls[:1], ca: srv.ca, passwords: srv.passwords}).secure().service(t, "gateway")
+	bell, err := gw.nc.SubscribeSync(events.SubjectRolloutAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = gw.nc.Flush()
+	an := (&shippedServer{urls: srv.urls[2:], ca: srv.ca, passwords: srv.passwords}).secure().service(t, "analyzer")
+	ack, err := an.js.Publish(ctxT(t, 5*time.Second), events.RolloutSubject("qwen"), []byte("{}"))
+	if err != nil {
 		t.Fatalf("a rollout event on the cluster: %v", err)
+	}
+	m, err := bell.NextMsg(2 * time.Second)
+	if err != nil {
+		t.Fatalf("the gateway on another node did not hear the stored rollout event: %v", err)
+	}
+	if m.Subject != events.RolloutSubject("qwen") || m.Header.Get("Nats-Sequence") != fmt.Sprint(ack.Sequence) {
+		t.Errorf("the bell rang on %s for sequence %q; want %s, %d", m.Subject, m.Header.Get("Nats-Sequence"), events.RolloutSubject("qwen"), ack.Sequence)
 	}
 	s, err := c.js.Stream(context.Background(), events.StreamRollout)
 	if err != nil {
