@@ -28,7 +28,8 @@ import (
 // each name an account gives them (import, mapping, export, the JetStream
 // API prefix). Then every stream and bucket the identity cannot publish to
 // directly must hold the same messages, and the analyzer's lease the same
-// revision.
+// revision; no stream is deleted or purged; and the analyzer's statistics
+// consumer keeps its ack floor through the others' attacks.
 //
 // GRAYGATE_ATTACK_CONF names another server configuration to attack on
 // one in-process server, or one of the binary GRAYGATE_ATTACK_BIN
@@ -253,6 +254,7 @@ type attackResult struct {
 	requests, replies, sent int
 	changed                 []string // "<identity>: <stream> …" for streams it may not write that changed
 	leaseMoved              []string
+	otherConsumer           []string // another identity's consumer acknowledged
 }
 
 // attack runs the reply-subject attack on srv with the configuration at
@@ -373,7 +375,12 @@ func attack(t *testing.T, srv *shippedServer, confPath, apiPrefix string) attack
 		if !known {
 			t.Errorf("identity %q is not one of SPEC §7's; the attack holds it to writing nothing", id.name)
 		}
+		// The analyzer's own requests include deleting its consumer.
+		if _, err := an.js.CreateOrUpdateConsumer(ctxT(t, 5*time.Second), events.StreamStats, analyzerConsumer(analyzerStats)); err != nil {
+			t.Fatalf("analyzer's consumer: %v", err)
+		}
 		before, rev := snapshot(), leaseRev()
+		floorBefore := ackFloor(t, an)
 		for _, r := range reqs {
 			for _, reply := range replies {
 				if err := c.nc.PublishMsg(&nats.Msg{Subject: r.subject, Reply: reply, Data: r.body}); err != nil {
@@ -386,6 +393,11 @@ func attack(t *testing.T, srv *shippedServer, confPath, apiPrefix string) attack
 		_ = c.nc.Flush()
 		time.Sleep(1500 * time.Millisecond) // pulls expire after 300 ms; answers arrive
 		after := snapshot()
+		if id.name != "analyzer" {
+			if f := ackFloor(t, an); f != floorBefore {
+				res.otherConsumer = append(res.otherConsumer, fmt.Sprintf("%s: the analyzer's consumer's ack floor moved from %d to %d", id.name, floorBefore, f))
+			}
+		}
 		for _, name := range watched {
 			b, a := before[name], after[name]
 			// Nobody may delete or purge a stream, its writers included
@@ -411,6 +423,20 @@ func attack(t *testing.T, srv *shippedServer, confPath, apiPrefix string) attack
 		t.Logf("%s: %d requests × %d reply subjects", id.name, len(reqs), len(replies))
 	}
 	return res
+}
+
+// ackFloor is the stream sequence up to which the analyzer's statistics
+// consumer has acknowledged.
+func ackFloor(t *testing.T, an *conn) uint64 {
+	t.Helper()
+	c, err := an.js.Consumer(ctxT(t, 5*time.Second), events.StreamStats, analyzerStats)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("the analyzer's consumer: %v", err)
+	}
+	return c.CachedInfo().AckFloor.Stream
 }
 
 // checkDirectWrites checks that each service identity stores exactly in
@@ -505,6 +531,9 @@ func TestNoWritesThroughReplySubjects(t *testing.T) {
 				srv.version, len(srv.urls), res.requests, res.replies, res.sent, len(res.changed), len(res.leaseMoved))
 			for _, c := range append(res.changed, res.leaseMoved...) {
 				t.Error(c)
+			}
+			for _, c := range res.otherConsumer {
+				t.Error(c) // not a stream write, but another identity's consumer
 			}
 		})
 	}
