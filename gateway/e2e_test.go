@@ -171,6 +171,7 @@ func TestE2EContextBands(t *testing.T) {
 
 func TestE2EValidate(t *testing.T) {
 	bin := testenv.Binary(t, "./gateway")
+	t.Setenv("E2E_OPERATOR_TOKENS", "alice=short-operator-token")
 	dir := t.TempDir()
 	bad := `
 gateway: {listen: "127.0.0.1:8080", max_body_bytes: 8MB}
@@ -222,6 +223,19 @@ analyzer: {gates: {ttft_p99_max: 1s}}
 `, 0, []string{
 			"warning: deployments.d.rollout.stream_validation: buffer with timeout 2.5s: gray serves only streams whose whole answer is generated within 2.5s",
 			"use stream_validation: observe",
+		}},
+		{"tokens shorter than 32 bytes", `
+nats: {url: ""}
+gateway: {admin_token: short-admin-token, admin_tokens_env: E2E_OPERATOR_TOKENS}
+collector: {api_token: short-api-token}
+routing:
+  routes: [{model: m, candidates: [{deployment: d}]}]
+deployments:
+  d: {primary: {url: "http://127.0.0.1:9", model: x}}
+`, 0, []string{
+			"warning: gateway.admin_token: the admin token (or GRAYGATE_ADMIN_TOKEN) is shorter than 32 bytes",
+			"warning: gateway.admin_tokens_env: the token of operator alice (E2E_OPERATOR_TOKENS) is shorter than 32 bytes",
+			"warning: collector.api_token: the API token (or GRAYGATE_API_TOKEN) is shorter than 32 bytes",
 		}},
 		{"good with warnings", good, 0, []string{
 			"warning: routing.signals.context[0].max_tokens:",

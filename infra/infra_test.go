@@ -161,7 +161,7 @@ func loadConfig(t *testing.T, name string, data []byte, vars []string) *config.C
 	t.Helper()
 	env := map[string]string{}
 	for _, v := range vars {
-		env[v] = "test-value-" + strings.ToLower(v)
+		env[v] = placeholder(v)
 	}
 	// URL-valued variables must be URLs.
 	for k := range env {
@@ -172,8 +172,9 @@ func loadConfig(t *testing.T, name string, data []byte, vars []string) *config.C
 	// The variables the config names by key rather than ${}: the NATS
 	// password and the client and force tokens.
 	for _, k := range []string{"NATS_PASSWORD", "GRAYGATE_CLIENT_TOKENS", "GRAYGATE_FORCE_TOKENS"} {
-		env[k] = "test-value-" + strings.ToLower(k)
+		env[k] = placeholder(k)
 	}
+	data = withSigningKeys(t, data, env)
 	cfg, warnings, err := config.Parse(data, repoRoot(t), func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok

@@ -1,6 +1,7 @@
 package infra_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/conf"
+	"github.com/nats-io/nkeys"
 
 	"github.com/graygate/graygate/schemas/config"
 )
@@ -45,6 +47,7 @@ var notFor = map[config.Service][]string{
 // (the service starts with only its own variables).
 func loadFor(t *testing.T, name string, data []byte, svc config.Service, env map[string]string) *config.Config {
 	t.Helper()
+	data = withSigningKeys(t, data, env)
 	cfg, _, err := config.Parse(data, repoRoot(t), func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
@@ -64,12 +67,42 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// placeholder is a stand-in value for a variable: URLs must be URLs.
-func placeholder(name string) string {
-	if strings.HasSuffix(name, "_URL") {
-		return "http://upstream.test:8000/v1"
+// withSigningKeys stands in for the rollout signing keys an operator makes
+// (SPEC §7 rev. 4; never committed): seeds in a temporary directory in
+// place of the mounted /etc/graygate-signing/, and their public keys for
+// the GRAYGATE_*_NKEY variables env holds (a service without one is left
+// without it, so a missing variable still fails).
+func withSigningKeys(t *testing.T, data []byte, env map[string]string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"gateway", "analyzer"} {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := kp.Seed()
+		pub, _ := kp.PublicKey()
+		if err := os.WriteFile(filepath.Join(dir, name+".nk"), seed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if v := "GRAYGATE_" + strings.ToUpper(name) + "_NKEY"; env[v] != "" {
+			env[v] = pub
+		}
 	}
-	return "test-value-" + strings.ToLower(name)
+	return bytes.ReplaceAll(data, []byte("/etc/graygate-signing/"), []byte(dir+"/"))
+}
+
+// placeholder is a stand-in value for a variable: URLs must be URLs,
+// operators' tokens name=token, and a token is at least the 32 bytes
+// `gateway validate` asks for (SPEC §3 rev. 4).
+func placeholder(name string) string {
+	switch {
+	case strings.HasSuffix(name, "_URL"):
+		return "http://upstream.test:8000/v1"
+	case name == "GRAYGATE_ADMIN_TOKENS":
+		return "operator=test-value-of-an-operator-token-0123456789"
+	}
+	return "test-value-" + strings.ToLower(name) + "-0123456789abcdef"
 }
 
 // natsConf is a parsed nats-server configuration: its users' permissions
@@ -464,4 +497,62 @@ func TestK8sSecurity(t *testing.T) {
 func asList(v any) []any {
 	l, _ := v.([]any)
 	return l
+}
+
+// TestShippedSigningKeys: infra/ signs its rollout log (SPEC §7 rev. 4):
+// compose and Kubernetes list signers for every actor, and mount the
+// gateway's seed into the gateways and the analyzer's into the analyzer,
+// where their configuration reads it; no seed is committed.
+func TestShippedSigningKeys(t *testing.T) {
+	dir := infraDir(t)
+	data, err := os.ReadFile(filepath.Join(dir, "compose", "graygate.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadConfig(t, "compose/graygate.yaml", data, neededVars(data))
+	s := cfg.NATS.RolloutSigners
+	if len(s.Analyzer) != 1 || len(s.Admin) != 1 || len(s.Config) != 1 {
+		t.Errorf("compose rollout_signers = %+v; want a key per actor", s)
+	}
+	services, _ := yamlDocs(t, filepath.Join(dir, "docker-compose.yml"))[0]["services"].(map[string]any)
+	for name, target := range map[string]string{"gateway": "/etc/graygate-signing/gateway.nk", "gateway-2": "/etc/graygate-signing/gateway.nk", "analyzer": "/etc/graygate-signing/analyzer.nk"} {
+		found := false
+		for _, v := range asList(dig(services[name], "volumes")) {
+			if m, ok := v.(map[string]any); ok && m["target"] == target && strings.HasPrefix(fmt.Sprint(m["source"]), "./signing-keys/") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("compose %s does not mount its signing key at %s", name, target)
+		}
+	}
+	if !bytes.Contains(data, []byte("rollout_signing_key_file: /etc/graygate-signing/gateway.nk")) || !bytes.Contains(data, []byte("signing_key_file: /etc/graygate-signing/analyzer.nk")) {
+		t.Error("compose/graygate.yaml does not read the mounted signing keys")
+	}
+
+	objs := k8sObjects(t)
+	for key, item := range map[string]string{"Deployment/gateway": "gateway.nk", "StatefulSet/analyzer": "analyzer.nk"} {
+		spec := dig(objs[key], "spec", "template", "spec")
+		vol := ""
+		for _, v := range asList(dig(spec, "volumes")) {
+			if dig(v, "secret", "secretName") == "graygate-signing" && dig(v, "secret", "items", 0, "key") == item {
+				vol, _ = dig(v, "name").(string)
+			}
+		}
+		mounted := false
+		for _, m := range asList(dig(spec, "containers", 0, "volumeMounts")) {
+			if vol != "" && dig(m, "name") == vol && dig(m, "mountPath") == "/etc/graygate-signing" {
+				mounted = true
+			}
+		}
+		if !mounted {
+			t.Errorf("%s does not mount %s of Secret graygate-signing at /etc/graygate-signing", key, item)
+		}
+	}
+	if _, ok := dig(objs["Secret/graygate-signing"], "stringData", "gateway.nk").(string); !ok {
+		t.Error("no Secret template graygate-signing")
+	}
+	if seeds, _ := filepath.Glob(filepath.Join(dir, "*", "*.nk")); len(seeds) > 0 {
+		t.Logf("seed files under infra/ (never committed: .gitignore lists infra/signing-keys/): %v", seeds)
+	}
 }

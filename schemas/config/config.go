@@ -71,6 +71,23 @@ type NATS struct {
 	// their own that each service's account imports (SPEC §11 rev. 4).
 	// Bucket writes then travel as <api_prefix>.$KV.<bucket>.<key>.
 	APIPrefix string `yaml:"api_prefix"`
+	// RolloutSigners (rev. 4, SPEC §7 "Signed rollout events") lists per
+	// actor kind the public nkeys allowed to sign its rollout events (the
+	// analyzer's also sign heartbeats). Empty: rollout events are
+	// unsigned and accepted as in rev. 3, and every service warns at start.
+	RolloutSigners RolloutSigners `yaml:"rollout_signers"`
+}
+
+// RolloutSigners is `nats.rollout_signers`: public nkeys (U…) per actor.
+type RolloutSigners struct {
+	Analyzer []string `yaml:"analyzer"`
+	Admin    []string `yaml:"admin"`
+	Config   []string `yaml:"config"`
+}
+
+// Empty reports whether no signer is listed.
+func (s RolloutSigners) Empty() bool {
+	return len(s.Analyzer) == 0 && len(s.Admin) == 0 && len(s.Config) == 0
 }
 
 // NATSTLS is `nats.tls`: a CA to trust and an optional client certificate.
@@ -139,6 +156,38 @@ type Gateway struct {
 	MaxSSEEventBytes       Size `yaml:"max_sse_event_bytes"`
 	MaxToolArgumentsBytes  Size `yaml:"max_tool_arguments_bytes"`
 	MaxBufferedAnswerBytes Size `yaml:"max_buffered_answer_bytes"`
+
+	// Rev. 4 (SPEC §2, §3, §7, §11).
+
+	// AdminTokensEnv names the variable with one admin token per operator,
+	// `name=token,…` (default GRAYGATE_ADMIN_TOKENS); a change made with
+	// one records the operator's name. Unset or empty: none.
+	AdminTokensEnv string          `yaml:"admin_tokens_env"`
+	AdminTokens    []OperatorToken `yaml:"-"` // read from AdminTokensEnv by the gateway
+	// GrayUnwatchedAfter (default 2m; 0 never): with no valid analyzer
+	// heartbeat this long, grays at or below UnwatchedHoldAbove percent are
+	// served primary only, until heartbeats have been back for 30 s.
+	GrayUnwatchedAfter time.Duration `yaml:"gray_unwatched_after"`
+	// UnwatchedHoldAbove (default 10): an unwatched gray above this
+	// percentage keeps its share (pulling it onto primary could overload
+	// primary); at or below, primary only.
+	UnwatchedHoldAbove float64 `yaml:"unwatched_hold_above"`
+	// UnwatchedRecoverAfter (default 30s, SPEC §11 rev. 4) is how long
+	// heartbeats must have been back before the hold ends. Beyond SPEC §2:
+	// tests make it short.
+	UnwatchedRecoverAfter time.Duration `yaml:"unwatched_recover_after"`
+	// RolloutSigningKeyFile is the nkey seed file that signs this
+	// gateway's admin and config rollout events; required when
+	// nats.rollout_signers is set.
+	RolloutSigningKeyFile string `yaml:"rollout_signing_key_file"`
+	RolloutSigningSeed    Secret `yaml:"-"` // read from RolloutSigningKeyFile by the gateway
+}
+
+// OperatorToken is one entry of gateway.admin_tokens_env: an operator's
+// name ([a-z0-9_.-]{1,32}) and their admin token.
+type OperatorToken struct {
+	Name  string
+	Token Secret
 }
 
 // Request log levels (gateway.request_log, SPEC §7 "Which requests are logged").
@@ -347,6 +396,11 @@ type Analyzer struct {
 	IdleTimeout  time.Duration `yaml:"idle_timeout"`
 	Gates        Gates         `yaml:"gates"`
 	Promotion    *Promotion    `yaml:"promotion"` // nil: no progressive rollout
+	// SigningKeyFile (rev. 4) is the nkey seed file that signs the
+	// analyzer's rollout events and heartbeats (SPEC §7, §11); required
+	// when nats.rollout_signers is set.
+	SigningKeyFile string `yaml:"signing_key_file"`
+	SigningSeed    Secret `yaml:"-"` // read from SigningKeyFile by the analyzer
 }
 
 // Gates are the thresholds of the hard metrics (SPEC §9).

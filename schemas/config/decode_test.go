@@ -59,6 +59,8 @@ func TestDefaults(t *testing.T) {
 					StatsInterval: time.Second, ReadTimeout: 60 * time.Second, WriteTimeout: 30 * time.Second,
 					IdleTimeout: 120 * time.Second, MaxSSEEventBytes: 1 << 20, MaxToolArgumentsBytes: 1 << 20,
 					MaxBufferedAnswerBytes: 64 << 20,
+					AdminTokensEnv:         "GRAYGATE_ADMIN_TOKENS", GrayUnwatchedAfter: 2 * time.Minute,
+					UnwatchedHoldAbove: 10, UnwatchedRecoverAfter: 30 * time.Second,
 				},
 				Deployments: map[string]*Deployment{},
 				Analyzer: Analyzer{

@@ -16,6 +16,8 @@ const (
 	// StickyToken keys the arm by the client's bearer token (rev. 2).
 	StickyToken           = "token"
 	DefaultForceTokensEnv = "GRAYGATE_FORCE_TOKENS"
+	// DefaultAdminTokensEnv holds the per-operator admin tokens (rev. 4).
+	DefaultAdminTokensEnv = "GRAYGATE_ADMIN_TOKENS"
 	// StickyHeaderPrefix starts a sticky key that names a request header:
 	// `header:X-Tenant`.
 	StickyHeaderPrefix = "header:"
@@ -73,6 +75,10 @@ func (g *Gateway) setDefaults() {
 	g.MaxSSEEventBytes = 1 << 20
 	g.MaxToolArgumentsBytes = 1 << 20
 	g.MaxBufferedAnswerBytes = 64 << 20
+	g.AdminTokensEnv = DefaultAdminTokensEnv
+	g.GrayUnwatchedAfter = 2 * time.Minute
+	g.UnwatchedHoldAbove = 10
+	g.UnwatchedRecoverAfter = 30 * time.Second
 }
 
 func (s *SamplingContract) setDefaults() {

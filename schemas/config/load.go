@@ -158,6 +158,7 @@ func (d *decoder) applyEnv(c *Config) {
 	}
 	c.Gateway.ClientTokens = d.bearerTokens("gateway.client_tokens_env", c.Gateway.ClientTokensEnv)
 	c.Gateway.ForceTokens = d.bearerTokens("gateway.force_tokens_env", c.Gateway.ForceTokensEnv)
+	c.Gateway.AdminTokens = d.adminTokens("gateway.admin_tokens_env", c.Gateway.AdminTokensEnv)
 	for _, name := range c.DeploymentOrder {
 		dep := c.Deployments[name]
 		d.apiKey("deployments."+name+".primary.api_key_env", &dep.Primary)

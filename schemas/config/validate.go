@@ -15,6 +15,8 @@ func (d *decoder) validate(c *Config, dir string) {
 		d.errorf("nats.replicas", nil, "must be between 1 and 5, got %d", c.NATS.Replicas)
 	}
 	d.validateNATS(&c.NATS)
+	d.validateSigning(c)
+	d.warnShortTokens(c)
 	d.validateGateway(&c.Gateway)
 	if d.svc.gateway() {
 		d.validateClientAuth(c)
@@ -56,6 +58,13 @@ func (d *decoder) validateGateway(g *Gateway) {
 		d.errorf("gateway.spool_dir", nil, "must not be empty")
 	}
 	d.positiveDuration("gateway.rollout_stale_after", g.RolloutStaleAfter)
+	if g.GrayUnwatchedAfter < 0 && !d.failed["gateway.gray_unwatched_after"] {
+		d.errorf("gateway.gray_unwatched_after", nil, "must not be negative (0: never hold an unwatched gray), got %s", g.GrayUnwatchedAfter)
+	}
+	d.positiveDuration("gateway.unwatched_recover_after", g.UnwatchedRecoverAfter)
+	if (g.UnwatchedHoldAbove < 0 || g.UnwatchedHoldAbove > 100) && !d.failed["gateway.unwatched_hold_above"] {
+		d.errorf("gateway.unwatched_hold_above", nil, "must be a percentage 0-100, got %v", g.UnwatchedHoldAbove)
+	}
 	switch g.RequestLog {
 	case RequestLogAll, RequestLogGray, RequestLogOff:
 	default:

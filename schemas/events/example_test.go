@@ -82,6 +82,10 @@ func full() []events.Data {
 			Reason:     "schema_failure_rate 0.02 > 0",
 			Actor:      events.ActorAnalyzer,
 			Revision:   41,
+			PrevRevision: func() *uint64 {
+				v := uint64(41)
+				return &v
+			}(),
 			Trigger: &events.GateTrigger{
 				Gate:          events.GateSchemaFailureRate,
 				Estimate:      0.02,

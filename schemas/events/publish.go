@@ -6,7 +6,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // Publish stores one event in JetStream and waits for the acknowledgement:
@@ -17,6 +19,14 @@ import (
 // must not wait (request events), the gateway has its asynchronous
 // publisher instead.
 func Publish(ctx context.Context, js jetstream.JetStream, source string, d Data, at time.Time, opts ...jetstream.PublishOpt) (seq uint64, id string, err error) {
+	return PublishSigned(ctx, js, source, d, at, nil, opts...)
+}
+
+// PublishSigned is Publish with the message body — the whole envelope, as
+// published — signed by key in the headers HeaderSignature and
+// HeaderSigner (SPEC §7 rev. 4, rollout events). A nil key publishes
+// unsigned, as Publish does.
+func PublishSigned(ctx context.Context, js jetstream.JetStream, source string, d Data, at time.Time, key nkeys.KeyPair, opts ...jetstream.PublishOpt) (seq uint64, id string, err error) {
 	env, err := NewEnvelope(d.EventType(), source, d, at, "")
 	if err != nil {
 		return 0, "", err
@@ -25,12 +35,18 @@ func Publish(ctx context.Context, js jetstream.JetStream, source string, d Data,
 	if err != nil {
 		return 0, "", err
 	}
+	msg := &nats.Msg{Subject: d.Subject(), Data: b}
+	if key != nil {
+		if msg.Header, err = Sign(key, b); err != nil {
+			return 0, env.ID, err
+		}
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	ack, err := js.Publish(ctx, d.Subject(), b, append(opts, jetstream.WithMsgID(env.ID))...)
+	ack, err := js.PublishMsg(ctx, msg, append(opts, jetstream.WithMsgID(env.ID))...)
 	if err != nil {
 		return 0, env.ID, err
 	}

@@ -28,6 +28,34 @@ type RolloutChanged struct {
 	Revision uint64 `json:"revision"`
 	// Trigger is the failing gate behind an analyzer's rollback; nil otherwise.
 	Trigger *GateTrigger `json:"trigger,omitempty"`
+	// PrevRevision (rev. 4) is the sequence of the message this event was
+	// appended after on its subject — the append's expected last subject
+	// sequence, 0 for the first — so that a reader refuses an old signed
+	// event published again (SPEC §7 "Signed rollout events"). Nil in
+	// events older than rev. 4, which readers accept only unsigned.
+	PrevRevision *uint64 `json:"prev_revision,omitempty"`
+	// Operator (rev. 4) is the name of the operator whose admin token made
+	// an admin change ("" for the shared token); taken from the token,
+	// never from a request body. Empty for other actors.
+	Operator string `json:"operator,omitempty"`
+}
+
+// MaxOperatorBytes is the longest operator name (SPEC §3 rev. 4).
+const MaxOperatorBytes = 32
+
+// ValidOperator reports whether name is an operator name:
+// [a-z0-9_.-]{1,32} (SPEC §3 rev. 4).
+func ValidOperator(name string) bool {
+	if name == "" || len(name) > MaxOperatorBytes {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // GateTrigger is the failing gate that made the analyzer roll back: its
@@ -83,6 +111,14 @@ func (r *RolloutChanged) Check() error {
 	if !r.Actor.Valid() {
 		p.add("actor %q is not admin, analyzer or config", r.Actor)
 	}
+	if r.Operator != "" {
+		if r.Actor != ActorAdmin {
+			p.add("operator is set for actor %s (only an admin change has one)", r.Actor)
+		}
+		if !ValidOperator(r.Operator) {
+			p.add("operator %q is not [a-z0-9_.-]{1,32}", r.Operator)
+		}
+	}
 	if t := r.Trigger; t != nil {
 		if r.Actor != ActorAnalyzer {
 			p.add("trigger is set for actor %s (only the analyzer has one)", r.Actor)
@@ -114,6 +150,9 @@ type RolloutState struct {
 	Actor     Actor     `json:"actor"`
 	Reason    string    `json:"reason"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Operator is the operator who made the last admin change applied
+	// (rev. 4); "" for the shared token and for other actors.
+	Operator string `json:"operator"`
 	// ActiveSince is the time of the event that last changed the status
 	// to active (the first event, when it is active). Zero while the
 	// deployment has never been active in the folded events.
@@ -157,6 +196,7 @@ func (s *RolloutState) Apply(seq uint64, at time.Time, ev *RolloutChanged) bool 
 		Status:       ev.Status,
 		Revision:     seq,
 		Actor:        ev.Actor,
+		Operator:     ev.Operator,
 		Reason:       ev.Reason,
 		UpdatedAt:    at,
 		ActiveSince:  s.ActiveSince,
@@ -219,6 +259,9 @@ type RolloutEntry struct {
 	Revision   uint64        `json:"revision"`
 	Reason     string        `json:"reason"`
 	Actor      Actor         `json:"actor"`
+	// Operator is the name of the operator whose token made the change
+	// (rev. 4): "" for the shared token and for other actors.
+	Operator string `json:"operator"`
 	// UpdatedAt is the time of the event at Revision in RFC 3339 (with
 	// nanoseconds, UTC); "" before any event.
 	UpdatedAt string `json:"updated_at"`
@@ -229,3 +272,8 @@ type RolloutEntry struct {
 	// event log is not read yet, or cut off): it then serves primary only.
 	Known bool `json:"known"`
 }
+
+// NoValidEvent reports whether the deployment's subject holds messages
+// but none of them was a valid rollout event (SPEC §7 rev. 4): the
+// deployment is served primary only, and readers say so.
+func (s RolloutState) NoValidEvent() bool { return s.Revision > 0 && s.Status == "" }

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -118,23 +119,111 @@ func Follow(ctx context.Context, bell <-chan struct{}, read func(context.Context
 	}
 }
 
+// Reasons a message on a rollout subject is not folded: the label of
+// graygate_rollout_invalid_events_total{reason} (SPEC §7 rev. 4, §11).
+const (
+	// ReasonUndecodable: not a valid rollout event (does not decode,
+	// breaks its rules, or is another type).
+	ReasonUndecodable = "undecodable"
+	// ReasonDeployment: names another deployment than its subject's.
+	ReasonDeployment = "deployment"
+	// ReasonSignature: unsigned, or its signature does not verify.
+	ReasonSignature = "signature"
+	// ReasonSigner: its signer may not author its actor.
+	ReasonSigner = "signer"
+	// ReasonReplay: its prev_revision is not the sequence of the message
+	// before it on its subject (an old event published again).
+	ReasonReplay = "replay"
+)
+
+// Reasons lists every reason, in the order above.
+var Reasons = []string{ReasonUndecodable, ReasonDeployment, ReasonSignature, ReasonSigner, ReasonReplay}
+
+// PrevUnknown is the previous sequence a reader passes to Verifier.Check
+// for the first message it reads on a subject when it does not know what
+// came before (the log keeps the last 100 per subject): the event's
+// prev_revision must then only lie before it.
+const PrevUnknown = ^uint64(0)
+
+// Verdict is what a reader makes of one message on a rollout subject:
+// an event to fold (Event, with its time At), or a Reason and Note for
+// skipping it.
+type Verdict struct {
+	Event  *events.RolloutChanged
+	At     time.Time
+	Signer string
+	Reason string
+	Note   string
+}
+
+// Valid reports whether the message is an event to fold.
+func (v Verdict) Valid() bool { return v.Reason == "" }
+
+// Verifier judges messages on rollout subjects the way every reader
+// does. With no Signers, events are accepted unsigned, as in rev. 3 (each
+// service warns at start); with Signers, an event must be signed by a key
+// its actor lists and carry the deployment of its subject and, as
+// prev_revision, the sequence of the message before it on the subject.
+type Verifier struct {
+	Signers events.Signers
+}
+
+// Check judges a message stored at seq on deployment's rollout subject,
+// with headers h and body data; prev is the sequence of the message
+// before it on that subject (0 when none, PrevUnknown when the reader
+// cannot know).
+func (v Verifier) Check(deployment string, prev, seq uint64, h nats.Header, data []byte) Verdict {
+	ev, at, reason, note := decode(deployment, data)
+	if note != "" {
+		return Verdict{Reason: reason, Note: note}
+	}
+	if !v.Signers.Required() {
+		return Verdict{Event: ev, At: at}
+	}
+	signer, err := events.VerifySignature(h, data)
+	if err != nil {
+		return Verdict{Reason: ReasonSignature, Note: "a rollout event refused: " + err.Error()}
+	}
+	if !v.Signers.May(ev.Actor, signer) {
+		return Verdict{Signer: signer, Reason: ReasonSigner,
+			Note: "a rollout event of actor " + string(ev.Actor) + " signed by " + clip(signer, 60) + ", which nats.rollout_signers does not list for it"}
+	}
+	switch p := ev.PrevRevision; {
+	case p == nil:
+		return Verdict{Signer: signer, Reason: ReasonReplay, Note: "a signed rollout event without prev_revision"}
+	case prev == PrevUnknown && *p >= seq:
+		return Verdict{Signer: signer, Reason: ReasonReplay,
+			Note: fmt.Sprintf("a rollout event appended after revision %d stored at %d (replayed)", *p, seq)}
+	case prev != PrevUnknown && *p != prev:
+		return Verdict{Signer: signer, Reason: ReasonReplay,
+			Note: fmt.Sprintf("a rollout event appended after revision %d stored after revision %d (replayed)", *p, prev)}
+	}
+	return Verdict{Event: ev, At: at, Signer: signer}
+}
+
 // Decode returns the rollout event a message on deployment's rollout
 // subject holds and its event time, or a note saying why it holds none:
 // it does not decode, breaks its rules, is another type, or names another
-// deployment. A reader skips such a message (events.RolloutState.Skip).
+// deployment. It checks no signature: readers use Verifier.Check.
 func Decode(deployment string, data []byte) (*events.RolloutChanged, time.Time, string) {
+	ev, at, _, note := decode(deployment, data)
+	return ev, at, note
+}
+
+// decode is Decode with the reason of a note.
+func decode(deployment string, data []byte) (*events.RolloutChanged, time.Time, string, string) {
 	env, v, err := events.DecodeEvent(data)
 	if err != nil {
-		return nil, time.Time{}, "not a valid rollout event: " + clip(err.Error(), 200)
+		return nil, time.Time{}, ReasonUndecodable, "not a valid rollout event: " + clip(err.Error(), 200)
 	}
 	ev, ok := v.(*events.RolloutChanged)
 	switch {
 	case !ok:
-		return nil, time.Time{}, "not a rollout event: type " + clip(env.Type, 100)
+		return nil, time.Time{}, ReasonUndecodable, "not a rollout event: type " + clip(env.Type, 100)
 	case ev.Deployment != deployment:
-		return nil, time.Time{}, "a rollout event of deployment " + clip(ev.Deployment, 100) + " on this deployment's subject"
+		return nil, time.Time{}, ReasonDeployment, "a rollout event of deployment " + clip(ev.Deployment, 100) + " on this deployment's subject"
 	}
-	return ev, env.Time, ""
+	return ev, env.Time, "", ""
 }
 
 // Deployment returns the deployment of a rollout subject.
@@ -147,4 +236,24 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// Counters are one service's graygate_rollout_invalid_events_total
+// series, one per reason, created in its set.
+type Counters map[string]*metrics.Counter
+
+// NewCounters creates a series for every reason in set.
+func NewCounters(set *metrics.Set) Counters {
+	c := Counters{}
+	for _, r := range Reasons {
+		c[r] = set.GetOrCreateCounter(`graygate_rollout_invalid_events_total{reason="` + r + `"}`)
+	}
+	return c
+}
+
+// Inc counts one message skipped for reason; a nil Counters counts nothing.
+func (c Counters) Inc(reason string) {
+	if m := c[reason]; m != nil {
+		m.Inc()
+	}
 }

@@ -54,6 +54,9 @@ commands:
                         whole system (needs bin/ built); ends with a report
                         (soak --help for flags)
   down                  stop the services, NATS and Postgres that devenv started
+  keys DIR              make the rollout signing keys (SPEC §7 rev. 4) for infra/:
+                        DIR/gateway.nk and DIR/analyzer.nk (kept when present),
+                        and print their public keys as export lines
 
 environment: NATS_URL (unset: the tasks' own nats-server, on 4222 when that port
 is free), DATABASE_URL (unset: the private cluster under .data/pg).
@@ -96,6 +99,11 @@ func run(ctx context.Context, args []string) error {
 		return soak(ctx, l, args[1:])
 	case "down":
 		return down(ctx, l)
+	case "keys":
+		if len(args) != 2 {
+			return fmt.Errorf("keys needs exactly one directory, got %d arguments", len(args)-1)
+		}
+		return keysIn(args[1])
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])
@@ -182,6 +190,16 @@ func up(ctx context.Context, l layout, what []string) error {
 			return fmt.Errorf("postgres: %w", err)
 		}
 		env.set("DATABASE_URL", u)
+	}
+	if !test {
+		// The signing keys graygate.yaml of this directory lists (SPEC §7 rev. 4).
+		vars, err := signingKeys(l)
+		if err != nil {
+			return err
+		}
+		for _, v := range vars {
+			env.set(v[0], v[1])
+		}
 	}
 	if err := env.write(envPath); err != nil {
 		return err

@@ -60,6 +60,14 @@ func startServices(ctx context.Context, l layout) error {
 	for _, n := range env.names {
 		environ = append(environ, n+"="+env.get(n))
 	}
+	// The signing keys, also for a .data/env written before they existed.
+	vars, err := signingKeys(l)
+	if err != nil {
+		return err
+	}
+	for _, v := range vars {
+		environ = append(environ, v[0]+"="+v[1])
+	}
 	if os.Getenv("GRAYGATE_FORCE_TOKENS") == "" {
 		// A development force token, so that the demo (and a tester) can
 		// show a forced request: a rollback beats even a force header.

@@ -17,10 +17,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/graygate/graygate/analyzer/internal/api"
 	"github.com/graygate/graygate/analyzer/internal/engine"
+	"github.com/graygate/graygate/analyzer/internal/heartbeat"
 	"github.com/graygate/graygate/analyzer/internal/lease"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -71,6 +73,16 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		log.Warn("no deployment has a gray upstream: there is nothing to evaluate")
 	}
 	holder := "analyzer/" + host + "/" + uuid.NewString()
+	var key nkeys.KeyPair
+	if seed := cfg.Analyzer.SigningSeed; seed != "" {
+		if key, err = nkeys.FromSeed([]byte(seed.Reveal())); err != nil {
+			return fmt.Errorf("analyzer.signing_key_file: %w", err)
+		}
+	}
+	rs := cfg.NATS.RolloutSigners
+	if rs.Empty() {
+		log.Warn(config.UnsignedWarning)
+	}
 	eng := engine.New(engine.Config{
 		Analyzer:    cfg.Analyzer,
 		Deployments: deployments,
@@ -80,6 +92,8 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		Source:      "analyzer/" + host,
 		Logger:      log,
 		Metrics:     set,
+		Signers:     events.NewSigners(rs.Analyzer, rs.Admin, rs.Config),
+		SigningKey:  key,
 	}, js, nil)
 
 	g, ctx := errgroup.WithContext(ctx)
@@ -106,6 +120,9 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		run, ctx := errgroup.WithContext(ctx)
 		run.Go(func() error { return l.Run(ctx) })
 		run.Go(func() error { return eng.Run(ctx) })
+		hb := &heartbeat.Publisher{Conn: nc, Key: key, Holder: holder, Interval: cfg.Analyzer.Interval,
+			Leading: eng.Leading, Logger: log}
+		run.Go(func() error { return hb.Run(ctx) })
 		return run.Wait()
 	})
 	err = g.Wait()

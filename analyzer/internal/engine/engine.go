@@ -23,6 +23,7 @@ import (
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -90,6 +91,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the analyzer's series; default a private set.
 	Metrics *metrics.Set
+	// Signers are nats.rollout_signers: the rollout follower refuses what
+	// they do not allow (SPEC §7 rev. 4); empty accepts unsigned events.
+	Signers events.Signers
+	// SigningKey signs the rollout events the engine appends; nil: unsigned.
+	SigningKey nkeys.KeyPair
 }
 
 // Engine evaluates gates and acts on them. Create it with New, run it with
@@ -218,6 +224,7 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 		e.leader.Store(&leader)
 	}
 	e.rollouts.OnApply(e.epochs.Rollout)
+	e.rollouts.Verify(cfg.Signers)
 	e.m = newEngineMetrics(cfg.Metrics, e)
 	return e
 }

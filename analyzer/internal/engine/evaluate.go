@@ -376,7 +376,9 @@ var streamSuffixes = gate.StreamClassNames{gate.AllAttempts: "", gate.NonStreame
 // on its way through the log).
 func (e *Engine) publishChange(ctx context.Context, kind string, change *events.RolloutChanged, now time.Time) *Action {
 	a := &Action{Kind: kind, At: now, From: change.Revision, Percentage: change.Percentage, Reason: change.Reason}
-	seq, err := e.publish(ctx, change, now, jetstream.WithExpectLastSequencePerSubject(change.Revision))
+	prev := change.Revision
+	change.PrevRevision = &prev // signed with the event: a replay is refused (SPEC §7 rev. 4)
+	seq, _, err := events.PublishSigned(ctx, e.js, e.cfg.Source, change, now, e.cfg.SigningKey, jetstream.WithExpectLastSequencePerSubject(change.Revision))
 	switch {
 	case err == nil:
 		a.Revision = seq

@@ -8,6 +8,7 @@ import (
 
 	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/rolloutlog"
 )
 
 // Help is the # HELP text of every family the engine registers.
@@ -27,7 +28,7 @@ var Help = map[string]string{
 	"graygate_analyzer_lease_held":                     "1 while this analyzer holds the lease and may publish, else 0.",
 	"graygate_analyzer_ready":                          "1 once the window is rebuilt and the rollout log read, else 0.",
 	"graygate_analyzer_consumer_config_mismatch_total": "Times the analyzer found its statistics consumer configured otherwise than it declared (filter, deliver or ack policy) and refused to use it.",
-	"graygate_rollout_invalid_events_total":            "Messages on rollout subjects that were not valid rollout events: each moved the revision and changed nothing else.",
+	"graygate_rollout_invalid_events_total":            "Messages on rollout subjects that were not valid rollout events, by reason (undecodable, deployment, signature, signer, replay): each moved the revision and changed nothing else.",
 }
 
 type engineMetrics struct {
@@ -50,7 +51,7 @@ func newEngineMetrics(set *metrics.Set, e *Engine) *engineMetrics {
 	m.consumerMismatch = set.GetOrCreateCounter("graygate_analyzer_consumer_config_mismatch_total")
 	set.GetOrCreateGauge("graygate_analyzer_lease_held", func() float64 { return b2f(e.Leading()) })
 	set.GetOrCreateGauge("graygate_analyzer_ready", func() float64 { return b2f(e.Ready()) })
-	e.rollouts.CountInvalidIn(set.GetOrCreateCounter("graygate_rollout_invalid_events_total"))
+	e.rollouts.CountInvalidIn(rolloutlog.NewCounters(set))
 	for _, o := range outcomes {
 		m.outcomes[o] = set.GetOrCreateCounter(`graygate_analyzer_events_total{outcome="` + o + `"}`)
 	}

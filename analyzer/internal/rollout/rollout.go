@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/rolloutlog"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,9 +32,16 @@ type Tracker struct {
 	once   sync.Once
 
 	invalid        atomic.Uint64
-	invalidCounter *metrics.Counter // graygate_rollout_invalid_events_total; nil: none
+	invalidCounter rolloutlog.Counters // graygate_rollout_invalid_events_total{reason}; nil: none
 	onApply        func(prev, next State)
+	// verifier judges every message (signatures, signers, replays; SPEC
+	// §7 rev. 4); without signers, unsigned events are accepted.
+	verifier rolloutlog.Verifier
 }
+
+// Verify makes Follow refuse what signers do not allow (SPEC §7 rev. 4).
+// Call it before Follow.
+func (t *Tracker) Verify(signers events.Signers) { t.verifier = rolloutlog.Verifier{Signers: signers} }
 
 // OnApply makes every change Apply folds call f with the state before
 // (zero before the deployment's first event) and after it, in log order,
@@ -45,9 +51,9 @@ type Tracker struct {
 // before Follow.
 func (t *Tracker) OnApply(f func(prev, next State)) { t.onApply = f }
 
-// CountInvalidIn makes Skip also count in c (graygate_rollout_invalid_events_total).
-// Call it before Follow.
-func (t *Tracker) CountInvalidIn(c *metrics.Counter) { t.invalidCounter = c }
+// CountInvalidIn makes Skip also count in c
+// (graygate_rollout_invalid_events_total{reason}). Call it before Follow.
+func (t *Tracker) CountInvalidIn(c rolloutlog.Counters) { t.invalidCounter = c }
 
 // NewTracker returns an empty Tracker, not ready until Follow has read the
 // log (or MarkReady is called).
@@ -80,6 +86,10 @@ func (t *Tracker) Apply(seq uint64, at time.Time, ev *events.RolloutChanged) (St
 // message skipped is counted (Invalid). It returns the new state and
 // whether it changed.
 func (t *Tracker) Skip(deployment string, seq uint64, note string) (State, bool) {
+	return t.skip(deployment, seq, rolloutlog.ReasonUndecodable, note)
+}
+
+func (t *Tracker) skip(deployment string, seq uint64, reason, note string) (State, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.states[deployment]
@@ -89,9 +99,7 @@ func (t *Tracker) Skip(deployment string, seq uint64, note string) (State, bool)
 	}
 	t.states[deployment] = s
 	t.invalid.Add(1)
-	if t.invalidCounter != nil {
-		t.invalidCounter.Inc()
-	}
+	t.invalidCounter.Inc(reason)
 	return s, true
 }
 
@@ -168,15 +176,23 @@ func (t *Tracker) Follow(ctx context.Context, js jetstream.JetStream, logger *sl
 // fold applies one stored message on a rollout subject.
 func (t *Tracker) fold(msg *jetstream.RawStreamMsg, logger *slog.Logger) {
 	deployment := rolloutlog.Deployment(msg.Subject)
-	ev, at, note := rolloutlog.Decode(deployment, msg.Data)
-	if note != "" {
-		if _, changed := t.Skip(deployment, msg.Sequence, note); changed {
+	prev := rolloutlog.PrevUnknown // the first message read on the subject
+	if s, ok := t.Get(deployment); ok {
+		prev = s.Revision
+	}
+	v := t.verifier.Check(deployment, prev, msg.Sequence, msg.Header, msg.Data)
+	if !v.Valid() {
+		if s, changed := t.skip(deployment, msg.Sequence, v.Reason, v.Note); changed {
 			logger.Warn("skipping a message on a rollout subject that is not a valid rollout event",
-				"deployment", deployment, "seq", msg.Sequence, "note", note)
+				"deployment", deployment, "seq", msg.Sequence, "reason", v.Reason, "note", v.Note)
+			if s.NoValidEvent() {
+				logger.Error("no valid rollout event on the deployment's subject: it is not evaluated for promotion",
+					"deployment", deployment, "revision", s.Revision)
+			}
 		}
 		return
 	}
-	if s, changed := t.Apply(msg.Sequence, at, ev); changed {
+	if s, changed := t.Apply(msg.Sequence, v.At, v.Event); changed {
 		logger.Debug("rollout state", "deployment", s.Deployment, "status", s.Status,
 			"percentage", s.Percentage, "revision", s.Revision, "actor", s.Actor)
 	}

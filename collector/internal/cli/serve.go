@@ -22,6 +22,7 @@ import (
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // poolSize is the Postgres connections of a serving collector: the event
@@ -157,6 +158,9 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 			if err != nil {
 				return err
 			}
+			if cfg.NATS.RolloutSigners.Empty() {
+				log.Warn(config.UnsignedWarning)
+			}
 			c := consume.New(js, w, consume.Config{
 				BatchSize:     cfg.Collector.BatchSize,
 				FlushInterval: cfg.Collector.FlushInterval,
@@ -164,6 +168,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 				Consumer:      consumer,
 				Logger:        log,
 				Metrics:       tel,
+				Signers:       events.NewSigners(cfg.NATS.RolloutSigners.Analyzer, cfg.NATS.RolloutSigners.Admin, cfg.NATS.RolloutSigners.Config),
 			})
 			cons.Store(c)
 			eg.Go(func() error { return c.Run(ctx) })

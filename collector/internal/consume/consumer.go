@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -74,6 +75,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the consumer's series (nil: a set of its own).
 	Metrics *telemetry.Metrics
+	// Signers are nats.rollout_signers: a rollout event they do not allow
+	// is not stored (SPEC §7 rev. 4); empty accepts unsigned events.
+	Signers events.Signers
 }
 
 // Consumer reads the four streams into a Store.
@@ -87,6 +91,8 @@ type Consumer struct {
 	mu       sync.Mutex
 	declared map[string]jetstream.ConsumerConfig // stream → the configuration its consumer must keep
 	mismatch map[string]string                   // stream → how its consumer differs; absent when it does not
+
+	replayWarned atomic.Bool // the rollout replay check failed once (checkRollout)
 }
 
 // ErrConsumerMismatch: the collector's consumer of a stream has another

@@ -11,6 +11,7 @@ import (
 
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/telemetry"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // loop is the consumption state of one stream.
@@ -141,6 +142,17 @@ func (l *loop) decode(msg jetstream.Msg) (store.Event, bool) {
 			l.suppressed++
 		}
 		return store.Event{}, false
+	}
+	if _, ok := data.(*events.RolloutChanged); ok {
+		if v := l.c.checkRollout(msg, seq); !v.Valid() {
+			l.c.m.RolloutInvalid(v.Reason).Inc()
+			if termErr := msg.Term(); termErr != nil {
+				l.log.Debug("terminate invalid rollout message", "err", termErr)
+			}
+			l.log.Warn("not storing a message on a rollout subject that is not a valid rollout event",
+				"subject", msg.Subject(), "stream_seq", seq, "reason", v.Reason, "note", v.Note)
+			return store.Event{}, false
+		}
 	}
 	return store.Event{Envelope: env, Data: data, Sequence: seq}, true
 }

@@ -32,6 +32,7 @@ var help = map[string]string{
 	"graygate_collector_partitions_dropped_total":       "Day partitions dropped by retention.",
 	"graygate_collector_events_future_total":            "Events dated more than 5 minutes ahead of the collector's clock, acknowledged and not stored, by event type.",
 	"graygate_collector_dead_letters_total":             "Messages Postgres refused to store (isolated from their batch, kept in dead_letters and acknowledged), by stream.",
+	"graygate_rollout_invalid_events_total":             "Messages on rollout subjects that were not valid rollout events, by reason (undecodable, deployment, signature, signer, replay): not stored as rollout history.",
 }
 
 // Metrics is one collector's metrics: the set its /metrics serves. Each
@@ -66,6 +67,12 @@ func (m *Metrics) EventsFuture(typ string) *metrics.Counter {
 // DeadLetters counts the messages of a stream stored as dead letters.
 func (m *Metrics) DeadLetters(stream string) *metrics.Counter {
 	return m.set.GetOrCreateCounter(`graygate_collector_dead_letters_total{stream="` + stream + `"}`)
+}
+
+// RolloutInvalid counts rollout messages refused by the readers' rules
+// (SPEC §7 rev. 4), by reason.
+func (m *Metrics) RolloutInvalid(reason string) *metrics.Counter {
+	return m.set.GetOrCreateCounter(`graygate_rollout_invalid_events_total{reason="` + reason + `"}`)
 }
 
 // EventsInvalid counts undecodable messages of a stream.

@@ -23,8 +23,10 @@ import (
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/logging"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -184,6 +186,19 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 		return err
 	}
 	rlog.CountInvalidIn(tel.RolloutInvalid)
+	rs := cfg.NATS.RolloutSigners
+	signers := events.NewSigners(rs.Analyzer, rs.Admin, rs.Config)
+	key, err := signingKey(cfg.Gateway.RolloutSigningSeed)
+	if err != nil {
+		return fmt.Errorf("gateway.rollout_signing_key_file: %w", err)
+	}
+	rlog.Sign(signers, key)
+	if !signers.Required() {
+		log.Warn(config.UnsignedWarning)
+	}
+	watchdog := &rollout.Watchdog{Table: table, Signers: signers, After: cfg.Gateway.GrayUnwatchedAfter,
+		HoldAbove: cfg.Gateway.UnwatchedHoldAbove, WatchedAgainAfter: cfg.Gateway.UnwatchedRecoverAfter,
+		Log: log, Gauge: tel.SetUnwatched}
 	agg := stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval, Publisher: pub, Log: log, Metrics: tel})
 	log.Info("per-arm statistics", "gateway", agg.Gateway(), "stats_interval", cfg.Gateway.StatsInterval.String(),
 		"request_log", cfg.Gateway.RequestLog)
@@ -208,10 +223,20 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 	go func() { aggDone <- agg.Run(aggCtx) }()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return rlog.Run(gctx) })
+	g.Go(func() error { return watchdog.Run(gctx, nc) })
 	g.Go(func() error { return srv.Run(gctx) })
 	err = g.Wait()
 	stopAgg()
 	aggErr := <-aggDone
 	stopPub()
 	return errors.Join(err, aggErr, <-pubDone)
+}
+
+// signingKey returns the key pair of a seed the configuration read; nil
+// for none.
+func signingKey(seed config.Secret) (nkeys.KeyPair, error) {
+	if seed == "" {
+		return nil, nil
+	}
+	return nkeys.FromSeed([]byte(seed.Reveal()))
 }

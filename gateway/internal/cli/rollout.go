@@ -34,6 +34,9 @@ commands:
   rollback DEPLOYMENT --reason TEXT            send every request to primary
   resume DEPLOYMENT --percentage N --reason TEXT   active again at N %
   test DEPLOYMENT --reason TEXT                gray for forced requests only
+  reaffirm DEPLOYMENT [--reason TEXT]          append the current state again, signed
+                                              with the gateway's current key (key
+                                              rotation, docs/security.md)
 
 flags:
   --admin-url URL          the gateway's admin API (default http:// + the
@@ -157,6 +160,7 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 
 	var change *rolloutChange
 	deployment := ""
+	reaffirm := false
 	switch cmd {
 	case "list":
 		if len(positional) > 0 {
@@ -174,9 +178,17 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		if change, err = changeOf(cmd, &f); err != nil {
 			return err
 		}
+	case "reaffirm":
+		if len(positional) != 1 {
+			return exitf(ExitUsage, "rollout reaffirm needs exactly one DEPLOYMENT, got %d arguments", len(positional))
+		}
+		if f.pctSet || f.expSet {
+			return exitf(ExitUsage, "rollout reaffirm repeats the current state: --percentage and --expected-revision do not apply")
+		}
+		deployment, reaffirm = positional[0], true
 	default:
 		fmt.Fprint(stderr, rolloutUsage)
-		return exitf(ExitUsage, "unknown rollout command %q (want list, set, rollback, resume or test)", cmd)
+		return exitf(ExitUsage, "unknown rollout command %q (want list, set, rollback, resume, test or reaffirm)", cmd)
 	}
 
 	base, err := adminURL(&f)
@@ -186,6 +198,24 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	token := os.Getenv("GRAYGATE_ADMIN_TOKEN")
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
+	if reaffirm {
+		body, err := json.Marshal(struct {
+			Reason string `json:"reason,omitempty"`
+		}{f.reason})
+		if err != nil {
+			return err
+		}
+		var entry events.RolloutEntry
+		raw, err := adminCall(ctx, http.MethodPost, base+"/admin/rollouts/"+url.PathEscape(deployment)+"/reaffirm", token, body, &entry)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return writeJSON(stdout, raw)
+		}
+		printEntries(stdout, []events.RolloutEntry{entry})
+		return nil
+	}
 	if change == nil {
 		var out struct {
 			Rollouts []events.RolloutEntry `json:"rollouts"`
@@ -424,8 +454,12 @@ func printEntries(w io.Writer, entries []events.RolloutEntry) {
 		if e.Note != "" {
 			reason += " [note: " + e.Note + "]"
 		}
+		actor := string(e.Actor)
+		if e.Operator != "" && events.ValidOperator(e.Operator) {
+			actor += " (" + e.Operator + ")" // the operator whose token made the change
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Deployment, status,
-			strconv.FormatFloat(e.Percentage, 'f', -1, 64)+"%", e.Revision, dash(string(e.Actor)), dash(e.UpdatedAt), dash(oneLine(reason)))
+			strconv.FormatFloat(e.Percentage, 'f', -1, 64)+"%", e.Revision, dash(actor), dash(e.UpdatedAt), dash(oneLine(reason)))
 	}
 	tw.Flush()
 }

@@ -49,10 +49,10 @@ type Server struct {
 	routes       map[string]*deploy.Route
 	deployments  map[string]*deploy.Deployment
 	modelsBody   []byte
-	clientTokens token.Set // client and force tokens: either may use /v1/*
-	requireToken bool      // client tokens are configured: /v1/* needs one
-	forceTokens  token.Set // may use a rollout force header
-	adminToken   token.Set // at most one
+	clientTokens token.Set   // client and force tokens: either may use /v1/*
+	requireToken bool        // client tokens are configured: /v1/* needs one
+	forceTokens  token.Set   // may use a rollout force header
+	adminToken   token.Named // the shared token (operator "") and each operator's
 
 	intake     *request.Intake // the policy a request passes before any upstream
 	flow       *serve.Flow     // the attempts and the answer of a prepared request
@@ -124,8 +124,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	}
 	var grays []string
 	forceHeaders := make(map[string]bool)
-	if cfg.Gateway.AdminToken != "" {
-		s.adminToken = token.NewSet([]config.Secret{cfg.Gateway.AdminToken})
+	if cfg.Gateway.AdminToken != "" || len(cfg.Gateway.AdminTokens) > 0 {
+		s.adminToken = token.NewNamed(cfg.Gateway.AdminToken, cfg.Gateway.AdminTokens)
 	}
 	for _, name := range cfg.DeploymentOrder {
 		d := cfg.Deployments[name]

@@ -32,8 +32,8 @@ func ParseForce(v []byte) Force {
 	return NoForce
 }
 
-// Assign picks the arm for a request (SPEC §6.1): an unknown or
-// rolled-back state serves primary whatever the headers say; then the
+// Assign picks the arm for a request (SPEC §6.1): an unknown,
+// rolled-back or unwatched (SPEC §11 rev. 4) state serves primary whatever the headers say; then the
 // force header, which the caller passes only for a request that carries a
 // force token, and which counts in testing or at a percentage above 0;
 // testing and 0 % serve primary; then the sticky value's bucket against
@@ -41,7 +41,7 @@ func ParseForce(v []byte) Force {
 // deployment and raising the percentage only moves values from primary
 // to gray. Without a sticky value the draw is random.
 func Assign(s *State, force Force, sticky []byte) Arm {
-	if s == nil || !s.Known || s.Status == RolledBack {
+	if s == nil || !s.Known || s.Status == RolledBack || s.Unwatched {
 		return Primary
 	}
 	if force != NoForce && s.MayForce() {

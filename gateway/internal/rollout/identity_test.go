@@ -20,6 +20,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/rolloutlog"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -80,8 +81,9 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	invalid := metrics.NewSet().NewCounter("graygate_rollout_invalid_events_total")
-	l.CountInvalidIn(invalid)
+	counters := rolloutlog.NewCounters(metrics.NewSet())
+	invalid := counters[rolloutlog.ReasonUndecodable]
+	l.CountInvalidIn(counters)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()

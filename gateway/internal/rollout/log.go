@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/rolloutlog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // Log makes the event log (the GRAYGATE_ROLLOUT stream) the owner of a
@@ -41,11 +41,17 @@ type Log struct {
 
 	fresh atomic.Bool // the table reflects the log
 
-	// invalid is graygate_rollout_invalid_events_total (its help text is
-	// telemetry's): messages on rollout subjects that were not valid
-	// rollout events, skipped by the fold (SPEC §11 rev. 3). Set by
-	// CountInvalidIn; until then a counter no set serves.
-	invalid *metrics.Counter
+	// invalid is graygate_rollout_invalid_events_total{reason} (its help
+	// text is telemetry's): messages on rollout subjects that were not
+	// valid rollout events, skipped by the fold (SPEC §11 rev. 3, §7
+	// rev. 4). Set by CountInvalidIn; until then nothing counts.
+	invalid rolloutlog.Counters
+
+	// verifier judges each message (signatures, signers, replays; SPEC
+	// §7 rev. 4) and key signs this gateway's admin and config events;
+	// both set by Sign before Run. Without signers, unsigned as in rev. 3.
+	verifier rolloutlog.Verifier
+	key      nkeys.KeyPair
 
 	// Owned by Run's goroutine: where the log is read next.
 	reader rolloutlog.Reader
@@ -59,13 +65,21 @@ func NewLog(js jetstream.JetStream, table *Table, seeds map[string]float64, repl
 	if staleAfter <= 0 {
 		staleAfter = time.Minute
 	}
-	return &Log{nc: nc, js: js, table: table, seeds: seeds, replicas: replicas, staleAfter: staleAfter, source: source, log: log,
-		invalid: new(metrics.Counter)}, nil
+	return &Log{nc: nc, js: js, table: table, seeds: seeds, replicas: replicas, staleAfter: staleAfter, source: source, log: log}, nil
 }
 
 // CountInvalidIn makes the log count the invalid messages it skips in c
-// (the gateway's graygate_rollout_invalid_events_total). Call it before Run.
-func (l *Log) CountInvalidIn(c *metrics.Counter) { l.invalid = c }
+// (the gateway's graygate_rollout_invalid_events_total{reason}). Call it
+// before Run.
+func (l *Log) CountInvalidIn(c rolloutlog.Counters) { l.invalid = c }
+
+// Sign makes the log refuse events that signers do not allow (SPEC §7
+// rev. 4) and sign what it appends with key (nil: unsigned). Call it
+// before Run.
+func (l *Log) Sign(signers events.Signers, key nkeys.KeyPair) {
+	l.verifier = rolloutlog.Verifier{Signers: signers}
+	l.key = key
+}
 
 // Fresh reports whether the table reflects the log (read, not stale).
 func (l *Log) Fresh() bool { return l.fresh.Load() }
@@ -133,23 +147,20 @@ func (l *Log) sync(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if msg.Sequence > after {
-			continue // stored after Info: read below
-		}
-		if cur := l.table.Get(st.Deployment); cur.Known && cur.Revision >= msg.Sequence {
+		last := min(msg.Sequence, after) // what is stored after Info is read below
+		if cur := l.table.Get(st.Deployment); cur.Known && cur.Revision >= last {
 			continue // nothing new since the last read
 		}
-		if _, _, note := rolloutlog.Decode(st.Deployment, msg.Data); note == "" {
-			l.table.Set(FromFold(foldOne(st.Deployment, msg)))
-			continue
-		}
-		// The last message is not a rollout event: the state is that of
-		// the last one that is, so fold the deployment's retained log.
-		fold, err := l.foldSubject(cctx, stream, subject, msg.Sequence)
+		// Fold the deployment's retained log: whether its last message
+		// counts depends on the one before it (prev_revision, SPEC §7
+		// rev. 4), and when it does not, the state is that of the last
+		// valid one.
+		fold, err := l.foldSubject(cctx, stream, subject, last)
 		if err != nil {
 			return err
 		}
 		l.table.Set(FromFold(fold))
+		l.sayNoValid(fold)
 	}
 	l.reader = rolloutlog.Reader{Stream: stream, Next: after + 1}
 	if _, err := l.catchUp(cctx); err != nil {
@@ -161,27 +172,33 @@ func (l *Log) sync(ctx context.Context) error {
 	return nil
 }
 
-// foldOne folds a deployment's last message alone.
-func foldOne(deployment string, msg *jetstream.RawStreamMsg) events.RolloutState {
-	fold := events.RolloutState{Deployment: deployment}
-	foldMsg(&fold, msg.Sequence, msg.Data)
-	return fold
+// foldMsg folds one message on fold's deployment's subject into fold: a
+// valid rollout event is applied, anything else skipped. prev is the
+// sequence of the message before it on the subject (fold.Revision once
+// the fold has seen one; rolloutlog.PrevUnknown for the first retained
+// one read). It reports whether fold changed and, for a skipped message,
+// why it was.
+func (l *Log) foldMsg(fold *events.RolloutState, prev, seq uint64, h nats.Header, data []byte) (changed bool, v rolloutlog.Verdict) {
+	v = l.verifier.Check(fold.Deployment, prev, seq, h, data)
+	if !v.Valid() {
+		return fold.Skip(seq, v.Note), v
+	}
+	return fold.Apply(seq, v.At, v.Event), v
 }
 
-// foldMsg folds one message on fold's deployment's subject into fold: a
-// rollout event is applied, anything else skipped. It reports whether
-// fold changed and, for a skipped message, why it was.
-func foldMsg(fold *events.RolloutState, seq uint64, data []byte) (changed bool, note string) {
-	ev, at, note := rolloutlog.Decode(fold.Deployment, data)
-	if note != "" {
-		return fold.Skip(seq, note), note
+// sayNoValid logs a deployment whose subject holds messages but no valid
+// rollout event: it is served primary only (SPEC §7 rev. 4).
+func (l *Log) sayNoValid(fold events.RolloutState) {
+	if fold.NoValidEvent() {
+		l.log.Error("no valid rollout event on the deployment's subject: serving primary only",
+			"deployment", fold.Deployment, "revision", fold.Revision, "note", fold.Note)
 	}
-	return fold.Apply(seq, at, ev), ""
 }
 
 // foldSubject folds every retained message on subject up to sequence last.
 func (l *Log) foldSubject(ctx context.Context, stream jetstream.Stream, subject string, last uint64) (events.RolloutState, error) {
 	fold := events.RolloutState{Deployment: rolloutlog.Deployment(subject)}
+	prev := rolloutlog.PrevUnknown // what came before the first retained message
 	for seq := uint64(1); seq <= last; {
 		msg, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -193,7 +210,10 @@ func (l *Log) foldSubject(ctx context.Context, stream jetstream.Stream, subject 
 		if msg.Sequence > last {
 			break
 		}
-		foldMsg(&fold, msg.Sequence, msg.Data)
+		if changed, v := l.foldMsg(&fold, prev, msg.Sequence, msg.Header, msg.Data); changed && !v.Valid() {
+			l.invalid.Inc(v.Reason)
+		}
+		prev = msg.Sequence
 		seq = msg.Sequence + 1
 	}
 	return fold, nil
@@ -202,7 +222,7 @@ func (l *Log) foldSubject(ctx context.Context, stream jetstream.Stream, subject 
 // catchUp folds every message stored after the last one read, and
 // returns how many it read.
 func (l *Log) catchUp(ctx context.Context) (int, error) {
-	return l.reader.Read(ctx, func(msg *jetstream.RawStreamMsg) { l.apply(msg.Subject, msg.Data, msg.Sequence) })
+	return l.reader.Read(ctx, func(msg *jetstream.RawStreamMsg) { l.apply(msg.Subject, msg.Header, msg.Data, msg.Sequence) })
 }
 
 // seed appends the config's percentage for a deployment the log does not
@@ -212,7 +232,7 @@ func (l *Log) seed(ctx context.Context, deployment string) error {
 		Deployment: deployment, Percentage: l.seeds[deployment], Status: events.StatusActive,
 		Reason: "initial percentage from the configuration", Actor: events.ActorConfig,
 	}
-	_, err := Append(ctx, l.js, l.source, ev, 0)
+	_, err := Append(ctx, l.js, l.source, l.key, ev, 0)
 	if errors.Is(err, ErrRevisionConflict) {
 		return nil // another replica seeded it; it is read with the rest
 	}
@@ -243,22 +263,23 @@ func (l *Log) follow(ctx context.Context, bell <-chan struct{}) time.Time {
 // apply folds one stored message on subject into the table: a rollout
 // event is applied, anything else skipped (the revision moves, a note
 // says why; SPEC §11 rev. 3).
-func (l *Log) apply(subject string, data []byte, seq uint64) {
+func (l *Log) apply(subject string, h nats.Header, data []byte, seq uint64) {
 	deployment := rolloutlog.Deployment(subject)
 	cur := l.table.Get(deployment)
 	if cur == nil {
 		return // a deployment this gateway does not serve
 	}
-	fold := cur.RolloutState
+	fold, prev := cur.RolloutState, cur.Revision
 	if !cur.Known {
 		// The state seen before the log was (re)read is not a fold of it.
-		fold = events.RolloutState{Deployment: deployment}
+		fold, prev = events.RolloutState{Deployment: deployment}, rolloutlog.PrevUnknown
 	}
-	changed, note := foldMsg(&fold, seq, data)
-	if changed && note != "" {
-		l.invalid.Inc()
+	changed, v := l.foldMsg(&fold, prev, seq, h, data)
+	if changed && !v.Valid() {
+		l.invalid.Inc(v.Reason)
 		l.log.Warn("skipping a message on a rollout subject that is not a valid rollout event",
-			"deployment", deployment, "seq", seq, "note", note)
+			"deployment", deployment, "seq", seq, "reason", v.Reason, "note", v.Note)
+		l.sayNoValid(fold)
 	}
 	if !changed && cur.Known {
 		return // already applied (read at start, then again)
@@ -276,12 +297,15 @@ var (
 
 // Append stores a rollout event for ev.Deployment if the deployment's last
 // event is at sequence expected (0: none), using JetStream's
-// expected-last-subject-sequence check, and returns the new revision. It
-// blocks until the event is stored or ctx is done.
-func Append(ctx context.Context, js jetstream.JetStream, source string, ev *events.RolloutChanged, expected uint64) (uint64, error) {
+// expected-last-subject-sequence check, and returns the new revision.
+// The event carries expected as prev_revision and is signed with key
+// (nil: unsigned; SPEC §7 rev. 4). It blocks until the event is stored or
+// ctx is done.
+func Append(ctx context.Context, js jetstream.JetStream, source string, key nkeys.KeyPair, ev *events.RolloutChanged, expected uint64) (uint64, error) {
 	ev.Revision = expected
+	ev.PrevRevision = &expected
 	ev.Percentage = math.Round(ev.Percentage*100) / 100
-	seq, _, err := events.Publish(ctx, js, source, ev, time.Now(), jetstream.WithExpectLastSequencePerSubject(expected))
+	seq, _, err := events.PublishSigned(ctx, js, source, ev, time.Now(), key, jetstream.WithExpectLastSequencePerSubject(expected))
 	switch {
 	case err == nil:
 		return seq, nil
@@ -296,5 +320,5 @@ func Append(ctx context.Context, js jetstream.JetStream, source string, ev *even
 
 // Append stores ev through this log's connection (see the function Append).
 func (l *Log) Append(ctx context.Context, ev *events.RolloutChanged, expected uint64) (uint64, error) {
-	return Append(ctx, l.js, l.source, ev, expected)
+	return Append(ctx, l.js, l.source, l.key, ev, expected)
 }

@@ -40,6 +40,11 @@ type State struct {
 	// not yet read, or cut off for too long): the deployment then serves
 	// primary only, whatever the headers say.
 	Known bool
+	// Unwatched is true while no analyzer heartbeat has been seen for
+	// gateway.gray_unwatched_after and the share is at or below
+	// gateway.unwatched_hold_above: the deployment serves primary only
+	// (SPEC §11 rev. 4). The table sets it (SetUnwatched).
+	Unwatched bool
 }
 
 // FromFold returns the known state of a folded event log.
@@ -63,8 +68,12 @@ func BasisOf(pct float64) int32 {
 type Table struct {
 	states map[string]*atomic.Pointer[State]
 
-	mu       sync.Mutex
+	mu       sync.Mutex // serializes Set and SetUnwatched
 	watchers []func(State)
+	// unwatched holds grays at or below holdAbove (hundredths of a
+	// percent) to primary; set by SetUnwatched.
+	unwatched bool
+	holdAbove int32
 }
 
 // NewTable returns a table for the named deployments, each with an unknown
@@ -102,14 +111,46 @@ func (t *Table) Set(s State) bool {
 	if !ok {
 		return false
 	}
-	p.Store(&s)
 	t.mu.Lock()
+	s.Unwatched = t.unwatched && s.Basis <= t.holdAbove
+	p.Store(&s)
 	ws := t.watchers
 	t.mu.Unlock()
 	for _, w := range ws {
 		w(s)
 	}
 	return true
+}
+
+// SetUnwatched turns the unwatched hold on or off (SPEC §11 rev. 4):
+// while on, every deployment whose share is at or below holdAbove percent
+// serves primary only, and those above it keep their share.
+func (t *Table) SetUnwatched(on bool, holdAbove float64) {
+	t.mu.Lock()
+	t.unwatched, t.holdAbove = on, BasisOf(holdAbove)
+	var changed []State
+	for _, p := range t.states {
+		s := *p.Load()
+		if u := on && s.Basis <= t.holdAbove; u != s.Unwatched {
+			s.Unwatched = u
+			p.Store(&s)
+			changed = append(changed, s)
+		}
+	}
+	ws := t.watchers
+	t.mu.Unlock()
+	for _, s := range changed {
+		for _, w := range ws {
+			w(s)
+		}
+	}
+}
+
+// Unwatched reports whether the unwatched hold is on.
+func (t *Table) Unwatched() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.unwatched
 }
 
 // Forget marks every state unknown (primary only), keeping its values:

@@ -22,6 +22,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/promtext"
+	"github.com/graygate/graygate/schemas/rolloutlog"
 )
 
 // help is the text of each family's # HELP line; the packages that define
@@ -37,7 +38,9 @@ var help = map[string]string{
 	"graygate_process_start_time_seconds_gateway": "Unix time the gateway started.",
 	"graygate_open_files_limit":                   "The gateway's soft limit on open files (RLIMIT_NOFILE), raised to the hard limit at start: each stream holds two.",
 	"graygate_upstream_busy_total":                "Requests refused 503 upstream_busy (or gray attempts fallen back) because the upstream's max_connections were open and busy past connect_timeout, by deployment and arm.",
-	"graygate_rollout_invalid_events_total":       "Messages on rollout subjects that were not valid rollout events: each moved the revision and changed nothing else.",
+	"graygate_rollout_invalid_events_total":       "Messages on rollout subjects that were not valid rollout events, by reason (undecodable, deployment, signature, signer, replay): each moved the revision and changed nothing else.",
+	"graygate_rollout_no_valid_event":             "Deployments whose rollout subject holds messages but no valid rollout event: served primary only.",
+	"graygate_gray_unwatched":                     "1 while no analyzer heartbeat has been seen for gateway.gray_unwatched_after (grays at or below unwatched_hold_above serve primary only), else 0.",
 }
 
 // Metrics is one gateway's metrics: the set its /metrics serves, the
@@ -64,10 +67,16 @@ type Metrics struct {
 	rolloutMu sync.Mutex
 	rollouts  map[string]rollout.State
 
-	// RolloutInvalid is graygate_rollout_invalid_events_total, for the
-	// rollout log to count into (rollout.Log.CountInvalidIn).
-	RolloutInvalid *metrics.Counter
+	// RolloutInvalid is graygate_rollout_invalid_events_total{reason},
+	// for the rollout log to count into (rollout.Log.CountInvalidIn).
+	RolloutInvalid rolloutlog.Counters
+
+	// unwatched is graygate_gray_unwatched (SetUnwatched).
+	unwatched atomic.Bool
 }
+
+// SetUnwatched sets graygate_gray_unwatched.
+func (m *Metrics) SetUnwatched(on bool) { m.unwatched.Store(on) }
 
 // New returns an empty gateway's metrics in a set of their own, with the
 // series every gateway serves from its start.
@@ -79,7 +88,24 @@ func New() *Metrics {
 		}
 	}
 	m.set.NewGauge("graygate_requests_in_flight", func() float64 { return float64(m.inFlight.Load()) })
-	m.RolloutInvalid = m.set.NewCounter("graygate_rollout_invalid_events_total")
+	m.RolloutInvalid = rolloutlog.NewCounters(m.set)
+	m.set.NewGauge("graygate_gray_unwatched", func() float64 {
+		if m.unwatched.Load() {
+			return 1
+		}
+		return 0
+	})
+	m.set.NewGauge("graygate_rollout_no_valid_event", func() float64 {
+		m.rolloutMu.Lock()
+		defer m.rolloutMu.Unlock()
+		n := 0
+		for _, s := range m.rollouts {
+			if s.NoValidEvent() {
+				n++
+			}
+		}
+		return float64(n)
+	})
 	return m
 }
 

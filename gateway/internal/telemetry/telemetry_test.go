@@ -68,7 +68,9 @@ func TestWritePrometheus(t *testing.T) {
 		`graygate_rollout_status{deployment="qwen",status="active"} 1` + "\n",
 		`graygate_rollout_status{deployment="qwen",status="unknown"} 0` + "\n",
 		"# HELP graygate_rollout_invalid_events_total Messages on rollout subjects",
-		"graygate_rollout_invalid_events_total 0\n",
+		`graygate_rollout_invalid_events_total{reason="replay"} 0` + "\n",
+		"graygate_gray_unwatched 0\n",
+		"graygate_rollout_no_valid_event 0\n",
 		"# TYPE go_goroutines gauge\n",
 		"process_resident_memory_bytes ",
 	} {
@@ -76,8 +78,9 @@ func TestWritePrometheus(t *testing.T) {
 			t.Errorf("/metrics lacks %q:\n%s", want, got)
 		}
 	}
-	m.RolloutInvalid.Inc()
-	if !strings.Contains(text(m), "graygate_rollout_invalid_events_total 1\n") {
+	m.RolloutInvalid.Inc("signer")
+	m.SetUnwatched(true)
+	if got := text(m); !strings.Contains(got, `graygate_rollout_invalid_events_total{reason="signer"} 1`+"\n") || !strings.Contains(got, "graygate_gray_unwatched 1\n") {
 		t.Error("RolloutInvalid is not the served graygate_rollout_invalid_events_total")
 	}
 }

@@ -6,6 +6,7 @@ package admin
 import (
 	"bytes"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +22,8 @@ import (
 // API serves the admin listener of one gateway.
 type API struct {
 	rollouts *rollout.Table
-	log      RolloutLog // nil: the config owns the rollout state
-	token    token.Set  // at most one; empty: /admin is disabled
+	log      RolloutLog  // nil: the config owns the rollout state
+	token    token.Named // the shared token and each operator's; empty: /admin is disabled
 	logger   *slog.Logger
 	tel      *telemetry.Metrics // the series /metrics serves
 	opts     Options
@@ -45,7 +46,7 @@ type Options struct {
 // New returns the admin API over the rollout table rollouts, which l
 // owns when it is not nil (else the configuration and this API do); its
 // /metrics serves tel.
-func New(rollouts *rollout.Table, l RolloutLog, adminToken token.Set, logger *slog.Logger, tel *telemetry.Metrics, o Options) *API {
+func New(rollouts *rollout.Table, l RolloutLog, adminToken token.Named, logger *slog.Logger, tel *telemetry.Metrics, o Options) *API {
 	return &API{rollouts: rollouts, log: l, token: adminToken, logger: logger, tel: tel, opts: o}
 }
 
@@ -62,8 +63,10 @@ func (a *API) App() *fiber.App {
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
 	app.Get("/readyz", a.readyz)
 	app.Use("/admin", a.auth)
+	app.Get("/admin/whoami", a.whoami)
 	app.Get("/admin/rollouts", a.listRollouts)
 	app.Put("/admin/rollouts/:deployment", a.putRollout)
+	app.Post("/admin/rollouts/:deployment/reaffirm", a.reaffirm)
 	// Profiles for operators, behind the admin token like all of /admin.
 	app.Use(pprof.New(pprof.Config{Prefix: "/admin"}))
 	return app
@@ -84,28 +87,63 @@ func (a *API) readyz(c *fiber.Ctx) error {
 	if a.opts.EventsOff {
 		return c.SendString("ready: events disabled\n")
 	}
+	var degraded []string
 	if a.opts.EventsUp != nil && !a.opts.EventsUp() {
-		msg := "ready: degraded: event log unreachable (events are spooled"
+		msg := "event log unreachable (events are spooled"
 		if a.log != nil && !a.log.Fresh() {
 			msg += "; rollout state unknown, serving primary only"
 		}
-		return c.SendString(msg + ")\n")
+		degraded = append(degraded, msg+")")
+	} else if a.log != nil && !a.log.Fresh() {
+		degraded = append(degraded, "rollout state not read from the event log yet, serving primary only")
 	}
-	if a.log != nil && !a.log.Fresh() {
-		return c.SendString("ready: degraded: rollout state not read from the event log yet, serving primary only\n")
+	if a.log != nil && a.log.Fresh() {
+		// SPEC §7 rev. 4: a subject with messages but no valid event.
+		for _, st := range a.rollouts.All() {
+			if st.NoValidEvent() {
+				degraded = append(degraded, "no valid rollout event for "+st.Deployment+", serving it primary only ("+st.Note+")")
+			}
+		}
+	}
+	if a.rollouts.Unwatched() { // SPEC §11 rev. 4
+		degraded = append(degraded, "unwatched grays: no analyzer heartbeat, grays at or below unwatched_hold_above serve primary only")
+	}
+	if len(degraded) > 0 {
+		return c.SendString("ready: degraded: " + strings.Join(degraded, "; ") + "\n")
 	}
 	return c.SendString("ready\n")
+}
+
+// operatorKey is where auth leaves the operator's name in a request's
+// locals.
+const operatorKey = "graygate.operator"
+
+// operator returns the name of the operator whose token authorized c
+// ("" for the shared token).
+func operator(c *fiber.Ctx) string {
+	name, _ := c.Locals(operatorKey).(string)
+	return name
+}
+
+// whoami serves GET /admin/whoami: the operator the token presented
+// belongs to (SPEC §3 rev. 4).
+func (a *API) whoami(c *fiber.Ctx) error {
+	return c.JSON(struct {
+		Operator string `json:"operator"`
+	}{operator(c)})
 }
 
 // auth guards /admin/*: 403 when no admin token is configured, 401
 // without the right one.
 func (a *API) auth(c *fiber.Ctx) error {
-	if len(a.token) == 0 {
+	if a.token.Len() == 0 {
 		return errDisabled
 	}
-	if !a.authorized(&c.Request().Header) {
+	name, ok := a.token.Bearer(c.Request().Header.Peek(fiber.HeaderAuthorization))
+	if !ok {
 		return errUnauthorized
 	}
+	c.Locals(operatorKey, name)
 	return c.Next()
 }
 
@@ -122,7 +160,8 @@ func (a *API) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 }
 
 func (a *API) authorized(h *fasthttp.RequestHeader) bool {
-	return a.token.HasBearer(h.Peek(fiber.HeaderAuthorization))
+	_, ok := a.token.Bearer(h.Peek(fiber.HeaderAuthorization))
+	return ok
 }
 
 // errorHandler is the admin listener's error handler: a body refused
@@ -130,7 +169,7 @@ func (a *API) authorized(h *fasthttp.RequestHeader) bool {
 // API disabled), not a 413.
 func (a *API) errorHandler(c *fiber.Ctx, err error) error {
 	if apierr.TooLarge(err) && !a.authorized(&c.Request().Header) {
-		if len(a.token) == 0 {
+		if a.token.Len() == 0 {
 			err = errDisabled
 		} else {
 			err = errUnauthorized

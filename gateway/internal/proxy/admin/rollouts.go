@@ -40,6 +40,9 @@ type rolloutChange struct {
 	Status           *string  `json:"status"`
 	Reason           string   `json:"reason"`
 	ExpectedRevision *uint64  `json:"expected_revision"`
+	// operator is the name of the operator whose token made the request
+	// (never read from the body; SPEC §11 rev. 4).
+	operator string
 }
 
 // putRollout serves PUT /admin/rollouts/{deployment}.
@@ -56,6 +59,7 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 	if err := dec.Decode(&ch); err != nil {
 		return apierr.BadRequest("rollout change: %s", apierr.Clip(err.Error(), 200))
 	}
+	ch.operator = operator(c)
 	if len(ch.Reason) > events.MaxReasonBytes {
 		return apierr.BadRequest("reason is %d bytes; at most %d", len(ch.Reason), events.MaxReasonBytes)
 	}
@@ -147,7 +151,7 @@ func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) 
 		expected = *ch.ExpectedRevision
 	}
 	ev := &events.RolloutChanged{Deployment: name, Percentage: pct, Status: events.RolloutStatus(status),
-		Reason: ch.Reason, Actor: events.ActorAdmin}
+		Reason: ch.Reason, Actor: events.ActorAdmin, Operator: ch.operator}
 	if ev.Reason == "" {
 		ev.Reason = "changed through the admin API"
 	}
@@ -156,7 +160,9 @@ func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) 
 	if a.log == nil {
 		// Events are off: the configuration and this API own the state.
 		rev = cur.Revision + 1
-		a.rollouts.Set(rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now))
+		st := rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now)
+		st.Operator = ev.Operator
+		a.rollouts.Set(st)
 	} else {
 		if !a.log.Fresh() {
 			return nil, false, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
@@ -175,7 +181,7 @@ func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) 
 		}
 	}
 	return &events.RolloutEntry{Deployment: name, Percentage: pct, Status: status, Revision: rev,
-		Reason: ev.Reason, Actor: ev.Actor, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
+		Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
 }
 
 func revisionConflict(name string, expected, current uint64) *apierr.Error {
@@ -195,7 +201,7 @@ func (a *API) listRollouts(c *fiber.Ctx) error {
 	for _, st := range a.rollouts.All() {
 		e := events.RolloutEntry{
 			Deployment: st.Deployment, Percentage: st.Percentage, Status: st.Status,
-			Revision: st.Revision, Reason: st.Reason, Actor: st.Actor, Note: st.Note,
+			Revision: st.Revision, Reason: st.Reason, Actor: st.Actor, Operator: st.Operator, Note: st.Note,
 			// Known only once the whole log is read: the table fills while
 			// it is being read, before a change may be appended.
 			Known: st.Known && (a.log == nil || a.log.Fresh()),

@@ -65,3 +65,51 @@ func Bearer(h []byte) ([]byte, bool) {
 // carry no valid token: the handler answers 401 without it, and a larger
 // body is refused before it is read (fasthttp's Server.HeaderReceived).
 const UnauthBodyLimit = 1
+
+// Named is a set of admin tokens, each with its operator's name (SPEC §3
+// rev. 4): gateway.admin_tokens_env's name=token entries and, as the
+// operator "", the shared admin token. Kept and compared as Set is.
+type Named struct {
+	digests Set
+	names   []string
+}
+
+// NewNamed returns the admin tokens: shared (when not empty) as operator
+// "", and each operator's.
+func NewNamed(shared config.Secret, ops []config.OperatorToken) Named {
+	var n Named
+	if shared != "" {
+		n.digests = append(n.digests, sha256.Sum256([]byte(shared.Reveal())))
+		n.names = append(n.names, "")
+	}
+	for _, op := range ops {
+		n.digests = append(n.digests, sha256.Sum256([]byte(op.Token.Reveal())))
+		n.names = append(n.names, op.Name)
+	}
+	return n
+}
+
+// Len is how many tokens the set holds.
+func (n Named) Len() int { return len(n.digests) }
+
+// Bearer returns the operator whose token the Authorization header value
+// h carries, comparing every digest whatever matches; ok is false when
+// none does.
+func (n Named) Bearer(h []byte) (operator string, ok bool) {
+	if len(n.digests) == 0 {
+		return "", false
+	}
+	tok, ok := Bearer(h)
+	if !ok {
+		return "", false
+	}
+	d := sha256.Sum256(tok)
+	match := -1
+	for i := range n.digests {
+		match = subtle.ConstantTimeSelect(subtle.ConstantTimeCompare(d[:], n.digests[i][:]), i, match)
+	}
+	if match < 0 {
+		return "", false
+	}
+	return n.names[match], true
+}

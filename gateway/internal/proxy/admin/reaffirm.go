@@ -1,0 +1,77 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/rollout"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// CodeNothingToReaffirm: the deployment has no valid state to repeat.
+const CodeNothingToReaffirm = "nothing_to_reaffirm"
+
+// reaffirmBody is the optional body of POST
+// /admin/rollouts/{deployment}/reaffirm.
+type reaffirmBody struct {
+	Reason string `json:"reason"`
+}
+
+// reaffirm serves POST /admin/rollouts/{deployment}/reaffirm: it appends
+// an admin event repeating the deployment's current percentage and status,
+// signed with this gateway's current key — the middle step of a key
+// rotation (SPEC §7 rev. 4): once every deployment is re-affirmed with the
+// new key, the old one can leave nats.rollout_signers and the state holds.
+// It answers the new entry, 409 when there is no valid state to repeat,
+// and 503 when the log cannot record it.
+func (a *API) reaffirm(c *fiber.Ctx) error {
+	name := c.Params("deployment")
+	cur := a.rollouts.Get(name)
+	if cur == nil {
+		return &apierr.Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
+			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
+	}
+	var body reaffirmBody
+	if len(bytes.TrimSpace(c.Body())) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(c.Body()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			return apierr.BadRequest("reaffirm: %s", apierr.Clip(err.Error(), 200))
+		}
+	}
+	if len(body.Reason) > events.MaxReasonBytes {
+		return apierr.BadRequest("reason is %d bytes; at most %d", len(body.Reason), events.MaxReasonBytes)
+	}
+	if a.log == nil || !a.log.Fresh() {
+		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "the event log is off, unreachable or not read yet; nothing was re-affirmed"}
+	}
+	if !cur.Known || cur.Status == "" {
+		return &apierr.Error{Status: fiber.StatusConflict, Code: CodeNothingToReaffirm, Type: "invalid_request_error",
+			Msg: "deployment " + name + " has no valid rollout state to re-affirm: set one with PUT /admin/rollouts/" + name}
+	}
+	reason := body.Reason
+	if reason == "" {
+		reason = "re-affirmed with the current signing key"
+	}
+	ev := &events.RolloutChanged{Deployment: name, Percentage: cur.Percentage, Status: cur.Status,
+		Reason: reason, Actor: events.ActorAdmin, Operator: operator(c)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	rev, err := a.log.Append(ctx, ev, cur.Revision)
+	cancel()
+	switch {
+	case errors.Is(err, rollout.ErrRevisionConflict):
+		return revisionConflict(name, cur.Revision, 0)
+	case err != nil:
+		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "the re-affirmation could not be recorded in the event log", Cause: err}
+	}
+	a.logger.Info("rollout re-affirmed", "deployment", name, "revision", rev, "operator", ev.Operator)
+	return c.JSON(&events.RolloutEntry{Deployment: name, Percentage: ev.Percentage, Status: ev.Status, Revision: rev,
+		Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano), Known: true})
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/graygate/graygate/schemas/config"
+)
+
+// TestDevConfigIsSigned: the keys devenv makes are what graygate.yaml of
+// this directory lists; with them every service loads it, signing with
+// a listed key; a second call keeps the same keys.
+func TestDevConfigIsSigned(t *testing.T) {
+	l := newLayout(t.TempDir())
+	vars, err := signingKeys(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := signingKeys(l)
+	if err != nil || len(again) != len(vars) || again[0] != vars[0] || again[2] != vars[2] {
+		t.Errorf("second signingKeys = %v, %v; want the same keys %v", again, err, vars)
+	}
+	for _, v := range vars {
+		t.Setenv(v[0], v[1])
+		if fi, err := os.Stat(v[1]); err == nil && fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v; want 0600", v[1], fi.Mode().Perm())
+		}
+	}
+	for _, svc := range []config.Service{config.ForGateway, config.ForAnalyzer, config.ForCollector} {
+		cfg, _, err := config.Load("graygate.yaml", svc)
+		if err != nil {
+			t.Fatalf("%s: %v", svc, err)
+		}
+		s := cfg.NATS.RolloutSigners
+		if len(s.Analyzer) != 1 || len(s.Admin) != 1 || s.Admin[0] != os.Getenv("GRAYGATE_DEV_GATEWAY_NKEY") {
+			t.Errorf("%s: rollout_signers = %+v", svc, s)
+		}
+		if svc == config.ForGateway && cfg.Gateway.RolloutSigningSeed == "" || svc == config.ForAnalyzer && cfg.Analyzer.SigningSeed == "" {
+			t.Errorf("%s: no signing seed read", svc)
+		}
+	}
+}
