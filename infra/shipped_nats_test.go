@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // TestServicesOnTheShippedNATS runs the three binaries against
@@ -71,8 +72,23 @@ func TestServicesOnTheShippedNATS(t *testing.T) {
 	if !strings.Contains(cfg, "  replicas: 1\n") {
 		t.Fatal("testConfig changed: no nats.replicas line to put the identity after")
 	}
+	// Signed rollout events and heartbeats (SPEC §7 rev. 4): the analyzer's
+	// heartbeat crosses from ANALYZER to GATEWAY, or the gateway would
+	// hold its grays as unwatched after gray_unwatched_after.
+	gwKey, anKey := signingKey(t, work, "gateway"), signingKey(t, work, "analyzer")
+	identity += fmt.Sprintf("  rollout_signers: {analyzer: [%s], admin: [%s], config: [%s]}\n", anKey.public, gwKey.public, gwKey.public)
+	cfg = strings.Replace(cfg, "  replicas: 1\n", identity, 1)
+	for _, r := range []struct{ after, add string }{
+		{"  rollout_stale_after: 60s\n", "  rollout_signing_key_file: " + gwKey.seedFile + "\n  gray_unwatched_after: 2s\n"},
+		{"  interval: 500ms\n", "  signing_key_file: " + anKey.seedFile + "\n"},
+	} {
+		if !strings.Contains(cfg, r.after) {
+			t.Fatalf("testConfig changed: no %q to put %q after", r.after, r.add)
+		}
+		cfg = strings.Replace(cfg, r.after, r.after+r.add, 1)
+	}
 	cfgPath := filepath.Join(work, "graygate.yaml")
-	writeFile(t, cfgPath, strings.Replace(cfg, "  replicas: 1\n", identity, 1))
+	writeFile(t, cfgPath, cfg)
 	env := func(svc string) []string {
 		return []string{"INFRA_TEST_KEY=k", "GRAYGATE_ADMIN_TOKEN=admin-token", "GRAYGATE_API_TOKEN=api-token",
 			"GRAYGATE_FORCE_TOKENS=force-token", "NATS_USER=" + svc, "NATS_PASSWORD=" + passwords[svc]}
@@ -125,11 +141,37 @@ func TestServicesOnTheShippedNATS(t *testing.T) {
 		}
 	}
 	waitMetrics(t, "analyzer", anURL+"/metrics", 60*time.Second, "graygate_analyzer_rollbacks_total{")
+	// The analyzer's signed rollback is applied; its heartbeats arrive.
 	waitMetrics(t, "gateway", adminURL+"/metrics", 30*time.Second,
 		`graygate_rollout_status{deployment="infra-chat",status="rolled_back"} 1`)
+	// More than gray_unwatched_after (2s) since the gateway started, and
+	// longer again: only heartbeats keep it watched.
+	time.Sleep(2500 * time.Millisecond)
+	gw := waitMetrics(t, "gateway", adminURL+"/metrics", 5*time.Second, "\ngraygate_gray_unwatched ")
+	if !strings.Contains(gw, "\ngraygate_gray_unwatched 0\n") {
+		t.Errorf("the gateway holds its grays as unwatched: the analyzer's heartbeat does not reach it\n%s", grep(gw, "unwatched"))
+	}
 	if collectorURL != "" {
 		waitMetrics(t, "collector", collectorURL+"/metrics", 30*time.Second, "graygate_collector_events_written_total{")
 	}
+}
+
+type key struct{ public, seedFile string }
+
+// signingKey makes an nkey for who and writes its seed (0600).
+func signingKey(t *testing.T, dir, who string) key {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	p := filepath.Join(dir, who+".nk")
+	if err := os.WriteFile(p, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return key{pub, p}
 }
 
 // testCertificates writes a CA and a certificate for 127.0.0.1 serving
