@@ -170,6 +170,22 @@ func TestDevCertificatesFormTheCluster(t *testing.T) {
 		}
 	}
 
+	// The certificate of rev. 3 (server authentication only) leaves the
+	// routes down: a node dialing another is a TLS client.
+	old := filepath.Join(dir, "server-auth-only")
+	if err := os.MkdirAll(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	oca, ocert, okey := throwawayTLSFor(t, old, x509.ExtKeyUsageServerAuth)
+	down := startInProcessWith(t, "cluster.conf", 3, old, oca, ocert, okey)
+	time.Sleep(3 * time.Second)
+	for _, s := range down.inProcess {
+		if n := s.NumRoutes(); n != 0 {
+			t.Errorf("%s formed %d routes with a server-authentication-only certificate; want none", s.Name(), n)
+		}
+		s.Shutdown()
+	}
+
 	srv := startInProcessWith(t, "cluster.conf", 3, dir,
 		filepath.Join(certs, "ca.pem"), filepath.Join(certs, "server.pem"), filepath.Join(certs, "server-key.pem"))
 	deadline := time.Now().Add(15 * time.Second)

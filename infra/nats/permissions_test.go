@@ -51,6 +51,12 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 // localhost into dir and returns their paths.
 func throwawayTLS(t *testing.T, dir string) (ca, cert, key string) {
 	t.Helper()
+	return throwawayTLSFor(t, dir, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+// throwawayTLSFor is throwawayTLS with the certificate's extended key usages.
+func throwawayTLSFor(t *testing.T, dir string, usages ...x509.ExtKeyUsage) (ca, cert, key string) {
+	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "graygate test CA"},
@@ -67,9 +73,9 @@ func throwawayTLS(t *testing.T, dir string) (ca, cert, key string) {
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "nats"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		DNSNames: []string{"localhost", "nats"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		// Both, as make-dev-certs.sh's: a node of a cluster dials its
-		// routes with the same certificate.
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		// Both by default, as make-dev-certs.sh's: a node of a cluster
+		// dials its routes with the same certificate.
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages,
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
 	if err != nil {
