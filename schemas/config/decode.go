@@ -164,13 +164,16 @@ func setDefaults(v reflect.Value) {
 	}
 }
 
-var (
-	durationType = reflect.TypeFor[time.Duration]()
-	sizeType     = reflect.TypeFor[Size]()
-	tokensType   = reflect.TypeFor[Tokens]()
-	paramsType   = reflect.TypeFor[map[string]ParamRule]()
-	armParamType = reflect.TypeFor[ArmParams]()
-)
+// typeDecoders read the types a YAML file spells its own way (durations,
+// sizes, token counts, sampling values), each by the decoder's method
+// for it; every other type is read by its kind.
+var typeDecoders = map[reflect.Type]func(d *decoder, path string, n *yaml.Node, v reflect.Value){
+	reflect.TypeFor[time.Duration]():        (*decoder).duration,
+	reflect.TypeFor[Size]():                 (*decoder).size,
+	reflect.TypeFor[Tokens]():               (*decoder).tokens,
+	reflect.TypeFor[ArmParams]():            (*decoder).armParams,
+	reflect.TypeFor[map[string]ParamRule](): (*decoder).params,
+}
 
 // decode fills v from n. A null node leaves v as it is (the default).
 func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
@@ -188,21 +191,8 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 		delete(d.active, target)
 		return
 	}
-	switch v.Type() {
-	case durationType:
-		d.duration(path, n, v)
-		return
-	case sizeType:
-		d.size(path, n, v)
-		return
-	case tokensType:
-		d.tokens(path, n, v)
-		return
-	case armParamType:
-		d.armParams(path, n, v)
-		return
-	case paramsType:
-		d.params(path, n, v)
+	if read, ok := typeDecoders[v.Type()]; ok {
+		read(d, path, n, v)
 		return
 	}
 	switch v.Kind() {

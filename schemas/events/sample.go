@@ -131,28 +131,27 @@ func fitPayload(raw []byte, max int) (text, b64 string, truncated bool) {
 // RawPayload returns the payload bytes as they were kept: Payload's bytes,
 // or PayloadBase64 decoded.
 func (s *SampleMalformed) RawPayload() ([]byte, error) {
-	if s.PayloadBase64 != "" {
-		b, err := base64.StdEncoding.DecodeString(s.PayloadBase64)
-		if err != nil {
-			return nil, fmt.Errorf("%w: payload_base64: %v", ErrInvalidData, err)
-		}
-		return b, nil
-	}
-	return []byte(s.Payload), nil
+	return rawPayload("payload", s.Payload, s.PayloadBase64)
 }
 
 // RawPrimaryPayload returns primary's payload bytes as they were kept
 // (schema_violation_both): PrimaryPayload's bytes, or
 // PrimaryPayloadBase64 decoded.
 func (s *SampleMalformed) RawPrimaryPayload() ([]byte, error) {
-	if s.PrimaryPayloadBase64 != "" {
-		b, err := base64.StdEncoding.DecodeString(s.PrimaryPayloadBase64)
-		if err != nil {
-			return nil, fmt.Errorf("%w: primary_payload_base64: %v", ErrInvalidData, err)
-		}
-		return b, nil
+	return rawPayload("primary_payload", s.PrimaryPayload, s.PrimaryPayloadBase64)
+}
+
+// rawPayload is fitPayload undone: the bytes of a payload kept as text,
+// or as b64 (the field name's _base64).
+func rawPayload(name, text, b64 string) ([]byte, error) {
+	if b64 == "" {
+		return []byte(text), nil
 	}
-	return []byte(s.PrimaryPayload), nil
+	b, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s_base64: %v", ErrInvalidData, name, err)
+	}
+	return b, nil
 }
 
 // Check reports every rule s breaks: empty request id or upstream model, a

@@ -179,33 +179,11 @@ func (r *Reader) ListSamples(ctx context.Context, f SampleFilter) (SamplePage, e
 		}
 		arg("occurred_at < ?", f.Until)
 	}
-	if f.Cursor != "" {
-		at, id, err := decodeCursor(f.Cursor)
-		if err != nil {
-			return SamplePage{}, err
-		}
-		args = append(args, at, id)
-		where = append(where, fmt.Sprintf("(occurred_at, event_id) < ($%d, $%d)", len(args)-1, len(args)))
-	}
-	q := `SELECT ` + summaryColumns + ` FROM samples`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	args = append(args, limit+1)
-	q += fmt.Sprintf(` ORDER BY occurred_at DESC, event_id DESC LIMIT $%d`, len(args))
-
-	page := SamplePage{Samples: []SampleSummary{}}
-	rows, err := r.pool.Query(ctx, q, args...)
-	if err == nil {
-		page.Samples, err = collectSummaries(rows, page.Samples)
-	}
+	var page SamplePage
+	page.Samples, page.NextCursor, err = newestFirst(ctx, r, "list samples", `SELECT `+summaryColumns+` FROM samples`,
+		where, args, f.Cursor, limit, collectSummaries, func(s SampleSummary) (time.Time, string) { return s.OccurredAt, s.EventID })
 	if err != nil {
-		return SamplePage{}, fmt.Errorf("list samples: %w", err)
-	}
-	if len(page.Samples) > limit {
-		page.Samples = page.Samples[:limit]
-		last := page.Samples[limit-1]
-		page.NextCursor = encodeCursor(last.OccurredAt, uuid.MustParse(last.EventID))
+		return SamplePage{}, err
 	}
 	return page, nil
 }
@@ -297,34 +275,56 @@ func (r *Reader) RolloutHistory(ctx context.Context, deployment string, limit in
 	if err != nil {
 		return RolloutPage{}, err
 	}
-	args := []any{deployment}
 	q := `SELECT event_id, occurred_at, source, deployment, percentage::float8, status, reason, actor, revision, stream_seq,
 		trigger_gate, trigger_stream, trigger_value, trigger_bound, trigger_threshold, trigger_window_seconds
-		FROM rollout_events WHERE deployment = $1`
+		FROM rollout_events`
+	var page RolloutPage
+	page.Events, page.NextCursor, err = newestFirst(ctx, r, "rollout history of "+deployment, q,
+		[]string{"deployment = $1"}, []any{deployment}, cursor, limit, collectRollouts,
+		func(e RolloutEvent) (time.Time, string) { return e.OccurredAt, e.EventID })
+	if err != nil {
+		return RolloutPage{}, err
+	}
+	return page, nil
+}
+
+// newestFirst reads one page of limit rows, newest first, of the query q
+// (a SELECT up to its WHERE) under the conditions where, whose
+// placeholders args fill, resuming after cursor (the key of the last row
+// of the page before). collect reads the rows, key gives a row's
+// (occurred_at, event_id). It returns the rows and the cursor of the
+// next page ("" after the last); a failed query is wrapped in what, a
+// cursor that is not one is its *ParamError.
+func newestFirst[T any](ctx context.Context, r *Reader, what, q string, where []string, args []any, cursor string, limit int,
+	collect func(pgx.Rows, []T) ([]T, error), key func(T) (time.Time, string)) ([]T, string, error) {
 	if cursor != "" {
 		at, id, err := decodeCursor(cursor)
 		if err != nil {
-			return RolloutPage{}, err
+			return nil, "", err
 		}
 		args = append(args, at, id)
-		q += ` AND (occurred_at, event_id) < ($2, $3)`
+		where = append(where, fmt.Sprintf("(occurred_at, event_id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	args = append(args, limit+1)
 	q += fmt.Sprintf(` ORDER BY occurred_at DESC, event_id DESC LIMIT $%d`, len(args))
-	page := RolloutPage{Events: []RolloutEvent{}}
+	out := []T{}
 	rows, err := r.pool.Query(ctx, q, args...)
 	if err == nil {
-		page.Events, err = collectRollouts(rows, page.Events)
+		out, err = collect(rows, out)
 	}
 	if err != nil {
-		return RolloutPage{}, fmt.Errorf("rollout history of %s: %w", deployment, err)
+		return nil, "", fmt.Errorf("%s: %w", what, err)
 	}
-	if len(page.Events) > limit {
-		page.Events = page.Events[:limit]
-		last := page.Events[limit-1]
-		page.NextCursor = encodeCursor(last.OccurredAt, uuid.MustParse(last.EventID))
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		at, id := key(out[limit-1])
+		next = encodeCursor(at, uuid.MustParse(id))
 	}
-	return page, nil
+	return out, next, nil
 }
 
 // collectRollouts appends the rollout events of rows to out and closes rows.

@@ -17,7 +17,7 @@ func BenchmarkCheck(b *testing.B) {
 	answers := []struct {
 		name    string
 		content string
-		want    Reason
+		want    events.SampleReason
 	}{
 		{"valid", `{"action":"search","parameters":{"query":"` + query + `"},"confidence_score":0.9}`, OK},
 		{"invalid", `{"action":"search","parameters":{"query":"` + query + `"},"confidence_score":1.5}`, events.ReasonSchemaViolation},

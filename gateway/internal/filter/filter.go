@@ -29,12 +29,9 @@ import (
 	"github.com/xeipuuv/gojsonschema"
 )
 
-// Reason says why an answer was refused: one of events.SampleReasons, or
-// OK.
-type Reason = events.SampleReason
-
-// OK is the Reason of an answer that passed.
-const OK Reason = ""
+// OK is the reason of an answer that passed: the others are
+// events.SampleReasons.
+const OK events.SampleReason = ""
 
 // Targets of the schema (config rollout.schema_target).
 const (
@@ -112,7 +109,7 @@ func (f *Filter) HasSchema() bool { return f.schema != nil }
 // Check judges a 2xx answer whose body scanned into a (for the content
 // target, contents are the decoded message contents). It returns OK, or
 // the reason and the validation errors.
-func (f *Filter) Check(body []byte, contents [][]byte) (Reason, []FieldError) {
+func (f *Filter) Check(body []byte, contents [][]byte) (events.SampleReason, []FieldError) {
 	if f.schema == nil {
 		return OK, nil
 	}
@@ -144,7 +141,7 @@ func (f *Filter) contentName(i int) string {
 // validate judges doc. The fast path can only accept; whatever it does
 // not accept is judged again by gojsonschema, which stays the reference
 // and writes every error.
-func (f *Filter) validate(doc []byte, prefix string) (Reason, []FieldError) {
+func (f *Filter) validate(doc []byte, prefix string) (events.SampleReason, []FieldError) {
 	if f.fast != nil && f.fast.accepts(doc) {
 		return OK, nil
 	}

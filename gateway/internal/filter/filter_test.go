@@ -31,7 +31,7 @@ func TestCheck(t *testing.T) {
 		f        *Filter
 		body     string
 		contents []string
-		want     Reason
+		want     events.SampleReason
 		field    string
 	}{
 		{"valid content", content, `{}`, []string{good}, OK, ""},

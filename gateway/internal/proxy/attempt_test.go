@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
@@ -208,17 +207,17 @@ func TestShadowStatistics(t *testing.T) {
 }
 
 func TestRequestLog(t *testing.T) {
-	fallback := &attempt.Measure{Status: 500, ErrorType: attempt.ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus}
+	fallback := &attempt.Measure{Status: 500, ErrorType: events.ErrorUpstreamStatus, Reason: events.ReasonUpstreamStatus}
 	records := []struct {
 		name string
 		r    record.Record
 	}{
 		{"primary 200", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 200}}},
-		{"primary 404", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 404, ErrorType: attempt.ErrTypeCallerBadRequest}}},
-		{"primary 502", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 502, ErrorType: attempt.ErrTypeUpstreamStatus}}},
-		{"primary 504", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 504, ErrorType: attempt.ErrTypeUpstreamTimeout}}},
+		{"primary 404", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 404, ErrorType: events.ErrorCallerBadRequest}}},
+		{"primary 502", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 502, ErrorType: events.ErrorUpstreamStatus}}},
+		{"primary 504", record.Record{Arm: "primary", Measure: attempt.Measure{Status: 504, ErrorType: events.ErrorUpstreamTimeout}}},
 		{"gray", record.Record{Arm: "gray", Measure: attempt.Measure{Status: 200}}},
-		{"fallback", record.Record{Arm: "fallback", FallbackReason: filter.UpstreamStatus, Measure: attempt.Measure{Status: 200}, Gray: fallback}},
+		{"fallback", record.Record{Arm: "fallback", FallbackReason: events.ReasonUpstreamStatus, Measure: attempt.Measure{Status: 200}, Gray: fallback}},
 		{"shadow", record.Record{Arm: "shadow", Measure: attempt.Measure{Status: 200}}},
 		{"primary mirrored", record.Record{Arm: "primary", Mirrored: true, Measure: attempt.Measure{Status: 200}}},
 	}
@@ -247,7 +246,7 @@ func TestRequestLog(t *testing.T) {
 			}
 			// Rejections and samples are published at every level.
 			o.Rejected(&request.Rejection{RequestID: "r", Route: "agent-chat", Code: apierr.CodeNoEligible, Detail: "none"})
-			o.Sampled(&record.Sample{RequestID: "r", Deployment: "qwen", Arm: "gray", Model: "m", Reason: filter.Timeout})
+			o.Sampled(&record.Sample{RequestID: "r", Deployment: "qwen", Arm: "gray", Model: "m", Reason: events.ReasonTimeout})
 			evs := sk.take()
 			if n := len(evs); n != len(got)+2 {
 				t.Errorf("%d events after a rejection and a sample; want %d", n, len(got)+2)
@@ -261,11 +260,11 @@ func TestEventsClampUpstreamValues(t *testing.T) {
 	o := record.EventObserver{P: sk, RequestLog: config.RequestLogAll}
 	o.Completed(&record.Record{
 		RequestID: "req-1", Route: "agent-chat", Deployment: "qwen", Arm: "fallback", Model: "m",
-		FallbackReason: filter.UpstreamStatus,
-		Measure:        attempt.Measure{Status: 700, ErrorType: attempt.ErrTypeNone, PromptTokens: -3, CompletionTokens: 5},
-		Gray:           &attempt.Measure{Status: 1000, ErrorType: attempt.ErrTypeUpstreamStatus, Reason: filter.UpstreamStatus, CompletionTokens: -1},
+		FallbackReason: events.ReasonUpstreamStatus,
+		Measure:        attempt.Measure{Status: 700, ErrorType: events.ErrorNone, PromptTokens: -3, CompletionTokens: 5},
+		Gray:           &attempt.Measure{Status: 1000, ErrorType: events.ErrorUpstreamStatus, Reason: events.ReasonUpstreamStatus, CompletionTokens: -1},
 	})
-	o.Sampled(&record.Sample{RequestID: "req-1", Deployment: "qwen", Arm: "gray", Model: "m", Reason: filter.UpstreamStatus, Status: 42})
+	o.Sampled(&record.Sample{RequestID: "req-1", Deployment: "qwen", Arm: "gray", Model: "m", Reason: events.ReasonUpstreamStatus, Status: 42})
 	evs := sk.take()
 	if len(evs) != 2 {
 		t.Fatalf("%d events; want the request and the sample (none dropped)", len(evs))

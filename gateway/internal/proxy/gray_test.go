@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
@@ -139,19 +138,19 @@ func TestGrayCanaryFallback(t *testing.T) {
 		mock    map[string]any // the gray mock's behaviour
 		stream  bool
 		arm     string
-		reason  filter.Reason
+		reason  events.SampleReason
 		payload string // the sample's payload contains this
 	}{
 		{"valid answer is served by gray", map[string]any{}, false, "gray", "", ""},
-		{"schema break falls back", map[string]any{"content": "schema-break"}, false, "fallback", filter.SchemaViolation, `confidence_score`},
-		{"non-JSON content falls back", map[string]any{"content": "text"}, false, "fallback", filter.InvalidJSON, `"content"`},
-		{"invalid JSON body falls back", map[string]any{"content": "invalid-json"}, false, "fallback", filter.InvalidJSON, `{"id"`},
-		{"500 falls back", map[string]any{"status": 500}, false, "fallback", filter.UpstreamStatus, `"error"`},
-		{"hang falls back at the timeout", map[string]any{"hang": true}, false, "fallback", filter.Timeout, ""},
-		{"slow body falls back at the timeout", map[string]any{"latency": "2s"}, false, "fallback", filter.Timeout, ""},
+		{"schema break falls back", map[string]any{"content": "schema-break"}, false, "fallback", events.ReasonSchemaViolation, `confidence_score`},
+		{"non-JSON content falls back", map[string]any{"content": "text"}, false, "fallback", events.ReasonInvalidJSON, `"content"`},
+		{"invalid JSON body falls back", map[string]any{"content": "invalid-json"}, false, "fallback", events.ReasonInvalidJSON, `{"id"`},
+		{"500 falls back", map[string]any{"status": 500}, false, "fallback", events.ReasonUpstreamStatus, `"error"`},
+		{"hang falls back at the timeout", map[string]any{"hang": true}, false, "fallback", events.ReasonTimeout, ""},
+		{"slow body falls back at the timeout", map[string]any{"latency": "2s"}, false, "fallback", events.ReasonTimeout, ""},
 		{"valid stream is replayed from gray", map[string]any{}, true, "gray", "", ""},
-		{"schema-breaking stream falls back", map[string]any{"content": "schema-break"}, true, "fallback", filter.SchemaViolation, `data: `},
-		{"hanging stream falls back", map[string]any{"hang": true}, true, "fallback", filter.Timeout, ""},
+		{"schema-breaking stream falls back", map[string]any{"content": "schema-break"}, true, "fallback", events.ReasonSchemaViolation, `data: `},
+		{"hanging stream falls back", map[string]any{"hang": true}, true, "fallback", events.ReasonTimeout, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -185,7 +184,7 @@ func TestGrayCanaryFallback(t *testing.T) {
 			}
 			recs := rec.waitRecords(t, 1)
 			r := recs[0]
-			if r.Arm != c.arm || r.FallbackReason != c.reason {
+			if string(r.Arm) != c.arm || r.FallbackReason != c.reason {
 				t.Errorf("record arm %q reason %q; want %q %q", r.Arm, r.FallbackReason, c.arm, c.reason)
 			}
 			_, _, samples := rec.snapshot()
@@ -224,7 +223,7 @@ func TestGrayUnreachableFallsBack(t *testing.T) {
 		t.Fatalf("status %d arm %q: %s", resp.StatusCode, resp.Header.Get("x-gateway-arm"), out)
 	}
 	_, _, samples := rec.snapshot()
-	if len(samples) != 1 || samples[0].Reason != filter.UpstreamError {
+	if len(samples) != 1 || samples[0].Reason != events.ReasonUpstreamError {
 		t.Errorf("samples = %+v; want one upstream_error", samples)
 	}
 }
@@ -241,7 +240,7 @@ func TestGrayObserveMode(t *testing.T) {
 	}
 	r := rec.waitRecords(t, 1)[0]
 	_, _, samples := rec.snapshot()
-	if r.SchemaValid != attempt.No || len(samples) != 1 || samples[0].Reason != filter.SchemaViolation || !bytes.Contains(samples[0].Payload, []byte("data: ")) {
+	if r.SchemaValid != attempt.No || len(samples) != 1 || samples[0].Reason != events.ReasonSchemaViolation || !bytes.Contains(samples[0].Payload, []byte("data: ")) {
 		t.Errorf("record schema %v, samples %+v; want the failure sampled after the fact", r.SchemaValid, samples)
 	}
 }
@@ -289,7 +288,7 @@ func TestShadowMode(t *testing.T) {
 	for _, r := range recs {
 		if r.Arm == "shadow" {
 			shadows++
-			if r.Reason != filter.SchemaViolation {
+			if r.Reason != events.ReasonSchemaViolation {
 				t.Errorf("shadow record reason %q; want schema_violation", r.Reason)
 			}
 		}

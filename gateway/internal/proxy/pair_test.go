@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
@@ -75,30 +74,30 @@ func TestPairedOutcomes(t *testing.T) {
 		grayMk        map[string]any
 		body          string
 		arm           string
-		want          string        // outcomesOf the interval
-		reason        filter.Reason // the sample's; "" for none
+		want          string              // outcomesOf the interval
+		reason        events.SampleReason // the sample's; "" for none
 		sampleOutcome events.Outcome
 		primaryHas    string // primary's payload in the sample contains this
 		primaryField  string // primary's first validation error's field
 	}{
 		{"prose prompt, both arms answer prose", echo, echo, proseBody(false), "fallback",
-			"gray/false:schema_violation_both=1 primary/false:ok=1", filter.InvalidJSON, events.OutcomeSchemaViolationBoth, "poem about the sea", "choices[0].message.content"},
+			"gray/false:schema_violation_both=1 primary/false:ok=1", events.ReasonInvalidJSON, events.OutcomeSchemaViolationBoth, "poem about the sea", "choices[0].message.content"},
 		{"gray breaks the schema where primary passes", nil, map[string]any{"content": "schema-break"}, chatBody, "fallback",
-			"gray/false:schema_violation=1 primary/false:ok=1", filter.SchemaViolation, events.OutcomeSchemaViolation, "", ""},
+			"gray/false:schema_violation=1 primary/false:ok=1", events.ReasonSchemaViolation, events.OutcomeSchemaViolation, "", ""},
 		{"gray answers prose where primary passes", nil, echo, proseBody(false), "fallback",
-			"gray/false:invalid_json=1 primary/false:ok=1", filter.InvalidJSON, events.OutcomeInvalidJSON, "", ""},
+			"gray/false:invalid_json=1 primary/false:ok=1", events.ReasonInvalidJSON, events.OutcomeInvalidJSON, "", ""},
 		{"gray breaks, primary cut by the token limit", map[string]any{"finish-reason": "length"}, map[string]any{"content": "schema-break"}, chatBody, "fallback",
-			"gray/false:schema_violation_both=1 primary/false:truncated=1", filter.SchemaViolation, events.OutcomeSchemaViolationBoth, `"finish_reason":"length"`, "(finish_reason)"},
+			"gray/false:schema_violation_both=1 primary/false:truncated=1", events.ReasonSchemaViolation, events.OutcomeSchemaViolationBoth, `"finish_reason":"length"`, "(finish_reason)"},
 		{"gray breaks, primary fails otherwise", map[string]any{"status": 500}, map[string]any{"content": "schema-break"}, chatBody, "",
-			"gray/false:schema_violation=1 primary/false:upstream_5xx=1", filter.SchemaViolation, events.OutcomeSchemaViolation, "", ""},
+			"gray/false:schema_violation=1 primary/false:upstream_5xx=1", events.ReasonSchemaViolation, events.OutcomeSchemaViolation, "", ""},
 		{"gray passes but is cut", nil, map[string]any{"finish-reason": "length"}, chatBody, "gray",
 			"gray/false:truncated=1", "", "", "", ""},
 		{"stream: prose prompt, both arms answer prose", echo, echo, proseBody(true), "fallback",
-			"gray/true:schema_violation_both=1 primary/true:ok=1", filter.InvalidJSON, events.OutcomeSchemaViolationBoth, "data: ", "choices[0].message.content"},
+			"gray/true:schema_violation_both=1 primary/true:ok=1", events.ReasonInvalidJSON, events.OutcomeSchemaViolationBoth, "data: ", "choices[0].message.content"},
 		{"stream: gray breaks where primary passes", nil, map[string]any{"content": "schema-break"}, stream, "fallback",
-			"gray/true:schema_violation=1 primary/true:ok=1", filter.SchemaViolation, events.OutcomeSchemaViolation, "", ""},
+			"gray/true:schema_violation=1 primary/true:ok=1", events.ReasonSchemaViolation, events.OutcomeSchemaViolation, "", ""},
 		{"stream: gray breaks, primary cut by the token limit", map[string]any{"finish-reason": "length"}, map[string]any{"content": "schema-break"}, stream, "fallback",
-			"gray/true:schema_violation_both=1 primary/true:truncated=1", filter.SchemaViolation, events.OutcomeSchemaViolationBoth, `"finish_reason":"length"`, "(finish_reason)"},
+			"gray/true:schema_violation_both=1 primary/true:truncated=1", events.ReasonSchemaViolation, events.OutcomeSchemaViolationBoth, `"finish_reason":"length"`, "(finish_reason)"},
 		{"stream: gray passes but is cut", nil, map[string]any{"finish-reason": "length"}, stream, "gray",
 			"gray/true:truncated=1", "", "", "", ""},
 	}

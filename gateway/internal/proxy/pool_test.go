@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
@@ -241,7 +241,7 @@ func TestSaturatedGrayFallsBack(t *testing.T) {
 			fb = &r
 		}
 	}
-	if fb == nil || fb.FallbackReason != filter.UpstreamError {
+	if fb == nil || fb.FallbackReason != events.ReasonUpstreamError {
 		b, _ := json.Marshal(fb)
 		t.Errorf("fallback record = %s; want reason upstream_error", b)
 	}

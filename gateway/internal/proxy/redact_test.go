@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
@@ -24,10 +23,10 @@ func TestRedactedSamplesThroughGateway(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		mock   map[string]any // the gray mock's behaviour
-		reason filter.Reason
+		reason events.SampleReason
 	}{
-		{"schema break", map[string]any{"content": "schema-break"}, filter.SchemaViolation},
-		{"gray 500", map[string]any{"status": 500}, filter.UpstreamStatus},
+		{"schema break", map[string]any{"content": "schema-break"}, events.ReasonSchemaViolation},
+		{"gray 500", map[string]any{"status": 500}, events.ReasonUpstreamStatus},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			gray.Configure(t, map[string]any{"content": nil, "status": nil})
@@ -52,7 +51,7 @@ func TestRedactedSamplesThroughGateway(t *testing.T) {
 			if !json.Valid(s.Payload) || bytes.Contains(s.Payload, []byte("qwen2.5")) || !bytes.Contains(s.Payload, []byte(`"[redacted]"`)) {
 				t.Errorf("payload %s; want redacted JSON", bytes.TrimSpace(s.Payload))
 			}
-			if c.reason == filter.UpstreamStatus && s.Errors[0].Description != "gray answered 500: [redacted]" {
+			if c.reason == events.ReasonUpstreamStatus && s.Errors[0].Description != "gray answered 500: [redacted]" {
 				t.Errorf("description %q; want gray's message left out", s.Errors[0].Description)
 			}
 			if err := checkedSample(s.Payload, s.PayloadBytes, s.Truncated); err != nil {

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // respAnswer is a Responses API answer whose output_text is a valid agent action.
@@ -276,7 +276,7 @@ func TestResponsesStreamWithoutCompleted(t *testing.T) {
 				t.Errorf("status %d arm %q events %q; want primary's whole stream as a fallback", resp.StatusCode, resp.Header.Get("x-gateway-arm"), evs)
 			}
 			recs := rec.waitRecords(t, 1)
-			if recs[0].Gray == nil || recs[0].Gray.Reason != filter.UpstreamError {
+			if recs[0].Gray == nil || recs[0].Gray.Reason != events.ReasonUpstreamError {
 				t.Errorf("gray attempt %+v; want reason upstream_error", recs[0].Gray)
 			}
 			if _, _, samples := rec.snapshot(); len(samples) != 1 {
@@ -355,7 +355,7 @@ func TestResponsesSchemaTargets(t *testing.T) {
 			t.Errorf("content target, stream %v: status %d arm %q; want a fallback (%s)", stream, resp.StatusCode, resp.Header.Get("x-gateway-arm"), apierr.Clip(string(out), 200))
 		}
 		recs := rec.waitRecords(t, 1)
-		if g := recs[0].Gray; g == nil || g.Reason != filter.SchemaViolation {
+		if g := recs[0].Gray; g == nil || g.Reason != events.ReasonSchemaViolation {
 			t.Errorf("content target, stream %v: gray %+v; want a schema violation", stream, g)
 		}
 		_, _, samples := rec.snapshot()

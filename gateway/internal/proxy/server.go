@@ -133,9 +133,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 		if err != nil {
 			return nil, err
 		}
-		s.watchArm(name, telemetry.ArmPrimary, dep.Primary)
+		s.watchArm(name, events.ArmPrimary, dep.Primary)
 		if dep.Gray != nil {
-			s.watchArm(name, telemetry.ArmGray, dep.Gray)
+			s.watchArm(name, events.ArmGray, dep.Gray)
 		}
 		// Loud at every start: an unverified upstream is a config choice.
 		if d.Primary.TLS.InsecureSkipVerify {
@@ -212,16 +212,16 @@ func (s *Server) Rollouts() *rollout.Table { return s.rollouts }
 
 // watchArm feeds the metrics of the deployment's arm a: its open
 // connections and its busy refusals.
-func (s *Server) watchArm(deployment, armName string, a *deploy.Arm) {
+func (s *Server) watchArm(deployment string, armName events.Arm, a *deploy.Arm) {
 	exportConnections(s.tel, deployment, armName, a.Client)
 	a.Client.OnBusy = s.tel.UpstreamBusy(deployment, armName)
 }
 
 // exportConnections points the graygate_upstream_connections series of
 // the deployment's arm in tel at c.
-func exportConnections(tel *telemetry.Metrics, deployment, armName string, c *upstream.Client) {
+func exportConnections(tel *telemetry.Metrics, deployment string, armName events.Arm, c *upstream.Client) {
 	tel.Describe("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections.")
-	tel.Set().GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+armName+`"}`, func() float64 {
+	tel.Set().GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+string(armName)+`"}`, func() float64 {
 		return float64(c.Open())
 	})
 }

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
@@ -171,7 +171,7 @@ func TestTLSUpstreamThroughGateway(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != "fallback" {
 		t.Errorf("untrusted https gray: status %d, arm %q: %s; want 200 fallback", resp.StatusCode, resp.Header.Get("x-gateway-arm"), body)
 	}
-	if recs := rec.waitRecords(t, 1); recs[0].Gray == nil || recs[0].Gray.ErrorType != attempt.ErrTypeUpstreamUnreachable {
+	if recs := rec.waitRecords(t, 1); recs[0].Gray == nil || recs[0].Gray.ErrorType != events.ErrorUpstreamUnreachable {
 		t.Errorf("record = %+v; want a gray attempt that could not connect", recs[0])
 	}
 }

@@ -90,22 +90,26 @@ func (m Member) Present() bool { return m.Kind != KindAbsent }
 // Request is what one scan learns about a chat-completions body. The zero
 // value is ready for Scan, which resets it; a Request holds no pointers into
 // the body, only spans, so it can be reused across requests.
+//
+// The fields with a key tag hold the top-level member of that name (the
+// names a body spells it with, space-separated; routing: a repeat is a
+// DuplicateKeyError): the scan finds them through the tags (slots).
 type Request struct {
 	// Params holds each governed key; when a key repeats, the last one wins
 	// (as the engine's json.loads does).
 	Params [NumParams]Member
 
 	// Routing keys: a repeated one is an error.
-	Model               Member
-	Stream              Member
-	MaxTokens           Member
-	MaxCompletionTokens Member
+	Model               Member `key:"model,routing"`
+	Stream              Member `key:"stream,routing"`
+	MaxTokens           Member `key:"max_tokens,routing"`
+	MaxCompletionTokens Member `key:"max_completion_tokens,routing"`
 
 	// Other keys the gateway reads; when repeated, the last one wins.
-	User          Member
-	StreamOptions Member
-	Messages      Member
-	Tools         Member
+	User          Member `key:"user"`
+	StreamOptions Member `key:"stream_options"`
+	Messages      Member `key:"messages"`
+	Tools         Member `key:"tools"`
 
 	// IncludeUsage is true when stream_options.include_usage is JSON true.
 	IncludeUsage bool
@@ -136,7 +140,7 @@ type Request struct {
 
 	// Prompt is completions' "prompt", embeddings' "input" or responses'
 	// "input" (rev. 2).
-	Prompt Member
+	Prompt Member `key:"prompt input"`
 
 	// DefaultOutputReserve is the output reserve of a body that gives no
 	// token limit: the scan leaves it 0 and the caller sets the endpoint's
@@ -151,11 +155,11 @@ type Request struct {
 	// the instructions, and ToolSteps the runs of consecutive
 	// function_call items (one assistant turn may call several tools);
 	// LastToolCalls spans the first function_call item of the last run.
-	MaxOutputTokens    Member
-	Instructions       Member
-	Store              Member
-	PreviousResponseID Member
-	Conversation       Member
+	MaxOutputTokens    Member `key:"max_output_tokens,routing"`
+	Instructions       Member `key:"instructions"`
+	Store              Member `key:"store"`
+	PreviousResponseID Member `key:"previous_response_id"`
+	Conversation       Member `key:"conversation"`
 
 	msgBytes, toolsBytes, promptBytes, instrBytes int64 // the parts of TextBytes, so a repeated key replaces its own part
 	inputItems                                    int

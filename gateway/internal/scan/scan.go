@@ -3,7 +3,10 @@ package scan
 import (
 	"bytes"
 	"encoding/binary"
+	"reflect"
+	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects a body may have.
@@ -33,6 +36,8 @@ const (
 	keyStore
 	keyPreviousResponseID
 	keyConversation
+
+	numKeys
 )
 
 // Scan reads body once and fills r. It returns a *SyntaxError for invalid
@@ -122,66 +127,60 @@ func scanBody(body []byte, r *Request, responses bool) error {
 	}
 }
 
-// unique names the routing keys a body may hold once: a second one is a
-// DuplicateKeyError. For the other keys the last one wins.
-var unique = [...]string{
-	keyModel:               "model",
-	keyStream:              "stream",
-	keyMaxTokens:           "max_tokens",
-	keyMaxCompletionTokens: "max_completion_tokens",
-	keyMaxOutputTokens:     "max_output_tokens",
-}
-
 func (r *Request) record(k key, p Param, m Member, b []byte) error {
 	if k == keyParam {
 		r.Params[p] = m
 		return nil
 	}
-	slot := r.slot(k)
-	if slot == nil {
+	sl := slots[k]
+	if sl.offset == 0 {
 		return nil
 	}
-	again := slot.Present() && int(k) < len(unique) && unique[k] != ""
+	slot := (*Member)(unsafe.Add(unsafe.Pointer(r), sl.offset))
+	again := slot.Present() && sl.routing != ""
 	*slot = m
 	if again {
-		return &DuplicateKeyError{Key: unique[k]}
+		return &DuplicateKeyError{Key: sl.routing}
 	}
 	return nil
 }
 
-// slot is the field of r that holds the member of key k; nil for keyOther.
-func (r *Request) slot(k key) *Member {
-	switch k {
-	case keyModel:
-		return &r.Model
-	case keyStream:
-		return &r.Stream
-	case keyMaxTokens:
-		return &r.MaxTokens
-	case keyMaxCompletionTokens:
-		return &r.MaxCompletionTokens
-	case keyUser:
-		return &r.User
-	case keyStreamOptions:
-		return &r.StreamOptions
-	case keyMessages:
-		return &r.Messages
-	case keyTools:
-		return &r.Tools
-	case keyPrompt, keyInput:
-		return &r.Prompt
-	case keyInstructions:
-		return &r.Instructions
-	case keyMaxOutputTokens:
-		return &r.MaxOutputTokens
-	case keyStore:
-		return &r.Store
-	case keyPreviousResponseID:
-		return &r.PreviousResponseID
-	case keyConversation:
-		return &r.Conversation
+// slots is, for each key, the Request field that holds its member: read
+// once from the fields' key tags, each name classified as a body's key
+// is (classifyKey, the one table of names), for a chat and a responses
+// body.
+var slots = keySlots()
+
+// keySlot is where a key's member is kept: the offset of its field in a
+// Request (0 for none: Params comes first), and for a routing key its
+// name, which may not repeat.
+type keySlot struct {
+	offset  uintptr
+	routing string
+}
+
+func keySlots() (slots [numKeys]keySlot) {
+	t := reflect.TypeFor[Request]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, ok := f.Tag.Lookup("key")
+		if !ok {
+			continue
+		}
+		names, opt, _ := strings.Cut(tag, ",")
+		for _, name := range strings.Fields(names) {
+			for _, responses := range []bool{false, true} {
+				s := scanner{b: []byte(`"` + name + `"`), responses: responses}
+				if k, _ := s.classifyKey(0, len(s.b)); k != keyOther && k != keyParam {
+					slots[k].offset = f.Offset
+					if opt == "routing" {
+						slots[k].routing = name
+					}
+				}
+			}
+		}
 	}
-	return nil
+	return slots
 }
 
 // tokenIDBytes is what one token id of a pre-tokenized prompt counts

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -285,5 +286,24 @@ func TestControlAt(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestEveryKeyHasASlot: the key tags of Request name a field for every
+// key the scan records, and the routing keys are the five that may not
+// repeat.
+func TestEveryKeyHasASlot(t *testing.T) {
+	var routing []string
+	for k := keyModel; k < numKeys; k++ {
+		if slots[k].offset == 0 {
+			t.Errorf("key %d has no field in Request", k)
+		}
+		if slots[k].routing != "" {
+			routing = append(routing, slots[k].routing)
+		}
+	}
+	want := []string{"model", "stream", "max_tokens", "max_completion_tokens", "max_output_tokens"}
+	if !slices.Equal(routing, want) {
+		t.Errorf("routing keys %q; want %q", routing, want)
 	}
 }

@@ -127,14 +127,6 @@ func (m *Metrics) WritePrometheus(w io.Writer) {
 	_ = promtext.Write(w, m.set, m.help)
 }
 
-// Arms of a request as metric labels: events' arms (SPEC §7), as strings.
-const (
-	ArmPrimary  = string(events.ArmPrimary)
-	ArmGray     = string(events.ArmGray)
-	ArmFallback = string(events.ArmFallback)
-	ArmShadow   = string(events.ArmShadow)
-)
-
 type requestKey struct {
 	route, deployment, arm string
 	status                 int
@@ -158,28 +150,28 @@ func (m *Metrics) Started() { m.inFlight.Add(1) }
 func (m *Metrics) Finished() { m.inFlight.Add(-1) }
 
 // Request records one proxied request's outcome.
-func (m *Metrics) Request(route, deployment, arm string, status int, d time.Duration) {
-	k := requestKey{route, deployment, arm, status}
+func (m *Metrics) Request(route, deployment string, arm events.Arm, status int, d time.Duration) {
+	k := requestKey{route, deployment, string(arm), status}
 	c, ok := m.requests.Load(k)
 	if !ok {
 		name := `graygate_requests_total{route="` + route + `",deployment="` + deployment +
-			`",arm="` + arm + `",status="` + strconv.Itoa(status) + `"}`
+			`",arm="` + string(arm) + `",status="` + strconv.Itoa(status) + `"}`
 		c, _ = m.requests.LoadOrStore(k, m.set.GetOrCreateCounter(name))
 	}
 	c.(*metrics.Counter).Inc()
 	if deployment != "" {
-		m.histogram(&m.durations, "graygate_request_duration_seconds", deployment, arm).Update(d.Seconds())
+		m.histogram(&m.durations, "graygate_request_duration_seconds", deployment, string(arm)).Update(d.Seconds())
 	}
 }
 
 // TTFT records an upstream's time to first token; stream says whether the
 // request streamed (a streamed and a buffered answer's first byte are not
 // the same measure).
-func (m *Metrics) TTFT(deployment, arm string, stream bool, d time.Duration) {
-	k := ttftKey{deployment, arm, stream}
+func (m *Metrics) TTFT(deployment string, arm events.Arm, stream bool, d time.Duration) {
+	k := ttftKey{deployment, string(arm), stream}
 	h, ok := m.ttfts.Load(k)
 	if !ok {
-		name := `graygate_upstream_ttft_seconds{deployment="` + deployment + `",arm="` + arm +
+		name := `graygate_upstream_ttft_seconds{deployment="` + deployment + `",arm="` + string(arm) +
 			`",stream="` + strconv.FormatBool(stream) + `"}`
 		h, _ = m.ttfts.LoadOrStore(k, m.set.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
 	}
@@ -190,7 +182,7 @@ func (m *Metrics) histogram(hs *sync.Map, family, deployment, arm string) *metri
 	k := armKey{deployment, arm}
 	h, ok := hs.Load(k)
 	if !ok {
-		name := family + `{deployment="` + deployment + `",arm="` + arm + `"}`
+		name := family + `{deployment="` + deployment + `",arm="` + string(arm) + `"}`
 		h, _ = hs.LoadOrStore(k, m.set.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
 	}
 	return h.(*metrics.PrometheusHistogram)
@@ -214,8 +206,8 @@ func (m *Metrics) OpenFilesLimit(n uint64) {
 // UpstreamBusy returns the function that counts one request refused for
 // the deployment's arm because its max_connections were busy; the series
 // exists from the first refusal on.
-func (m *Metrics) UpstreamBusy(deployment, arm string) func() {
-	name := `graygate_upstream_busy_total{deployment="` + deployment + `",arm="` + arm + `"}`
+func (m *Metrics) UpstreamBusy(deployment string, arm events.Arm) func() {
+	name := `graygate_upstream_busy_total{deployment="` + deployment + `",arm="` + string(arm) + `"}`
 	var c atomic.Pointer[metrics.Counter]
 	return func() {
 		n := c.Load()
@@ -228,11 +220,11 @@ func (m *Metrics) UpstreamBusy(deployment, arm string) func() {
 }
 
 // UpstreamError counts a primary failure by kind (a closed set of error types).
-func (m *Metrics) UpstreamError(deployment, kind string) {
-	k := armKey{deployment, kind}
+func (m *Metrics) UpstreamError(deployment string, kind events.ErrorType) {
+	k := armKey{deployment, string(kind)}
 	c, ok := m.upErrors.Load(k)
 	if !ok {
-		name := `graygate_upstream_errors_total{deployment="` + deployment + `",kind="` + kind + `"}`
+		name := `graygate_upstream_errors_total{deployment="` + deployment + `",kind="` + string(kind) + `"}`
 		c, _ = m.upErrors.LoadOrStore(k, m.set.GetOrCreateCounter(name))
 	}
 	c.(*metrics.Counter).Inc()

@@ -21,8 +21,8 @@ func text(m *Metrics) string {
 // gateway (or test) counts is not seen by another.
 func TestMetricsAreOwned(t *testing.T) {
 	a, b := New(), New()
-	a.Request("agent-chat", "qwen", ArmPrimary, 200, 30*time.Millisecond)
-	a.Request("agent-chat", "qwen", ArmPrimary, 200, 30*time.Millisecond)
+	a.Request("agent-chat", "qwen", events.ArmPrimary, 200, 30*time.Millisecond)
+	a.Request("agent-chat", "qwen", events.ArmPrimary, 200, 30*time.Millisecond)
 	a.Rejection("model_not_found")
 	a.Started()
 	const series = `graygate_requests_total{route="agent-chat",deployment="qwen",arm="primary",status="200"}`
@@ -45,10 +45,10 @@ func TestWritePrometheus(t *testing.T) {
 	m := New()
 	m.Describe("graygate_test_widgets_total", "Widgets, for this test.")
 	m.Set().GetOrCreateCounter(`graygate_test_widgets_total{kind="a"}`).Add(3)
-	m.TTFT("qwen", ArmGray, true, 40*time.Millisecond)
+	m.TTFT("qwen", events.ArmGray, true, 40*time.Millisecond)
 	m.Fallback("qwen", "timeout")
 	m.Shadow("qwen", true)
-	busy := m.UpstreamBusy("qwen", ArmPrimary)
+	busy := m.UpstreamBusy("qwen", events.ArmPrimary)
 	busy()
 	busy()
 	m.OpenFilesLimit(4096)

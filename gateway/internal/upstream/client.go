@@ -715,14 +715,14 @@ var credentialHeaders = []string{
 }
 
 // stripCredentials deletes the credential headers and every X-Forwarded-*
-// header from h, in any case and underscore spelling (isCredential). It
+// header from h, in any case and underscore spelling (IsCredential). It
 // looks at the headers once and deletes only what it found: on the
 // request path there is usually nothing to delete, and nothing is
 // allocated then.
 func stripCredentials(h *fasthttp.RequestHeader) {
 	var found []string
 	for k := range h.All() {
-		if isCredential(k) {
+		if IsCredential(k) {
 			found = append(found, string(k))
 		}
 	}
@@ -731,42 +731,61 @@ func stripCredentials(h *fasthttp.RequestHeader) {
 	}
 }
 
-// isCredential reports whether the header name k is one of
+// IsCredential reports whether the header name k is one of
 // credentialHeaders or starts with X-Forwarded-, in any case and with
-// '_' for any '-': servers that map header names to variables (CGI,
-// WSGI, some proxies) read api_key as Api-Key and x_forwarded_for as
-// X-Forwarded-For.
-func isCredential(k []byte) bool {
-	if len(k) >= 12 && nameIs(k[:12], "x-forwarded-") {
+// '_' for any '-' (HeaderNameIs): an upstream never gets it.
+func IsCredential(k []byte) bool {
+	if len(k) >= 12 && HeaderNameIs(k[:12], "x-forwarded-") {
 		return true
 	}
 	for _, c := range credentialHeaders {
-		if nameIs(k, c) {
+		if HeaderNameIs(k, c) {
 			return true
 		}
 	}
 	return false
 }
 
-// nameIs reports whether the header name b is name (lower-case ASCII with
-// hyphens) in any case, with '_' for any '-'.
-func nameIs(b []byte, name string) bool {
+// HeaderNameIs reports whether the header name b is name (lower-case
+// ASCII with hyphens) in any case, with '_' for any '-': servers that map
+// header names to variables (CGI, WSGI, some proxies) read api_key as
+// Api-Key and x_forwarded_for as X-Forwarded-For, so an underscore
+// spelling would smuggle a header past a check of the hyphenated name.
+func HeaderNameIs(b []byte, name string) bool {
 	if len(b) != len(name) {
 		return false
 	}
 	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case 'A' <= c && c <= 'Z':
-			c += 'a' - 'A'
-		case c == '_':
-			c = '-'
-		}
-		if c != name[i] {
+		if foldHeader(b[i]) != name[i] {
 			return false
 		}
 	}
 	return true
+}
+
+// SameHeaderName reports whether the header names a and b are equal in
+// the sense of HeaderNameIs.
+func SameHeaderName(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if foldHeader(a[i]) != foldHeader(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldHeader maps an ASCII letter to lower case and '_' to '-'.
+func foldHeader(c byte) byte {
+	switch {
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	case c == '_':
+		return '-'
+	}
+	return c
 }
 
 type writerFunc func([]byte) (int, error)

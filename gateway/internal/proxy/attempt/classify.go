@@ -3,7 +3,6 @@ package attempt
 import (
 	"errors"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -15,8 +14,8 @@ import (
 // are derived from it.
 type Failure struct {
 	Outcome   events.Outcome
-	ErrorType string
-	Reason    filter.Reason
+	ErrorType events.ErrorType
+	Reason    events.SampleReason
 	Status    int   // the upstream's status; 0 with Err
 	Err       error // the I/O error; nil when the upstream answered
 }
@@ -48,29 +47,29 @@ func Classify(status int, err error) Failure {
 
 // errorType is the request event's error_type of f: an answered status
 // is upstream_status, whatever its outcome.
-func (f Failure) errorType() string {
+func (f Failure) errorType() events.ErrorType {
 	switch {
 	case f.Err == nil:
-		return ErrTypeUpstreamStatus
+		return events.ErrorUpstreamStatus
 	case f.Outcome == events.OutcomeTimeout:
-		return ErrTypeUpstreamTimeout
+		return events.ErrorUpstreamTimeout
 	case f.Outcome == events.OutcomeCancelled:
-		return ErrTypeCallerCancelled
+		return events.ErrorCallerCancelled
 	}
-	return ErrTypeUpstreamUnreachable // unreachable, TLS, reset, a cap reached
+	return events.ErrorUpstreamUnreachable // unreachable, TLS, reset, a cap reached
 }
 
 // reason is a gray sample's (and a fallback's) reason for f: a non-2xx
 // status is upstream_status; a 2xx without the stream asked for, and
 // every I/O error but a timeout, upstream_error.
-func (f Failure) reason() filter.Reason {
+func (f Failure) reason() events.SampleReason {
 	switch {
 	case f.Err == nil && (f.Status < 200 || f.Status >= 300):
-		return filter.UpstreamStatus
+		return events.ReasonUpstreamStatus
 	case f.Outcome == events.OutcomeTimeout:
-		return filter.Timeout
+		return events.ReasonTimeout
 	}
-	return filter.UpstreamError
+	return events.ReasonUpstreamError
 }
 
 // Gray records f in m, a gray attempt's measure, with its sample reason.

@@ -11,23 +11,6 @@ import (
 	"github.com/graygate/graygate/schemas/events"
 )
 
-// Error types of SPEC §7: the closed set events.ErrorType declares,
-// named for the attempt's Measure (its ErrorType is a string).
-const (
-	ErrTypeNone                = string(events.ErrorNone)
-	ErrTypeCallerBadRequest    = string(events.ErrorCallerBadRequest)
-	ErrTypeCallerCancelled     = string(events.ErrorCallerCancelled)
-	ErrTypePolicyContract      = string(events.ErrorPolicyContract)
-	ErrTypePolicyContext       = string(events.ErrorPolicyContext)
-	ErrTypePolicyToolSteps     = string(events.ErrorPolicyToolSteps)
-	ErrTypeUpstreamStatus      = string(events.ErrorUpstreamStatus)
-	ErrTypeUpstreamTimeout     = string(events.ErrorUpstreamTimeout)
-	ErrTypeUpstreamUnreachable = string(events.ErrorUpstreamUnreachable)
-	ErrTypeUpstreamInvalidJSON = string(events.ErrorUpstreamInvalidJSON)
-	ErrTypeUpstreamSchema      = string(events.ErrorUpstreamSchema)
-	ErrTypeGatewayInternal     = string(events.ErrorGatewayInternal)
-)
-
 // Tri is a yes/no/unknown outcome (schema_valid is null when not checked).
 type Tri int8
 
@@ -41,8 +24,8 @@ const (
 // Measure is what was measured on one arm of a request (SPEC §6.4).
 type Measure struct {
 	Status    int
-	ErrorType string
-	Reason    filter.Reason // why a gray attempt failed; "" otherwise
+	ErrorType events.ErrorType
+	Reason    events.SampleReason // why a gray attempt failed; "" otherwise
 	// Outcome is the attempt's outcome when the other fields no longer
 	// tell it (see Measure.Ended); "" to derive it.
 	Outcome       events.Outcome
@@ -76,25 +59,25 @@ func (m *Measure) Ended() events.Outcome {
 		return m.Outcome
 	}
 	switch m.Reason {
-	case filter.SchemaViolation:
+	case events.ReasonSchemaViolation:
 		return events.OutcomeSchemaViolation
-	case filter.InvalidJSON:
+	case events.ReasonInvalidJSON:
 		return events.OutcomeInvalidJSON
-	case filter.Timeout:
+	case events.ReasonTimeout:
 		return events.OutcomeTimeout
-	case filter.UpstreamError:
+	case events.ReasonUpstreamError:
 		return events.OutcomeUpstreamError
 	}
 	switch m.ErrorType {
-	case ErrTypeNone, ErrTypeCallerBadRequest, ErrTypeUpstreamStatus:
+	case events.ErrorNone, events.ErrorCallerBadRequest, events.ErrorUpstreamStatus:
 		return events.OutcomeOfStatus(m.Status)
-	case ErrTypeCallerCancelled:
+	case events.ErrorCallerCancelled:
 		return events.OutcomeCancelled
-	case ErrTypeUpstreamTimeout:
+	case events.ErrorUpstreamTimeout:
 		return events.OutcomeTimeout
-	case ErrTypeUpstreamInvalidJSON:
+	case events.ErrorUpstreamInvalidJSON:
 		return events.OutcomeInvalidJSON
-	case ErrTypeUpstreamSchema:
+	case events.ErrorUpstreamSchema:
 		return events.OutcomeSchemaViolation
 	}
 	return events.OutcomeUpstreamError
@@ -106,11 +89,11 @@ func (m *Measure) Ended() events.Outcome {
 // answer broke the contract, why (m.Reason), and returns the reason and
 // what was wrong. Buffered, replayed and observed gray answers are all
 // judged here.
-func (m *Measure) Judge(f *filter.Filter, body []byte, contents [][]byte) (filter.Reason, []filter.FieldError) {
+func (m *Measure) Judge(f *filter.Filter, body []byte, contents [][]byte) (events.SampleReason, []filter.FieldError) {
 	r, errs := f.Check(body, contents)
 	if f.HasSchema() {
 		m.SchemaValid = Yes
-		if r == filter.SchemaViolation {
+		if r == events.ReasonSchemaViolation {
 			m.SchemaValid = No
 		}
 	}

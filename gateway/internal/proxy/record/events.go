@@ -7,7 +7,6 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -56,7 +55,7 @@ func (o EventObserver) Logs(r *Record) bool {
 	case config.RequestLogOff:
 		return false
 	}
-	return r.Arm != telemetry.ArmPrimary || r.Mirrored || r.Status >= 500
+	return r.Arm != events.ArmPrimary || r.Mirrored || r.Status >= 500
 }
 
 // clampStatus returns an upstream-derived HTTP status within its contract:
@@ -78,8 +77,8 @@ func (o EventObserver) Completed(r *Record) {
 		return
 	}
 	ev := &events.RequestCompleted{
-		RequestID: r.RequestID, Route: r.Route, Deployment: r.Deployment, Arm: events.Arm(r.Arm),
-		UpstreamModel: r.Model, Status: r.Status, ErrorType: events.ErrorType(r.ErrorType), Stream: r.Stream,
+		RequestID: r.RequestID, Route: r.Route, Deployment: r.Deployment, Arm: r.Arm,
+		UpstreamModel: r.Model, Status: r.Status, ErrorType: r.ErrorType, Stream: r.Stream,
 		EstimatedTokens: r.EstimatedTokens, MatchedContext: []string{},
 		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, UsageEstimated: r.UsageEstimated,
 		TTFTMillis: millis(r.TTFT), LatencyMillis: millis(r.Latency), ToolCalls: r.ToolCalls,
@@ -103,7 +102,7 @@ func (o EventObserver) Completed(r *Record) {
 	}
 	if g := r.Gray; g != nil {
 		ev.Gray = &events.GrayAttempt{
-			Status: g.Status, ErrorType: events.ErrorType(g.ErrorType), Reason: events.SampleReason(g.Reason),
+			Status: g.Status, ErrorType: g.ErrorType, Reason: events.SampleReason(g.Reason),
 			TTFTMillis: millis(g.TTFT), LatencyMillis: millis(g.Latency),
 			PromptTokens: max(g.PromptTokens, 0), CompletionTokens: max(g.CompletionTokens, 0), SchemaValid: tri(g.SchemaValid),
 			ArmPromptVersion: r.GrayPromptVersion, ArmPromptHash: r.GrayPromptHash,
@@ -130,7 +129,7 @@ func (o EventObserver) Rejected(r *request.Rejection) {
 // gateway.sample_max_bytes already.
 func (o EventObserver) Sampled(s *Sample) {
 	ev := &events.SampleMalformed{
-		RequestID: s.RequestID, Deployment: s.Deployment, Arm: events.Arm(s.Arm), UpstreamModel: s.Model,
+		RequestID: s.RequestID, Deployment: s.Deployment, Arm: s.Arm, UpstreamModel: s.Model,
 		Reason: events.SampleReason(s.Reason), ValidationErrors: make([]events.ValidationError, 0, len(s.Errors)),
 		PromptHash: hex.EncodeToString(s.PromptHash[:]), LatencyMillis: millis(s.Latency),
 		ArmPromptVersion: s.ArmPromptVersion, ArmPromptHash: s.ArmPromptHash,

@@ -30,14 +30,14 @@ type Record struct {
 	RequestID       string
 	Route           string
 	Deployment      string
-	Arm             string // primary | gray | fallback | shadow
-	Model           string // the upstream model that answered
+	Arm             events.Arm // primary | gray | fallback | shadow
+	Model           string     // the upstream model that answered
 	Stream          bool
 	Mirrored        bool // a shadow copy was sent to gray
 	EstimatedTokens int64
 	MatchedContext  string // comma-separated band names
 	ToolSteps       int
-	FallbackReason  filter.Reason
+	FallbackReason  events.SampleReason
 	// PromptVersion and PromptHash name the answering arm's prompt;
 	// GrayPromptVersion and GrayPromptHash the gray attempt's (SPEC §6.6).
 	PromptVersion, PromptHash         string
@@ -50,9 +50,9 @@ type Record struct {
 type Sample struct {
 	RequestID  string
 	Deployment string
-	Arm        string // gray | shadow
+	Arm        events.Arm // gray | shadow
 	Model      string
-	Reason     filter.Reason
+	Reason     events.SampleReason
 	Status     int // gray's HTTP status; 0 when no response arrived
 	Errors     []filter.FieldError
 	// Payload is the raw payload as received, cut at gateway.sample_max_bytes

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/schemas/events"
 )
 
@@ -59,7 +58,7 @@ func checkedSample(payload []byte, original int, truncated bool) error {
 	var hash [32]byte
 	ev := &events.SampleMalformed{
 		RequestID: "req-1", Deployment: "qwen", Arm: events.ArmGray, UpstreamModel: "m",
-		Reason: events.SampleReason(filter.SchemaViolation), ValidationErrors: []events.ValidationError{},
+		Reason: events.SampleReason(events.ReasonSchemaViolation), ValidationErrors: []events.ValidationError{},
 		PromptHash: hex.EncodeToString(hash[:]), Status: 200,
 	}
 	ev.SetPayload(payload, 0)

@@ -202,18 +202,15 @@ var KeepAliveComment = []byte(": keep-alive\n\n")
 // registered and exits at the first look that finds none. A look over
 // 10,000 streams reads two atomics each.
 type Keeper struct {
-	mu      sync.Mutex
-	relays  []*Relay
-	running bool
-	every   time.Duration
+	rounds
+	relays []*Relay
 }
 
 func (k *Keeper) add(r *Relay) {
 	k.mu.Lock()
 	r.slot = len(k.relays)
 	k.relays = append(k.relays, r)
-	if !k.running {
-		k.running = true
+	if k.starting() {
 		go k.run()
 	}
 	k.mu.Unlock()
@@ -237,30 +234,18 @@ type tend struct {
 }
 
 func (k *Keeper) run() {
-	every := k.every
-	if every <= 0 {
-		every = checkEvery
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
 	var work []tend
-	for range t.C {
+	k.each(func() bool {
 		now := time.Now().UnixNano()
-		k.mu.Lock()
-		if len(k.relays) == 0 {
-			k.running = false
-			k.mu.Unlock()
-			return
-		}
 		work = work[:0]
 		for _, r := range k.relays {
 			if what := r.due(now); what != tendNothing {
 				work = append(work, tend{r, what})
 			}
 		}
-		k.mu.Unlock()
-		// Outside the mutex: registering never waits on this, and no
-		// write happens on this goroutine (a keep-alive may block).
+		return len(k.relays) > 0
+	}, func() {
+		// No write happens on this goroutine (a keep-alive may block).
 		for i, w := range work {
 			switch w.what {
 			case tendCut:
@@ -272,5 +257,5 @@ func (k *Keeper) run() {
 			}
 			work[i] = tend{}
 		}
-	}
+	})
 }

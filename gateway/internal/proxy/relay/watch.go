@@ -14,10 +14,8 @@ import (
 // no allocation of its own. The goroutine runs while requests are
 // registered and exits at the first look that finds none.
 type Watcher struct {
-	mu      sync.Mutex
-	items   []*Watch
-	running bool
-	every   time.Duration
+	rounds
+	items []*Watch
 }
 
 // Watch is a request's registration with the watcher; it lives in
@@ -109,8 +107,7 @@ func (w *Watcher) Add(cw *Watch, conn net.Conn) context.Context {
 	w.mu.Lock()
 	cw.conn, cw.gen, cw.slot = conn, cw.gen+1, len(w.items)
 	w.items = append(w.items, cw)
-	if !w.running {
-		w.running = true
+	if w.starting() {
 		go w.run()
 	}
 	w.mu.Unlock()
@@ -146,25 +143,14 @@ func (w *Watcher) unlink(cw *Watch) {
 // requests whose client closed its connection. The peeks run outside the
 // mutex, so registering never waits on a system call.
 func (w *Watcher) run() {
-	every := w.every
-	if every <= 0 {
-		every = checkEvery
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
 	var looks []look
-	for range t.C {
-		w.mu.Lock()
-		if len(w.items) == 0 {
-			w.running = false
-			w.mu.Unlock()
-			return
-		}
+	w.each(func() bool {
 		looks = looks[:0]
 		for _, cw := range w.items {
 			looks = append(looks, look{cw, cw.conn, cw.gen})
 		}
-		w.mu.Unlock()
+		return len(looks) > 0
+	}, func() {
 		for i, l := range looks {
 			if peerClosed(l.conn) {
 				w.mu.Lock()
@@ -176,5 +162,5 @@ func (w *Watcher) run() {
 			}
 			looks[i] = look{}
 		}
-	}
+	})
 }

@@ -27,7 +27,7 @@ func tcpPair(t *testing.T) (server, client net.Conn) {
 }
 
 func TestWatcherCancelsWhenClientLeaves(t *testing.T) {
-	w := &Watcher{every: 10 * time.Millisecond}
+	w := &Watcher{rounds: rounds{every: 10 * time.Millisecond}}
 	stayed, _ := tcpPair(t)
 	left, leaver := tcpPair(t)
 	var a, b Watch
@@ -83,7 +83,7 @@ func TestWatcherCancelsWhenClientLeaves(t *testing.T) {
 }
 
 func TestWatcherIgnoresRemovedRequests(t *testing.T) {
-	w := &Watcher{every: 10 * time.Millisecond}
+	w := &Watcher{rounds: rounds{every: 10 * time.Millisecond}}
 	left, leaver := tcpPair(t)
 	var cw Watch
 	ctx := w.Add(&cw, left)
@@ -96,7 +96,7 @@ func TestWatcherIgnoresRemovedRequests(t *testing.T) {
 }
 
 func TestWatcherStopsWhenIdle(t *testing.T) {
-	w := &Watcher{every: 5 * time.Millisecond}
+	w := &Watcher{rounds: rounds{every: 5 * time.Millisecond}}
 	conn, _ := tcpPair(t)
 	var cw Watch
 	w.Add(&cw, conn)
@@ -113,6 +113,31 @@ func TestWatcherStopsWhenIdle(t *testing.T) {
 			t.Fatal("the watcher goroutine still runs with nothing registered")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestWatchAllocatesNothing: a request's registration with a running
+// watcher allocates nothing (a buffered request is watched on the hot
+// path; BenchmarkGateway counts its allocations).
+func TestWatchAllocatesNothing(t *testing.T) {
+	w := &Watcher{rounds: rounds{every: 5 * time.Millisecond}}
+	conn, _ := tcpPair(t)
+	var keep, cw Watch
+	w.Add(&keep, conn) // the goroutine runs throughout
+	if n := testing.AllocsPerRun(100, func() {
+		w.Add(&cw, conn)
+		w.Remove(&cw)
+	}); n != 0 {
+		t.Errorf("Add and Remove allocate %v times; want 0", n)
+	}
+	w.Remove(&keep)
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		w.mu.Lock()
+		running := w.running
+		w.mu.Unlock()
+		if !running || time.Now().After(deadline) {
+			break
+		}
 	}
 }
 

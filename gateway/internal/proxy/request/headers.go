@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/valyala/fasthttp"
 )
 
@@ -54,14 +55,8 @@ func (x *Request) SetHeaders(h *fasthttp.RequestHeader) {
 // header k (a hop-by-hop header by the sender's declaration, RFC 9110
 // §7.6.1), in any case and with '_' and '-' alike.
 func NamedIn(conn, k []byte) bool {
-	for len(conn) > 0 {
-		tok := conn
-		if i := bytes.IndexByte(conn, ','); i >= 0 {
-			tok, conn = conn[:i], conn[i+1:]
-		} else {
-			conn = nil
-		}
-		if sameHeaderName(bytes.TrimSpace(tok), k) {
+	for tok := range bytes.SplitSeq(conn, comma) {
+		if upstream.SameHeaderName(bytes.TrimSpace(tok), k) {
 			return true
 		}
 	}
@@ -69,71 +64,45 @@ func NamedIn(conn, k []byte) bool {
 }
 
 // forwardable reports whether a client header goes to the upstream: not
-// hop-by-hop or framing headers, not a header that carries the client's
-// credentials (authorization, cookie, proxy-authorization, api-key,
-// x-api-key), not its network identity (forwarded, x-forwarded-*,
-// x-real-ip, true-client-ip and the like), SPEC §3 and §11. Names are
-// compared without regard to case, and with '_' standing for '-':
-// servers that map header names to variables (CGI, WSGI, some proxies)
-// read api_key as Api-Key and Content_length as Content-Length, so an
-// underscore spelling would smuggle the header past a check of the
-// hyphenated name.
+// a header that carries the client's credentials (authorization, cookie,
+// proxy-authorization, api-key, x-api-key) or its network identity
+// (forwarded, x-forwarded-*, x-real-ip, true-client-ip and the like),
+// SPEC §3 and §11 — the upstream client's own list, which it strips
+// whatever it is given (upstream.IsCredential) — and not one of the
+// gateway's own: hop-by-hop, framing and encoding headers. Names are
+// compared without regard to case, and with '_' standing for '-'
+// (upstream.HeaderNameIs).
 func forwardable(k []byte) bool {
-	if len(k) >= 12 && headerNameIs(k[:12], "x-forwarded-") {
+	if upstream.IsCredential(k) {
 		return false
 	}
-	for _, name := range unforwarded {
-		if headerNameIs(k, name) {
+	for _, name := range gatewayOwn {
+		if upstream.HeaderNameIs(k, name) {
 			return false
 		}
 	}
 	return true
 }
 
-// unforwarded are the client headers the upstream never gets, in lower
-// case with hyphens (headerNameIs).
-var unforwarded = []string{
-	// credentials
-	"authorization", "cookie", "proxy-authorization", "api-key", "x-api-key",
-	// the client's network identity, which an upstream might trust
-	"forwarded", "x-real-ip", "true-client-ip", "x-client-ip", "x-cluster-client-ip",
-	"cf-connecting-ip", "fastly-client-ip",
-	// framing, encoding and hop-by-hop: the gateway's own
-	"host", "content-length", "content-type", "content-encoding", "accept-encoding",
-	"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+// gatewayOwn are the client headers that describe the client's
+// connection and body, not the request: the upstream request has its
+// own. In lower case with hyphens.
+var gatewayOwn = []string{
+	"host", "content-type", "content-encoding", "accept-encoding",
+	"connection", "keep-alive", "proxy-connection", "te", "trailer",
 	"upgrade", "x-request-id", "expect",
-}
-
-// headerNameIs reports whether the header name b is name, a lower-case
-// ASCII name with hyphens, in any case and with '_' for any '-'.
-func headerNameIs(b []byte, name string) bool {
-	if len(b) != len(name) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		if fold(b[i]) != name[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // namesHeaders reports whether k is a Connection header whose value v
 // names a header beyond the connection options close and keep-alive
 // (RFC 9110 §7.6.1: the named headers are hop-by-hop).
 func namesHeaders(k, v []byte) bool {
-	if !headerNameIs(k, "connection") {
+	if !upstream.HeaderNameIs(k, "connection") {
 		return false
 	}
-	for len(v) > 0 {
-		tok := v
-		if i := bytes.IndexByte(v, ','); i >= 0 {
-			tok, v = v[:i], v[i+1:]
-		} else {
-			v = nil
-		}
+	for tok := range bytes.SplitSeq(v, comma) {
 		tok = bytes.TrimSpace(tok)
-		if len(tok) > 0 && !headerNameIs(tok, "close") && !headerNameIs(tok, "keep-alive") {
+		if len(tok) > 0 && !upstream.HeaderNameIs(tok, "close") && !upstream.HeaderNameIs(tok, "keep-alive") {
 			return true
 		}
 	}
@@ -141,8 +110,8 @@ func namesHeaders(k, v []byte) bool {
 }
 
 // dropConnectionNamed removes from x's forwarded headers those that a
-// Connection header of h names, compared as headerNameIs does (a client
-// that names X_Secret also drops X-Secret). It runs only for a request
+// Connection header of h names, compared as upstream.HeaderNameIs does
+// (a client that names X_Secret also drops X-Secret). It runs only for a request
 // whose Connection header names headers, so the usual request pays
 // nothing; the headers are compacted in place.
 func (x *Request) dropConnectionNamed(h *fasthttp.RequestHeader) {
@@ -151,7 +120,7 @@ func (x *Request) dropConnectionNamed(h *fasthttp.RequestHeader) {
 		name := x.hbuf[kv.K.Start:kv.K.End]
 		named := false
 		for k, v := range h.All() {
-			if headerNameIs(k, "connection") && NamedIn(v, name) {
+			if upstream.HeaderNameIs(k, "connection") && NamedIn(v, name) {
 				named = true
 				break
 			}
@@ -163,27 +132,4 @@ func (x *Request) dropConnectionNamed(h *fasthttp.RequestHeader) {
 	x.hdrs = kept
 }
 
-// sameHeaderName reports whether the header names a and b are equal in
-// any case, with '_' and '-' alike.
-func sameHeaderName(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		if fold(a[i]) != fold(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// fold maps an ASCII letter to lower case and '_' to '-'.
-func fold(c byte) byte {
-	switch {
-	case 'A' <= c && c <= 'Z':
-		return c + 'a' - 'A'
-	case c == '_':
-		return '-'
-	}
-	return c
-}
+var comma = []byte(",")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
@@ -25,24 +24,24 @@ func TestClassify(t *testing.T) {
 		status    int
 		err       error
 		outcome   events.Outcome
-		errorType string
-		reason    filter.Reason
+		errorType events.ErrorType
+		reason    events.SampleReason
 		client    int    // the status the client gets
 		code      string // its error code
 	}{
-		{"400", 400, nil, events.OutcomeUpstream4xx, attempt.ErrTypeUpstreamStatus, filter.UpstreamStatus, 400, "bad_request"},
-		{"404 without a body", 404, nil, events.OutcomeUpstream4xx, attempt.ErrTypeUpstreamStatus, filter.UpstreamStatus, 404, "upstream_404"},
-		{"408", 408, nil, events.OutcomeUpstream5xx, attempt.ErrTypeUpstreamStatus, filter.UpstreamStatus, 408, "upstream_408"},
-		{"429", 429, nil, events.OutcomeUpstream5xx, attempt.ErrTypeUpstreamStatus, filter.UpstreamStatus, 429, "rate_limit_exceeded"},
-		{"500", 500, nil, events.OutcomeUpstream5xx, attempt.ErrTypeUpstreamStatus, filter.UpstreamStatus, 502, apierr.CodeUpstreamError},
-		{"302", 302, nil, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamStatus, filter.UpstreamStatus, 502, apierr.CodeUpstreamError},
-		{"600", 600, nil, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamStatus, filter.UpstreamStatus, 502, apierr.CodeUpstreamError},
-		{"2xx without the stream asked for", 200, nil, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamStatus, filter.UpstreamError, 502, apierr.CodeUpstreamError},
-		{"timeout", 0, upstream.ErrTimeout, events.OutcomeTimeout, attempt.ErrTypeUpstreamTimeout, filter.Timeout, 504, apierr.CodeUpstreamTimeout},
-		{"aborted", 0, upstream.ErrAborted, events.OutcomeCancelled, attempt.ErrTypeCallerCancelled, filter.UpstreamError, 502, apierr.CodeUpstreamError},
-		{"unreachable", 0, errors.New("connection refused"), events.OutcomeUpstreamError, attempt.ErrTypeUpstreamUnreachable, filter.UpstreamError, 502, apierr.CodeUpstreamError},
-		{"a cap reached", 0, capped, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamUnreachable, filter.UpstreamError, 502, apierr.CodeUpstreamError},
-		{"busy", 0, busy, events.OutcomeUpstreamError, attempt.ErrTypeUpstreamUnreachable, filter.UpstreamError, 503, apierr.CodeUpstreamBusy},
+		{"400", 400, nil, events.OutcomeUpstream4xx, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 400, "bad_request"},
+		{"404 without a body", 404, nil, events.OutcomeUpstream4xx, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 404, "upstream_404"},
+		{"408", 408, nil, events.OutcomeUpstream5xx, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 408, "upstream_408"},
+		{"429", 429, nil, events.OutcomeUpstream5xx, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 429, "rate_limit_exceeded"},
+		{"500", 500, nil, events.OutcomeUpstream5xx, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 502, apierr.CodeUpstreamError},
+		{"302", 302, nil, events.OutcomeUpstreamError, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 502, apierr.CodeUpstreamError},
+		{"600", 600, nil, events.OutcomeUpstreamError, events.ErrorUpstreamStatus, events.ReasonUpstreamStatus, 502, apierr.CodeUpstreamError},
+		{"2xx without the stream asked for", 200, nil, events.OutcomeUpstreamError, events.ErrorUpstreamStatus, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
+		{"timeout", 0, upstream.ErrTimeout, events.OutcomeTimeout, events.ErrorUpstreamTimeout, events.ReasonTimeout, 504, apierr.CodeUpstreamTimeout},
+		{"aborted", 0, upstream.ErrAborted, events.OutcomeCancelled, events.ErrorCallerCancelled, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
+		{"unreachable", 0, errors.New("connection refused"), events.OutcomeUpstreamError, events.ErrorUpstreamUnreachable, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
+		{"a cap reached", 0, capped, events.OutcomeUpstreamError, events.ErrorUpstreamUnreachable, events.ReasonUpstreamError, 502, apierr.CodeUpstreamError},
+		{"busy", 0, busy, events.OutcomeUpstreamError, events.ErrorUpstreamUnreachable, events.ReasonUpstreamError, 503, apierr.CodeUpstreamBusy},
 	}
 	s := &Flow{tel: telemetry.New()}
 	x := &Exchange{}

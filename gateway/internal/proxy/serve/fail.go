@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
+	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
@@ -22,7 +23,7 @@ import (
 // unchanged — and keeps its meaning (upstreamStatusError). The request
 // event records e.Status. A failure is counted by its error type, except
 // a 4xx: the client caused it.
-func (s *Flow) clientError(x *Exchange, armName string, f attempt.Failure, body []byte) *apierr.Error {
+func (s *Flow) clientError(x *Exchange, armName events.Arm, f attempt.Failure, body []byte) *apierr.Error {
 	d := x.Deployment.Name
 	if f.Err == nil && f.Status >= 400 && f.Status < 500 {
 		return upstreamStatusError(armName, f.Status, body)
@@ -50,7 +51,7 @@ func (s *Flow) clientError(x *Exchange, armName string, f attempt.Failure, body 
 
 // fail is clientError for f, recorded in m, the attempt's measure: the
 // status the client got, f's error_type and outcome.
-func (s *Flow) fail(x *Exchange, armName string, f attempt.Failure, body []byte, m *attempt.Measure) *apierr.Error {
+func (s *Flow) fail(x *Exchange, armName events.Arm, f attempt.Failure, body []byte, m *attempt.Measure) *apierr.Error {
 	e := s.clientError(x, armName, f, body)
 	m.Status, m.ErrorType, m.Outcome = e.Status, f.ErrorType, f.Outcome
 	return e
@@ -82,4 +83,119 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// upstreamStatusError is what a client gets when the serving upstream
+// answered a 4xx (429 and 408 too) after the stream's headers were sent
+// (SPEC §3 rev. 4; clientError): the upstream's own error object — its
+// type, code, message and param — or type invalid_request_error
+// (rate_limit_error for 429) with code upstream_<status> where it sent
+// none, with the upstream's status for the request event.
+func upstreamStatusError(armName events.Arm, status int, body []byte) *apierr.Error {
+	e := &apierr.Error{Status: status, Type: "invalid_request_error", Code: "upstream_" + itoa(status),
+		Msg: string(armName) + " answered " + itoa(status)}
+	if status == fiber.StatusTooManyRequests {
+		e.Type = "rate_limit_error"
+	}
+	if own, ok := upstreamErrorObject(body); ok {
+		e.Type = firstNonEmpty(own.Type, e.Type)
+		e.Code = firstNonEmpty(own.code(), e.Code)
+		e.Msg = firstNonEmpty(own.Message, e.Msg)
+		e.Param = own.param()
+	} else if len(body) > 0 {
+		e.Msg += ": " + reason(body)
+	}
+	return e
+}
+
+// upstreamError is the error object of an OpenAI error envelope as an
+// upstream sends it: code and param may be strings, numbers or null.
+type upstreamError struct {
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Code    json.RawMessage `json:"code"`
+	Param   json.RawMessage `json:"param"`
+}
+
+// upstreamErrorObject reads body's {"error": {…}} object; ok is false
+// when body is not an OpenAI error envelope.
+func upstreamErrorObject(body []byte) (e upstreamError, ok bool) {
+	var env struct {
+		Error *upstreamError `json:"error"`
+	}
+	if !scan.Valid(body) || json.Unmarshal(body, &env) != nil || env.Error == nil {
+		return e, false
+	}
+	return *env.Error, true
+}
+
+func (e upstreamError) code() string  { return scalarText(e.Code) }
+func (e upstreamError) param() string { return scalarText(e.Param) }
+
+// scalarText is a JSON string's value or a number's text; "" for null,
+// absent and anything else.
+func scalarText(v json.RawMessage) string {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(v, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// endFailedStream records in m a Responses API stream that ended without
+// its response, and, unless the upstream's failure event was relayed,
+// ends the client's stream with the typed error event.
+func (s *Flow) endFailedStream(r *relay.Relay, x *Exchange, armName events.Arm, m *attempt.Measure, relayed bool) {
+	s.tel.UpstreamError(x.Deployment.Name, events.ErrorUpstreamInvalidJSON)
+	m.Status, m.Outcome = fiber.StatusBadGateway, events.OutcomeUpstreamError
+	if relayed {
+		m.ErrorType = events.ErrorUpstreamStatus
+		return
+	}
+	m.ErrorType = events.ErrorUpstreamInvalidJSON
+	s.failStream(r, x, &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
+		Msg: string(armName) + " of deployment " + x.Deployment.Name + " ended its response stream without response.completed"})
+}
+
+// typedError is the Responses API's stream error event (SPEC §3).
+type typedError struct {
+	Type           string  `json:"type"`
+	Code           string  `json:"code"`
+	Message        string  `json:"message"`
+	Param          *string `json:"param"`
+	SequenceNumber int64   `json:"sequence_number"`
+}
+
+// failStream ends a stream whose headers were sent with the final error
+// event e, and logs it at warn when it is a 5xx, as the error handler logs
+// a 5xx answered before the headers: a stream failure is a failed
+// request, not a quiet one.
+func (s *Flow) failStream(r *relay.Relay, x *Exchange, e *apierr.Error) {
+	if e.Status >= 500 {
+		s.log.Warn("stream failed after its headers", "deployment", x.Deployment.Name,
+			"status", e.Status, "code", e.Code, "err", e.Error())
+	}
+	x.writeErrorEvent(r, e)
+}
+
+// writeErrorEvent ends a stream with e: on /v1/responses the typed
+// `event: error` numbered after the last event relayed, elsewhere the
+// error envelope as a data event.
+func (x *Exchange) writeErrorEvent(r *relay.Relay, e *apierr.Error) {
+	var b []byte
+	if x.EP == upstream.Responses {
+		ev := typedError{Type: "error", Code: e.Code, Message: e.Msg, SequenceNumber: x.tally.Seq}
+		if e.Param != "" {
+			ev.Param = &e.Param
+		}
+		j, _ := json.Marshal(ev)
+		b = append(append([]byte("event: error\ndata: "), j...), "\n\n"...)
+	} else {
+		b = append(append([]byte("data: "), apierr.Marshal(e)...), "\n\n"...)
+	}
+	_ = r.Send(b)
 }

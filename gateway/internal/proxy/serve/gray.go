@@ -11,68 +11,66 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
-	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
-	"github.com/graygate/graygate/gateway/internal/proxy/record"
-	"github.com/graygate/graygate/gateway/internal/proxy/redact"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
 
-// This file is the gray arm: attempts under the rollout's hard timeout,
-// the contract check of their answers, samples of what failed, and shadow
-// copies.
+// This file is the gray arm: its attempts under the rollout's hard
+// timeout and the contract check of their answers (a buffered request's,
+// a stream's in buffer mode, a shadow copy's).
 
-// attempt sends x to the deployment's gray upstream and reads its whole
-// answer into x.ans (a JSON body, or for streams the raw SSE), then judges
-// it. The returned Measure has Reason OK when the answer may reach a
-// client; otherwise Reason and the errors say why. ctx bounds the attempt.
-func (s *Flow) attempt(ctx context.Context, x *Exchange, d *deploy.Deployment, stream bool) (attempt.Measure, []filter.FieldError) {
-	return s.attemptUntil(ctx, time.Time{}, x, d, stream)
-}
-
-// attemptUntil is attempt bounded by until (zero: none) as well as by ctx:
-// the rollout timeout as a deadline the upstream client holds on the
-// connection, where a context.WithTimeout would cost a timer, a context,
-// and the client an AfterFunc on it (the client's own cheap watch of the
-// request's context is kept).
-func (s *Flow) attemptUntil(ctx context.Context, until time.Time, x *Exchange, d *deploy.Deployment, stream bool) (attempt.Measure, []filter.FieldError) {
-	m := attempt.Measure{ErrorType: attempt.ErrTypeNone}
+// tryGray sends x to the deployment's gray upstream as an attempt counted
+// as name (gray or shadow), reads its whole answer into x.ans (a JSON
+// body, or for streams the raw SSE) and judges it. The attempt's Measure
+// has Reason OK when the answer may reach a client; otherwise Reason and
+// the errors say why. ctx and the rollout timeout bound it: the timeout
+// as a deadline the upstream client holds on the connection, where a
+// context.WithTimeout would cost a timer, a context, and the client an
+// AfterFunc on it (the client's own cheap watch of ctx is kept).
+func (s *Flow) tryGray(ctx context.Context, x *Exchange, name events.Arm, stream bool) (attempt.Attempt, []filter.FieldError) {
+	d := x.Deployment
+	req := x.to(d.Gray)
+	req.Until = time.Now().Add(d.Rollout.Timeout)
 	x.ans = x.ans[:0]
 	// The contents are assembled only for a schema to check them.
 	x.tally.Reset(d.FilterFor(x.EP).HasSchema())
-	sent := time.Now()
-	resp, err := d.Gray.Upstream().Do(ctx, upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(d.Gray), Header: x, Until: until})
-	if err != nil {
-		m.Latency = time.Since(sent)
-		return failed(m, err)
+	a := attempt.Send(ctx, d.Gray, name, req)
+	if a.Err != nil {
+		return a, failed(&a.Measure, a.Failure())
 	}
-	m.Status = resp.Status
+	return a, s.readGray(x, &a, stream)
+}
+
+// readGray reads the answer of gray attempt a whole, closes it, and
+// judges it (tryGray).
+func (s *Flow) readGray(x *Exchange, a *attempt.Attempt, stream bool) []filter.FieldError {
+	m, resp := &a.Measure, a.Resp
 	x.keepAnswerHeaders(resp.Header)
-	sse := stream && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream()
+	sse := stream && a.Streams()
 	invalid := false
+	var err error
 	if sse {
-		invalid, err = readStream(resp, x, sent, &m, s.limits)
+		invalid, err = readStream(resp, x, a.Sent, m, s.limits)
 	} else {
-		m.TTFT = time.Since(sent)
+		m.TTFT = a.Since()
 		x.ans, err = resp.ReadAll(x.ans, s.limits.answer)
 		if errors.Is(err, upstream.ErrTooLarge) {
 			err = attempt.OverCap("an answer", s.limits.answer)
 		}
 	}
-	resp.Close()
-	m.Latency = time.Since(sent)
+	a.Close()
+	m.Latency = a.Since()
 	if err != nil {
-		return failed(m, err)
+		return failed(m, attempt.Classify(0, err))
 	}
 	if m.Status < 200 || m.Status >= 300 {
-		attempt.Classify(m.Status, nil).Gray(&m)
-		return m, []filter.FieldError{{Field: "(status)", Description: fmt.Sprintf("gray answered %d: %s", m.Status, s.sampleReason(x.ans))}}
+		attempt.Classify(m.Status, nil).Gray(m)
+		return []filter.FieldError{{Field: "(status)", Description: fmt.Sprintf("gray answered %d: %s", m.Status, s.sampleReason(x.ans))}}
 	}
 	if stream && !sse {
-		attempt.Classify(m.Status, nil).Gray(&m) // a 2xx without the stream asked for
-		return m, []filter.FieldError{{Field: "(content-type)", Description: "gray answered a streaming request without an event stream"}}
+		attempt.Classify(m.Status, nil).Gray(m) // a 2xx without the stream asked for
+		return []filter.FieldError{{Field: "(content-type)", Description: "gray answered a streaming request without an event stream"}}
 	}
 	if !sse {
 		if x.scanAnswer(x.ans) != nil {
@@ -80,55 +78,55 @@ func (s *Flow) attemptUntil(ctx context.Context, until time.Time, x *Exchange, d
 		} else {
 			x.tally.Add(x.ans, &x.answer)
 			if x.tally.Over != nil {
-				return failed(m, x.tally.Over)
+				return failed(m, attempt.Classify(0, x.tally.Over))
 			}
 		}
 	}
 	if invalid {
-		m.Reason, m.ErrorType = filter.InvalidJSON, attempt.ErrTypeUpstreamInvalidJSON
-		return m, []filter.FieldError{{Field: "(body)", Description: "gray answered a body that is not a JSON object"}}
+		m.Reason, m.ErrorType = events.ReasonInvalidJSON, events.ErrorUpstreamInvalidJSON
+		return []filter.FieldError{{Field: "(body)", Description: "gray answered a body that is not a JSON object"}}
 	}
 	if failed, relayed := x.streamFailed(); sse && failed {
 		// A responses stream without its response is a failed attempt.
-		m.Reason, m.ErrorType, m.Outcome = filter.UpstreamError, attempt.ErrTypeUpstreamInvalidJSON, events.OutcomeUpstreamError
+		m.Reason, m.ErrorType, m.Outcome = events.ReasonUpstreamError, events.ErrorUpstreamInvalidJSON, events.OutcomeUpstreamError
 		desc := "gray's response stream ended without response.completed"
 		if relayed {
-			m.ErrorType, desc = attempt.ErrTypeUpstreamStatus, "gray's response stream ended with response.failed or error"
+			m.ErrorType, desc = events.ErrorUpstreamStatus, "gray's response stream ended with response.failed or error"
 		}
-		return m, []filter.FieldError{{Field: "(stream)", Description: desc}}
+		return []filter.FieldError{{Field: "(stream)", Description: desc}}
 	}
-	x.tally.Fill(&m, x.Body, &x.Scan)
+	x.tally.Fill(m, x.Body, &x.Scan)
 	if x.EP == upstream.Embeddings {
-		// attempt.No schema: a 2xx JSON object with "data" is accepted (SPEC §3).
+		// No schema: a 2xx JSON object with "data" is accepted (SPEC §3).
 		var e struct{ Data json.RawMessage }
 		if json.Unmarshal(x.ans, &e) != nil || len(e.Data) == 0 || string(e.Data) == "null" {
-			m.Reason, m.ErrorType = filter.InvalidJSON, attempt.ErrTypeUpstreamInvalidJSON
-			return m, []filter.FieldError{{Field: "data", Description: "gray answered embeddings without data"}}
+			m.Reason, m.ErrorType = events.ReasonInvalidJSON, events.ErrorUpstreamInvalidJSON
+			return []filter.FieldError{{Field: "data", Description: "gray answered embeddings without data"}}
 		}
-		return m, nil
+		return nil
 	}
 	body := x.ans
 	if sse {
 		body = nil // a stream has no body to validate: its assembled contents are checked
 	}
-	r, errs := m.Judge(d.FilterFor(x.EP), body, x.tally.Contents)
+	r, errs := m.Judge(x.Deployment.FilterFor(x.EP), body, x.tally.Contents)
 	if r != filter.OK {
-		m.ErrorType = attempt.ErrTypeUpstreamSchema
-		if r == filter.InvalidJSON {
-			m.ErrorType = attempt.ErrTypeUpstreamInvalidJSON
+		m.ErrorType = events.ErrorUpstreamSchema
+		if r == events.ReasonInvalidJSON {
+			m.ErrorType = events.ErrorUpstreamInvalidJSON
 		}
 	}
-	return m, errs
+	return errs
 }
 
-// failed fills m for a gray attempt that broke off with err.
-func failed(m attempt.Measure, err error) (attempt.Measure, []filter.FieldError) {
-	attempt.Classify(0, err).Gray(&m)
+// failed records f, which broke off a gray attempt, in m, and says why.
+func failed(m *attempt.Measure, f attempt.Failure) []filter.FieldError {
+	f.Gray(m)
 	desc := "gray could not be reached or broke off its answer"
-	if m.Reason == filter.Timeout {
+	if m.Reason == events.ReasonTimeout {
 		desc = "gray did not finish within the rollout timeout"
 	}
-	return m, []filter.FieldError{{Field: "(transport)", Description: desc}}
+	return []filter.FieldError{{Field: "(transport)", Description: desc}}
 }
 
 // readStream reads a gray event stream to its end into x.ans, tallying
@@ -188,78 +186,19 @@ func readStream(resp interface {
 // served is true; otherwise the failure is sampled and its measure
 // returned for the fallback's record.
 func (s *Flow) grayBuffered(ctx context.Context, c *fiber.Ctx, x *Exchange) (m attempt.Measure, served bool) {
-	d := x.Deployment
-	m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, false)
-	s.tel.TTFT(d.Name, telemetry.ArmGray, false, m.TTFT)
-	if m.Reason != filter.OK {
-		s.hold(x, telemetry.ArmGray, d.Gray, m, errs)
-		return m, false
+	a, errs := s.tryGray(ctx, x, events.ArmGray, false)
+	s.tel.TTFT(x.Deployment.Name, events.ArmGray, false, a.TTFT)
+	if a.Reason != filter.OK {
+		s.hold(x, &a, errs)
+		return a.Measure, false
 	}
-	c.Status(m.Status)
+	c.Status(a.Status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	x.writeAnswerHeaders(c)
-	setArmHeaders(c, x, telemetry.ArmGray, d.Gray)
-	s.complete(x, telemetry.ArmGray, d.Gray, m, nil)
+	setArmHeaders(c, x, events.ArmGray, a.Arm)
+	s.complete(x, &a, nil)
 	s.sendAnswer(c, x)
-	return m, true
-}
-
-// sample publishes a failed gray payload (x.ans) with its errors at once
-// (a failure that is not paired with primary's answer, hold).
-func (s *Flow) sample(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) {
-	smp := s.newSample(x, armName, a, m, errs)
-	smp.Outcome = m.Ended()
-	s.publishSample(x, &smp)
-}
-
-// newSample builds the sample of a failed gray payload (x.ans) with its
-// errors; it owns a copy of the payload, cut at gateway.sample_max_bytes.
-// With gateway.redact_samples the payload is redacted here, before it
-// leaves the gateway; the errors were computed on the raw payload.
-func (s *Flow) newSample(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) record.Sample {
-	smp := record.Sample{
-		RequestID: x.ID, Deployment: x.Deployment.Name, Arm: armName, Model: a.Client.Model,
-		Reason: m.Reason, Status: m.Status, Errors: errs, PayloadBytes: len(x.ans),
-		PromptHash: x.PromptHash(), Latency: m.Latency,
-		ArmPromptVersion: a.PromptVersion, ArmPromptHash: a.PromptHash,
-	}
-	if s.obs != nil {
-		smp.Payload, smp.Truncated = s.fitPayload(x.ans)
-	}
-	return smp
-}
-
-// fitPayload returns a copy of raw for a sample: redacted with
-// gateway.redact_samples, cut at gateway.sample_max_bytes (truncated).
-func (s *Flow) fitPayload(raw []byte) (payload []byte, truncated bool) {
-	limit := int(s.gateway.SampleMaxBytes)
-	if s.gateway.RedactSamples && len(raw) > 0 {
-		return redact.Fit(raw, limit)
-	}
-	payload = raw
-	truncated = limit > 0 && len(payload) > limit
-	if truncated {
-		payload = payload[:limit]
-	}
-	return append([]byte(nil), payload...), truncated
-}
-
-// publishSample counts and publishes a sample.
-func (s *Flow) publishSample(x *Exchange, smp *record.Sample) {
-	s.tel.Sampled(x.Deployment.Name, string(smp.Reason))
-	if s.obs != nil {
-		s.obs.Sampled(smp)
-	}
-}
-
-// sampleReason is reason(body) for the description of a failed gray
-// status; with gateway.redact_samples gray's own words are left out, as
-// they are from the payload.
-func (s *Flow) sampleReason(body []byte) string {
-	if s.gateway.RedactSamples {
-		return "[redacted]"
-	}
-	return reason(body)
+	return a.Measure, true
 }
 
 // mirror sends a shadow copy of the request to gray after primary served
@@ -283,12 +222,12 @@ func (s *Flow) mirror(x *Exchange, primary *attempt.Measure) {
 	go func() {
 		defer func() { <-d.ShadowSlots }()
 		defer s.Put(y)
-		m, errs := s.attemptUntil(context.Background(), time.Now().Add(d.Rollout.Timeout), y, d, y.Stream)
-		s.tel.TTFT(d.Name, telemetry.ArmShadow, y.Stream, m.TTFT)
-		if m.Reason != filter.OK && s.hold(y, telemetry.ArmShadow, d.Gray, m, errs) {
+		a, errs := s.tryGray(context.Background(), y, events.ArmShadow, y.Stream)
+		s.tel.TTFT(d.Name, events.ArmShadow, y.Stream, a.TTFT)
+		if a.Reason != filter.OK && s.hold(y, &a, errs) {
 			s.pairShadow(y)
-			s.settle(y, &m)
+			s.settle(y, &a.Measure)
 		}
-		s.complete(y, telemetry.ArmShadow, d.Gray, m, nil)
+		s.complete(y, &a, nil)
 	}()
 }

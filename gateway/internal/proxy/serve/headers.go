@@ -7,6 +7,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/valyala/fasthttp"
 )
 
@@ -83,7 +84,7 @@ var (
 )
 
 // setArmHeaders adds the response headers that say who served.
-func setArmHeaders(c *fiber.Ctx, x *Exchange, armName string, a *deploy.Arm) {
+func setArmHeaders(c *fiber.Ctx, x *Exchange, armName events.Arm, a *deploy.Arm) {
 	h := &c.Response().Header
 	h.SetCanonical(hdrDeployment, []byte(x.Deployment.Name))
 	h.SetCanonical(hdrArm, []byte(armName))

@@ -7,24 +7,20 @@ import (
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/stats"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/schemas/events"
 )
 
 // statsArm is the arm an attempt counts in: a fallback's answer is
 // primary's.
-func statsArm(armName string) events.Arm {
-	switch armName {
-	case telemetry.ArmGray:
-		return events.ArmGray
-	case telemetry.ArmShadow:
-		return events.ArmShadow
+func statsArm(name events.Arm) events.Arm {
+	if name == events.ArmFallback {
+		return events.ArmPrimary
 	}
-	return events.ArmPrimary
+	return name
 }
 
 // attempted counts one ended attempt of arm a in the per-arm statistics.
-func (s *Flow) attempted(x *Exchange, armName string, a *deploy.Arm, m *attempt.Measure) {
+func (s *Flow) attempted(x *Exchange, armName events.Arm, a *deploy.Arm, m *attempt.Measure) {
 	outcome := m.Ended()
 	if outcome == events.OutcomeOK && m.Truncated {
 		outcome = events.OutcomeTruncated
@@ -46,20 +42,22 @@ func (s *Flow) attempted(x *Exchange, armName string, a *deploy.Arm, m *attempt.
 	x.Deployment.Stats.Record(&at)
 }
 
-// complete records the request's outcome: metrics, and the record for the
-// event log.
-func (s *Flow) complete(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, gray *attempt.Measure) {
+// complete records the request's outcome, the attempt a that answered
+// it (gray: a failed gray attempt before a, nil for none): metrics, and
+// the record for the event log.
+func (s *Flow) complete(x *Exchange, a *attempt.Attempt, gray *attempt.Measure) {
+	armName, m := a.Name, &a.Measure
 	s.tel.Request(x.Route.Name, x.Deployment.Name, armName, m.Status, time.Since(x.Start))
 	if gray != nil {
 		s.tel.Fallback(x.Deployment.Name, string(gray.Reason))
 		s.settle(x, gray) // primary's answer has ended: the gray failure's outcome is known
 	}
 	if m.PromptTokens > 0 && !m.UsageEstimated {
-		s.router.Estimator().Observe(a.Client.Model, x.Scan.TextBytes, len(x.Body), x.Scan.MessageCount, m.PromptTokens)
+		s.router.Estimator().Observe(a.Arm.Client.Model, x.Scan.TextBytes, len(x.Body), x.Scan.MessageCount, m.PromptTokens)
 	}
-	s.attempted(x, armName, a, &m)
+	s.attempted(x, armName, a.Arm, m)
 	if gray != nil {
-		s.attempted(x, telemetry.ArmGray, x.Deployment.Gray, gray)
+		s.attempted(x, events.ArmGray, x.Deployment.Gray, gray)
 	}
 	if s.obs == nil {
 		return
@@ -69,9 +67,9 @@ func (s *Flow) complete(x *Exchange, armName string, a *deploy.Arm, m attempt.Me
 	r := &x.rec
 	*r = record.Record{
 		RequestID: x.ID, Route: x.Route.Name, Deployment: x.Deployment.Name,
-		Arm: armName, Model: a.Client.Model, Stream: x.Stream, Mirrored: x.Shadow, EstimatedTokens: x.Estimate,
-		MatchedContext: x.Matched, ToolSteps: x.Scan.ToolSteps, Measure: m, Gray: gray,
-		PromptVersion: a.PromptVersion, PromptHash: a.PromptHash,
+		Arm: armName, Model: a.Arm.Client.Model, Stream: x.Stream, Mirrored: x.Shadow, EstimatedTokens: x.Estimate,
+		MatchedContext: x.Matched, ToolSteps: x.Scan.ToolSteps, Measure: *m, Gray: gray,
+		PromptVersion: a.Arm.PromptVersion, PromptHash: a.Arm.PromptHash,
 	}
 	if gray != nil && x.Deployment.Gray != nil {
 		r.GrayPromptVersion, r.GrayPromptHash = x.Deployment.Gray.PromptVersion, x.Deployment.Gray.PromptHash

@@ -10,27 +10,21 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
-	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
-	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 )
 
-// source is what a streaming client will receive, once known: a live
-// upstream stream to relay, or a gray stream already read and validated.
+// source is what a streaming client will receive, once known: the
+// attempt whose live upstream stream is relayed (Resp), or a gray
+// stream already read and validated (replay), or an attempt that
+// got no answer (Err).
 type source struct {
-	resp    *upstream.Response // live stream (nil with replay or err)
-	replay  bool               // x.ans holds a validated gray stream
-	observe bool               // resp is gray in observe mode: judge afterwards
-	arm     *deploy.Arm
-	armName string
-	sent    time.Time
-	headers time.Duration    // from sent to resp's headers
-	grayM   attempt.Measure  // the gray attempt when arm is gray (replay)
+	attempt.Attempt
+	replay  bool             // x.ans holds a validated gray stream
+	observe bool             // Resp is gray in observe mode: judge afterwards
 	gray    *attempt.Measure // a failed gray attempt (fallback)
-	err     error            // no upstream could be opened
 }
 
 // ForwardStream serves a streaming request. Which upstream streams is
@@ -44,7 +38,7 @@ type source struct {
 func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan source, 1)
-	v := &verdict{decided: make(chan struct{}), armName: telemetry.ArmPrimary}
+	v := &verdict{decided: make(chan struct{}), name: events.ArmPrimary}
 	go func() { done <- s.openStream(ctx, x, v) }()
 	<-v.decided
 	timer := time.NewTimer(relay.KeepAliveEvery)
@@ -52,7 +46,7 @@ func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange) error {
 	select {
 	case got := <-done:
 		timer.Stop()
-		if e := s.notAStream(c, x, &got); e != nil || got.resp == nil && !got.replay {
+		if e := s.notAStream(c, x, &got); e != nil || got.Resp == nil && !got.replay {
 			cancel()
 			s.Release(x)
 			return e
@@ -65,15 +59,15 @@ func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	if src != nil {
-		if src.resp != nil {
-			x.keepAnswerHeaders(src.resp.Header)
+		if src.Resp != nil {
+			x.keepAnswerHeaders(src.Resp.Header)
 		}
 		x.writeAnswerHeaders(c)
-		setArmHeaders(c, x, src.armName, src.arm)
+		setArmHeaders(c, x, src.Name, src.Arm)
 	} else {
 		// Committed before primary's headers arrived; the gray verdict
 		// is known, so primary serves: name it (fallback after gray).
-		setArmHeaders(c, x, v.armName, x.Deployment.Primary)
+		setArmHeaders(c, x, v.name, x.Deployment.Primary)
 	}
 	s.tel.Started()
 	b := &sseBody{s: s, x: x, src: src, done: done, conn: c.Context().Conn(), cancel: cancel}
@@ -154,12 +148,12 @@ func (b *sseBody) Close() error {
 	return nil
 }
 
-// verdict tells forwardStream that the arm to stream is decided: gray
-// (whose source follows at once) or primary under armName. armName is
+// verdict tells ForwardStream that the arm to stream is decided: gray
+// (whose source follows at once) or primary under name. name is
 // written before decided is closed.
 type verdict struct {
 	decided chan struct{}
-	armName string
+	name    events.Arm
 }
 
 // openStream decides what the client will stream: a gray stream that
@@ -169,11 +163,11 @@ type verdict struct {
 func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src source) {
 	d := x.Deployment
 	var gray *attempt.Measure
-	armName := telemetry.ArmPrimary
+	name := events.ArmPrimary
 	closed := false
 	decide := func() {
 		if !closed {
-			v.armName = armName
+			v.name = name
 			close(v.decided)
 			closed = true
 		}
@@ -181,62 +175,59 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src sou
 	defer decide()
 	if x.UseGray {
 		if d.Rollout.StreamValidation == config.StreamObserve {
-			sent := time.Now()
-			resp, err := d.Gray.Upstream().Do(ctx, upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(d.Gray), Header: x, HeaderTimeout: d.Rollout.Timeout})
-			if err == nil && resp.Status >= 200 && resp.Status < 300 && resp.IsEventStream() {
-				return source{resp: resp, observe: true, arm: d.Gray, armName: telemetry.ArmGray, sent: sent, headers: time.Since(sent)}
+			req := x.to(d.Gray)
+			req.HeaderTimeout = d.Rollout.Timeout
+			a := attempt.Send(ctx, d.Gray, events.ArmGray, req)
+			if a.Streams() {
+				return source{Attempt: a, observe: true}
 			}
-			var m attempt.Measure
-			var errs []filter.FieldError
-			if err != nil {
-				m, errs = failed(attempt.Measure{Latency: time.Since(sent)}, err)
-			} else {
-				x.ans, _ = resp.ReadAll(x.ans[:0], 64<<10)
-				resp.Close()
-				m = attempt.Measure{Status: resp.Status, Latency: time.Since(sent)}
-				attempt.Classify(resp.Status, nil).Gray(&m)
-				errs = []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(resp.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
-			}
-			s.sample(x, telemetry.ArmGray, d.Gray, m, errs)
-			gray, armName = &m, telemetry.ArmFallback
+			s.sample(x, &a, s.notObserved(x, &a))
+			gray, name = &a.Measure, events.ArmFallback
 		} else {
-			m, errs := s.attemptUntil(ctx, time.Now().Add(d.Rollout.Timeout), x, d, true)
-			s.tel.TTFT(d.Name, telemetry.ArmGray, true, m.TTFT)
-			if m.Reason == filter.OK {
-				return source{replay: true, arm: d.Gray, armName: telemetry.ArmGray, grayM: m}
+			a, errs := s.tryGray(ctx, x, events.ArmGray, true)
+			s.tel.TTFT(d.Name, events.ArmGray, true, a.TTFT)
+			if a.Reason == filter.OK {
+				return source{Attempt: a, replay: true}
 			}
-			s.hold(x, telemetry.ArmGray, d.Gray, m, errs)
-			gray, armName = &m, telemetry.ArmFallback
+			s.hold(x, &a, errs)
+			gray, name = &a.Measure, events.ArmFallback
 		}
 	}
 	decide()
-	sent := time.Now()
-	resp, err := d.Primary.Upstream().Do(ctx, upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(d.Primary), Header: x})
-	return source{resp: resp, err: err, arm: d.Primary, armName: armName, sent: sent, headers: time.Since(sent), gray: gray}
+	return source{Attempt: attempt.Send(ctx, d.Primary, name, x.to(d.Primary)), gray: gray}
+}
+
+// notObserved records in a's Measure why gray attempt a, in observe
+// mode, gave no event stream to relay, and says why.
+func (s *Flow) notObserved(x *Exchange, a *attempt.Attempt) []filter.FieldError {
+	if a.Err != nil {
+		return failed(&a.Measure, a.Failure())
+	}
+	x.ans, _ = a.Resp.ReadAll(x.ans[:0], 64<<10)
+	f := a.Failure()
+	a.Close()
+	a.Measure = attempt.Measure{Status: a.Status, Latency: a.Since()}
+	f.Gray(&a.Measure)
+	return []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(a.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
 }
 
 // notAStream handles a source that will not stream before anything was
 // sent: a failure keeps its status (a 4xx passes through, the rest is
 // 502/504), and a non-SSE answer is relayed as a buffered one. It returns
-// nil with src.resp still set when src is a stream to relay.
+// nil with src.Resp still set when src is a stream to relay, and nil
+// with src.Resp closed and nil once it relayed the answer.
 func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, src *source) error {
 	switch {
-	case src.err != nil:
-		m := attempt.Measure{Latency: time.Since(src.sent)}
-		e := s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, src.err), nil, &m)
-		s.complete(x, src.armName, src.arm, m, src.gray)
+	case src.Err != nil:
+		return s.unanswered(x, &src.Attempt, src.gray)
+	case src.replay || src.Streams():
+		return nil
+	}
+	defer src.Close() // and src.Resp is nil: nothing is left to stream
+	e := s.relayBuffered(c, x, &src.Attempt)
+	s.complete(x, &src.Attempt, src.gray)
+	if e != nil {
 		return e
-	case src.replay:
-		return nil
-	case src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream():
-		defer src.resp.Close()
-		m, e := s.relayBuffered(c, x, src.armName, src.arm, src.resp, src.sent)
-		s.complete(x, src.armName, src.arm, m, src.gray)
-		src.resp = nil
-		if e != nil {
-			return e
-		}
-		return nil
 	}
 	return nil
 }
@@ -252,21 +243,20 @@ func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, done <-chan source) *sou
 	}
 	src := <-done
 	x.tally.Seq = 0 // nothing relayed yet: an error event is the stream's first
-	if src.err != nil {
-		m := attempt.Measure{Latency: time.Since(src.sent)}
-		s.failStream(r, x, s.fail(x, telemetry.ArmPrimary, attempt.Classify(0, src.err), nil, &m))
-		s.complete(x, src.armName, src.arm, m, src.gray)
+	switch {
+	case src.Err != nil:
+		s.failStream(r, x, s.unanswered(x, &src.Attempt, src.gray))
 		return nil
-	}
-	if !src.replay && (src.resp.Status < 200 || src.resp.Status >= 300 || !src.resp.IsEventStream()) {
+	case !src.replay && !src.Streams():
 		// A late answer that is not the stream: a 4xx keeps its meaning
 		// (SPEC §3 rev. 4), anything else is the gateway's 502.
-		body, _ := src.resp.ReadAll(nil, 64<<10)
-		f := attempt.Classify(src.resp.Status, nil)
-		src.resp.Close()
-		m := attempt.Measure{Latency: time.Since(src.sent)}
-		s.failStream(r, x, s.fail(x, telemetry.ArmPrimary, f, body, &m))
-		s.complete(x, src.armName, src.arm, m, src.gray)
+		body, _ := src.Resp.ReadAll(nil, 64<<10)
+		f := src.Failure()
+		src.Close()
+		src.Measure = attempt.Measure{Latency: src.Since()}
+		e := s.fail(x, events.ArmPrimary, f, body, &src.Measure)
+		s.failStream(r, x, e)
+		s.complete(x, &src.Attempt, src.gray)
 		return nil
 	}
 	return &src
@@ -276,59 +266,53 @@ func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, done <-chan source) *sou
 // counts its attempts: a gray answer that had passed, a gray failure, and
 // primary's attempt, cancelled.
 func (s *Flow) abandon(x *Exchange, src source) {
-	closeSource(src)
+	src.Close()
 	switch {
 	case src.replay:
-		s.attempted(x, src.armName, src.arm, &src.grayM)
+		s.attempted(x, src.Name, src.Arm, &src.Measure)
 		return
 	case src.gray != nil:
 		s.settle(x, src.gray)
-		s.attempted(x, telemetry.ArmGray, x.Deployment.Gray, src.gray)
+		s.attempted(x, events.ArmGray, x.Deployment.Gray, src.gray)
 	}
-	m := attempt.Measure{ErrorType: attempt.ErrTypeCallerCancelled, Outcome: events.OutcomeCancelled, Latency: time.Since(src.sent)}
-	s.attempted(x, src.armName, src.arm, &m)
-}
-
-func closeSource(src source) {
-	if src.resp != nil {
-		src.resp.Close()
-	}
+	m := attempt.Measure{ErrorType: events.ErrorCallerCancelled, Outcome: events.OutcomeCancelled, Latency: src.Since()}
+	s.attempted(x, src.Name, src.Arm, &m)
 }
 
 // writeStream relays the source to the client and records the request.
 func (s *Flow) writeStream(r *relay.Relay, x *Exchange, src *source) {
 	d := x.Deployment
 	if src.replay {
-		ok := relay.Replay(r, x.ans, !x.Scan.IncludeUsage && x.EP != upstream.Responses)
-		m := src.grayM
-		if !ok {
+		if !relay.Replay(r, x.ans, !x.Scan.IncludeUsage && x.EP != upstream.Responses) {
 			// The client left during the replay; gray's attempt had
 			// ended, and ended well.
-			m.ErrorType, m.Outcome = attempt.ErrTypeCallerCancelled, events.OutcomeOK
+			src.ErrorType, src.Outcome = events.ErrorCallerCancelled, events.OutcomeOK
 		}
-		s.complete(x, telemetry.ArmGray, d.Gray, m, nil)
+		s.complete(x, &src.Attempt, nil)
 		s.mirrorIf(x, nil)
 		return
 	}
-	defer src.resp.Close()
+	defer src.Close()
 	// Observe mode validates gray's stream afterwards; a held gray
 	// failure, or a shadow copy to come, is paired with this one.
 	capture := !src.observe && (x.pair.held || x.Shadow)
 	x.pair.capture = capture
 	x.tally.Reset(src.observe || capture)
-	m := s.pipe(r, x, src)
-	if src.observe && m.ErrorType == attempt.ErrTypeNone {
-		if r, errs := m.Judge(d.FilterFor(x.EP), nil, x.tally.Contents); r != filter.OK {
+	s.pipe(r, x, src)
+	if src.observe && src.ErrorType == events.ErrorNone {
+		if r, errs := src.Judge(d.FilterFor(x.EP), nil, x.tally.Contents); r != filter.OK {
 			// Too late to fall back: the client has the answer. Keep
 			// the evidence.
 			x.ans = append(x.ans[:0], x.tally.Raw...)
-			s.sample(x, telemetry.ArmGray, d.Gray, m, errs)
+			s.sample(x, &src.Attempt, errs)
 		}
 	}
-	s.complete(x, src.armName, src.arm, m, src.gray)
-	s.mirrorIf(x, &m)
+	s.complete(x, &src.Attempt, src.gray)
+	s.mirrorIf(x, &src.Measure)
 }
 
+// mirrorIf sends the shadow copy of a request that asked for one
+// (mirror), primary's measure beside it.
 func (s *Flow) mirrorIf(x *Exchange, primary *attempt.Measure) {
 	if x.Shadow {
 		s.mirror(x, primary)
@@ -341,8 +325,8 @@ func (s *Flow) mirrorIf(x *Exchange, primary *attempt.Measure) {
 // answer into x.tally. It holds at most one event (max_sse_event_bytes)
 // and, in observe mode, the answer so far (max_buffered_answer_bytes):
 // a cap reached ends the stream with an upstream_error event.
-func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) attempt.Measure {
-	m := attempt.Measure{Status: src.resp.Status, ErrorType: attempt.ErrTypeNone, Headers: src.headers}
+func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) {
+	m := &src.Measure
 	buf := x.ans[:0]
 	if cap(buf) < streamReadBytes {
 		buf = make([]byte, 0, streamReadBytes)
@@ -355,7 +339,7 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) attempt.Measure {
 			// An event longer than the buffer: grow, up to the cap.
 			buf = upstream.Grow(buf, s.limits.event+1)
 		}
-		n, rerr := src.resp.Read(buf[len(buf):cap(buf)])
+		n, rerr := src.Resp.Read(buf[len(buf):cap(buf)])
 		if x.pair.capture {
 			s.keepRaw(&x.pair, buf[len(buf):len(buf)+n])
 		}
@@ -386,7 +370,7 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) attempt.Measure {
 				break
 			}
 			first := !m.Output
-			kind := x.takeEvent(ev, &m, src.sent)
+			kind := x.takeEvent(ev, m, src.Sent)
 			if x.tally.Over != nil {
 				capped = x.tally.Over
 				break
@@ -397,7 +381,7 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) attempt.Measure {
 				x.pair.capture, x.tally.KeepContent = false, false
 			}
 			if first && m.Output {
-				s.tel.TTFT(x.Deployment.Name, src.armName, true, m.TTFT)
+				s.tel.TTFT(x.Deployment.Name, src.Name, true, m.TTFT)
 			}
 			if strip && kind == eventUsageOnly {
 				werr = r.Write(buf[run:at])
@@ -411,35 +395,35 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) attempt.Measure {
 			rerr = capped
 		}
 		if rerr != nil {
-			m.Latency = time.Since(src.sent)
-			x.tally.Fill(&m, x.Body, &x.Scan)
+			m.Latency = time.Since(src.Sent)
+			x.tally.Fill(m, x.Body, &x.Scan)
 			if errors.Is(rerr, io.EOF) {
 				r.Write(buf[run:]) // with an unterminated last event, as sent
 				r.Unlock()
 				if failed, relayed := x.streamFailed(); failed {
-					s.endFailedStream(r, x, src.armName, &m, relayed)
+					s.endFailedStream(r, x, src.Name, m, relayed)
 				} else if x.pair.held {
-					s.judgePrimary(x, nil, &m)
+					s.judgePrimary(x, nil, m)
 				}
-				return m
+				return
 			}
 			r.Write(buf[run : len(buf)-len(rest)]) // the events before the failure
 			r.Unlock()
 			if r.Left() {
-				m.ErrorType = attempt.ErrTypeCallerCancelled
-				return m
+				m.ErrorType = events.ErrorCallerCancelled
+				return
 			}
-			src.resp.Abort() // a cap reached: stop the upstream
-			s.failStream(r, x, s.fail(x, src.armName, attempt.Classify(0, rerr), nil, &m))
-			return m
+			src.Resp.Abort() // a cap reached: stop the upstream
+			s.failStream(r, x, s.fail(x, src.Name, attempt.Classify(0, rerr), nil, m))
+			return
 		}
 		if err := r.Write(buf[run : len(buf)-len(rest)]); err != nil || werr != nil {
 			r.Unlock()
-			src.resp.Abort() // the client went away: stop the upstream
-			m.Latency = time.Since(src.sent)
-			m.ErrorType = attempt.ErrTypeCallerCancelled
-			x.tally.Fill(&m, x.Body, &x.Scan)
-			return m
+			src.Resp.Abort() // the client went away: stop the upstream
+			m.Latency = time.Since(src.Sent)
+			m.ErrorType = events.ErrorCallerCancelled
+			x.tally.Fill(m, x.Body, &x.Scan)
+			return
 		}
 		r.Unlock()
 		buf = append(buf[:0], rest...)

@@ -3,13 +3,17 @@ package serve
 import (
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
-	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
+	"github.com/graygate/graygate/gateway/internal/proxy/redact"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
 )
 
-// This file pairs a gray (or shadow) answer that broke the contract with
+// This file is the samples of failed gray (and shadow) answers: each is
+// published at once (sample), or, when it broke the contract, held and
+// paired with primary's answer to the same request.
+//
+// The pairing of a gray (or shadow) answer that broke the contract with
 // primary's answer to the same request (SPEC §6.2, §7 rev. 3). A client
 // can steer any model off the contract (prose prompts, a tiny
 // max_tokens); only a gray that fails where primary passes is the gray's
@@ -27,61 +31,80 @@ import (
 // never changed or delayed beyond the contract check of primary's
 // answer, which runs before it is handed to fasthttp.
 
-// pairing is an exchange's state of one pairing. The zero value pairs
-// nothing.
-type pairing struct {
-	held    bool          // smp is a failed attempt's sample, not yet published
-	smp     record.Sample // the held sample (it owns its payload)
-	capture bool          // keep primary's answer while relaying it (streams)
-	// The verdict on primary's answer: judged once it was a whole 2xx
-	// answer; broke when it broke the contract or was cut, errs saying
-	// why; raw its bytes for the sample (a prefix for a stream, rawBytes
-	// long in all).
-	judged   bool
-	broke    bool
-	errs     []filter.FieldError
-	raw      []byte
-	rawBytes int
-	// A shadow copy's copy of primary's whole answer (pairShadow): a
-	// buffered body (whole) or a stream's assembled contents.
-	primaryOK bool
-	whole     bool
-	truncated bool
-	body      []byte
-	contents  [][]byte
+// sample publishes a failed gray payload (x.ans) with its errors at once
+// (a failure that is not paired with primary's answer, hold).
+func (s *Flow) sample(x *Exchange, a *attempt.Attempt, errs []filter.FieldError) {
+	smp := s.newSample(x, a, errs)
+	smp.Outcome = a.Ended()
+	s.publishSample(x, &smp)
 }
 
-// reset forgets the pairing, keeping small buffers.
-func (p *pairing) reset() {
-	keep := func(b []byte) []byte {
-		if cap(b) > attempt.MaxPooledBytes {
-			return nil
-		}
-		return b[:0]
+// newSample builds the sample of a failed gray attempt a, its payload
+// (x.ans) and its errors; it owns a copy of the payload, cut at gateway.sample_max_bytes.
+// With gateway.redact_samples the payload is redacted here, before it
+// leaves the gateway; the errors were computed on the raw payload.
+func (s *Flow) newSample(x *Exchange, a *attempt.Attempt, errs []filter.FieldError) record.Sample {
+	smp := record.Sample{
+		RequestID: x.ID, Deployment: x.Deployment.Name, Arm: a.Name, Model: a.Arm.Client.Model,
+		Reason: a.Reason, Status: a.Status, Errors: errs, PayloadBytes: len(x.ans),
+		PromptHash: x.PromptHash(), Latency: a.Latency,
+		ArmPromptVersion: a.Arm.PromptVersion, ArmPromptHash: a.Arm.PromptHash,
 	}
-	raw, body, contents := keep(p.raw), keep(p.body), p.contents[:0]
-	if cap(contents) > 8 {
-		contents = nil
+	if s.obs != nil {
+		smp.Payload, smp.Truncated = s.fitPayload(x.ans)
 	}
-	*p = pairing{raw: raw, body: body, contents: contents}
+	return smp
+}
+
+// fitPayload returns a copy of raw for a sample: redacted with
+// gateway.redact_samples, cut at gateway.sample_max_bytes (truncated).
+func (s *Flow) fitPayload(raw []byte) (payload []byte, truncated bool) {
+	limit := int(s.gateway.SampleMaxBytes)
+	if s.gateway.RedactSamples && len(raw) > 0 {
+		return redact.Fit(raw, limit)
+	}
+	payload = raw
+	truncated = limit > 0 && len(payload) > limit
+	if truncated {
+		payload = payload[:limit]
+	}
+	return append([]byte(nil), payload...), truncated
+}
+
+// publishSample counts and publishes a sample.
+func (s *Flow) publishSample(x *Exchange, smp *record.Sample) {
+	s.tel.Sampled(x.Deployment.Name, string(smp.Reason))
+	if s.obs != nil {
+		s.obs.Sampled(smp)
+	}
+}
+
+// sampleReason is reason(body) for the description of a failed gray
+// status; with gateway.redact_samples gray's own words are left out, as
+// they are from the payload.
+func (s *Flow) sampleReason(body []byte) string {
+	if s.gateway.RedactSamples {
+		return "[redacted]"
+	}
+	return reason(body)
 }
 
 // pairs reports whether a failed attempt measured m is paired with
 // primary's answer: a contract failure (schema_violation, invalid_json)
 // on an endpoint with a contract. Embeddings have no schema.
 func pairs(x *Exchange, m *attempt.Measure) bool {
-	return (m.Reason == filter.SchemaViolation || m.Reason == filter.InvalidJSON) && x.EP != upstream.Embeddings
+	return (m.Reason == events.ReasonSchemaViolation || m.Reason == events.ReasonInvalidJSON) && x.EP != upstream.Embeddings
 }
 
-// hold builds the sample of a failed attempt and keeps it in x until
+// hold builds the sample of a failed attempt a and keeps it in x until
 // primary's answer is known (settle), when the failure pairs; otherwise
 // it publishes it now. It reports whether it held it.
-func (s *Flow) hold(x *Exchange, armName string, a *deploy.Arm, m attempt.Measure, errs []filter.FieldError) bool {
-	if !pairs(x, &m) {
-		s.sample(x, armName, a, m, errs)
+func (s *Flow) hold(x *Exchange, a *attempt.Attempt, errs []filter.FieldError) bool {
+	if !pairs(x, &a.Measure) {
+		s.sample(x, a, errs)
 		return false
 	}
-	x.pair.smp = s.newSample(x, armName, a, m, errs)
+	x.pair.smp = s.newSample(x, a, errs)
 	x.pair.held = true
 	x.pair.capture = true
 	return true
@@ -92,7 +115,7 @@ func (s *Flow) hold(x *Exchange, armName string, a *deploy.Arm, m attempt.Measur
 // contents x.tally assembled while relaying, capture). Only when a
 // failure is held.
 func (s *Flow) judgePrimary(x *Exchange, body []byte, m *attempt.Measure) {
-	if !x.pair.held || m.ErrorType != attempt.ErrTypeNone || m.Status < 200 || m.Status >= 300 || !x.tally.KeepContent {
+	if !x.pair.held || m.ErrorType != events.ErrorNone || m.Status < 200 || m.Status >= 300 || !x.tally.KeepContent {
 		return
 	}
 	p := &x.pair
@@ -160,7 +183,7 @@ func (s *Flow) settle(x *Exchange, m *attempt.Measure) {
 // primary answer copies nothing.
 func keepForShadow(x, y *Exchange, m *attempt.Measure, stream bool) {
 	y.pair.reset()
-	if m == nil || m.ErrorType != attempt.ErrTypeNone || m.Status < 200 || m.Status >= 300 {
+	if m == nil || m.ErrorType != events.ErrorNone || m.Status < 200 || m.Status >= 300 {
 		return
 	}
 	p := &y.pair
