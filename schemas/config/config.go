@@ -64,6 +64,13 @@ type NATS struct {
 	CredsFile    string `yaml:"creds_file"`
 	// TLS to the NATS server (a tls:// URL also turns it on).
 	TLS NATSTLS `yaml:"tls"`
+	// APIPrefix is the subject prefix under which the service reaches the
+	// JetStream API (rev. 4): empty for $JS.API, the streams in the
+	// service's own account (a plain single-account server);
+	// JS.graygate.API on infra/nats, whose streams live in an account of
+	// their own that each service's account imports (SPEC §11 rev. 4).
+	// Bucket writes then travel as <api_prefix>.$KV.<bucket>.<key>.
+	APIPrefix string `yaml:"api_prefix"`
 	// RolloutSigners (rev. 4, SPEC §7 "Signed rollout events") lists per
 	// actor kind the public nkeys allowed to sign its rollout events (the
 	// analyzer's also sign heartbeats). Empty: rollout events are

@@ -402,6 +402,11 @@ func (d *decoder) validateNATS(n *NATS) {
 	if (n.TLS.CertFile == "") != (n.TLS.KeyFile == "") {
 		d.errorf("nats.tls", nil, "cert_file and key_file go together (a client certificate and its key)")
 	}
+	if n.APIPrefix != "" {
+		if err := checkAPIPrefix(n.APIPrefix); err != nil {
+			d.errorf("nats.api_prefix", nil, "%v", err)
+		}
+	}
 	if u, err := url.Parse(n.URL); n.URL != "" && err == nil && u.User != nil && len(kinds) > 0 {
 		d.errorf("nats.url", nil, "must not carry credentials when nats.%s is set", kinds[0])
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 )
@@ -63,7 +62,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		return fmt.Errorf("connect to NATS at %s: %s", cfg.NATS.RedactedURL(), config.RedactURLs(err.Error()))
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := cfg.NATS.JetStream(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}

@@ -39,7 +39,10 @@ import (
 const (
 	DefaultBucket = "graygate_analyzer"
 	DefaultKey    = "leader"
-	DefaultTTL    = 10 * time.Second
+	// MaxBytes bounds the bucket a missing one is created with (SPEC §11
+	// rev. 4: no stream without a byte limit); it holds one small entry.
+	MaxBytes   = 1 << 20
+	DefaultTTL = 10 * time.Second
 )
 
 // Errors of Confirm.
@@ -144,6 +147,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Lease, erro
 			Bucket:      cfg.Bucket,
 			Description: "graygate analyzer lease (SPEC §11 rev. 4)",
 			History:     1,
+			MaxBytes:    MaxBytes,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 		})

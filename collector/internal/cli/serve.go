@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/graygate/graygate/collector/internal/api"
@@ -176,7 +175,7 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		eg, ctx := errgroup.WithContext(ctx)
 		eg.Go(func() error { return w.RunMaintenance(ctx, maintenanceInterval, maintenanceRetry) })
 		if nc != nil {
-			js, err := jetstream.New(nc)
+			js, err := cfg.NATS.JetStream(nc)
 			if err != nil {
 				return err
 			}

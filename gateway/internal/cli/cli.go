@@ -164,7 +164,8 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 		return fmt.Errorf("gateway.spool_dir: %w", err)
 	}
 	defer sp.Close()
-	pub, err := publish.New(nc, sp, publish.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, Log: log, Metrics: tel})
+	pub, err := publish.New(nc, sp, publish.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, APIPrefix: cfg.NATS.APIPrefix,
+		Log: log, Metrics: tel})
 	if err != nil {
 		return err
 	}
@@ -177,7 +178,11 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 		}
 	}
 	table := rollout.NewTable(grays)
-	rlog, err := rollout.NewLog(nc, table, seeds, cfg.NATS.Replicas, cfg.Gateway.RolloutStaleAfter, source, log)
+	js, err := cfg.NATS.JetStream(nc)
+	if err != nil {
+		return fmt.Errorf("rollout log: %w", err)
+	}
+	rlog, err := rollout.NewLog(js, table, seeds, cfg.NATS.Replicas, cfg.Gateway.RolloutStaleAfter, source, log)
 	if err != nil {
 		return err
 	}

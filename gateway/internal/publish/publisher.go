@@ -83,6 +83,9 @@ type Options struct {
 	// Replicas replicas.
 	EnsureStreams bool
 	Replicas      int
+	// APIPrefix is nats.api_prefix: the subject prefix of the JetStream
+	// API (empty: $JS.API).
+	APIPrefix string
 	// Linger is how long the first event of a burst waits for the events
 	// that follow it, so that they reach NATS together: one write, one
 	// store and one round of acknowledgements for the lot instead of one
@@ -231,7 +234,13 @@ func New(nc *nats.Conn, sp *spool.Spool, opts Options) (*Publisher, error) {
 		backoff:   minBackoff,
 		lastLog:   map[string]time.Time{},
 	}
-	p.js, err = jetstream.New(nc,
+	newJS := jetstream.New
+	if opts.APIPrefix != "" {
+		newJS = func(nc *nats.Conn, o ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+			return jetstream.NewWithAPIPrefix(nc, opts.APIPrefix, o...)
+		}
+	}
+	p.js, err = newJS(nc,
 		jetstream.WithPublishAsyncMaxPending(opts.MaxInFlight),
 		jetstream.WithPublishAsyncTimeout(opts.AckTimeout),
 		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) {

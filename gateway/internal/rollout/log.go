@@ -57,13 +57,11 @@ type Log struct {
 	reader rolloutlog.Reader
 }
 
-// NewLog returns a Log over nc for the deployments of table; seeds holds
-// the config's percentage of each, appended only when the log has none.
-func NewLog(nc *nats.Conn, table *Table, seeds map[string]float64, replicas int, staleAfter time.Duration, source string, log *slog.Logger) (*Log, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("rollout log: %w", err)
-	}
+// NewLog returns a Log over js (its connection rings the bell) for the
+// deployments of table; seeds holds the config's percentage of each,
+// appended only when the log has none.
+func NewLog(js jetstream.JetStream, table *Table, seeds map[string]float64, replicas int, staleAfter time.Duration, source string, log *slog.Logger) (*Log, error) {
+	nc := js.Conn()
 	if staleAfter <= 0 {
 		staleAfter = time.Minute
 	}
