@@ -125,9 +125,17 @@ func natsUsers(t *testing.T, path string) (map[string]any, natsConf) {
 		t.Fatalf("%s: %v", path, err)
 	}
 	users := map[string]any{}
-	for _, u := range asList(dig(top, "authorization", "users")) {
-		name, _ := dig(u, "user").(string)
-		users[name] = dig(u, "permissions")
+	add := func(list any) {
+		for _, u := range asList(list) {
+			name, _ := dig(u, "user").(string)
+			users[name] = dig(u, "permissions")
+		}
+	}
+	add(dig(top, "authorization", "users"))
+	if accounts, ok := top["accounts"].(map[string]any); ok {
+		for _, a := range accounts {
+			add(dig(a, "users"))
+		}
 	}
 	return users, natsConf{users: users, top: top}
 }
@@ -171,11 +179,15 @@ func TestShippedNATSConfiguration(t *testing.T) {
 			t.Errorf("%s has no publish allow list (it may publish anything)", name)
 			continue
 		}
-		// Its own inbox prefix only (SPEC §11 rev. 3), and the rollout
-		// subjects for the readers of the rollout log.
+		// Its own inbox prefix only (SPEC §11 rev. 3), the rollout
+		// subjects for the readers of the rollout log, and the analyzer's
+		// heartbeat for the gateways (SPEC §11 rev. 4).
 		wantSub := []string{"_INBOX_" + name + ".>"}
 		if name != "collector" {
 			wantSub = append(wantSub, "graygate.rollout.>")
+		}
+		if name == "gateway" {
+			wantSub = append(wantSub, "graygate.heartbeat")
 		}
 		if sub := allowList(p, "subscribe"); !reflect.DeepEqual(sub, wantSub) {
 			t.Errorf("%s subscribes to %v; want %v", name, sub, wantSub)
@@ -221,10 +233,21 @@ func TestShippedNATSConfiguration(t *testing.T) {
 		}
 	}
 
-	// Kubernetes runs the same identities and permissions, clustered.
+	// Kubernetes runs the same accounts, identities and permissions
+	// (accounts.conf verbatim), clustered.
 	k8sConf, _ := dig(k8sObjects(t)["ConfigMap/nats-config"], "data", "nats.conf").(string)
-	path := filepath.Join(t.TempDir(), "nats.conf")
+	k8sAccounts, _ := dig(k8sObjects(t)["ConfigMap/nats-config"], "data", "accounts.conf").(string)
+	shippedAccounts, err := os.ReadFile(filepath.Join(infraDir(t), "nats", "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k8sAccounts != string(shippedAccounts) {
+		t.Error("the Kubernetes ConfigMap's accounts.conf differs from infra/nats/accounts.conf")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nats.conf")
 	writeFile(t, path, k8sConf)
+	writeFile(t, filepath.Join(dir, "accounts.conf"), k8sAccounts)
 	k8sUsers, k8sConf2 := natsUsers(t, path)
 	if !reflect.DeepEqual(k8sUsers, users) {
 		t.Errorf("the Kubernetes NATS identities differ from infra/nats/nats-server.conf")
@@ -232,7 +255,7 @@ func TestShippedNATSConfiguration(t *testing.T) {
 	if monitors(k8sConf2.top) {
 		t.Error("the Kubernetes NATS configuration opens the monitoring port")
 	}
-	for _, want := range []string{"tls {", "verify: true", "$NATS_TLS_CERT", "authorization"} {
+	for _, want := range []string{"tls {", "verify: true", "$NATS_TLS_CERT", `include "accounts.conf"`} {
 		if !strings.Contains(k8sConf, want) {
 			t.Errorf("Kubernetes nats.conf lacks %q", want)
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,6 +51,12 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 // localhost into dir and returns their paths.
 func throwawayTLS(t *testing.T, dir string) (ca, cert, key string) {
 	t.Helper()
+	return throwawayTLSFor(t, dir, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+// throwawayTLSFor is throwawayTLS with the certificate's extended key usages.
+func throwawayTLSFor(t *testing.T, dir string, usages ...x509.ExtKeyUsage) (ca, cert, key string) {
+	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "graygate test CA"},
@@ -66,7 +73,9 @@ func throwawayTLS(t *testing.T, dir string) (ca, cert, key string) {
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "nats"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		DNSNames: []string{"localhost", "nats"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		// Both by default, as make-dev-certs.sh's: a node of a cluster
+		// dials its routes with the same certificate.
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages,
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
 	if err != nil {
@@ -80,28 +89,22 @@ func throwawayTLS(t *testing.T, dir string) (ca, cert, key string) {
 	return ca, cert, key
 }
 
+// randomSecret starts with a letter: nats-server 2.9 reads a variable's
+// value from the environment as a config value, so one that starts with
+// a digit is taken for a number and the file does not load (README.md).
 func randomSecret(t *testing.T) string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	return hex.EncodeToString(b)
+	return "s" + hex.EncodeToString(b)
 }
 
 // startSecureNATS runs infra/nats/nats-server.conf as shipped, on a free
 // loopback port with a temporary store.
 func startSecureNATS(t *testing.T) *secureNATS {
 	t.Helper()
-	dir := t.TempDir()
-	ca, cert, key := throwawayTLS(t, dir)
-	t.Setenv("NATS_TLS_CA", ca)
-	t.Setenv("NATS_TLS_CERT", cert)
-	t.Setenv("NATS_TLS_KEY", key)
-	pw := map[string]string{}
-	for _, svc := range []string{"gateway", "analyzer", "collector"} {
-		pw[svc] = randomSecret(t)
-		t.Setenv("NATS_"+strings.ToUpper(svc)+"_PASSWORD", pw[svc])
-	}
+	s := startInProcess(t, "nats-server.conf", 1) // sets the variables the file reads
 	opts, err := server.ProcessConfigFile("nats-server.conf")
 	if err != nil {
 		t.Fatalf("load nats-server.conf: %v", err)
@@ -115,19 +118,7 @@ func startSecureNATS(t *testing.T) *secureNATS {
 	if !opts.JetStream {
 		t.Fatal("the shipped configuration has no JetStream")
 	}
-	opts.Host, opts.Port = "127.0.0.1", -1
-	opts.StoreDir = filepath.Join(dir, "js")
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(s.Shutdown)
-	return &secureNATS{url: "tls://" + s.Addr().String(), ca: ca, passwords: pw}
+	return s.secure()
 }
 
 // conn is one service's connection, built the way the services build it
@@ -148,7 +139,7 @@ func (c *conn) violations() []string {
 
 func (n *secureNATS) connect(t *testing.T, user, password string) (*conn, error) {
 	t.Helper()
-	cfg := config.NATS{URL: n.url, User: user, Password: config.Secret(password), TLS: config.NATSTLS{CAFile: n.ca}}
+	cfg := config.NATS{URL: n.url, User: user, Password: config.Secret(password), TLS: config.NATSTLS{CAFile: n.ca}, APIPrefix: apiPrefix}
 	opts, err := cfg.ConnectOptions()
 	if err != nil {
 		return nil, err
@@ -173,9 +164,13 @@ func (n *secureNATS) connect(t *testing.T, user, password string) (*conn, error)
 		return nil, err
 	}
 	t.Cleanup(c.nc.Close)
-	c.js, err = jetstream.New(c.nc)
+	c.js, err = cfg.JetStream(c.nc)
 	return c, err
 }
+
+// apiPrefix is where the shipped accounts put the JetStream API of the
+// GRAYGATE account (the services' nats.api_prefix).
+const apiPrefix = "JS.graygate.API"
 
 // The consumer names nats-server.conf grants: the first analyzer's
 // statistics consumer and the collector's durables.
@@ -383,6 +378,34 @@ func TestShippedNATSPermissions(t *testing.T) {
 		if _, err := an.js.Publish(ctxT(t, time.Second), events.StatsSubject(dep), []byte("{}")); err == nil {
 			t.Error("analyzer published a statistic")
 		}
+	})
+
+	t.Run("the analyzer's heartbeat reaches the gateways, and only the analyzer's", func(t *testing.T) {
+		// Core graygate.heartbeat (SPEC §11 rev. 4): ANALYZER exports it,
+		// GATEWAY imports it; a gateway may not publish it.
+		gw2 := n.service(t, "gateway")
+		heard, err := gw.nc.SubscribeSync("graygate.heartbeat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = gw.nc.Flush()
+		if err := an.nc.Publish("graygate.heartbeat", []byte("beat")); err != nil {
+			t.Fatal(err)
+		}
+		_ = an.nc.Flush()
+		if m, err := heard.NextMsg(2 * time.Second); err != nil || string(m.Data) != "beat" {
+			t.Errorf("the gateway did not hear the analyzer's heartbeat: %v", err)
+		}
+		before := len(gw2.violations())
+		_ = gw2.nc.Publish("graygate.heartbeat", []byte("forged"))
+		_ = gw2.nc.Flush()
+		if m, err := heard.NextMsg(300 * time.Millisecond); err == nil {
+			t.Errorf("a gateway heard another gateway's heartbeat %q", m.Data)
+		}
+		if len(gw2.violations()) == before {
+			t.Error("the server did not refuse a gateway's heartbeat")
+		}
+		_ = heard.Unsubscribe()
 	})
 
 	t.Run("only the analyzer writes its checkpoints", func(t *testing.T) {
@@ -661,4 +684,83 @@ func TestShippedNATSPermissions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAllowListsAreTheImports: each identity's publish allow list is
+// exactly what its account leads into GRAYGATE (its service imports, by
+// their local names), the subjects its account maps onto them, and what
+// it exports itself; it subscribes to its own inbox and what its account
+// imports as streams. So nothing reaches a stream through a reply subject
+// that the identity could not publish (SPEC §11 rev. 4), and the allow
+// lists say no more than the imports.
+func TestAllowListsAreTheImports(t *testing.T) {
+	for _, v := range []string{"NATS_GATEWAY_PASSWORD", "NATS_ANALYZER_PASSWORD", "NATS_COLLECTOR_PASSWORD"} {
+		t.Setenv(v, "sx")
+	}
+	top, err := conf.ParseFile("accounts.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := mapAt(top, "accounts")
+	if _, ok := accounts["GRAYGATE"]; !ok || len(asList(mapAt(accounts, "GRAYGATE")["users"])) != 0 {
+		t.Error("account GRAYGATE, where the streams live, is missing or has users")
+	}
+	for name, a := range accounts {
+		am, _ := a.(map[string]any)
+		users := asList(am["users"])
+		if name == "GRAYGATE" {
+			continue
+		}
+		if len(users) != 1 {
+			t.Errorf("account %s has %d users; want one identity per service account", name, len(users))
+			continue
+		}
+		wantPub, wantSub := map[string]bool{}, map[string]bool{}
+		for _, imp := range asList(am["imports"]) {
+			m, _ := imp.(map[string]any)
+			local := ""
+			if to, ok := m["to"]; ok {
+				local = fmt.Sprint(to)
+			}
+			if svc := mapAt(m, "service"); svc != nil {
+				if local == "" {
+					local = fmt.Sprint(svc["subject"])
+				}
+				wantPub[local] = true
+			}
+			if st := mapAt(m, "stream"); st != nil {
+				if local == "" {
+					local = fmt.Sprint(st["subject"])
+				}
+				wantSub[local] = true
+			}
+		}
+		for from := range mapAt(am, "mappings") {
+			wantPub[from] = true
+		}
+		for _, exp := range asList(am["exports"]) {
+			if s, ok := exp.(map[string]any)["stream"]; ok {
+				wantPub[fmt.Sprint(s)] = true
+			}
+		}
+		u, _ := users[0].(map[string]any)
+		user := fmt.Sprint(u["user"])
+		wantSub["_INBOX_"+user+".>"] = true
+		for kind, want := range map[string]map[string]bool{"publish": wantPub, "subscribe": wantSub} {
+			got := map[string]bool{}
+			for _, s := range asStrings(mapAt(u, "permissions", kind)["allow"]) {
+				got[s] = true
+			}
+			for s := range got {
+				if !want[s] {
+					t.Errorf("%s may %s %s, which its account %s does not import, map or export", user, kind, s, name)
+				}
+			}
+			for s := range want {
+				if !got[s] {
+					t.Errorf("%s may not %s %s, which its account %s imports, maps or exports", user, kind, s, name)
+				}
+			}
+		}
+	}
 }

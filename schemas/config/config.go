@@ -64,6 +64,13 @@ type NATS struct {
 	CredsFile    string `yaml:"creds_file"`
 	// TLS to the NATS server (a tls:// URL also turns it on).
 	TLS NATSTLS `yaml:"tls"`
+	// APIPrefix is the subject prefix under which the service reaches the
+	// JetStream API (rev. 4): empty for $JS.API, the streams in the
+	// service's own account (a plain single-account server);
+	// JS.graygate.API on infra/nats, whose streams live in an account of
+	// their own that each service's account imports (SPEC §11 rev. 4).
+	// Bucket writes then travel as <api_prefix>.$KV.<bucket>.<key>.
+	APIPrefix string `yaml:"api_prefix"`
 	// RolloutSigners (rev. 4, SPEC §7 "Signed rollout events") lists per
 	// actor kind the public nkeys allowed to sign its rollout events (the
 	// analyzer's also sign heartbeats). Empty: rollout events are
@@ -387,8 +394,12 @@ type Analyzer struct {
 	ReadTimeout  time.Duration `yaml:"read_timeout"`
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	IdleTimeout  time.Duration `yaml:"idle_timeout"`
-	Gates        Gates         `yaml:"gates"`
-	Promotion    *Promotion    `yaml:"promotion"` // nil: no progressive rollout
+	// LeaseTTL (rev. 4, default 10s) times the lease (SPEC §11): renewed
+	// every LeaseTTL/3, acted on within LeaseTTL/2 of a renewal, taken over
+	// after its revision stood still for LeaseTTL.
+	LeaseTTL  time.Duration `yaml:"lease_ttl"`
+	Gates     Gates         `yaml:"gates"`
+	Promotion *Promotion    `yaml:"promotion"` // nil: no progressive rollout
 	// SigningKeyFile (rev. 4) is the nkey seed file that signs the
 	// analyzer's rollout events and heartbeats (SPEC §7, §11); required
 	// when nats.rollout_signers is set.

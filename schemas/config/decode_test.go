@@ -65,7 +65,7 @@ func TestDefaults(t *testing.T) {
 				Deployments: map[string]*Deployment{},
 				Analyzer: Analyzer{
 					Listen: "127.0.0.1:8083", Interval: 5 * time.Second, Window: 5 * time.Minute, MinRequests: 50,
-					Confidence: 0.99, ReadTimeout: 60 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+					Confidence: 0.99, ReadTimeout: 60 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, LeaseTTL: 10 * time.Second,
 					Gates: Gates{TokenInflationMax: 0.30, TTFTP99Max: 3 * time.Second, TTFTP99RatioMax: 1.5, LatencyP99RatioMax: 1.5,
 						ToolLoopRatioMax: 0.05, GrayErrorRateMax: 0.05},
 				},

@@ -117,6 +117,7 @@ func (a *Analyzer) setDefaults() {
 	a.ReadTimeout = 60 * time.Second
 	a.WriteTimeout = 30 * time.Second
 	a.IdleTimeout = 120 * time.Second
+	a.LeaseTTL = 10 * time.Second
 	a.Gates = Gates{
 		TokenInflationMax:    0.30,
 		SchemaFailureRateMax: 0,

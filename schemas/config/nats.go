@@ -4,17 +4,30 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Every NATS client of graygate pings its server every PingInterval and
+// gives the connection up after MaxPingsOutstanding unanswered pings
+// (SPEC §11 rev. 4), so a service leaves a hung server of a cluster within
+// 15 s (three intervals) and reconnects to another; the client default is
+// two minutes.
+const (
+	PingInterval        = 5 * time.Second
+	MaxPingsOutstanding = 2
 )
 
 // ConnectOptions returns the nats.go options of the service's NATS
 // identity and TLS (SPEC §7 "Who may write"): user and password, an nkey
 // seed file, or a creds file (NATS_CREDS already applied), and a CA and
 // client certificate. Every service dials with them, so the keys mean the
-// same everywhere. No identity configured: no option (an unauthenticated
-// NATS, the development setup). Errors never show a secret.
+// same everywhere (no identity configured: an unauthenticated NATS, the
+// development setup), and the pings every client of graygate keeps
+// (PingInterval, MaxPingsOutstanding). Errors never show a secret.
 func (n *NATS) ConnectOptions() ([]nats.Option, error) {
 	var opts []nats.Option
 	switch {
@@ -35,6 +48,7 @@ func (n *NATS) ConnectOptions() ([]nats.Option, error) {
 	if n.TLS.CertFile != "" {
 		opts = append(opts, nats.ClientCert(n.TLS.CertFile, n.TLS.KeyFile))
 	}
+	opts = append(opts, nats.PingInterval(PingInterval), nats.MaxPingsOutstanding(MaxPingsOutstanding))
 	return opts, nil
 }
 
@@ -73,3 +87,29 @@ func InboxPrefix(s Service) string { return "_INBOX_" + s.String() }
 func (n *NATS) RedactedURL() string { return RedactURL(n.URL) }
 
 func redactErr(err error) error { return errors.New(RedactURLs(err.Error())) }
+
+// JetStream returns the service's JetStream context on nc: under
+// nats.api_prefix when it is set (infra/nats: the streams live in an
+// account the service reaches through imports), else the default $JS.API.
+func (n *NATS) JetStream(nc *nats.Conn, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+	if n.APIPrefix == "" {
+		return jetstream.New(nc, opts...)
+	}
+	return jetstream.NewWithAPIPrefix(nc, n.APIPrefix, opts...)
+}
+
+// checkAPIPrefix accepts a literal subject: dot-separated non-empty
+// tokens without wildcards or white space.
+func checkAPIPrefix(p string) error {
+	for _, tok := range strings.Split(p, ".") {
+		switch {
+		case tok == "":
+			return fmt.Errorf("%q is not a subject prefix: an empty token (a leading, trailing or double dot)", p)
+		case tok == "*" || tok == ">":
+			return fmt.Errorf("%q is not a subject prefix: the wildcard %q", p, tok)
+		case strings.ContainsAny(tok, " \t\r\n"):
+			return fmt.Errorf("%q is not a subject prefix: white space", p)
+		}
+	}
+	return nil
+}

@@ -1,13 +1,21 @@
 package config
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 )
 
@@ -69,5 +77,121 @@ func TestConnectWithEachIdentity(t *testing.T) {
 				t.Errorf("connect = %v; want ok %v", err, c.ok)
 			}
 		})
+	}
+}
+
+// TestJetStreamAPIPrefix: with nats.api_prefix the service's JetStream
+// requests go under the prefix (the imports of infra/nats); without it,
+// to $JS.API of a plain single-account server, where streams work.
+func TestJetStreamAPIPrefix(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	defer s.Shutdown()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	plain, err := (&NATS{}).JetStream(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatalf("no prefix, a plain server: %v", err)
+	}
+
+	heard, err := nc.SubscribeSync("JS.graygate.API.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefixed, err := (&NATS{APIPrefix: "JS.graygate.API"}).JetStream(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	_, _ = prefixed.Stream(short, "S") // nobody answers under the prefix here
+	msg, err := heard.NextMsg(time.Second)
+	if err != nil {
+		t.Fatalf("no request under the prefix: %v", err)
+	}
+	if msg.Subject != "JS.graygate.API.STREAM.INFO.S" {
+		t.Errorf("stream info went to %s; want JS.graygate.API.STREAM.INFO.S", msg.Subject)
+	}
+}
+
+// TestServicesLeaveAHungServer: a service's connection (ServiceOptions,
+// the analyzer's and the collector's) pings every 5 s and gives up a
+// server that stops answering after two unanswered pings, within 15 s
+// (SPEC §11 rev. 4), where the client's default would wait minutes.
+func TestServicesLeaveAHungServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 15 s for a hung server")
+	}
+	t.Parallel()
+	// A server that answers the handshake and then nothing: a node
+	// stopped with SIGSTOP keeps its socket open.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				fmt.Fprintf(c, "INFO {\"server_id\":\"hung\",\"version\":\"2.10.0\",\"proto\":1,\"max_payload\":1048576}\r\n")
+				r := bufio.NewReader(c)
+				for answered := false; ; {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if strings.HasPrefix(line, "PING") && !answered { // the handshake's
+						answered = true
+						fmt.Fprintf(c, "PONG\r\n")
+					}
+				}
+			}()
+		}
+	}()
+
+	opts, err := (&NATS{}).ServiceOptions(ForAnalyzer, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := make(chan error, 1)
+	nc, err := nats.Connect("nats://"+l.Addr().String(), append(opts,
+		nats.MaxReconnects(0),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { gone <- err }))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if nc.Opts.PingInterval != 5*time.Second || nc.Opts.MaxPingsOut != 2 {
+		t.Errorf("ping every %v, give up after %d; want 5s and 2", nc.Opts.PingInterval, nc.Opts.MaxPingsOut)
+	}
+	start := time.Now()
+	select {
+	case err := <-gone:
+		if took := time.Since(start); took > 16*time.Second || !errors.Is(err, nats.ErrStaleConnection) {
+			t.Errorf("left the hung server after %v with %v; want within 15 s, stale connection", took, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("still on the hung server after 20 s")
 	}
 }

@@ -190,11 +190,13 @@ func TestRedactURL(t *testing.T) {
 func TestConnectOptions(t *testing.T) {
 	n := NATS{User: "gateway", Password: "pw", TLS: NATSTLS{CAFile: "/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem"}}
 	opts, err := n.ConnectOptions()
-	if err != nil || len(opts) != 3 {
-		t.Errorf("user + CA + client cert: %d options, %v; want 3", len(opts), err)
+	// The identity, the CA, the certificate, and the two ping options
+	// every client has (SPEC §11 rev. 4, TestServicesLeaveAHungServer).
+	if err != nil || len(opts) != 5 {
+		t.Errorf("user + CA + client cert: %d options, %v; want 5", len(opts), err)
 	}
-	if opts, err := (&NATS{}).ConnectOptions(); err != nil || len(opts) != 0 {
-		t.Errorf("no identity: %d options, %v; want none", len(opts), err)
+	if opts, err := (&NATS{}).ConnectOptions(); err != nil || len(opts) != 2 {
+		t.Errorf("no identity: %d options, %v; want the pings only", len(opts), err)
 	}
 	if _, err := (&NATS{NKeySeedFile: "/no/such/seed.nk"}).ConnectOptions(); err == nil {
 		t.Error("a missing nkey seed file loaded")

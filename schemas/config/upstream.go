@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"net/url"
 	"unicode/utf8"
+
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // This file checks an upstream's rev. 2 keys (SPEC §2, §6.6): its TLS
@@ -63,6 +65,8 @@ func (d *decoder) validatePrompt(p string, pr *Prompt, dir string) {
 	p += ".prompt"
 	if pr.Version == "" && !d.failed[p+".version"] {
 		d.errorf(p+".version", nil, "a prompt needs a version (it names the prompt in headers and events)")
+	} else if err := text.Check("the version", pr.Version); err != nil {
+		d.errorf(p+".version", nil, "%v", err)
 	}
 	switch pr.Mode {
 	case "":

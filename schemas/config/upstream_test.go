@@ -47,6 +47,8 @@ func TestUpstreamPromptAndTLS(t *testing.T) {
 		{"one byte over", "{prompt: {version: v2, system_file: big.txt}}", "deployments.d.gray.prompt.system_file: big.txt: larger than 256KiB", nil},
 		{"bad mode", "{prompt: {version: v2, system_file: good.txt, mode: append}}", `deployments.d.gray.prompt.mode: must be replace or prepend, got "append"`, nil},
 		{"no version", "{prompt: {system_file: good.txt}}", "deployments.d.gray.prompt.version: a prompt needs a version", nil},
+		{"version with a bidirectional override", `{prompt: {version: "v2\u202e", system_file: good.txt}}`,
+			"deployments.d.gray.prompt.version: the version holds U+202E", nil},
 		{"ca not PEM", "{url: https://x, model: m, tls: {ca_file: notpem.crt}}", "deployments.d.gray.tls.ca_file: notpem.crt: no PEM certificate in the file", nil},
 		{"cert without key", "{url: https://x, model: m, tls: {cert_file: notpem.crt}}", "deployments.d.gray.tls.key_file: a client certificate needs both cert_file and key_file", nil},
 		{"gray with url needs model", "{url: https://x}", "deployments.d.gray.model: an upstream needs the model name it serves", nil},

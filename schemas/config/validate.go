@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // validate checks every rule that involves a value's meaning or other values,
@@ -96,6 +98,8 @@ func (d *decoder) validateRoutes(c *Config, bands map[string]bool) {
 		p := indexPath("routing.routes", i)
 		if r.Model == "" && !d.failed[p+".model"] {
 			d.errorf(p+".model", nil, "a route needs a model (the value clients send)")
+		} else if err := text.Check("the model", r.Model); err != nil {
+			d.errorf(p+".model", nil, "%v", err)
 		} else if j, dup := seen[r.Model]; dup && r.Model != "" {
 			d.errorf(p+".model", nil, "duplicate route model %q (also %s)", r.Model, indexPath("routing.routes", j))
 		} else {
@@ -167,6 +171,8 @@ func (d *decoder) validateUpstream(p string, u *Upstream, dir string, gray bool)
 	}
 	if u.Model == "" && !sameUpstream && !d.failed[p+".model"] {
 		d.errorf(p+".model", nil, "an upstream needs the model name it serves")
+	} else if err := text.Check("the model", u.Model); err != nil {
+		d.errorf(p+".model", nil, "%v", err)
 	}
 	d.positiveDuration(p+".timeout", u.Timeout)
 	d.positiveDuration(p+".stream_idle_timeout", u.StreamIdleTimeout)
@@ -278,6 +284,7 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 	d.positiveDuration("analyzer.read_timeout", a.ReadTimeout)
 	d.positiveDuration("analyzer.write_timeout", a.WriteTimeout)
 	d.positiveDuration("analyzer.idle_timeout", a.IdleTimeout)
+	d.positiveDuration("analyzer.lease_ttl", a.LeaseTTL)
 	g := a.Gates
 	for _, gate := range []struct {
 		key string
@@ -394,6 +401,11 @@ func (d *decoder) validateNATS(n *NATS) {
 	}
 	if (n.TLS.CertFile == "") != (n.TLS.KeyFile == "") {
 		d.errorf("nats.tls", nil, "cert_file and key_file go together (a client certificate and its key)")
+	}
+	if n.APIPrefix != "" {
+		if err := checkAPIPrefix(n.APIPrefix); err != nil {
+			d.errorf("nats.api_prefix", nil, "%v", err)
+		}
 	}
 	if u, err := url.Parse(n.URL); n.URL != "" && err == nil && u.User != nil && len(kinds) > 0 {
 		d.errorf("nats.url", nil, "must not carry credentials when nats.%s is set", kinds[0])

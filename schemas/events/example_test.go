@@ -93,6 +93,7 @@ func full() []events.Data {
 				Threshold:     0,
 				WindowSeconds: 300,
 			},
+			Lease: &events.LeaseRef{Holder: "analyzer/an-1/0b6f", Revision: 7},
 		},
 		&events.AnalysisEvaluated{
 			Deployment:      "qwen-32k",

@@ -38,6 +38,19 @@ type RolloutChanged struct {
 	// an admin change ("" for the shared token); taken from the token,
 	// never from a request body. Empty for other actors.
 	Operator string `json:"operator,omitempty"`
+	// Lease is the analyzer lease the event was published under (rev. 4,
+	// SPEC §11): set on every analyzer event, nil on others and on
+	// analyzer events written before rev. 4.
+	Lease *LeaseRef `json:"lease,omitempty"`
+}
+
+// LeaseRef names an analyzer lease as its holder last renewed it: the
+// holder's name as written in the lease entry and the entry's revision
+// after that renewal. Two events with the same holder and revision were
+// published under one renewal; the history shows who acted on which lease.
+type LeaseRef struct {
+	Holder   string `json:"holder"`
+	Revision uint64 `json:"revision"`
 }
 
 // MaxOperatorBytes is the longest operator name (SPEC §3 rev. 4).
@@ -131,6 +144,17 @@ func (r *RolloutChanged) Check() error {
 		p.finite("trigger.threshold", t.Threshold)
 		if math.IsNaN(t.WindowSeconds) || math.IsInf(t.WindowSeconds, 0) || t.WindowSeconds <= 0 {
 			p.add("trigger.window_seconds must be positive, got %v", t.WindowSeconds)
+		}
+	}
+	if l := r.Lease; l != nil {
+		if r.Actor != ActorAnalyzer {
+			p.add("lease is set for actor %s (only the analyzer has one)", r.Actor)
+		}
+		if l.Holder == "" {
+			p.add("lease.holder is empty")
+		}
+		if l.Revision == 0 {
+			p.add("lease.revision must be positive")
 		}
 	}
 	return p.err(TypeRolloutChanged)

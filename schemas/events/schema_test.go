@@ -63,7 +63,7 @@ func TestGoValuesValidate(t *testing.T) {
 	rejected := *values[1].(*events.RequestRejected)
 	rejected.Deployment, rejected.Param = "", ""
 	admin := *values[3].(*events.RolloutChanged)
-	admin.Actor, admin.Trigger, admin.Percentage, admin.Status = events.ActorAdmin, nil, 100, events.StatusActive
+	admin.Actor, admin.Trigger, admin.Lease, admin.Percentage, admin.Status = events.ActorAdmin, nil, nil, 100, events.StatusActive
 	values = append(values, &binary, &empty, &truncated, &primary, &rejected, &admin)
 	for i, d := range values {
 		t.Run(d.EventType(), func(t *testing.T) {
@@ -328,6 +328,21 @@ func TestSchemaAgreesWithCheck(t *testing.T) {
 		{"trigger from admin", func() events.Data {
 			r := *full()[3].(*events.RolloutChanged)
 			r.Actor = events.ActorAdmin
+			return &r
+		}, true},
+		{"lease from admin", func() events.Data {
+			r := *full()[3].(*events.RolloutChanged)
+			r.Actor, r.Trigger = events.ActorAdmin, nil
+			return &r
+		}, true},
+		{"lease without holder", func() events.Data {
+			r := *full()[3].(*events.RolloutChanged)
+			r.Lease = &events.LeaseRef{Revision: 3}
+			return &r
+		}, true},
+		{"lease at revision 0", func() events.Data {
+			r := *full()[3].(*events.RolloutChanged)
+			r.Lease = &events.LeaseRef{Holder: "a"}
 			return &r
 		}, true},
 		{"unknown actor", func() events.Data {

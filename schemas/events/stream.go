@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"time"
 
@@ -22,6 +23,17 @@ const (
 	RolloutPerSubject = 100
 	// DuplicateWindow: a Nats-Msg-Id republished within it is stored once.
 	DuplicateWindow = 2 * time.Minute
+)
+
+// Each stream's max_bytes (SPEC §11 rev. 4): the oldest messages go when
+// a stream is full, so a flood fills a bounded disk, not the server's.
+// Together 56 GiB, below GRAYGATE's 100G of JetStream storage on
+// infra/nats (the analyzer's buckets take the rest, README.md "Limits").
+const (
+	EventsMaxBytes   = 32 << 30
+	StatsMaxBytes    = 8 << 30
+	RolloutMaxBytes  = 1 << 30
+	AnalysisMaxBytes = 8 << 30
 )
 
 // StreamConfigs returns the configurations of the four streams with the
@@ -49,13 +61,14 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	}
 	ev := base(StreamEvents, "graygate request, rejection and failed-sample events (SPEC §7)",
 		SubjectRequestAll, SubjectRejectionAll, SubjectSampleAll)
-	ev.MaxAge = EventsMaxAge
+	ev.MaxAge, ev.MaxBytes = EventsMaxAge, EventsMaxBytes
 	ro := base(StreamRollout, "graygate rollout state changes, the last 100 per deployment (SPEC §7)", SubjectRolloutAll)
-	ro.MaxMsgsPerSubject = RolloutPerSubject
+	ro.MaxMsgsPerSubject, ro.MaxBytes = RolloutPerSubject, RolloutMaxBytes
+	ro.RePublish = &jetstream.RePublish{Source: SubjectRolloutAll, Destination: SubjectRolloutStoredAll, HeadersOnly: true}
 	an := base(StreamAnalysis, "graygate analyzer evaluations: gate values and verdicts (SPEC §7)", SubjectAnalysisAll)
-	an.MaxAge = AnalysisMaxAge
+	an.MaxAge, an.MaxBytes = AnalysisMaxAge, AnalysisMaxBytes
 	st := base(StreamStats, "graygate per-arm statistics, one event per gateway, deployment and stats_interval (SPEC §7)", SubjectStatsAll)
-	st.MaxAge = StatsMaxAge
+	st.MaxAge, st.MaxBytes = StatsMaxAge, StatsMaxBytes
 	return []jetstream.StreamConfig{ev, st, ro, an}
 }
 
@@ -107,8 +120,11 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 
 // StreamDiff lists how got differs from want in what graygate relies on:
 // subjects (in any order), retention, storage, max age, messages per
-// subject and duplicate window. Replicas, descriptions and other limits are
-// the operator's to choose.
+// subject, duplicate window, the republish of stored rollout events (what
+// rings the readers on infra/nats), and a byte limit (a stream without
+// one can fill the server's disk, SPEC §11 rev. 4). Replicas,
+// descriptions, the size of the byte limit and other limits are the
+// operator's to choose.
 func StreamDiff(got, want jetstream.StreamConfig) []string {
 	var d []string
 	gs, ws := slices.Sorted(slices.Values(got.Subjects)), slices.Sorted(slices.Values(want.Subjects))
@@ -130,5 +146,18 @@ func StreamDiff(got, want jetstream.StreamConfig) []string {
 	if got.Duplicates != want.Duplicates {
 		d = append(d, fmt.Sprintf("duplicate_window %v, want %v", got.Duplicates, want.Duplicates))
 	}
+	if !reflect.DeepEqual(got.RePublish, want.RePublish) {
+		d = append(d, fmt.Sprintf("republish %s, want %s", republishString(got.RePublish), republishString(want.RePublish)))
+	}
+	if got.MaxBytes <= 0 && want.MaxBytes > 0 {
+		d = append(d, fmt.Sprintf("no max_bytes, want a limit (graygate's is %d)", want.MaxBytes))
+	}
 	return d
+}
+
+func republishString(r *jetstream.RePublish) string {
+	if r == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s → %s (headers only %v)", r.Source, r.Destination, r.HeadersOnly)
 }

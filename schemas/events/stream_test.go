@@ -164,6 +164,31 @@ func TestStreamDiff(t *testing.T) {
 			t.Errorf("StreamDiff = %v; want %s named", d, field)
 		}
 	}
+	// rev. 4: a stream without a byte limit, and a rollout log that does
+	// not republish what it stored (the bell on infra/nats), are named;
+	// another size of limit is the operator's.
+	var rollout jetstream.StreamConfig
+	for _, c := range events.StreamConfigs(1) {
+		if c.Name == events.StreamRollout {
+			rollout = c
+		}
+	}
+	if rollout.RePublish == nil || rollout.MaxBytes <= 0 {
+		t.Fatalf("GRAYGATE_ROLLOUT: republish %v, max_bytes %d; want both", rollout.RePublish, rollout.MaxBytes)
+	}
+	old := rollout
+	old.RePublish, old.MaxBytes = nil, -1
+	d = events.StreamDiff(old, rollout)
+	for _, field := range []string{"republish", "max_bytes"} {
+		if !strings.Contains(strings.Join(d, ";"), field) {
+			t.Errorf("StreamDiff(rev. 3 rollout stream) = %v; want %s named", d, field)
+		}
+	}
+	bigger := rollout
+	bigger.MaxBytes *= 4
+	if d := events.StreamDiff(bigger, rollout); len(d) != 0 {
+		t.Errorf("StreamDiff(a larger byte limit) = %v; want none", d)
+	}
 }
 
 // EnsureStreams works against the machine's nats-server (2.9 on the

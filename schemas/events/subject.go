@@ -44,6 +44,13 @@ const (
 	SubjectStatsAll     = SubjectStatsPrefix + ">"
 )
 
+// SubjectRolloutStoredAll is where GRAYGATE_ROLLOUT republishes the
+// headers of each rollout event once stored (rev. 4). On infra/nats the
+// readers' accounts import it as graygate.rollout.>, the subject their
+// bell listens on, so they are rung by what was stored, never by a
+// publish (SPEC §11 rev. 4: publish and notification on distinct subjects).
+const SubjectRolloutStoredAll = "graygate.stored.rollout.>"
+
 // RequestSubject is where a deployment's request.completed events go.
 func RequestSubject(deployment string) string { return SubjectRequestPrefix + deployment }
 

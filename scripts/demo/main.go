@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 	"github.com/graygate/graygate/schemas/tick"
 )
 
@@ -355,7 +356,7 @@ func (d *demo) awaitRollback(since time.Time) error {
 	first := d.firstBad
 	d.mu.Unlock()
 	d.say("ROLLBACK applied by the gateway: %s at %.2f%% (revision %d, actor %s)", r.Status, r.Percentage, r.Revision, r.Actor)
-	d.say("  reason: %s", r.Reason)
+	d.say("  reason: %s", text.Escape(r.Reason))
 	if !first.IsZero() {
 		d.say("  first bad gray answer → rollback applied: %.2fs", applied.Sub(first).Seconds())
 	} else {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -23,7 +24,8 @@ import (
 // Source is what the endpoints report on; *engine.Engine implements it.
 type Source interface {
 	Status() engine.Status
-	Ready() bool
+	// NotReady says why /readyz answers 503; none: 200.
+	NotReady() []string
 }
 
 var _ Source = (*engine.Engine)(nil)
@@ -39,9 +41,9 @@ func Handler(src Source, set *metrics.Set, help map[string]string, connected fun
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		body := "ready\n"
-		if !src.Ready() {
+		if why := src.NotReady(); len(why) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			body = "not ready: rebuilding the window and reading the rollout log\n"
+			body = "not ready: " + strings.Join(why, "; ") + "\n"
 		}
 		if connected != nil && !connected() {
 			body = "degraded: event log unreachable\n" + body

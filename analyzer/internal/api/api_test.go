@@ -20,7 +20,12 @@ func (s source) Status() engine.Status {
 	return engine.Status{Ready: s.ready, Source: "analyzer/test", Deployments: []engine.DeploymentStatus{{Evaluation: engine.Evaluation{Deployment: "d"}}}}
 }
 
-func (s source) Ready() bool { return s.ready }
+func (s source) NotReady() []string {
+	if s.ready {
+		return nil
+	}
+	return []string{engine.NotReadyReplaying}
+}
 
 func TestHandler(t *testing.T) {
 	set := metrics.NewSet()

@@ -22,7 +22,6 @@ import (
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 )
@@ -63,7 +62,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		return fmt.Errorf("connect to NATS at %s: %s", cfg.NATS.RedactedURL(), config.RedactURLs(err.Error()))
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := cfg.NATS.JetStream(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -93,6 +92,8 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		Source:      "analyzer/" + host,
 		Logger:      log,
 		Metrics:     set,
+		LeaseTTL:    cfg.Analyzer.LeaseTTL,
+		Connected:   nc.IsConnected,
 		Signers:     events.NewSigners(rs.Analyzer, rs.Admin, rs.Config),
 		SigningKey:  key,
 	}, js, nil)
@@ -111,7 +112,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 				return err
 			}
 			var err error
-			l, err = lease.Open(ctx, js, lease.Config{Holder: holder, Replicas: cfg.NATS.Replicas, Logger: log})
+			l, err = lease.Open(ctx, js, lease.Config{Holder: holder, TTL: cfg.Analyzer.LeaseTTL, Replicas: cfg.NATS.Replicas, Logger: log})
 			return err
 		})
 		if err != nil || ctx.Err() != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/graygate/graygate/analyzer/internal/rollout"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // status asks a running analyzer for GET /v1/status and prints it.
@@ -132,17 +133,17 @@ func writeTable(out io.Writer, s *engine.Status) error {
 			fmt.Fprintln(out, line)
 		}
 		if ep := d.Epoch; ep != nil && ep.Note != "" {
-			fmt.Fprintf(out, "%s: epoch %d: %s\n", d.Deployment, ep.Index, ep.Note)
+			fmt.Fprintf(out, "%s: epoch %d: %s\n", d.Deployment, ep.Index, text.Escape(ep.Note))
 		}
 		if r := d.Rollout; r != nil && r.Note != "" {
-			fmt.Fprintf(out, "%s: rollout revision %d skipped: %s\n", d.Deployment, r.Revision, r.Note)
+			fmt.Fprintf(out, "%s: rollout revision %d skipped: %s\n", d.Deployment, r.Revision, text.Escape(r.Note))
 		}
 		if a := d.LastAction; a != nil {
 			line := fmt.Sprintf("%s: last %s at %s", d.Deployment, a.Kind, a.At.UTC().Format(time.RFC3339))
 			if a.Error != "" {
-				line += " not stored: " + a.Error
+				line += " not stored: " + text.Escape(a.Error)
 			} else {
-				line += fmt.Sprintf(" (revision %d): %s", a.Revision, a.Reason)
+				line += fmt.Sprintf(" (revision %d): %s", a.Revision, text.Escape(a.Reason))
 			}
 			fmt.Fprintln(out, line)
 		}

@@ -98,6 +98,9 @@ func (e *Engine) Consume(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", SubjectStats, err)
 	}
 	defer it.Stop()
+	// Consuming while this loop runs; readiness adds the connection.
+	e.consuming.Store(true)
+	defer e.consuming.Store(false)
 	// Read the configuration back now and then: a consumer changed under
 	// the analyzer (its filter, its start) is refused — the iterator stops,
 	// Consume returns, and Run creates it anew as declared.

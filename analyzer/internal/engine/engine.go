@@ -22,15 +22,23 @@ import (
 	"github.com/graygate/graygate/analyzer/internal/window"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/tick"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 )
 
-// Leader says whether this process may act (publish events). The lease
-// package's *Lease implements it.
+// Leader says whether this process may act (publish rollout events,
+// write checkpoints). The lease package's *Lease implements it.
 type Leader interface {
+	// Held reports whether this process may act now, without I/O.
 	Held() bool
+	// Confirm reads the lease back right before a rollout append and
+	// returns the lease to name in the event, or why not to append.
+	Confirm(ctx context.Context) (events.LeaseRef, error)
+	// Vacancy is how long no analyzer has held the lease, as this
+	// process sees it; 0 while one does.
+	Vacancy() time.Duration
 }
 
 // Deployment is a deployment with a gray release.
@@ -91,6 +99,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the analyzer's series; default a private set.
 	Metrics *metrics.Set
+	// LeaseTTL is analyzer.lease_ttl: a vacancy longer than twice it makes
+	// the analyzer unready; default Analyzer.LeaseTTL, else 10s.
+	LeaseTTL time.Duration
+	// Connected reports whether the NATS connection is up (nil: always);
+	// readiness uses it.
+	Connected func() bool
 	// Signers are nats.rollout_signers: the rollout follower refuses what
 	// they do not allow (SPEC §7 rev. 4); empty accepts unsigned events.
 	Signers events.Signers
@@ -110,6 +124,8 @@ type Engine struct {
 	known    map[string]bool // deployments with a gray release
 	ignored  map[string]bool // the configuration's other deployments
 	m        *engineMetrics
+	// outbox sends again the evaluations the event log did not store.
+	outbox *outbox
 
 	// kick wakes the evaluation loop for the deployments in urgent: a
 	// gray schema failure arrived (SPEC §9, gate 2).
@@ -136,7 +152,11 @@ type Engine struct {
 	replayOnce sync.Once
 	// mismatch is how the consumer differs from its declared
 	// configuration; empty when it does not. Ready is false while set.
-	mismatch     atomic.Pointer[string]
+	mismatch atomic.Pointer[string]
+	// consuming is true while the statistics consumer's loop runs; ready
+	// remembers since when each unready condition has lasted.
+	consuming    atomic.Bool
+	ready        lasting
 	replayMu     sync.Mutex
 	replayTook   time.Duration
 	replayEvents int64
@@ -193,6 +213,12 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 	if cfg.EpochBucket == "" {
 		cfg.EpochBucket = epoch.DefaultBucket
 	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = cfg.Analyzer.LeaseTTL
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
 	if cfg.CheckpointEvery <= 0 {
 		cfg.CheckpointEvery = time.Minute
 	}
@@ -226,6 +252,7 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 	e.rollouts.OnApply(e.epochs.Rollout)
 	e.rollouts.Verify(cfg.Signers)
 	e.m = newEngineMetrics(cfg.Metrics, e)
+	e.outbox = newOutbox(js, cfg.Metrics)
 	return e
 }
 
@@ -264,6 +291,13 @@ func (e *Engine) Run(ctx context.Context) error {
 	g.Go(func() error { return e.keep(ctx, "statistics consumer", e.Consume) })
 	g.Go(func() error { return e.keep(ctx, "rollout follower", e.FollowRollouts) })
 	g.Go(func() error { return e.keepCheckpoints(ctx) })
+	g.Go(func() error { e.SendQueued(ctx); return nil })
+	g.Go(func() error {
+		// Sample readiness every second, so that a condition lasting
+		// Hiccup is told from two short ones between two probes.
+		tick.Every(ctx, time.Second, func() bool { e.NotReady(); return true })
+		return nil
+	})
 	g.Go(func() error {
 		// Evaluate as soon as the window is rebuilt and the rollout log
 		// read, then every interval.
@@ -292,6 +326,14 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	})
 	return g.Wait()
+}
+
+// SendQueued sends again, until ctx ends, the evaluation events the event
+// log did not store (Run runs it).
+func (e *Engine) SendQueued(ctx context.Context) {
+	e.outbox.Run(ctx, func(err error) {
+		e.cfg.Logger.Warn("queued analysis events not stored yet", "queued", e.outbox.Len(), "error", err)
+	})
 }
 
 // keep runs f again after an error until ctx ends.

@@ -46,8 +46,10 @@ type Evaluation struct {
 	// last rollout change at which every gate passed on the epoch (the
 	// promotion hold); nil otherwise.
 	PassingSince *time.Time `json:"passing_since,omitempty"`
-	// Published is true when the evaluation was published as an
-	// analysis.evaluated event.
+	// Published is true when the evaluation was stored as an
+	// analysis.evaluated event at once; false when it was not published,
+	// or was queued to be sent again (the event log did not store it, or
+	// others wait before it).
 	Published bool `json:"published"`
 	// Action is what this evaluation made the analyzer do; nil mostly.
 	Action *Action `json:"action,omitempty"`
@@ -376,6 +378,18 @@ var streamSuffixes = gate.StreamClassNames{gate.AllAttempts: "", gate.NonStreame
 // on its way through the log).
 func (e *Engine) publishChange(ctx context.Context, kind string, change *events.RolloutChanged, now time.Time) *Action {
 	a := &Action{Kind: kind, At: now, From: change.Revision, Percentage: change.Percentage, Reason: change.Reason}
+	// Read the lease back right before the append (SPEC §11 rev. 4): a
+	// process that was paused or cut off since it decided does not act.
+	l := e.leader.Load()
+	if l == nil {
+		return nil
+	}
+	ref, err := (*l).Confirm(ctx)
+	if err != nil {
+		e.cfg.Logger.Warn("rollout change not made: the lease is not confirmed", "kind", kind, "deployment", change.Deployment, "error", err)
+		return nil
+	}
+	change.Lease = &ref
 	prev := change.Revision
 	change.PrevRevision = &prev // signed with the event: a replay is refused (SPEC §7 rev. 4)
 	seq, _, err := events.PublishSigned(ctx, e.js, e.cfg.Source, change, now, e.cfg.SigningKey, jetstream.WithExpectLastSequencePerSubject(change.Revision))
@@ -411,12 +425,19 @@ func (e *Engine) publishAnalysis(ctx context.Context, ev *Evaluation) bool {
 		StepSince:       ev.StepSince,
 		StepSeconds:     ev.StepSeconds,
 	}
-	if _, err := e.publish(ctx, data, ev.At); err != nil {
+	q, err := encodeEvent(e.cfg.Source, data, ev.At)
+	if err != nil {
 		e.m.publishError("analysis")
-		e.cfg.Logger.Warn("publish analysis", "deployment", ev.Deployment, "error", err)
+		e.cfg.Logger.Error("analysis event not encodable", "deployment", ev.Deployment, "error", err)
 		return false
 	}
-	return true
+	stored, err := e.outbox.send(ctx, q)
+	if err != nil {
+		e.m.publishError("analysis")
+		e.cfg.Logger.Warn("analysis event not stored: queued to be sent again", "deployment", ev.Deployment,
+			"queued", e.outbox.Len(), "error", err)
+	}
+	return stored
 }
 
 // publish stores one event and returns its stream sequence.

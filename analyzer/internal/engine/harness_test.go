@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -58,6 +59,15 @@ type leader struct{ held atomic.Bool }
 func holding() *leader { l := &leader{}; l.held.Store(true); return l }
 
 func (l *leader) Held() bool { return l.held.Load() }
+
+func (l *leader) Confirm(context.Context) (events.LeaseRef, error) {
+	if !l.Held() {
+		return events.LeaseRef{}, errors.New("not held")
+	}
+	return events.LeaseRef{Holder: "test", Revision: 1}, nil
+}
+
+func (l *leader) Vacancy() time.Duration { return 0 }
 
 // env is a NATS server with graygate's streams and the deployment under
 // test.

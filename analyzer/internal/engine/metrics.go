@@ -25,8 +25,12 @@ var Help = map[string]string{
 	"graygate_analyzer_publish_errors_total":           "Events that could not be published, by kind (analysis or rollout).",
 	"graygate_analyzer_events_total":                   "Statistics read, by outcome: counted, duplicate, too_old; skipped as bad input: invalid, future, unknown_deployment; ignored (a deployment without gray).",
 	"graygate_analyzer_replay_duration_seconds":        "Time it took to rebuild the window from the stream at start.",
-	"graygate_analyzer_lease_held":                     "1 while this analyzer holds the lease and may publish, else 0.",
-	"graygate_analyzer_ready":                          "1 once the window is rebuilt and the rollout log read, else 0.",
+	"graygate_analyzer_lease_held":                     "1 while this analyzer holds the lease and may act (its last renewal less than lease_ttl/2 old), else 0.",
+	"graygate_analyzer_lease_vacant_seconds":           "How long no analyzer has held the lease as this analyzer sees it: the time since the last holder's entry lapsed (lease_ttl after its last renewal seen); 0 while one holds it. Past 2 x lease_ttl the analyzer logs an error and /readyz answers 503.",
+	"graygate_analyzer_analysis_queued":                "Evaluation events the event log did not store yet (a stream without a leader, NATS away), waiting to be sent again in order with their ids.",
+	"graygate_analyzer_analysis_resent_total":          "Queued evaluation events sent again and stored (or dropped by JetStream as duplicates of a stored one).",
+	"graygate_analyzer_analysis_dropped_total":         "Queued evaluation events dropped because the queue held 10,000 (the oldest goes).",
+	"graygate_analyzer_ready":                          "1 while /readyz answers 200: the window rebuilt, the rollout log read, statistics consumed as declared and the lease not vacant, else 0.",
 	"graygate_analyzer_consumer_config_mismatch_total": "Times the analyzer found its statistics consumer configured otherwise than it declared (filter, deliver or ack policy) and refused to use it.",
 	"graygate_rollout_invalid_events_total":            "Messages on rollout subjects that were not valid rollout events, by reason (undecodable, deployment, signature, signer, replay): each moved the revision and changed nothing else.",
 }
@@ -50,7 +54,13 @@ func newEngineMetrics(set *metrics.Set, e *Engine) *engineMetrics {
 	m.replaySeconds = set.GetOrCreateGauge("graygate_analyzer_replay_duration_seconds", nil)
 	m.consumerMismatch = set.GetOrCreateCounter("graygate_analyzer_consumer_config_mismatch_total")
 	set.GetOrCreateGauge("graygate_analyzer_lease_held", func() float64 { return b2f(e.Leading()) })
-	set.GetOrCreateGauge("graygate_analyzer_ready", func() float64 { return b2f(e.Ready()) })
+	set.GetOrCreateGauge("graygate_analyzer_lease_vacant_seconds", func() float64 {
+		if l := e.leader.Load(); l != nil {
+			return (*l).Vacancy().Seconds()
+		}
+		return 0
+	})
+	set.GetOrCreateGauge("graygate_analyzer_ready", func() float64 { return b2f(len(e.NotReady()) == 0) })
 	e.rollouts.CountInvalidIn(rolloutlog.NewCounters(set))
 	for _, o := range outcomes {
 		m.outcomes[o] = set.GetOrCreateCounter(`graygate_analyzer_events_total{outcome="` + o + `"}`)

@@ -10,9 +10,14 @@ type Status struct {
 	// Ready: the window is rebuilt and the rollout log read.
 	Ready bool `json:"ready"`
 	// Leader: this analyzer holds the lease and publishes.
-	Leader   bool   `json:"leader"`
-	Source   string `json:"source"`
-	Consumer string `json:"consumer"`
+	Leader bool `json:"leader"`
+	// LeaseVacantSeconds is how long no analyzer has held the lease as
+	// this one sees it (0 while one does); NotReady why /readyz answers
+	// 503, none when it answers 200 (SPEC §11 rev. 4).
+	LeaseVacantSeconds float64  `json:"lease_vacant_seconds"`
+	NotReady           []string `json:"not_ready,omitempty"`
+	Source             string   `json:"source"`
+	Consumer           string   `json:"consumer"`
 	// Window, interval and the bucket width, in seconds; the window holds
 	// the merged statistics of every gateway.
 	WindowSeconds   float64 `json:"window_seconds"`
@@ -53,6 +58,7 @@ func (e *Engine) Status() Status {
 	s := Status{
 		Ready:            e.Ready(),
 		Leader:           e.Leading(),
+		NotReady:         e.NotReady(),
 		Source:           e.cfg.Source,
 		Consumer:         e.cfg.Consumer,
 		WindowSeconds:    e.cfg.Analyzer.Window.Seconds(),
@@ -64,6 +70,9 @@ func (e *Engine) Status() Status {
 		EpochsRebuilt:    e.epochs.Rebuilt(),
 		CheckpointBucket: e.cfg.EpochBucket,
 		Deployments:      make([]DeploymentStatus, 0, len(e.cfg.Deployments)),
+	}
+	if l := e.leader.Load(); l != nil {
+		s.LeaseVacantSeconds = (*l).Vacancy().Seconds()
 	}
 	e.cpMu.Lock()
 	s.Restored = slices.Clone(e.restored)

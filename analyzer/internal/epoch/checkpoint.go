@@ -18,6 +18,11 @@ import (
 // per deployment. It is not the lease bucket, whose entries expire.
 const DefaultBucket = "graygate_analyzer_epochs"
 
+// MaxBytes bounds the checkpoint bucket a missing one is created with
+// (SPEC §11 rev. 4: no stream without a byte limit): one checkpoint per
+// deployment, the latest only.
+const MaxBytes = 256 << 20
+
 // checkpointVersion is written in every checkpoint; one of another
 // version is not restored.
 const checkpointVersion = 1
@@ -195,6 +200,7 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, bucket string, repli
 			Bucket:      bucket,
 			Description: "graygate analyzer epoch checkpoints (SPEC §9 rev. 3)",
 			History:     1,
+			MaxBytes:    MaxBytes,
 			Storage:     jetstream.FileStorage,
 			Replicas:    max(replicas, 1),
 		})

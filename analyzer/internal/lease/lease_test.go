@@ -96,8 +96,8 @@ func TestTakeoverAfterHolderStops(t *testing.T) {
 		if a.Held() {
 			t.Error("a still believes it holds the lease after b took it")
 		}
-		if waited := time.Since(start); waited < ttl*3/4 {
-			t.Errorf("b took over after %v, before the entry could expire (TTL %v)", waited, ttl)
+		if waited := time.Since(start); waited < ttl {
+			t.Errorf("b took over after %v, before the revision stood still for a whole lease_ttl (%v)", waited, ttl)
 		}
 		// a's next renewal finds b's entry and gives up.
 		a.Step(ctx)
@@ -118,13 +118,13 @@ func TestHeldLapsesWithoutRenewal(t *testing.T) {
 	tests := []struct {
 		advance time.Duration
 		want    bool
-	}{{0, true}, {5 * time.Second, true}, {time.Second - time.Nanosecond, true}, {time.Nanosecond, false}}
+	}{{0, true}, {3 * time.Second, true}, {time.Second - time.Nanosecond, true}, {time.Nanosecond, false}}
 	var elapsed time.Duration
 	for _, tt := range tests {
 		advance(tt.advance)
 		elapsed += tt.advance
 		if got := l.Held(); got != tt.want {
-			t.Errorf("Held() %v after the last write (TTL 8s) = %v; want %v", elapsed, got, tt.want)
+			t.Errorf("Held() %v after the last renewal (lease_ttl 8s: act within 4s) = %v; want %v", elapsed, got, tt.want)
 		}
 	}
 }
@@ -163,18 +163,29 @@ func TestRunReleasesOnCancel(t *testing.T) {
 	}
 }
 
-func TestOpenKeepsAnExistingBucketsTTL(t *testing.T) {
+func TestOpenWarnsOfAShortBucketTTL(t *testing.T) {
 	_, js := testenv.Connect(t, testenv.StartNATS(t).URL)
+	ctx := context.Background()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: DefaultBucket, History: 1, TTL: 4 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
 	var logs strings.Builder
-	_ = open(t, js, DefaultBucket, "a", 4*time.Second, nil)
-	l, err := Open(context.Background(), js, Config{Holder: "b", TTL: 9 * time.Second, Logger: newTextLogger(&logs)})
+	if _, err := Open(ctx, js, Config{Holder: "b", TTL: 9 * time.Second, Logger: newTextLogger(&logs)}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "recreate it without a TTL") {
+		t.Errorf("no warning about the bucket's TTL; logs: %s", logs.String())
+	}
+}
+
+func TestOpenMakesABucketWithoutTTL(t *testing.T) {
+	_, js := testenv.Connect(t, testenv.StartNATS(t).URL)
+	l := open(t, js, DefaultBucket, "a", time.Second, nil)
+	st, err := l.kv.Status(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.TTL(); got != 4*time.Second {
-		t.Errorf("TTL() = %v; want the bucket's 4s", got)
-	}
-	if !strings.Contains(logs.String(), "another TTL") {
-		t.Errorf("no warning about the TTL difference; logs: %s", logs.String())
+	if st.TTL() != 0 {
+		t.Errorf("bucket TTL = %v; want none (no entry expires by a server's clock)", st.TTL())
 	}
 }

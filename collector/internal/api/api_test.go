@@ -181,7 +181,7 @@ func TestReadyz(t *testing.T) {
 		body     string
 	}{
 		{"ready", nil, "", 200, "ready\n"},
-		{"database down", errors.New("down"), "", 503, "not ready: database unreachable\n"},
+		{"database down", errors.New("cannot write to Postgres for 11s"), "", 503, "not ready: cannot write to Postgres for 11s\n"},
 		{"event log down", nil, "event log unreachable", 200, "ready (degraded: event log unreachable)\n"},
 	}
 	for _, tt := range tests {

@@ -33,8 +33,8 @@ var _ Reader = (*store.Reader)(nil)
 type Options struct {
 	// Token is the bearer token of /v1/*; empty disables /v1/* (403).
 	Token string
-	// Ready reports whether the database answers; /readyz is 503 while it
-	// returns an error. nil: always ready.
+	// Ready says why the collector cannot work; /readyz is 503 with its
+	// text while it returns an error. nil: always ready.
 	Ready func(ctx context.Context) error
 	// Degraded returns a note for /readyz that does not make the collector
 	// unready, such as "event log unreachable"; "" when there is none.
@@ -155,7 +155,7 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 		defer cancel()
 		if err := s.opts.Ready(ctx); err != nil {
 			s.opts.Logger.Debug("not ready", "err", err)
-			return c.Status(fiber.StatusServiceUnavailable).SendString("not ready: database unreachable\n")
+			return c.Status(fiber.StatusServiceUnavailable).SendString("not ready: " + strings.ReplaceAll(err.Error(), "\n", "; ") + "\n")
 		}
 	}
 	if s.opts.Degraded != nil {

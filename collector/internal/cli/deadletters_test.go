@@ -87,3 +87,24 @@ func TestRolloutsHistory(t *testing.T) {
 		t.Errorf("rollouts history --json --limit 1 = %s, %v", out, err)
 	}
 }
+
+// TestRolloutsHistoryShowsTextEscaped: a reason stored with a
+// right-to-left override, an escape sequence and a NUL (which Postgres
+// keeps as U+FFFD) is shown on one row with each made visible, never
+// interpreted (SPEC §8).
+func TestRolloutsHistoryShowsTextEscaped(t *testing.T) {
+	pool, url := testenv.Pool(t, store.NewPool, store.Migrate)
+	t.Setenv("DATABASE_URL", url)
+	r := testenv.Rollout("qwen-32k", 4)
+	r.Reason = "promote \u202egnp.exe\x00 \x1b[2J\nnext line"
+	if _, err := store.NewWriter(pool, store.Options{}).Write(context.Background(),
+		[]store.Event{testenv.Event[store.Event](t, r, time.Now().Add(-time.Hour), "")}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "rollouts", "history", "qwen-32k")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 2 || !strings.Contains(lines[1], `promote \u202egnp.exe`+"\uFFFD"+` \x1b[2J\x0anext line`) ||
+		strings.ContainsAny(out, "\u202e\x00\x1b") {
+		t.Errorf("rollouts history = %q, %v; want one row with U+202E, ESC and the line feed escaped", out, err)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -18,6 +17,7 @@ import (
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // listFlags are the flags of `samples list`.
@@ -178,25 +178,16 @@ func cell(s string, width int) string {
 }
 
 // safe escapes what a terminal would interpret: C0 and C1 control
-// characters (newlines and tabs too) and bidirectional controls.
-func safe(s string) string { return escape(s, false) }
+// characters (newlines and tabs too), bidirectional formatting characters
+// and bytes that are not UTF-8 (text.Escape, the rule every table shares).
+func safe(s string) string { return text.Escape(s) }
 
 // escape is safe, keeping newlines and tabs when keepLines is set.
 func escape(s string, keepLines bool) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case keepLines && (r == '\n' || r == '\t'):
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case unicode.Is(unicode.Bidi_Control, r) || r == utf8.RuneError:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
+	if keepLines {
+		return text.EscapeLines(s)
 	}
-	return b.String()
+	return text.Escape(s)
 }
 
 // size prints a payload size; "(cut)" when the stored payload is truncated.

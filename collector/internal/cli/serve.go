@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/graygate/graygate/collector/internal/api"
@@ -97,6 +96,26 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 	}
 	var migrated atomic.Bool
 	var cons atomic.Pointer[consume.Consumer]
+	// Readiness (SPEC §11 rev. 4): sampled every sampleEvery, when
+	// Postgres is pinged too (and by each probe, which never waits for
+	// Postgres); every write judges Postgres as well.
+	var health readiness
+	ready := func(ping bool) error {
+		now := time.Now()
+		if ping && migrated.Load() {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			health.postgres(pool.Ping(pctx), time.Now())
+			cancel()
+		}
+		mismatch := ""
+		if c := cons.Load(); c != nil {
+			if m := c.Mismatched(); len(m) > 0 {
+				streams := slices.Sorted(maps.Keys(m))
+				mismatch = fmt.Sprintf("consumer of %s configured otherwise than declared (%s): remove it and the collector creates it anew", streams[0], m[streams[0]])
+			}
+		}
+		return health.check(migrated.Load(), nc != nil && nc.Status() != nats.CONNECTED, mismatch, now)
+	}
 	srv := api.New(reader, api.Options{
 		Mount:        con.Register,
 		Token:        cfg.Collector.APIToken.Reveal(),
@@ -104,23 +123,12 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		WriteTimeout: cfg.Collector.WriteTimeout,
 		IdleTimeout:  cfg.Collector.IdleTimeout,
 		Metrics:      tel,
-		Ready: func(ctx context.Context) error {
-			if !migrated.Load() {
-				return errors.New("migrations not applied yet")
-			}
-			if c := cons.Load(); c != nil {
-				if m := c.Mismatched(); len(m) > 0 {
-					streams := slices.Sorted(maps.Keys(m))
-					return fmt.Errorf("consumer of %s configured otherwise than declared (%s): remove it and the collector creates it anew", streams[0], m[streams[0]])
-				}
-			}
-			return pool.Ping(ctx)
-		},
+		Ready:        func(context.Context) error { return ready(false) },
 		Degraded: func() string {
 			switch {
 			case nc == nil:
 				return "events disabled"
-			case nc.Status() != nats.CONNECTED:
+			case nc.Status() != nats.CONNECTED && health.heldFor("nats", time.Now()) >= consumeAfter:
 				return "event log unreachable"
 			}
 			return ""
@@ -135,6 +143,18 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx, ln) })
+	g.Go(func() error {
+		t := time.NewTicker(sampleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				_ = ready(true)
+			}
+		}
+	})
 	g.Go(func() error {
 		if err := retry(ctx, log, "apply migrations", func(ctx context.Context) error {
 			_, err := store.Migrate(ctx, pool, log)
@@ -155,14 +175,14 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 		eg, ctx := errgroup.WithContext(ctx)
 		eg.Go(func() error { return w.RunMaintenance(ctx, maintenanceInterval, maintenanceRetry) })
 		if nc != nil {
-			js, err := jetstream.New(nc)
+			js, err := cfg.NATS.JetStream(nc)
 			if err != nil {
 				return err
 			}
 			if cfg.NATS.RolloutSigners.Empty() {
 				log.Warn(config.UnsignedWarning)
 			}
-			c := consume.New(js, w, consume.Config{
+			c := consume.New(js, watchedStore{Store: w, r: &health}, consume.Config{
 				BatchSize:     cfg.Collector.BatchSize,
 				FlushInterval: cfg.Collector.FlushInterval,
 				Replicas:      cfg.NATS.Replicas,

@@ -33,7 +33,7 @@ func (fakeReader) Rollouts(context.Context, string) ([]store.RolloutSummary, err
 	return []store.RolloutSummary{{
 		Deployment: "qwen-32k",
 		Last: store.RolloutEvent{EventID: uuid.NewString(), OccurredAt: fakeTime.Add(-time.Hour), Deployment: "qwen-32k",
-			Percentage: 5, Status: "active", Actor: "admin", Reason: "secret-rollout-reason"},
+			Percentage: 5, Status: "active", Actor: "admin", Reason: "secret-rollout-reason \u202egnp.exe"},
 		EpochStart: fakeTime.Add(-2 * time.Hour), StepStart: fakeTime.Add(-time.Hour),
 		Latest: &store.Evaluation{OccurredAt: fakeTime, WindowStart: fakeTime.Add(-5 * time.Minute), WindowSeconds: 300,
 			Verdict: "pass", Gates: []events.GateResult{{Gate: "schema_failure_rate", Estimate: ptr(0.01), Bound: ptr(0.0),
@@ -54,7 +54,8 @@ func (fakeReader) ArmSeries(context.Context, string, time.Time, time.Time, int) 
 }
 
 func (fakeReader) RolloutEvents(context.Context, string, time.Time, time.Time, int) ([]store.RolloutEvent, *store.RolloutEvent, error) {
-	return nil, nil, nil
+	return []store.RolloutEvent{{EventID: uuid.NewString(), OccurredAt: fakeTime.Add(-time.Hour), Deployment: "qwen-32k",
+		Percentage: 5, Status: "active", Actor: "admin", Reason: "by hand \u202egnp.exe", StreamSequence: 3}}, nil, nil
 }
 
 func (fakeReader) ListSamples(_ context.Context, f store.SampleFilter) (store.SamplePage, error) {
@@ -70,8 +71,8 @@ func (fakeReader) Sample(_ context.Context, id uuid.UUID) (store.Sample, error) 
 		return store.Sample{}, store.ErrNotFound
 	}
 	return store.Sample{SampleSummary: store.SampleSummary{EventID: id.String(), Deployment: "qwen-32k"},
-		ValidationErrors: []events.ValidationError{{Field: "action", Description: "Invalid type"}},
-		Payload:          `{"action": 1, "note": "<script>alert(1)</script>"}`}, nil
+		ValidationErrors: []events.ValidationError{{Field: "action\u202e", Description: "Invalid type \u2067here\u2069"}},
+		Payload:          "{\"action\": 1, \"note\": \"<script>alert(1)</script> \u202egnp.exe\", \"k\u202e\": \"\u0085\"}"}, nil
 }
 
 func (fakeReader) SamplesByRequest(context.Context, string) ([]store.SampleSummary, error) {
@@ -79,11 +80,15 @@ func (fakeReader) SamplesByRequest(context.Context, string) ([]store.SampleSumma
 }
 
 func (fakeReader) RolloutHistory(context.Context, string, int, string) (store.RolloutPage, error) {
-	return store.RolloutPage{Events: []store.RolloutEvent{}}, nil
+	return store.RolloutPage{Events: []store.RolloutEvent{{EventID: uuid.NewString(), OccurredAt: fakeTime, Deployment: "qwen-32k",
+		Status: "rolled_back", Actor: "admin", Reason: "by hand \u202egnp.exe"}}}, nil
 }
 
 func (fakeReader) DeadLetters(context.Context, int, int64) ([]store.DeadLetter, error) {
-	return []store.DeadLetter{{ID: 7, EventID: uuid.NewString(), Message: []byte("{\"a\":\"\x00<b>\xff\"}"), Error: "22P05"}}, nil
+	return []store.DeadLetter{
+		{ID: 7, EventID: uuid.NewString(), Message: []byte("{\"a\":\"\x00<b>\xff\u202e\"}"), Error: "22P05 \u202e", Subject: "graygate.x\u202e"},
+		{ID: 6, EventID: uuid.NewString(), Message: []byte("not json \u202e\x1b[2J"), Error: "54000"},
+	}, nil
 }
 
 // testApp is the collector's listener (API and console) with token; its
@@ -310,6 +315,22 @@ func TestConsoleAuth(t *testing.T) {
 		}
 		if strings.Contains(body, "<script>alert") || strings.Contains(body, "style=") || strings.Contains(body, "\x00") {
 			t.Errorf("GET %s: unescaped payload, inline style or NUL in the page", path)
+		}
+		// Text from events is shown with control and bidirectional
+		// formatting characters made visible (SPEC §8).
+		if strings.ContainsAny(body, "\u202e\u2067\u2069\u0085\x1b") {
+			t.Errorf("GET %s: a control or bidirectional formatting character reached the page as it is", path)
+		}
+		shown := map[string][]string{
+			"/samples/" + fakeSampleID.String(): {`gnp.exe`, `action\u202e`, `\u2067here\u2069`, `k\u202e`, `\u0085`},
+			"/deployments/qwen-32k":             {`by hand \u202egnp.exe`},
+			"/":                                 {`secret-rollout-reason \u202egnp.exe`},
+			"/dead-letters":                     {`22P05 \u202e`, `graygate.x\u202e`, `not json \u202e\x1b[2J`},
+		}
+		for _, want := range shown[path] {
+			if !strings.Contains(body, want) {
+				t.Errorf("GET %s: %q not shown", path, want)
+			}
 		}
 	}
 

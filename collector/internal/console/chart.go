@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/schemas/axis"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // Point is one value of a series at a time. A point that stands for
@@ -280,6 +281,7 @@ func ff(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 func roundTo(v, step float64) float64 { return math.Round(v/step) * step }
 
 func truncate(s string, n int) string {
+	s = text.Escape(s) // stored text, shown (SPEC §8)
 	r := []rune(s)
 	if len(r) <= n {
 		return s

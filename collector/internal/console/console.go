@@ -30,6 +30,7 @@ import (
 	"github.com/graygate/graygate/collector/internal/params"
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 //go:embed templates/*.html
@@ -304,6 +305,10 @@ func funcs(now func() time.Time) template.FuncMap {
 			return false
 		},
 		"short": truncate,
+		// Text from events, shown with control and bidirectional
+		// formatting characters made visible, never interpreted (SPEC §8).
+		"shown":      text.Escape,
+		"shownLines": text.EscapeLines,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // Caps of a payload's pretty-printed view: a larger payload, or one
@@ -92,13 +93,15 @@ func parseValue(dec *json.Decoder, depth int) (*node, error) {
 }
 
 // quote writes s as a JSON string without escaping <, > and & (the page
-// escapes them as HTML).
+// escapes them as HTML); the C1 controls and bidirectional formatting
+// characters JSON leaves as they are are shown escaped too (text.Escape,
+// SPEC §8), so a payload cannot reorder the page.
 func quote(s string) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.Encode(s)
-	return strings.TrimSuffix(b.String(), "\n")
+	return text.Escape(strings.TrimSuffix(b.String(), "\n"))
 }
 
 // embedContents parses the message contents of a chat or completions

@@ -11,6 +11,7 @@ import (
 
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // refreshChoices are the auto-refresh periods the rollouts page offers
@@ -192,7 +193,7 @@ func describe(e store.RolloutEvent) eventView {
 		v.Label = fmt.Sprintf("rollback: %s estimate %s, bound %s vs %s", t.Gate, num(t.Estimate), num(t.Bound), num(t.Threshold))
 	case e.Status == string(events.StatusRolledBack):
 		v.Kind = "rollback"
-		v.Label = fmt.Sprintf("rolled back by %s: %s", e.Actor, e.Reason)
+		v.Label = fmt.Sprintf("rolled back by %s: %s", e.Actor, text.Escape(e.Reason))
 	case e.Actor == string(events.ActorAnalyzer):
 		v.Kind = "promotion"
 		v.Label = fmt.Sprintf("promotion to %s %%", trimFloat(e.Percentage, 2))
@@ -201,7 +202,7 @@ func describe(e store.RolloutEvent) eventView {
 		v.Label = fmt.Sprintf("config: %s %s %%", e.Status, trimFloat(e.Percentage, 2))
 	default:
 		v.Kind = "operator"
-		v.Label = fmt.Sprintf("%s: %s %s %% — %s", e.Actor, e.Status, trimFloat(e.Percentage, 2), e.Reason)
+		v.Label = fmt.Sprintf("%s: %s %s %% — %s", e.Actor, e.Status, trimFloat(e.Percentage, 2), text.Escape(e.Reason))
 	}
 	return v
 }

@@ -2,6 +2,7 @@ package consume_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"sync/atomic"
@@ -112,10 +113,13 @@ func TestArmStatsStoredOnce(t *testing.T) {
 }
 
 // A message Postgres refuses never blocks the others: in one batch with a
-// NUL in a rollout reason and a NUL in a sample's validation error field,
-// every other event is stored, the two are kept in dead_letters exactly as
-// received, and every message is acknowledged. (Without isolating them,
-// the whole batch would be redelivered forever and nothing stored.)
+// rollout event and a sample whose deployment names are too long for
+// Postgres to index (SQLSTATE 54000), every other event is stored, the two
+// are kept in dead_letters exactly as received, and every message is
+// acknowledged. (Without isolating them, the whole batch would be
+// redelivered forever and nothing stored.) A NUL in a rollout reason or a
+// sample's validation error field is no refusal: those events are stored
+// with U+FFFD in its place (SPEC §11 rev. 4: no hole in the history).
 func TestRefusedMessagesBecomeDeadLetters(t *testing.T) {
 	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	_, js := testenv.NATSServer(t)
@@ -137,13 +141,18 @@ func TestRefusedMessagesBecomeDeadLetters(t *testing.T) {
 	add(&good, testenv.Sample(dep, 101, events.ReasonSchemaViolation, events.ArmGray, []byte(`{"a":1}`)))
 	nulSample := testenv.Sample(dep, 102, events.ReasonSchemaViolation, events.ArmGray, []byte(`{"a":2}`))
 	nulSample.ValidationErrors[0].Field = "act\x00ion"
-	add(&bad, nulSample)
+	add(&good, nulSample)
+	// Random letters: a btree entry holds at most 2704 bytes, and these do
+	// not compress; short enough for a NATS subject (4 KiB control line).
+	huge := randomName(t, 3500)
+	add(&bad, testenv.Sample(huge, 103, events.ReasonSchemaViolation, events.ArmGray, []byte(`{"a":3}`)))
 	for i := range 3 {
 		add(&good, testenv.Rollout(dep, uint64(i)))
 	}
 	nulRollout := testenv.Rollout(dep, 9)
 	nulRollout.Reason = "schema\x00drift"
-	add(&bad, nulRollout)
+	add(&good, nulRollout)
+	add(&bad, testenv.Rollout(huge, 1))
 	add(&good, testenv.Rollout(dep, 10))
 	// Published before the collector starts, interleaved, so that each
 	// stream's first batch holds good and bad messages together.
@@ -160,8 +169,14 @@ func TestRefusedMessagesBecomeDeadLetters(t *testing.T) {
 
 	testenv.WaitFor(t, 20*time.Second, "every good event stored", func() bool {
 		return count(t, pool, `SELECT count(*) FROM requests`) == 40 && count(t, pool, `SELECT count(*) FROM rejections`) == 1 &&
-			count(t, pool, `SELECT count(*) FROM samples`) == 1 && count(t, pool, `SELECT count(*) FROM rollout_events`) == 4
+			count(t, pool, `SELECT count(*) FROM samples`) == 2 && count(t, pool, `SELECT count(*) FROM rollout_events`) == 5
 	})
+	if n := count(t, pool, "SELECT count(*) FROM rollout_events WHERE reason = 'schema\uFFFDdrift'"); n != 1 {
+		t.Errorf("rollout events with the NUL stored as U+FFFD: %d; want 1", n)
+	}
+	if n := count(t, pool, "SELECT count(*) FROM samples WHERE validation_errors->0->>'field' = 'act\uFFFDion'"); n != 1 {
+		t.Errorf("samples with the NUL stored as U+FFFD: %d; want 1", n)
+	}
 	drained(t, js, events.StreamEvents, consume.DefaultConsumer+"-events")
 	drained(t, js, events.StreamRollout, consume.DefaultConsumer+"-rollout")
 	if n := count(t, pool, `SELECT count(*) FROM dead_letters`); n != 2 {
@@ -231,4 +246,19 @@ func TestFutureEventsSkipped(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM pg_class WHERE relname LIKE '%_p' || $1`, suffix); n != 0 {
 		t.Errorf("%d partitions for %s, a day that has not come; want none", n, suffix)
 	}
+}
+
+// randomName returns n random letters and digits: a valid deployment name
+// that does not compress.
+func randomName(t *testing.T, n int) string {
+	t.Helper()
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
 }

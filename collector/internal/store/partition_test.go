@@ -2,9 +2,11 @@ package store_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -219,24 +221,40 @@ func TestPoison(t *testing.T) {
 	}
 }
 
+// unindexable returns a deployment name Postgres cannot index: random
+// characters, too many for a btree entry even compressed (SQLSTATE
+// 54000), yet a valid name for an event.
+func unindexable(t *testing.T) string {
+	t.Helper()
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 12000)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
 // What Postgres refuses in real events is poison; a dead letter is stored
 // once per event id and read back as it was.
 func TestRefusalsAndDeadLetters(t *testing.T) {
 	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	w := store.NewWriter(pool, store.Options{})
-	rollout := testenv.Rollout("d", 1)
-	rollout.Reason = "a\x00b"
-	sample := testenv.Sample("d", 2, events.ReasonSchemaViolation, events.ArmGray, nil)
-	sample.ValidationErrors[1].Field = "args\x00"
-	stats := testenv.Stats("d", "gw\x00/1", at)
+	huge := unindexable(t)
+	rollout := testenv.Rollout(huge, 1)
+	sample := testenv.Sample(huge, 2, events.ReasonSchemaViolation, events.ArmGray, nil)
+	stats := testenv.Stats(huge, "gw/1", at)
 	for _, d := range []events.Data{rollout, sample, stats} {
 		e := testenv.Event[store.Event](t, d, at, "")
 		_, err := w.Write(ctx, []store.Event{e})
 		if !store.Poison(err) {
-			t.Errorf("Write(%s with a NUL) = %v; want a poison refusal", d.EventType(), err)
+			t.Errorf("Write(%s with a deployment too long to index) = %v; want a poison refusal", d.EventType(), err)
+			continue
 		}
 		dl := store.DeadLetter{EventID: e.Envelope.ID, EventType: e.Envelope.Type, Stream: "S", Sequence: 7,
-			Subject: d.Subject(), Message: []byte("raw\x00body"), Error: err.Error() + " \x00 \xff"}
+			Subject: "graygate.x.d", Message: []byte("raw\x00body"), Error: err.Error() + " \x00 \xff"}
 		for i, want := range []bool{true, false} {
 			if added, err := w.WriteDeadLetter(ctx, dl); err != nil || added != want {
 				t.Errorf("WriteDeadLetter #%d = %v, %v; want %v", i+1, added, err, want)
@@ -247,11 +265,49 @@ func TestRefusalsAndDeadLetters(t *testing.T) {
 	if err != nil || len(got) != 3 {
 		t.Fatalf("DeadLetters = %d, %v; want 3", len(got), err)
 	}
-	if d := got[2]; d.EventType != events.TypeRolloutChanged || string(d.Message) != "raw\x00body" || d.Sequence != 7 || d.Subject != "graygate.rollout.d" {
+	if d := got[2]; d.EventType != events.TypeRolloutChanged || string(d.Message) != "raw\x00body" || d.Sequence != 7 || d.Subject != "graygate.x.d" {
 		t.Errorf("oldest dead letter = %+v; want the rollout's, as written", d)
 	}
 	if older, _ := store.NewReader(pool).DeadLetters(ctx, 10, got[1].ID); len(older) != 1 || older[0].ID != got[2].ID {
 		t.Errorf("DeadLetters before %d = %v; want the oldest only", got[1].ID, older)
+	}
+}
+
+// A NUL in a text of an event (a rollout reason an older gateway
+// accepted, a validation error's field, a statistic's gateway) is stored
+// with U+FFFD in its place, never refused: the rollout history has no
+// hole (SPEC §11 rev. 4). A written-out "\u0000" stays as written.
+func TestNULsAreStoredReplaced(t *testing.T) {
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	w := store.NewWriter(pool, store.Options{})
+	rollout := testenv.Rollout("d", 1)
+	rollout.Reason = "schema\x00drift \u202e"
+	sample := testenv.Sample("d", 2, events.ReasonSchemaViolation, events.ArmGray, []byte("pay\x00load"))
+	sample.ValidationErrors[1].Field = "args\x00"
+	sample.ValidationErrors[0].Description = `written out: \u0000`
+	stats := testenv.Stats("d", "gw\x00/1", at)
+	batch := []store.Event{testenv.Event[store.Event](t, rollout, at, ""), testenv.Event[store.Event](t, sample, at, ""),
+		testenv.Event[store.Event](t, stats, at, "")}
+	res, err := w.Write(ctx, batch)
+	if err != nil || res.Inserted[events.TypeRolloutChanged] != 1 || res.Inserted[events.TypeSampleMalformed] != 1 || res.Inserted[events.TypeStatsInterval] != 1 {
+		t.Fatalf("Write(events with NULs) = %+v, %v; want each stored", res, err)
+	}
+	var reason, errs, gateway string
+	var payload []byte
+	testenv.Must(t, pool.QueryRow(ctx, `SELECT reason FROM rollout_events`).Scan(&reason))
+	testenv.Must(t, pool.QueryRow(ctx, `SELECT validation_errors::text, payload FROM samples`).Scan(&errs, &payload))
+	testenv.Must(t, pool.QueryRow(ctx, `SELECT gateway FROM arm_stats`).Scan(&gateway))
+	if reason != "schema\uFFFDdrift \u202e" {
+		t.Errorf("stored reason %q; want the NUL as U+FFFD, the rest as sent", reason)
+	}
+	if !strings.Contains(errs, "\"args\uFFFD\"") || !strings.Contains(errs, `written out: \\u0000`) {
+		t.Errorf("stored validation errors %s; want args\uFFFD and the written-out \\u0000 kept", errs)
+	}
+	if string(payload) != "pay\x00load" {
+		t.Errorf("stored payload %q; want its bytes as sent", payload)
+	}
+	if gateway != "gw\uFFFD/1" {
+		t.Errorf("stored gateway %q; want gw\uFFFD/1", gateway)
 	}
 }
 

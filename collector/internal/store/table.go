@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
@@ -76,7 +77,7 @@ var tables = []*table{
 			if o.MaxPayloadBytes > 0 && len(payload) > o.MaxPayloadBytes {
 				payload, truncated = payload[:o.MaxPayloadBytes], true
 			}
-			errs, _ := json.Marshal(s.ValidationErrors) // strings only: cannot fail
+			errs := jsonb(s.ValidationErrors) // strings only: cannot fail
 			v := append(commonValues(e, 40), s.RequestID, s.Deployment, string(s.Arm), s.UpstreamModel,
 				string(s.Reason), int32(s.Status), errs, payload, s.PayloadBase64 != "", truncated,
 				s.PayloadBytes, s.PromptHash, s.LatencyMillis, nullString(string(s.Outcome)))
@@ -88,7 +89,7 @@ var tables = []*table{
 			if o.MaxPayloadBytes > 0 && len(primary) > o.MaxPayloadBytes {
 				primary, ptrunc = primary[:o.MaxPayloadBytes], true
 			}
-			perrs, _ := json.Marshal(s.PrimaryValidationErrors)
+			perrs := jsonb(s.PrimaryValidationErrors)
 			if s.PrimaryValidationErrors == nil {
 				perrs = []byte("[]")
 			}
@@ -116,7 +117,7 @@ var tables = []*table{
 			"gray_requests", "primary_requests", "verdict", "gates"),
 		row: func(e Event, _ *Options) []any {
 			a := e.Data.(*events.AnalysisEvaluated)
-			gates, _ := json.Marshal(a.Gates) // Check made every number finite
+			gates := jsonb(a.Gates) // Check made every number finite
 			return append(commonValues(e, 40), a.Deployment, a.WindowStart, a.WindowSeconds, a.GrayRequests,
 				a.PrimaryRequests, string(a.Verdict), gates)
 		},
@@ -129,7 +130,7 @@ var tables = []*table{
 		columns: append(common[:len(common):len(common)], "gateway", "deployment", "data"),
 		row: func(e Event, _ *Options) []any {
 			s := e.Data.(*events.StatsInterval)
-			data, _ := json.Marshal(s) // Check made every number finite
+			data := jsonb(s) // Check made every number finite
 			return append(commonValues(e, 8), s.Gateway, s.Deployment, data)
 		},
 	},
@@ -153,3 +154,48 @@ func nullString(s string) any {
 }
 
 func (t *table) columnList() string { return strings.Join(t.columns, ", ") }
+
+// A NUL is the one character a Postgres text or jsonb value cannot hold
+// (SQLSTATE 22021, 22P05). An event holding one in a text (a reason an
+// older gateway accepted, a validation error's field) is stored with
+// U+FFFD in its place, never dead-lettered: a hole in the rollout history
+// is worse than a replaced character, and nothing else of the event is
+// changed. (Payloads are bytea and keep their bytes.)
+const nulReplacement = "\uFFFD"
+
+// withoutNUL replaces the NULs of a row's text values (see nulReplacement).
+// A row without any is returned as it is.
+func withoutNUL(row []any) []any {
+	for i, v := range row {
+		if s, ok := v.(string); ok && strings.IndexByte(s, 0) >= 0 {
+			row[i] = strings.ReplaceAll(s, "\x00", nulReplacement)
+		}
+	}
+	return row
+}
+
+// jsonb encodes v for a jsonb column, each \u0000 escape (a NUL in one
+// of its strings) written as \ufffd (see nulReplacement).
+func jsonb(v any) []byte {
+	b, _ := json.Marshal(v)
+	if !bytes.Contains(b, []byte(`\u0000`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			out = append(out, b[i])
+			continue
+		}
+		// An escape: \u0000 is replaced; any other (\\ included, so
+		// a written-out "\\u0000" stays) is copied whole.
+		if b[i+1] == 'u' && i+6 <= len(b) && string(b[i+2:i+6]) == "0000" {
+			out = append(out, `\ufffd`...)
+			i += 5
+			continue
+		}
+		out = append(out, b[i], b[i+1])
+		i++
+	}
+	return out
+}

@@ -187,7 +187,7 @@ func (w *Writer) Write(ctx context.Context, batch []Event) (Result, error) {
 			slices.SortFunc(g, func(a, b Event) int { return strings.Compare(a.Envelope.ID, b.Envelope.ID) })
 			rows := make([][]any, len(g))
 			for j, e := range g {
-				rows[j] = t.row(e, &w.opts)
+				rows[j] = withoutNUL(t.row(e, &w.opts))
 			}
 			var n int64
 			var err error

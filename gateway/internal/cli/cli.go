@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/graygate/graygate/gateway/internal/proxy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
@@ -163,7 +164,8 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 		return fmt.Errorf("gateway.spool_dir: %w", err)
 	}
 	defer sp.Close()
-	pub, err := publish.New(nc, sp, publish.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, Log: log, Metrics: tel})
+	pub, err := publish.New(nc, sp, publish.Options{Source: source, EnsureStreams: true, Replicas: cfg.NATS.Replicas, APIPrefix: cfg.NATS.APIPrefix,
+		Log: log, Metrics: tel})
 	if err != nil {
 		return err
 	}
@@ -176,7 +178,11 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 		}
 	}
 	table := rollout.NewTable(grays)
-	rlog, err := rollout.NewLog(nc, table, seeds, cfg.NATS.Replicas, cfg.Gateway.RolloutStaleAfter, source, log)
+	js, err := cfg.NATS.JetStream(nc)
+	if err != nil {
+		return fmt.Errorf("rollout log: %w", err)
+	}
+	rlog, err := rollout.NewLog(js, table, seeds, cfg.NATS.Replicas, cfg.Gateway.RolloutStaleAfter, source, log)
 	if err != nil {
 		return err
 	}
@@ -201,7 +207,10 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 		proxy.WithObserver(record.EventObserver{P: pub, RequestLog: cfg.Gateway.RequestLog}),
 		proxy.WithStats(agg),
 		proxy.WithRolloutLog(table, rlog),
-		proxy.WithEventsHealth(func() bool { return pub.State().Connected }),
+		// /readyz says the event log is unreachable only once it has been
+		// for publish.Hiccup: a reconnect or a timed-out ack under load
+		// made it flap (SPEC §11 rev. 4).
+		proxy.WithEventsHealth(func() bool { return !pub.State().Unreachable(time.Now()) }),
 		proxy.WithTelemetry(tel),
 	)
 	if err != nil {

@@ -17,9 +17,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 	"gopkg.in/yaml.v3"
 )
 
@@ -405,14 +405,15 @@ func apiMessage(raw []byte) string {
 	}
 	if json.Unmarshal(raw, &env) == nil && env.Error.Message != "" {
 		if env.Error.Code != "" {
-			return env.Error.Code + ": " + env.Error.Message
+			return text.Escape(env.Error.Code + ": " + env.Error.Message)
 		}
-		return env.Error.Message
+		return text.Escape(env.Error.Message)
 	}
 	s := strings.TrimSpace(string(raw))
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
+	s = text.Escape(s)
 	if s == "" {
 		s = "(no body)"
 	}
@@ -458,8 +459,9 @@ func printEntries(w io.Writer, entries []events.RolloutEntry) {
 		if e.Operator != "" && events.ValidOperator(e.Operator) {
 			actor += " (" + e.Operator + ")" // the operator whose token made the change
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Deployment, status,
-			strconv.FormatFloat(e.Percentage, 'f', -1, 64)+"%", e.Revision, dash(actor), dash(e.UpdatedAt), dash(oneLine(reason)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", oneLine(e.Deployment), oneLine(status),
+			strconv.FormatFloat(e.Percentage, 'f', -1, 64)+"%", e.Revision, dash(oneLine(actor)),
+			dash(oneLine(e.UpdatedAt)), dash(oneLine(reason)))
 	}
 	tw.Flush()
 }
@@ -471,15 +473,12 @@ func dash(s string) string {
 	return s
 }
 
-// oneLine keeps a table row on one line and free of terminal control
-// sequences, whatever a reason holds, and cuts it at 120 characters.
+// oneLine keeps a table cell on one line and shows whatever it holds:
+// control and bidirectional formatting characters escaped (text.Escape:
+// a U+202E in a reason is shown as \u202e, never reverses the row, SPEC
+// §8), cut at 120 characters.
 func oneLine(s string) string {
-	r := []rune(strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s))
+	r := []rune(text.Escape(s))
 	if len(r) > 120 {
 		return string(r[:119]) + "…"
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/graygate/graygate/gateway/internal/scan"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // maxGot bounds the received value quoted in a violation message; a longer
@@ -77,7 +78,7 @@ func (v *Violation) Message() string {
 	b := make([]byte, 0, 128)
 	b = append(b, v.Param.String()...)
 	b = append(b, " violates this deployment's sampling contract: got "...)
-	b = append(b, v.got[:v.gotLen]...)
+	b = append(b, text.Escape(string(v.got[:v.gotLen]))...) // the client's bytes, stored in the rejection event
 	b = append(b, ", expected "...)
 	b = v.appendExpected(b)
 	b = append(b, " (or omit the field)"...)

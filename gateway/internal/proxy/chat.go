@@ -65,6 +65,9 @@ func (s *Server) admit(c *fiber.Ctx, x *serve.Exchange, ep upstream.Endpoint) er
 		return err
 	}
 	x.Force, x.Token = auth.force, auth.token
+	if err := request.CheckID(c); err != nil {
+		return err
+	}
 	if len(c.Request().Body()) > int(s.cfg.Gateway.MaxBodyBytes) {
 		return fiber.ErrRequestEntityTooLarge
 	}

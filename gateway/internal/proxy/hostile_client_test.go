@@ -60,23 +60,43 @@ func TestForceHeaderNeedsAForceToken(t *testing.T) {
 		{"rolled back stops the tester", 50, rollout.RolledBack, testerToken, "true", "primary"},
 		{"a force token is a client token", 100, rollout.Active, testerToken, "", "gray"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			setState(s, c.pct, c.status)
-			resp, body := post(t, g.url, chatBody, "Authorization", "Bearer "+c.token, "X-Gray-Rollout", c.force)
-			if resp.StatusCode != 200 {
-				t.Fatalf("status %d: %s", resp.StatusCode, body)
-			}
-			if got := resp.Header.Get("x-gateway-arm"); got != c.want {
-				t.Errorf("x-gateway-arm = %q; want %q", got, c.want)
-			}
-		})
+	// The header is recognised, and stripped, in every spelling (SPEC §11
+	// rev. 4: case, '_' for '-'): the same decisions under each.
+	for _, name := range []string{"X-Gray-Rollout", "X_Gray_Rollout", "x_gray-ROLLOUT", "X-GRAY_ROLLOUT"} {
+		for _, c := range cases {
+			t.Run(name+"/"+c.name, func(t *testing.T) {
+				setState(s, c.pct, c.status)
+				resp, body := post(t, g.url, chatBody, "Authorization", "Bearer "+c.token, name, c.force)
+				if resp.StatusCode != 200 {
+					t.Fatalf("status %d: %s", resp.StatusCode, body)
+				}
+				if got := resp.Header.Get("x-gateway-arm"); got != c.want {
+					t.Errorf("x-gateway-arm = %q; want %q", got, c.want)
+				}
+			})
+		}
+	}
+	// Spellings that disagree force nothing: the state decides.
+	for _, c := range []struct {
+		name   string
+		pct    float64
+		status rollout.Status
+		want   string
+	}{
+		{"in testing", 0, rollout.Testing, "primary"},
+		{"at 100 %", 100, rollout.Active, "gray"},
+	} {
+		setState(s, c.pct, c.status)
+		resp, _ := post(t, g.url, chatBody, "X-Gray-Rollout", "false", "X_Gray_Rollout", "true")
+		if got := resp.Header.Get("x-gateway-arm"); got != c.want {
+			t.Errorf("a tester's disagreeing spellings %s: x-gateway-arm = %q; want %q (no force)", c.name, got, c.want)
+		}
 	}
 	for _, m := range []*testenv.Mock{primary, gray} {
 		for _, r := range m.Requests(t) {
 			for k := range r.Headers {
-				if strings.EqualFold(k, "X-Gray-Rollout") {
-					t.Errorf("the force header reached an upstream: %v", r.Headers)
+				if strings.EqualFold(strings.ReplaceAll(k, "_", "-"), "X-Gray-Rollout") {
+					t.Errorf("the force header reached an upstream as %s: %v", k, r.Headers)
 				}
 			}
 		}

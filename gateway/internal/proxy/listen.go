@@ -56,9 +56,9 @@ func (c *connCounter) add(n int64) int64 { return c.open.Add(n) }
 // deadline for the whole response, which would cut a long stream).
 //
 // With a per-source bound (gateway.max_connections_per_source), one
-// remote IP address holds at most that many of the places: a client that
-// reopens its sockets as fast as read_timeout closes them locks out only
-// itself.
+// source holds at most that many of the places: a client that reopens its
+// sockets as fast as read_timeout closes them locks out only itself. A
+// source is an IPv4 address, or an IPv6 /64 (sourceOf).
 type listener struct {
 	net.Listener
 	max          int64 // 0: no bound
@@ -135,22 +135,38 @@ func newSources(max int) *sources {
 	return &sources{max: max, open: make(map[netip.Addr]int)}
 }
 
-// sources counts open connections per remote address. An address has an
+// sources counts open connections per source (sourceOf). A source has an
 // entry only while it has a connection open, so the map holds at most as
 // many entries as connections are open (max_client_connections). Accept
 // and Close take the lock once per connection, never per request.
 type sources struct {
 	max  int
 	mu   sync.Mutex
-	open map[netip.Addr]int
+	open map[netip.Addr]int // by sourceOf
 }
 
-// take counts one more connection from a, unless max are open from it
-// already. A connection without an address is not bounded.
+// sourceOf is the source a remote address counts against (SPEC §11 rev.
+// 4): an IPv4 address itself (also when mapped into IPv6, ::ffff:a.b.c.d);
+// for IPv6, its /64, the least a site or a host is given (RFC 6177), so a
+// client cannot evade the bound by taking a new address of its prefix for
+// each connection. A zone is dropped: fe80::1%eth0 and fe80::1%eth1 are
+// one link-local /64 each way it is read.
+func sourceOf(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	if !a.Is6() {
+		return a
+	}
+	p, _ := a.WithZone("").Prefix(64) // 64 ≤ 128: cannot fail
+	return p.Addr()
+}
+
+// take counts one more connection from a's source, unless max are open
+// from it already. A connection without an address is not bounded.
 func (s *sources) take(a netip.Addr) bool {
 	if !a.IsValid() {
 		return true
 	}
+	a = sourceOf(a)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.open[a] >= s.max {
@@ -160,11 +176,12 @@ func (s *sources) take(a netip.Addr) bool {
 	return true
 }
 
-// release gives back a connection taken from a.
+// release gives back a connection taken from a (its source).
 func (s *sources) release(a netip.Addr) {
 	if !a.IsValid() {
 		return
 	}
+	a = sourceOf(a)
 	s.mu.Lock()
 	if n := s.open[a] - 1; n > 0 {
 		s.open[a] = n
@@ -174,11 +191,11 @@ func (s *sources) release(a netip.Addr) {
 	s.mu.Unlock()
 }
 
-// count returns the connections open from a.
+// count returns the connections open from a's source.
 func (s *sources) count(a netip.Addr) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.open[a]
+	return s.open[sourceOf(a)]
 }
 
 // conn is an accepted connection: its writes have a deadline each, and

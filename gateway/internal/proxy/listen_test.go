@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
@@ -167,5 +168,126 @@ func TestSourcesStayBounded(t *testing.T) {
 	}
 	if newSources(0) != nil {
 		t.Error("newSources(0) is a bound; want nil (no per-source limit)")
+	}
+}
+
+// TestSourceOf: an IPv4 address is its own source, also mapped into IPv6;
+// an IPv6 address counts against its /64, whatever its zone.
+func TestSourceOf(t *testing.T) {
+	cases := []struct{ addr, want string }{
+		{"127.0.0.1", "127.0.0.1"},
+		{"203.0.113.7", "203.0.113.7"},
+		{"::ffff:203.0.113.7", "203.0.113.7"},
+		{"::ffff:127.0.0.2", "127.0.0.2"},
+		{"::1", "::"},
+		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::"},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::"},
+		{"2001:db8:1:2::", "2001:db8:1:2::"},
+		{"2001:db8:1:3::1", "2001:db8:1:3::"},
+		{"fe80::1%eth0", "fe80::"},
+		{"fe80::2%eth1", "fe80::"},
+		{"::", "::"},
+		{"64:ff9b::203.0.113.7", "64:ff9b::"}, // NAT64: an IPv6 address like any other
+	}
+	for _, c := range cases {
+		if got := sourceOf(netip.MustParseAddr(c.addr)); got != netip.MustParseAddr(c.want) {
+			t.Errorf("sourceOf(%s) = %v; want %s", c.addr, got, c.want)
+		}
+	}
+	// Neighbours across a /64 boundary are two sources; an IPv4 address
+	// and the IPv6 /64 that embeds its bits are two sources.
+	distinct := [][2]string{
+		{"2001:db8:1:2::1", "2001:db8:1:3::1"},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:3::"},
+		{"10.0.0.1", "10.0.0.2"},
+		{"::ffff:10.0.0.1", "::a00:1"},
+	}
+	for _, d := range distinct {
+		if sourceOf(netip.MustParseAddr(d[0])) == sourceOf(netip.MustParseAddr(d[1])) {
+			t.Errorf("%s and %s are one source; want two", d[0], d[1])
+		}
+	}
+}
+
+// spoofListener is a real TCP listener whose connections report the next
+// of its remote addresses: loopback has one IPv6 address, so it stands in
+// for clients of other IPv6 hosts.
+type spoofListener struct {
+	net.Listener
+	remotes chan netip.Addr
+}
+
+func (l *spoofListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &spoofConn{Conn: c, remote: &net.TCPAddr{IP: (<-l.remotes).AsSlice(), Port: 40000}}, nil
+}
+
+type spoofConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c *spoofConn) RemoteAddr() net.Addr { return c.remote }
+
+// TestConnectionsPerIPv6Prefix: connections from one /64 share the
+// per-source bound, each from its own address; a connection from the next
+// /64 is another source, and an IPv4-mapped address counts as the IPv4
+// address. Real connections through the listener, remote addresses
+// reported by spoofListener.
+func TestConnectionsPerIPv6Prefix(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	sl := &spoofListener{Listener: inner, remotes: make(chan netip.Addr, 16)}
+	l := newListener(sl, 0, time.Second, newClientConns(telemetry.New())).limitPerSource(newSources(2))
+	defer l.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	// dial connects once as remote and reports whether the listener
+	// handed the connection on (within the bound) or refused it.
+	dial := func(remote string) bool {
+		t.Helper()
+		sl.remotes <- netip.MustParseAddr(remote)
+		c, err := net.Dial("tcp", inner.Addr().String())
+		testenv.Must(t, err)
+		t.Cleanup(func() { c.Close() })
+		select {
+		case ac := <-accepted:
+			t.Cleanup(func() { ac.Close() })
+			return true
+		case <-time.After(300 * time.Millisecond):
+			return false // refused: Accept went on waiting
+		}
+	}
+	steps := []struct {
+		remote string
+		want   bool
+	}{
+		{"2001:db8:1:2::1", true},
+		{"2001:db8:1:2::2", true},
+		{"2001:db8:1:2:dead:beef:0:3", false}, // a third address of the same /64
+		{"2001:db8:1:3::1", true},             // the next /64
+		{"::ffff:192.0.2.1", true},
+		{"192.0.2.1", true},
+		{"::ffff:192.0.2.1", false}, // the IPv4 address's third
+	}
+	for _, s := range steps {
+		if got := dial(s.remote); got != s.want {
+			t.Errorf("connection from %s served = %v; want %v", s.remote, got, s.want)
+		}
+	}
+	if n := l.sources.count(netip.MustParseAddr("2001:db8:1:2::ffff")); n != 2 {
+		t.Errorf("2001:db8:1:2::/64 holds %d connections; want 2", n)
 	}
 }

@@ -28,8 +28,8 @@ func Connect(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Con
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500 * time.Millisecond),
 		nats.ReconnectBufSize(-1),
-		nats.PingInterval(5 * time.Second),
-		nats.MaxPingsOutstanding(2),
+		nats.PingInterval(config.PingInterval),
+		nats.MaxPingsOutstanding(config.MaxPingsOutstanding),
 		// A write the network does not take within 2 s ends the
 		// connection: the client holds its lock while it writes, so a
 		// longer stall would stall the publisher's loop with it.

@@ -246,7 +246,7 @@ func ensureStreams(t testing.TB, nc *nats.Conn) {
 
 // stats counts a Publisher's events by Kind since New.
 type stats struct {
-	Published, Spooled, Dropped [numKinds]uint64
+	Published, Resent, Spooled, Dropped [numKinds]uint64
 }
 
 // statsOf returns p's counts. Drops caused by the spool's bound are
@@ -256,5 +256,15 @@ func statsOf(x any) stats {
 	if !ok {
 		p = x.(*running).Publisher
 	}
-	return stats{Published: p.published.snapshot(), Spooled: p.spooled.snapshot(), Dropped: p.dropped.snapshot()}
+	return stats{Published: p.published.snapshot(), Resent: p.resent.snapshot(), Spooled: p.spooled.snapshot(), Dropped: p.dropped.snapshot()}
+}
+
+// allStored reports whether all n events published through p have reached
+// the log: each published on its first send or spooled, the spool empty,
+// and every spooled one sent again (a spill under load, as with the race
+// detector, is the publisher doing its job).
+func allStored(p *running, sp *spool.Spool, n int) bool {
+	st := statsOf(p)
+	r, _ := sp.Depth()
+	return sum(st.Published)+sum(st.Spooled) == uint64(n) && r == 0 && sum(st.Resent) >= sum(st.Spooled)
 }

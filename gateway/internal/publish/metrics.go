@@ -10,7 +10,8 @@ import (
 
 // describe gives m the # HELP text of this package's families.
 func describe(m *telemetry.Metrics) {
-	m.Describe("graygate_events_published_total", "Events stored by the event log (JetStream acknowledged), by kind.")
+	m.Describe("graygate_events_published_total", "Events stored by the event log (JetStream acknowledged) on their first send, by kind; an event sent again from the spool counts in graygate_events_resent_total instead.")
+	m.Describe("graygate_events_resent_total", "Spooled events sent again and acknowledged by the event log (stored, or dropped as a duplicate of an earlier send), by kind; a record sent again after a failed drain counts each time.")
 	m.Describe("graygate_events_spooled_total", "Events written to the on-disk spool because the event log was unreachable or behind, by kind.")
 	m.Describe("graygate_events_dropped_total", "Events lost: memory queue full, spool full (oldest dropped), or not encodable, by kind.")
 	m.Describe("graygate_spool_depth", "Events in the on-disk spool waiting for the event log.")

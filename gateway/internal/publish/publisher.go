@@ -83,6 +83,9 @@ type Options struct {
 	// Replicas replicas.
 	EnsureStreams bool
 	Replicas      int
+	// APIPrefix is nats.api_prefix: the subject prefix of the JetStream
+	// API (empty: $JS.API).
+	APIPrefix string
 	// Linger is how long the first event of a burst waits for the events
 	// that follow it, so that they reach NATS together: one write, one
 	// store and one round of acknowledgements for the lot instead of one
@@ -131,10 +134,12 @@ type Publisher struct {
 	stopped atomic.Bool
 	ran     atomic.Bool
 
-	published, spooled, dropped *counters
-	gauges                      gauges
-	queueFull, unknown          atomic.Uint64 // drops not yet logged
-	downSince                   atomic.Int64  // unix nanoseconds; 0 while the event log takes events
+	// published counts events stored on their first send; resent the
+	// spool's records acknowledged when sent again (SPEC §11 rev. 4).
+	published, resent, spooled, dropped *counters
+	gauges                              gauges
+	queueFull, unknown                  atomic.Uint64 // drops not yet logged
+	downSince                           atomic.Int64  // unix nanoseconds; 0 while the event log takes events
 
 	// Owned by Run.
 	connected   bool
@@ -221,6 +226,7 @@ func New(nc *nats.Conn, sp *spool.Spool, opts Options) (*Publisher, error) {
 		queue:     make(chan item, opts.QueueSize),
 		results:   make(chan result, 2*opts.MaxInFlight),
 		published: newCounters(set, "graygate_events_published_total"),
+		resent:    newCounters(set, "graygate_events_resent_total"),
 		spooled:   newCounters(set, "graygate_events_spooled_total"),
 		dropped:   newCounters(set, "graygate_events_dropped_total"),
 		gauges:    newGauges(set),
@@ -228,7 +234,13 @@ func New(nc *nats.Conn, sp *spool.Spool, opts Options) (*Publisher, error) {
 		backoff:   minBackoff,
 		lastLog:   map[string]time.Time{},
 	}
-	p.js, err = jetstream.New(nc,
+	newJS := jetstream.New
+	if opts.APIPrefix != "" {
+		newJS = func(nc *nats.Conn, o ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+			return jetstream.NewWithAPIPrefix(nc, opts.APIPrefix, o...)
+		}
+	}
+	p.js, err = newJS(nc,
 		jetstream.WithPublishAsyncMaxPending(opts.MaxInFlight),
 		jetstream.WithPublishAsyncTimeout(opts.AckTimeout),
 		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) {
@@ -507,7 +519,11 @@ func (p *Publisher) resolve(r result) {
 		p.failed(e, r.err)
 		return
 	}
-	p.published.add(e.kind, 1)
+	if e.spooled {
+		p.resent.add(e.kind, 1)
+	} else {
+		p.published.add(e.kind, 1)
+	}
 	// A late ack of an event sent before the connection dropped does not
 	// make the event log reachable again: only the connection's return
 	// (refresh) does then. Without this, an ack that arrived after the

@@ -15,6 +15,16 @@ type State struct {
 	Spooled int64
 }
 
+// Hiccup is how long events must have failed to reach the event log before
+// /readyz says it is unreachable: a shorter outage (a reconnect, a publish
+// whose acknowledgement timed out under load) never changes what /readyz
+// answers (SPEC §11 rev. 4).
+const Hiccup = 5 * time.Second
+
+// Unreachable reports whether events have not reached the event log for
+// Hiccup or longer at now.
+func (s State) Unreachable(now time.Time) bool { return !s.Connected && now.Sub(s.Since) >= Hiccup }
+
 // String is the /readyz wording: "connected", or "degraded: event log
 // unreachable" with for how long and how many events wait.
 func (s State) String() string {

@@ -56,7 +56,7 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 	defer srv.Shutdown()
 	url := "tls://" + srv.Addr().String()
 	connect := func(user, password string) (*nats.Conn, error) {
-		n := config.NATS{URL: url, User: user, Password: config.Secret(password), TLS: config.NATSTLS{CAFile: ca}}
+		n := config.NATS{URL: url, User: user, Password: config.Secret(password), TLS: config.NATSTLS{CAFile: ca}, APIPrefix: shippedAPIPrefix}
 		o, err := n.ConnectOptions()
 		if err != nil {
 			return nil, err
@@ -77,7 +77,7 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 	}
 	defer nc.Close()
 	table := NewTable([]string{"qwen"})
-	l, err := NewLog(nc, table, map[string]float64{"qwen": 5}, 1, time.Minute, "gateway/test", slog.New(slog.DiscardHandler))
+	l, err := NewLog(jetstreamFor(t, nc), table, map[string]float64{"qwen": 5}, 1, time.Minute, "gateway/test", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	table2 := NewTable([]string{"qwen"})
-	l2, err := NewLog(nc, table2, map[string]float64{"qwen": 5}, 1, time.Minute, "gateway/test2", slog.New(slog.DiscardHandler))
+	l2, err := NewLog(jetstreamFor(t, nc), table2, map[string]float64{"qwen": 5}, 1, time.Minute, "gateway/test2", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,9 +185,13 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 	}
 }
 
+// shippedAPIPrefix is the services' nats.api_prefix on infra/nats.
+const shippedAPIPrefix = "JS.graygate.API"
+
+// jetstreamFor is the JetStream context of a service on infra/nats.
 func jetstreamFor(t *testing.T, nc *nats.Conn) jetstream.JetStream {
 	t.Helper()
-	js, err := jetstream.New(nc)
+	js, err := (&config.NATS{APIPrefix: shippedAPIPrefix}).JetStream(nc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,13 +57,11 @@ type Log struct {
 	reader rolloutlog.Reader
 }
 
-// NewLog returns a Log over nc for the deployments of table; seeds holds
-// the config's percentage of each, appended only when the log has none.
-func NewLog(nc *nats.Conn, table *Table, seeds map[string]float64, replicas int, staleAfter time.Duration, source string, log *slog.Logger) (*Log, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("rollout log: %w", err)
-	}
+// NewLog returns a Log over js (its connection rings the bell) for the
+// deployments of table; seeds holds the config's percentage of each,
+// appended only when the log has none.
+func NewLog(js jetstream.JetStream, table *Table, seeds map[string]float64, replicas int, staleAfter time.Duration, source string, log *slog.Logger) (*Log, error) {
+	nc := js.Conn()
 	if staleAfter <= 0 {
 		staleAfter = time.Minute
 	}
@@ -85,6 +83,49 @@ func (l *Log) Sign(signers events.Signers, key nkeys.KeyPair) {
 
 // Fresh reports whether the table reflects the log (read, not stale).
 func (l *Log) Fresh() bool { return l.fresh.Load() }
+
+// Last returns the deployment's state as the log holds it now, for a
+// change to be judged against (SPEC §11 rev. 4: read your writes,
+// whichever replica's view lags). It reads the sequence of the
+// deployment's last message from the log itself, then waits until this
+// gateway's view has folded it — the follower is woken by the store, so
+// that is a few milliseconds — and returns the view's state: the log's
+// own fold, with every check the follower makes. With atLeast above that
+// sequence (a revision a client was answered, which the replica serving
+// this read may not have yet) it waits for the view to reach atLeast. It
+// blocks at most until ctx is done (ErrUnavailable then).
+func (l *Log) Last(ctx context.Context, deployment string, atLeast uint64) (events.RolloutState, error) {
+	stream, err := l.js.Stream(ctx, events.StreamRollout)
+	if err != nil {
+		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	last := atLeast
+	msg, err := stream.GetLastMsgForSubject(ctx, events.RolloutSubject(deployment))
+	switch {
+	case err == nil:
+		last = max(last, msg.Sequence)
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
+		return events.RolloutState{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	for {
+		cur := l.table.Get(deployment)
+		if cur == nil {
+			return events.RolloutState{}, fmt.Errorf("rollout log: no deployment %q", deployment)
+		}
+		if cur.Known && cur.Revision >= last {
+			return cur.RolloutState, nil
+		}
+		select {
+		case <-ctx.Done():
+			return events.RolloutState{}, fmt.Errorf("%w: the rollout state has not reached revision %d (at %d): %v",
+				ErrUnavailable, last, cur.Revision, ctx.Err())
+		case <-time.After(lastPollEvery):
+		}
+	}
+}
+
+// lastPollEvery is how often Last looks whether the view caught up.
+const lastPollEvery = time.Millisecond
 
 // Run reads and follows the log until ctx is done. Connection trouble is
 // not an error: Run retries, marking the table unknown after staleAfter.

@@ -27,6 +27,7 @@ type API struct {
 	logger   *slog.Logger
 	tel      *telemetry.Metrics // the series /metrics serves
 	opts     Options
+	serial   serial // rollout changes of one deployment, one at a time
 }
 
 // Options are what the admin API reads of the gateway it serves.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
@@ -27,22 +28,28 @@ type reaffirmBody struct {
 // signed with this gateway's current key — the middle step of a key
 // rotation (SPEC §7 rev. 4): once every deployment is re-affirmed with the
 // new key, the old one can leave nats.rollout_signers and the state holds.
-// It answers the new entry, 409 when there is no valid state to repeat,
-// and 503 when the log cannot record it.
+// It answers the new entry, 400 for a reason that is not text (SPEC §11
+// rev. 4), 409 when there is no valid state to repeat, and 503 when the
+// log cannot record it.
 func (a *API) reaffirm(c *fiber.Ctx) error {
 	name := c.Params("deployment")
-	cur := a.rollouts.Get(name)
-	if cur == nil {
+	if a.rollouts.Get(name) == nil {
 		return &apierr.Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
 			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
 	}
 	var body reaffirmBody
+	if !utf8.Valid(c.Body()) {
+		return apierr.BadRequest("reaffirm: the body is not UTF-8")
+	}
 	if len(bytes.TrimSpace(c.Body())) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(c.Body()))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil {
 			return apierr.BadRequest("reaffirm: %s", apierr.Clip(err.Error(), 200))
 		}
+	}
+	if err := checkText("reason", body.Reason); err != nil {
+		return err
 	}
 	if len(body.Reason) > events.MaxReasonBytes {
 		return apierr.BadRequest("reason is %d bytes; at most %d", len(body.Reason), events.MaxReasonBytes)
@@ -51,27 +58,34 @@ func (a *API) reaffirm(c *fiber.Ctx) error {
 		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 			Msg: "the event log is off, unreachable or not read yet; nothing was re-affirmed"}
 	}
-	if !cur.Known || cur.Status == "" {
-		return &apierr.Error{Status: fiber.StatusConflict, Code: CodeNothingToReaffirm, Type: "invalid_request_error",
-			Msg: "deployment " + name + " has no valid rollout state to re-affirm: set one with PUT /admin/rollouts/" + name}
-	}
 	reason := body.Reason
 	if reason == "" {
 		reason = "re-affirmed with the current signing key"
 	}
-	ev := &events.RolloutChanged{Deployment: name, Percentage: cur.Percentage, Status: cur.Status,
-		Reason: reason, Actor: events.ActorAdmin, Operator: operator(c)}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	rev, err := a.log.Append(ctx, ev, cur.Revision)
-	cancel()
-	switch {
-	case errors.Is(err, rollout.ErrRevisionConflict):
-		return revisionConflict(name, cur.Revision, 0)
-	case err != nil:
-		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
-			Msg: "the re-affirmation could not be recorded in the event log", Cause: err}
-	}
-	a.logger.Info("rollout re-affirmed", "deployment", name, "revision", rev, "operator", ev.Operator)
-	return c.JSON(&events.RolloutEntry{Deployment: name, Percentage: ev.Percentage, Status: ev.Status, Revision: rev,
-		Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano), Known: true})
+	// Like a change (putRollout): in this deployment's turn, the state
+	// the log holds is repeated; when another writer's event comes first,
+	// the state it left is.
+	return a.inTurn(c, name, "nothing was re-affirmed", func(ctx context.Context) error {
+		cur, err := a.current(ctx, name, 0)
+		if err != nil {
+			return err
+		}
+		if cur.Status == "" {
+			return &apierr.Error{Status: fiber.StatusConflict, Code: CodeNothingToReaffirm, Type: "invalid_request_error",
+				Msg: "deployment " + name + " has no valid rollout state to re-affirm: set one with PUT /admin/rollouts/" + name}
+		}
+		ev := &events.RolloutChanged{Deployment: name, Percentage: cur.Percentage, Status: cur.Status,
+			Reason: reason, Actor: events.ActorAdmin, Operator: operator(c)}
+		rev, err := a.log.Append(ctx, ev, cur.Revision)
+		switch {
+		case errors.Is(err, rollout.ErrRevisionConflict):
+			return errMoved
+		case err != nil:
+			return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+				Msg: "the re-affirmation could not be recorded in the event log", Cause: err}
+		}
+		a.logger.Info("rollout re-affirmed", "deployment", name, "revision", rev, "operator", ev.Operator)
+		return c.JSON(&events.RolloutEntry{Deployment: name, Percentage: ev.Percentage, Status: ev.Status, Revision: rev,
+			Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano), Known: true})
+	})
 }

@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // Error codes of the rollout admin API (SPEC §3).
@@ -27,10 +30,13 @@ const (
 // RolloutLog is where rollout changes are recorded: the event log. Append
 // stores ev if the deployment's last event is at sequence expected and
 // returns the new revision; it returns rollout.ErrRevisionConflict or
-// rollout.ErrUnavailable. Fresh reports whether the gateway's state
-// reflects the log.
+// rollout.ErrUnavailable. Last returns the deployment's state as the log
+// holds it now: once this gateway's view, which may lag, has folded the
+// log's last message for it, and revision atLeast. Fresh reports whether
+// the gateway's state reflects the log.
 type RolloutLog interface {
 	Append(ctx context.Context, ev *events.RolloutChanged, expected uint64) (uint64, error)
+	Last(ctx context.Context, deployment string, atLeast uint64) (events.RolloutState, error)
 	Fresh() bool
 }
 
@@ -45,19 +51,48 @@ type rolloutChange struct {
 	operator string
 }
 
+// How long a change may take, waiting for its turn included, and how
+// often one sent without expected_revision is tried against a log that
+// moved meanwhile (another gateway's or the analyzer's append between
+// its read and its append).
+const (
+	changeTimeout      = 10 * time.Second
+	aheadWait          = 2 * time.Second // see putRollout
+	maxAppendAttempts  = 32
+	conflictBackoffMax = 5 * time.Millisecond
+)
+
 // putRollout serves PUT /admin/rollouts/{deployment}.
+//
+// The log serializes, it does not refuse (SPEC §11 rev. 4). Changes to
+// one deployment take their turn on this gateway (serial), and each is
+// judged against the state the log holds (RolloutLog.Last: the view once
+// it has read the log's last message for the deployment), never against
+// the view as it stands, which lags a stored event by the time it takes
+// to come back: so a change whose expected_revision is the revision a
+// gateway just answered is accepted whatever the view showed. A
+// change without expected_revision whose append the log refuses (another
+// writer appended between the read and the append) is read and judged
+// again, and appended after that writer's event; one with
+// expected_revision is answered 409.
 func (a *API) putRollout(c *fiber.Ctx) error {
 	name := c.Params("deployment")
-	cur := a.rollouts.Get(name)
-	if cur == nil {
+	if a.rollouts.Get(name) == nil {
 		return &apierr.Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
 			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
 	}
 	var ch rolloutChange
+	if !utf8.Valid(c.Body()) {
+		// encoding/json would read the bytes as U+FFFD: refuse them instead.
+		return apierr.BadRequest("rollout change: the body is not UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(c.Body()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ch); err != nil {
 		return apierr.BadRequest("rollout change: %s", apierr.Clip(err.Error(), 200))
+	}
+	if err := checkText("reason", ch.Reason); err != nil {
+		return err
 	}
 	ch.operator = operator(c)
 	if len(ch.Reason) > events.MaxReasonBytes {
@@ -66,46 +101,104 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 	if ch.Percentage == nil && ch.Status == nil {
 		return apierr.BadRequest("rollout change needs \"percentage\", \"status\" or both")
 	}
-	// A change without expected_revision applies to the state the log
-	// holds. This gateway's view of it can lag by a few milliseconds (a
-	// change appended through another gateway, or through this one just
-	// before): the log then refuses the append, and the change is
-	// evaluated again on the view once it caught up.
-	for attempt := 1; ; attempt++ {
-		cur := a.rollouts.Get(name)
-		entry, stale, err := a.changeRollout(name, cur, &ch)
-		if stale && attempt < staleViewAttempts {
-			a.awaitRevision(name, cur.Revision, staleViewWait)
-			continue
-		}
+	return a.inTurn(c, name, "the change was not recorded", func(ctx context.Context) error {
+		cur, err := a.current(ctx, name, 0)
 		if err != nil {
 			return err
 		}
-		return c.JSON(entry)
-	}
-}
-
-// How often, and how long each time, a change without expected_revision
-// waits for this gateway's view of the log to catch up.
-const (
-	staleViewAttempts = 3
-	staleViewWait     = 2 * time.Second
-)
-
-// awaitRevision waits until the view of deployment name is past revision
-// seen, at most d.
-func (a *API) awaitRevision(name string, seen uint64, d time.Duration) {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if cur := a.rollouts.Get(name); cur != nil && cur.Revision > seen {
-			return
+		if exp := ch.ExpectedRevision; exp != nil && *exp > cur.Revision && a.log != nil {
+			// The client was answered a revision this read has not
+			// reached: the replica that served it lags the one that
+			// stored it. Wait a little for it rather than refuse a
+			// revision that is the log's; one that never comes (a
+			// revision nobody answered) is refused after aheadWait.
+			wctx, cancel := context.WithTimeout(ctx, aheadWait)
+			if later, err := a.current(wctx, name, *exp); err == nil {
+				cur = later
+			}
+			cancel()
 		}
+		entry, err := a.changeRollout(ctx, name, cur, &ch)
+		if errors.Is(err, errMoved) && ch.ExpectedRevision != nil {
+			return revisionConflict(name, cur.Revision, 0)
+		}
+		if err != nil {
+			return err // errMoved without expected_revision: inTurn tries again
+		}
+		return c.JSON(entry)
+	})
+}
+
+// inTurn runs try in the deployment's turn on this gateway (changes to
+// one deployment take turns), against the state the log holds, and again
+// when another writer's event came first (try returns errMoved): the log
+// serializes, it does not refuse (SPEC §11 rev. 4). It gives up with 503,
+// never 409, after maxAppendAttempts tries or changeTimeout; notDone ends
+// those answers' messages ("the change was not recorded").
+func (a *API) inTurn(c *fiber.Ctx, name, notDone string, try func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(c.Context(), changeTimeout)
+	defer cancel()
+	release, err := a.serial.acquire(ctx, name)
+	if err != nil {
+		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "earlier changes to " + name + " are still being recorded; " + notDone, Cause: err}
+	}
+	defer release()
+	for attempt := 1; ; attempt++ {
+		err := try(ctx)
+		if !errors.Is(err, errMoved) {
+			return err
+		}
+		if attempt >= maxAppendAttempts || ctx.Err() != nil {
+			// A log that kept moving for this long is a log that cannot
+			// take the change now.
+			return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+				Msg: "the rollout log kept moving (" + strconv.Itoa(attempt) + " tries); " + notDone, Cause: err}
+		}
+		time.Sleep(rand.N(conflictBackoffMax))
 	}
 }
 
-// changeRollout applies ch to the deployment's state cur and records it.
-// stale reports that the log refused a change sent without
-// expected_revision because it had moved past cur.
-func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) (entry *events.RolloutEntry, stale bool, err error) {
+// checkText refuses text an operator will read that holds NUL, control or
+// bidirectional formatting characters (SPEC §11 rev. 4): 400 bad_request
+// naming the field.
+func checkText(field, s string) error {
+	if err := text.Check(field, s); err != nil {
+		e := apierr.BadRequest("%s", err.Error())
+		e.Param = field
+		return e
+	}
+	return nil
+}
+
+// errMoved: the log refused an append because the deployment's last event
+// is no longer the one the change was judged against.
+var errMoved = errors.New("the rollout log moved")
+
+// current returns the deployment's state a change is judged against: the
+// log's (RolloutLog.Last, at revision atLeast or later; the table's when
+// events are off: the table is then the owner).
+func (a *API) current(ctx context.Context, name string, atLeast uint64) (*rollout.State, error) {
+	if a.log == nil {
+		return a.rollouts.Get(name), nil
+	}
+	if !a.log.Fresh() {
+		return nil, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "the event log is unreachable or not read yet; the change was not recorded"}
+	}
+	fold, err := a.log.Last(ctx, name, atLeast)
+	if err != nil {
+		return nil, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "the rollout state could not be read from the event log; the change was not recorded", Cause: err}
+	}
+	st := rollout.FromFold(fold)
+	return &st, nil
+}
+
+// changeRollout judges ch against the deployment's state cur and records
+// it. It returns errMoved when the log refused the append because the
+// deployment moved past cur.
+func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State, ch *rolloutChange) (*events.RolloutEntry, error) {
 	status := cur.Status
 	if status == "" {
 		// The log holds no valid event for the deployment yet (only
@@ -115,40 +208,36 @@ func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) 
 	if ch.Status != nil {
 		status = rollout.Status(*ch.Status)
 		if !status.Valid() {
-			return nil, false, apierr.BadRequest("status must be \"active\", \"rolled_back\" or \"testing\", got %s", apierr.QuoteShort([]byte(*ch.Status)))
+			return nil, apierr.BadRequest("status must be \"active\", \"rolled_back\" or \"testing\", got %s", apierr.QuoteShort([]byte(*ch.Status)))
 		}
 		switch {
 		case status == rollout.Testing && ch.Percentage != nil:
-			return nil, false, apierr.BadRequest("\"status\": \"testing\" stores percentage 0: send it without a percentage")
+			return nil, apierr.BadRequest("\"status\": \"testing\" stores percentage 0: send it without a percentage")
 		case status == rollout.Active && ch.Percentage == nil:
-			return nil, false, apierr.BadRequest("\"status\": \"active\" needs the percentage to serve at")
+			return nil, apierr.BadRequest("\"status\": \"active\" needs the percentage to serve at")
 		}
+	}
+	if ch.Percentage != nil && !events.ValidPercentage(*ch.Percentage) {
+		return nil, apierr.BadRequest("percentage must be between 0 and 100 with at most two decimals, got %v", *ch.Percentage)
+	}
+	if ch.ExpectedRevision != nil && *ch.ExpectedRevision != cur.Revision {
+		return nil, revisionConflict(name, *ch.ExpectedRevision, cur.Revision)
 	}
 	pct := cur.Percentage
 	if ch.Percentage != nil {
 		p := *ch.Percentage
-		if !events.ValidPercentage(p) {
-			return nil, false, apierr.BadRequest("percentage must be between 0 and 100 with at most two decimals, got %v", p)
-		}
 		if (cur.Status == rollout.RolledBack || cur.Status == rollout.Testing) && status != rollout.Active {
 			code, what := CodeRolledBack, "rolled back"
 			if cur.Status == rollout.Testing {
 				code, what = CodeTesting, "in testing"
 			}
-			return nil, false, &apierr.Error{Status: fiber.StatusConflict, Code: code, Type: "invalid_request_error",
+			return nil, &apierr.Error{Status: fiber.StatusConflict, Code: code, Type: "invalid_request_error",
 				Msg: "deployment " + name + " is " + what + ": send \"status\": \"active\" with the percentage to serve gray to its share"}
 		}
 		pct = math.Round(p*100) / 100
 	}
 	if status == rollout.RolledBack || status == rollout.Testing {
 		pct = 0
-	}
-	expected := cur.Revision
-	if ch.ExpectedRevision != nil {
-		if *ch.ExpectedRevision != cur.Revision {
-			return nil, false, revisionConflict(name, *ch.ExpectedRevision, cur.Revision)
-		}
-		expected = *ch.ExpectedRevision
 	}
 	ev := &events.RolloutChanged{Deployment: name, Percentage: pct, Status: events.RolloutStatus(status),
 		Reason: ch.Reason, Actor: events.ActorAdmin, Operator: ch.operator}
@@ -164,24 +253,18 @@ func (a *API) changeRollout(name string, cur *rollout.State, ch *rolloutChange) 
 		st.Operator = ev.Operator
 		a.rollouts.Set(st)
 	} else {
-		if !a.log.Fresh() {
-			return nil, false, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
-				Msg: "the event log is unreachable or not read yet; the change was not recorded"}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var err error
-		rev, err = a.log.Append(ctx, ev, expected)
-		cancel()
+		rev, err = a.log.Append(ctx, ev, cur.Revision)
 		switch {
 		case errors.Is(err, rollout.ErrRevisionConflict):
-			return nil, ch.ExpectedRevision == nil, revisionConflict(name, expected, 0)
+			return nil, errMoved
 		case err != nil:
-			return nil, false, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			return nil, &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 				Msg: "the rollout change could not be recorded in the event log", Cause: err}
 		}
 	}
 	return &events.RolloutEntry{Deployment: name, Percentage: pct, Status: status, Revision: rev,
-		Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, false, nil
+		Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, nil
 }
 
 func revisionConflict(name string, expected, current uint64) *apierr.Error {

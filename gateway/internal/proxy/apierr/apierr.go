@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // Error codes of SPEC §3, sent as error.code and x-router-error-code;
@@ -111,12 +112,15 @@ func QuoteShort(b []byte) string {
 	return `"` + Clip(string(b), 64) + `"`
 }
 
-// Clip shortens s to at most n bytes of valid, printable text.
+// Clip shortens s to at most n bytes of valid, printable text: control
+// and bidirectional formatting characters (text.Refused) and bytes that
+// are not UTF-8 become spaces, so a client's bytes quoted back in a
+// message cannot rearrange the terminal that prints it.
 func Clip(s string, n int) string {
 	out := make([]rune, 0, n)
 	size := 0
 	for _, r := range s {
-		if r == '\uFFFD' || r < 0x20 {
+		if r == '\uFFFD' || text.Refused(r) {
 			r = ' '
 		}
 		size += len(string(r))

@@ -68,6 +68,8 @@ func TestClip(t *testing.T) {
 		{"ééé", 5, "éé…"},
 		{"", 10, "(empty body)"},
 		{"\xff", 10, " "},
+		{"evil\u202egpt\u2066", 20, "evil gpt "}, // bidirectional formatting: spaces too (SPEC §11 rev. 4)
+		{"c1\u0085", 10, "c1 "},
 	}
 	for _, tt := range tests {
 		if got := Clip(tt.in, tt.n); got != tt.want {

@@ -30,7 +30,7 @@ func (in *Intake) SnapshotHeaders(c *fiber.Ctx, x *Request, id string) {
 	}
 	named := false // the client's Connection header names other headers
 	for k, v := range c.Request().Header.All() {
-		if !forwardable(k) || in.forceHeaders[string(k)] {
+		if !forwardable(k) || in.isForceHeader(k) {
 			named = named || namesHeaders(k, v)
 			continue
 		}

@@ -34,7 +34,7 @@ func clientCtx(tb testing.TB, app *fiber.App, raw string) *fiber.Ctx {
 // headers that reach the upstream (SnapshotHeaders) and setting them on
 // the upstream request, for an SDK's ordinary headers: nothing to strip.
 func BenchmarkForwardHeaders(b *testing.B) {
-	in := &Intake{forceHeaders: map[string]bool{"X-Gray-Rollout": true}}
+	in := &Intake{forceHeaders: []string{"x-gray-rollout"}}
 	app := fiber.New()
 	c := clientCtx(b, app, sdkRequest)
 	x := new(Request)
@@ -61,9 +61,10 @@ func TestForwardedHeaders(t *testing.T) {
 		"FORWARDED: for=10.0.0.6\r\nKeep_Alive: timeout=5\r\nUpgrade: h2c\r\nTE: trailers\r\n" +
 		"Connection: keep-alive, X-Secret, x_other_secret\r\nconnection: X-THIRD\r\n" +
 		"x-secret: s1\r\nX-Other-Secret: s2\r\nX-Third: s3\r\nX-Gray-Rollout: true\r\n" +
+		"X_Gray_Rollout: true\r\nx_gray-ROLLOUT: false\r\nX-GRAY-ROLLOUT: true\r\n" +
 		"X-Custom: kept-2\r\nX_Custom_Under: kept-3\r\nX-User-Id: kept-4\r\nApi-Keys: kept-5\r\n" +
 		"Content-Length: 2\r\n\r\n{}"
-	in := &Intake{forceHeaders: map[string]bool{"X-Gray-Rollout": true}}
+	in := &Intake{forceHeaders: []string{"x-gray-rollout"}}
 	c := clientCtx(t, fiber.New(), raw)
 	x := new(Request)
 	in.SnapshotHeaders(c, x, "req-1")

@@ -24,21 +24,31 @@ type Intake struct {
 	deployments  map[string]*deploy.Deployment
 	contract     *contract.Contract
 	rollouts     *rollout.Table
-	matchedNames sync.Map        // band bit set → x-vsr-matched-context value
-	forceHeaders map[string]bool // the rollout force headers, never forwarded
+	matchedNames sync.Map          // band bit set → x-vsr-matched-context value
+	forceHeaders []string          // the rollout force headers (forceNameIs form), never forwarded
+	forceName    map[string]string // each deployment's force header (forceNameIs form)
 	maxToolSteps int
 	rejected     func(*Rejection) // nil: rejections are only counted
 	tel          *telemetry.Metrics
 }
 
 // NewIntake returns the intake over the fleet's routes and deployments.
-// forceHeaders are the canonical names of the rollout force headers;
+// forceHeaders are the names of the rollout force headers, in any case
+// and with '_' or '-' (each is recognised and stripped in every spelling);
 // rejected, when not nil, receives each policy rejection; rejections are
 // counted in tel.
 func NewIntake(routes map[string]*deploy.Route, deployments map[string]*deploy.Deployment, c *contract.Contract,
 	rollouts *rollout.Table, forceHeaders map[string]bool, maxToolSteps int, rejected func(*Rejection), tel *telemetry.Metrics) *Intake {
-	return &Intake{routes: routes, deployments: deployments, contract: c, rollouts: rollouts,
-		forceHeaders: forceHeaders, maxToolSteps: maxToolSteps, rejected: rejected, tel: tel}
+	in := &Intake{routes: routes, deployments: deployments, contract: c, rollouts: rollouts,
+		maxToolSteps: maxToolSteps, rejected: rejected, tel: tel}
+	for name := range forceHeaders {
+		in.forceHeaders = append(in.forceHeaders, foldName(name))
+	}
+	in.forceName = make(map[string]string, len(deployments))
+	for name, d := range deployments {
+		in.forceName[name] = foldName(d.Rollout.ForceHeader)
+	}
+	return in
 }
 
 // Rejection is a request refused by policy before any upstream call.
@@ -162,7 +172,7 @@ func (in *Intake) assign(c *fiber.Ctx, x *Request) {
 	st := in.rollouts.Get(d.Name)
 	force := rollout.NoForce
 	if k.Force { // anyone else's force header is ignored (and never forwarded)
-		force = rollout.ParseForce(c.Request().Header.Peek(d.Rollout.ForceHeader))
+		force = forceOf(&c.Request().Header, in.forceName[d.Name])
 	}
 	if rollout.Assign(st, force, in.stickyValue(c, x, d)) != rollout.Gray {
 		return

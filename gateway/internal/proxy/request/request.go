@@ -12,10 +12,12 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/contract"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // Call is what intake decided about a request before it is forwarded.
@@ -160,6 +162,25 @@ func ID(c *fiber.Ctx) string {
 		return string(id)
 	}
 	return events.NewID() // the same UUIDv7s as event ids: unique, from the fast generator
+}
+
+// CheckID refuses a client's x-request-id that holds NUL, a control or a
+// bidirectional formatting character, or bytes that are not UTF-8 (SPEC
+// §11 rev. 4: a client-set field that reaches an operator, in events and
+// the collector's tables): 400 bad_request naming the header. Any other
+// id ID does not keep (longer than 128 bytes, spaces, other non-ASCII
+// text) is replaced, as before.
+func CheckID(c *fiber.Ctx) error {
+	id := c.Request().Header.Peek("X-Request-Id")
+	if printable(id) {
+		return nil // the usual case, and no header at all
+	}
+	if err := text.Check("x-request-id", string(id)); err != nil {
+		e := apierr.BadRequest("%s", err.Error())
+		e.Param = "x-request-id"
+		return e
+	}
+	return nil
 }
 
 func printable(b []byte) bool {

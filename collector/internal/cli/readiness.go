@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/graygate/graygate/collector/internal/consume"
+	"github.com/graygate/graygate/collector/internal/store"
+)
+
+// Readiness bounds (SPEC §11 rev. 4): the collector is unready while it
+// cannot consume for consumeAfter, or cannot write to Postgres for longer
+// than writeAfter; a shorter hiccup never flips /readyz.
+const (
+	consumeAfter = 5 * time.Second
+	writeAfter   = 10 * time.Second
+	// sampleEvery is how often the conditions are looked at besides each
+	// probe, so that one lasting is told from two short ones.
+	sampleEvery = 500 * time.Millisecond
+)
+
+// readiness remembers since when each condition that makes the collector
+// unready has held.
+type readiness struct {
+	mu    sync.Mutex
+	since map[string]time.Time
+	// pgFailing is when writes or pings to Postgres began to fail (zero
+	// while the last one succeeded).
+	pgFailing time.Time
+}
+
+// held records whether cond holds now and returns for how long it has
+// held without a break seen.
+func (r *readiness) held(name string, cond bool, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !cond {
+		delete(r.since, name)
+		return 0
+	}
+	if r.since == nil {
+		r.since = map[string]time.Time{}
+	}
+	s, ok := r.since[name]
+	if !ok {
+		r.since[name] = now
+		return 0
+	}
+	return now.Sub(s)
+}
+
+// heldFor returns for how long name has held at now, as last recorded.
+func (r *readiness) heldFor(name string, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.since[name]; ok {
+		return now.Sub(s)
+	}
+	return 0
+}
+
+// postgres records the outcome of a write or a ping to Postgres.
+func (r *readiness) postgres(err error, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil:
+		r.pgFailing = time.Time{}
+	case r.pgFailing.IsZero():
+		r.pgFailing = now
+	}
+}
+
+// postgresDown returns how long Postgres has refused writes and pings.
+func (r *readiness) postgresDown(now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pgFailing.IsZero() {
+		return 0
+	}
+	return now.Sub(r.pgFailing)
+}
+
+// watchedStore records the outcome of every write in r: a refusal of the
+// data (a dead letter to be) says nothing about Postgres being usable.
+type watchedStore struct {
+	consume.Store
+	r *readiness
+}
+
+func (w watchedStore) Write(ctx context.Context, batch []store.Event) (store.Result, error) {
+	res, err := w.Store.Write(ctx, batch)
+	if err == nil || !store.Poison(err) && ctx.Err() == nil {
+		w.r.postgres(err, time.Now())
+	}
+	return res, err
+}
+
+// check says why the collector is not ready, nil when it is: migrations
+// not applied yet (at start); the event log unreachable for consumeAfter
+// (it cannot consume), or its consumer configured otherwise than declared
+// for as long; Postgres refusing writes and pings for more than
+// writeAfter.
+func (r *readiness) check(migrated, natsDown bool, mismatch string, now time.Time) error {
+	if !migrated {
+		return errors.New("migrations not applied yet")
+	}
+	var why []error
+	if d := r.held("nats", natsDown, now); d >= consumeAfter {
+		why = append(why, fmt.Errorf("cannot consume: event log unreachable for %s", d.Round(time.Second)))
+	}
+	if d := r.held("mismatch", mismatch != "", now); d >= consumeAfter {
+		why = append(why, errors.New("cannot consume: "+mismatch))
+	}
+	if d := r.postgresDown(now); d > writeAfter {
+		why = append(why, fmt.Errorf("cannot write to Postgres for %s", d.Round(time.Second)))
+	}
+	return errors.Join(why...)
+}
