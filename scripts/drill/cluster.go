@@ -29,12 +29,11 @@ const (
 	// certDir is where certScript writes, relative to the script's
 	// directory, and the files it writes there.
 	certDir, caFile, certFile, keyFile = "../nats-tls", "ca.pem", "server.pem", "server-key.pem"
-	// apiPrefix is the services' nats.api_prefix: empty while the streams
-	// live in the identities' own account (today's shipped layout); the
-	// subject prefix the accounts import the JetStream API under once
-	// infra/nats puts the streams in an account of their own (for example
-	// JS.graygate.API), with the nats.api_prefix configuration key.
-	apiPrefix = ""
+	// apiPrefix is the services' nats.api_prefix: the subject prefix under
+	// which the shipped accounts import the JetStream API of the account
+	// the streams live in (infra/nats/accounts.conf); "" on a layout where
+	// the streams live in the identities' own account.
+	apiPrefix = "JS.graygate.API"
 )
 
 // identity is one service's NATS identity in the shipped configuration
@@ -145,9 +144,10 @@ type cluster struct {
 // nodeConfig is a node's configuration file: the shipped configuration,
 // then what makes this node one of three on loopback. Later keys win in
 // nats-server's format, so the shipped listen address, name and store
-// are replaced; its JetStream block is replaced whole (only store_dir:
-// copy any limits the shipped block gains). Routes use the shipped
-// certificates (the variables the shipped file reads).
+// are replaced; its JetStream block is replaced whole, so the block below
+// repeats the shipped limits (keep them in step). Routes use the shipped
+// certificates (the variables the shipped file reads) and verify each
+// other's, as infra/nats/cluster.conf does.
 //
 // Every node reaches node j's cluster listener only through j's proxy:
 // the three proxies are every node's routes, and each node advertises its
@@ -161,6 +161,8 @@ listen: {{CLIENT}}
 http: {{MONITOR}}
 jetstream {
   store_dir: "{{STORE}}"
+  max_memory_store: 256MB
+  max_file_store: 100GB
 }
 cluster {
   name: graygate-drill
@@ -171,6 +173,7 @@ cluster {
     cert_file: $NATS_TLS_CERT
     key_file: $NATS_TLS_KEY
     ca_file: $NATS_TLS_CA
+    verify: true
     timeout: 2
   }
 }

@@ -49,7 +49,7 @@ shipped configuration, one node partitioned and healed, about 5 s) and
 - **vacancy reported**: whether, within a minute of that vacancy's start,
   an analyzer answered /readyz 503 ` + "`no analyzer holds the lease`" + ` or exported
   ` + "`graygate_analyzer_lease_vacant_seconds`" + ` above 0; required of a vacancy
-  longer than 2 × lease_ttl (the analyzers' lease TTL is 10 s).
+  longer than 2 × lease_ttl (the drill's analyzers have lease_ttl 10s).
 - **two analyzers acting**: from the ` + "`lease`" + ` {holder, revision} of the
   analyzers' rollout events, in stream order: an event on an older lease
   revision than one already used, or on the same revision by another

@@ -26,10 +26,8 @@ const (
 	deployment = "qwen"
 )
 
-// leaseTTL is the analyzer's lease TTL: lease.DefaultTTL today, which no
-// configuration key sets. When `lease_ttl` lands in the analyzer's
-// configuration, set it in serviceConfig and keep this the same value: the
-// table judges vacancies against 2 × leaseTTL.
+// leaseTTL is the analyzers' analyzer.lease_ttl (the default); the table
+// judges vacancies against 2 × leaseTTL.
 const leaseTTL = 10 * time.Second
 
 // serviceNATS is the nats section of a service's configuration: every
@@ -78,6 +76,7 @@ deployments:
       response_schema: {{SCHEMA}}
 analyzer:
   listen: {{ANALYZER}}
+  lease_ttl: {{LEASE_TTL}}
   signing_key_file: {{ANALYZER_SEED}}
   interval: 1s
   window: 1m
@@ -205,7 +204,8 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 			"{{PRIMARY}}", s.mockURL[0], "{{GRAY}}", s.mockURL[1],
 			"{{SCHEMA}}", filepath.Join(root, "schemas/contracts/agent-action.schema.json"),
 			"{{ANALYZER}}", analyzerAt, "{{COLLECTOR}}", addrs["COLLECTOR"],
-			"{{GATEWAY_SEED}}", keys.gatewaySeed, "{{ANALYZER_SEED}}", keys.analyzerSeed).Replace(serviceConfig)
+			"{{GATEWAY_SEED}}", keys.gatewaySeed, "{{ANALYZER_SEED}}", keys.analyzerSeed,
+			"{{LEASE_TTL}}", leaseTTL.String()).Replace(serviceConfig)
 		path := filepath.Join(s.dir, name+".yaml")
 		return path, os.WriteFile(path, []byte(text), 0o600)
 	}
