@@ -46,10 +46,11 @@ shipped configuration, one node partitioned and healed, about 5 s) and
   at both analyzers' /metrics (every 200 ms) in which neither said
   ` + "`graygate_analyzer_lease_held 1`" + ` (a SIGSTOPped analyzer holds nothing it
   can act on).
-- **vacancy reported**: whether, within a minute of that vacancy's start,
-  an analyzer answered /readyz 503 ` + "`no analyzer holds the lease`" + ` or exported
-  ` + "`graygate_analyzer_lease_vacant_seconds`" + ` above 0; required of a vacancy
-  longer than 2 × lease_ttl (the drill's analyzers have lease_ttl 10s).
+- **vacancy reported**: how long after that vacancy's start an analyzer
+  first exported ` + "`graygate_analyzer_lease_vacant_seconds`" + ` above 0, and first
+  answered /readyz 503 ` + "`no analyzer holds the lease`" + ` (looked for within a
+  minute); required of a vacancy longer than 2 × lease_ttl (the drill's
+  analyzers have lease_ttl 10s).
 - **two analyzers acting**: from the ` + "`lease`" + ` {holder, revision} of the
   analyzers' rollout events, in stream order: an event on an older lease
   revision than one already used, or on the same revision by another

@@ -285,14 +285,14 @@ func TestVacancyReported(t *testing.T) {
 	if v.Longest != 35*time.Second {
 		t.Errorf("longest %s; want 35s", v.Longest)
 	}
-	if got := v.reported(10 * time.Second); got != "yes, metric after 0.5 s" {
-		t.Errorf("reported %q; want the metric after 0.5 s", got)
+	if got := v.reported(10 * time.Second); got != "yes: metric after 0.5 s, readyz after 20.0 s" {
+		t.Errorf("reported %q; want the metric after 0.5 s, readyz after 20.0 s", got)
 	}
 	short := longestVacancy(samples[:14]) // 2 s vacant, still open at the end
-	if got := short.reported(10 * time.Second); !strings.HasPrefix(got, "yes") {
-		t.Errorf("short vacancy reported %q", got)
+	if got := short.reported(10 * time.Second); got != "yes: metric after 0.5 s, readyz never" {
+		t.Errorf("short vacancy reported %q; want the metric only", got)
 	}
-	if got := (vacancy{Longest: 15 * time.Second, ReportedAfter: -1, Exported: true}).reported(10 * time.Second); got != "not required (≤ 2 × lease_ttl)" {
+	if got := (vacancy{Longest: 15 * time.Second, MetricAfter: -1, ReadyzAfter: -1, Exported: true}).reported(10 * time.Second); got != "not required (≤ 2 × lease_ttl)" {
 		t.Errorf("15 s unreported at a 10 s TTL: %q", got)
 	}
 }
