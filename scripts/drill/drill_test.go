@@ -292,6 +292,16 @@ func TestVacancyReported(t *testing.T) {
 	if got := short.reported(10 * time.Second); got != "yes: metric after 0.5 s, readyz never" {
 		t.Errorf("short vacancy reported %q; want the metric only", got)
 	}
+	late := append([]leaseSample(nil), samples[:30]...) // vacant 5–15 s, then held
+	for i := 20; i < 30; i++ {
+		late[i] = leaseSample{at: late[i].at, held: []int{heldYes, heldNo}, vacantMetric: 3, readyzNoLease: true}
+	}
+	for i := 10; i < 20; i++ {
+		late[i].vacantMetric, late[i].readyzNoLease = 0, false
+	}
+	if got := longestVacancy(late).reported(2 * time.Second); got != "no" {
+		t.Errorf("a vacancy said only after it ended: reported %q; want no", got)
+	}
 	if got := (vacancy{Longest: 15 * time.Second, MetricAfter: -1, ReadyzAfter: -1, Exported: true}).reported(10 * time.Second); got != "not required (≤ 2 × lease_ttl)" {
 		t.Errorf("15 s unreported at a 10 s TTL: %q", got)
 	}

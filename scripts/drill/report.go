@@ -130,12 +130,12 @@ func countEvents(reqs []request, rows map[string]int, phases int) []eventCounts 
 // vacancy is the longest time in a phase's lease samples with no analyzer
 // holding the lease, and how it was reported.
 type vacancy struct {
-	Longest time.Duration
-	Start   time.Time
+	Longest    time.Duration
+	Start, End time.Time
 	// MetricAfter and ReadyzAfter: how long after the vacancy began an
 	// analyzer first exported graygate_analyzer_lease_vacant_seconds above
-	// 0, and first answered /readyz 503 naming the vacancy; negative when
-	// none did within a minute.
+	// 0, and first answered /readyz 503 naming the vacancy, while it
+	// lasted and within a minute; negative when none did.
 	MetricAfter, ReadyzAfter time.Duration
 	// Exported: some analyzer exported graygate_analyzer_lease_vacant_seconds.
 	Exported bool
@@ -144,15 +144,16 @@ type vacancy struct {
 // longestVacancy finds the longest run of samples in which no analyzer
 // said it held the lease (a stopped or silent analyzer holds nothing it
 // can act on), from its first such sample to the next with a holder, and
-// the first samples within a minute of its start in which an analyzer
-// reported a vacancy, by metric and by /readyz.
+// the first samples while it lasted (within a minute of its start) in
+// which an analyzer reported a vacancy, by metric and by /readyz; an
+// analyzer that says so after another took the lease reports nothing.
 func longestVacancy(samples []leaseSample) vacancy {
 	v := vacancy{MetricAfter: -1, ReadyzAfter: -1}
 	var start time.Time
 	open := false
 	closeRun := func(end time.Time) {
 		if d := end.Sub(start); d > v.Longest {
-			v.Longest, v.Start = d, start
+			v.Longest, v.Start, v.End = d, start, end
 		}
 	}
 	for _, s := range samples {
@@ -178,7 +179,7 @@ func longestVacancy(samples []leaseSample) vacancy {
 		return v
 	}
 	for _, s := range samples {
-		if s.at.Before(v.Start) || s.at.After(v.Start.Add(time.Minute)) {
+		if s.at.Before(v.Start) || !s.at.Before(v.End) || s.at.After(v.Start.Add(time.Minute)) {
 			continue
 		}
 		if s.vacantMetric > 0 && v.MetricAfter < 0 {
