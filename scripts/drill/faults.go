@@ -228,8 +228,11 @@ func (s *system) runPhase(ctx context.Context, i int, f fault, l *load, rw *roll
 		sleep(ctx, 100*time.Millisecond)
 	}
 	rw.armed.Store(false)
-	if err := s.cluster.healthy(ctx, 90*time.Second); err != nil {
+	if err := s.cluster.healthy(ctx, max(0, 90*time.Second-time.Since(p.Heal))); err != nil {
 		logf("  %v; going on", err)
+	} else {
+		p.Healthy = time.Now()
+		logf("  every node healthy %s after the heal", p.Healthy.Sub(p.Heal).Round(100*time.Millisecond))
 	}
 	p.End = time.Now()
 	return p, ctx.Err()

@@ -17,7 +17,10 @@ type phase struct {
 	Inject time.Time `json:"injected"`
 	Break  time.Time `json:"gray_broken"`
 	Heal   time.Time `json:"healed"`
-	End    time.Time `json:"end"`
+	// Healthy: when every node's /healthz answered 200 again after the
+	// heal (zero when it did not within 90 s).
+	Healthy time.Time `json:"healthy"`
+	End     time.Time `json:"end"`
 }
 
 // leaseRef is the `lease` of an analyzer's rollout event (SPEC §11 rev.
@@ -318,7 +321,11 @@ func table(in inputs) []row {
 	for i, p := range in.phases {
 		r := row{Fault: p.Name, What: p.What, Events: counts[i]}
 		if !p.Inject.IsZero() {
-			r.What = fmt.Sprintf("%s (%s of outage)", p.What, p.Heal.Sub(p.Inject).Round(100*time.Millisecond))
+			healthy := "not healthy within 90 s of the heal"
+			if !p.Healthy.IsZero() {
+				healthy = fmt.Sprintf("every node healthy %s after the heal", p.Healthy.Sub(p.Heal).Round(100*time.Millisecond))
+			}
+			r.What = fmt.Sprintf("%s (%s of outage; %s)", p.What, p.Heal.Sub(p.Inject).Round(100*time.Millisecond), healthy)
 		}
 		for _, q := range in.reqs {
 			if q.phase == i && q.err != "" {
