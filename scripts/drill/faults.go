@@ -178,6 +178,7 @@ func (s *system) runPhase(ctx context.Context, i int, f fault, l *load, rw *roll
 			_ = heal(context.WithoutCancel(ctx))
 		}
 	}()
+	var healthy chan time.Time
 	last := time.Now()
 	progress := func() {
 		if time.Since(last) < 5*time.Second {
@@ -213,6 +214,17 @@ func (s *system) runPhase(ctx context.Context, i int, f fault, l *load, rw *roll
 			}
 			p.Heal = time.Now()
 			logf("  fault healed after %s", p.Heal.Sub(p.Inject).Round(time.Millisecond))
+			// From the heal on, watch for every node's /healthz 200 (at
+			// most 90 s); the phase ends after it.
+			healthy = make(chan time.Time, 1)
+			go func() {
+				if err := s.cluster.healthy(ctx, 90*time.Second); err != nil {
+					logf("  %v; going on", err)
+					healthy <- time.Time{}
+					return
+				}
+				healthy <- time.Now()
+			}()
 		}
 		if healed {
 			rolled := allRolledBack(rw.current())
@@ -228,11 +240,11 @@ func (s *system) runPhase(ctx context.Context, i int, f fault, l *load, rw *roll
 		sleep(ctx, 100*time.Millisecond)
 	}
 	rw.armed.Store(false)
-	if err := s.cluster.healthy(ctx, max(0, 90*time.Second-time.Since(p.Heal))); err != nil {
-		logf("  %v; going on", err)
-	} else {
-		p.Healthy = time.Now()
-		logf("  every node healthy %s after the heal", p.Healthy.Sub(p.Heal).Round(100*time.Millisecond))
+	if healthy != nil {
+		if h := <-healthy; !h.IsZero() {
+			p.Healthy = h
+			logf("  every node healthy %s after the heal", p.Healthy.Sub(p.Heal).Round(100*time.Millisecond))
+		}
 	}
 	p.End = time.Now()
 	return p, ctx.Err()
