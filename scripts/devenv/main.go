@@ -60,6 +60,11 @@ commands:
 
 environment: NATS_URL (unset: the tasks' own nats-server, on 4222 when that port
 is free), DATABASE_URL (unset: the private cluster under .data/pg).
+
+up's nats-server runs infra/nats/nats-server.conf (TLS with a development CA,
+an account and a password per service, made under .data/nats-auth); .data/env
+holds NATS_TLS_CA and the services' passwords, which up and env never print.
+up --test's is plain: its tests connect without an identity.
 `
 
 func main() { command.Main("devenv", run) }
