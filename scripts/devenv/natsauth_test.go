@@ -124,7 +124,8 @@ func shippedLayout(t *testing.T, l layout) {
 // them through their own consumers), an identity is refused another's
 // consumer, a connection without an identity, with a wrong password or
 // without TLS is refused, no password is printed, and a second `up` reuses
-// the server.
+// the server. A plain server of ours that an older devenv started is
+// replaced.
 func TestUpRunsTheShippedNATS(t *testing.T) {
 	needNATSServer(t)
 	t.Setenv("NATS_URL", "")
@@ -135,11 +136,21 @@ func TestUpRunsTheShippedNATS(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	// What `up` ran before the layout: a plain server under the site's
+	// name, recorded as ours.
+	plainURL, err := ensureNATS(context.Background(), l, l.natsSite(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainPID, _ := running(l.natsSite(false).pidFile)
 	out := captureStdout(t, func() {
 		if err := up(context.Background(), l, []string{"nats"}); err != nil {
 			t.Fatal(err)
 		}
 	})
+	if r, _ := running(l.natsSite(false).pidFile); r == plainPID || plainPID.alive() {
+		t.Errorf("the plain server (pid %d, %s) was not replaced: pid now %d", plainPID.PID, plainURL, r.PID)
+	}
 	env, err := readEnv(l.envFile)
 	if err != nil {
 		t.Fatal(err)
