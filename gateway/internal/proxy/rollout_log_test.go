@@ -38,12 +38,12 @@ func putChange(t *testing.T, client *http.Client, g gw, body string) (int, uint6
 // expected_revision are all applied, and a chain carrying each answer's
 // revision through the other gateway is accepted link by link.
 func TestRolloutChangesSerialize(t *testing.T) {
-	nc, _ := testenv.NATSServer(t)
+	_, js := testenv.NATSServer(t)
 	mock := testenv.StartMock(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	start := func() gw {
 		table := rollout.NewTable([]string{"qwen"})
-		l, err := rollout.NewLog(nc, table, map[string]float64{"qwen": 0}, 1, time.Minute, "test", log)
+		l, err := rollout.NewLog(js, table, map[string]float64{"qwen": 0}, 1, time.Minute, "test", log)
 		testenv.Must(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

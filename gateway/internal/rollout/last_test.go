@@ -17,9 +17,9 @@ import (
 // waits for a revision asked for that the log has not stored yet until it
 // is, and gives up with ErrUnavailable when it never comes.
 func TestLastWaitsForTheView(t *testing.T) {
-	nc, js := testenv.NATSServer(t)
+	_, js := testenv.NATSServer(t)
 	table := NewTable([]string{"d"})
-	l, err := NewLog(nc, table, map[string]float64{"d": 5}, 1, time.Minute, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l, err := NewLog(js, table, map[string]float64{"d": 5}, 1, time.Minute, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	testenv.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -67,15 +65,7 @@ func (a *API) reaffirm(c *fiber.Ctx) error {
 	// Like a change (putRollout): in this deployment's turn, the state
 	// the log holds is repeated; when another writer's event comes first,
 	// the state it left is.
-	ctx, cancel := context.WithTimeout(c.Context(), changeTimeout)
-	defer cancel()
-	release, err := a.serial.acquire(ctx, name)
-	if err != nil {
-		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
-			Msg: "earlier changes to " + name + " are still being recorded; nothing was re-affirmed", Cause: err}
-	}
-	defer release()
-	for attempt := 1; ; attempt++ {
+	return a.inTurn(c, name, "nothing was re-affirmed", func(ctx context.Context) error {
 		cur, err := a.current(ctx, name, 0)
 		if err != nil {
 			return err
@@ -88,12 +78,8 @@ func (a *API) reaffirm(c *fiber.Ctx) error {
 			Reason: reason, Actor: events.ActorAdmin, Operator: operator(c)}
 		rev, err := a.log.Append(ctx, ev, cur.Revision)
 		switch {
-		case errors.Is(err, rollout.ErrRevisionConflict) && attempt < maxAppendAttempts && ctx.Err() == nil:
-			time.Sleep(rand.N(conflictBackoffMax))
-			continue
 		case errors.Is(err, rollout.ErrRevisionConflict):
-			return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
-				Msg: "the rollout log kept moving (" + strconv.Itoa(attempt) + " tries); nothing was re-affirmed", Cause: err}
+			return errMoved
 		case err != nil:
 			return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
 				Msg: "the re-affirmation could not be recorded in the event log", Cause: err}
@@ -101,5 +87,5 @@ func (a *API) reaffirm(c *fiber.Ctx) error {
 		a.logger.Info("rollout re-affirmed", "deployment", name, "revision", rev, "operator", ev.Operator)
 		return c.JSON(&events.RolloutEntry{Deployment: name, Percentage: ev.Percentage, Status: ev.Status, Revision: rev,
 			Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano), Known: true})
-	}
+	})
 }

@@ -101,15 +101,7 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 	if ch.Percentage == nil && ch.Status == nil {
 		return apierr.BadRequest("rollout change needs \"percentage\", \"status\" or both")
 	}
-	ctx, cancel := context.WithTimeout(c.Context(), changeTimeout)
-	defer cancel()
-	release, err := a.serial.acquire(ctx, name)
-	if err != nil {
-		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
-			Msg: "earlier changes to " + name + " are still being recorded; the change was not recorded", Cause: err}
-	}
-	defer release()
-	for attempt := 1; ; attempt++ {
+	return a.inTurn(c, name, "the change was not recorded", func(ctx context.Context) error {
 		cur, err := a.current(ctx, name, 0)
 		if err != nil {
 			return err
@@ -127,25 +119,43 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 			cancel()
 		}
 		entry, err := a.changeRollout(ctx, name, cur, &ch)
-		if errors.Is(err, errMoved) && ch.ExpectedRevision == nil && attempt < maxAppendAttempts && ctx.Err() == nil {
-			// Another writer's event came first: this change follows it.
-			time.Sleep(rand.N(conflictBackoffMax))
-			continue
-		}
 		if errors.Is(err, errMoved) && ch.ExpectedRevision != nil {
 			return revisionConflict(name, cur.Revision, 0)
 		}
-		if errors.Is(err, errMoved) {
-			// Never 409 without expected_revision (SPEC §11 rev. 4): a
-			// log that kept moving for this long is a log that cannot
-			// take the change now.
-			return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
-				Msg: "the rollout log kept moving (" + strconv.Itoa(attempt) + " tries); the change was not recorded", Cause: err}
-		}
 		if err != nil {
-			return err
+			return err // errMoved without expected_revision: inTurn tries again
 		}
 		return c.JSON(entry)
+	})
+}
+
+// inTurn runs try in the deployment's turn on this gateway (changes to
+// one deployment take turns), against the state the log holds, and again
+// when another writer's event came first (try returns errMoved): the log
+// serializes, it does not refuse (SPEC §11 rev. 4). It gives up with 503,
+// never 409, after maxAppendAttempts tries or changeTimeout; notDone ends
+// those answers' messages ("the change was not recorded").
+func (a *API) inTurn(c *fiber.Ctx, name, notDone string, try func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(c.Context(), changeTimeout)
+	defer cancel()
+	release, err := a.serial.acquire(ctx, name)
+	if err != nil {
+		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+			Msg: "earlier changes to " + name + " are still being recorded; " + notDone, Cause: err}
+	}
+	defer release()
+	for attempt := 1; ; attempt++ {
+		err := try(ctx)
+		if !errors.Is(err, errMoved) {
+			return err
+		}
+		if attempt >= maxAppendAttempts || ctx.Err() != nil {
+			// A log that kept moving for this long is a log that cannot
+			// take the change now.
+			return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",
+				Msg: "the rollout log kept moving (" + strconv.Itoa(attempt) + " tries); " + notDone, Cause: err}
+		}
+		time.Sleep(rand.N(conflictBackoffMax))
 	}
 }
 
