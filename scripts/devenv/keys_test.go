@@ -28,6 +28,7 @@ func TestDevConfigIsSigned(t *testing.T) {
 		}
 	}
 	t.Setenv("NATS_TLS_CA", "/dev/ca.pem")
+	t.Setenv("NATS_URL", "") // task test's own server would override graygate.yaml's
 	for _, svc := range []config.Service{config.ForGateway, config.ForAnalyzer, config.ForCollector} {
 		// The identity devenv start gives the service (natsIdentityEnv).
 		t.Setenv("GRAYGATE_NATS_USER", svc.String())
