@@ -171,6 +171,19 @@ func (d *decoder) applyEnv(c *Config) {
 // bearerTokens reads the comma-separated bearer tokens of the variable name
 // (p is its key). An unset or empty variable means no tokens (SPEC §11).
 func (d *decoder) bearerTokens(p, name string) []Secret {
+	var out []Secret
+	for _, t := range d.envList(p, name) {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, Secret(t))
+		}
+	}
+	return out
+}
+
+// envList reads the comma-separated list in the variable name (p is its
+// key), entries untrimmed and empty ones kept, so that a message can count
+// them. An unset or empty variable means none (SPEC §11).
+func (d *decoder) envList(p, name string) []string {
 	if name == "" {
 		return nil
 	}
@@ -179,13 +192,7 @@ func (d *decoder) bearerTokens(p, name string) []Secret {
 		return nil
 	}
 	v, _ := d.lookupEnv(name)
-	var out []Secret
-	for _, t := range strings.Split(v, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			out = append(out, Secret(t))
-		}
-	}
-	return out
+	return strings.Split(v, ",")
 }
 
 // natsPassword reads nats.password_env, which every service that connects

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // MinTokenBytes is the shortest admin or API token `gateway validate`
@@ -19,17 +21,9 @@ const MinTokenBytes = 32
 // unset or empty variable means none. Messages name the variable and the
 // operator, never a token.
 func (d *decoder) adminTokens(p, name string) []OperatorToken {
-	if name == "" {
-		return nil
-	}
-	if !envName.MatchString(name) {
-		d.errorf(p, nil, "%q is not a variable name", name)
-		return nil
-	}
-	v, _ := d.lookupEnv(name)
 	var out []OperatorToken
 	seen := map[string]bool{}
-	for i, entry := range strings.Split(v, ",") {
+	for i, entry := range d.envList(p, name) {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
 			continue
@@ -40,7 +34,7 @@ func (d *decoder) adminTokens(p, name string) []OperatorToken {
 		case !ok || tok == "":
 			d.errorf(p, nil, "variable %s: entry %d is not name=token", name, i)
 			continue
-		case !validOperator(op):
+		case !events.ValidOperator(op):
 			d.errorf(p, nil, "variable %s: entry %d: operator name %q is not [a-z0-9_.-]{1,32}", name, i, clipName(op))
 			continue
 		case seen[op]:
@@ -51,20 +45,6 @@ func (d *decoder) adminTokens(p, name string) []OperatorToken {
 		out = append(out, OperatorToken{Name: op, Token: Secret(tok)})
 	}
 	return out
-}
-
-// validOperator is events.ValidOperator (config does not import events).
-func validOperator(name string) bool {
-	if name == "" || len(name) > 32 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func clipName(s string) string {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,11 +25,24 @@ type eventCounter struct {
 }
 
 func newEventCounter(url string) (*eventCounter, error) {
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second), nats.Name("graygate-bench"))
+	opts := []nats.Option{nats.Timeout(2 * time.Second), nats.Name("graygate-bench")}
+	id := devIdentity(url)
+	if id != nil {
+		// The gateway's identity: it may read the info of the streams it
+		// publishes to, which is all the counter does.
+		opts = append(opts, nats.UserInfo(id.User, os.Getenv(id.PasswordEnv)), nats.RootCAs(id.CAFile),
+			nats.CustomInboxPrefix("_INBOX_"+id.User))
+	}
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	var js jetstream.JetStream
+	if id != nil {
+		js, err = jetstream.NewWithAPIPrefix(nc, id.APIPrefix)
+	} else {
+		js, err = jetstream.New(nc)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -59,4 +74,23 @@ func (c *eventCounter) lastSeq(ctx context.Context) (uint64, error) {
 		sum += info.State.LastSeq
 	}
 	return sum, nil
+}
+
+// natsIdentity is how the benchmark's gateways and event counter connect
+// to `task up`'s NATS, which runs infra/nats/nats-server.conf as shipped:
+// the gateway's user, the variable holding its password, the development
+// CA and the JetStream API prefix.
+type natsIdentity struct {
+	User, PasswordEnv, CAFile, APIPrefix string
+}
+
+// devIdentity is the gateway's identity when url is `task up`'s server
+// (the tls:// URL scripts/devenv writes to .data/env with
+// NATS_GATEWAY_PASSWORD and NATS_TLS_CA beside it), nil for a plain
+// server such as the benchmark's private one.
+func devIdentity(url string) *natsIdentity {
+	if !strings.HasPrefix(url, "tls://") || os.Getenv("NATS_GATEWAY_PASSWORD") == "" || os.Getenv("NATS_TLS_CA") == "" {
+		return nil
+	}
+	return &natsIdentity{User: "gateway", PasswordEnv: "NATS_GATEWAY_PASSWORD", CAFile: os.Getenv("NATS_TLS_CA"), APIPrefix: "JS.graygate.API"}
 }

@@ -162,8 +162,8 @@ func parseOptions(args []string) (options, error) {
 	if o.threads < 1 {
 		return o, errors.New("--threads must be at least 1")
 	}
-	if o.nats != "private" && o.nats != "off" && !strings.HasPrefix(o.nats, "nats://") {
-		return o, fmt.Errorf("--nats %q: want private, off or a nats:// URL", o.nats)
+	if o.nats != "private" && o.nats != "off" && !strings.HasPrefix(o.nats, "nats://") && !strings.HasPrefix(o.nats, "tls://") {
+		return o, fmt.Errorf("--nats %q: want private, off or a nats:// or tls:// URL", o.nats)
 	}
 	if o.gomaxprocs < 0 {
 		return o, fmt.Errorf("--gomaxprocs %d: want 0 (the Go runtime's default) or more", o.gomaxprocs)

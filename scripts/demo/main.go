@@ -437,7 +437,9 @@ func mustReq(base, body string, headers ...string) *http.Request {
 
 // analyzerStatus prints `analyzer status` when the analyzer is built.
 func (d *demo) analyzerStatus() {
-	out, err := exec.Command("bin/analyzer", "status", "--config", d.o.config).CombinedOutput()
+	cmd := exec.Command("bin/analyzer", "status", "--config", d.o.config)
+	cmd.Env = asIdentity("analyzer")
+	out, err := cmd.CombinedOutput()
 	if err != nil && len(out) == 0 {
 		return
 	}
@@ -487,7 +489,9 @@ func (d *demo) summary() {
 	codes := statusCounts(d.statuses)
 	d.mu.Unlock()
 	d.say("requests sent: %d; HTTP statuses the clients got: %s", d.sent.Load(), codes)
-	out, err := exec.Command("bin/collector", "samples", "list", "--since", "15m", "--limit", "8", "--config", d.o.config).CombinedOutput()
+	cmd := exec.Command("bin/collector", "samples", "list", "--since", "15m", "--limit", "8", "--config", d.o.config)
+	cmd.Env = asIdentity("collector")
+	out, err := cmd.CombinedOutput()
 	if err == nil || len(out) > 0 {
 		fmt.Println(string(out))
 	}
@@ -499,4 +503,19 @@ func (d *demo) summary() {
 	fmt.Println("Open the operator's console to see the rollouts, their gates over time and the failing payloads:")
 	fmt.Println("  " + d.o.collector + "/   (sign in with the collector's API token: " + tokenHint(d.o.apiToken) + ")")
 	fmt.Println("Everything keeps running: `task down` stops it.")
+}
+
+// asIdentity is the environment of a service's command the demo runs:
+// scripts/devenv/graygate.yaml names the NATS identity in
+// GRAYGATE_NATS_USER and GRAYGATE_NATS_PASSWORD, which `devenv start` sets
+// for each service; here they come from the identity's password in
+// .data/env (NATS_ANALYZER_PASSWORD, …), which task demo sources. Without
+// it (a NATS of another setup) the environment is left as it is.
+func asIdentity(user string) []string {
+	env := os.Environ()
+	pw := os.Getenv("NATS_" + strings.ToUpper(user) + "_PASSWORD")
+	if pw == "" || os.Getenv("GRAYGATE_NATS_USER") != "" {
+		return env
+	}
+	return append(env, "GRAYGATE_NATS_USER="+user, "GRAYGATE_NATS_PASSWORD="+pw)
 }

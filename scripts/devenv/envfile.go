@@ -56,10 +56,35 @@ func (e *envFile) String() string {
 	return b.String()
 }
 
+// secret reports whether a variable holds a secret that devenv never
+// prints: the NATS passwords.
+func secret(name string) bool { return strings.HasSuffix(name, "_PASSWORD") }
+
+// printable is String without the secrets' values: a comment names them
+// and the file they are in (mode 0600), which the tasks source.
+func (e *envFile) printable(file string) string {
+	var b bytes.Buffer
+	var hidden []string
+	for _, n := range e.names {
+		if secret(n) {
+			hidden = append(hidden, n)
+			continue
+		}
+		fmt.Fprintf(&b, "export %s=%s\n", n, quote(e.values[n]))
+	}
+	if len(hidden) > 0 {
+		fmt.Fprintf(&b, "# not printed: %s (in %s; . %s sets them)\n", strings.Join(hidden, " "), file, file)
+	}
+	return b.String()
+}
+
 func (e *envFile) write(path string) error {
 	tmp := path + ".tmp"
 	content := "# written by `go run ./scripts/devenv up`; source it: . .data/env\n" + e.String()
 	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil { // it holds the NATS passwords
 		return err
 	}
 	return os.Rename(tmp, path)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/graygate/graygate/schemas/config"
@@ -26,10 +27,21 @@ func TestDevConfigIsSigned(t *testing.T) {
 			t.Errorf("%s has mode %v; want 0600", v[1], fi.Mode().Perm())
 		}
 	}
+	t.Setenv("NATS_TLS_CA", "/dev/ca.pem")
+	t.Setenv("NATS_URL", "") // task test's own server would override graygate.yaml's
 	for _, svc := range []config.Service{config.ForGateway, config.ForAnalyzer, config.ForCollector} {
+		// The identity devenv start gives the service (natsIdentityEnv).
+		t.Setenv("GRAYGATE_NATS_USER", svc.String())
+		t.Setenv("GRAYGATE_NATS_PASSWORD", "p"+svc.String())
 		cfg, _, err := config.Load("graygate.yaml", svc)
 		if err != nil {
 			t.Fatalf("%s: %v", svc, err)
+		}
+		// The shipped NATS layout (infra/nats): the service's identity,
+		// the development CA, the JetStream API under its prefix.
+		if n := cfg.NATS; n.User != svc.String() || n.Password.Reveal() != "p"+svc.String() || n.TLS.CAFile != "/dev/ca.pem" ||
+			n.APIPrefix != natsAPIPrefix || !strings.HasPrefix(n.URL, "tls://") {
+			t.Errorf("%s: nats = user %q, ca %q, api_prefix %q, url %q", svc, n.User, n.TLS.CAFile, n.APIPrefix, n.URL)
 		}
 		s := cfg.NATS.RolloutSigners
 		if len(s.Analyzer) != 1 || len(s.Admin) != 1 || s.Admin[0] != os.Getenv("GRAYGATE_DEV_GATEWAY_NKEY") {

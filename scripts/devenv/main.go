@@ -60,6 +60,11 @@ commands:
 
 environment: NATS_URL (unset: the tasks' own nats-server, on 4222 when that port
 is free), DATABASE_URL (unset: the private cluster under .data/pg).
+
+up's nats-server runs infra/nats/nats-server.conf (TLS with a development CA,
+an account and a password per service, made under .data/nats-auth); .data/env
+holds NATS_TLS_CA and the services' passwords, which up and env never print.
+up --test's is plain: its tests connect without an identity.
 `
 
 func main() { command.Main("devenv", run) }
@@ -82,15 +87,15 @@ func run(ctx context.Context, args []string) error {
 		if len(args) > 1 && args[1] == "--test" {
 			path, up = l.testEnv, "up --test"
 		}
-		b, err := os.ReadFile(path)
-		if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%s does not exist: run `go run ./scripts/devenv %s` first", l.rel(path), up)
 		}
+		e, err := readEnv(path)
 		if err != nil {
 			return err
 		}
-		_, err = os.Stdout.Write(b)
-		return err
+		fmt.Print(e.printable(l.rel(path)))
+		return nil
 	case "start":
 		return startServices(ctx, l)
 	case "traffic":
@@ -178,11 +183,25 @@ func up(ctx context.Context, l layout, what []string) error {
 		return err
 	}
 	if want["nats"] {
-		u, err := ensureNATS(ctx, l, l.natsSite(test))
+		site := l.natsSite(test)
+		if !test {
+			// infra/nats/nats-server.conf as shipped (SPEC §11 rev. 4):
+			// the services connect with their own identities.
+			if site.auth, err = ensureNATSAuth(l); err != nil {
+				return fmt.Errorf("nats: %w", err)
+			}
+		}
+		u, err := ensureNATS(ctx, l, site)
 		if err != nil {
 			return fmt.Errorf("nats: %w", err)
 		}
 		env.set("NATS_URL", u)
+		if site.auth != nil {
+			env.set("NATS_TLS_CA", site.auth.caFile)
+			for _, id := range natsIdentities {
+				env.set(id.passwordEnv, site.auth.passwords[id.user])
+			}
+		}
 	}
 	if want["postgres"] {
 		u, err := ensurePostgres(ctx, l, db)
@@ -205,7 +224,7 @@ func up(ctx context.Context, l layout, what []string) error {
 		return err
 	}
 	logf("wrote %s", l.rel(envPath))
-	fmt.Print(env.String())
+	fmt.Print(env.printable(l.rel(envPath)))
 	return nil
 }
 

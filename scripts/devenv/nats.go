@@ -40,6 +40,12 @@ type natsSite struct {
 	pidFile  string
 	urlFile  string // the URL it listens on
 	port     int    // port to start on when free; 0: any free port
+	// auth, when set, makes the site's server infra/nats/nats-server.conf
+	// as shipped (TLS, the streams in account GRAYGATE, an account and a
+	// password per service, the JetStream API under JS.graygate.API) and
+	// is what devenv checks it with. Nil: a plain server, no identity
+	// (up --test, whose many tests connect without one).
+	auth *natsAuth
 }
 
 func (l layout) natsSite(test bool) natsSite {
@@ -77,7 +83,7 @@ func ensureNATS(ctx context.Context, l layout, site natsSite) (string, error) {
 		case err != nil:
 			logf("nats: NATS_URL %s does not answer (%v); starting the tasks' own server", redact(want), err)
 		case info.Name == site.name:
-			if err := natsUsable(ctx, want); err == nil {
+			if err := site.usable(ctx, want); err == nil {
 				logf("nats: using %s, %s (ours)", redact(want), info)
 				return want, nil
 			}
@@ -91,7 +97,7 @@ func ensureNATS(ctx context.Context, l layout, site natsSite) (string, error) {
 	if r, ok := running(site.pidFile); ok {
 		if b, err := os.ReadFile(site.urlFile); err == nil {
 			u := strings.TrimSpace(string(b))
-			if info, err := readNATSInfo(ctx, u); err == nil && info.Name == site.name && natsUsable(ctx, u) == nil {
+			if info, err := readNATSInfo(ctx, u); err == nil && info.Name == site.name && site.usable(ctx, u) == nil {
 				logf("nats: reusing our server pid %d at %s (%s)", r.PID, u, info)
 				return u, nil
 			}
@@ -109,12 +115,16 @@ func ensureNATS(ctx context.Context, l layout, site natsSite) (string, error) {
 		if p == 0 {
 			continue
 		}
-		addr := fmt.Sprintf("nats://127.0.0.1:%d", p)
+		addr := site.url(p)
 		info, err := readNATSInfo(ctx, addr)
-		if err == nil && info.Name == site.name && natsUsable(ctx, addr) == nil {
+		if err == nil && info.Name == site.name && site.usable(ctx, addr) == nil {
 			// Ours, though its pid record is gone (`down` cannot stop it).
 			logf("nats: using %s, %s (ours; no pid record)", addr, info)
 			return addr, nil
+		}
+		if err == nil && info.Name == site.name {
+			logf("nats: 127.0.0.1:%d is ours (%s) but has no pid record and does not take devenv's clients; leaving it, starting another on another port", p, info)
+			continue
 		}
 		if err == nil {
 			logf("nats: 127.0.0.1:%d is a NATS server the tasks did not start (%s); leaving it alone, starting our own on another port", p, info)
@@ -144,9 +154,23 @@ func startNATS(ctx context.Context, l layout, site natsSite, port int) (string, 
 	if err := os.MkdirAll(site.storeDir, 0o755); err != nil {
 		return "", err
 	}
-	u := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	cmd := exec.Command(bin, "--addr", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--jetstream", "--store_dir", site.storeDir, "--server_name", site.name)
+	u := site.url(port)
+	args := []string{"--addr", "127.0.0.1", "--port", strconv.Itoa(port), "--server_name", site.name}
+	if site.auth == nil {
+		args = append(args, "--jetstream", "--store_dir", site.storeDir)
+	} else {
+		// The shipped file with its store under .data; the flags put it
+		// on loopback under the site's name (they override the file).
+		conf, err := writeDevNATSConf(l, site)
+		if err != nil {
+			return "", err
+		}
+		args = append([]string{"-c", conf}, args...)
+	}
+	cmd := exec.Command(bin, args...)
+	if site.auth != nil {
+		cmd.Env = append(os.Environ(), site.auth.env()...)
+	}
 	cmd.Dir = l.root
 	r, err := detach(cmd, site.log, site.pidFile)
 	if err != nil {
@@ -155,7 +179,7 @@ func startNATS(ctx context.Context, l layout, site natsSite, port int) (string, 
 	logf("nats: started %s pid %d on %s as %s (storage %s, log %s)", bin, r.PID, u, site.name, l.rel(site.storeDir), l.rel(site.log))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := natsUsable(ctx, u)
+		err := site.usable(ctx, u)
 		if err == nil {
 			break
 		}
@@ -258,6 +282,78 @@ func readNATSInfo(ctx context.Context, raw string) (natsInfo, error) {
 		return natsInfo{}, fmt.Errorf("%s: parse INFO: %w", addr, err)
 	}
 	return info, nil
+}
+
+// shippedNATSConf is the server configuration `up` runs, relative to the
+// repository.
+const shippedNATSConf = "infra/nats/nats-server.conf"
+
+// writeDevNATSConf writes .data/nats.conf: infra/nats/nats-server.conf
+// as shipped but for two lines, its JetStream store (site.storeDir rather
+// than /data; nats-server refuses --store_dir beside a file's store_dir)
+// and the include of accounts.conf, which names the shipped file by its
+// path from .data. Everything else (TLS, limits, the accounts) is the
+// shipped text.
+func writeDevNATSConf(l layout, site natsSite) (string, error) {
+	shipped := filepath.Join(l.root, shippedNATSConf)
+	b, err := os.ReadFile(shipped)
+	if err != nil {
+		return "", err
+	}
+	accounts, err := filepath.Rel(l.data, filepath.Join(filepath.Dir(shipped), "accounts.conf"))
+	if err != nil {
+		return "", err
+	}
+	text := string(b)
+	for _, r := range []struct{ old, new string }{
+		{"  store_dir: /data\n", "  store_dir: " + strconv.Quote(site.storeDir) + "\n"},
+		{"include \"accounts.conf\"\n", "include " + strconv.Quote(accounts) + "\n"},
+	} {
+		if strings.Count(text, r.old) != 1 {
+			return "", fmt.Errorf("%s changed: no single line %q for devenv to replace", shippedNATSConf, strings.TrimSpace(r.old))
+		}
+		text = strings.Replace(text, r.old, r.new, 1)
+	}
+	conf := filepath.Join(l.data, "nats.conf")
+	header := "# Written by `go run ./scripts/devenv up` from " + shippedNATSConf + " (store and include changed); do not edit.\n"
+	if err := os.WriteFile(conf, []byte(header+text), 0o644); err != nil {
+		return "", err
+	}
+	return conf, nil
+}
+
+// url is the site's URL on a loopback port: tls:// for the shipped layout.
+func (s natsSite) url(port int) string {
+	if s.auth != nil {
+		return fmt.Sprintf("tls://127.0.0.1:%d", port)
+	}
+	return fmt.Sprintf("nats://127.0.0.1:%d", port)
+}
+
+// usable checks that the site's server at url takes devenv's clients and
+// that its JetStream answers: a plain site's without an identity, the
+// shipped layout's as the collector (the identity with the fewest rights
+// that reads a stream's info), over TLS with the site's CA and under the
+// API prefix. A stream that does not exist yet is an answer too.
+func (s natsSite) usable(ctx context.Context, url string) error {
+	if s.auth == nil {
+		return natsUsable(ctx, url)
+	}
+	nc, err := s.auth.connect(url, "collector", "graygate-devenv")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.NewWithAPIPrefix(nc, natsAPIPrefix)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := js.Stream(ctx, "GRAYGATE_EVENTS"); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("JetStream stream info as collector: %w", err)
+	}
+	return nil
 }
 
 // natsUsable connects to url and checks that JetStream answers.

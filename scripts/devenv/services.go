@@ -24,6 +24,9 @@ type service struct {
 	args  []string // after the binary
 	ready string   // TCP address that accepts connections once it serves
 	pre   []string // a command run to completion first (migrations), args after the binary
+	// natsUser is the service's NATS identity on `up`'s server
+	// (infra/nats/accounts.conf); empty for the mocks, which use no NATS.
+	natsUser string
 }
 
 func services() []service {
@@ -35,9 +38,11 @@ func services() []service {
 		mock("mock-gray", "127.0.0.1:9002"),
 		mock("mock-long", "127.0.0.1:9003"),
 		{name: "collector", bin: "collector", args: []string{"serve", "--config", devConfig}, ready: "127.0.0.1:8082",
-			pre: []string{"migrate", "--config", devConfig}},
-		{name: "gateway", bin: "gateway", args: []string{"serve", "--config", devConfig}, ready: "127.0.0.1:8080"},
-		{name: "analyzer", bin: "analyzer", args: []string{"serve", "--config", devConfig}, ready: "127.0.0.1:8083"},
+			pre: []string{"migrate", "--config", devConfig}, natsUser: "collector"},
+		{name: "gateway", bin: "gateway", args: []string{"serve", "--config", devConfig}, ready: "127.0.0.1:8080", natsUser: "gateway"},
+		// A statistics consumer name the ANALYZER account imports.
+		{name: "analyzer", bin: "analyzer", args: []string{"serve", "--config", devConfig, "--consumer", "graygate_analyzer_0"},
+			ready: "127.0.0.1:8083", natsUser: "analyzer"},
 	}
 }
 
@@ -75,7 +80,13 @@ func startServices(ctx context.Context, l layout) error {
 	}
 	var errs []error
 	for _, s := range services() {
-		if err := startService(ctx, l, s, environ); err != nil {
+		senv := environ
+		if s.natsUser != "" {
+			if senv, err = natsIdentityEnv(environ, env, s.natsUser); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+		if err := startService(ctx, l, s, senv); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
 			logf("%s: %v", s.name, err)
 		}
@@ -85,6 +96,25 @@ func startServices(ctx context.Context, l layout) error {
 	}
 	logf("services: logs in %s; stop everything with `go run ./scripts/devenv down`", l.rel(l.logDir))
 	return nil
+}
+
+// natsIdentityEnv adds to environ the variables graygate.yaml of this
+// directory names the service's NATS identity with: GRAYGATE_NATS_USER
+// (nats.user) and GRAYGATE_NATS_PASSWORD (nats.password_env), the
+// password taken from the identity's variable in .data/env
+// (NATS_GATEWAY_PASSWORD, …).
+func natsIdentityEnv(environ []string, env *envFile, user string) ([]string, error) {
+	for _, id := range natsIdentities {
+		if id.user != user {
+			continue
+		}
+		pw := env.get(id.passwordEnv)
+		if pw == "" {
+			return nil, fmt.Errorf("%s is not in .data/env: run `go run ./scripts/devenv up` (it makes the NATS passwords)", id.passwordEnv)
+		}
+		return append(slices.Clip(environ), "GRAYGATE_NATS_USER="+user, "GRAYGATE_NATS_PASSWORD="+pw), nil
+	}
+	return nil, fmt.Errorf("no NATS identity %q", user)
 }
 
 func startService(ctx context.Context, l layout, s service, environ []string) error {

@@ -36,6 +36,9 @@ func getReadyz(addr string) readyz {
 // until the test ends.
 func serveInProcess(t *testing.T, natsURL string, ttl time.Duration) string {
 	t.Helper()
+	// The config names this test's server; NATS_URL (task test sets it)
+	// would override it with the shared one, which the test cannot stop.
+	t.Setenv("NATS_URL", "")
 	addr := testenv.FreeAddr(t)
 	path := writeConfig(t, natsURL, addr)
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)

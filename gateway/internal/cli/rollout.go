@@ -205,16 +205,7 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		if err != nil {
 			return err
 		}
-		var entry events.RolloutEntry
-		raw, err := adminCall(ctx, http.MethodPost, base+"/admin/rollouts/"+url.PathEscape(deployment)+"/reaffirm", token, body, &entry)
-		if err != nil {
-			return err
-		}
-		if f.json {
-			return writeJSON(stdout, raw)
-		}
-		printEntries(stdout, []events.RolloutEntry{entry})
-		return nil
+		return oneEntry(ctx, stdout, f.json, http.MethodPost, base+"/admin/rollouts/"+url.PathEscape(deployment)+"/reaffirm", token, body)
 	}
 	if change == nil {
 		var out struct {
@@ -234,12 +225,19 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	return oneEntry(ctx, stdout, f.json, http.MethodPut, base+"/admin/rollouts/"+url.PathEscape(deployment), token, body)
+}
+
+// oneEntry makes an admin call answered by one rollout entry (a change or
+// a re-affirmation) and prints it: the answer as it came with --json, else
+// as a table.
+func oneEntry(ctx context.Context, stdout io.Writer, asJSON bool, method, target, token string, body []byte) error {
 	var entry events.RolloutEntry
-	raw, err := adminCall(ctx, http.MethodPut, base+"/admin/rollouts/"+url.PathEscape(deployment), token, body, &entry)
+	raw, err := adminCall(ctx, method, target, token, body, &entry)
 	if err != nil {
 		return err
 	}
-	if f.json {
+	if asJSON {
 		return writeJSON(stdout, raw)
 	}
 	printEntries(stdout, []events.RolloutEntry{entry})

@@ -1,12 +1,9 @@
 package admin
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
@@ -33,26 +30,9 @@ type reaffirmBody struct {
 // log cannot record it.
 func (a *API) reaffirm(c *fiber.Ctx) error {
 	name := c.Params("deployment")
-	if a.rollouts.Get(name) == nil {
-		return &apierr.Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
-			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
-	}
 	var body reaffirmBody
-	if !utf8.Valid(c.Body()) {
-		return apierr.BadRequest("reaffirm: the body is not UTF-8")
-	}
-	if len(bytes.TrimSpace(c.Body())) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(c.Body()))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			return apierr.BadRequest("reaffirm: %s", apierr.Clip(err.Error(), 200))
-		}
-	}
-	if err := checkText("reason", body.Reason); err != nil {
+	if err := a.readChange(c, name, "reaffirm", &body, true, &body.Reason); err != nil {
 		return err
-	}
-	if len(body.Reason) > events.MaxReasonBytes {
-		return apierr.BadRequest("reason is %d bytes; at most %d", len(body.Reason), events.MaxReasonBytes)
 	}
 	if a.log == nil || !a.log.Fresh() {
 		return &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: CodeLogUnavailable, Type: "server_error",

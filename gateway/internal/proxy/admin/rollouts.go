@@ -77,27 +77,11 @@ const (
 // expected_revision is answered 409.
 func (a *API) putRollout(c *fiber.Ctx) error {
 	name := c.Params("deployment")
-	if a.rollouts.Get(name) == nil {
-		return &apierr.Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
-			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
-	}
 	var ch rolloutChange
-	if !utf8.Valid(c.Body()) {
-		// encoding/json would read the bytes as U+FFFD: refuse them instead.
-		return apierr.BadRequest("rollout change: the body is not UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(c.Body()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ch); err != nil {
-		return apierr.BadRequest("rollout change: %s", apierr.Clip(err.Error(), 200))
-	}
-	if err := checkText("reason", ch.Reason); err != nil {
+	if err := a.readChange(c, name, "rollout change", &ch, false, &ch.Reason); err != nil {
 		return err
 	}
 	ch.operator = operator(c)
-	if len(ch.Reason) > events.MaxReasonBytes {
-		return apierr.BadRequest("reason is %d bytes; at most %d", len(ch.Reason), events.MaxReasonBytes)
-	}
 	if ch.Percentage == nil && ch.Status == nil {
 		return apierr.BadRequest("rollout change needs \"percentage\", \"status\" or both")
 	}
@@ -157,6 +141,36 @@ func (a *API) inTurn(c *fiber.Ctx, name, notDone string, try func(ctx context.Co
 		}
 		time.Sleep(rand.N(conflictBackoffMax))
 	}
+}
+
+// readChange reads the body of a change to the deployment name into v
+// (what names it in messages; an empty body leaves v as it is when
+// optional) and checks the reason it holds: 404 for a deployment without
+// a gray upstream; 400 for a body that is not UTF-8 (encoding/json would
+// read the bytes as U+FFFD) or not JSON with only known fields, and for a
+// reason that is not text or longer than events.MaxReasonBytes.
+func (a *API) readChange(c *fiber.Ctx, name, what string, v any, optional bool, reason *string) error {
+	if a.rollouts.Get(name) == nil {
+		return &apierr.Error{Status: fiber.StatusNotFound, Code: CodeUnknownDeployment, Type: "invalid_request_error",
+			Msg: "no deployment with a gray upstream is named " + apierr.QuoteShort([]byte(name))}
+	}
+	if !utf8.Valid(c.Body()) {
+		return apierr.BadRequest("%s: the body is not UTF-8", what)
+	}
+	if !optional || len(bytes.TrimSpace(c.Body())) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(c.Body()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
+			return apierr.BadRequest("%s: %s", what, apierr.Clip(err.Error(), 200))
+		}
+	}
+	if err := checkText("reason", *reason); err != nil {
+		return err
+	}
+	if len(*reason) > events.MaxReasonBytes {
+		return apierr.BadRequest("reason is %d bytes; at most %d", len(*reason), events.MaxReasonBytes)
+	}
+	return nil
 }
 
 // checkText refuses text an operator will read that holds NUL, control or
