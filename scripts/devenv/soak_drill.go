@@ -148,7 +148,7 @@ func (s *system) drill(ctx context.Context) (*soakReport, error) {
 	stopLoad()
 	<-loadDone
 	rolloutWatch.Wait()
-	rep.Behind = s.load.behind.Load()
+	rep.Behind = s.load.pace.Behind()
 	for i, st := range s.phaseStats {
 		rep.Phases[i].fill(st)
 	}

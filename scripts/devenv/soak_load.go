@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/graygate/graygate/schemas/tick"
+	"github.com/graygate/graygate/scripts/internal/paced"
 )
 
 // The drill's traffic: one request in violationEvery breaks the sampling
@@ -58,8 +58,7 @@ type load struct {
 	gws    []*gateway
 	out    []atomic.Bool // replica i is out of the balancer
 	client *http.Client
-	seq    atomic.Int64
-	behind atomic.Int64 // ticks dropped because every worker was busy
+	pace   paced.Runner // numbers the requests; counts the ticks dropped because every worker was busy
 
 	mu    sync.Mutex
 	phase *phaseStats
@@ -87,27 +86,7 @@ func (l *load) setPhase(p *phaseStats) *phaseStats {
 // run sends rate requests per second with conns workers until ctx ends,
 // then waits for the requests in flight.
 func (l *load) run(ctx context.Context, rate, conns, users int) {
-	work := make(chan int64, conns)
-	var wg sync.WaitGroup
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := range work {
-				l.one(n, users)
-			}
-		}()
-	}
-	tick.Every(ctx, time.Second/time.Duration(rate), func() bool {
-		select {
-		case work <- l.seq.Add(1):
-		default:
-			l.behind.Add(1)
-		}
-		return true
-	})
-	close(work)
-	wg.Wait()
+	l.pace.Run(ctx, rate, conns, func(n int64) { l.one(n, users) })
 }
 
 // one sends request n and records what came back.

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/graygate/graygate/schemas/tick"
+	"github.com/graygate/graygate/scripts/internal/paced"
 )
 
 // violationEvery: one request in this many breaks the sampling contract
@@ -35,9 +35,8 @@ type request struct {
 type load struct {
 	gws    []*gateway
 	client *http.Client
-	seq    atomic.Int64
 	phase  atomic.Int64
-	behind atomic.Int64 // ticks dropped because every connection was busy
+	pace   paced.Runner // numbers the requests; counts the ticks dropped because every connection was busy
 
 	mu   sync.Mutex
 	reqs []request
@@ -50,27 +49,7 @@ func newLoad(gws []*gateway, conns int) *load {
 
 // run sends until ctx ends, then waits for the requests in flight.
 func (l *load) run(ctx context.Context, rate, conns, users int) {
-	work := make(chan int64, conns)
-	var wg sync.WaitGroup
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := range work {
-				l.one(n, users)
-			}
-		}()
-	}
-	tick.Every(ctx, time.Second/time.Duration(rate), func() bool {
-		select {
-		case work <- l.seq.Add(1):
-		default:
-			l.behind.Add(1)
-		}
-		return true
-	})
-	close(work)
-	wg.Wait()
+	l.pace.Run(ctx, rate, conns, func(n int64) { l.one(n, users) })
 }
 
 // one sends request n and records what came back.

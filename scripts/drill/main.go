@@ -287,7 +287,7 @@ func (s *system) drill(ctx context.Context) (*result, error) {
 		Phases: phases,
 		Rows: table(inputs{phases: phases, reqs: reqs, rows: rows, samples: lw.between, rollouts: rollouts,
 			views: rw.allViews(), gateways: len(s.gateways)}),
-		Totals: totals{Requests: len(reqs), Behind: l.behind.Load(), StreamMessages: msgs, StoredEventIDs: ids,
+		Totals: totals{Requests: len(reqs), Behind: l.pace.Behind(), StreamMessages: msgs, StoredEventIDs: ids,
 			StoreSettledSeconds: time.Since(start).Seconds()},
 	}
 	res.Notes = notes(res, rollouts, s.certs.own)
