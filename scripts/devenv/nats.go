@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graygate/graygate/scripts/internal/process"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -137,7 +138,7 @@ func ensureNATS(ctx context.Context, l layout, site natsSite) (string, error) {
 	}
 	if port == 0 {
 		var err error
-		if port, err = freePort(); err != nil {
+		if port, err = process.FreePort(); err != nil {
 			return "", err
 		}
 	}
@@ -185,7 +186,7 @@ func startNATS(ctx context.Context, l layout, site natsSite, port int) (string, 
 		}
 		if !r.alive() {
 			os.Remove(site.pidFile)
-			return "", fmt.Errorf("nats-server exited; last lines of %s:\n%s", l.rel(site.log), tailFile(site.log, 15))
+			return "", fmt.Errorf("nats-server exited; last lines of %s:\n%s", l.rel(site.log), process.TailFile(site.log, 15))
 		}
 		if time.Now().After(deadline) {
 			return "", fmt.Errorf("nats-server pid %d not ready after 30s: %v; see %s", r.PID, err, l.rel(site.log))
@@ -443,14 +444,4 @@ func portFree(port int) bool {
 	}
 	ln.Close()
 	return true
-}
-
-// freePort asks the kernel for an unused loopback port.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

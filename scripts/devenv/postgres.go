@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/graygate/graygate/scripts/internal/process"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -137,7 +138,7 @@ func (c *cluster) ensure(ctx context.Context, db string) (string, error) {
 	port := preferredPort
 	if !portFree(port) {
 		var err error
-		if port, err = freePort(); err != nil {
+		if port, err = process.FreePort(); err != nil {
 			return "", err
 		}
 	}
@@ -158,7 +159,7 @@ func (c *cluster) start(ctx context.Context, port int) error {
 	start := c.command(ctx, "pg_ctl", "start", "--pgdata", c.dataDir, "--log", c.logPath,
 		"--wait", "--timeout", "60", "--options", "-p "+strconv.Itoa(port))
 	if out, err := start.CombinedOutput(); err != nil {
-		return fmt.Errorf("pg_ctl start: %w\n%s\nlast lines of %s:\n%s", err, out, c.l.rel(c.logPath), tailFile(c.logPath, 15))
+		return fmt.Errorf("pg_ctl start: %w\n%s\nlast lines of %s:\n%s", err, out, c.l.rel(c.logPath), process.TailFile(c.logPath, 15))
 	}
 	return nil
 }

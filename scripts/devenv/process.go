@@ -152,16 +152,3 @@ func stopRecorded(ctx context.Context, name, pidPath string, grace time.Duration
 	os.Remove(pidPath)
 	return nil
 }
-
-// tailFile returns the last n lines of a log file, for error messages.
-func tailFile(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}

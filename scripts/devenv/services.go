@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/process"
 )
 
 // devConfig is the configuration `start` gives the services: mock upstreams
@@ -147,7 +149,7 @@ func startService(ctx context.Context, l layout, s service, environ []string) er
 		return err
 	}
 	if err := waitListening(ctx, s.ready, r, 30*time.Second); err != nil {
-		return fmt.Errorf("%w; last lines of %s:\n%s", err, l.rel(logPath), tailFile(logPath, 15))
+		return fmt.Errorf("%w; last lines of %s:\n%s", err, l.rel(logPath), process.TailFile(logPath, 15))
 	}
 	logf("%s: pid %d serving on %s (log %s)", s.name, r.PID, s.ready, l.rel(logPath))
 	return nil

@@ -15,8 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/graygate/graygate/scripts/internal/process"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -137,22 +136,14 @@ func (p *proc) start(ctx context.Context) error {
 	if p.ready == nil {
 		return nil
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := p.ready(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited while starting; last lines of %s:\n%s", p.name, p.log, tailFile(p.log, 15))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after 60s: %v; see %s", p.name, err, p.log)
-		}
+	err = process.AwaitReady(ctx, p.ready, p.done, 60*time.Second)
+	switch {
+	case err == nil || err == ctx.Err():
+		return err
+	case errors.Is(err, process.ErrExited):
+		return fmt.Errorf("%s exited while starting; last lines of %s:\n%s", p.name, p.log, process.TailFile(p.log, 15))
+	default:
+		return fmt.Errorf("%s not ready after 60s: %v; see %s", p.name, err, p.log)
 	}
 }
 
@@ -174,33 +165,6 @@ func (p *proc) signal(sig syscall.Signal, grace time.Duration) {
 
 func (p *proc) kill()      { p.signal(syscall.SIGKILL, 10*time.Second) }
 func (p *proc) terminate() { p.signal(syscall.SIGTERM, 20*time.Second) }
-
-// tcpReady is a readiness check: addr accepts connections.
-func tcpReady(addr string) func(context.Context) error {
-	return func(context.Context) error {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}
-}
-
-// httpReady is a readiness check: GET url answers 200.
-func httpReady(url string) func(context.Context) error {
-	client := &http.Client{Timeout: time.Second}
-	return func(context.Context) error {
-		resp, err := client.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return nil
-	}
-}
 
 // system is the drill's private copy of graygate and its addresses.
 type system struct {
@@ -323,7 +287,7 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 		return s, err
 	}
 
-	env := environWithout("NATS_URL", "DATABASE_URL", "GRAYGATE_ADMIN_TOKEN", "GRAYGATE_API_TOKEN", "GRAYGATE_CLIENT_TOKENS")
+	env := process.EnvironWithout("NATS_URL", "DATABASE_URL", "GRAYGATE_ADMIN_TOKEN", "GRAYGATE_API_TOKEN", "GRAYGATE_CLIENT_TOKENS")
 	natsBin, err := natsServerBinary(ctx, l)
 	if err != nil {
 		return s, err
@@ -335,7 +299,7 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 
 	addrs := map[string]string{}
 	for _, k := range []string{"PRIMARY", "GRAY", "G1", "A1", "G2", "A2", "COLLECTOR", "ANALYZER"} {
-		p, err := freePort()
+		p, err := process.FreePort()
 		if err != nil {
 			return s, err
 		}
@@ -345,7 +309,7 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 	for i, k := range []string{"PRIMARY", "GRAY"} {
 		name := []string{"mock-primary", "mock-gray"}[i]
 		s.mocks[i] = &proc{name: name, bin: bin("mockllm"), env: env, dir: l.root, log: filepath.Join(logDir, name+".log"),
-			args: append([]string{"--listen", addrs[k], "--record", "0"}, mockLatency...), ready: tcpReady(addrs[k])}
+			args: append([]string{"--listen", addrs[k], "--record", "0"}, mockLatency...), ready: process.TCPReady(addrs[k])}
 		s.mockURL[i] = "http://" + addrs[k]
 	}
 	config := func(replica int) (string, error) {
@@ -370,15 +334,15 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 		return s, fmt.Errorf("collector migrate: %w\n%s", err, out)
 	}
 	s.coll = &proc{name: "collector", bin: bin("collector"), env: env, dir: l.root, log: filepath.Join(logDir, "collector.log"),
-		args: []string{"serve", "--config", cfg1}, ready: httpReady("http://" + addrs["COLLECTOR"] + "/readyz")}
+		args: []string{"serve", "--config", cfg1}, ready: process.HTTPReady("http://" + addrs["COLLECTOR"] + "/readyz")}
 	s.analyzer = &proc{name: "analyzer", bin: bin("analyzer"), env: env, dir: l.root, log: filepath.Join(logDir, "analyzer.log"),
-		args: []string{"serve", "--config", cfg1}, ready: httpReady("http://" + addrs["ANALYZER"] + "/readyz")}
+		args: []string{"serve", "--config", cfg1}, ready: process.HTTPReady("http://" + addrs["ANALYZER"] + "/readyz")}
 	for i, cfg := range []string{cfg1, cfg2} {
 		name := fmt.Sprintf("gateway-%d", i+1)
 		admin := "http://" + addrs[fmt.Sprintf("A%d", i+1)]
 		s.gateways = append(s.gateways, &gateway{
 			proc: &proc{name: name, bin: bin("gateway"), env: env, dir: l.root, log: filepath.Join(logDir, name+".log"),
-				args: []string{"serve", "--config", cfg}, ready: httpReady(admin + "/readyz")},
+				args: []string{"serve", "--config", cfg}, ready: process.HTTPReady(admin + "/readyz")},
 			url: "http://" + addrs[fmt.Sprintf("G%d", i+1)], admin: admin})
 	}
 	order := append(slices.Clone(s.nats), s.mocks[0], s.mocks[1], s.coll, s.gateways[0].proc, s.gateways[1].proc, s.analyzer)
@@ -399,7 +363,7 @@ func (s *system) natsNodes(bin string, env []string, logDir string) (string, err
 	n := s.o.natsNodes
 	ports := make([]int, 2*n) // client ports, then cluster ports
 	for i := range ports {
-		p, err := freePort()
+		p, err := process.FreePort()
 		if err != nil {
 			return "", err
 		}
@@ -428,7 +392,7 @@ func (s *system) natsNodes(bin string, env []string, logDir string) (string, err
 			// started waits for that.
 			ready: func(ctx context.Context) error {
 				if i < n-1 {
-					return tcpReady(u[len("nats://"):])(ctx)
+					return process.TCPReady(u[len("nats://"):])(ctx)
 				}
 				return natsUsable(ctx, u)
 			}})
@@ -473,21 +437,4 @@ func recreateDB(ctx context.Context, port int) (string, error) {
 		}
 	}
 	return strings.Replace(admin, "/"+privateDB+"?", "/"+soakDB+"?", 1), nil
-}
-
-// environWithout is the process environment minus the named variables, so
-// that a developer's shell cannot point the drill at other servers.
-func environWithout(names ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		drop := false
-		for _, n := range names {
-			drop = drop || name == n
-		}
-		if !drop {
-			env = append(env, kv)
-		}
-	}
-	return env
 }

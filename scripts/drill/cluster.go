@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/process"
 )
 
 // What the drill takes from infra/nats, in one place. When infra/nats
@@ -188,7 +190,7 @@ func newCluster(root, dir, logDir, natsBin string, env []string) (*cluster, erro
 	for i := 1; i <= n; i++ {
 		var ports [3]int
 		for k := range ports {
-			p, err := freePort()
+			p, err := process.FreePort()
 			if err != nil {
 				return c, err
 			}
@@ -227,7 +229,7 @@ func newCluster(root, dir, logDir, natsBin string, env []string) (*cluster, erro
 		}
 		nd.proc = &proc{name: fmt.Sprintf("nats-%d", nd.n), bin: natsBin, env: env, dir: ndir,
 			log: filepath.Join(logDir, fmt.Sprintf("nats-%d.log", nd.n)), args: []string{"-c", conf},
-			ready: tcpReady(nd.client)}
+			ready: process.TCPReady(nd.client)}
 	}
 	return c, nil
 }

@@ -2,15 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/process"
 )
 
 // proc is a child process the drill owns: it starts, stops (SIGSTOP),
@@ -55,22 +56,14 @@ func (p *proc) start(ctx context.Context) error {
 	if p.ready == nil {
 		return nil
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := p.ready(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("%s exited while starting; last lines of %s:\n%s", p.name, p.log, tailFile(p.log, 15))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after 1m: %v; see %s", p.name, err, p.log)
-		}
+	err = process.AwaitReady(ctx, p.ready, done, time.Minute)
+	switch {
+	case err == nil || err == ctx.Err():
+		return err
+	case errors.Is(err, process.ErrExited):
+		return fmt.Errorf("%s exited while starting; last lines of %s:\n%s", p.name, p.log, process.TailFile(p.log, 15))
+	default:
+		return fmt.Errorf("%s not ready after 1m: %v; see %s", p.name, err, p.log)
 	}
 }
 
@@ -143,60 +136,6 @@ func (p *proc) kill() { p.end(syscall.SIGKILL, 10*time.Second) }
 
 // terminate is SIGTERM, SIGKILL after 10 s.
 func (p *proc) terminate() { p.end(syscall.SIGTERM, 10*time.Second) }
-
-// tcpReady is a readiness check: addr accepts connections.
-func tcpReady(addr string) func(context.Context) error {
-	return func(context.Context) error {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}
-}
-
-// httpReady is a readiness check: GET url answers 200.
-func httpReady(url string) func(context.Context) error {
-	client := &http.Client{Timeout: time.Second}
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return nil
-	}
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tailFile returns the last n lines of the file at path.
-func tailFile(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
 
 // logf prints a progress line on stderr.
 func logf(format string, args ...any) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graygate/graygate/scripts/internal/process"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -158,7 +159,7 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 	for _, id := range identities {
 		os.Setenv(id.passwordEnv, "drill-"+id.user+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	}
-	env := environWithout("NATS_URL", "DATABASE_URL", "NATS_CREDS", "GRAYGATE_ADMIN_TOKEN", "GRAYGATE_API_TOKEN", "GRAYGATE_CLIENT_TOKENS")
+	env := process.EnvironWithout("NATS_URL", "DATABASE_URL", "NATS_CREDS", "GRAYGATE_ADMIN_TOKEN", "GRAYGATE_API_TOKEN", "GRAYGATE_CLIENT_TOKENS")
 
 	natsBin, err := buildNATS(ctx, root)
 	if err != nil {
@@ -177,7 +178,7 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 	}
 	addrs := map[string]string{}
 	for _, k := range []string{"PRIMARY", "GRAY", "G1", "A1", "G2", "A2", "COLLECTOR", "AN1", "AN2"} {
-		p, err := freePort()
+		p, err := process.FreePort()
 		if err != nil {
 			return s, err
 		}
@@ -187,7 +188,7 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 	for i, k := range []string{"PRIMARY", "GRAY"} {
 		name := []string{"mock-primary", "mock-gray"}[i]
 		s.mocks[i] = &proc{name: name, bin: bin("mockllm"), env: env, dir: root, log: filepath.Join(logDir, name+".log"),
-			args: append([]string{"--listen", addrs[k], "--record", "0"}, mockLatency...), ready: tcpReady(addrs[k])}
+			args: append([]string{"--listen", addrs[k], "--record", "0"}, mockLatency...), ready: process.TCPReady(addrs[k])}
 		s.mockURL[i] = "http://" + addrs[k]
 	}
 	config := func(name, service, listen, admin, analyzerAt string) (string, error) {
@@ -218,7 +219,7 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 	}
 	s.collURL = "http://" + addrs["COLLECTOR"]
 	s.collector = &proc{name: "collector", bin: bin("collector"), env: env, dir: root, log: filepath.Join(logDir, "collector.log"),
-		args: []string{"serve", "--config", collCfg}, ready: httpReady(s.collURL + "/healthz")}
+		args: []string{"serve", "--config", collCfg}, ready: process.HTTPReady(s.collURL + "/healthz")}
 	for i := 1; i <= 2; i++ {
 		name := fmt.Sprintf("gateway-%d", i)
 		cfg, err := config(name, "gateway", addrs[fmt.Sprintf("G%d", i)], addrs[fmt.Sprintf("A%d", i)], addrs["AN1"])
@@ -228,7 +229,7 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 		admin := "http://" + addrs[fmt.Sprintf("A%d", i)]
 		s.gateways = append(s.gateways, &gateway{
 			proc: &proc{name: name, bin: bin("gateway"), env: env, dir: root, log: filepath.Join(logDir, name+".log"),
-				args: []string{"serve", "--config", cfg}, ready: httpReady(admin + "/healthz")},
+				args: []string{"serve", "--config", cfg}, ready: process.HTTPReady(admin + "/healthz")},
 			url: "http://" + addrs[fmt.Sprintf("G%d", i)], admin: admin})
 	}
 	for i := 1; i <= 2; i++ {
@@ -243,7 +244,7 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 		s.analyzers = append(s.analyzers, &analyzer{
 			proc: &proc{name: name, bin: bin("analyzer"), env: env, dir: root, log: filepath.Join(logDir, name+".log"),
 				args:  []string{"serve", "--config", cfg, "--consumer", fmt.Sprintf("graygate_analyzer_%d", i-1)},
-				ready: httpReady("http://" + at + "/healthz")},
+				ready: process.HTTPReady("http://" + at + "/healthz")},
 			url: "http://" + at})
 	}
 	order := []*proc{s.mocks[0], s.mocks[1], s.collector}
@@ -352,23 +353,6 @@ func validDBName(name string) bool {
 		}
 	}
 	return true
-}
-
-// environWithout is the process environment minus the named variables, so
-// that a developer's shell cannot point the drill's services elsewhere.
-func environWithout(names ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		drop := false
-		for _, n := range names {
-			drop = drop || name == n
-		}
-		if !drop {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // rel is path relative to root when it is below it.

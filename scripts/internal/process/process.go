@@ -1,5 +1,6 @@
 // Package process holds what the scripts need of the processes they start and
-// measure: the fields of /proc/PID/stat and a buffer for their output.
+// measure: their environment, readiness checks, a free port, the fields of
+// /proc/PID/stat, and a buffer and the tail of a file for their output.
 package process
 
 import (

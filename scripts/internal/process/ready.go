@@ -1,0 +1,82 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// ErrExited is what AwaitReady returns when the process ended before it was
+// ready.
+var ErrExited = errors.New("exited while starting")
+
+// A Ready check returns nil once a started process serves.
+type Ready func(context.Context) error
+
+// TCPReady is a readiness check: addr accepts connections (within 200 ms).
+func TCPReady(addr string) Ready {
+	return func(context.Context) error {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+}
+
+// HTTPReady is a readiness check: GET url answers 200 (within a second).
+func HTTPReady(url string) Ready {
+	client := &http.Client{Timeout: time.Second}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// AwaitReady calls ready every 100 ms until it returns nil, and then returns
+// nil. It blocks until then, or until done is closed (the process ended:
+// ErrExited), ctx ends (ctx's error) or timeout has passed (ready's last
+// error).
+func AwaitReady(ctx context.Context, ready Ready, done <-chan struct{}, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := ready(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			return ErrExited
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
+// FreePort returns a loopback TCP port that the kernel had free a moment ago.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}

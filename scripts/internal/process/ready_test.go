@@ -1,0 +1,83 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestTCPReadyAndFreePort(t *testing.T) {
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := TCPReady(addr)(context.Background()); err == nil {
+		t.Errorf("TCPReady(%s) on a free port = nil; want an error", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on the port FreePort returned: %v", err)
+	}
+	defer ln.Close()
+	if err := TCPReady(addr)(context.Background()); err != nil {
+		t.Errorf("TCPReady(%s) with a listener = %v; want nil", addr, err)
+	}
+}
+
+func TestHTTPReady(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.Error(w, "not yet", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{{"/readyz", true}, {"/other", false}} {
+		err := HTTPReady(srv.URL + tc.path)(context.Background())
+		if (err == nil) != tc.ok {
+			t.Errorf("HTTPReady(%s) = %v; want ok %v", tc.path, err, tc.ok)
+		}
+	}
+}
+
+func TestAwaitReady(t *testing.T) {
+	notYet := errors.New("not yet")
+	calls := 0
+	readyThird := func(context.Context) error {
+		if calls++; calls < 3 {
+			return notYet
+		}
+		return nil
+	}
+	never := func(context.Context) error { return notYet }
+	exited := make(chan struct{})
+	close(exited)
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		ready Ready
+		done  chan struct{}
+		want  error
+	}{
+		{"ready on the third call", context.Background(), readyThird, nil, nil},
+		{"process exited", context.Background(), never, exited, ErrExited},
+		{"context ended", canceled, never, nil, context.Canceled},
+		{"timeout", context.Background(), never, nil, notYet},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := AwaitReady(tc.ctx, tc.ready, tc.done, 250*time.Millisecond); err != tc.want {
+				t.Errorf("AwaitReady = %v; want %v", err, tc.want)
+			}
+		})
+	}
+}
