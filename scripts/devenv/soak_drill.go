@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/internal/mockllm"
 )
 
 // fault is what one phase does to the system while the traffic runs.
@@ -207,15 +207,8 @@ func rolloutOf(client *http.Client, admin, deployment string) (float64, events.R
 
 // mockConfig changes the gray mock's live behaviour.
 func (s *system) mockConfig(ctx context.Context, settings string) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, s.mockURL[1]+"/_mock/config", bytes.NewReader([]byte(settings)))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	if err := mockllm.Configure(ctx, s.mockURL[1], settings); err != nil {
 		return fmt.Errorf("gray mock: %w", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("gray mock /_mock/config: %s", resp.Status)
 	}
 	return nil
 }
