@@ -115,36 +115,21 @@ type proc struct {
 	log   string
 	ready func(context.Context) error // nil: ready once started
 	cmd   *exec.Cmd
-	done  chan struct{}
+	done  <-chan struct{}
 }
 
 func (p *proc) start(ctx context.Context) error {
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "--- %s soak: start %s %s\n", time.Now().Format(time.RFC3339Nano), p.bin, strings.Join(p.args, " "))
 	cmd := exec.Command(p.bin, p.args...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = p.dir, p.env, f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd.Dir, cmd.Env = p.dir, p.env
+	done, err := process.Start(cmd, p.log, "soak")
+	if err != nil {
 		return fmt.Errorf("%s: %w", p.name, err)
 	}
-	p.cmd, p.done = cmd, make(chan struct{})
-	go func(done chan struct{}) { cmd.Wait(); close(done) }(p.done)
+	p.cmd, p.done = cmd, done
 	if p.ready == nil {
 		return nil
 	}
-	err = process.AwaitReady(ctx, p.ready, p.done, 60*time.Second)
-	switch {
-	case err == nil || err == ctx.Err():
-		return err
-	case errors.Is(err, process.ErrExited):
-		return fmt.Errorf("%s exited while starting; last lines of %s:\n%s", p.name, p.log, process.TailFile(p.log, 15))
-	default:
-		return fmt.Errorf("%s not ready after 60s: %v; see %s", p.name, err, p.log)
-	}
+	return process.AwaitReady(ctx, p.name, p.log, p.ready, done, 60*time.Second)
 }
 
 // signal sends sig to the process group and waits up to grace for the exit

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,43 +26,28 @@ type proc struct {
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
-	done    chan struct{}
+	done    <-chan struct{}
 	stopped bool // SIGSTOPped and not continued yet
 }
 
 // start runs the process and waits up to a minute for ready.
 func (p *proc) start(ctx context.Context) error {
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "--- %s drill: start %s %s\n", time.Now().Format(time.RFC3339Nano), p.bin, strings.Join(p.args, " "))
 	cmd := exec.Command(p.bin, p.args...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = p.dir, p.env, f, f
+	cmd.Dir, cmd.Env = p.dir, p.env
 	// Its own group, so that a signal reaches it and nothing else; killed
 	// with the drill if the drill dies without cleaning up (SIGKILL).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	done, err := process.Start(cmd, p.log, "drill")
+	if err != nil {
 		return fmt.Errorf("%s: %w", p.name, err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
 	p.mu.Lock()
 	p.cmd, p.done, p.stopped = cmd, done, false
 	p.mu.Unlock()
 	if p.ready == nil {
 		return nil
 	}
-	err = process.AwaitReady(ctx, p.ready, done, time.Minute)
-	switch {
-	case err == nil || err == ctx.Err():
-		return err
-	case errors.Is(err, process.ErrExited):
-		return fmt.Errorf("%s exited while starting; last lines of %s:\n%s", p.name, p.log, process.TailFile(p.log, 15))
-	default:
-		return fmt.Errorf("%s not ready after 1m: %v; see %s", p.name, err, p.log)
-	}
+	return process.AwaitReady(ctx, p.name, p.log, p.ready, done, time.Minute)
 }
 
 // pid is the running process's id, 0 when it does not run.

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
-// ErrExited is what AwaitReady returns when the process ended before it was
-// ready.
+// ErrExited is what AwaitReady's error wraps when the process ended before
+// it was ready.
 var ErrExited = errors.New("exited while starting")
 
 // A Ready check returns nil once a started process serves.
@@ -48,10 +49,11 @@ func HTTPReady(url string) Ready {
 }
 
 // AwaitReady calls ready every 100 ms until it returns nil, and then returns
-// nil. It blocks until then, or until done is closed (the process ended:
-// ErrExited), ctx ends (ctx's error) or timeout has passed (ready's last
-// error).
-func AwaitReady(ctx context.Context, ready Ready, done <-chan struct{}, timeout time.Duration) error {
+// nil. It blocks until then, or until done is closed (the process ended: an
+// error wrapping ErrExited, with the last lines of the log at logPath), ctx
+// ends (ctx's error) or timeout has passed (an error with ready's last one).
+// name is the process's name in these errors.
+func AwaitReady(ctx context.Context, name, logPath string, ready Ready, done <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := ready(ctx)
@@ -60,15 +62,24 @@ func AwaitReady(ctx context.Context, ready Ready, done <-chan struct{}, timeout 
 		}
 		select {
 		case <-done:
-			return ErrExited
+			return fmt.Errorf("%s %w; last lines of %s:\n%s", name, ErrExited, logPath, TailFile(logPath, 15))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return err
+			return fmt.Errorf("%s not ready after %s: %v; see %s", name, shortDuration(timeout), err, logPath)
 		}
 	}
+}
+
+// shortDuration prints a whole number of minutes as "1m" rather than "1m0s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		return strings.TrimSuffix(s, "0s")
+	}
+	return s
 }
 
 // FreePort returns a loopback TCP port that the kernel had free a moment ago.

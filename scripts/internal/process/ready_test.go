@@ -67,17 +67,33 @@ func TestAwaitReady(t *testing.T) {
 		ctx   context.Context
 		ready Ready
 		done  chan struct{}
-		want  error
+		is    error  // nil: no error
+		text  string // what the error says
 	}{
-		{"ready on the third call", context.Background(), readyThird, nil, nil},
-		{"process exited", context.Background(), never, exited, ErrExited},
-		{"context ended", canceled, never, nil, context.Canceled},
-		{"timeout", context.Background(), never, nil, notYet},
+		{"ready on the third call", context.Background(), readyThird, nil, nil, ""},
+		{"process exited", context.Background(), never, exited, ErrExited, "p exited while starting; last lines of /nonexistent/p.log:\n"},
+		{"context ended", canceled, never, nil, context.Canceled, "context canceled"},
+		{"timeout", context.Background(), never, nil, nil, "p not ready after 250ms: not yet; see /nonexistent/p.log"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := AwaitReady(tc.ctx, tc.ready, tc.done, 250*time.Millisecond); err != tc.want {
-				t.Errorf("AwaitReady = %v; want %v", err, tc.want)
+			err := AwaitReady(tc.ctx, "p", "/nonexistent/p.log", tc.ready, tc.done, 250*time.Millisecond)
+			if tc.text == "" && err != nil || tc.text != "" && (err == nil || err.Error() != tc.text) {
+				t.Errorf("AwaitReady = %v; want %q", err, tc.text)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("AwaitReady = %v; want it to wrap %v", err, tc.is)
 			}
 		})
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{{time.Minute, "1m"}, {60 * time.Second, "1m"}, {90 * time.Second, "1m30s"}, {250 * time.Millisecond, "250ms"}, {2 * time.Hour, "2h0m"}} {
+		if got := shortDuration(tc.d); got != tc.want {
+			t.Errorf("shortDuration(%v) = %q; want %q", tc.d, got, tc.want)
+		}
 	}
 }
