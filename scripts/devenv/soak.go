@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/graygate/graygate/scripts/internal/mockllm"
 	"github.com/graygate/graygate/scripts/internal/process"
 	"github.com/jackc/pgx/v5"
 )
@@ -180,12 +181,6 @@ type gateway struct {
 
 const soakDB = "graygate_soak"
 
-// mockLatency makes both mock upstreams answer like a small model: 40 ms to
-// the first token (or the headers), then 2 ms per token. With instant
-// mocks, the analyzer's p99 ratio gates would compare milliseconds of
-// scheduling noise on a shared machine rather than the upstreams.
-var mockLatency = []string{"--latency", "40ms", "--ttft", "40ms", "--inter-token", "2ms"}
-
 // soakConfig is the configuration every service of the drill reads; the
 // replicas differ only in their listeners and spool directories.
 const soakConfig = `# written by scripts/devenv soak
@@ -282,19 +277,15 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 		return s, err
 	}
 
-	addrs := map[string]string{}
-	for _, k := range []string{"PRIMARY", "GRAY", "G1", "A1", "G2", "A2", "COLLECTOR", "ANALYZER"} {
-		p, err := process.FreePort()
-		if err != nil {
-			return s, err
-		}
-		addrs[k] = "127.0.0.1:" + strconv.Itoa(p)
+	addrs, err := process.FreeAddrs("PRIMARY", "GRAY", "G1", "A1", "G2", "A2", "COLLECTOR", "ANALYZER")
+	if err != nil {
+		return s, err
 	}
 	bin := func(name string) string { return filepath.Join(o.bin, name) }
 	for i, k := range []string{"PRIMARY", "GRAY"} {
 		name := []string{"mock-primary", "mock-gray"}[i]
 		s.mocks[i] = &proc{name: name, bin: bin("mockllm"), env: env, dir: l.root, log: filepath.Join(logDir, name+".log"),
-			args: append([]string{"--listen", addrs[k], "--record", "0"}, mockLatency...), ready: process.TCPReady(addrs[k])}
+			args: mockllm.DrillArgs(addrs[k]), ready: process.TCPReady(addrs[k])}
 		s.mockURL[i] = "http://" + addrs[k]
 	}
 	config := func(replica int) (string, error) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graygate/graygate/scripts/internal/mockllm"
 	"github.com/graygate/graygate/scripts/internal/process"
 	"github.com/jackc/pgx/v5"
 )
@@ -87,10 +88,6 @@ collector:
   api_token: ` + apiToken + `
   flush_interval: 100ms
 `
-
-// mockLatency makes both mock upstreams answer like a small model (as
-// the soak drill's do): 40 ms to the headers or first token, 2 ms a token.
-var mockLatency = []string{"--latency", "40ms", "--ttft", "40ms", "--inter-token", "2ms"}
 
 // gateway is one gateway replica: its process and addresses.
 type gateway struct {
@@ -176,19 +173,15 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 	if err != nil {
 		return s, err
 	}
-	addrs := map[string]string{}
-	for _, k := range []string{"PRIMARY", "GRAY", "G1", "A1", "G2", "A2", "COLLECTOR", "AN1", "AN2"} {
-		p, err := process.FreePort()
-		if err != nil {
-			return s, err
-		}
-		addrs[k] = "127.0.0.1:" + strconv.Itoa(p)
+	addrs, err := process.FreeAddrs("PRIMARY", "GRAY", "G1", "A1", "G2", "A2", "COLLECTOR", "AN1", "AN2")
+	if err != nil {
+		return s, err
 	}
 	bin := func(name string) string { return filepath.Join(o.bin, name) }
 	for i, k := range []string{"PRIMARY", "GRAY"} {
 		name := []string{"mock-primary", "mock-gray"}[i]
 		s.mocks[i] = &proc{name: name, bin: bin("mockllm"), env: env, dir: root, log: filepath.Join(logDir, name+".log"),
-			args: append([]string{"--listen", addrs[k], "--record", "0"}, mockLatency...), ready: process.TCPReady(addrs[k])}
+			args: mockllm.DrillArgs(addrs[k]), ready: process.TCPReady(addrs[k])}
 		s.mockURL[i] = "http://" + addrs[k]
 	}
 	config := func(name, service, listen, admin, analyzerAt string) (string, error) {

@@ -29,3 +29,12 @@ func Configure(ctx context.Context, baseURL, settings string) error {
 	}
 	return nil
 }
+
+// DrillArgs returns the flags of a mock upstream in a drill: listening on
+// addr, recording nothing, and answering like a small model, 40 ms to the
+// headers or the first token and then 2 ms a token. With instant mocks, the
+// analyzer's p99 ratio gates would compare milliseconds of scheduling noise
+// on a shared machine rather than the upstreams.
+func DrillArgs(addr string) []string {
+	return []string{"--listen", addr, "--record", "0", "--latency", "40ms", "--ttft", "40ms", "--inter-token", "2ms"}
+}

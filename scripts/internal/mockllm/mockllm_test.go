@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +35,13 @@ func TestConfigure(t *testing.T) {
 	}
 	if err := Configure(ctx, "http://127.0.0.1:1", "{}"); err == nil {
 		t.Error("Configure with no mock listening = nil; want an error")
+	}
+}
+
+func TestDrillArgs(t *testing.T) {
+	got := strings.Join(DrillArgs("127.0.0.1:9"), " ")
+	want := "--listen 127.0.0.1:9 --record 0 --latency 40ms --ttft 40ms --inter-token 2ms"
+	if got != want {
+		t.Errorf("DrillArgs = %q; want %q", got, want)
 	}
 }

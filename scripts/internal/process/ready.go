@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -90,4 +91,18 @@ func FreePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreeAddrs returns a loopback address, "127.0.0.1:PORT", for each name, on
+// ports that FreePort had free a moment ago.
+func FreeAddrs(names ...string) (map[string]string, error) {
+	addrs := make(map[string]string, len(names))
+	for _, name := range names {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		addrs[name] = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	return addrs, nil
 }

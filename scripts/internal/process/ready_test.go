@@ -97,3 +97,19 @@ func TestShortDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestFreeAddrs(t *testing.T) {
+	addrs, err := FreeAddrs("A", "B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(addrs) != 2 || addrs["A"] == addrs["B"] {
+		t.Errorf("FreeAddrs(A, B) = %v; want two addresses", addrs)
+	}
+	for name, addr := range addrs {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil || host != "127.0.0.1" {
+			t.Errorf("FreeAddrs: %s = %q; want 127.0.0.1:PORT", name, addr)
+		}
+	}
+}
