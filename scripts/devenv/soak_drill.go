@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/internal/counts"
 	"github.com/graygate/graygate/scripts/internal/mockllm"
 )
 
@@ -125,7 +125,7 @@ func (s *system) drill(ctx context.Context) (*soakReport, error) {
 				lastProgress = time.Now()
 				n, errs, arms := s.load.snapshot()
 				logf("soak:   %s %3.0fs/%.0fs: %d requests, %d client errors, arms %s",
-					f.name, el.Seconds(), s.o.phase.Seconds(), n, errs, formatCounts(arms))
+					f.name, el.Seconds(), s.o.phase.Seconds(), n, errs, counts.Format(arms))
 			}
 			select {
 			case <-ctx.Done():
@@ -401,17 +401,4 @@ func firstN(s []string, n int) []string {
 		return s[:n]
 	}
 	return s
-}
-
-// formatCounts prints a small count map in key order: "a=1 b=2".
-func formatCounts[K comparable](m map[K]int) string {
-	var parts []string
-	for k, v := range m {
-		parts = append(parts, fmt.Sprintf("%v=%d", k, v))
-	}
-	sort.Strings(parts)
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, " ")
 }

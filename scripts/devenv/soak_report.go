@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/counts"
 )
 
 // soakReport is what `devenv soak` prints and writes: the client's view of
@@ -134,7 +136,7 @@ func (r *soakReport) markdown() string {
 			fault += ")"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %d | %d | %.1f | %.1f | %.1f | %d |\n",
-			p.Name, fault, p.Requests, formatCounts(p.Statuses), formatCounts(p.Arms), p.ClientErrors,
+			p.Name, fault, p.Requests, counts.Format(p.Statuses), counts.Format(p.Arms), p.ClientErrors,
 			p.Rerouted, p.P50Millis, p.P99Millis, p.MaxMillis, p.Rollbacks)
 	}
 	e := r.Events

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/internal/counts"
 	"github.com/graygate/graygate/scripts/internal/mockllm"
 )
 
@@ -195,7 +196,7 @@ func (s *system) runPhase(ctx context.Context, i int, f fault, l *load, rw *roll
 			holder = s.analyzers[h].name
 		}
 		logf("  %s %3.0fs: %d requests, %d client errors, arms %s; lease %s; %s",
-			f.name, time.Since(p.Start).Seconds(), n, errs, formatCounts(arms), holder, strings.Join(gws, ", "))
+			f.name, time.Since(p.Start).Seconds(), n, errs, counts.Format(arms), holder, strings.Join(gws, ", "))
 	}
 	for ctx.Err() == nil {
 		el := time.Since(p.Inject)
@@ -331,17 +332,4 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
-}
-
-// formatCounts prints a small count map in key order: "a=1 b=2".
-func formatCounts(m map[string]int) string {
-	var parts []string
-	for k, v := range m {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
-	}
-	slices.Sort(parts)
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, " ")
 }
