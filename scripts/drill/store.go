@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,7 +22,15 @@ import (
 // its configuration: its identity may read the rollout stream (direct get)
 // and every stream's info, which is all the drill reads from NATS.
 func (s *system) dialAsGateway() (*nats.Conn, jetstream.JetStream, error) {
-	cfg, _, err := config.Load(s.gateways[0].args[len(s.gateways[0].args)-1], config.ForGateway)
+	// With the environment gateway-1 got, not the drill's own: a NATS_URL
+	// there (task test's server, or .data/env's) would name another server.
+	gw := s.gateways[0]
+	path := gw.args[len(gw.args)-1]
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the gateway's configuration: %w", err)
+	}
+	cfg, _, err := config.Parse(data, filepath.Dir(path), envLookup(gw.env), config.ForGateway)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load the gateway's configuration: %w", err)
 	}
@@ -41,6 +52,19 @@ func (s *system) dialAsGateway() (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, err
 	}
 	return nc, js, nil
+}
+
+// envLookup looks a variable up in env (KEY=value entries, the last one
+// winning, as exec does).
+func envLookup(env []string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		for i := len(env) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+				return v, true
+			}
+		}
+		return "", false
+	}
 }
 
 // readRollouts reads every message of the rollout stream with its
