@@ -82,6 +82,10 @@ type options struct {
 	streams      bool
 	streamLevels []int
 	streamAfter  time.Duration
+	// replicas runs the trace-replay balancing benchmark instead
+	// (replicas.go), with rep's settings.
+	replicas bool
+	rep      replicaOptions
 }
 
 // allTargets are the targets --targets accepts, in the order they are
@@ -94,7 +98,7 @@ var (
 func parseOptions(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per run (whole seconds)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per run (whole seconds); with --replicas, the replay's arrival window (default 240s there)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up before each measured run (whole seconds)")
 	fs.IntVar(&o.rounds, "rounds", 3, "measured runs per target and connection count, targets interleaved; the table shows their median")
 	quick := fs.Bool("quick", false, "short run: 2 rounds of 2s measured after 1s warm-up (about 2 minutes)")
@@ -105,7 +109,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.answerBytes, "answer-bytes", 800, "mock answer content size (the whole answer body is about 1 KB)")
 	fs.StringVar(&o.nginxWorkers, "nginx-workers", "1", "nginx worker_processes: 1 (one event loop, nginx's best on 2 shared cores) or auto")
 	fs.StringVar(&o.nats, "nats", "private", "NATS for the gateway's events: private (a nats-server child with its own store, so its CPU is the gateway's alone; $NATS_URL when no nats-server binary is found), off (gateway targets that need NATS are skipped), or a nats:// URL")
-	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON here (default .data/bench/bench.json under the repository)")
+	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON here (default .data/bench/bench.json under the repository; with --replicas bench-replicas.json, and a bare --json prints the JSON on stdout)")
 	fs.StringVar(&o.pngPath, "png", "", "write the chart here (default .data/bench/bench.png under the repository)")
 	fs.BoolVar(&o.strace, "strace", false, "also count system calls per request of nginx, the bare fiber pass-through and gw-s12 under strace -c -f at 32 connections")
 	fs.DurationVar(&o.straceDuration, "strace-duration", 3*time.Second, "load time per target under strace")
@@ -120,8 +124,21 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.streams, "streams", false, "instead of the 1 KB comparison: graygate, nginx (proxy_buffering off) and the mock directly under waves of concurrent 10-second streams (SPEC §12 rev. 3)")
 	levels := fs.String("stream-levels", "500,2000,5000,10000", "with --streams: comma-separated concurrent stream counts")
 	fs.DurationVar(&o.streamAfter, "stream-after", 120*time.Second, "with --streams: measure the proxies' RSS this long after their last wave (and 30s after)")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&o.replicas, "replicas", false, "instead of the 1 KB comparison: replay a request trace through the gateway onto mockllm --engine replicas, once per balancing policy (SPEC §12 rev. 4)")
+	replicaOpts := replicaFlags(fs)
+	if err := fs.Parse(bareJSON(args)); err != nil {
 		return o, err
+	}
+	if o.replicas {
+		if o.streams {
+			return o, errors.New("--replicas and --streams are separate runs; give one")
+		}
+		var err error
+		if o.rep, err = replicaOpts(o.duration); err != nil {
+			return o, err
+		}
+	} else if o.jsonPath == "-" {
+		return o, errors.New("--json needs a file here; a bare --json (JSON on stdout) is for --replicas")
 	}
 	for _, s := range strings.Split(*levels, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -216,6 +233,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.jsonPath == "" && o.replicas {
+		o.jsonPath = filepath.Join(root, ".data", "bench", "bench-replicas.json")
+	}
 	if o.jsonPath == "" {
 		o.jsonPath = filepath.Join(root, ".data", "bench", "bench.json")
 	}
@@ -240,6 +260,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if o.streams {
 		return runStreams(ctx, o, root, dir)
+	}
+	if o.replicas {
+		return runReplicas(ctx, o, root, dir)
 	}
 	want := func(name string) bool { return slices.Contains(o.targets, name) }
 
