@@ -144,9 +144,12 @@ func replayOne(ctx context.Context, client *http.Client, url string, body []byte
 	}
 	ttft, err := readStream(resp.Body, sent)
 	r.ttft = ttft
+	var event *errorEvent
 	switch {
 	case err == nil:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16)) // to EOF, so the connection is reused
+	case errors.As(err, &event):
+		r.err = err
 	case ttft == 0:
 		r.err = cutError("no first token", ctx, err)
 	default:
@@ -157,6 +160,11 @@ func replayOne(ctx context.Context, client *http.Client, url string, body []byte
 
 // errNoDone is a stream that ended without [DONE].
 var errNoDone = errors.New("stream ended without [DONE]")
+
+// errorEvent is an error the answer's stream carried.
+type errorEvent struct{ payload string }
+
+func (e *errorEvent) Error() string { return "error event: " + e.payload }
 
 // readStream reads server-sent events to [DONE]. It returns the time from
 // sent to the first event whose choices carry content, and an error for
@@ -179,7 +187,7 @@ func readStream(body io.Reader, sent time.Time) (time.Duration, error) {
 			return ttft, nil
 		}
 		if bytes.HasPrefix(payload, []byte(`{"error"`)) {
-			return ttft, fmt.Errorf("error event: %.240s", payload)
+			return ttft, &errorEvent{payload: string(payload[:min(len(payload), 240)])}
 		}
 		if ttft == 0 && hasContent(payload) {
 			ttft = time.Since(sent)
