@@ -15,6 +15,9 @@
 //
 //	go run ./scripts/bench [--quick] [--rounds 3] [--duration 5s] [--conns 1,4,32] [--strace] [--profile] [--gomaxprocs N] ...
 //
+// --streams runs the streaming comparison instead (streams.go), and
+// --replicas the trace-replay balancing benchmark (replicas.go).
+//
 // wrk and nginx come from Debian packages, installed when missing (strace
 // too, for --strace). nginx and NATS run as children with their own
 // config and storage; the system's servers are never touched. Targets
