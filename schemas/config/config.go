@@ -308,6 +308,18 @@ type Upstream struct {
 	// load from its model, URL, prompt and params (a gray without url:
 	// primary's URL and model); statistics carry it.
 	Fingerprint string `yaml:"-"`
+
+	// Rev. 4 (SPEC §6.7): a pool of replicas instead of one url (pool.go).
+
+	Endpoints     []string       `yaml:"endpoints"`
+	Discovery     *Discovery     `yaml:"discovery"`
+	Revision      string         `yaml:"revision"`
+	Balance       string         `yaml:"balance"`
+	Prefix        PrefixBalance  `yaml:"prefix"`
+	EngineMetrics *EngineMetrics `yaml:"engine_metrics"`
+	Health        *HealthCheck   `yaml:"health"`
+	Outlier       Outlier        `yaml:"outlier"`
+	RetryBudget   float64        `yaml:"retry_budget"`
 }
 
 // ArmParams are an arm's sampling values by governed parameter name.

@@ -83,6 +83,8 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestDeploymentDefaults(t *testing.T) {
+	prefixDefaults := PrefixBalance{BlockBytes: 256, MinMatch: 0.5, LoadFactor: 1.25, CacheTokens: 1 << 20}
+	outlierDefaults := Outlier{ConsecutiveFailures: 5, Ejection: 30 * time.Second, MaxEjection: 300 * time.Second, MaxEjectedPercent: 50}
 	cfg, _ := parseDoc(t, `
 deployments:
   d:
@@ -96,9 +98,11 @@ sampling_contract: {}
 	want := &Deployment{
 		Name: "d",
 		Primary: Upstream{URL: "http://h", Model: "m", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 0,
-			ConnectTimeout: 5 * time.Second, MaxDuration: 10 * time.Minute, Fingerprint: Fingerprint("m", "http://h", "", nil)},
+			ConnectTimeout: 5 * time.Second, MaxDuration: 10 * time.Minute, Fingerprint: Fingerprint("m", "http://h", "", nil),
+			Balance: BalanceLeastLoaded, Prefix: prefixDefaults, Outlier: outlierDefaults, RetryBudget: 0.2},
 		Gray: &Upstream{URL: "http://g", Model: "m2", Timeout: 60 * time.Second, StreamIdleTimeout: 60 * time.Second, MaxConnections: 0,
-			ConnectTimeout: 5 * time.Second, MaxDuration: 10 * time.Minute, Fingerprint: Fingerprint("m2", "http://g", "", nil)},
+			ConnectTimeout: 5 * time.Second, MaxDuration: 10 * time.Minute, Fingerprint: Fingerprint("m2", "http://g", "", nil),
+			Balance: BalanceLeastLoaded, Prefix: prefixDefaults, Outlier: outlierDefaults, RetryBudget: 0.2},
 		Rollout: Rollout{Mode: "canary", StickyKey: "user", ForceHeader: "X-Gray-Rollout", Timeout: 2500 * time.Millisecond,
 			ShadowConcurrency: 32, SchemaTarget: "content", StreamValidation: "buffer"},
 	}

@@ -96,6 +96,10 @@ func (u *Upstream) setDefaults() {
 	u.MaxConnections = DefaultMaxConnections
 	u.ConnectTimeout = DefaultConnectTimeout
 	u.MaxDuration = 10 * time.Minute
+	u.Balance = BalanceLeastLoaded
+	u.Prefix.setDefaults()
+	u.Outlier.setDefaults()
+	u.RetryBudget = 0.2
 }
 
 func (r *Rollout) setDefaults() {

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"net/url"
+	"strconv"
 )
 
 // Fingerprint returns an arm's fingerprint (SPEC §7 rev. 3 "Arm
@@ -23,7 +25,30 @@ import (
 // of values spells another's. Two gateways with the same arm configuration
 // compute the same fingerprint; a change of model, URL, prompt or any
 // parameter gives another.
+//
+// (rev. 4) A pool's identity is its discovery name, not its endpoints
+// (they change as the pool scales): url is "dns://NAME:PORT" for
+// discovery and "endpoints" for a static list; and revision, the
+// operator's name for what the pool runs, is a fifth key "revision"
+// when it is set (so a single url without one keeps its rev. 3
+// fingerprint).
 func Fingerprint(model, rawURL, promptHash string, params ArmParams) string {
+	return fingerprint(model, rawURL, promptHash, "", params)
+}
+
+// PoolIdentity is the url an upstream's fingerprint covers: its url, or
+// its pool's identity (see Fingerprint).
+func (u *Upstream) PoolIdentity() string {
+	switch {
+	case u.Discovery != nil:
+		return "dns://" + net.JoinHostPort(u.Discovery.DNS, strconv.Itoa(u.Discovery.Port))
+	case len(u.Endpoints) > 0:
+		return "endpoints"
+	}
+	return u.URL
+}
+
+func fingerprint(model, rawURL, promptHash, revision string, params ArmParams) string {
 	values := make(map[string]any, len(params))
 	for name, p := range params {
 		if dom, _ := domainOf(name); dom.whole {
@@ -36,8 +61,9 @@ func Fingerprint(model, rawURL, promptHash string, params ArmParams) string {
 		Model      string         `json:"model"`
 		Params     map[string]any `json:"params"`
 		PromptHash string         `json:"prompt_hash"`
+		Revision   string         `json:"revision,omitempty"`
 		URL        string         `json:"url"`
-	}{model, values, promptHash, withoutUserinfo(rawURL)}
+	}{model, values, promptHash, revision, withoutUserinfo(rawURL)}
 	b, err := json.Marshal(identity)
 	if err != nil { // strings, and numbers the decoder made finite
 		panic("config: fingerprint: " + err.Error())
@@ -63,16 +89,16 @@ func withoutUserinfo(raw string) string {
 func setFingerprints(c *Config) {
 	for _, dep := range c.Deployments {
 		p := &dep.Primary
-		p.Fingerprint = Fingerprint(p.Model, p.URL, p.Prompt.hash(), p.Params)
+		p.Fingerprint = fingerprint(p.Model, p.PoolIdentity(), p.Prompt.hash(), p.Revision, p.Params)
 		if g := dep.Gray; g != nil {
-			model, u := g.Model, g.URL
-			if u == "" {
-				u = p.URL
+			model, u, rev := g.Model, g.PoolIdentity(), g.Revision
+			if !g.HasUpstream() {
+				u, rev = p.PoolIdentity(), p.Revision
 				if model == "" {
 					model = p.Model
 				}
 			}
-			g.Fingerprint = Fingerprint(model, u, g.Prompt.hash(), g.Params)
+			g.Fingerprint = fingerprint(model, u, g.Prompt.hash(), rev, g.Params)
 		}
 	}
 }

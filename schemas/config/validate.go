@@ -154,12 +154,21 @@ func (d *decoder) validateDeployment(dep *Deployment, dir string) {
 // validateUpstream checks an upstream; a gray may omit url (and model):
 // it then uses primary's upstream (SPEC §6.6).
 func (d *decoder) validateUpstream(p string, u *Upstream, dir string, gray bool) {
-	sameUpstream := gray && u.URL == "" && !d.failed[p+".url"]
+	sameUpstream := gray && !u.HasUpstream() && !d.failed[p+".url"]
+	sources := 0
+	for _, set := range []bool{u.URL != "", len(u.Endpoints) > 0, u.Discovery != nil} {
+		if set {
+			sources++
+		}
+	}
 	switch {
 	case d.failed[p+".url"]:
 	case sameUpstream:
+	case sources > 1:
+		d.errorf(p+".url", nil, "url, endpoints and discovery are mutually exclusive: set one")
+	case u.IsPool():
 	case u.URL == "":
-		d.errorf(p+".url", nil, "an upstream needs a url")
+		d.errorf(p+".url", nil, "an upstream needs a url (or endpoints, or discovery)")
 	default:
 		if why := checkUpstreamURL(u.URL); why != "" {
 			d.errorf(p+".url", nil, "%s", why)
@@ -181,6 +190,7 @@ func (d *decoder) validateUpstream(p string, u *Upstream, dir string, gray bool)
 	}
 	d.positiveDuration(p+".connect_timeout", u.ConnectTimeout)
 	d.positiveDuration(p+".max_duration", u.MaxDuration)
+	d.validatePool(p, u)
 }
 
 // checkUpstreamURL explains why raw is not an absolute http(s) URL, or

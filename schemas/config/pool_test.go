@@ -1,0 +1,109 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPoolKeys(t *testing.T) {
+	doc := func(primary string) string {
+		return "routing:\n  routes:\n    - model: m\n      candidates: [{deployment: d}]\n" +
+			"deployments:\n  d:\n    primary: " + primary + "\n"
+	}
+	cases := []struct {
+		name, primary string
+		err           string // a line of the errors; "" when valid
+		check         func(t *testing.T, u *Upstream)
+	}{
+		{"static pool with defaults", "{model: m, endpoints: [http://10.0.0.11:8000, http://10.0.0.12:8000]}", "", func(t *testing.T, u *Upstream) {
+			want := PrefixBalance{BlockBytes: 256, MinMatch: 0.5, LoadFactor: 1.25, CacheTokens: 1 << 20}
+			if !u.IsPool() || u.Balance != BalanceLeastLoaded || u.Prefix != want || u.RetryBudget != 0.2 ||
+				u.Outlier != (Outlier{5, 30 * time.Second, 300 * time.Second, 50}) || u.Health != nil || u.EngineMetrics != nil {
+				t.Errorf("pool = %+v", u)
+			}
+		}},
+		{"dns pool", "{model: m, discovery: {dns: vllm.serving.svc.cluster.local, port: 8000}, balance: prefix, revision: img-7, health: {}, engine_metrics: {}}", "", func(t *testing.T, u *Upstream) {
+			if *u.Discovery != (Discovery{"vllm.serving.svc.cluster.local", 8000, "http", 5 * time.Second}) ||
+				*u.Health != (HealthCheck{"/health", 5 * time.Second, time.Second, 2, 2}) ||
+				*u.EngineMetrics != (EngineMetrics{"/metrics", 2 * time.Second}) || u.Balance != BalancePrefix {
+				t.Errorf("pool = %+v %+v", u.Discovery, u.Health)
+			}
+		}},
+		{"url and endpoints", "{model: m, url: http://a:1, endpoints: [http://b:1]}", "deployments.d.primary.url: url, endpoints and discovery are mutually exclusive", nil},
+		{"endpoints and discovery", "{model: m, endpoints: [http://b:1], discovery: {dns: x, port: 1}}", "mutually exclusive", nil},
+		{"nothing", "{model: m}", "deployments.d.primary.url: an upstream needs a url (or endpoints, or discovery)", nil},
+		{"bad endpoint", "{model: m, endpoints: [http://b:1, 'ftp://c']}", "deployments.d.primary.endpoints[1]: must be an absolute http or https URL", nil},
+		{"duplicate endpoint", "{model: m, endpoints: [http://b:80, http://b]}", "deployments.d.primary.endpoints[1]: the same replica as endpoints[0] (b:80)", nil},
+		{"bad balance", "{model: m, endpoints: [http://b:1], balance: random}", `deployments.d.primary.balance: must be round_robin, least_loaded or prefix, got "random"`, nil},
+		{"dns without port", "{model: m, discovery: {dns: x}}", "deployments.d.primary.discovery.port: must be a port 1-65535, got 0", nil},
+		{"dns scheme", "{model: m, discovery: {dns: x, port: 1, scheme: ftp}}", `deployments.d.primary.discovery.scheme: must be http or https, got "ftp"`, nil},
+		{"min_match", "{model: m, endpoints: [http://b:1], prefix: {min_match: 1.5}}", "deployments.d.primary.prefix.min_match: must be a share from 0 to 1, got 1.5", nil},
+		{"load_factor", "{model: m, endpoints: [http://b:1], prefix: {load_factor: 0.5}}", "deployments.d.primary.prefix.load_factor: must be from 1 to 100", nil},
+		{"block_bytes", "{model: m, endpoints: [http://b:1], prefix: {block_bytes: 8}}", "deployments.d.primary.prefix.block_bytes: must be 16 to 1048576 bytes, got 8", nil},
+		{"retry_budget", "{model: m, endpoints: [http://b:1], retry_budget: 2}", "deployments.d.primary.retry_budget: must be a share from 0 to 1, got 2", nil},
+		{"max_ejected_percent", "{model: m, endpoints: [http://b:1], outlier: {max_ejected_percent: 101}}", "deployments.d.primary.outlier.max_ejected_percent: must be 0 to 100, got 101", nil},
+		{"health path", "{model: m, endpoints: [http://b:1], health: {path: health}}", `deployments.d.primary.health.path: must be a path starting with /, got "health"`, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, _, err := Parse([]byte(doc(c.primary)), t.TempDir(), nil)
+			if c.err == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if c.check != nil {
+					c.check(t, &cfg.Deployments["d"].Primary)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("error = %v, want a line containing %q", err, c.err)
+			}
+		})
+	}
+}
+
+func TestPoolFingerprint(t *testing.T) {
+	fp := func(primary string) string {
+		t.Helper()
+		doc := "routing:\n  routes:\n    - model: m\n      candidates: [{deployment: d}]\n" +
+			"deployments:\n  d:\n    primary: " + primary + "\n    gray: {prompt: {version: v1, system_file: " + promptFile(t) + "}}\n"
+		cfg, _, err := Parse([]byte(doc), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := cfg.Deployments["d"]
+		if d.Gray.Fingerprint == d.Primary.Fingerprint {
+			t.Fatalf("a gray with its own prompt has primary's fingerprint")
+		}
+		return d.Primary.Fingerprint
+	}
+	url := fp("{model: m, url: http://a:1}")
+	if url != Fingerprint("m", "http://a:1", "", nil) {
+		t.Errorf("a single url's fingerprint changed from rev. 3's")
+	}
+	two := fp("{model: m, endpoints: [http://a:1, http://b:1]}")
+	if three := fp("{model: m, endpoints: [http://a:1, http://b:1, http://c:1]}"); three != two {
+		t.Errorf("scaling a static pool changed its fingerprint: %s → %s", two, three)
+	}
+	if rev := fp("{model: m, endpoints: [http://a:1], revision: img-8}"); rev == two {
+		t.Errorf("a new revision kept the fingerprint")
+	}
+	dns := fp("{model: m, discovery: {dns: vllm.svc, port: 8000}}")
+	if dns == two || dns == fp("{model: m, discovery: {dns: other.svc, port: 8000}}") {
+		t.Errorf("the discovery name is not in the fingerprint")
+	}
+}
+
+// promptFile writes a prompt file and returns its absolute path.
+func promptFile(t *testing.T) string {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "p.txt")
+	if err := os.WriteFile(name, []byte("be brief"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
