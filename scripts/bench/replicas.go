@@ -622,7 +622,6 @@ gateway:
   listen: {{.Listen}}
   admin_listen: {{.Admin}}
   spool_dir: {{.Dir}}/spool
-  max_client_connections: 40000
   request_log: "off"
 routing:
   routes:

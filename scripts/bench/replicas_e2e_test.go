@@ -79,6 +79,12 @@ func TestReplicasSmoke(t *testing.T) {
 		t.Fatalf("gateway validate of a pool config: %v\n%s", err, out)
 	}
 
+	checkSmokeReplay(ctx, t, mock, gateway, dir)
+}
+
+// checkSmokeReplay replays smokeTrace with every policy and checks that
+// every request succeeded and every figure was read.
+func checkSmokeReplay(ctx context.Context, t *testing.T, mock, gateway, dir string) {
 	ro := replicaOptions{n: 2, speed: 1, duration: 3 * time.Second, wait: 30 * time.Second, policies: allPolicies,
 		gateways: 1, kvCacheTokens: engineKVCacheDefault, seed: 1, progress: time.Second}
 	rows := smokeTrace()
@@ -90,6 +96,7 @@ func TestReplicasSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	run.Trace = "the smoke trace"
 	var report bytes.Buffer
 	reportReplicas(&report, run)
 	t.Log(report.String())
