@@ -20,8 +20,9 @@ const chunkBits = 12
 type entry struct {
 	hash       uint64
 	prev, next int32 // the replica's list: prev was used more recently
-	up, down   int32 // the block's list of holders: up was used more recently
-	replica    int32
+	up, down   int32 // the block's list of holders, in no particular order
+	replica    int32 // none when the entry is free
+	parent     int32 // the replica's entry for the block before, as last seen
 }
 
 // replica is one replica's list of entries.
@@ -153,7 +154,7 @@ func (x *Index) Drop(id int32) {
 		en := x.at(e)
 		next := en.next
 		x.unlinkHolder(e, en)
-		en.next = x.free
+		en.replica, en.next = none, x.free
 		x.free = e
 		e = next
 	}
@@ -202,6 +203,15 @@ func (x *Index) held(h uint64, serving func(int32) bool) bool {
 
 // add touches the first Capacity() blocks of chain for replica id, last
 // first, and returns how many it added.
+//
+// Only the blocks the replica does not hold yet are looked up in the map.
+// Once add meets a block the replica holds, the prefix property says that
+// it holds every block before it too, and each entry keeps a link to the
+// entry of the block before it (its parent): add follows those links. A
+// link is checked before it is used (replica and hash), and a block whose
+// link is stale — its entry was evicted by this very call, or a merged run
+// was not a real chain — is looked up instead, so the links are a shortcut
+// and never a source of truth.
 func (x *Index) add(id int32, chain []uint64) int {
 	if id < 0 {
 		panic(fmt.Sprintf("prefix: replica id %d < 0", id))
@@ -210,18 +220,46 @@ func (x *Index) add(id int32, chain []uint64) int {
 		x.replicas = append(x.replicas, replica{head: none, tail: none})
 	}
 	added := 0
-	for i := min(len(chain), int(x.capacity)) - 1; i >= 0; i-- {
-		if x.touch(id, chain[i]) {
+	child := int32(none) // the entry of the block after block i
+	i := min(len(chain), int(x.capacity)) - 1
+	for ; i >= 0; i-- { // blocks the replica does not hold
+		e, isNew := x.touch(id, chain[i])
+		if child != none {
+			x.at(child).parent = e
+		}
+		child = e
+		if !isNew {
+			i--
+			break
+		}
+		added++
+	}
+	r := &x.replicas[id]
+	for ; i >= 0; i-- { // blocks it holds
+		if p := x.at(child).parent; p != none {
+			if pe := x.at(p); pe.replica == id && pe.hash == chain[i] {
+				x.toFront(r, p, pe)
+				child = p
+				continue
+			}
+		}
+		e, isNew := x.touch(id, chain[i])
+		if isNew {
 			added++
 		}
+		x.at(child).parent = e
+		child = e
+	}
+	if child != none {
+		x.at(child).parent = none // block 0
 	}
 	return added
 }
 
 // touch makes block h replica id's most recently used, adding it (and
 // evicting the least recently used when the replica is full) if the replica
-// does not hold it; it reports whether it added it.
-func (x *Index) touch(id int32, h uint64) bool {
+// does not hold it; it returns the block's entry and whether it added it.
+func (x *Index) touch(id int32, h uint64) (int32, bool) {
 	r := &x.replicas[id]
 	head, ok := x.holders[h]
 	if !ok {
@@ -231,11 +269,7 @@ func (x *Index) touch(id int32, h uint64) bool {
 		en := x.at(e)
 		if en.replica == id {
 			x.toFront(r, e, en)
-			if e != head {
-				x.unlinkHolder(e, en) // e is not the head: the map is unchanged
-				x.pushHolder(e, en, head)
-			}
-			return false
+			return e, false
 		}
 		e = en.down
 	}
@@ -251,10 +285,10 @@ func (x *Index) touch(id int32, h uint64) bool {
 		x.used++
 	}
 	en := x.at(e)
-	*en = entry{hash: h, replica: id, prev: none, next: none, up: none, down: none}
+	*en = entry{hash: h, replica: id, prev: none, next: none, up: none, down: none, parent: none}
 	x.pushLRU(r, e, en)
 	x.pushHolder(e, en, head)
-	return true
+	return e, true
 }
 
 // alloc returns an unused entry.

@@ -322,3 +322,29 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	x.lists(t)
 }
+
+// TestMergeJunk merges runs that are not chains (repeated hashes, blocks
+// held out of order), as a faulty gateway could publish: the index must
+// stay consistent and do what the model does.
+func TestMergeJunk(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 13))
+	for _, capacity := range []int{1, 4, 32} {
+		x := New(capacity, 0)
+		m := &model{capacity: capacity, lists: map[int32][]uint64{}}
+		for step := range 2000 {
+			run := make([]uint64, r.IntN(2*capacity+2))
+			for i := range run {
+				run[i] = uint64(r.IntN(3 * capacity))
+			}
+			id := int32(r.IntN(3))
+			x.Merge(id, run)
+			m.add(id, run)
+			got := x.lists(t)
+			for id := range int32(3) {
+				if !slices.Equal(got[id], m.lists[id]) {
+					t.Fatalf("capacity %d step %d: replica %d holds %v; want %v", capacity, step, id, got[id], m.lists[id])
+				}
+			}
+		}
+	}
+}
