@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -12,19 +13,24 @@ import (
 // and one partly used chunk of entries.
 const bytesPerEntry = 80
 
-// TestMemoryBound adds a million distinct chains to 8 replicas whose caches
-// hold 16384 blocks each (1,048,576 tokens at 4 bytes a token, 256-byte
-// blocks), checks that no replica ever holds more than that, and that the
-// heap the index uses stays under bytesPerEntry × 8 × 16384 however many
-// chains are added.
+// TestMemoryBound adds a million distinct chains to 8 and to 64 replicas
+// whose caches hold 16384 blocks each (1,048,576 tokens at 4 bytes a
+// token, 256-byte blocks), checks that no replica ever holds more than
+// that, and that the heap the index uses stays under bytesPerEntry ×
+// replicas × 16384 however many chains are added.
 func TestMemoryBound(t *testing.T) {
-	const (
-		replicas = 8
-		capacity = 1048576 * 4 / 256
-	)
+	for _, replicas := range []int{8, 64} {
+		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
+			testMemoryBound(t, replicas)
+		})
+	}
+}
+
+func testMemoryBound(t *testing.T, replicas int) {
+	const capacity = 1048576 * 4 / 256
 	chains := 1_000_000
 	if race || testing.Short() {
-		chains = 100_000
+		chains = 20_000 * replicas
 	}
 	r := rand.New(rand.NewPCG(8, 9))
 	before := heap()
