@@ -2,6 +2,7 @@ package prefix
 
 import (
 	"fmt"
+	"math"
 	"sync"
 )
 
@@ -34,12 +35,16 @@ type replica struct {
 // Index remembers which blocks this gateway sent to which replica of one
 // arm, up to a capacity in blocks per replica, least recently used first
 // out. All its methods are safe for concurrent use; each holds one mutex
-// for its whole call, and none blocks otherwise.
+// for its whole call, and none blocks otherwise. Longest holds it for well
+// under a microsecond; Add for about 10 µs for a 200-block prompt that
+// adds 50 blocks (BenchmarkAdd), so a caller that wants its decisions
+// never to wait behind an Add can call Add after sending the request,
+// off the decision's path.
 type Index struct {
 	capacity int32
 
 	mu       sync.Mutex
-	holders  map[uint64]int32 // block hash → its most recently used entry
+	holders  map[uint64]int32 // block hash → the first entry of its holders' list
 	chunks   [][]entry        // entry i is chunks[i>>chunkBits][i&(1<<chunkBits-1)]
 	size     int32            // entries ever allocated (in use or free)
 	free     int32            // first free entry, linked through next
@@ -103,7 +108,7 @@ func (x *Index) Merge(id int32, chain []uint64) {
 
 // Longest returns the length in blocks of the longest prefix of chain that
 // a replica for which serving returns true holds, and appends those
-// replicas to holders (most recently used first); it returns 0 and holders
+// replicas to holders (in no particular order); it returns 0 and holders
 // unchanged when none holds block 0. It looks up about log2(len(chain))
 // blocks, not every block: since a replica that holds a block of a chain
 // holds every block before it, "some serving replica holds block i" is
@@ -296,6 +301,9 @@ func (x *Index) alloc() int32 {
 	if e := x.free; e != none {
 		x.free = x.at(e).next
 		return e
+	}
+	if x.size == math.MaxInt32 {
+		panic("prefix: index full (2^31 entries)")
 	}
 	if int(x.size)>>chunkBits == len(x.chunks) {
 		x.chunks = append(x.chunks, make([]entry, 1<<chunkBits))
