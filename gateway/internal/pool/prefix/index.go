@@ -37,9 +37,9 @@ type replica struct {
 // out. All its methods are safe for concurrent use; each holds one mutex
 // for its whole call, and none blocks otherwise. Longest holds it for well
 // under a microsecond; Add for about 10 µs for a 200-block prompt that
-// adds 50 blocks (BenchmarkAdd), so a caller that wants its decisions
-// never to wait behind an Add can call Add after sending the request,
-// off the decision's path.
+// adds 50 blocks (BenchmarkAdd), so under concurrency a decision may wait
+// for one Add of another request; a caller calls Add after sending its
+// request, so that Add never delays the request that makes it.
 type Index struct {
 	capacity int32
 
