@@ -26,6 +26,14 @@ type entry struct {
 	parent     int32 // the replica's entry for the block before, as last seen
 }
 
+// first is the first entry of a block's list of holders, with its replica:
+// the map slot has room for it (16 bytes either way), and Longest can then
+// answer most lookups without reading an entry, which would be one more
+// cache miss in an index of tens of megabytes.
+type first struct {
+	e, replica int32
+}
+
 // replica is one replica's list of entries.
 type replica struct {
 	head, tail int32 // most and least recently used; none when empty
@@ -44,7 +52,7 @@ type Index struct {
 	capacity int32
 
 	mu       sync.Mutex
-	holders  map[uint64]int32 // block hash → the first entry of its holders' list
+	holders  map[uint64]first // block hash → the first entry of its holders' list
 	chunks   [][]entry        // entry i is chunks[i>>chunkBits][i&(1<<chunkBits-1)]
 	size     int32            // entries ever allocated (in use or free)
 	free     int32            // first free entry, linked through next
@@ -65,7 +73,7 @@ func New(capacityBlocks, exportBlocks int) *Index {
 	}
 	return &Index{
 		capacity: int32(capacityBlocks),
-		holders:  make(map[uint64]int32),
+		holders:  make(map[uint64]first),
 		free:     none,
 		export:   exportQueue{limit: max(exportBlocks, 0)},
 	}
@@ -133,8 +141,11 @@ func (x *Index) Longest(chain []uint64, serving func(id int32) bool, holders []i
 	if lo == 0 {
 		return 0, holders
 	}
-	e, _ := x.holders[chain[lo-1]]
-	for e != none {
+	f := x.holders[chain[lo-1]]
+	if serving(f.replica) {
+		holders = append(holders, f.replica)
+	}
+	for e := x.at(f.e).down; e != none; {
 		en := x.at(e)
 		if serving(en.replica) {
 			holders = append(holders, en.replica)
@@ -192,11 +203,14 @@ func (x *Index) at(e int32) *entry {
 
 // held reports whether a replica that serves holds block h.
 func (x *Index) held(h uint64, serving func(int32) bool) bool {
-	e, ok := x.holders[h]
+	f, ok := x.holders[h]
 	if !ok {
 		return false
 	}
-	for e != none {
+	if serving(f.replica) {
+		return true
+	}
+	for e := x.at(f.e).down; e != none; {
 		en := x.at(e)
 		if serving(en.replica) {
 			return true
@@ -266,9 +280,9 @@ func (x *Index) add(id int32, chain []uint64) int {
 // does not hold it; it returns the block's entry and whether it added it.
 func (x *Index) touch(id int32, h uint64) (int32, bool) {
 	r := &x.replicas[id]
-	head, ok := x.holders[h]
-	if !ok {
-		head = none
+	head := int32(none)
+	if f, ok := x.holders[h]; ok {
+		head = f.e
 	}
 	for e := head; e != none; {
 		en := x.at(e)
@@ -353,20 +367,22 @@ func (x *Index) pushHolder(e int32, en *entry, head int32) {
 	if head != none {
 		x.at(head).up = e
 	}
-	x.holders[en.hash] = e
+	x.holders[en.hash] = first{e, en.replica}
 }
 
 // unlinkHolder takes e off its block's list, and the block out of the
 // index when e was its last holder.
 func (x *Index) unlinkHolder(e int32, en *entry) {
+	var down *entry
 	if en.down != none {
-		x.at(en.down).up = en.up
+		down = x.at(en.down)
+		down.up = en.up
 	}
 	switch {
 	case en.up != none:
 		x.at(en.up).down = en.down
-	case en.down != none:
-		x.holders[en.hash] = en.down
+	case down != nil:
+		x.holders[en.hash] = first{en.down, down.replica}
 	default:
 		delete(x.holders, en.hash)
 	}

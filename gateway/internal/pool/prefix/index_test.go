@@ -86,7 +86,11 @@ func (x *Index) lists(t *testing.T) map[int32][]uint64 {
 		t.Fatalf("used = %d; entries on the replicas' lists %d", x.used, total)
 	}
 	onHolders := 0
-	for h, e := range x.holders {
+	for h, f := range x.holders {
+		if x.at(f.e).replica != f.replica {
+			t.Fatalf("holders of %#x: first %+v; its entry's replica is %d", h, f, x.at(f.e).replica)
+		}
+		e := f.e
 		up := int32(none)
 		for ; e != none; e = x.at(e).down {
 			en := x.at(e)
