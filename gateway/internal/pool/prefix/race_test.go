@@ -1,0 +1,6 @@
+//go:build race
+
+package prefix
+
+// race is true under -race, which makes the long tests shorter.
+const race = true
