@@ -117,9 +117,9 @@ func (c *EngineConfig) Validate() error {
 type seq struct {
 	hashes       []uint64 // chain hashes of the prompt's full blocks
 	promptTokens int
-	maxTokens    int // the completion's exact length
-	arrival      time.Time
-	blocks       int // blocks it occupies: prompt and whole completion
+	maxTokens    int       // the completion's exact length
+	enqueued     time.Time // when it entered the engine's queue: TTFT counts from here
+	blocks       int       // blocks it occupies: prompt and whole completion
 
 	// Published by the scheduler; wake gets a token (never blocking) after
 	// each change, so a handler wakes at most once per step.
@@ -128,9 +128,9 @@ type seq struct {
 	wake      chan struct{}
 
 	// Scheduler-only.
-	state    seqState
-	res      reservation
-	prefillT time.Duration
+	state   seqState
+	res     reservation
+	readyAt time.Time // when its prefill ended
 }
 
 type seqState uint8
@@ -152,13 +152,15 @@ type engine struct {
 	stopped chan struct{} // closed when Run returns
 	m       *engineMetrics
 
-	cache      *kvCache
-	waiting    []*seq // FIFO, head first
-	prefilling *seq
-	prefillEnd time.Time // when the current prefill ends, or when the last one ended
-	ready      []*seq    // FIFO
-	decoding   []*seq
-	stepEnd    time.Time // when the current step ends; zero when no step runs
+	cache       *kvCache
+	waiting     []*seq // FIFO, head first
+	prefilling  *seq
+	prefillEnd  time.Time // when the current prefill ends
+	prefillFree time.Time // when the last prefill ended (or was cancelled)
+	ready       []*seq    // FIFO
+	decoding    []*seq
+	stepEnd     time.Time // when the current step ends; zero when no step runs
+	woken       []*seq    // handlers to wake once this event is handled
 }
 
 func newEngine(cfg EngineConfig, model string) *engine {
@@ -185,12 +187,11 @@ func (e errTooLarge) Error() string {
 
 // newSeq builds a sequence for a rendered prompt and a completion length,
 // refusing one that could never fit in the cache.
-func (e *engine) newSeq(prompt []byte, maxTokens int, arrival time.Time) (*seq, error) {
+func (e *engine) newSeq(prompt []byte, maxTokens int) (*seq, error) {
 	s := &seq{
 		hashes:       blockHashes(prompt),
 		promptTokens: promptTokenCount(len(prompt)),
 		maxTokens:    maxTokens,
-		arrival:      arrival,
 		wake:         make(chan struct{}, 1),
 	}
 	s.blocks = seqBlocks(s.promptTokens, maxTokens)
@@ -203,6 +204,7 @@ func (e *engine) newSeq(prompt []byte, maxTokens int, arrival time.Time) (*seq, 
 // enqueue hands s to the scheduler. It fails when ctx ends first or the
 // engine has stopped.
 func (e *engine) enqueue(ctx context.Context, s *seq) error {
+	s.enqueued = time.Now()
 	select {
 	case e.submit <- s:
 		return nil
@@ -235,37 +237,53 @@ func (e *engine) Run(ctx context.Context) error {
 	defer prefillT.Stop()
 	defer stepT.Stop()
 	for {
-		// A prefill or step that ends here chains the next one onto its
-		// end rather than onto the moment this goroutine noticed, so that
-		// timing never drifts.
-		var prefillFrom, stepFrom time.Time
+		// at is when the event happened in the engine's time: a request's
+		// entry, a prefill's or a step's planned end. What follows from it
+		// starts then, not when this goroutine got to run, so a busy
+		// machine delays the timers' wake-ups but never the engine's
+		// arithmetic.
+		var at time.Time
+		chained := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case s := <-e.submit:
 			e.waiting = append(e.waiting, s)
+			at = s.enqueued
 		case s := <-e.cancel:
-			e.drop(s)
+			at = time.Now()
+			e.drop(s, at)
 		case <-prefillT.C:
-			prefillFrom = e.endPrefill()
+			at = e.endPrefill()
 		case <-stepT.C:
-			stepFrom = e.endStep()
+			at = e.endStep()
+			chained = true
 		}
-		now := time.Now()
-		if e.prefilling == nil && e.startPrefill(now, prefillFrom) {
+		if at.IsZero() {
+			at = time.Now() // a cancelled prefill's stale timer
+		}
+		if e.prefilling == nil && e.startPrefill(at) {
 			prefillT.Reset(time.Until(e.prefillEnd))
 		}
-		if e.stepEnd.IsZero() && e.startStep(now, stepFrom) {
+		if e.stepEnd.IsZero() && e.startStep(at, chained) {
 			stepT.Reset(time.Until(e.stepEnd))
 		}
 		e.publish()
+		// Wake the handlers only now, so that what they answer and what
+		// /metrics says agree.
+		for _, s := range e.woken {
+			notify(s)
+		}
+		clear(e.woken)
+		e.woken = e.woken[:0]
 	}
 }
 
 // startPrefill starts the prefill of the queue's head if its blocks fit,
-// and reports whether one is running. It starts at from (when the last
-// prefill ended) or now. Prefills with nothing to compute end at once.
-func (e *engine) startPrefill(now, from time.Time) bool {
+// and reports whether one is running. A prefill starts when the one before
+// it ended, when its request entered, or at at, whichever is latest.
+// Prefills with nothing to compute end at once.
+func (e *engine) startPrefill(at time.Time) bool {
 	for len(e.waiting) > 0 {
 		s := e.waiting[0]
 		res, ok := e.cache.admit(s.hashes, s.blocks)
@@ -281,55 +299,52 @@ func (e *engine) startPrefill(now, from time.Time) bool {
 		e.m.promptTokens.Add(uint64(s.promptTokens))
 		e.m.cacheQueries.Add(uint64(s.promptTokens))
 		e.m.cacheHits.Add(uint64(cached))
-		start := now
-		if !from.IsZero() {
-			start = from
-			if s.arrival.After(start) {
-				start = s.arrival
-			}
-		}
+		start := latest(at, e.prefillFree, s.enqueued)
 		uncached := s.promptTokens - cached
 		e.prefillEnd = start.Add(time.Duration(float64(uncached) / e.cfg.PrefillTokensPerS * float64(time.Second)))
 		e.prefilling = s
 		if uncached > 0 {
 			return true
 		}
-		from = e.endPrefill()
+		e.endPrefill()
 	}
 	return false
 }
 
 // endPrefill moves the prefilling sequence to the decoding queue and
-// returns when its prefill ended.
+// returns when its prefill ended (zero for a cancelled prefill's timer).
 func (e *engine) endPrefill() time.Time {
 	s := e.prefilling
 	if s == nil {
-		return time.Time{} // a cancelled prefill's timer
+		return time.Time{}
 	}
 	e.prefilling = nil
+	e.prefillFree = e.prefillEnd
 	e.cache.computed(&s.res)
 	s.state = stateReady
+	s.readyAt = e.prefillEnd
 	e.ready = append(e.ready, s)
 	return e.prefillEnd
 }
 
 // startStep starts a decoding step if any sequence can decode, taking ready
-// sequences into free slots first, and reports whether one runs. The step
-// starts at from (the end of the step before) or now.
-func (e *engine) startStep(now, from time.Time) bool {
+// sequences into free slots first, and reports whether one runs. A step
+// chained onto the one before starts at at, its end; an idle decoder's
+// step starts when the last of its sequences became ready.
+func (e *engine) startStep(at time.Time, chained bool) bool {
+	start := at
 	for len(e.ready) > 0 && len(e.decoding) < e.cfg.MaxRunning {
 		s := e.ready[0]
 		e.ready[0] = nil
 		e.ready = e.ready[1:]
 		s.state = stateDecoding
 		e.decoding = append(e.decoding, s)
+		if !chained {
+			start = latest(start, s.readyAt)
+		}
 	}
 	if len(e.decoding) == 0 {
 		return false
-	}
-	start := now
-	if !from.IsZero() {
-		start = from
 	}
 	e.stepEnd = start.Add(e.cfg.DecodeStep + time.Duration(len(e.decoding))*e.cfg.DecodeStepPerSeq)
 	return true
@@ -344,19 +359,30 @@ func (e *engine) endStep() time.Time {
 	for _, s := range e.decoding {
 		n := s.generated.Add(1)
 		if n == 1 {
-			e.m.observeTTFT(end.Sub(s.arrival))
+			e.m.observeTTFT(end.Sub(s.enqueued))
 		}
 		if n >= int64(s.maxTokens) {
 			e.finish(s)
 		} else {
 			kept = append(kept, s)
 		}
-		notify(s)
+		e.woken = append(e.woken, s)
 	}
 	e.m.generationTokens.Add(uint64(len(e.decoding)))
 	clear(e.decoding[len(kept):])
 	e.decoding = kept
 	return end
+}
+
+// latest returns the latest of times.
+func latest(times ...time.Time) time.Time {
+	var l time.Time
+	for _, t := range times {
+		if t.After(l) {
+			l = t
+		}
+	}
+	return l
 }
 
 // finish releases a sequence's blocks.
@@ -365,15 +391,16 @@ func (e *engine) finish(s *seq) {
 	s.state = stateDone
 }
 
-// drop removes a sequence whose client went away, wherever it is.
-func (e *engine) drop(s *seq) {
+// drop removes a sequence whose client went away at at, wherever it is.
+func (e *engine) drop(s *seq, at time.Time) {
 	switch s.state {
 	case stateWaiting:
 		if i := slices.Index(e.waiting, s); i >= 0 {
 			e.waiting = slices.Delete(e.waiting, i, i+1)
 		}
 	case statePrefilling:
-		e.prefilling = nil // the next prefill starts now; its timer ignores this one's
+		e.prefilling = nil // its timer, when it fires, finds no prefill
+		e.prefillFree = at
 	case stateReady:
 		if i := slices.Index(e.ready, s); i >= 0 {
 			e.ready = slices.Delete(e.ready, i, i+1)

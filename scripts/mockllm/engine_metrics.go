@@ -72,7 +72,7 @@ func (m *engineMetrics) appendText(b []byte) []byte {
 	counter("vllm:generation_tokens_total", "Completion tokens generated.", m.generationTokens.Load())
 
 	const h = "vllm:time_to_first_token_seconds"
-	b = append(b, "# HELP "+h+" Time to first token, from the request's arrival.\n# TYPE "+h+" histogram\n"...)
+	b = append(b, "# HELP "+h+" Time to first token, from the request's entry into the engine's queue.\n# TYPE "+h+" histogram\n"...)
 	var cum uint64
 	for i := range m.ttftCounts {
 		cum += m.ttftCounts[i].Load()

@@ -161,7 +161,7 @@ func (s *Server) serveEngine(w http.ResponseWriter, r *http.Request, start time.
 		maxTokens = max(1, set.CompletionTokens)
 	}
 	set.CompletionTokens = maxTokens
-	sq, err := s.engine.newSeq(prompt, maxTokens, start)
+	sq, err := s.engine.newSeq(prompt, maxTokens)
 	if err != nil {
 		return writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "context_length_exceeded", "")
 	}

@@ -170,10 +170,25 @@ func within(t *testing.T, what string, got, want, tol time.Duration) {
 	}
 }
 
-// ttftTolerance bounds the client-side error of a TTFT difference: the
-// scheduler's timers are exact, what varies is how soon two HTTP round
-// trips on a busy machine are served.
-const ttftTolerance = 8 * time.Millisecond
+// engineTolerance bounds the error of the replica's own TTFT (its
+// histogram): the request's parsing and hashing before it enters the
+// engine. The engine's clock does not depend on when its goroutine runs;
+// a client's does, so client timings are checked for direction only.
+const engineTolerance = 2 * time.Millisecond
+
+// engineTTFT returns the TTFT the replica measured for the one request that
+// send makes: the growth of its histogram's sum.
+func (ts *testServer) engineTTFT(t *testing.T, send func()) time.Duration {
+	t.Helper()
+	before := ts.metrics(t)
+	send()
+	after := ts.metrics(t)
+	if n := after["vllm:time_to_first_token_seconds_count"] - before["vllm:time_to_first_token_seconds_count"]; n != 1 {
+		t.Fatalf("TTFT count grew by %v; want one request", n)
+	}
+	sum := after["vllm:time_to_first_token_seconds_sum"] - before["vllm:time_to_first_token_seconds_sum"]
+	return time.Duration(sum * float64(time.Second))
+}
 
 // TestEngineCachedPrefixShortensTTFT sends a cold prompt, a prompt sharing
 // its first 3,200 bytes, and the cold prompt again: each answer's TTFT is
@@ -186,20 +201,23 @@ func TestEngineCachedPrefixShortensTTFT(t *testing.T) {
 	q := p[:3200] + textOf("q", 1600) // shares 50 blocks (800 tokens) with p
 	prefill := func(tokens int) time.Duration { return time.Duration(tokens) * time.Second / rate }
 
-	cold := ts.stream(t, "/v1/completions", completionBody(p, 4))
-	partial := ts.stream(t, "/v1/completions", completionBody(q, 4))
-	warm := ts.stream(t, "/v1/completions", completionBody(p, 4))
+	ts.do(t, http.MethodGet, "/health", "", nil) // open the connection: the cold request measures prefill, not a dial
+	var cold, partial, warm streamResult
+	coldEngine := ts.engineTTFT(t, func() { cold = ts.stream(t, "/v1/completions", completionBody(p, 4)) })
+	partialEngine := ts.engineTTFT(t, func() { partial = ts.stream(t, "/v1/completions", completionBody(q, 4)) })
+	warmEngine := ts.engineTTFT(t, func() { warm = ts.stream(t, "/v1/completions", completionBody(p, 4)) })
 
 	for _, c := range []struct {
 		name         string
 		r            streamResult
+		engine       time.Duration
 		cached       int
 		saved        time.Duration
 		promptTokens int
 	}{
-		{"cold", cold, 0, 0, 1200},
-		{"partial", partial, 800, prefill(800), 1200},
-		{"warm", warm, 1200, prefill(1200), 1200},
+		{"cold", cold, coldEngine, 0, 0, 1200},
+		{"partial", partial, partialEngine, 800, prefill(800), 1200},
+		{"warm", warm, warmEngine, 1200, prefill(1200), 1200},
 	} {
 		if got := c.r.usage.PromptTokensDetails.CachedTokens; got != c.cached {
 			t.Errorf("%s: cached_tokens = %d; want %d", c.name, got, c.cached)
@@ -207,11 +225,20 @@ func TestEngineCachedPrefixShortensTTFT(t *testing.T) {
 		if c.r.usage.PromptTokens != c.promptTokens || c.r.usage.CompletionTokens != 4 {
 			t.Errorf("%s: usage = %+v; want %d prompt and 4 completion tokens", c.name, c.r.usage, c.promptTokens)
 		}
+		// The replica's own TTFT is exact to its timers; the client's adds
+		// two HTTP round trips on a shared machine.
+		within(t, c.name+": TTFT (replica)", c.engine, prefill(c.promptTokens-c.cached)+5*time.Millisecond, engineTolerance)
 		if c.saved > 0 {
-			within(t, c.name+": TTFT saved", cold.ttft-c.r.ttft, c.saved, ttftTolerance)
+			within(t, c.name+": TTFT saved (replica)", coldEngine-c.engine, c.saved, engineTolerance)
+			// The client sees the same, give or take how soon a busy
+			// machine serves its HTTP round trips: logged, and only its
+			// direction checked.
+			t.Logf("%s: TTFT saved (client) = %v", c.name, (cold.ttft - c.r.ttft).Round(10*time.Microsecond))
+			if c.r.ttft >= cold.ttft {
+				t.Errorf("%s: client TTFT %v; want less than the cold %v", c.name, c.r.ttft, cold.ttft)
+			}
 		}
 	}
-	within(t, "cold: TTFT", cold.ttft, prefill(1200)+5*time.Millisecond, ttftTolerance)
 
 	m := ts.metrics(t)
 	if got, want := m["vllm:prefix_cache_hits_total"], float64(800+1200); got != want {
@@ -229,13 +256,14 @@ func TestEngineCachedPrefixShortensTTFT(t *testing.T) {
 	if got := m["vllm:time_to_first_token_seconds_count"]; got != 3 {
 		t.Errorf("vllm:time_to_first_token_seconds_count = %v; want 3", got)
 	}
-	// The engine's own TTFTs: 305 ms, 105 ms and 5 ms, plus the handlers'
-	// microseconds.
-	if sum := m["vllm:time_to_first_token_seconds_sum"]; math.Abs(sum-0.415) > 0.01 {
-		t.Errorf("vllm:time_to_first_token_seconds_sum = %v; want 0.415 ± 0.01", sum)
+	// 5 ms, 105 ms and 305 ms in vLLM's buckets (le is inclusive).
+	for le, want := range map[string]float64{"0.001": 0, "0.005": 1, "0.1": 1, "0.25": 2, "0.5": 3, "+Inf": 3} {
+		if got := m["vllm:time_to_first_token_seconds_bucket{le=\""+le+"\"}"]; got != want {
+			t.Errorf("TTFT bucket le=%s = %v; want %v", le, got, want)
+		}
 	}
-	if got := m["vllm:time_to_first_token_seconds_bucket{le=\"0.005\"}"]; got != 0 {
-		t.Errorf("TTFT bucket le=0.005 = %v; want 0 (the warm answer still waits its 5 ms step)", got)
+	if got := m["vllm:time_to_first_token_seconds_sum"]; math.Abs(got-0.415) > 1e-9 {
+		t.Errorf("vllm:time_to_first_token_seconds_sum = %v; want 0.415", got)
 	}
 }
 
@@ -403,7 +431,7 @@ func TestEngineTooBigWaits(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("X ended at %v; Y sent at %v, first token at %v", xr.total, yStart, yStart+yr.ttft)
-	if yStart+yr.ttft < xr.total-ttftTolerance {
+	if yStart+yr.ttft < xr.total-5*time.Millisecond {
 		t.Errorf("Y's first token at %v; want it after X ended at %v", yStart+yr.ttft, xr.total)
 	}
 	if yr.usage.CompletionTokens != 16 || xr.usage.CompletionTokens != 60 {
@@ -423,7 +451,9 @@ func TestEngineTooBigWaits(t *testing.T) {
 func TestEngineStreamFollowsSteps(t *testing.T) {
 	ts := newEngineTestServer(t, "--decode-step", "10ms", "--decode-step-per-seq", "0")
 	body := `{"model":"m","max_tokens":12,"messages":[{"role":"user","content":"hi"}]}`
-	s := ts.stream(t, "/v1/chat/completions", body)
+	var s streamResult
+	engine := ts.engineTTFT(t, func() { s = ts.stream(t, "/v1/chat/completions", body) })
+	within(t, "TTFT (replica)", engine, 10*time.Millisecond, engineTolerance)
 	whole := decodeCompletion(t, ts.chat(t, body, nil))
 	if s.content != *whole.Choices[0].Message.Content {
 		t.Errorf("streamed content %q; want the non-streamed %q", s.content, *whole.Choices[0].Message.Content)
@@ -433,11 +463,14 @@ func TestEngineStreamFollowsSteps(t *testing.T) {
 		t.Errorf("content %q is not the json mode's JSON: %v", s.content, err)
 	}
 	t.Logf("parts %d, TTFT %v, total %v", s.parts, s.ttft, s.total)
-	if s.parts < 6 || s.parts > 12 {
-		t.Errorf("content chunks = %d; want one per step (12), a few merged at most", s.parts)
+	// One chunk per step while the client keeps up; a handler that falls
+	// behind merges the tokens it missed into one chunk.
+	if s.parts < 1 || s.parts > 12 {
+		t.Errorf("content chunks = %d; want one per step (12), or fewer merged", s.parts)
 	}
-	within(t, "TTFT", s.ttft, 10*time.Millisecond, ttftTolerance)
-	within(t, "total", s.total, 120*time.Millisecond, 2*ttftTolerance)
+	if s.total < 120*time.Millisecond {
+		t.Errorf("stream took %v; want at least 12 steps of 10 ms", s.total)
+	}
 
 	r := ts.chat(t, body, map[string]string{"x-mock-content": "schema-break"})
 	if c := decodeCompletion(t, r); !strings.Contains(*c.Choices[0].Message.Content, `"confidence_score":"high"`) {
