@@ -524,3 +524,122 @@ func TestEngineCancelFreesBlocks(t *testing.T) {
 		t.Errorf("stats %+v; want the request cancelled", v)
 	}
 }
+
+// TestReplicas runs the command with eight engine replicas, one down, one
+// answering 503, one with a ten times slower prefill and one breaking the
+// schema, and reads one listening line per replica.
+func TestReplicas(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, []string{"--engine", "--replicas", "8", "--listen-base", "127.0.0.1:0",
+			"--prefill-tokens-per-s", "100000", "--decode-step", "1ms", "--decode-step-per-seq", "0",
+			"--replica", "3:status=503", "--replica", "5:prefill-tokens-per-s=10000",
+			"--replica", "6:content=schema-break", "--replica", "7:down"}, pw, io.Discard)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	var replicas []*testServer
+	for len(replicas) < 8 && sc.Scan() {
+		addr, ok := strings.CutPrefix(sc.Text(), "mockllm listening on ")
+		if !ok {
+			t.Fatalf("line %q; want mockllm listening on ADDR", sc.Text())
+		}
+		replicas = append(replicas, &testServer{url: "http://" + addr, client: &http.Client{Timeout: 5 * time.Second}})
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if len(replicas) != 8 {
+		t.Fatalf("%d listening lines; want 8", len(replicas))
+	}
+	prompt := completionBody(textOf("r", 4000), 2) // 1,000 tokens: 10 ms of prefill, 100 ms on replica 5
+	for i, ts := range replicas {
+		if i == 7 {
+			if _, err := ts.client.Get(ts.url + "/health"); err == nil {
+				t.Errorf("replica 7 (down) answered /health; want its connection refused")
+			}
+			continue
+		}
+		health := ts.do(t, http.MethodGet, "/health", "", nil)
+		if want := map[bool]int{true: 503, false: 200}[i == 3]; health.status != want {
+			t.Errorf("replica %d /health = %d; want %d", i, health.status, want)
+		}
+		var ttft time.Duration
+		var r response
+		if i != 3 {
+			ttft = ts.engineTTFT(t, func() { r = ts.do(t, http.MethodPost, "/v1/completions", prompt, nil) })
+		} else if r = ts.do(t, http.MethodPost, "/v1/completions", prompt, nil); r.status != 503 {
+			t.Errorf("replica 3 answered %d; want 503", r.status)
+		}
+		want := map[int]time.Duration{3: 0, 5: 101 * time.Millisecond}[i]
+		if want == 0 && i != 3 {
+			want = 11 * time.Millisecond
+		}
+		if ttft != want {
+			t.Errorf("replica %d TTFT = %v; want %v", i, ttft, want)
+		}
+		if broken := strings.Contains(string(r.body), `\"confidence_score\":\"high\"`); broken != (i == 6) {
+			t.Errorf("replica %d answer %s; want schema-breaking content only from replica 6", i, r.body)
+		}
+	}
+	// Each replica has its own cache: the same prompt again hits on
+	// replica 0, and was never seen by replica 1 before its first request.
+	if c := nonStreamCached(t, replicas[0], prompt); c != 992 {
+		t.Errorf("replica 0, second time: cached_tokens = %d; want 992 (62 full blocks)", c)
+	}
+	if m := replicas[1].metrics(t); m["vllm:prefix_cache_hits_total"] != 0 || m["vllm:prompt_tokens_total"] != 1000 {
+		t.Errorf("replica 1 metrics hits %v prompt tokens %v; want 0 and 1000, its one request", m["vllm:prefix_cache_hits_total"], m["vllm:prompt_tokens_total"])
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("run: %v; want a clean stop", err)
+	}
+}
+
+// nonStreamCached returns the cached_tokens of a non-streamed completion.
+func nonStreamCached(t *testing.T, ts *testServer, body string) int {
+	t.Helper()
+	r := ts.do(t, http.MethodPost, "/v1/completions", body, nil)
+	var c struct {
+		Usage engineUsage `json:"usage"`
+	}
+	if err := json.Unmarshal(r.body, &c); err != nil {
+		t.Fatalf("%s: %v", r.body, err)
+	}
+	return c.Usage.PromptTokensDetails.CachedTokens
+}
+
+func TestReplicaFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--replicas", "2", "--replica", "2:status=503"}, "replica 2 does not exist"},
+		{[]string{"--replica", "0:nope=1"}, `unknown flag "nope"`},
+		{[]string{"--replica", "x:status=503"}, "want I:NAME=VALUE"},
+		{[]string{"--replica", "0:status=99"}, "want an integer in [200, 599]"},
+		{[]string{"--replica", "0:max-running=0"}, "want an integer in [1, 1048576]"},
+		{[]string{"--replicas", "0"}, "--replicas must be in [1, 1024]"},
+		{[]string{"--decode-step", "0s", "--decode-step-per-seq", "0s"}, "must be positive"},
+	} {
+		if _, err := parseFlags(c.args, io.Discard); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("parseFlags(%q) error = %v; want one containing %q", c.args, err, c.err)
+		}
+	}
+	c, err := parseFlags([]string{"--replicas", "3", "--listen-base", "9100", "--max-running", "8",
+		"--replica", "1:max-running=2", "--replica", "1:decode-step=50ms", "--replica", "2:down", "--replica", "0:hang"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, _ := c.replicaSpecs()
+	addrs, _ := c.replicaAddrs()
+	if got := fmt.Sprint(addrs); got != "[127.0.0.1:9100 127.0.0.1:9101 127.0.0.1:9102]" {
+		t.Errorf("addresses %s; want consecutive ports from 9100", got)
+	}
+	if specs[0].engine.MaxRunning != 8 || specs[1].engine.MaxRunning != 2 || specs[1].engine.DecodeStep != 50*time.Millisecond {
+		t.Errorf("engines %+v; want replica 1's own max-running and decode-step", specs)
+	}
+	if !specs[0].settings.Hang || specs[1].settings.Hang || !specs[2].down || specs[0].down {
+		t.Errorf("specs %+v; want replica 0 hanging and replica 2 down, nothing else", specs)
+	}
+}
