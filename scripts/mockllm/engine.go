@@ -111,9 +111,9 @@ func (c *EngineConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// seq is one request inside the engine. The handler fills the fields above
-// the line before submitting it; the scheduler owns the rest, and publishes
-// to the handler through the atomics and the wake channel.
+// seq is one request inside the engine. newSeq and enqueue fill its first
+// fields before the scheduler sees it; the scheduler owns the rest, and
+// publishes to the handler through the atomics and the wake channel.
 type seq struct {
 	hashes       []uint64 // chain hashes of the prompt's full blocks
 	promptTokens int
