@@ -38,6 +38,10 @@ type answer struct {
 	req          *parsedRequest
 	gen          *generated // nil when the answer is tool calls
 	promptTokens int
+	// cachedTokens, with promptDetails, is usage.prompt_tokens_details.cached_tokens
+	// (the engine mode's, as vLLM reports it).
+	cachedTokens  int
+	promptDetails bool
 }
 
 // quotedFinishReason is the answer's finish_reason as a JSON string.
@@ -64,6 +68,11 @@ func (a *answer) appendUsage(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, int64(a.set.CompletionTokens), 10)
 	dst = append(dst, `,"total_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(a.promptTokens+a.set.CompletionTokens), 10)
+	if a.promptDetails {
+		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(a.cachedTokens), 10)
+		dst = append(dst, '}')
+	}
 	return append(dst, '}')
 }
 

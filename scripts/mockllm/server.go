@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -43,6 +44,10 @@ type Server struct {
 
 	idBase string
 	idSeq  atomic.Uint64
+
+	// engine, in engine mode, answers chat and text completions; Run
+	// drives it.
+	engine *engine
 }
 
 // NewServer returns a server whose defaults are base, recording the last
@@ -62,13 +67,41 @@ func NewServer(base Settings, record int, log *slog.Logger) *Server {
 	return s
 }
 
+// NewEngineServer returns a server in engine mode: one replica of the
+// simulated engine cfg describes. Its scheduler runs in Run.
+func NewEngineServer(base Settings, cfg EngineConfig, record int, log *slog.Logger) *Server {
+	s := NewServer(base, record, log)
+	model := base.Model
+	if model == "" {
+		model = defaultModel
+	}
+	s.engine = newEngine(cfg, model)
+	return s
+}
+
+// Run drives the engine of an engine-mode server until ctx ends; for any
+// other server it just waits for ctx.
+func (s *Server) Run(ctx context.Context) error {
+	if s.engine == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return s.engine.Run(ctx)
+}
+
 // Handler routes every endpoint of the mock.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
-	mux.HandleFunc("POST /chat/completions", s.handleChat)
-	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	mux.HandleFunc("POST /completions", s.handleCompletions)
+	chat, completions := s.handleChat, s.handleCompletions
+	if s.engine != nil {
+		chat, completions = s.handleEngineChat, s.handleEngineCompletions
+		mux.HandleFunc("GET /health", s.handleHealth)
+		mux.HandleFunc("GET /metrics", s.engine.m.handle)
+	}
+	mux.HandleFunc("POST /v1/chat/completions", chat)
+	mux.HandleFunc("POST /chat/completions", chat)
+	mux.HandleFunc("POST /v1/completions", completions)
+	mux.HandleFunc("POST /completions", completions)
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("POST /embeddings", s.handleEmbeddings)
 	mux.HandleFunc("POST /v1/responses", s.handleResponses)
