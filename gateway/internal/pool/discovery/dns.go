@@ -67,9 +67,11 @@ type DNS struct {
 	onChange func([]string)
 	onError  func(error)
 
-	mu      sync.Mutex // held for a whole resolution: one at a time, reported in order
+	resolving sync.Mutex // held for a whole Resolve: one at a time, reported in order
+	failing   bool       // the last resolution failed; under resolving
+
+	mu      sync.Mutex // guards members; held only to read or swap it
 	members []string   // last known set; nil before the first success
-	failing bool       // the last resolution failed
 }
 
 // DefaultRefresh is the time between two resolutions when Options.Refresh
@@ -117,7 +119,8 @@ func New(opts Options) (*DNS, error) {
 }
 
 // Members returns the last known set (nil before the first successful
-// resolution). The slice is the caller's.
+// resolution) without waiting for a resolution under way. The slice is
+// the caller's.
 func (d *DNS) Members() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -133,30 +136,33 @@ func (d *DNS) Members() []string {
 // blocks for at most the resolution timeout. A resolution cut short by
 // ctx's end is neither counted nor logged.
 func (d *DNS) Resolve(ctx context.Context) ([]string, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.resolving.Lock()
+	defer d.resolving.Unlock()
+	known := d.Members()
 	members, err := d.lookup(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return slices.Clone(d.members), err
+			return known, err
 		}
 		if !d.failing {
 			d.failing = true
 			d.log.Warn("discovery: resolution failed; keeping the last known members",
-				"members", len(d.members), "err", err)
+				"members", len(known), "err", err)
 		}
 		if d.onError != nil {
 			d.onError(err)
 		}
-		return slices.Clone(d.members), err
+		return known, err
 	}
 	if d.failing {
 		d.failing = false
 		d.log.Info("discovery: resolution recovered", "members", len(members))
 	}
-	if !slices.Equal(members, d.members) {
-		added, removed := diff(d.members, members)
+	if !slices.Equal(members, known) {
+		added, removed := diff(known, members)
+		d.mu.Lock()
 		d.members = members
+		d.mu.Unlock()
 		d.log.Info("discovery: members changed", "members", len(members), "added", added, "removed", removed)
 		if d.onChange != nil {
 			d.onChange(slices.Clone(members))

@@ -502,3 +502,27 @@ func TestNewRejects(t *testing.T) {
 		t.Errorf("New(Options{}) = %v; want the 3 problems", err)
 	}
 }
+
+// TestMembersDuringResolution: Members answers at once while a slow
+// resolution is under way, with the set known before it.
+func TestMembersDuringResolution(t *testing.T) {
+	s := startServer(t, "10.0.0.1")
+	rec := newRecorder()
+	d := newDNS(t, rec.options(s))
+	if _, err := d.Resolve(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.set(late, "10.0.0.2")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = d.Resolve(t.Context())
+	}()
+	time.Sleep(20 * time.Millisecond) // the resolution is waiting for its answer
+	start := time.Now()
+	m := d.Members()
+	if d := time.Since(start); d > 100*time.Millisecond || !slices.Equal(m, []string{"http://10.0.0.1:8000"}) {
+		t.Errorf("Members = %q after %v; want the known set at once", m, d)
+	}
+	<-done
+}
