@@ -181,9 +181,12 @@ func analyzerConsumer(name string) jetstream.ConsumerConfig {
 		DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckAllPolicy}
 }
 
+// collectorStreams are the streams the collector consumes (SPEC §8, §7 rev. 4).
+var collectorStreams = []string{events.StreamEvents, events.StreamStats, events.StreamRollout, events.StreamAnalysis, events.StreamPools}
+
 func collectorConsumer(stream string) jetstream.ConsumerConfig {
 	suffix := map[string]string{events.StreamEvents: "events", events.StreamStats: "stats",
-		events.StreamRollout: "rollout", events.StreamAnalysis: "analysis"}[stream]
+		events.StreamRollout: "rollout", events.StreamAnalysis: "analysis", events.StreamPools: "pools"}[stream]
 	return jetstream.ConsumerConfig{Durable: "graygate-collector-" + suffix, DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy: jetstream.AckExplicitPolicy}
 }
@@ -287,7 +290,7 @@ func TestShippedNATSPermissions(t *testing.T) {
 				t.Errorf("gateway publishes %s: %v", d.EventType(), err)
 			}
 		}
-		for _, subj := range []string{events.RequestSubject(dep), events.SampleSubject(dep), events.StatsSubject(dep)} {
+		for _, subj := range []string{events.RequestSubject(dep), events.SampleSubject(dep), events.StatsSubject(dep), events.ReplicasSubject(dep)} {
 			if _, err := gw.js.Publish(ctxT(t, time.Second), subj, []byte("{}")); err != nil {
 				t.Errorf("gateway publishes on %s: %v", subj, err)
 			}
@@ -378,6 +381,9 @@ func TestShippedNATSPermissions(t *testing.T) {
 		if _, err := an.js.Publish(ctxT(t, time.Second), events.StatsSubject(dep), []byte("{}")); err == nil {
 			t.Error("analyzer published a statistic")
 		}
+		if _, err := an.js.Publish(ctxT(t, time.Second), events.ReplicasSubject(dep), []byte("{}")); err == nil {
+			t.Error("analyzer published a replicas status")
+		}
 	})
 
 	t.Run("the analyzer's heartbeat reaches the gateways, and only the analyzer's", func(t *testing.T) {
@@ -435,7 +441,7 @@ func TestShippedNATSPermissions(t *testing.T) {
 	})
 
 	t.Run("collector", func(t *testing.T) {
-		for _, stream := range []string{events.StreamEvents, events.StreamStats, events.StreamRollout, events.StreamAnalysis} {
+		for _, stream := range collectorStreams {
 			cons, err := col.js.CreateOrUpdateConsumer(ctxT(t, 2*time.Second), stream, collectorConsumer(stream))
 			if err != nil {
 				t.Errorf("collector consumes %s: %v", stream, err)
@@ -450,7 +456,7 @@ func TestShippedNATSPermissions(t *testing.T) {
 				t.Errorf("collector acks %s: %v", stream, err)
 			}
 		}
-		for _, subj := range []string{events.RequestSubject(dep), events.StatsSubject(dep), events.AnalysisSubject(dep)} {
+		for _, subj := range []string{events.RequestSubject(dep), events.StatsSubject(dep), events.AnalysisSubject(dep), events.ReplicasSubject(dep)} {
 			if _, err := col.js.Publish(ctxT(t, time.Second), subj, []byte("{}")); err == nil {
 				t.Errorf("collector published on %s", subj)
 			}
@@ -497,7 +503,7 @@ func TestShippedNATSPermissions(t *testing.T) {
 		}
 		// Nor the collector's: not by the analyzer, not by the gateway.
 		for name, c := range map[string]*conn{"analyzer": an, "gateway": gw} {
-			for _, stream := range []string{events.StreamEvents, events.StreamStats, events.StreamRollout, events.StreamAnalysis} {
+			for _, stream := range collectorStreams {
 				cfg := collectorConsumer(stream)
 				cfg.FilterSubject = "graygate.nothing"
 				if _, err := c.js.CreateOrUpdateConsumer(ctxT(t, time.Second), stream, cfg); err == nil {
@@ -563,6 +569,7 @@ func TestShippedNATSPermissions(t *testing.T) {
 			events.StreamStats:    {"analyzer", "collector"},
 			events.StreamRollout:  {"gateway", "analyzer", "collector"},
 			events.StreamAnalysis: {"collector"},
+			events.StreamPools:    {"collector"},
 		}
 		for stream, rs := range readers {
 			for name, c := range map[string]*conn{"gateway": gw, "analyzer": an, "collector": col} {

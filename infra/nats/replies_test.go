@@ -195,11 +195,11 @@ type streamState struct {
 
 // watched are the streams and buckets the attack watches.
 var watched = []string{events.StreamEvents, events.StreamStats, events.StreamRollout, events.StreamAnalysis,
-	"KV_graygate_analyzer", "KV_" + epochBucket}
+	events.StreamPools, "KV_graygate_analyzer", "KV_" + epochBucket}
 
 // mayWrite is what SPEC §7 lets each service identity publish to.
 var mayWrite = map[string][]string{
-	"gateway":   {events.StreamEvents, events.StreamStats, events.StreamRollout},
+	"gateway":   {events.StreamEvents, events.StreamStats, events.StreamRollout, events.StreamPools},
 	"analyzer":  {events.StreamRollout, events.StreamAnalysis, "KV_graygate_analyzer", "KV_" + epochBucket},
 	"collector": {},
 }
@@ -322,7 +322,7 @@ func attack(t *testing.T, srv *shippedServer, confPath, apiPrefix string) attack
 		t.Fatalf("a checkpoint: %v", err)
 	}
 	for i := 0; i < 3; i++ {
-		for _, subj := range []string{events.RequestSubject("qwen"), events.StatsSubject("qwen"), events.RolloutSubject("qwen")} {
+		for _, subj := range []string{events.RequestSubject("qwen"), events.StatsSubject("qwen"), events.RolloutSubject("qwen"), events.ReplicasSubject("qwen")} {
 			if _, err := gw.js.Publish(ctxT(t, 2*time.Second), subj, []byte("{}")); err != nil {
 				t.Fatalf("gateway publishes on %s: %v", subj, err)
 			}
@@ -334,7 +334,7 @@ func attack(t *testing.T, srv *shippedServer, confPath, apiPrefix string) attack
 	if _, err := an.js.CreateOrUpdateConsumer(ctxT(t, 5*time.Second), events.StreamStats, analyzerConsumer(analyzerStats)); err != nil {
 		t.Fatalf("analyzer's consumer: %v", err)
 	}
-	for _, stream := range []string{events.StreamEvents, events.StreamStats, events.StreamRollout, events.StreamAnalysis} {
+	for _, stream := range collectorStreams {
 		if _, err := col.js.CreateOrUpdateConsumer(ctxT(t, 5*time.Second), stream, collectorConsumer(stream)); err != nil {
 			t.Fatalf("collector's consumer on %s: %v", stream, err)
 		}

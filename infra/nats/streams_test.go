@@ -30,6 +30,7 @@ var want = []struct {
 	{"GRAYGATE_ROLLOUT", []string{"graygate.rollout.>"}, 0, 100},
 	{"GRAYGATE_STATS", []string{"graygate.stats.>"}, week, -1},
 	{"GRAYGATE_ANALYSIS", []string{"graygate.analysis.>"}, week, -1},
+	{"GRAYGATE_POOLS", []string{"graygate.replicas.>"}, 24 * time.Hour, -1},
 }
 
 func readConfig(t *testing.T, name string) jetstream.StreamConfig {

@@ -108,3 +108,19 @@ func (p *problems) armPrompt(prefix, version, hash string) {
 		p.add("%sarm_prompt_hash %q is not 64 lowercase hex digits", prefix, hash)
 	}
 }
+
+// replica checks a replica's name (SPEC §6.7, rev. 4): "" (a single url)
+// or at most MaxReplicaLen bytes without control characters, so it is a
+// safe metric label and table cell.
+func (p *problems) replica(field, v string) {
+	if len(v) > MaxReplicaLen {
+		p.add("%s is longer than %d bytes", field, MaxReplicaLen)
+		return
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] == 0x7f {
+			p.add("%s %q holds a control character", field, v)
+			return
+		}
+	}
+}

@@ -30,6 +30,8 @@ func DecodeEvent(b []byte) (Envelope, Data, error) {
 			env, d, ok = decodeTyped[AnalysisEvaluated](b)
 		case TypeStatsInterval:
 			env, d, ok = decodeStats(b, data)
+		case TypeReplicasStatus:
+			env, d, ok = decodeTyped[ReplicasStatus](b)
 		default:
 			ok = false
 		}

@@ -101,6 +101,8 @@ func NewEnvelopeAttributes(typ, source string, data any, now time.Time, id strin
 		data = &v
 	case StatsInterval:
 		data = &v
+	case ReplicasStatus:
+		data = &v
 	}
 	if d, ok := data.(Data); ok {
 		if d.EventType() != typ {
@@ -215,8 +217,8 @@ func (e Envelope) Unmarshal(v Data) error {
 }
 
 // DecodeData decodes e's data into a new value of its type — a
-// *RequestCompleted, *RequestRejected, *SampleMalformed, *RolloutChanged or
-// *AnalysisEvaluated — and checks it.
+// *RequestCompleted, *RequestRejected, *SampleMalformed, *RolloutChanged,
+// *AnalysisEvaluated, *StatsInterval or *ReplicasStatus — and checks it.
 func DecodeData(e Envelope) (Data, error) {
 	var d Data
 	switch e.Type {
@@ -232,6 +234,8 @@ func DecodeData(e Envelope) (Data, error) {
 		d = new(AnalysisEvaluated)
 	case TypeStatsInterval:
 		d = new(StatsInterval)
+	case TypeReplicasStatus:
+		d = new(ReplicasStatus)
 	default:
 		return nil, fmt.Errorf("%w %q", ErrUnknownType, e.Type)
 	}
@@ -243,7 +247,8 @@ func DecodeData(e Envelope) (Data, error) {
 
 func knownType(typ string) bool {
 	switch typ {
-	case TypeRequestCompleted, TypeRequestRejected, TypeSampleMalformed, TypeRolloutChanged, TypeAnalysisEvaluated, TypeStatsInterval:
+	case TypeRequestCompleted, TypeRequestRejected, TypeSampleMalformed, TypeRolloutChanged, TypeAnalysisEvaluated, TypeStatsInterval,
+		TypeReplicasStatus:
 		return true
 	}
 	return false

@@ -27,6 +27,7 @@ func full() []events.Data {
 		},
 		PromptHash:    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 		LatencyMillis: 812.5,
+		Replica:       "10.0.0.12:8000",
 	}
 	sample.SetPayload([]byte(`{"actoin":"search","args":{"limit":"ten"}}`), 0)
 	sample.Outcome = events.OutcomeSchemaViolationBoth
@@ -63,7 +64,10 @@ func full() []events.Data {
 				PromptTokens:     1200,
 				CompletionTokens: 301,
 				SchemaValid:      ptr(false),
+				Replica:          "10.0.0.12:8000",
 			},
+			Replica:      "10.0.0.11:8000",
+			CachedTokens: ptr(int64(1024)),
 		},
 		&events.RequestRejected{
 			RequestID:       "req-2",
@@ -114,6 +118,31 @@ func full() []events.Data {
 			IntervalStart:   exampleTime.Truncate(time.Second),
 			IntervalSeconds: 1,
 			Arms:            []events.ArmStats{exampleArm(events.ArmGray, true), exampleArm(events.ArmPrimary, false)},
+		},
+		exampleReplicas(),
+	}
+}
+
+// exampleReplicas returns a replicas status with every field in use: two
+// arms, an ejected replica and one without engine gauges.
+func exampleReplicas() *events.ReplicasStatus {
+	until := exampleTime.Add(30 * time.Second)
+	return &events.ReplicasStatus{
+		Deployment: "qwen-32k",
+		Gateway:    "gw-7f9c/3b2e91",
+		Time:       exampleTime,
+		Part:       1,
+		Parts:      1,
+		Arms: []events.ArmReplicas{
+			{Arm: events.ArmPrimary, Balance: events.BalancePrefix, Replicas: []events.ReplicaStatus{
+				{Replica: "10.0.0.11:8000", State: events.ReplicaHealthy, InFlight: 3, Waiting: 1, Requests: 1200, Failures: 2,
+					Engine: &events.EngineGauges{Running: 12, Waiting: 3, KVCacheUsage: 0.42, ScrapedAt: exampleTime.Add(-2 * time.Second)}},
+				{Replica: "10.0.0.13:8000", State: events.ReplicaEjected, Requests: 800, Failures: 40, ConsecutiveFailures: 5,
+					EjectedUntil: &until, LastError: "upstream status 503"},
+			}},
+			{Arm: events.ArmGray, Balance: events.BalanceLeastLoaded, Replicas: []events.ReplicaStatus{
+				{Replica: "10.0.0.12:8000", State: events.ReplicaDraining, InFlight: 1, Requests: 51},
+			}},
 		},
 	}
 }

@@ -59,7 +59,20 @@ type RequestCompleted struct {
 	// hash is 64 lowercase hex digits. (rev. 2)
 	ArmPromptVersion string `json:"arm_prompt_version"`
 	ArmPromptHash    string `json:"arm_prompt_hash"`
+	// Replica is the replica of the arm's pool that answered, as
+	// `host:port` (SPEC §6.7); "" when the arm is a single url (and in
+	// events of gateways before rev. 4). On a fallback it is primary's;
+	// Gray.Replica is the gray attempt's. (rev. 4)
+	Replica string `json:"replica"`
+	// CachedTokens is the answer's usage.prompt_tokens_details.cached_tokens,
+	// the prompt tokens the engine served from its prefix cache; nil when
+	// the answer did not report it (and before rev. 4). (rev. 4)
+	CachedTokens *int64 `json:"cached_tokens"`
 }
+
+// MaxReplicaLen bounds a replica's name (`host:port`, an IPv6 host in
+// brackets): longer is no replica a pool holds. (rev. 4)
+const MaxReplicaLen = 255
 
 // GrayAttempt is the gray half of a fallback: what gray did before primary
 // answered the client.
@@ -82,6 +95,9 @@ type GrayAttempt struct {
 	// ArmPromptVersion and ArmPromptHash name gray's prompt. (rev. 2)
 	ArmPromptVersion string `json:"arm_prompt_version"`
 	ArmPromptHash    string `json:"arm_prompt_hash"`
+	// Replica is the gray replica the attempt went to; "" for a single
+	// url. (rev. 4)
+	Replica string `json:"replica"`
 }
 
 // EventType returns TypeRequestCompleted.
@@ -92,9 +108,10 @@ func (r *RequestCompleted) Subject() string { return RequestSubject(r.Deployment
 
 // Check reports every rule r breaks: empty request id or route, a deployment
 // or band that is not a subject token, a value outside its closed set,
-// negative counts or times, an HTTP status outside 0 and 100–599, and a
+// negative counts or times, an HTTP status outside 0 and 100–599, a
 // fallback without its gray attempt and reason (or a gray attempt or reason
-// on another arm).
+// on another arm), and a replica name longer than MaxReplicaLen or holding
+// a control character.
 func (r *RequestCompleted) Check() error {
 	var p problems
 	p.nonEmpty("request_id", r.RequestID)
@@ -148,8 +165,13 @@ func (r *RequestCompleted) Check() error {
 		p.count("gray.prompt_tokens", g.PromptTokens)
 		p.count("gray.completion_tokens", g.CompletionTokens)
 		p.armPrompt("gray.", g.ArmPromptVersion, g.ArmPromptHash)
+		p.replica("gray.replica", g.Replica)
 	}
 	p.armPrompt("", r.ArmPromptVersion, r.ArmPromptHash)
+	p.replica("replica", r.Replica)
+	if r.CachedTokens != nil {
+		p.count("cached_tokens", *r.CachedTokens)
+	}
 	return p.err(TypeRequestCompleted)
 }
 

@@ -89,6 +89,14 @@ func (r *RequestCompleted) AppendJSON(dst []byte) ([]byte, error) {
 	dst = appendString(dst, r.ArmPromptVersion)
 	dst = append(dst, `,"arm_prompt_hash":`...)
 	dst = appendString(dst, r.ArmPromptHash)
+	dst = append(dst, `,"replica":`...)
+	dst = appendString(dst, r.Replica)
+	dst = append(dst, `,"cached_tokens":`...)
+	if r.CachedTokens == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = strconv.AppendInt(dst, *r.CachedTokens, 10)
+	}
 	return append(dst, '}'), nil
 }
 
@@ -122,19 +130,21 @@ func (g *GrayAttempt) appendJSON(dst []byte) ([]byte, error) {
 	dst = appendString(dst, g.ArmPromptVersion)
 	dst = append(dst, `,"arm_prompt_hash":`...)
 	dst = appendString(dst, g.ArmPromptHash)
+	dst = append(dst, `,"replica":`...)
+	dst = appendString(dst, g.Replica)
 	return append(dst, '}'), nil
 }
 
 // jsonSize is a guess at the length of r's JSON, enough for a buffer that
 // is not grown in the common case.
 func (r *RequestCompleted) jsonSize() int {
-	n := 448 + len(r.RequestID) + len(r.Route) + len(r.Deployment) + len(r.UpstreamModel) +
-		len(r.ArmPromptVersion) + len(r.ArmPromptHash)
+	n := 512 + len(r.RequestID) + len(r.Route) + len(r.Deployment) + len(r.UpstreamModel) +
+		len(r.ArmPromptVersion) + len(r.ArmPromptHash) + len(r.Replica)
 	for _, b := range r.MatchedContext {
 		n += len(b) + 3
 	}
 	if g := r.Gray; g != nil {
-		n += 256 + len(g.ArmPromptVersion) + len(g.ArmPromptHash)
+		n += 272 + len(g.ArmPromptVersion) + len(g.ArmPromptHash) + len(g.Replica)
 	}
 	return n
 }

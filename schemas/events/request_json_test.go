@@ -54,8 +54,9 @@ func completed() *events.RequestCompleted {
 		ToolSteps: 2, RepeatedToolCall: true, SchemaValid: yes(), FallbackReason: events.ReasonTimeout,
 		Gray: &events.GrayAttempt{Status: 504, ErrorType: events.ErrorUpstreamTimeout, Reason: events.ReasonTimeout,
 			TTFTMillis: 0, LatencyMillis: 30000, PromptTokens: 5, CompletionTokens: 6, SchemaValid: no(),
-			ArmPromptVersion: "v2", ArmPromptHash: strings.Repeat("ab", 32)},
+			ArmPromptVersion: "v2", ArmPromptHash: strings.Repeat("ab", 32), Replica: "10.0.0.12:8000"},
 		ArmPromptVersion: "v1", ArmPromptHash: strings.Repeat("0f", 32),
+		Replica: "[fd00::11]:8000", CachedTokens: ptr(int64(1024)),
 	}
 }
 
@@ -92,6 +93,10 @@ func TestAppendJSONEdgeCases(t *testing.T) {
 		{"empty band", func(r *events.RequestCompleted) { r.MatchedContext = []string{"", ""} }},
 		{"schema_valid nil", func(r *events.RequestCompleted) { r.SchemaValid, r.Gray.SchemaValid = nil, nil }},
 		{"schema_valid false/true", func(r *events.RequestCompleted) { r.SchemaValid, r.Gray.SchemaValid = no(), yes() }},
+		{"cached_tokens nil", func(r *events.RequestCompleted) { r.CachedTokens = nil }},
+		{"cached_tokens 0", func(r *events.RequestCompleted) { r.CachedTokens = ptr(int64(0)) }},
+		{"cached_tokens extremes", func(r *events.RequestCompleted) { r.CachedTokens = ptr(int64(math.MinInt64)) }},
+		{"no replica", func(r *events.RequestCompleted) { r.Replica, r.Gray.Replica = "", "" }},
 		{"negative ints", func(r *events.RequestCompleted) {
 			r.Status, r.EstimatedTokens, r.PromptTokens, r.CompletionTokens, r.ToolCalls, r.ToolSteps = -1, -2, math.MinInt64, -4, math.MinInt, -6
 			r.Gray.Status, r.Gray.PromptTokens, r.Gray.CompletionTokens = -7, math.MinInt64, -9
@@ -115,6 +120,7 @@ func TestAppendJSONEdgeCases(t *testing.T) {
 			r.ArmPromptVersion, r.ArmPromptHash = s, s
 			r.Arm, r.ErrorType, r.FallbackReason = events.Arm(s), events.ErrorType(s), events.SampleReason(s)
 			r.Gray.ErrorType, r.Gray.Reason, r.Gray.ArmPromptVersion, r.Gray.ArmPromptHash = events.ErrorType(s), events.SampleReason(s), s, s
+			r.Replica, r.Gray.Replica = s, s+":1"
 		}})
 	}
 	for _, f := range edgeFloats {
@@ -173,7 +179,10 @@ func randomCompleted(rng *rand.Rand) *events.RequestCompleted {
 		TTFTMillis: randomFloat(rng), LatencyMillis: randomFloat(rng), ToolCalls: int(randomInt(rng)),
 		ToolSteps: int(randomInt(rng)), RepeatedToolCall: rng.IntN(2) == 0, SchemaValid: randomBool(rng),
 		FallbackReason: events.SampleReason(randomString(rng)), ArmPromptVersion: randomString(rng),
-		ArmPromptHash: randomString(rng),
+		ArmPromptHash: randomString(rng), Replica: randomString(rng),
+	}
+	if rng.IntN(2) == 0 {
+		r.CachedTokens = ptr(randomInt(rng))
 	}
 	if k := rng.IntN(5); k > 0 {
 		r.MatchedContext = make([]string, k-1)
@@ -187,6 +196,7 @@ func randomCompleted(rng *rand.Rand) *events.RequestCompleted {
 			Reason: events.SampleReason(randomString(rng)), TTFTMillis: randomFloat(rng),
 			LatencyMillis: randomFloat(rng), PromptTokens: randomInt(rng), CompletionTokens: randomInt(rng),
 			SchemaValid: randomBool(rng), ArmPromptVersion: randomString(rng), ArmPromptHash: randomString(rng),
+			Replica: randomString(rng),
 		}
 	}
 	return r
@@ -262,10 +272,11 @@ func FuzzRequestCompletedJSON(f *testing.F) {
 			EstimatedTokens: tokens, PromptTokens: -tokens, CompletionTokens: tokens ^ status,
 			UsageEstimated: flags&2 != 0, TTFTMillis: ttft, LatencyMillis: latency, ToolCalls: int(status >> 3),
 			ToolSteps: int(tokens >> 7), RepeatedToolCall: flags&4 != 0, FallbackReason: events.SampleReason(route),
-			ArmPromptVersion: bands, ArmPromptHash: id + dep,
+			ArmPromptVersion: bands, ArmPromptHash: id + dep, Replica: model + dep,
 		}
 		if flags&8 != 0 {
 			r.SchemaValid = new(flags&16 != 0)
+			r.CachedTokens = new(tokens - status)
 		}
 		if flags&32 != 0 {
 			r.MatchedContext = strings.Split(bands, ",")
@@ -276,7 +287,7 @@ func FuzzRequestCompletedJSON(f *testing.F) {
 			r.Gray = &events.GrayAttempt{
 				Status: int(tokens), ErrorType: events.ErrorType(dep), Reason: events.SampleReason(arm),
 				TTFTMillis: gttft, LatencyMillis: glatency, PromptTokens: status, CompletionTokens: -status,
-				SchemaValid: r.SchemaValid, ArmPromptVersion: model, ArmPromptHash: bands,
+				SchemaValid: r.SchemaValid, ArmPromptVersion: model, ArmPromptHash: bands, Replica: route + arm,
 			}
 		}
 		checkAppendJSON(t, r)
@@ -299,5 +310,19 @@ func TestNewEnvelopeRequestData(t *testing.T) {
 		if !bytes.Equal(env.Data, want) {
 			t.Errorf("NewEnvelope(%T).Data =\n%s\nwant (json.Marshal)\n%s", d, env.Data, want)
 		}
+	}
+}
+
+// AppendJSON allocates nothing into a buffer with room, the rev. 4
+// fields (replica, cached_tokens, gray's replica) included.
+func TestAppendJSONAllocatesNothing(t *testing.T) {
+	r := completed()
+	buf := make([]byte, 0, 4096)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := r.AppendJSON(buf[:0]); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("AppendJSON allocates %v times per call; want 0", n)
 	}
 }

@@ -49,6 +49,9 @@ type SampleMalformed struct {
 	ArmPromptHash    string `json:"arm_prompt_hash"`
 	// LatencyMillis is the gray attempt's duration.
 	LatencyMillis float64 `json:"latency_ms"`
+	// Replica is the replica of the failing attempt's pool, `host:port`
+	// (SPEC §6.7); "" for a single url and from gateways before rev. 4.
+	Replica string `json:"replica"`
 
 	// Outcome (rev. 3) is how the failed attempt counts in the per-arm
 	// statistics: a contract failure is OutcomeSchemaViolation or
@@ -161,7 +164,8 @@ func rawPayload(name, text, b64 string) ([]byte, error) {
 // hash that is not 64 lowercase hex digits, negative sizes or times, an
 // unknown outcome, schema_violation_both with a reason other than a
 // contract failure, and primary_* fields on any other outcome (the
-// primary payload follows the payload's rules).
+// primary payload follows the payload's rules), and a replica name longer
+// than MaxReplicaLen or holding a control character.
 func (s *SampleMalformed) Check() error {
 	var p problems
 	p.nonEmpty("request_id", s.RequestID)
@@ -195,6 +199,7 @@ func (s *SampleMalformed) Check() error {
 	}
 	p.armPrompt("", s.ArmPromptVersion, s.ArmPromptHash)
 	p.millis("latency_ms", s.LatencyMillis)
+	p.replica("replica", s.Replica)
 	return p.err(TypeSampleMalformed)
 }
 

@@ -375,6 +375,33 @@ func TestSchemaAgreesWithCheck(t *testing.T) {
 			s.Arms[0].LateHeaders = s.Arms[0].Outcomes.Answered() + 1
 			return s
 		}, false},
+		{"overlong replica", func() events.Data {
+			r := *full()[0].(*events.RequestCompleted)
+			r.Replica = strings.Repeat("r", events.MaxReplicaLen+1)
+			return &r
+		}, true},
+		{"negative cached tokens", func() events.Data {
+			r := *full()[0].(*events.RequestCompleted)
+			r.CachedTokens = ptr(int64(-1))
+			return &r
+		}, true},
+		{"control character in gray replica", func() events.Data {
+			r := *full()[0].(*events.RequestCompleted)
+			g := *r.Gray
+			g.Replica = "10.0.0.1:80\x00"
+			r.Gray = &g
+			return &r
+		}, true},
+		{"control character in sample replica", func() events.Data {
+			s := *full()[2].(*events.SampleMalformed)
+			s.Replica = "\t"
+			return &s
+		}, true},
+		{"unknown replica state", func() events.Data {
+			s := exampleReplicas()
+			s.Arms[1].Replicas[0].State = "gone"
+			return s
+		}, true},
 		{"verdict disagrees", func() events.Data {
 			a := *full()[4].(*events.AnalysisEvaluated)
 			a.Verdict = events.VerdictPass

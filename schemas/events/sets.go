@@ -175,6 +175,27 @@ const (
 	EndpointEmbeddings  Endpoint = "embeddings"
 )
 
+// Balance is an arm's balancing policy over its replicas (SPEC §6.7, rev. 4).
+type Balance string
+
+// Balancing policies.
+const (
+	BalanceRoundRobin  Balance = "round_robin"  // in turn over the replicas that serve
+	BalanceLeastLoaded Balance = "least_loaded" // power of two choices by load
+	BalancePrefix      Balance = "prefix"       // cache-aware: the replica holding the longest prefix
+)
+
+// ReplicaState is a replica's state in its pool (SPEC §3, §6.7, rev. 4).
+type ReplicaState string
+
+// Replica states.
+const (
+	ReplicaHealthy   ReplicaState = "healthy"
+	ReplicaUnhealthy ReplicaState = "unhealthy" // failed its active health checks
+	ReplicaEjected   ReplicaState = "ejected"   // passive: too many consecutive failures
+	ReplicaDraining  ReplicaState = "draining"  // left the set; its requests in flight finish
+)
+
 // The values of each set, in the order of the JSON Schemas (a test
 // holds the schemas to these lists), and the subsets Check accepts where
 // an event allows fewer.
@@ -216,6 +237,13 @@ var (
 		OutcomeSchemaViolationBoth, OutcomeTruncated}
 	// Endpoints lists the endpoints in the order of the JSON Schemas.
 	Endpoints = []Endpoint{EndpointChat, EndpointCompletions, EndpointResponses, EndpointEmbeddings}
+	// PoolArms are the arms of a replicas status: the arms with a pool
+	// (shadow copies go to gray's). (rev. 4)
+	PoolArms = []Arm{ArmPrimary, ArmGray}
+	// Balances lists the balancing policies in the order of the JSON Schemas.
+	Balances = []Balance{BalanceRoundRobin, BalanceLeastLoaded, BalancePrefix}
+	// ReplicaStates lists the replica states in the order of the JSON Schemas.
+	ReplicaStates = []ReplicaState{ReplicaHealthy, ReplicaUnhealthy, ReplicaEjected, ReplicaDraining}
 )
 
 // Valid reports whether a value is one of its set.
@@ -229,3 +257,5 @@ func (v Gate) Valid() bool          { return slices.Contains(Gates, v) }
 func (v Verdict) Valid() bool       { return slices.Contains(Verdicts, v) }
 func (v Outcome) Valid() bool       { return slices.Contains(AllOutcomes, v) }
 func (v Endpoint) Valid() bool      { return slices.Contains(Endpoints, v) }
+func (v Balance) Valid() bool       { return slices.Contains(Balances, v) }
+func (v ReplicaState) Valid() bool  { return slices.Contains(ReplicaStates, v) }

@@ -44,8 +44,11 @@ var schemaSets = map[string][]string{
 
 	"sample.malformed.schema.json#/allOf/2/else/properties/reason": wire(BothReasons),
 
-	"stats.interval.schema.json#/definitions/arm/properties/arm":      wire(StatsArms),
-	"stats.interval.schema.json#/definitions/arm/properties/endpoint": wire(Endpoints),
+	"stats.interval.schema.json#/definitions/arm/properties/arm":        wire(StatsArms),
+	"stats.interval.schema.json#/definitions/arm/properties/endpoint":   wire(Endpoints),
+	"replicas.status.schema.json#/definitions/arm/properties/arm":       wire(PoolArms),
+	"replicas.status.schema.json#/definitions/arm/properties/balance":   wire(Balances),
+	"replicas.status.schema.json#/definitions/replica/properties/state": wire(ReplicaStates),
 	// The outcomes are an object's required members, not an enum.
 	"stats.interval.schema.json#/definitions/arm/properties/outcomes/required": wire(AllOutcomes),
 }

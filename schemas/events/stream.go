@@ -19,6 +19,9 @@ const (
 	EventsMaxAge   = 7 * 24 * time.Hour
 	AnalysisMaxAge = 7 * 24 * time.Hour
 	StatsMaxAge    = 7 * 24 * time.Hour
+	// PoolsMaxAge: replica views are kept a day (rev. 4); the collector
+	// keeps the latest of each gateway and deployment.
+	PoolsMaxAge = 24 * time.Hour
 	// RolloutPerSubject: the last 100 rollout events of each deployment.
 	RolloutPerSubject = 100
 	// DuplicateWindow: a Nats-Msg-Id republished within it is stored once.
@@ -27,16 +30,19 @@ const (
 
 // Each stream's max_bytes (SPEC §11 rev. 4): the oldest messages go when
 // a stream is full, so a flood fills a bounded disk, not the server's.
-// Together 56 GiB, below GRAYGATE's 100G of JetStream storage on
+// Together 57 GiB, below GRAYGATE's 100G of JetStream storage on
 // infra/nats (the analyzer's buckets take the rest, README.md "Limits").
+// GRAYGATE_POOLS' 1 GiB holds a day of 100 gateways × 20 deployments
+// at a status of ~3 KB every 10 s (rev. 4).
 const (
 	EventsMaxBytes   = 32 << 30
 	StatsMaxBytes    = 8 << 30
 	RolloutMaxBytes  = 1 << 30
 	AnalysisMaxBytes = 8 << 30
+	PoolsMaxBytes    = 1 << 30
 )
 
-// StreamConfigs returns the configurations of the four streams with the
+// StreamConfigs returns the configurations of the five streams with the
 // given replica count (nats.replicas; below 1 means 1).
 func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	if replicas < 1 {
@@ -69,10 +75,12 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	an.MaxAge, an.MaxBytes = AnalysisMaxAge, AnalysisMaxBytes
 	st := base(StreamStats, "graygate per-arm statistics, one event per gateway, deployment and stats_interval (SPEC §7)", SubjectStatsAll)
 	st.MaxAge, st.MaxBytes = StatsMaxAge, StatsMaxBytes
-	return []jetstream.StreamConfig{ev, st, ro, an}
+	po := base(StreamPools, "graygate replica pools: each gateway's view of each deployment's replicas every 10 s (SPEC §6.7, rev. 4)", SubjectReplicasAll)
+	po.MaxAge, po.MaxBytes = PoolsMaxAge, PoolsMaxBytes
+	return []jetstream.StreamConfig{ev, st, ro, an, po}
 }
 
-// EnsureStreams creates each of the four streams that does not exist yet,
+// EnsureStreams creates each of the five streams that does not exist yet,
 // with StreamConfigs(replicas). An existing stream is never changed: when
 // its subjects (or retention, storage, age, per-subject or duplicate-window
 // limits) differ from this package's, a warning naming the differences is

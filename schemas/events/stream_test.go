@@ -57,6 +57,8 @@ func TestStreamConfigs(t *testing.T) {
 		events.SampleSubject("qwen-32k"):                          events.StreamEvents,
 		events.RolloutSubject("qwen-32k"):                         events.StreamRollout,
 		events.AnalysisSubject("qwen-32k"):                        events.StreamAnalysis,
+		events.StatsSubject("qwen-32k"):                           events.StreamStats,
+		events.ReplicasSubject("qwen-32k"):                        events.StreamPools,
 	}
 	for subj, stream := range want {
 		var got []string

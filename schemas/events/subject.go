@@ -8,10 +8,11 @@ const (
 	TypeRolloutChanged    = "graygate.rollout.changed"
 	TypeAnalysisEvaluated = "graygate.analysis.evaluated"
 	TypeStatsInterval     = "graygate.stats.interval"
+	TypeReplicasStatus    = "graygate.replicas.status" // (rev. 4)
 )
 
 // Types lists every event type, in the order of SPEC §7.
-var Types = []string{TypeRequestCompleted, TypeRequestRejected, TypeSampleMalformed, TypeStatsInterval, TypeRolloutChanged, TypeAnalysisEvaluated}
+var Types = []string{TypeRequestCompleted, TypeRequestRejected, TypeSampleMalformed, TypeStatsInterval, TypeRolloutChanged, TypeAnalysisEvaluated, TypeReplicasStatus}
 
 // Stream names (SPEC §7).
 const (
@@ -19,6 +20,7 @@ const (
 	StreamRollout  = "GRAYGATE_ROLLOUT"  // rollout state changes, the last 100 per deployment
 	StreamAnalysis = "GRAYGATE_ANALYSIS" // analyzer evaluations
 	StreamStats    = "GRAYGATE_STATS"    // per-arm statistics of every gateway (rev. 2)
+	StreamPools    = "GRAYGATE_POOLS"    // each gateway's view of each deployment's replicas (rev. 4)
 )
 
 // Subject prefixes; the last token is a deployment name or, for rejections,
@@ -31,6 +33,7 @@ const (
 	SubjectRolloutPrefix   = "graygate.rollout."
 	SubjectAnalysisPrefix  = "graygate.analysis."
 	SubjectStatsPrefix     = "graygate.stats."
+	SubjectReplicasPrefix  = "graygate.replicas."
 )
 
 // Wildcard subjects, one per prefix, as the streams bind them and consumers
@@ -42,6 +45,7 @@ const (
 	SubjectRolloutAll   = SubjectRolloutPrefix + ">"
 	SubjectAnalysisAll  = SubjectAnalysisPrefix + ">"
 	SubjectStatsAll     = SubjectStatsPrefix + ">"
+	SubjectReplicasAll  = SubjectReplicasPrefix + ">"
 )
 
 // SubjectRolloutStoredAll is where GRAYGATE_ROLLOUT republishes the
@@ -69,3 +73,6 @@ func AnalysisSubject(deployment string) string { return SubjectAnalysisPrefix + 
 
 // StatsSubject is where a deployment's stats.interval events go.
 func StatsSubject(deployment string) string { return SubjectStatsPrefix + deployment }
+
+// ReplicasSubject is where a deployment's replicas.status events go (rev. 4).
+func ReplicasSubject(deployment string) string { return SubjectReplicasPrefix + deployment }

@@ -37,7 +37,10 @@ func Request(deployment string, n int) *events.RequestCompleted {
 		Gray: &events.GrayAttempt{
 			Status: 200, ErrorType: events.ErrorUpstreamSchema, Reason: events.ReasonSchemaViolation,
 			TTFTMillis: 80.5, LatencyMillis: 700.25, PromptTokens: 990, CompletionTokens: 301, SchemaValid: ptr(false),
+			Replica: "10.0.0.21:8000",
 		},
+		Replica:      "10.0.0.11:8000",
+		CachedTokens: ptr(int64(512)),
 	}
 }
 
@@ -118,6 +121,35 @@ func Stats(deployment, gateway string, start time.Time) *events.StatsInterval {
 	return &events.StatsInterval{
 		Deployment: deployment, Gateway: gateway, IntervalStart: start.UTC().Truncate(time.Second), IntervalSeconds: 1,
 		Arms: []events.ArmStats{arm(events.ArmGray, 3), arm(events.ArmPrimary, 40)},
+	}
+}
+
+// Replicas returns a replicas.status of gateway for deployment taken at
+// at: primary with n replicas (the first ejected, the second with engine
+// gauges), gray with one. Split it when n+1 exceeds
+// events.MaxReplicasPerPart.
+func Replicas(deployment, gateway string, at time.Time, n int) *events.ReplicasStatus {
+	primary := make([]events.ReplicaStatus, n)
+	for i := range primary {
+		primary[i] = events.ReplicaStatus{Replica: fmt.Sprintf("10.1.%d.%d:8000", i/256, i%256), State: events.ReplicaHealthy,
+			InFlight: int64(i % 4), Requests: int64(100 + i), Failures: int64(i % 3)}
+	}
+	if n > 0 {
+		until := at.Add(30 * time.Second).UTC().Truncate(time.Second)
+		primary[0].State, primary[0].ConsecutiveFailures, primary[0].EjectedUntil, primary[0].LastError =
+			events.ReplicaEjected, 5, &until, "upstream status 503"
+	}
+	if n > 1 {
+		primary[1].Engine = &events.EngineGauges{Running: 12, Waiting: 3, KVCacheUsage: 0.42, ScrapedAt: at.Add(-2 * time.Second).UTC().Truncate(time.Millisecond)}
+	}
+	return &events.ReplicasStatus{
+		Deployment: deployment, Gateway: gateway, Time: at.UTC().Truncate(time.Microsecond), Part: 1, Parts: 1,
+		Arms: []events.ArmReplicas{
+			{Arm: events.ArmPrimary, Balance: events.BalancePrefix, Replicas: primary},
+			{Arm: events.ArmGray, Balance: events.BalanceLeastLoaded, Replicas: []events.ReplicaStatus{
+				{Replica: "10.2.0.1:8000", State: events.ReplicaDraining, InFlight: 1, Requests: 51},
+			}},
+		},
 	}
 }
 

@@ -162,7 +162,7 @@ func Consumers(t testing.TB, js jetstream.JetStream, prefix string, ackWait time
 	defer cancel()
 	for _, s := range []struct{ stream, suffix string }{
 		{events.StreamEvents, "events"}, {events.StreamRollout, "rollout"}, {events.StreamAnalysis, "analysis"},
-		{events.StreamStats, "stats"},
+		{events.StreamStats, "stats"}, {events.StreamPools, "pools"},
 	} {
 		name := prefix + "-" + s.suffix
 		var subject string

@@ -63,6 +63,9 @@ func (f fakeReader) Sample(context.Context, uuid.UUID) (store.Sample, error) {
 func (f fakeReader) RolloutHistory(context.Context, string, int, string) (store.RolloutPage, error) {
 	return store.RolloutPage{Events: []store.RolloutEvent{}}, f.err
 }
+func (f fakeReader) ReplicaViews(context.Context, string, time.Time) ([]store.ReplicaView, error) {
+	return []store.ReplicaView{}, f.err
+}
 
 func TestAuth(t *testing.T) {
 	tests := []struct {
@@ -79,6 +82,8 @@ func TestAuth(t *testing.T) {
 		{"not bearer", token, "/v1/samples", "Basic " + token, 401, "unauthorized"},
 		{"right", token, "/v1/samples", "Bearer " + token, 200, ""},
 		{"history needs it too", token, "/v1/rollouts/d/history", "", 401, "unauthorized"},
+		{"replicas need it too", token, "/v1/replicas", "", 401, "unauthorized"},
+		{"replicas with it", token, "/v1/replicas?deployment=d", "Bearer " + token, 200, ""},
 		{"healthz is open", token, "/healthz", "", 200, ""},
 		{"readyz is open", token, "/readyz", "", 200, ""},
 		{"metrics is open", token, "/metrics", "", 200, ""},
@@ -128,6 +133,9 @@ func TestBadParameters(t *testing.T) {
 		{"/v1/samples/not-a-uuid", "event_id", 400},
 		{"/v1/samples/" + uuid.NewString() + "?x=1", "x", 400},
 		{"/v1/rollouts/a.b/history", "deployment", 400},
+		{"/v1/replicas?deployment=a.b", "deployment", 400},
+		{"/v1/replicas?deployment=", "deployment", 400},
+		{"/v1/replicas?gateway=x", "gateway", 400},
 		{"/v1/rollouts/d/history?limit=5000", "limit", 400},
 		{"/v1/rollouts/d/history?since=1h", "since", 400},
 	}

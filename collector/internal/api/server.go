@@ -25,6 +25,7 @@ type Reader interface {
 	ListSamples(ctx context.Context, f store.SampleFilter) (store.SamplePage, error)
 	Sample(ctx context.Context, id uuid.UUID) (store.Sample, error)
 	RolloutHistory(ctx context.Context, deployment string, limit int, cursor string) (store.RolloutPage, error)
+	ReplicaViews(ctx context.Context, deployment string, now time.Time) ([]store.ReplicaView, error)
 }
 
 var _ Reader = (*store.Reader)(nil)
@@ -96,6 +97,7 @@ func New(r Reader, opts Options) *Server {
 	v1.Get("/samples", s.listSamples)
 	v1.Get("/samples/:event_id", s.sample)
 	v1.Get("/rollouts/:deployment/history", s.rolloutHistory)
+	v1.Get("/replicas", s.replicas)
 	if opts.Mount != nil {
 		opts.Mount(s.app)
 	}

@@ -41,6 +41,10 @@ func (fakeReader) Rollouts(context.Context, string) ([]store.RolloutSummary, err
 	}}, nil
 }
 
+func (fakeReader) ReplicaViews(context.Context, string, time.Time) ([]store.ReplicaView, error) {
+	return []store.ReplicaView{}, nil
+}
+
 func (fakeReader) HistoryStart(context.Context, string) (time.Time, error) {
 	return fakeTime.Add(-24 * time.Hour), nil
 }

@@ -36,7 +36,7 @@ type Store interface {
 var _ Store = (*store.Writer)(nil)
 
 // DefaultConsumer is the durable name prefix of the collector's consumers:
-// graygate-collector-events, -stats, -rollout and -analysis. Replicas that share it
+// graygate-collector-events, -stats, -rollout, -analysis and -pools. Replicas that share it
 // share the work; a second, independent collector (another database) needs
 // its own.
 const DefaultConsumer = "graygate-collector"
@@ -47,6 +47,7 @@ var Streams = []struct{ Stream, Suffix string }{
 	{events.StreamStats, "stats"},
 	{events.StreamRollout, "rollout"},
 	{events.StreamAnalysis, "analysis"},
+	{events.StreamPools, "pools"},
 }
 
 // Config tunes a Consumer.
@@ -80,7 +81,7 @@ type Config struct {
 	Signers events.Signers
 }
 
-// Consumer reads the four streams into a Store.
+// Consumer reads the five streams into a Store.
 type Consumer struct {
 	js    jetstream.JetStream
 	store Store

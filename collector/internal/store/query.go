@@ -69,6 +69,9 @@ type SampleSummary struct {
 	// "" for samples of older gateways): schema_violation_both says
 	// primary's answer to the same request broke the contract too.
 	Outcome string `json:"outcome,omitempty"`
+	// Replica is the failing attempt's replica, `host:port` (rev. 4); ""
+	// for an arm with a single url and for samples of older gateways.
+	Replica string `json:"replica"`
 }
 
 // Sample is one stored sample with its errors and payload. The payload is in
@@ -101,7 +104,7 @@ type SamplePage struct {
 // summaryColumns are read by scanSummary, in this order.
 const summaryColumns = `event_id, occurred_at, source, request_id, deployment, arm, upstream_model, reason, status,
 	jsonb_array_length(validation_errors), validation_errors->0->>'field', validation_errors->0->>'description',
-	payload_bytes, octet_length(payload), payload_truncated, prompt_hash, latency_ms, coalesce(outcome, '')`
+	payload_bytes, octet_length(payload), payload_truncated, prompt_hash, latency_ms, coalesce(outcome, ''), coalesce(replica, '')`
 
 func scanSummary(row pgx.Row, extra ...any) (SampleSummary, error) {
 	var s SampleSummary
@@ -110,7 +113,7 @@ func scanSummary(row pgx.Row, extra ...any) (SampleSummary, error) {
 	var field, desc *string
 	dest := append([]any{&id, &s.OccurredAt, &s.Source, &s.RequestID, &s.Deployment, &s.Arm, &s.UpstreamModel,
 		&s.Reason, &status, &s.ErrorCount, &field, &desc, &s.PayloadBytes, &s.StoredBytes, &s.PayloadTruncated,
-		&s.PromptHash, &s.LatencyMillis, &s.Outcome}, extra...)
+		&s.PromptHash, &s.LatencyMillis, &s.Outcome, &s.Replica}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return s, err
 	}

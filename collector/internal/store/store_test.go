@@ -115,7 +115,7 @@ func TestWriteEveryField(t *testing.T) {
 				testenv.Event[store.Event](t, testenv.Request("qwen-32k", 1), at, ""),
 				testenv.Event[store.Event](t, testenv.Primary("qwen-32k", 2), at, ""),
 				testenv.Event[store.Event](t, testenv.Rejection("qwen-32k", 3), at, ""),
-				testenv.Event[store.Event](t, bothSample(testenv.Sample("qwen-32k", 4, events.ReasonSchemaViolation, events.ArmGray, []byte(`{"actoin":1}`))), at, ""),
+				testenv.Event[store.Event](t, withReplica(bothSample(testenv.Sample("qwen-32k", 4, events.ReasonSchemaViolation, events.ArmGray, []byte(`{"actoin":1}`))), "10.0.0.21:8000"), at, ""),
 				testenv.Event[store.Event](t, testenv.Sample("qwen-32k", 5, events.ReasonInvalidJSON, events.ArmShadow, []byte{0xff, 0}), at, ""),
 				testenv.Event[store.Event](t, testenv.Rollout("qwen-32k", 41), at, ""),
 				testenv.Event[store.Event](t, testenv.Analysis("qwen-32k", at), at, ""),
@@ -155,7 +155,7 @@ func TestWriteEveryField(t *testing.T) {
 					"schema_valid": true, "fallback_reason": "schema_violation", "gray_status": 200.0,
 					"gray_error_type": "upstream_schema", "gray_reason": "schema_violation", "gray_ttft_ms": 80.5,
 					"gray_latency_ms": 700.25, "gray_prompt_tokens": 990.0, "gray_completion_tokens": 301.0,
-					"gray_schema_valid": false})},
+					"gray_schema_valid": false, "replica": "10.0.0.11:8000", "cached_tokens": 512.0, "gray_replica": "10.0.0.21:8000"})},
 				{"requests", 1, with(common(1), map[string]any{"request_id": "req-qwen-32k-2", "route": "agent-chat",
 					"deployment": "qwen-32k", "arm": "primary", "upstream_model": "qwen2.5-32b-v1", "status": 200.0,
 					"error_type": "none", "stream": false, "estimated_tokens": 812.0, "matched_context": []any{},
@@ -163,7 +163,7 @@ func TestWriteEveryField(t *testing.T) {
 					"latency_ms": 412.9, "tool_calls": 0.0, "tool_steps": 0.0, "repeated_tool_call": false,
 					"schema_valid": nil, "fallback_reason": nil, "gray_status": nil, "gray_error_type": nil,
 					"gray_reason": nil, "gray_ttft_ms": nil, "gray_latency_ms": nil, "gray_prompt_tokens": nil,
-					"gray_completion_tokens": nil, "gray_schema_valid": nil})},
+					"gray_completion_tokens": nil, "gray_schema_valid": nil, "replica": nil, "cached_tokens": nil, "gray_replica": nil})},
 				{"rejections", 2, with(common(2), map[string]any{"request_id": "rej-qwen-32k-3", "route": "agent-chat",
 					"deployment": "qwen-32k", "code": "sampling_contract_violation", "param": "temperature",
 					"detail":           "temperature violates this deployment's sampling contract: got 0.5, expected 0.7 (or omit the field)",
@@ -178,7 +178,7 @@ func TestWriteEveryField(t *testing.T) {
 					"latency_ms": 812.5, "outcome": "schema_violation_both",
 					"primary_validation_errors": []any{map[string]any{"field": "(finish_reason)", "description": "primary's answer was cut by the client's token limit"}},
 					"primary_payload":           `\x5375726521`, "primary_payload_base64": false, "primary_payload_truncated": true,
-					"primary_payload_bytes": 9.0})},
+					"primary_payload_bytes": 9.0, "replica": "10.0.0.21:8000"})},
 				{"samples", 4, with(common(4), map[string]any{"request_id": "smp-qwen-32k-5", "deployment": "qwen-32k",
 					"arm": "shadow", "upstream_model": "qwen2.5-32b-v2", "reason": "invalid_json", "status": 200.0,
 					"validation_errors": []any{
@@ -187,7 +187,7 @@ func TestWriteEveryField(t *testing.T) {
 					"payload": `\xff00`, "payload_base64": true, "payload_truncated": false,
 					"payload_bytes": 2.0, "prompt_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 					"latency_ms": 812.5, "outcome": nil, "primary_validation_errors": nil, "primary_payload": nil,
-					"primary_payload_base64": nil, "primary_payload_truncated": nil, "primary_payload_bytes": nil})},
+					"primary_payload_base64": nil, "primary_payload_truncated": nil, "primary_payload_bytes": nil, "replica": nil})},
 				{"rollout_events", 5, with(common(5), map[string]any{"deployment": "qwen-32k", "percentage": 12.34,
 					"status": "rolled_back", "reason": "schema drift", "actor": "analyzer", "revision": 41.0,
 					"trigger_gate": "schema_failure_rate", "trigger_value": 0.02, "trigger_bound": 0.011,
@@ -242,6 +242,12 @@ func bothSample(s *events.SampleMalformed) *events.SampleMalformed {
 	s.Outcome = events.OutcomeSchemaViolationBoth
 	s.PrimaryValidationErrors = []events.ValidationError{{Field: "(finish_reason)", Description: "primary's answer was cut by the client's token limit"}}
 	s.SetPrimaryPayload([]byte("Sure! ..."), 5)
+	return s
+}
+
+// withReplica sets a sample's replica (rev. 4).
+func withReplica(s *events.SampleMalformed, replica string) *events.SampleMalformed {
+	s.Replica = replica
 	return s
 }
 

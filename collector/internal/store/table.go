@@ -2,11 +2,13 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/graygate/graygate/schemas/events"
@@ -21,6 +23,10 @@ type table struct {
 	partitioned bool
 	columns     []string
 	row         func(e Event, o *Options) []any
+	// write, when set, stores the rows its own way instead of the
+	// Writer's Mode (a table that keeps the latest per key, not every
+	// event) and returns how many it stored.
+	write func(ctx context.Context, tx pgx.Tx, rows [][]any) (int64, error)
 }
 
 // common are the leading columns of every table.
@@ -40,18 +46,22 @@ var tables = []*table{
 			"completion_tokens", "usage_estimated", "ttft_ms", "latency_ms", "tool_calls", "tool_steps",
 			"repeated_tool_call", "schema_valid", "fallback_reason", "gray_status", "gray_error_type",
 			"gray_reason", "gray_ttft_ms", "gray_latency_ms", "gray_prompt_tokens", "gray_completion_tokens",
-			"gray_schema_valid"),
+			"gray_schema_valid", "replica", "cached_tokens", "gray_replica"),
 		row: func(e Event, _ *Options) []any {
 			r := e.Data.(*events.RequestCompleted)
 			v := append(commonValues(e, 40), r.RequestID, r.Route, r.Deployment, string(r.Arm), r.UpstreamModel,
 				int32(r.Status), string(r.ErrorType), r.Stream, r.EstimatedTokens, r.MatchedContext, r.PromptTokens,
 				r.CompletionTokens, r.UsageEstimated, r.TTFTMillis, r.LatencyMillis, int32(r.ToolCalls), int32(r.ToolSteps),
 				r.RepeatedToolCall, r.SchemaValid, nullString(string(r.FallbackReason)))
+			var grayReplica any
 			if g := r.Gray; g != nil {
-				return append(v, int32(g.Status), string(g.ErrorType), string(g.Reason), g.TTFTMillis, g.LatencyMillis,
+				v = append(v, int32(g.Status), string(g.ErrorType), string(g.Reason), g.TTFTMillis, g.LatencyMillis,
 					g.PromptTokens, g.CompletionTokens, g.SchemaValid)
+				grayReplica = nullString(g.Replica)
+			} else {
+				v = append(v, nil, nil, nil, nil, nil, nil, nil, nil)
 			}
-			return append(v, nil, nil, nil, nil, nil, nil, nil, nil)
+			return append(v, nullString(r.Replica), r.CachedTokens, grayReplica)
 		},
 	},
 	{
@@ -69,7 +79,7 @@ var tables = []*table{
 		columns: append(common[:len(common):len(common)], "request_id", "deployment", "arm", "upstream_model",
 			"reason", "status", "validation_errors", "payload", "payload_base64", "payload_truncated",
 			"payload_bytes", "prompt_hash", "latency_ms", "outcome", "primary_validation_errors", "primary_payload",
-			"primary_payload_base64", "primary_payload_truncated", "primary_payload_bytes"),
+			"primary_payload_base64", "primary_payload_truncated", "primary_payload_bytes", "replica"),
 		row: func(e Event, o *Options) []any {
 			s := e.Data.(*events.SampleMalformed)
 			payload, _ := s.RawPayload() // Check decoded it already
@@ -82,7 +92,7 @@ var tables = []*table{
 				string(s.Reason), int32(s.Status), errs, payload, s.PayloadBase64 != "", truncated,
 				s.PayloadBytes, s.PromptHash, s.LatencyMillis, nullString(string(s.Outcome)))
 			if s.Outcome != events.OutcomeSchemaViolationBoth {
-				return append(v, nil, nil, nil, nil, nil)
+				return append(v, nil, nil, nil, nil, nil, nullString(s.Replica))
 			}
 			primary, _ := s.RawPrimaryPayload() // Check decoded it already
 			ptrunc := s.PrimaryPayloadTruncated
@@ -93,7 +103,7 @@ var tables = []*table{
 			if s.PrimaryValidationErrors == nil {
 				perrs = []byte("[]")
 			}
-			return append(v, perrs, primary, s.PrimaryPayloadBase64 != "", ptrunc, s.PrimaryPayloadBytes)
+			return append(v, perrs, primary, s.PrimaryPayloadBase64 != "", ptrunc, s.PrimaryPayloadBytes, nullString(s.Replica))
 		},
 	},
 	{
@@ -134,14 +144,30 @@ var tables = []*table{
 			return append(commonValues(e, 8), s.Gateway, s.Deployment, data)
 		},
 	},
+	{
+		// The latest view of each gateway and deployment, a row per part
+		// (replicas.go); occurred_at is the view's time.
+		name: "replica_status", typ: events.TypeReplicasStatus,
+		columns: append(common[:len(common):len(common)], "gateway", "deployment", "part", "parts", "arms"),
+		row: func(e Event, _ *Options) []any {
+			s := e.Data.(*events.ReplicasStatus)
+			arms := jsonb(s.Arms) // Check made every number finite
+			return append(commonValues(e, 9), s.Gateway, s.Deployment, int32(s.Part), int32(s.Parts), arms)
+		},
+		write: writeReplicaStatus,
+	},
 }
 
 // OccurredAt is the time an event's row is keyed and partitioned by: the
 // interval's start for a statistic (so a republished statistic maps to the
-// same row whatever its envelope time), else the envelope's time.
+// same row whatever its envelope time), the view's time for a replicas
+// status (every part of a view has it), else the envelope's time.
 func (e Event) OccurredAt() time.Time {
-	if s, ok := e.Data.(*events.StatsInterval); ok {
-		return s.IntervalStart.UTC()
+	switch d := e.Data.(type) {
+	case *events.StatsInterval:
+		return d.IntervalStart.UTC()
+	case *events.ReplicasStatus:
+		return d.Time.UTC().Truncate(time.Microsecond)
 	}
 	return e.Envelope.Time
 }

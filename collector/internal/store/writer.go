@@ -191,10 +191,12 @@ func (w *Writer) Write(ctx context.Context, batch []Event) (Result, error) {
 			}
 			var n int64
 			var err error
-			switch w.opts.Mode {
-			case ModeInsert:
+			switch {
+			case t.write != nil:
+				n, err = t.write(ctx, tx, rows)
+			case w.opts.Mode == ModeInsert:
 				n, err = w.insertValues(ctx, tx, t, rows)
-			case ModeStage:
+			case w.opts.Mode == ModeStage:
 				n, err = w.copyInsert(ctx, tx, t, rows)
 			default:
 				n, err = w.copyDirect(ctx, tx, t, rows)
@@ -332,8 +334,10 @@ func (w *Writer) EnsurePartitions(ctx context.Context) error {
 	return w.parts.ensureDays(ctx, now, now.AddDate(0, 0, 1))
 }
 
-// RunMaintenance creates tomorrow's partitions (EnsurePartitions) and drops
-// expired ones (DropExpired) now and then every interval until ctx ends.
+// RunMaintenance creates tomorrow's partitions (EnsurePartitions), drops
+// expired ones (DropExpired) and the replica views of gateways gone for
+// ReplicaStatusKeep (DropStaleReplicaStatus) now and then every interval
+// until ctx ends.
 // A failed round is logged and tried again after retry (at most interval).
 // It returns nil when ctx ends.
 func (w *Writer) RunMaintenance(ctx context.Context, interval, retry time.Duration) error {
@@ -346,6 +350,10 @@ func (w *Writer) RunMaintenance(ctx context.Context, interval, retry time.Durati
 		}
 		if _, err := w.DropExpired(ctx); err != nil && ctx.Err() == nil {
 			w.opts.Logger.Warn("drop expired partitions; retrying", "err", err, "retry_in", retry)
+			next = retry
+		}
+		if _, err := w.DropStaleReplicaStatus(ctx); err != nil && ctx.Err() == nil {
+			w.opts.Logger.Warn("drop stale replica views; retrying", "err", err, "retry_in", retry)
 			next = retry
 		}
 		t := time.NewTimer(next)
