@@ -38,6 +38,8 @@ commands:
   validate   load and check a config file; print warnings and errors
   rollout    list or change rollouts through the admin API
              (gateway rollout --help)
+  upstreams  every arm's replicas, their state and load, through the admin
+             API (--json for the answer as it came; --admin-url, --config)
 
 flags (after the command):
   --config FILE      configuration file (default graygate.yaml)
@@ -59,6 +61,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if args[0] == "rollout" {
 		return rolloutCommand(ctx, args[1:], stdout, stderr)
+	}
+	if args[0] == "upstreams" {
+		return upstreamsCommand(ctx, args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("gateway "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -212,6 +217,7 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 		// made it flap (SPEC §11 rev. 4).
 		proxy.WithEventsHealth(func() bool { return !pub.State().Unreachable(time.Now()) }),
 		proxy.WithTelemetry(tel),
+		proxy.WithReplicaStatus(pub.Publish, agg.Gateway()),
 	)
 	if err != nil {
 		return err

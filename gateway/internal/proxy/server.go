@@ -20,6 +20,7 @@ import (
 	"math"
 	"net"
 	"net/textproto"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +36,6 @@ import (
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
-	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"golang.org/x/sync/errgroup"
@@ -62,6 +62,8 @@ type Server struct {
 	stats      *stats.Aggregator
 	rolloutLog admin.RolloutLog // nil: the config owns the rollout state
 	eventsUp   func() bool
+	publish    func(events.Data) // graygate.replicas.status; nil: not published
+	gatewayID  string
 
 	clientConns *connCounter       // open client connections
 	sources     *sources           // client connections per remote address; nil: no bound
@@ -73,6 +75,12 @@ type Server struct {
 
 // Option configures a Server.
 type Option func(*Server)
+
+// WithReplicaStatus publishes the pools' view every 10 s through
+// publish, as gateway (SPEC §6.7).
+func WithReplicaStatus(publish func(events.Data), gateway string) Option {
+	return func(s *Server) { s.publish, s.gatewayID = publish, gateway }
+}
 
 // WithEventsHealth tells /readyz whether the event log is reachable.
 func WithEventsHealth(up func() bool) Option { return func(s *Server) { s.eventsUp = up } }
@@ -129,7 +137,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	}
 	for _, name := range cfg.DeploymentOrder {
 		d := cfg.Deployments[name]
-		dep, err := deploy.NewDeployment(d)
+		dep, err := deploy.NewDeployment(d, deploy.PoolOptions{Metrics: s.tel.Set(), Log: log, OnBusy: s.tel.UpstreamBusy})
 		if err != nil {
 			return nil, err
 		}
@@ -211,18 +219,11 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 func (s *Server) Rollouts() *rollout.Table { return s.rollouts }
 
 // watchArm feeds the metrics of the deployment's arm a: its open
-// connections and its busy refusals.
+// connections, over every replica of its pool.
 func (s *Server) watchArm(deployment string, armName events.Arm, a *deploy.Arm) {
-	exportConnections(s.tel, deployment, armName, a.Client)
-	a.Client.OnBusy = s.tel.UpstreamBusy(deployment, armName)
-}
-
-// exportConnections points the graygate_upstream_connections series of
-// the deployment's arm in tel at c.
-func exportConnections(tel *telemetry.Metrics, deployment string, armName events.Arm, c *upstream.Client) {
-	tel.Describe("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections.")
-	tel.Set().GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+string(armName)+`"}`, func() float64 {
-		return float64(c.Open())
+	s.tel.Describe("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections per replica.")
+	s.tel.Set().GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+string(armName)+`"}`, func() float64 {
+		return float64(a.Pool.Open())
 	})
 }
 
@@ -271,6 +272,7 @@ func (s *Server) newAdminApp() *fiber.App {
 		Ready: &s.ready, EventsOff: s.cfg.NATS.URL == "", EventsUp: s.eventsUp,
 		ReadTimeout: orDefault(g.ReadTimeout, 60*time.Second),
 		IdleTimeout: orDefault(g.IdleTimeout, 120*time.Second),
+		Upstreams:   func() any { return map[string]any{"upstreams": s.Upstreams()} },
 	}).App()
 }
 
@@ -307,6 +309,23 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 	}
 	client = newListener(client, maxConns, wt, s.clientConns).limitPerSource(s.sources)
 	admin = newListener(admin, 0, wt, &connCounter{})
+	var pools sync.WaitGroup
+	for _, d := range s.deployments {
+		for _, a := range []*deploy.Arm{d.Primary, d.Gray} {
+			if a == nil || d.Gray == a && !d.GrayOwnUpstream {
+				continue
+			}
+			if err := a.Pool.Start(ctx, &pools); err != nil {
+				client.Close()
+				admin.Close()
+				return err
+			}
+		}
+	}
+	defer pools.Wait()
+	if s.publish != nil {
+		g.Go(func() error { return s.publishReplicas(ctx) })
+	}
 	g.Go(func() error { return s.client.Listener(client) })
 	g.Go(func() error { return s.admin.Listener(admin) })
 	s.ready.Store(true)
@@ -325,9 +344,9 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 		_ = client.Close()
 		_ = admin.Close()
 		for _, d := range s.deployments {
-			d.Primary.Client.CloseIdle()
+			d.Primary.Pool.Close()
 			if d.Gray != nil {
-				d.Gray.Client.CloseIdle()
+				d.Gray.Pool.Close()
 			}
 		}
 		return err

@@ -5,8 +5,12 @@ package scan
 // holds spans into the scanned bytes, not copies.
 type Answer struct {
 	// Usage, when the answer reports it.
-	HasUsage         bool
-	PromptTokens     int64
+	HasUsage     bool
+	PromptTokens int64
+	// CachedTokens is usage.prompt_tokens_details.cached_tokens (the
+	// Responses API: input_tokens_details), when HasCached (rev. 4).
+	CachedTokens     int64
+	HasCached        bool
 	CompletionTokens int64
 
 	// Choices is the number of elements of "choices" (a stream's usage
@@ -95,6 +99,15 @@ func (s *scanner) usageAt(a *Answer, depth int) error {
 	return s.object(depth, func(key Span) error {
 		var dst *int64
 		switch {
+		case (s.keyIs(key, "prompt_tokens_details") || s.keyIs(key, "input_tokens_details")) && s.peek() == '{':
+			return s.object(depth+1, func(key Span) error {
+				start := s.i
+				kind, err := s.value(depth+1, nil)
+				if err == nil && kind == KindNumber && s.keyIs(key, "cached_tokens") {
+					a.CachedTokens, a.HasCached = wholeNumber(s.b[start:s.i]), true
+				}
+				return err
+			})
 		case s.keyIs(key, "prompt_tokens"), s.keyIs(key, "input_tokens"):
 			dst = &a.PromptTokens
 		case s.keyIs(key, "completion_tokens"), s.keyIs(key, "output_tokens"):

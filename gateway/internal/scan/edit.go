@@ -212,3 +212,27 @@ func (e *Edits) CopyFrom(o *Edits) {
 	e.list = append(e.list[:0], o.list...)
 	e.buf = append(e.buf[:0], o.buf...)
 }
+
+// MapWith returns where offset off of the body lands in the body that
+// ApplyWith(dst, body, more, skip) writes. An edit before off moves it by
+// the edit's change in length; an insertion at off itself moves it too
+// unless after is set (off is an end: text inserted there follows it).
+// off must not fall strictly inside an edit's replaced range.
+func (e *Edits) MapWith(more *Edits, skip uint16, off int, after bool) int {
+	shifted := off
+	shift := func(list []Edit, skip uint16) {
+		for _, ed := range list {
+			if ed.param > 0 && skip&(1<<(ed.param-1)) != 0 {
+				continue
+			}
+			if ed.Start < off && ed.End <= off || ed.Start == off && ed.End == off && !after {
+				shifted += (ed.text.End - ed.text.Start) - (ed.End - ed.Start)
+			}
+		}
+	}
+	shift(e.list, skip)
+	if more != nil {
+		shift(more.list, 0)
+	}
+	return shifted
+}

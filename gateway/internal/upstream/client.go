@@ -180,6 +180,11 @@ var (
 	// within connect_timeout (or the request's own deadline, if sooner).
 	// Not one byte of the request was sent.
 	ErrBusy = errors.New("upstream busy")
+	// ErrNotSent marks a failure to connect (refused, reset while
+	// connecting, a TLS handshake that failed, connect_timeout): not one
+	// byte of the request left, so a pool may send it to another replica
+	// (SPEC §3 rev. 4). It comes wrapped with ErrUnreachable.
+	ErrNotSent = errors.New("request not sent")
 )
 
 // Endpoint is an OpenAI API endpoint below the upstream's base URL.
@@ -498,7 +503,7 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 		if dctx.Err() == context.DeadlineExceeded {
 			return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrTimeout, c.addr, err)
 		}
-		return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrUnreachable, c.addr, err)
+		return nil, false, fmt.Errorf("%w: %w: connect to %s: %v", ErrUnreachable, ErrNotSent, c.addr, err)
 	}
 	if c.tls != nil {
 		tc := tls.Client(nc, c.tls)
@@ -514,7 +519,7 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 			if dctx.Err() == context.DeadlineExceeded {
 				return nil, false, fmt.Errorf("%w: TLS handshake with %s: %v", ErrTimeout, c.addr, err)
 			}
-			return nil, false, fmt.Errorf("%w: TLS handshake with %s: %v", ErrUnreachable, c.addr, err)
+			return nil, false, fmt.Errorf("%w: %w: TLS handshake with %s: %v", ErrUnreachable, ErrNotSent, c.addr, err)
 		}
 		nc = tc
 	}

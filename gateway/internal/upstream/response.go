@@ -24,6 +24,19 @@ type Response struct {
 	stop   func() bool // unregisters the context watcher
 	eof    bool
 	err    error
+
+	// Track, when set (by the caller, after Do), is told of the body's
+	// first byte and of Close: a pool's replica counts its requests
+	// waiting for prefill and in flight by it.
+	Track   Tracker
+	started bool
+}
+
+// Tracker follows one response: FirstByte at the first byte of its body
+// (at most once), Done when it is closed (exactly once).
+type Tracker interface {
+	FirstByte()
+	Done()
 }
 
 // Read reads the body; each call waits at most the client's IdleTimeout.
@@ -37,6 +50,12 @@ func (r *Response) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := r.body.Read(p)
+	if n > 0 && !r.started {
+		r.started = true
+		if r.Track != nil {
+			r.Track.FirstByte()
+		}
+	}
 	if err == io.EOF {
 		r.eof = true
 		return n, io.EOF
@@ -197,6 +216,14 @@ func (r *Response) Abort() { r.conn.abort(nil) }
 func (r *Response) Close() {
 	if r.resp == nil {
 		return
+	}
+	if r.Track != nil {
+		if !r.started {
+			r.started = true
+			r.Track.FirstByte()
+		}
+		r.Track.Done()
+		r.Track = nil
 	}
 	// A callback already started (stop reports false) may abort the
 	// connection at any moment: it is not reused.

@@ -42,6 +42,9 @@ type Options struct {
 	EventsUp func() bool
 	// ReadTimeout and IdleTimeout bound the admin listener's connections.
 	ReadTimeout, IdleTimeout time.Duration
+	// Upstreams is GET /admin/upstreams' body (SPEC §3 rev. 4): every
+	// arm's replicas.
+	Upstreams func() any
 }
 
 // New returns the admin API over the rollout table rollouts, which l
@@ -65,6 +68,7 @@ func (a *API) App() *fiber.App {
 	app.Get("/readyz", a.readyz)
 	app.Use("/admin", a.auth)
 	app.Get("/admin/whoami", a.whoami)
+	app.Get("/admin/upstreams", a.upstreams)
 	app.Get("/admin/rollouts", a.listRollouts)
 	app.Put("/admin/rollouts/:deployment", a.putRollout)
 	app.Post("/admin/rollouts/:deployment/reaffirm", a.reaffirm)
@@ -185,3 +189,12 @@ var (
 	errUnauthorized = &apierr.Error{Status: fiber.StatusUnauthorized, Code: apierr.CodeUnauthorized, Type: "authentication_error",
 		Msg: "a valid admin bearer token is required"}
 )
+
+// upstreams lists every arm's replicas (GET /admin/upstreams).
+func (a *API) upstreams(c *fiber.Ctx) error {
+	if a.opts.Upstreams == nil {
+		return c.JSON(map[string]any{"upstreams": []any{}})
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(a.opts.Upstreams())
+}

@@ -2,8 +2,11 @@ package attempt
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/pool"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/events"
@@ -14,11 +17,13 @@ import (
 // caller reads the answer into that Measure, and Classify says how a
 // failure ended it.
 //
-// The attempt asks its arm for the upstream to send to (Arm.Upstream);
-// it never balances: replica pools (SPEC §6.7) choose below it.
+// The attempt asks its arm's pool for the replica to send to; it never
+// balances: replica pools (SPEC §6.7) choose below it.
 type Attempt struct {
 	Arm  *deploy.Arm
 	Name events.Arm // the arm it is counted as: primary, gray, fallback or shadow
+	// Replica is the replica that answered (or the last one tried).
+	Replica *pool.Replica
 	// Sent is when the request left: every duration of the Measure is
 	// from here.
 	Sent time.Time
@@ -30,13 +35,52 @@ type Attempt struct {
 	Measure
 }
 
-// Send sends req to the upstream arm names for it, as an attempt counted
-// as name. When the headers are in, the Measure holds the answer's status
-// and the time to them (Headers); when an I/O error ended the attempt, Err
-// and its Latency.
-func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Request) Attempt {
+// maxTries bounds the replicas one attempt tries (SPEC §3 rev. 4: the
+// first, then at most twice more).
+const maxTries = 3
+
+// Send sends req to a replica of arm's pool (h tells the pool about the
+// request), as an attempt counted as name. When the headers are in, the
+// Measure holds the answer's status and the time to them (Headers); when
+// an I/O error ended the attempt, Err and its Latency.
+//
+// A try that failed before one byte of the request was written (refused,
+// reset while connecting, a failed TLS handshake) goes to another
+// serving replica not yet tried, at most twice more, within the arm's
+// connect_timeout from the first try and within its retry_budget; the
+// attempt's outcome is its last try's. A request once written is never
+// sent again.
+func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Request, h *pool.Hint) Attempt {
 	a := Attempt{Arm: arm, Name: name, Sent: time.Now()}
-	a.Resp, a.Err = arm.Upstream().Do(ctx, req)
+	p := arm.Pool
+	gray := name == events.ArmGray || name == events.ArmShadow
+	var tried [maxTries]*pool.Replica
+	for n := 0; ; {
+		r := p.Pick(h, tried[:n])
+		if r == nil { // every serving replica was tried
+			break
+		}
+		a.Replica, tried[n] = r, r
+		a.Measure.Replica = r.EventName()
+		n++
+		r.Begin()
+		a.Resp, a.Err = r.Client.Do(ctx, req)
+		if a.Err == nil {
+			a.Resp.Track = r
+			if a.Resp.Status >= 500 {
+				r.Report(pool.Failed, "answered "+strconv.Itoa(a.Resp.Status))
+			} else {
+				r.Report(pool.OK, "")
+			}
+			break
+		}
+		r.Abandon()
+		r.Report(pool.OutcomeOf(a.Err, 0, gray), a.Err.Error())
+		if p.Single() || n == maxTries || !errors.Is(a.Err, upstream.ErrNotSent) ||
+			time.Since(a.Sent) >= p.Config().ConnectTimeout || ctx.Err() != nil || !p.AllowRetry() {
+			break
+		}
+	}
 	if a.Err != nil {
 		a.Latency = time.Since(a.Sent)
 		return a

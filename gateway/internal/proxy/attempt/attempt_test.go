@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/pool"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
@@ -16,11 +17,22 @@ import (
 
 func arm(t *testing.T, url string) *deploy.Arm {
 	t.Helper()
-	c, err := upstream.New(config.Upstream{URL: url, Model: "m", Timeout: 5 * time.Second, ConnectTimeout: time.Second, MaxDuration: 5 * time.Second, StreamIdleTimeout: 5 * time.Second})
+	return poolArm(t, config.Upstream{URL: url})
+}
+
+// poolArm is an arm of upstream u, with test timeouts.
+func poolArm(t *testing.T, u config.Upstream) *deploy.Arm {
+	t.Helper()
+	u.Model, u.Timeout, u.ConnectTimeout, u.MaxDuration, u.StreamIdleTimeout = "m", 5*time.Second, time.Second, 5*time.Second, 5*time.Second
+	if u.Balance == "" {
+		u.Balance = config.BalanceRoundRobin
+	}
+	u.Outlier = config.Outlier{ConsecutiveFailures: 5, Ejection: 30 * time.Second, MaxEjection: 300 * time.Second, MaxEjectedPercent: 50}
+	p, err := pool.New("d", "primary", u, pool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &deploy.Arm{Client: c}
+	return &deploy.Arm{Pool: p, Model: "m"}
 }
 
 // TestSend: an attempt is sent to the upstream its arm names, and starts
@@ -33,7 +45,7 @@ func TestSend(t *testing.T) {
 		w.WriteHeader(http.StatusTeapot)
 	}))
 	defer srv.Close()
-	a := Send(context.Background(), arm(t, srv.URL), events.ArmGray, upstream.Request{Body: []byte(`{}`)})
+	a := Send(context.Background(), arm(t, srv.URL), events.ArmGray, upstream.Request{Body: []byte(`{}`)}, nil)
 	if a.Err != nil || a.Resp == nil {
 		t.Fatalf("Send: %v", a.Err)
 	}
@@ -58,7 +70,7 @@ func TestSend(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	a = Send(context.Background(), arm(t, "http://"+addr), events.ArmPrimary, upstream.Request{Body: []byte(`{}`)})
+	a = Send(context.Background(), arm(t, "http://"+addr), events.ArmPrimary, upstream.Request{Body: []byte(`{}`)}, nil)
 	if a.Err == nil || a.Resp != nil || a.Latency <= 0 {
 		t.Fatalf("Send to a closed port: err %v, resp %v, latency %v", a.Err, a.Resp, a.Latency)
 	}

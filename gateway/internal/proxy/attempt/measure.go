@@ -40,6 +40,13 @@ type Measure struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	UsageEstimated   bool
+	// Cached is the prompt tokens the engine reported as cached, when
+	// CachedKnown (usage.prompt_tokens_details.cached_tokens, rev. 4).
+	Cached      int64
+	CachedKnown bool
+	// Replica is the replica that answered (events' replica: "" for a
+	// single url).
+	Replica string
 	// Truncated: the answer says the client's token limit cut it
 	// (finish_reason length; incomplete_details max_output_tokens). An
 	// attempt that would be ok counts as truncated (SPEC §7 rev. 3).

@@ -11,6 +11,8 @@ import (
 // keepContent it also assembles each choice's content for validation.
 type Tally struct {
 	hasUsage     bool
+	hasCached    bool
+	cached       int64
 	prompt       int64
 	completion   int64
 	ContentBytes int64
@@ -44,6 +46,7 @@ type callKey struct{ choice, index int }
 // each choice's content is assembled.
 func (t *Tally) Reset(keepContent bool) {
 	t.hasUsage, t.prompt, t.completion = false, 0, 0
+	t.hasCached, t.cached = false, 0
 	t.ContentBytes, t.argBytes, t.Produced, t.hasFirst = 0, 0, false, false
 	t.calls = t.calls[:0]
 	t.Raw = t.Raw[:0]
@@ -84,6 +87,9 @@ func (t *Tally) Drop() {
 func (t *Tally) Usage(a *scan.Answer) {
 	if a.HasUsage {
 		t.hasUsage, t.prompt, t.completion = true, a.PromptTokens, a.CompletionTokens
+		if a.HasCached {
+			t.hasCached, t.cached = true, a.CachedTokens
+		}
 	}
 }
 
@@ -167,6 +173,7 @@ func appendString(dst, b []byte, sp scan.Span) []byte {
 // when the upstream reported no usage), tool calls, and whether the answer
 // repeats the conversation's last tool call.
 func (t *Tally) Fill(m *Measure, body []byte, req *scan.Request) {
+	m.Cached, m.CachedKnown = t.cached, t.hasCached
 	if t.hasUsage {
 		m.PromptTokens, m.CompletionTokens = t.prompt, t.completion
 	} else {

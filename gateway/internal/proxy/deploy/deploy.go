@@ -11,16 +11,20 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/pool"
 	"github.com/graygate/graygate/gateway/internal/scan"
 	"github.com/graygate/graygate/gateway/internal/stats"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // Route is a client-facing model name and its candidates.
@@ -55,7 +59,11 @@ type Deployment struct {
 
 // Arm is one upstream of a deployment.
 type Arm struct {
-	Client    *upstream.Client
+	// Pool is the arm's replicas (one for a single url): an attempt asks
+	// it for the replica to send to. A gray without an upstream of its
+	// own shares primary's pool.
+	Pool      *pool.Pool
+	Model     string // the model the upstream serves (the forwarded "model")
 	ModelJSON string // the upstream model as a JSON string, for the body edit
 	// PromptVersion and PromptHash name the arm's prompt (SPEC §6.6) in
 	// its statistics; "" while the arm has none.
@@ -73,9 +81,17 @@ type Arm struct {
 	ParamMask uint16
 }
 
-// NewDeployment builds the deployment d with its arms' upstream clients.
-func NewDeployment(d *config.Deployment) (*Deployment, error) {
-	primary, err := newArm(d.Primary)
+// PoolOptions are what every arm's pool shares: where its metrics go,
+// its log, and (per arm) the count of busy refusals.
+type PoolOptions struct {
+	Metrics *metrics.Set
+	Log     *slog.Logger
+	OnBusy  func(deployment string, arm events.Arm) func()
+}
+
+// NewDeployment builds the deployment d with its arms' replica pools.
+func NewDeployment(d *config.Deployment, o PoolOptions) (*Deployment, error) {
+	primary, err := newArm(d.Name, events.ArmPrimary, d.Primary, nil, o)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s primary: %w", d.Name, err)
 	}
@@ -83,7 +99,11 @@ func NewDeployment(d *config.Deployment) (*Deployment, error) {
 	if d.Gray == nil {
 		return dep, nil
 	}
-	if dep.Gray, err = newArm(GrayUpstream(d)); err != nil {
+	var shared *pool.Pool
+	if !d.Gray.HasUpstream() {
+		shared = primary.Pool
+	}
+	if dep.Gray, err = newArm(d.Name, events.ArmGray, GrayUpstream(d), shared, o); err != nil {
 		return nil, fmt.Errorf("deployment %s gray: %w", d.Name, err)
 	}
 	target := d.Rollout.SchemaTarget
@@ -95,7 +115,7 @@ func NewDeployment(d *config.Deployment) (*Deployment, error) {
 	}
 	dep.textFilter = dep.filter.ForEndpoint("choices[%d].text")
 	dep.respFilter = dep.filter.ForEndpoint("output_text")
-	dep.GrayOwnUpstream = d.Gray.URL != ""
+	dep.GrayOwnUpstream = d.Gray.HasUpstream()
 	switch sk := d.Rollout.StickyKey; {
 	case strings.HasPrefix(sk, "header:"):
 		dep.StickyHeader = strings.TrimPrefix(sk, "header:")
@@ -135,10 +155,12 @@ func (d *Deployment) FilterFor(ep upstream.Endpoint) *filter.Filter {
 // prompt-only or params-only release, SPEC §6.6).
 func GrayUpstream(d *config.Deployment) config.Upstream {
 	g := *d.Gray
-	if g.URL != "" {
+	if g.HasUpstream() {
 		return g
 	}
-	g.URL, g.TLS = d.Primary.URL, d.Primary.TLS
+	p := &d.Primary
+	g.URL, g.TLS, g.Endpoints, g.Discovery, g.Revision = p.URL, p.TLS, p.Endpoints, p.Discovery, p.Revision
+	g.Balance, g.Prefix, g.EngineMetrics, g.Health, g.Outlier, g.RetryBudget = p.Balance, p.Prefix, p.EngineMetrics, p.Health, p.Outlier, p.RetryBudget
 	if g.Model == "" {
 		g.Model = d.Primary.Model
 	}
@@ -148,13 +170,22 @@ func GrayUpstream(d *config.Deployment) config.Upstream {
 	return g
 }
 
-func newArm(u config.Upstream) (*Arm, error) {
-	c, err := upstream.New(u)
-	if err != nil {
-		return nil, err
+// newArm builds arm name's Arm of upstream u, with the pool shared (a
+// gray without an upstream of its own) or a pool of its own.
+func newArm(dep string, name events.Arm, u config.Upstream, shared *pool.Pool, o PoolOptions) (*Arm, error) {
+	p := shared
+	if p == nil {
+		var onBusy func()
+		if o.OnBusy != nil {
+			onBusy = o.OnBusy(dep, name)
+		}
+		var err error
+		if p, err = pool.New(dep, string(name), u, pool.Options{Metrics: o.Metrics, Log: o.Log, OnBusy: onBusy}); err != nil {
+			return nil, err
+		}
 	}
 	q, _ := json.Marshal(u.Model)
-	a := &Arm{Client: c, ModelJSON: string(q), Fingerprint: u.Fingerprint}
+	a := &Arm{Pool: p, Model: u.Model, ModelJSON: string(q), Fingerprint: u.Fingerprint}
 	for _, name := range config.GovernedParams() {
 		v, ok := u.Params[name]
 		if !ok {
@@ -177,6 +208,3 @@ func newArm(u config.Upstream) (*Arm, error) {
 	}
 	return a, nil
 }
-
-// Upstream returns the upstream client an attempt of this arm sends to.
-func (a *Arm) Upstream() *upstream.Client { return a.Client }

@@ -85,6 +85,11 @@ func (o EventObserver) Completed(r *Record) {
 		ToolSteps: r.ToolSteps, RepeatedToolCall: r.RepeatedToolCall, SchemaValid: tri(r.SchemaValid),
 		FallbackReason:   events.SampleReason(r.FallbackReason),
 		ArmPromptVersion: r.PromptVersion, ArmPromptHash: r.PromptHash,
+		Replica: r.Measure.Replica,
+	}
+	if r.CachedKnown && r.Cached >= 0 {
+		n := r.Cached
+		ev.CachedTokens = &n
 	}
 	if r.MatchedContext != "" {
 		ev.MatchedContext = strings.Split(r.MatchedContext, ",")
@@ -106,6 +111,7 @@ func (o EventObserver) Completed(r *Record) {
 			TTFTMillis: millis(g.TTFT), LatencyMillis: millis(g.Latency),
 			PromptTokens: max(g.PromptTokens, 0), CompletionTokens: max(g.CompletionTokens, 0), SchemaValid: tri(g.SchemaValid),
 			ArmPromptVersion: r.GrayPromptVersion, ArmPromptHash: r.GrayPromptHash,
+			Replica: g.Replica,
 		}
 		if ev.Gray.ErrorType == "" {
 			ev.Gray.ErrorType = events.ErrorNone
@@ -132,7 +138,7 @@ func (o EventObserver) Sampled(s *Sample) {
 		RequestID: s.RequestID, Deployment: s.Deployment, Arm: s.Arm, UpstreamModel: s.Model,
 		Reason: events.SampleReason(s.Reason), ValidationErrors: make([]events.ValidationError, 0, len(s.Errors)),
 		PromptHash: hex.EncodeToString(s.PromptHash[:]), LatencyMillis: millis(s.Latency),
-		ArmPromptVersion: s.ArmPromptVersion, ArmPromptHash: s.ArmPromptHash,
+		ArmPromptVersion: s.ArmPromptVersion, ArmPromptHash: s.ArmPromptHash, Replica: s.Replica,
 	}
 	for _, e := range s.Errors {
 		ev.ValidationErrors = append(ev.ValidationErrors, events.ValidationError{Field: e.Field, Description: e.Description})

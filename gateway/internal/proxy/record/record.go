@@ -52,6 +52,7 @@ type Sample struct {
 	Deployment string
 	Arm        events.Arm // gray | shadow
 	Model      string
+	Replica    string // the failing attempt's replica ("" for a single url)
 	Reason     events.SampleReason
 	Status     int // gray's HTTP status; 0 when no response arrived
 	Errors     []filter.FieldError

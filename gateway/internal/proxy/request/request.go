@@ -53,6 +53,7 @@ type Request struct {
 	sticky   []byte     // decoded sticky value
 	fwd      []byte     // forwarded body
 	armEdits scan.Edits // the serving arm's own edits (model, prompt)
+	fwdMask  uint16     // the parameters the arm set in fwd (ForwardBody)
 	hdrs     []Header
 	hbuf     []byte // backing store of hdrs
 }
@@ -116,7 +117,37 @@ func (x *Request) ForwardBody(a *deploy.Arm) []byte {
 		mask = a.ParamMask & ResponsesParams
 	}
 	x.fwd = x.edits.ApplyWith(x.fwd[:0], x.Body, &x.armEdits, mask)
+	x.fwdMask = mask
 	return x.fwd
+}
+
+// EngineInput returns what the arm's engine sees first in the body
+// ForwardBody wrote last (SPEC §6.7 prefix): the raw bytes of the
+// messages value as sent, after the arm's prompt edits (chat), of
+// prompt (completions), of input (responses); nil when the body has none.
+// It is a slice of the forwarded body.
+func (x *Request) EngineInput() []byte {
+	v := x.Scan.Messages
+	if x.EP != upstream.Chat {
+		v = x.Scan.Prompt
+	}
+	if !v.Present() {
+		return nil
+	}
+	start := x.edits.MapWith(&x.armEdits, x.fwdMask, v.Value.Start, false)
+	end := x.edits.MapWith(&x.armEdits, x.fwdMask, v.Value.End, true)
+	if start < 0 || end > len(x.fwd) || start > end {
+		return nil
+	}
+	return x.fwd[start:end]
+}
+
+// Tools returns the raw tools value of the client's body (nil: none).
+func (x *Request) Tools() []byte {
+	if !x.Scan.Tools.Present() {
+		return nil
+	}
+	return x.Body[x.Scan.Tools.Value.Start:x.Scan.Tools.Value.End]
 }
 
 // PromptHash is the hex-able SHA-256 of the request's messages value (a

@@ -31,7 +31,7 @@ func (s *Flow) Forward(c *fiber.Ctx, x *Exchange) error {
 		gray, name = new(attempt.Measure), events.ArmFallback
 		*gray = m
 	}
-	a := attempt.Send(ctx, x.Deployment.Primary, name, x.to(x.Deployment.Primary))
+	a := x.send(ctx, x.Deployment.Primary, name, x.to(x.Deployment.Primary))
 	if a.Err != nil {
 		return s.unanswered(x, &a, gray)
 	}

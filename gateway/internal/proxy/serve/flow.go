@@ -25,6 +25,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -32,6 +33,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/pool"
+	"github.com/graygate/graygate/gateway/internal/pool/prefix"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
@@ -41,6 +44,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // Flow serves the answers of one gateway: it holds what an answer needs
@@ -83,6 +87,8 @@ type Exchange struct {
 	watch  relay.Watch   // the request's registration with Server.watcher
 	rec    record.Record // the record complete hands to the Observer
 	pair   pairing       // a contract failure paired with primary's answer (sample.go)
+	hint   pool.Hint     // what a prefix-balanced pool is told (send)
+	chain  []uint64      // hint's block hash chain
 }
 
 // Get returns a pooled exchange for a new request.
@@ -163,6 +169,23 @@ func (s *Flow) sendAnswer(c *fiber.Ctx, x *Exchange) {
 // of the body (its model, prompt and sampling values).
 func (x *Exchange) to(a *deploy.Arm) upstream.Request {
 	return upstream.Request{Endpoint: x.EP, Body: x.ForwardBody(a), Header: x}
+}
+
+// send sends x to arm a as an attempt counted as name: the body to(a)
+// wrote, and for a prefix-balanced pool the block hash chain of what
+// a's engine sees, cut from that body (SPEC §6.7).
+func (x *Exchange) send(ctx context.Context, a *deploy.Arm, name events.Arm, req upstream.Request) attempt.Attempt {
+	var h *pool.Hint
+	if a.Pool.Policy == config.BalancePrefix {
+		x.hint = pool.Hint{Embeddings: x.EP == upstream.Embeddings}
+		if !x.hint.Embeddings {
+			blocks := a.Pool.Config().Prefix.BlockBytes
+			x.chain = prefix.Chain(x.chain[:0], prefix.Seed(a.Model, x.Tools(), nil), x.EngineInput(), blocks)
+			x.hint.Chain = x.chain
+		}
+		h = &x.hint
+	}
+	return attempt.Send(ctx, a, name, req, h)
 }
 
 // pairing is an exchange's state of one pairing. The zero value pairs

@@ -35,7 +35,7 @@ func (s *Flow) tryGray(ctx context.Context, x *Exchange, name events.Arm, stream
 	x.ans = x.ans[:0]
 	// The contents are assembled only for a schema to check them.
 	x.tally.Reset(d.FilterFor(x.EP).HasSchema())
-	a := attempt.Send(ctx, d.Gray, name, req)
+	a := x.send(ctx, d.Gray, name, req)
 	if a.Err != nil {
 		return a, failed(&a.Measure, a.Failure())
 	}

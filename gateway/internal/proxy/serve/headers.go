@@ -88,7 +88,7 @@ func setArmHeaders(c *fiber.Ctx, x *Exchange, armName events.Arm, a *deploy.Arm)
 	h := &c.Response().Header
 	h.SetCanonical(hdrDeployment, []byte(x.Deployment.Name))
 	h.SetCanonical(hdrArm, []byte(armName))
-	h.SetCanonical(hdrModel, []byte(a.Client.Model))
+	h.SetCanonical(hdrModel, []byte(a.Model))
 	if a.Prompt != nil {
 		h.SetCanonical(hdrPromptVersion, []byte(a.PromptVersion))
 		h.SetCanonical(hdrPromptHash, []byte(a.PromptHeader))

@@ -53,7 +53,7 @@ func (s *Flow) complete(x *Exchange, a *attempt.Attempt, gray *attempt.Measure) 
 		s.settle(x, gray) // primary's answer has ended: the gray failure's outcome is known
 	}
 	if m.PromptTokens > 0 && !m.UsageEstimated {
-		s.router.Estimator().Observe(a.Arm.Client.Model, x.Scan.TextBytes, len(x.Body), x.Scan.MessageCount, m.PromptTokens)
+		s.router.Estimator().Observe(a.Arm.Model, x.Scan.TextBytes, len(x.Body), x.Scan.MessageCount, m.PromptTokens)
 	}
 	s.attempted(x, armName, a.Arm, m)
 	if gray != nil {
@@ -67,7 +67,7 @@ func (s *Flow) complete(x *Exchange, a *attempt.Attempt, gray *attempt.Measure) 
 	r := &x.rec
 	*r = record.Record{
 		RequestID: x.ID, Route: x.Route.Name, Deployment: x.Deployment.Name,
-		Arm: armName, Model: a.Arm.Client.Model, Stream: x.Stream, Mirrored: x.Shadow, EstimatedTokens: x.Estimate,
+		Arm: armName, Model: a.Arm.Model, Stream: x.Stream, Mirrored: x.Shadow, EstimatedTokens: x.Estimate,
 		MatchedContext: x.Matched, ToolSteps: x.Scan.ToolSteps, Measure: *m, Gray: gray,
 		PromptVersion: a.Arm.PromptVersion, PromptHash: a.Arm.PromptHash,
 	}

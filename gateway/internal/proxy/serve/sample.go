@@ -45,7 +45,7 @@ func (s *Flow) sample(x *Exchange, a *attempt.Attempt, errs []filter.FieldError)
 // leaves the gateway; the errors were computed on the raw payload.
 func (s *Flow) newSample(x *Exchange, a *attempt.Attempt, errs []filter.FieldError) record.Sample {
 	smp := record.Sample{
-		RequestID: x.ID, Deployment: x.Deployment.Name, Arm: a.Name, Model: a.Arm.Client.Model,
+		RequestID: x.ID, Deployment: x.Deployment.Name, Arm: a.Name, Model: a.Arm.Model, Replica: a.Measure.Replica,
 		Reason: a.Reason, Status: a.Status, Errors: errs, PayloadBytes: len(x.ans),
 		PromptHash: x.PromptHash(), Latency: a.Latency,
 		ArmPromptVersion: a.Arm.PromptVersion, ArmPromptHash: a.Arm.PromptHash,

@@ -177,7 +177,7 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src sou
 		if d.Rollout.StreamValidation == config.StreamObserve {
 			req := x.to(d.Gray)
 			req.HeaderTimeout = d.Rollout.Timeout
-			a := attempt.Send(ctx, d.Gray, events.ArmGray, req)
+			a := x.send(ctx, d.Gray, events.ArmGray, req)
 			if a.Streams() {
 				return source{Attempt: a, observe: true}
 			}
@@ -194,7 +194,7 @@ func (s *Flow) openStream(ctx context.Context, x *Exchange, v *verdict) (src sou
 		}
 	}
 	decide()
-	return source{Attempt: attempt.Send(ctx, d.Primary, name, x.to(d.Primary)), gray: gray}
+	return source{Attempt: x.send(ctx, d.Primary, name, x.to(d.Primary)), gray: gray}
 }
 
 // notObserved records in a's Measure why gray attempt a, in observe

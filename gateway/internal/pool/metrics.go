@@ -1,0 +1,95 @@
+package pool
+
+import (
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// poolMetrics are a pool's series (SPEC §6.7 "What is seen"): per
+// replica, its requests by outcome, in flight and state — deleted when
+// the replica leaves — and per arm the balance decisions, the matched
+// prefix, discovery and scrape errors.
+type poolMetrics struct {
+	set    *metrics.Set
+	labels string // deployment="…",arm="…"
+	policy string
+
+	decisions  [numResults]*metrics.Counter
+	decideSecs *metrics.FloatCounter
+	decideN    *metrics.Counter
+	match      *metrics.Histogram
+	discovery  *metrics.Counter
+	scrapes    *metrics.Counter
+}
+
+func newPoolMetrics(p *Pool, set *metrics.Set) *poolMetrics {
+	if set == nil {
+		set = metrics.NewSet()
+	}
+	m := &poolMetrics{set: set, labels: `deployment="` + p.Deployment + `",arm="` + p.Arm + `"`, policy: p.Policy}
+	if p.single {
+		return m
+	}
+	for i := range numResults {
+		name := resultNames[i]
+		if name == "" {
+			name = "chosen"
+		}
+		m.decisions[i] = set.GetOrCreateCounter(`graygate_balance_decisions_total{` + m.labels + `,policy="` + p.Policy + `",result="` + name + `"}`)
+	}
+	m.decideSecs = set.GetOrCreateFloatCounter(`graygate_balance_decision_seconds_total{` + m.labels + `}`)
+	m.decideN = set.GetOrCreateCounter(`graygate_balance_decision_count{` + m.labels + `}`)
+	m.match = set.GetOrCreateHistogram(`graygate_balance_prefix_match_blocks{` + m.labels + `}`)
+	m.discovery = set.GetOrCreateCounter(`graygate_discovery_errors_total{` + m.labels + `}`)
+	m.scrapes = set.GetOrCreateCounter(`graygate_engine_scrape_errors_total{` + m.labels + `}`)
+	return m
+}
+
+func (m *poolMetrics) decided(result int, took time.Duration) {
+	m.decisions[result].Inc()
+	m.decideSecs.Add(took.Seconds())
+	m.decideN.Inc()
+}
+
+func (m *poolMetrics) matched(blocks int) { m.match.Update(float64(blocks)) }
+func (m *poolMetrics) discoveryError()    { m.discovery.Inc() }
+func (m *poolMetrics) scrapeError()       { m.scrapes.Inc() }
+
+func (m *poolMetrics) replicaLabels(r *Replica) string {
+	return m.labels + `,replica="` + r.Name + `"`
+}
+
+// add registers r's series; its gauges read r's counters.
+func (m *poolMetrics) add(r *Replica) {
+	l := m.replicaLabels(r)
+	var cs [numOutcomes]*metrics.Counter
+	for o := range numOutcomes {
+		name := `graygate_upstream_requests_total{` + l + `,outcome="` + outcomeNames[o] + `"}`
+		cs[o] = m.set.GetOrCreateCounter(name)
+		r.metricNames = append(r.metricNames, name)
+	}
+	name := `graygate_upstream_in_flight{` + l + `}`
+	m.set.GetOrCreateGauge(name, func() float64 { return float64(r.inFlight.Load()) })
+	r.metricNames = append(r.metricNames, name)
+	for s := range numStates {
+		name := `graygate_replica_state{` + l + `,state="` + stateNames[s] + `"}`
+		m.set.GetOrCreateGauge(name, func() float64 {
+			if r.State() == s {
+				return 1
+			}
+			return 0
+		})
+		r.metricNames = append(r.metricNames, name)
+	}
+	r.outcomes = &cs
+}
+
+// remove deletes r's series.
+func (m *poolMetrics) remove(r *Replica) {
+	for _, name := range r.metricNames {
+		m.set.UnregisterMetric(name)
+	}
+}
+
+func (m *poolMetrics) outcome(r *Replica, o Outcome) { r.outcomes[o].Inc() }

@@ -1,0 +1,234 @@
+package pool
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/graygate/graygate/gateway/internal/pool/engine"
+	"github.com/graygate/graygate/schemas/config"
+)
+
+// prefillWeight is how much more a request waiting for its prefill
+// weighs in a replica's load than one that decodes. An engine prefills
+// one sequence at a time, so each waiting request delays a newcomer's
+// first token by its whole prefill, while a decoding one costs a
+// newcomer a fraction of a millisecond a step (vLLM and SGLang batch
+// decoding). The README gives the measurement behind the figure.
+const prefillWeight = 4
+
+// Hint is what a request tells the pool about itself.
+type Hint struct {
+	// Chain is the block hash chain of what the arm's engine will see
+	// (prefix policy); nil otherwise.
+	Chain []uint64
+	// Embeddings requests never follow a prefix.
+	Embeddings bool
+}
+
+// Decision results (graygate_balance_decisions_total{result}).
+const (
+	resultNone = iota // round robin and least loaded count no result
+	resultPrefixHit
+	resultPrefixMiss
+	resultOverloaded
+	resultRetry
+	numResults
+)
+
+var resultNames = [numResults]string{"", "prefix_hit", "prefix_miss", "overloaded", "retry"}
+
+// Pick returns the replica for a request, none of tried (the replicas a
+// retry already tried), or nil when no replica is left. It reads the
+// serving snapshot without a lock.
+func (p *Pool) Pick(h *Hint, tried []*Replica) *Replica {
+	s := p.snap.Load().list
+	if !p.single && len(tried) == 0 {
+		p.budget.request()
+	}
+	if len(s) == 1 && len(tried) == 0 {
+		return s[0]
+	}
+	var start time.Time
+	if !p.single {
+		start = time.Now()
+	}
+	if len(tried) > 0 || p.anyFull(s) {
+		s = p.candidates(s, tried)
+	}
+	var r *Replica
+	result := resultNone
+	switch {
+	case len(s) == 0:
+		return nil
+	case len(s) == 1:
+		r = s[0]
+	case p.Policy == config.BalanceRoundRobin:
+		r = s[int(p.rr.Add(1)-1)%len(s)]
+	case p.Policy == config.BalancePrefix && h != nil && len(h.Chain) > 0 && !h.Embeddings:
+		r, result = p.prefixPick(s, h.Chain)
+	default:
+		r = leastLoaded(s, start)
+	}
+	if len(tried) > 0 {
+		result = resultRetry
+	}
+	if !p.single {
+		p.m.decided(result, time.Since(start))
+	}
+	return r
+}
+
+// anyFull reports whether a replica of s has every connection busy
+// under max_connections: it is not chosen while another has one.
+func (p *Pool) anyFull(s []*Replica) bool {
+	if p.cfg.MaxConnections <= 0 {
+		return false
+	}
+	for _, r := range s {
+		if r.full() {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Replica) full() bool {
+	limit := r.Client.Limit()
+	return limit > 0 && r.inFlight.Load() >= int64(limit)
+}
+
+// candidates is s without tried and, when another has a free connection,
+// without the full ones.
+func (p *Pool) candidates(s, tried []*Replica) []*Replica {
+	out := make([]*Replica, 0, len(s))
+	free := 0
+	for _, r := range s {
+		if contains(tried, r) {
+			continue
+		}
+		out = append(out, r)
+		if !r.full() {
+			free++
+		}
+	}
+	if free > 0 && free < len(out) {
+		kept := out[:0]
+		for _, r := range out {
+			if !r.full() {
+				kept = append(kept, r)
+			}
+		}
+		out = kept
+	}
+	return out
+}
+
+func contains(list []*Replica, r *Replica) bool {
+	for _, t := range list {
+		if t == r {
+			return true
+		}
+	}
+	return false
+}
+
+// load is r's load: this gateway's requests in flight on it, plus
+// prefillWeight for each request waiting for its prefill — the engine's
+// own waiting queue as last scraped when the scrape is fresh (it counts
+// every gateway's), else this gateway's requests with no first byte.
+func (r *Replica) load(now time.Time) float64 {
+	waiting := float64(r.prefill.Load())
+	if e := r.freshEngine(now); e != nil {
+		waiting = e.Waiting
+	}
+	return float64(r.inFlight.Load()) + prefillWeight*waiting
+}
+
+// kvUsage is r's engine KV-cache use as last scraped (ties of load).
+func (r *Replica) kvUsage(now time.Time) float64 {
+	if e := r.freshEngine(now); e != nil {
+		return e.KVCacheUsage
+	}
+	return 0
+}
+
+// freshEngine returns r's engine gauges unless older than three scrape
+// intervals (then the gateway's own counts serve).
+func (r *Replica) freshEngine(now time.Time) *engine.Gauges {
+	e := r.engine.Load()
+	if e == nil || r.pool.cfg.EngineMetrics == nil {
+		return nil
+	}
+	if now.Sub(e.At) > 3*r.pool.cfg.EngineMetrics.Interval {
+		return nil
+	}
+	return e
+}
+
+// lighter reports whether a is less loaded than b: lower load, then
+// lower KV-cache use.
+func lighter(a, b *Replica, now time.Time) bool {
+	la, lb := a.load(now), b.load(now)
+	if la != lb {
+		return la < lb
+	}
+	return a.kvUsage(now) < b.kvUsage(now)
+}
+
+// leastLoaded is the power of two choices: two replicas drawn at
+// random, the lighter one.
+func leastLoaded(s []*Replica, now time.Time) *Replica {
+	if now.IsZero() {
+		now = time.Now()
+	}
+	i := rand.IntN(len(s))
+	j := rand.IntN(len(s) - 1)
+	if j >= i {
+		j++
+	}
+	if lighter(s[j], s[i], now) {
+		return s[j]
+	}
+	return s[i]
+}
+
+// prefixPick sends a request to the replica holding the longest prefix
+// of its chain when that prefix is at least min_match of its blocks and
+// the replica's load is within load_factor × the mean load + 1 (bounded
+// loads); equal matches go to the lighter replica. Otherwise it goes as
+// least_loaded. Either way the chain is recorded as sent there.
+func (p *Pool) prefixPick(s []*Replica, chain []uint64) (*Replica, int) {
+	now := time.Now()
+	snap := p.snap.Load()
+	var buf [16]int32
+	n, holders := p.index.Longest(chain, snap.serves, buf[:0])
+	result := resultPrefixMiss
+	var best *Replica
+	if n > 0 && float64(n) >= math.Ceil(p.cfg.Prefix.MinMatch*float64(len(chain))) {
+		var sum float64
+		for _, r := range s {
+			sum += r.load(now)
+		}
+		bound := p.cfg.Prefix.LoadFactor*sum/float64(len(s)) + 1
+		for _, id := range holders {
+			r := snap.byID(id)
+			if r == nil || !contains(s, r) || r.load(now) > bound {
+				continue
+			}
+			if best == nil || lighter(r, best, now) {
+				best = r
+			}
+		}
+		result = resultOverloaded
+		if best != nil {
+			result = resultPrefixHit
+		}
+	}
+	p.m.matched(n)
+	if best == nil {
+		best = leastLoaded(s, now)
+	}
+	p.index.Add(best.ID, chain)
+	return best, result
+}

@@ -1,0 +1,144 @@
+package attempt
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/graygate/graygate/gateway/internal/upstream"
+	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// closedPort is an address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+// countingServer answers 200 and counts the bodies it received.
+func countingServer(t *testing.T, bodies *atomic.Int64) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		bodies.Add(1)
+		w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestRetryToAnotherReplica: a replica that refuses the connection (not
+// one byte of the request written) is stepped around — the request goes
+// to another replica of the arm, once, and the attempt succeeds (SPEC §3
+// rev. 4).
+func TestRetryToAnotherReplica(t *testing.T) {
+	var bodies atomic.Int64
+	srv := countingServer(t, &bodies)
+	a := poolArm(t, config.Upstream{Endpoints: []string{closedPort(t), srv.URL}, RetryBudget: 1})
+	const n = 20
+	for i := range n {
+		at := Send(context.Background(), a, events.ArmPrimary, upstream.Request{Body: []byte(`{"i":1}`)}, nil)
+		if at.Err != nil {
+			t.Fatalf("request %d: %v (replica %s)", i, at.Err, at.Replica.Name)
+		}
+		if io.ReadAll(at.Resp); at.Replica.URL != srv.URL {
+			t.Errorf("request %d answered by %s", i, at.Replica.Name)
+		}
+		at.Close()
+	}
+	if got := bodies.Load(); got != n {
+		t.Errorf("the live replica received %d bodies for %d requests; want each once", got, n)
+	}
+}
+
+// TestWrittenBodyIsNotSentToAnotherReplica: a replica that read the
+// request and then dropped the connection may be generating: the
+// request is never sent to a second replica.
+func TestWrittenBodyIsNotSentToAnotherReplica(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var read atomic.Int64
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			if req, err := http.ReadRequest(br); err == nil {
+				io.Copy(io.Discard, req.Body)
+				read.Add(1)
+			}
+			c.Close() // read it all, answered nothing
+		}
+	}()
+	var bodies atomic.Int64
+	srv := countingServer(t, &bodies)
+	a := poolArm(t, config.Upstream{Endpoints: []string{"http://" + l.Addr().String(), srv.URL}, RetryBudget: 1})
+	dropped := 0
+	for range 10 {
+		at := Send(context.Background(), a, events.ArmPrimary, upstream.Request{Body: []byte(`{"i":1}`)}, nil)
+		if at.Err != nil {
+			dropped++
+			if at.Replica.URL == srv.URL {
+				t.Errorf("the failure was the live replica's: %v", at.Err)
+			}
+		}
+		at.Close()
+	}
+	if dropped == 0 || read.Load() != int64(dropped) || bodies.Load() != int64(10-dropped) {
+		t.Errorf("%d attempts failed, the dropping replica read %d bodies, the live one %d: a written body was sent twice or not at all",
+			dropped, read.Load(), bodies.Load())
+	}
+}
+
+// TestEveryReplicaRefuses: a refused try goes to at most two more
+// replicas, each once; then the arm has failed.
+func TestEveryReplicaRefuses(t *testing.T) {
+	a := poolArm(t, config.Upstream{Endpoints: []string{closedPort(t), closedPort(t), closedPort(t), closedPort(t)}, RetryBudget: 1})
+	at := Send(context.Background(), a, events.ArmPrimary, upstream.Request{Body: []byte(`{}`)}, nil)
+	if at.Err == nil {
+		t.Fatal("four refusing replicas answered")
+	}
+	tried := 0
+	for _, r := range a.Pool.Members() {
+		tried += int(r.Requests())
+	}
+	if tried != 3 {
+		t.Errorf("%d replicas tried; want 3 (the first and two more)", tried)
+	}
+}
+
+// TestRetryBudget: retries stay within retry_budget of the arm's
+// requests over 10 s (beyond the three any window allows): with a
+// budget of 0, the fourth refused request fails without a retry.
+func TestRetryBudget(t *testing.T) {
+	var bodies atomic.Int64
+	srv := countingServer(t, &bodies)
+	a := poolArm(t, config.Upstream{Endpoints: []string{closedPort(t), srv.URL}, RetryBudget: 0})
+	failed := 0
+	for range 8 { // round robin: every other request starts on the refusing replica
+		at := Send(context.Background(), a, events.ArmPrimary, upstream.Request{Body: []byte(`{}`)}, nil)
+		if at.Err != nil {
+			failed++
+		}
+		at.Close()
+	}
+	if failed != 1 || bodies.Load() != 7 {
+		t.Errorf("%d of 8 failed, %d answered; want 1 failed (4 refused first tries, 3 retries allowed)", failed, bodies.Load())
+	}
+}
