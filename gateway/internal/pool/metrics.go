@@ -38,8 +38,8 @@ func newPoolMetrics(p *Pool, set *metrics.Set) *poolMetrics {
 		}
 		m.decisions[i] = set.GetOrCreateCounter(`graygate_balance_decisions_total{` + m.labels + `,policy="` + p.Policy + `",result="` + name + `"}`)
 	}
-	m.decideSecs = set.GetOrCreateFloatCounter(`graygate_balance_decision_seconds_total{` + m.labels + `}`)
-	m.decideN = set.GetOrCreateCounter(`graygate_balance_decision_count{` + m.labels + `}`)
+	m.decideSecs = set.GetOrCreateFloatCounter(`graygate_balance_decision_seconds_sum{` + m.labels + `}`)
+	m.decideN = set.GetOrCreateCounter(`graygate_balance_decision_seconds_count{` + m.labels + `}`)
 	m.match = set.GetOrCreateHistogram(`graygate_balance_prefix_match_blocks{` + m.labels + `}`)
 	m.discovery = set.GetOrCreateCounter(`graygate_discovery_errors_total{` + m.labels + `}`)
 	m.scrapes = set.GetOrCreateCounter(`graygate_engine_scrape_errors_total{` + m.labels + `}`)

@@ -12,10 +12,11 @@ const (
 	KindSample                // graygate.sample.malformed
 	KindRollout               // graygate.rollout.changed
 	KindStats                 // graygate.stats.interval
+	KindReplicas              // graygate.replicas.status (rev. 4)
 	numKinds
 )
 
-var kindNames = [numKinds]string{"request", "rejection", "sample", "rollout", "stats"}
+var kindNames = [numKinds]string{"request", "rejection", "sample", "rollout", "stats", "replicas"}
 
 // String returns the metric label of k.
 func (k Kind) String() string {
@@ -38,6 +39,8 @@ func kindOf(d schema.Data) (Kind, bool) {
 		return KindRollout, true
 	case *schema.StatsInterval:
 		return KindStats, true
+	case *schema.ReplicasStatus:
+		return KindReplicas, true
 	}
 	return 0, false
 }
