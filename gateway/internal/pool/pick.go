@@ -9,21 +9,31 @@ import (
 	"github.com/graygate/graygate/schemas/config"
 )
 
-// prefillWeight is how much more a request waiting for its prefill
-// weighs in a replica's load than one that decodes. An engine prefills
-// one sequence at a time, so each waiting request delays a newcomer's
-// first token by its whole prefill, while a decoding one costs a
-// newcomer a fraction of a millisecond a step (vLLM and SGLang batch
-// decoding). The README gives the measurement behind the figure.
-const prefillWeight = 4
+// tokensPerLoad is how many prompt tokens waiting for their prefill
+// weigh as much in a replica's load as one request in flight. An engine
+// prefills one sequence at a time, so every token waiting ahead of a
+// newcomer delays its first token (at 16,000 tokens/s, 256 tokens are
+// 16 ms), while a decoding request costs a newcomer a fraction of a
+// millisecond a step (vLLM and SGLang batch decoding): a request of
+// 12,000 uncached tokens that waits for its prefill weighs as 47
+// decoding ones. The README gives the measurement behind the figure.
+const tokensPerLoad = 256
 
-// Hint is what a request tells the pool about itself.
+// Hint is what a request tells the pool about itself, and what the pool
+// tells back.
 type Hint struct {
 	// Chain is the block hash chain of what the arm's engine will see
 	// (prefix policy); nil otherwise.
 	Chain []uint64
+	// BlockTokens is the tokens of one block of Chain (block_bytes / 4).
+	BlockTokens int64
+	// Tokens estimates the request's prompt tokens (its bytes / 4).
+	Tokens int64
 	// Embeddings requests never follow a prefix.
 	Embeddings bool
+	// Uncached is set by Pick: the prompt tokens the chosen replica is
+	// expected to prefill (Tokens less the prefix it holds).
+	Uncached int64
 }
 
 // Decision results (graygate_balance_decisions_total{result}).
@@ -46,8 +56,14 @@ func (p *Pool) Pick(h *Hint, tried []*Replica) *Replica {
 	if !p.single && len(tried) == 0 {
 		p.budget.request()
 	}
+	if h != nil {
+		h.Uncached = h.Tokens
+	}
 	if len(s) == 1 && len(tried) == 0 {
 		return s[0]
+	}
+	if h != nil && h.Tokens > 0 {
+		p.observeTokens(h.Tokens)
 	}
 	var start time.Time
 	if !p.single {
@@ -66,7 +82,7 @@ func (p *Pool) Pick(h *Hint, tried []*Replica) *Replica {
 	case p.Policy == config.BalanceRoundRobin:
 		r = s[int(p.rr.Add(1)-1)%len(s)]
 	case p.Policy == config.BalancePrefix && h != nil && len(h.Chain) > 0 && !h.Embeddings:
-		r, result = p.prefixPick(s, h.Chain)
+		r, result = p.prefixPick(s, h)
 	default:
 		r = leastLoaded(s, start)
 	}
@@ -133,17 +149,31 @@ func contains(list []*Replica, r *Replica) bool {
 	return false
 }
 
-// load is r's load: this gateway's requests in flight on it, plus
-// prefillWeight for each request waiting for its prefill — the engine's
-// own waiting queue as last scraped when the scrape is fresh (it counts
-// every gateway's), else this gateway's requests with no first byte.
+// load is r's load: this gateway's requests in flight on it, plus the
+// prompt tokens waiting for their prefill there over tokensPerLoad —
+// this gateway's requests with no first byte yet (their uncached
+// tokens), or, when a fresh scrape says more wait (other gateways'
+// too), the engine's waiting queue at the pool's mean request size.
 func (r *Replica) load(now time.Time) float64 {
-	waiting := float64(r.prefill.Load())
+	pending := float64(r.pendingTokens.Load())
 	if e := r.freshEngine(now); e != nil {
-		waiting = e.Waiting
+		if w := e.Waiting * r.pool.meanTokens(); w > pending {
+			pending = w
+		}
 	}
-	return float64(r.inFlight.Load()) + prefillWeight*waiting
+	return float64(r.inFlight.Load()) + pending/tokensPerLoad
 }
+
+// observeTokens folds a request's size into the pool's mean (an
+// exponentially weighted average over about 64 requests; a lost update
+// between two racing requests only skips one sample).
+func (p *Pool) observeTokens(n int64) {
+	old := math.Float64frombits(p.meanTok.Load())
+	p.meanTok.Store(math.Float64bits(old + (float64(n)-old)/64))
+}
+
+// meanTokens is the pool's mean request size in tokens.
+func (p *Pool) meanTokens() float64 { return math.Float64frombits(p.meanTok.Load()) }
 
 // kvUsage is r's engine KV-cache use as last scraped (ties of load).
 func (r *Replica) kvUsage(now time.Time) float64 {
@@ -198,7 +228,8 @@ func leastLoaded(s []*Replica, now time.Time) *Replica {
 // the replica's load is within load_factor × the mean load + 1 (bounded
 // loads); equal matches go to the lighter replica. Otherwise it goes as
 // least_loaded. Either way the chain is recorded as sent there.
-func (p *Pool) prefixPick(s []*Replica, chain []uint64) (*Replica, int) {
+func (p *Pool) prefixPick(s []*Replica, h *Hint) (*Replica, int) {
+	chain := h.Chain
 	now := time.Now()
 	snap := p.snap.Load()
 	var buf [16]int32
@@ -223,6 +254,7 @@ func (p *Pool) prefixPick(s []*Replica, chain []uint64) (*Replica, int) {
 		result = resultOverloaded
 		if best != nil {
 			result = resultPrefixHit
+			h.Uncached = max(h.Tokens-int64(n)*h.BlockTokens, 0)
 		}
 	}
 	p.m.matched(n)

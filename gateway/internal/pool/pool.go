@@ -55,11 +55,12 @@ type Pool struct {
 	cfg    config.Upstream
 	single bool // one url: no balancing, no ejection, replica "" in events
 
-	snap   atomic.Pointer[snapshot] // the replicas a request may go to
-	rr     atomic.Uint64
-	budget retryBudget
-	index  *prefix.Index // nil unless Policy is prefix
-	m      *poolMetrics
+	snap    atomic.Pointer[snapshot] // the replicas a request may go to
+	rr      atomic.Uint64
+	meanTok atomic.Uint64 // float64 bits: the mean request size in tokens
+	budget  retryBudget
+	index   *prefix.Index // nil unless Policy is prefix
+	m       *poolMetrics
 
 	mu      sync.Mutex
 	members []*Replica // every replica, draining ones included
@@ -82,11 +83,13 @@ type Replica struct {
 
 	inFlight atomic.Int64 // this gateway's requests on it
 	prefill  atomic.Int64 // of which no first byte yet
-	failures atomic.Uint64
-	draining atomic.Bool // state is Draining (read without the lock)
-	consec   atomic.Int32
-	engine   atomic.Pointer[engine.Gauges] // as last scraped; nil before
-	outcomes *[numOutcomes]*metrics.Counter
+	// pendingTokens is the uncached prompt tokens of those requests.
+	pendingTokens atomic.Int64
+	failures      atomic.Uint64
+	draining      atomic.Bool // state is Draining (read without the lock)
+	consec        atomic.Int32
+	engine        atomic.Pointer[engine.Gauges] // as last scraped; nil before
+	outcomes      *[numOutcomes]*metrics.Counter
 
 	// Under the pool's mutex.
 	state        State
@@ -297,15 +300,24 @@ func (p *Pool) Close() {
 	}
 }
 
-// Begin counts a request sent to r (in flight, waiting for its first
-// byte) and the arm's request for the retry budget.
-func (r *Replica) Begin() {
+// Begin counts a request sent to r: in flight, waiting for its first
+// byte with tokens to prefill.
+func (r *Replica) Begin(tokens int64) {
 	r.inFlight.Add(1)
 	r.prefill.Add(1)
+	if tokens != 0 {
+		r.pendingTokens.Add(tokens)
+	}
 }
 
-// FirstByte is upstream.Tracker's: the answer's body began.
-func (r *Replica) FirstByte() { r.prefill.Add(-1) }
+// FirstByte is upstream.Tracker's: the answer's body began, so its
+// prefill of tokens is done.
+func (r *Replica) FirstByte(tokens int64) {
+	r.prefill.Add(-1)
+	if tokens != 0 {
+		r.pendingTokens.Add(-tokens)
+	}
+}
 
 // Done is upstream.Tracker's: the answer was closed.
 func (r *Replica) Done() {
@@ -318,8 +330,8 @@ func (r *Replica) Done() {
 }
 
 // Abandon ends a request that got no answer (Begin, then an error).
-func (r *Replica) Abandon() {
-	r.prefill.Add(-1)
+func (r *Replica) Abandon(tokens int64) {
+	r.FirstByte(tokens)
 	r.Done()
 }
 

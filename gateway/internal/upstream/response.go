@@ -28,14 +28,16 @@ type Response struct {
 	// Track, when set (by the caller, after Do), is told of the body's
 	// first byte and of Close: a pool's replica counts its requests
 	// waiting for prefill and in flight by it.
-	Track   Tracker
-	started bool
+	Track Tracker
+	// TrackTokens is passed to Track.FirstByte.
+	TrackTokens int64
+	started     bool
 }
 
 // Tracker follows one response: FirstByte at the first byte of its body
 // (at most once), Done when it is closed (exactly once).
 type Tracker interface {
-	FirstByte()
+	FirstByte(tokens int64)
 	Done()
 }
 
@@ -53,7 +55,7 @@ func (r *Response) Read(p []byte) (int, error) {
 	if n > 0 && !r.started {
 		r.started = true
 		if r.Track != nil {
-			r.Track.FirstByte()
+			r.Track.FirstByte(r.TrackTokens)
 		}
 	}
 	if err == io.EOF {
@@ -220,7 +222,7 @@ func (r *Response) Close() {
 	if r.Track != nil {
 		if !r.started {
 			r.started = true
-			r.Track.FirstByte()
+			r.Track.FirstByte(r.TrackTokens)
 		}
 		r.Track.Done()
 		r.Track = nil

@@ -63,10 +63,14 @@ func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Re
 		a.Replica, tried[n] = r, r
 		a.Measure.Replica = r.EventName()
 		n++
-		r.Begin()
+		var tokens int64
+		if h != nil {
+			tokens = h.Uncached
+		}
+		r.Begin(tokens)
 		a.Resp, a.Err = r.Client.Do(ctx, req)
 		if a.Err == nil {
-			a.Resp.Track = r
+			a.Resp.Track, a.Resp.TrackTokens = r, tokens
 			if a.Resp.Status >= 500 {
 				r.Report(pool.Failed, "answered "+strconv.Itoa(a.Resp.Status))
 			} else {
@@ -74,7 +78,7 @@ func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Re
 			}
 			break
 		}
-		r.Abandon()
+		r.Abandon(tokens)
 		r.Report(pool.OutcomeOf(a.Err, 0, gray), a.Err.Error())
 		if p.Single() || n == maxTries || !errors.Is(a.Err, upstream.ErrNotSent) ||
 			time.Since(a.Sent) >= p.Config().ConnectTimeout || ctx.Err() != nil || !p.AllowRetry() {

@@ -175,17 +175,16 @@ func (x *Exchange) to(a *deploy.Arm) upstream.Request {
 // wrote, and for a prefix-balanced pool the block hash chain of what
 // a's engine sees, cut from that body (SPEC §6.7).
 func (x *Exchange) send(ctx context.Context, a *deploy.Arm, name events.Arm, req upstream.Request) attempt.Attempt {
-	var h *pool.Hint
-	if a.Pool.Policy == config.BalancePrefix {
-		x.hint = pool.Hint{Embeddings: x.EP == upstream.Embeddings}
-		if !x.hint.Embeddings {
-			blocks := a.Pool.Config().Prefix.BlockBytes
-			x.chain = prefix.Chain(x.chain[:0], prefix.Seed(a.Model, x.Tools(), nil), x.EngineInput(), blocks)
-			x.hint.Chain = x.chain
-		}
-		h = &x.hint
+	if a.Pool.Single() {
+		return attempt.Send(ctx, a, name, req, nil)
 	}
-	return attempt.Send(ctx, a, name, req, h)
+	x.hint = pool.Hint{Embeddings: x.EP == upstream.Embeddings, Tokens: int64(len(req.Body)+3) / 4}
+	if a.Pool.Policy == config.BalancePrefix && !x.hint.Embeddings {
+		blocks := a.Pool.Config().Prefix.BlockBytes
+		x.chain = prefix.Chain(x.chain[:0], prefix.Seed(a.Model, x.Tools(), nil), x.EngineInput(), blocks)
+		x.hint.Chain, x.hint.BlockTokens = x.chain, int64(blocks/4)
+	}
+	return attempt.Send(ctx, a, name, req, &x.hint)
 }
 
 // pairing is an exchange's state of one pairing. The zero value pairs
