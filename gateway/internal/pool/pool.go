@@ -15,6 +15,7 @@ package pool
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -67,6 +68,7 @@ type Pool struct {
 	byName  map[string]*Replica
 	log     *slog.Logger
 	onBusy  func()
+	dns     *net.Resolver // discovery's resolver (Options.Resolver)
 	http    *http.Client // health checks and engine scrapes
 }
 
@@ -104,6 +106,9 @@ type Options struct {
 	Metrics *metrics.Set // where its series go (nil: a set of its own)
 	Log     *slog.Logger // nil: slog.Default()
 	OnBusy  func()       // each refusal for max_connections (upstream.Client.OnBusy)
+	// Resolver looks discovery names up (nil: net.DefaultResolver);
+	// tests point it at their own DNS server.
+	Resolver *net.Resolver
 }
 
 // New builds the pool of upstream u, arm arm of deployment dep. Members
@@ -113,7 +118,7 @@ func New(dep, arm string, u config.Upstream, o Options) (*Pool, error) {
 	log := o.Log
 	p := &Pool{
 		Deployment: dep, Arm: arm, Policy: u.Balance, cfg: u,
-		single: !u.IsPool(), byName: map[string]*Replica{}, log: log, onBusy: o.OnBusy,
+		single: !u.IsPool(), byName: map[string]*Replica{}, log: log, onBusy: o.OnBusy, dns: o.Resolver,
 	}
 	if p.single || p.Policy == "" {
 		p.Policy = config.BalanceRoundRobin
