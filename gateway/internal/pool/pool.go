@@ -69,7 +69,7 @@ type Pool struct {
 	log     *slog.Logger
 	onBusy  func()
 	dns     *net.Resolver // discovery's resolver (Options.Resolver)
-	http    *http.Client // health checks and engine scrapes
+	http    *http.Client  // health checks and engine scrapes
 }
 
 // Replica is one member of a pool.
