@@ -154,11 +154,11 @@ func (p *Pool) Config() *config.Upstream { return &p.cfg }
 // request ends). An empty list keeps the current set (a discovery that
 // returned nothing).
 func (p *Pool) SetMembers(urls []string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if len(urls) == 0 && len(p.members) > 0 {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	want := make(map[string]string, len(urls))
 	for _, raw := range urls {
 		name, root, err := replicaName(raw)
