@@ -100,6 +100,13 @@ func served(r *pool.Replica) {
 	r.Done()
 }
 
+// send picks a replica for h and records it as sent there.
+func send(p *pool.Pool, h *pool.Hint) *pool.Replica {
+	r := p.Pick(h, nil)
+	p.Sent(r, h)
+	return r
+}
+
 func chain(rng *rand.Rand, n int) []uint64 {
 	c := make([]uint64, n)
 	for i := range c {
@@ -201,10 +208,10 @@ func TestPrefixFollowsChain(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	a := chain(rng, 50)
 
-	first := p.Pick(&pool.Hint{Chain: a}, nil)
+	first := send(p, &pool.Hint{Chain: a})
 	served(first)
 	for range 10 {
-		r := p.Pick(&pool.Hint{Chain: a}, nil)
+		r := send(p, &pool.Hint{Chain: a})
 		if r != first {
 			t.Fatalf("chain sent to %s came back to %s", first.Name, r.Name)
 		}
@@ -218,17 +225,17 @@ func TestPrefixFollowsChain(t *testing.T) {
 	decoding(first, 1)
 	for range 20 {
 		b := chain(rng, 50)
-		if r := p.Pick(&pool.Hint{Chain: b}, nil); r == first {
+		if r := send(p, &pool.Hint{Chain: b}); r == first {
 			t.Fatalf("a new chain went to %s, the only busy replica", r.Name)
 		}
 	}
 	// The held chain still follows (load 1 ≤ 1.25 × mean + 1).
-	if r := p.Pick(&pool.Hint{Chain: a}, nil); r != first {
+	if r := send(p, &pool.Hint{Chain: a}); r != first {
 		t.Fatalf("held chain went to %s, want %s", r.Name, first.Name)
 	}
 	// Embeddings never follow a prefix.
 	for range 20 {
-		if r := p.Pick(&pool.Hint{Chain: a, Embeddings: true}, nil); r == first {
+		if r := send(p, &pool.Hint{Chain: a, Embeddings: true}); r == first {
 			t.Fatalf("embeddings request followed the prefix to %s", r.Name)
 		}
 	}
@@ -238,12 +245,12 @@ func TestPrefixBoundedLoad(t *testing.T) {
 	set := metrics.NewSet()
 	p := newPool(t, upstreamOf(config.BalancePrefix, fakeURLs(4)...), set)
 	a := chain(rand.New(rand.NewPCG(3, 4)), 20)
-	holder := p.Pick(&pool.Hint{Chain: a}, nil)
+	holder := send(p, &pool.Hint{Chain: a})
 	served(holder)
 
 	// 10 in flight on the holder: mean 2.5, bound 1.25 × 2.5 + 1 = 4.125.
 	decoding(holder, 10)
-	other := p.Pick(&pool.Hint{Chain: a}, nil)
+	other := send(p, &pool.Hint{Chain: a})
 	if other == holder {
 		t.Fatalf("overloaded holder %s chosen", holder.Name)
 	}
@@ -253,7 +260,7 @@ func TestPrefixBoundedLoad(t *testing.T) {
 	// The chain was recorded on the replica that took it: it follows
 	// there now, never back to the overloaded holder.
 	for range 20 {
-		if r := p.Pick(&pool.Hint{Chain: a}, nil); r != other {
+		if r := send(p, &pool.Hint{Chain: a}); r != other {
 			t.Fatalf("picked %s, want %s (the other holder)", r.Name, other.Name)
 		}
 	}
@@ -263,7 +270,7 @@ func TestPrefixMinMatch(t *testing.T) {
 	p := newPool(t, upstreamOf(config.BalancePrefix, fakeURLs(4)...), nil)
 	rng := rand.New(rand.NewPCG(5, 6))
 	a := chain(rng, 10)
-	holder := p.Pick(&pool.Hint{Chain: a}, nil)
+	holder := send(p, &pool.Hint{Chain: a})
 	served(holder)
 	decoding(holder, 1) // a miss then goes elsewhere (least loaded)
 
@@ -274,7 +281,7 @@ func TestPrefixMinMatch(t *testing.T) {
 	}{{6, true}, {5, true}, {4, false}, {0, false}} {
 		for range 10 {
 			c := append(append([]uint64{}, a[:tc.shared]...), chain(rng, 10-tc.shared)...)
-			got := p.Pick(&pool.Hint{Chain: c}, nil) == holder
+			got := send(p, &pool.Hint{Chain: c}) == holder
 			if got != tc.follow {
 				t.Fatalf("%d of 10 blocks shared: followed the prefix %v, want %v", tc.shared, got, tc.follow)
 			}
@@ -572,6 +579,25 @@ func TestEngineScrapeSteersLeastLoaded(t *testing.T) {
 	for range 50 {
 		if r := p.Pick(nil, nil); r != want {
 			t.Fatalf("picked %s, want %s (busy engine)", r.Name, want.Name)
+		}
+	}
+}
+
+func TestPrefixRecordsChainOnLoneReplica(t *testing.T) {
+	urls := fakeURLs(2)
+	p := newPool(t, upstreamOf(config.BalancePrefix, urls...), nil)
+	a := chain(rand.New(rand.NewPCG(9, 10)), 20)
+	if err := p.SetMembers(urls[:1]); err != nil { // the other leaves
+		t.Fatal(err)
+	}
+	lone := send(p, &pool.Hint{Chain: a}) // the only serving replica
+	if err := p.SetMembers(urls); err != nil {
+		t.Fatal(err)
+	}
+	decoding(lone, 1) // least loaded would choose the newcomer
+	for range 10 {
+		if r := send(p, &pool.Hint{Chain: a}); r != lone {
+			t.Fatalf("chain sent to the lone replica %s went to %s", lone.Name, r.Name)
 		}
 	}
 }

@@ -64,6 +64,7 @@ func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Re
 		a.Measure.Replica = r.EventName()
 		n++
 		r.Begin()
+		p.Sent(r, h)
 		a.Resp, a.Err = r.Client.Do(ctx, req)
 		if a.Err == nil {
 			a.Resp.Track = r
