@@ -601,3 +601,58 @@ func TestPrefixRecordsChainOnLoneReplica(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentUse picks, sends and reports from several goroutines
+// while members drain and come back (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	set := metrics.NewSet()
+	urls := fakeURLs(6)
+	u := upstreamOf(config.BalancePrefix, urls...)
+	u.Outlier.ConsecutiveFailures = 2
+	p := newPool(t, u, set)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := range 4 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			chains := [][]uint64{chain(rng, 30), chain(rng, 30)}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				h := &pool.Hint{Chain: chains[i%2]}
+				r := p.Pick(h, nil)
+				if r == nil {
+					t.Error("no replica")
+					return
+				}
+				r.Begin()
+				p.Sent(r, h)
+				if i%7 == 0 {
+					r.Abandon()
+					r.Report(pool.Unreachable, "refused")
+					continue
+				}
+				r.FirstByte()
+				r.Report(pool.OK, "")
+				r.Done()
+			}
+		})
+	}
+	for i := range 200 {
+		if err := p.SetMembers(urls[:3+i%4]); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Status()
+		_ = scrape(set)
+	}
+	close(stop)
+	wg.Wait()
+	for _, r := range p.Members() {
+		if r.InFlight() != 0 {
+			t.Errorf("%s: %d in flight after every request ended", r.Name, r.InFlight())
+		}
+	}
+}
