@@ -15,6 +15,7 @@ package pool
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -68,7 +69,8 @@ type Pool struct {
 	byName  map[string]*Replica
 	log     *slog.Logger
 	onBusy  func()
-	http    *http.Client // health checks and engine scrapes
+	dns     *net.Resolver // discovery's resolver (Options.Resolver)
+	http    *http.Client  // health checks and engine scrapes
 }
 
 // Replica is one member of a pool.
@@ -107,6 +109,9 @@ type Options struct {
 	Metrics *metrics.Set // where its series go (nil: a set of its own)
 	Log     *slog.Logger // nil: slog.Default()
 	OnBusy  func()       // each refusal for max_connections (upstream.Client.OnBusy)
+	// Resolver looks discovery names up (nil: net.DefaultResolver);
+	// tests point it at their own DNS server.
+	Resolver *net.Resolver
 }
 
 // New builds the pool of upstream u, arm arm of deployment dep. Members
@@ -116,7 +121,7 @@ func New(dep, arm string, u config.Upstream, o Options) (*Pool, error) {
 	log := o.Log
 	p := &Pool{
 		Deployment: dep, Arm: arm, Policy: u.Balance, cfg: u,
-		single: !u.IsPool(), byName: map[string]*Replica{}, log: log, onBusy: o.OnBusy,
+		single: !u.IsPool(), byName: map[string]*Replica{}, log: log, onBusy: o.OnBusy, dns: o.Resolver,
 	}
 	if p.single || p.Policy == "" {
 		p.Policy = config.BalanceRoundRobin
@@ -152,11 +157,11 @@ func (p *Pool) Config() *config.Upstream { return &p.cfg }
 // request ends). An empty list keeps the current set (a discovery that
 // returned nothing).
 func (p *Pool) SetMembers(urls []string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if len(urls) == 0 && len(p.members) > 0 {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	want := make(map[string]string, len(urls))
 	for _, raw := range urls {
 		name, root, err := replicaName(raw)

@@ -29,7 +29,7 @@ func (p *Pool) Start(ctx context.Context, wg *sync.WaitGroup) error {
 	loops := []func(context.Context){p.runUpkeep}
 	if g := p.cfg.Discovery; g != nil {
 		d, err := discovery.New(discovery.Options{
-			Name: g.DNS, Port: g.Port, Scheme: g.Scheme, Refresh: g.Refresh, Log: p.log,
+			Name: g.DNS, Port: g.Port, Scheme: g.Scheme, Refresh: g.Refresh, Resolver: p.dns, Log: p.log,
 			OnChange: func(members []string) {
 				if err := p.SetMembers(members); err != nil {
 					p.log.Warn("discovered replicas refused", "deployment", p.Deployment, "arm", p.Arm, "err", err)

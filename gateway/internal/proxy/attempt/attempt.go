@@ -68,6 +68,7 @@ func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Re
 			tokens = h.Uncached
 		}
 		r.Begin(tokens)
+		p.Sent(r, h)
 		a.Resp, a.Err = r.Client.Do(ctx, req)
 		if a.Err == nil {
 			a.Resp.Track, a.Resp.TrackTokens = r, tokens
