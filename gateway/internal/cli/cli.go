@@ -218,6 +218,16 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 		proxy.WithEventsHealth(func() bool { return !pub.State().Unreachable(time.Now()) }),
 		proxy.WithTelemetry(tel),
 		proxy.WithReplicaStatus(pub.Publish, agg.Gateway()),
+		proxy.WithBalanceShare(proxy.BalanceShare{
+			Publish: nc.Publish,
+			Subscribe: func(subject string, cb func([]byte)) (func(), error) {
+				sub, err := nc.Subscribe(subject, func(m *nats.Msg) { cb(m.Data) })
+				if err != nil {
+					return nil, err
+				}
+				return func() { _ = sub.Unsubscribe() }, nil
+			},
+		}),
 	)
 	if err != nil {
 		return err

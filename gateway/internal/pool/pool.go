@@ -131,7 +131,11 @@ func New(dep, arm string, u config.Upstream, o Options) (*Pool, error) {
 	}
 	p.m = newPoolMetrics(p, o.Metrics)
 	if p.Policy == config.BalancePrefix {
-		p.index = prefix.New(int(u.Prefix.CacheTokens*4/int64(u.Prefix.BlockBytes)), shareBlocks)
+		export := 0
+		if u.Prefix.Share {
+			export = shareBlocks
+		}
+		p.index = prefix.New(int(u.Prefix.CacheTokens*4/int64(u.Prefix.BlockBytes)), export)
 	}
 	urls := u.Endpoints
 	if p.single {

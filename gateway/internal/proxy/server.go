@@ -64,6 +64,7 @@ type Server struct {
 	eventsUp   func() bool
 	publish    func(events.Data) // graygate.replicas.status; nil: not published
 	gatewayID  string
+	share      *BalanceShare // prefix.share; nil: not shared
 
 	clientConns *connCounter       // open client connections
 	sources     *sources           // client connections per remote address; nil: no bound
@@ -325,6 +326,9 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 	defer pools.Wait()
 	if s.publish != nil {
 		g.Go(func() error { return s.publishReplicas(ctx) })
+	}
+	if s.share != nil {
+		g.Go(func() error { return s.shareBalance(ctx) })
 	}
 	g.Go(func() error { return s.client.Listener(client) })
 	g.Go(func() error { return s.admin.Listener(admin) })
