@@ -9,15 +9,15 @@ import (
 	"github.com/graygate/graygate/schemas/config"
 )
 
-// tokensPerLoad is how many prompt tokens waiting for their prefill
-// weigh as much in a replica's load as one request in flight. An engine
-// prefills one sequence at a time, so every token waiting ahead of a
-// newcomer delays its first token (at 16,000 tokens/s, 256 tokens are
-// 16 ms), while a decoding request costs a newcomer a fraction of a
-// millisecond a step (vLLM and SGLang batch decoding): a request of
-// 12,000 uncached tokens that waits for its prefill weighs as 47
-// decoding ones. The README gives the measurement behind the figure.
-const tokensPerLoad = 256
+// prefillWeight is how much more a request waiting for its prefill
+// weighs in a replica's load than one that decodes, for a request of
+// the pool's mean size (a larger one weighs more, in proportion to its
+// uncached tokens). An engine prefills one sequence at a time, so every
+// token waiting ahead of a newcomer delays its first token, while a
+// decoding request costs a newcomer a fraction of a millisecond a step
+// (vLLM and SGLang batch decoding). The README gives the measurement
+// behind the figure.
+const prefillWeight = 4
 
 // Hint is what a request tells the pool about itself, and what the pool
 // tells back.
@@ -149,19 +149,24 @@ func contains(list []*Replica, r *Replica) bool {
 	return false
 }
 
-// load is r's load: this gateway's requests in flight on it, plus the
-// prompt tokens waiting for their prefill there over tokensPerLoad —
-// this gateway's requests with no first byte yet (their uncached
-// tokens), or, when a fresh scrape says more wait (other gateways'
-// too), the engine's waiting queue at the pool's mean request size.
+// load is r's load: this gateway's requests in flight on it, plus
+// prefillWeight for each mean-sized request's worth of prompt tokens
+// waiting for their prefill there — this gateway's requests with no
+// first byte yet (their uncached tokens), or, when a fresh scrape says
+// more wait (other gateways' too), the engine's waiting queue at the
+// pool's mean request size.
 func (r *Replica) load(now time.Time) float64 {
 	pending := float64(r.pendingTokens.Load())
+	mean := r.pool.meanTokens()
 	if e := r.freshEngine(now); e != nil {
-		if w := e.Waiting * r.pool.meanTokens(); w > pending {
+		if w := e.Waiting * mean; w > pending {
 			pending = w
 		}
 	}
-	return float64(r.inFlight.Load()) + pending/tokensPerLoad
+	if mean <= 0 { // nothing measured yet: nothing waits either
+		return float64(r.inFlight.Load())
+	}
+	return float64(r.inFlight.Load()) + prefillWeight*pending/mean
 }
 
 // observeTokens folds a request's size into the pool's mean (an

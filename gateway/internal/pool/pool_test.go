@@ -162,25 +162,26 @@ func TestLeastLoadedPrefersLighter(t *testing.T) {
 	m := p.Members()
 	a, b := m[0], m[1]
 
-	// a: one request of 1,024 tokens waiting for its prefill (load
-	// 1 + 1024/256 = 5); b: four decoding (load 4). b is lighter.
+	// a: one request waiting for its prefill, of the pool's mean size
+	// (1,024 tokens: load 1 + 4 = 5); b: four decoding (load 4). b is
+	// lighter.
 	a.Begin(1024)
 	decoding(b, 4)
 	for range 20 {
-		if r := p.Pick(nil, nil); r != b {
+		if r := p.Pick(&pool.Hint{Tokens: 1024}, nil); r != b {
 			t.Fatalf("picked %s, want %s (load 4 against 5)", r.Name, b.Name)
 		}
 	}
 	// Two more decoding on b (load 6): a's single prefill weighs 5.
 	decoding(b, 2)
 	for range 20 {
-		if r := p.Pick(nil, nil); r != a {
+		if r := p.Pick(&pool.Hint{Tokens: 1024}, nil); r != a {
 			t.Fatalf("picked %s, want %s (load 5 against 6)", r.Name, a.Name)
 		}
 	}
 	// a's request gets its first byte (load 1): a stays lighter.
 	a.FirstByte(1024)
-	if r := p.Pick(nil, nil); r != a {
+	if r := p.Pick(&pool.Hint{Tokens: 1024}, nil); r != a {
 		t.Fatalf("picked %s, want %s (load 1 against 6)", r.Name, a.Name)
 	}
 }
