@@ -187,7 +187,9 @@ func TestShippedNATSConfiguration(t *testing.T) {
 			wantSub = append(wantSub, "graygate.rollout.>")
 		}
 		if name == "gateway" {
-			wantSub = append(wantSub, "graygate.heartbeat")
+			// and the prefix index the gateways share (prefix.share,
+			// SPEC §6.7 rev. 4: core NATS, between gateways only)
+			wantSub = append(wantSub, "graygate.heartbeat", "graygate.balance.>")
 		}
 		if sub := allowList(p, "subscribe"); !reflect.DeepEqual(sub, wantSub) {
 			t.Errorf("%s subscribes to %v; want %v", name, sub, wantSub)

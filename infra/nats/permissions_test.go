@@ -414,6 +414,36 @@ func TestShippedNATSPermissions(t *testing.T) {
 		_ = heard.Unsubscribe()
 	})
 
+	t.Run("gateways share the prefix index among themselves, and only they", func(t *testing.T) {
+		// Core graygate.balance.<deployment> (SPEC §6.7 rev. 4): within
+		// the GATEWAY account; no other account sees or writes it.
+		gw2 := n.service(t, "gateway")
+		heard, err := gw.nc.SubscribeSync("graygate.balance." + dep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = gw.nc.Flush()
+		if err := gw2.nc.Publish("graygate.balance."+dep, []byte("entries")); err != nil {
+			t.Fatal(err)
+		}
+		_ = gw2.nc.Flush()
+		if m, err := heard.NextMsg(2 * time.Second); err != nil || string(m.Data) != "entries" {
+			t.Errorf("a gateway did not hear another gateway's index entries: %v", err)
+		}
+		for name, c := range map[string]*conn{"analyzer": an, "collector": col} {
+			before := len(c.violations())
+			_ = c.nc.Publish("graygate.balance."+dep, []byte("forged"))
+			_ = c.nc.Flush()
+			if m, err := heard.NextMsg(300 * time.Millisecond); err == nil {
+				t.Errorf("the gateway heard the %s's index entries %q", name, m.Data)
+			}
+			if len(c.violations()) == before {
+				t.Errorf("the server did not refuse the %s's index entries", name)
+			}
+		}
+		_ = heard.Unsubscribe()
+	})
+
 	t.Run("only the analyzer writes its checkpoints", func(t *testing.T) {
 		// The bucket exists (the analyzer subtest made it).
 		for name, c := range map[string]*conn{"gateway": gw, "collector": col} {
@@ -700,6 +730,10 @@ func TestShippedNATSPermissions(t *testing.T) {
 // imports as streams. So nothing reaches a stream through a reply subject
 // that the identity could not publish (SPEC §11 rev. 4), and the allow
 // lists say no more than the imports.
+// accountInternal are the core subjects published and subscribed within
+// one account only, by account.
+var accountInternal = map[string][]string{"GATEWAY": {"graygate.balance.>"}}
+
 func TestAllowListsAreTheImports(t *testing.T) {
 	for _, v := range []string{"NATS_GATEWAY_PASSWORD", "NATS_ANALYZER_PASSWORD", "NATS_COLLECTOR_PASSWORD"} {
 		t.Setenv(v, "sx")
@@ -753,6 +787,12 @@ func TestAllowListsAreTheImports(t *testing.T) {
 		u, _ := users[0].(map[string]any)
 		user := fmt.Sprint(u["user"])
 		wantSub["_INBOX_"+user+".>"] = true
+		// Core subjects an account's identities share among
+		// themselves, never across accounts: the gateways' prefix
+		// index (prefix.share, SPEC §6.7 rev. 4).
+		for _, s := range accountInternal[name] {
+			wantPub[s], wantSub[s] = true, true
+		}
 		for kind, want := range map[string]map[string]bool{"publish": wantPub, "subscribe": wantSub} {
 			got := map[string]bool{}
 			for _, s := range asStrings(mapAt(u, "permissions", kind)["allow"]) {
