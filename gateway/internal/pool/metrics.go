@@ -18,7 +18,7 @@ type poolMetrics struct {
 	decisions  [numResults]*metrics.Counter
 	decideSecs *metrics.FloatCounter
 	decideN    *metrics.Counter
-	match      *metrics.Histogram
+	match      *metrics.PrometheusHistogram
 	discovery  *metrics.Counter
 	scrapes    *metrics.Counter
 }
@@ -40,11 +40,15 @@ func newPoolMetrics(p *Pool, set *metrics.Set) *poolMetrics {
 	}
 	m.decideSecs = set.GetOrCreateFloatCounter(`graygate_balance_decision_seconds_sum{` + m.labels + `}`)
 	m.decideN = set.GetOrCreateCounter(`graygate_balance_decision_seconds_count{` + m.labels + `}`)
-	m.match = set.GetOrCreateHistogram(`graygate_balance_prefix_match_blocks{` + m.labels + `}`)
+	m.match = set.GetOrCreatePrometheusHistogramExt(`graygate_balance_prefix_match_blocks{`+m.labels+`}`, matchBuckets)
 	m.discovery = set.GetOrCreateCounter(`graygate_discovery_errors_total{` + m.labels + `}`)
 	m.scrapes = set.GetOrCreateCounter(`graygate_engine_scrape_errors_total{` + m.labels + `}`)
 	return m
 }
+
+// matchBuckets are the matched prefix's buckets, in blocks (256 bytes
+// each by default: 64 tokens up to a 1 MiB prompt).
+var matchBuckets = []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
 
 func (m *poolMetrics) decided(result int, took time.Duration) {
 	m.decisions[result].Inc()
