@@ -64,7 +64,7 @@ type Pool struct {
 	// responses is which replica holds which stored response (nil for
 	// a single url).
 	responses *responseMap
-	m       *poolMetrics
+	m         *poolMetrics
 
 	mu      sync.Mutex
 	members []*Replica // every replica, draining ones included
