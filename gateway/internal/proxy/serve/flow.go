@@ -87,7 +87,7 @@ type Exchange struct {
 	watch  relay.Watch   // the request's registration with Server.watcher
 	rec    record.Record // the record complete hands to the Observer
 	pair   pairing       // a contract failure paired with primary's answer (sample.go)
-	hint   pool.Hint     // what a prefix-balanced pool is told (send)
+	hint   pool.Hint     // what a pool is told about the request (send)
 	chain  []uint64      // hint's block hash chain
 	prevID []byte        // hint's decoded previous_response_id
 	// learn is the pool and replica of the attempt whose stored
