@@ -31,6 +31,10 @@ type Hint struct {
 	Tokens int64
 	// Embeddings requests never follow a prefix.
 	Embeddings bool
+	// PreviousResponseID is the decoded previous_response_id of a
+	// Responses API request (nil when it names none): it goes to the
+	// replica that holds that response, whatever the policy.
+	PreviousResponseID []byte
 	// Uncached is set by Pick: the prompt tokens the chosen replica is
 	// expected to prefill (Tokens less the prefix it holds).
 	Uncached int64
@@ -69,6 +73,7 @@ func (p *Pool) Pick(h *Hint, tried []*Replica) *Replica {
 	if !p.single {
 		start = time.Now()
 	}
+	all := s
 	if len(tried) > 0 || p.anyFull(s) {
 		s = p.candidates(s, tried)
 	}
@@ -77,6 +82,8 @@ func (p *Pool) Pick(h *Hint, tried []*Replica) *Replica {
 	switch {
 	case len(s) == 0:
 		return nil
+	case h != nil && len(h.PreviousResponseID) > 0 && p.responses != nil:
+		r, result = p.statePick(all, s, tried, h, start)
 	case len(s) == 1:
 		r = s[0]
 	case p.Policy == config.BalanceRoundRobin:
@@ -93,6 +100,23 @@ func (p *Pool) Pick(h *Hint, tried []*Replica) *Replica {
 		p.m.decided(result, time.Since(start))
 	}
 	return r
+}
+
+// statePick sends a request naming a stored response to the serving
+// replica of all that holds it, unless tried — even when its
+// connections are all busy, since no other replica has the state —
+// counted as a prefix hit (its whole state is there). An unknown id,
+// or one whose replica does not serve, goes as least_loaded over the
+// candidates s, counted as a prefix miss (the replica's own 404 is
+// passed through).
+func (p *Pool) statePick(all, s, tried []*Replica, h *Hint, now time.Time) (*Replica, int) {
+	if r := p.responsePick(all, tried, h.PreviousResponseID); r != nil {
+		return r, resultPrefixHit
+	}
+	if len(s) == 1 {
+		return s[0], resultPrefixMiss
+	}
+	return leastLoaded(s, now), resultPrefixMiss
 }
 
 // anyFull reports whether a replica of s has every connection busy

@@ -61,7 +61,10 @@ type Pool struct {
 	meanTok atomic.Uint64 // float64 bits: the mean request size in tokens
 	budget  retryBudget
 	index   *prefix.Index // nil unless Policy is prefix
-	m       *poolMetrics
+	// responses is which replica holds which stored response (nil for
+	// a single url).
+	responses *responseMap
+	m         *poolMetrics
 
 	mu      sync.Mutex
 	members []*Replica // every replica, draining ones included
@@ -136,6 +139,9 @@ func New(dep, arm string, u config.Upstream, o Options) (*Pool, error) {
 			export = shareBlocks
 		}
 		p.index = prefix.New(int(u.Prefix.CacheTokens*4/int64(u.Prefix.BlockBytes)), export)
+	}
+	if !p.single {
+		p.responses = newResponseMap(MaxResponses, p.index != nil && u.Prefix.Share)
 	}
 	urls := u.Endpoints
 	if p.single {

@@ -28,10 +28,12 @@ type Shared struct {
 }
 
 // SharedArm is an arm's new index entries: runs of whole prefixes (each
-// run starts at the chain's first block), by replica.
+// run starts at the chain's first block), by replica, and the stored
+// responses its replicas answered (at most maxShareResponses).
 type SharedArm struct {
-	Arm  string      `json:"arm"`
-	Runs []SharedRun `json:"runs"`
+	Arm       string           `json:"arm"`
+	Runs      []SharedRun      `json:"runs"`
+	Responses []SharedResponse `json:"responses,omitempty"`
 }
 
 // SharedRun is a prefix sent to a replica.
@@ -96,7 +98,7 @@ func (p *Pool) Merge(runs []SharedRun) (merged int) {
 func EncodeShared(m *Shared) ([]byte, error) {
 	empty := true
 	for _, a := range m.Arms {
-		empty = empty && len(a.Runs) == 0
+		empty = empty && len(a.Runs) == 0 && len(a.Responses) == 0
 	}
 	if empty {
 		return nil, nil

@@ -50,6 +50,7 @@ func (s *Server) shareBalance(ctx context.Context) error {
 				for _, a := range s.pooledArms(d) {
 					if string(a.name) == arm.Arm {
 						a.arm.Pool.Merge(arm.Runs)
+						a.arm.Pool.MergeResponses(arm.Responses)
 					}
 				}
 			}
@@ -70,8 +71,9 @@ func (s *Server) shareBalance(ctx context.Context) error {
 		for _, name := range deps {
 			m := &pool.Shared{Gateway: s.gatewayID}
 			for _, a := range s.pooledArms(s.deployments[name]) {
-				if runs := a.arm.Pool.Export(); len(runs) > 0 {
-					m.Arms = append(m.Arms, pool.SharedArm{Arm: string(a.name), Runs: runs})
+				runs, rs := a.arm.Pool.Export(), a.arm.Pool.ExportResponses()
+				if len(runs) > 0 || len(rs) > 0 {
+					m.Arms = append(m.Arms, pool.SharedArm{Arm: string(a.name), Runs: runs, Responses: rs})
 				}
 			}
 			b, err := pool.EncodeShared(m)

@@ -28,6 +28,13 @@ type Answer struct {
 	// incomplete_details.reason "max_output_tokens" (SPEC §6.2 rev. 3).
 	Truncated bool
 
+	// ID is a Responses API response's "id" (the JSON string literal;
+	// empty when absent or not a string): a whole answer's, or that of
+	// the response a stream event carries (response.created, …). It
+	// names the stored response a later request's previous_response_id
+	// refers to (SPEC §6.7).
+	ID Span
+
 	// A Responses API stream event (ScanResponseEvent): its type, and its
 	// sequence_number when HasSeq.
 	Event  EventType

@@ -111,7 +111,7 @@ func (t EventType) Ends() bool { return t >= EventCompleted }
 func (t EventType) Failed() bool { return t == EventFailed || t == EventError }
 
 // ScanResponse reads a whole Responses API answer (a "response" object)
-// into a, reusing a's memory: usage (input_tokens and output_tokens read
+// into a, reusing a's memory: its id, usage (input_tokens and output_tokens read
 // as prompt and completion tokens), the text of every output_text part of
 // the output's messages as one content (Choice 0, in order), and every
 // function_call item as a tool call indexed by its output position.
@@ -131,8 +131,8 @@ func ScanResponse(b []byte, a *Answer) error {
 // a: a.Event, a.Seq (its sequence_number, when a.HasSeq), and what the
 // event adds to the answer — a text delta as content, an arguments delta
 // or a function_call item added as a tool call (indexed by output_index),
-// and for an event carrying the response (response.completed, …) what
-// ScanResponse reads of it.
+// and for an event carrying the response (response.created,
+// response.completed, …) what ScanResponse reads of it, its id among it.
 func ScanResponseEvent(b []byte, a *Answer) error {
 	a.reset()
 	s := scanner{b: b}
@@ -207,6 +207,11 @@ func ScanResponseEvent(b []byte, a *Answer) error {
 func (s *scanner) response(a *Answer, depth int) error {
 	return s.object(depth, func(key Span) error {
 		switch {
+		case s.peek() == '"' && s.keyIs(key, "id"):
+			start := s.i
+			err := s.skipString(nil)
+			a.ID = Span{start, s.i}
+			return err
 		case s.peek() == '{' && s.keyIs(key, "usage"):
 			return s.usageAt(a, depth+1)
 		case s.peek() == '{' && s.keyIs(key, "incomplete_details"):

@@ -197,3 +197,61 @@ func FuzzScanResponses(f *testing.F) {
 		}
 	})
 }
+
+func TestScanPreviousResponseID(t *testing.T) {
+	var r Request
+	body := []byte(`{"model":"m","previous_response_id":"resp_\u0041bc","input":"x"}`)
+	if err := ScanResponses(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	m := r.PreviousResponseID
+	if m.Kind != KindString {
+		t.Fatalf("previous_response_id kind %s", m.Kind)
+	}
+	id, err := Unquote(nil, body[m.Value.Start:m.Value.End])
+	if err != nil || string(id) != "resp_Abc" {
+		t.Fatalf("previous_response_id %q (%v), want resp_Abc", id, err)
+	}
+	// A chat body does not read it.
+	if err := Scan(body, &r); err != nil || r.PreviousResponseID.Present() {
+		t.Fatalf("chat scan read previous_response_id: %v %+v", err, r.PreviousResponseID)
+	}
+}
+
+func TestScanAnswerIDs(t *testing.T) {
+	cases := []struct {
+		name, b, id string
+		event       bool
+	}{
+		{"whole response", `{"id":"resp_1","object":"response","output":[{"type":"message","id":"msg_9","content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":1,"output_tokens":1}}`, `"resp_1"`, false},
+		{"id after output", `{"object":"response","output":[{"id":"msg_9","type":"message"}],"id":"resp_2"}`, `"resp_2"`, false},
+		{"no id", `{"object":"response","output":[]}`, ``, false},
+		{"id not a string", `{"id":7,"object":"response"}`, ``, false},
+		{"created event", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_3","status":"in_progress","output":[]}}`, `"resp_3"`, true},
+		{"completed event", `{"type":"response.completed","sequence_number":9,"response":{"id":"resp_4","status":"completed"}}`, `"resp_4"`, true},
+		{"item event ids are not the response's", `{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","name":"f"},"item_id":"fc_1"}`, ``, true},
+		{"delta event", `{"type":"response.output_text.delta","item_id":"msg_1","delta":"x"}`, ``, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var a Answer
+			b := []byte(c.b)
+			scan := ScanResponse
+			if c.event {
+				scan = ScanResponseEvent
+			}
+			if err := scan(b, &a); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(b[a.ID.Start:a.ID.End]); got != c.id {
+				t.Fatalf("id %q, want %q", got, c.id)
+			}
+		})
+	}
+	// The id costs no allocation.
+	var a Answer
+	b := []byte(cases[4].b)
+	if n := testing.AllocsPerRun(100, func() { _ = ScanResponseEvent(b, &a) }); n != 0 {
+		t.Fatalf("%v allocations a scan", n)
+	}
+}

@@ -33,6 +33,7 @@ func (x *Exchange) takeResponseEvent(data []byte, m *attempt.Measure, sent time.
 	if scan.ScanResponseEvent(data, a) != nil {
 		return eventInvalid
 	}
+	x.learnResponse(data)
 	t := &x.tally
 	if a.HasSeq && a.Seq >= t.Seq {
 		t.Seq = a.Seq + 1

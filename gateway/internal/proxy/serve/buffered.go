@@ -91,6 +91,7 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, a *attempt.Attempt) *api
 		return &apierr.Error{Status: fiber.StatusBadGateway, Code: apierr.CodeUpstreamError, Type: "server_error",
 			Msg: fmt.Sprintf("primary answered %d with a body that is not a JSON object", resp.Status)}
 	}
+	x.learnResponse(x.ans)
 	x.tally.Reset(x.pair.held) // a held gray failure is judged against this answer
 	x.tally.Add(x.ans, &x.answer)
 	if x.tally.Over != nil {

@@ -87,8 +87,17 @@ type Exchange struct {
 	watch  relay.Watch   // the request's registration with Server.watcher
 	rec    record.Record // the record complete hands to the Observer
 	pair   pairing       // a contract failure paired with primary's answer (sample.go)
-	hint   pool.Hint     // what a prefix-balanced pool is told (send)
+	hint   pool.Hint     // what a pool is told about the request (send)
 	chain  []uint64      // hint's block hash chain
+	prevID []byte        // hint's decoded previous_response_id
+	// learn is the pool and replica of the attempt whose stored
+	// response id is still to be learned (a Responses API request to a
+	// pool; learnResponse); zero otherwise.
+	learn struct {
+		p *pool.Pool
+		r *pool.Replica
+	}
+	idBuf []byte // learnResponse's decoded id
 }
 
 // Get returns a pooled exchange for a new request.
@@ -117,6 +126,7 @@ func (s *Flow) Put(x *Exchange) {
 	}
 	x.tally.Drop()
 	x.pair.reset()
+	x.learn.p, x.learn.r, x.hint = nil, nil, pool.Hint{}
 	if cap(x.answer.Calls) > attempt.MaxToolCalls || cap(x.answer.Contents) > attempt.MaxToolCalls {
 		x.answer = scan.Answer{}
 	}
@@ -172,9 +182,11 @@ func (x *Exchange) to(a *deploy.Arm) upstream.Request {
 }
 
 // send sends x to arm a as an attempt counted as name: the body to(a)
-// wrote, and for a prefix-balanced pool the block hash chain of what
-// a's engine sees, cut from that body (SPEC §6.7).
+// wrote, and for a pool the hint: the block hash chain of what a's
+// engine sees, cut from that body (prefix policy), and the stored
+// response a Responses API request names (SPEC §6.7).
 func (x *Exchange) send(ctx context.Context, a *deploy.Arm, name events.Arm, req upstream.Request) attempt.Attempt {
+	x.learn.p, x.learn.r = nil, nil
 	if a.Pool.Single() {
 		return attempt.Send(ctx, a, name, req, nil)
 	}
@@ -184,7 +196,47 @@ func (x *Exchange) send(ctx context.Context, a *deploy.Arm, name events.Arm, req
 		x.chain = prefix.Chain(x.chain[:0], prefix.Seed(a.Model, x.Tools(), nil), x.EngineInput(), blocks)
 		x.hint.Chain, x.hint.BlockTokens = x.chain, int64(blocks/4)
 	}
-	return attempt.Send(ctx, a, name, req, &x.hint)
+	if x.EP == upstream.Responses {
+		x.hint.PreviousResponseID = x.previousResponseID()
+	}
+	at := attempt.Send(ctx, a, name, req, &x.hint)
+	if x.EP == upstream.Responses && at.Err == nil {
+		x.learn.p, x.learn.r = a.Pool, at.Replica
+	}
+	return at
+}
+
+// previousResponseID decodes the previous_response_id of x's Responses
+// API body into x.prevID; nil when it names none (absent, null, not a
+// string).
+func (x *Exchange) previousResponseID() []byte {
+	m := x.Scan.PreviousResponseID
+	if m.Kind != scan.KindString {
+		return nil
+	}
+	id, err := scan.Unquote(x.prevID[:0], x.Body[m.Value.Start:m.Value.End])
+	x.prevID = id
+	if err != nil || len(id) == 0 {
+		return nil
+	}
+	return id
+}
+
+// learnResponse tells the pool of x's attempt that its replica holds
+// the response x.answer names (its id, a span of b, the bytes last
+// scanned), once per attempt: a buffered answer's, or the first stream
+// event that carries the response (response.created).
+func (x *Exchange) learnResponse(b []byte) {
+	if x.learn.r == nil || x.answer.ID.Len() <= 2 {
+		return
+	}
+	id, err := scan.Unquote(x.idBuf[:0], b[x.answer.ID.Start:x.answer.ID.End])
+	x.idBuf = id
+	if err != nil {
+		return
+	}
+	x.learn.p.LearnResponse(string(id), x.learn.r)
+	x.learn.p, x.learn.r = nil, nil
 }
 
 // pairing is an exchange's state of one pairing. The zero value pairs

@@ -76,6 +76,7 @@ func (s *Flow) readGray(x *Exchange, a *attempt.Attempt, stream bool) []filter.F
 		if x.scanAnswer(x.ans) != nil {
 			invalid = true
 		} else {
+			x.learnResponse(x.ans)
 			x.tally.Add(x.ans, &x.answer)
 			if x.tally.Over != nil {
 				return failed(m, attempt.Classify(0, x.tally.Over))
