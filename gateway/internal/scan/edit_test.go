@@ -1,6 +1,9 @@
 package scan
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+)
 
 func TestApplyReplacingLeavesEditsAsRecorded(t *testing.T) {
 	body := []byte(`{"model":"a","top_p":null}`)
@@ -22,5 +25,57 @@ func TestApplyReplacingLeavesEditsAsRecorded(t *testing.T) {
 	}
 	if e.Len() != 2 {
 		t.Errorf("Len = %d after ApplyReplacing; want 2", e.Len())
+	}
+}
+
+// TestMapWith: a span of the body maps onto the same bytes of the body
+// ApplyWith writes, whatever the edits before, inside and after it — the
+// messages value as the arm's engine sees it (SPEC §6.7 prefix).
+func TestMapWith(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"top_p":0.5}`)
+	open := bytes.Index(body, []byte(`[{"role"`))
+	end := bytes.Index(body, []byte(`],"top_p"`)) + 1
+	sys := bytes.Index(body, []byte(`"be brief"`))
+	topP := bytes.Index(body, []byte(`0.5}`))
+	cases := []struct {
+		name   string
+		client func(e *Edits)
+		arm    func(e *Edits)
+		skip   uint16
+		want   string
+	}{
+		{"no edits", func(*Edits) {}, func(*Edits) {}, 0,
+			`[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]`},
+		{"model before, param after", func(e *Edits) {
+			e.Replace(topP, topP+3, "0.95")
+			e.MarkParam(TopP)
+		}, func(e *Edits) { e.Replace(9, 12, `"qwen2.5-32b-instruct"`) }, 0,
+			`[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]`},
+		{"the arm's prompt inside", func(*Edits) {}, func(e *Edits) {
+			e.Replace(sys, sys+len(`"be brief"`), `"You are agent v1.3."`)
+			e.Replace(9, 12, `"x"`)
+		}, 0, `[{"role":"system","content":"You are agent v1.3."},{"role":"user","content":"hi"}]`},
+		{"an insertion at the open bracket", func(*Edits) {}, func(e *Edits) {
+			e.Replace(open+1, open+1, `{"role":"system","content":"p"},`)
+		}, 0, `[{"role":"system","content":"p"},{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]`},
+		{"an insertion right after the value", func(e *Edits) {
+			e.Replace(end, end, `,"top_k":20`)
+		}, func(*Edits) {}, 0, `[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]`},
+		{"a skipped client edit before", func(e *Edits) {
+			e.Replace(9, 12, `"a-much-longer-model"`)
+			e.MarkParam(Temperature)
+		}, func(*Edits) {}, 1 << Temperature, `[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var client, arm Edits
+			c.client(&client)
+			c.arm(&arm)
+			out := client.ApplyWith(nil, body, &arm, c.skip)
+			s, e := client.MapWith(&arm, c.skip, open, false), client.MapWith(&arm, c.skip, end, true)
+			if s < 0 || e > len(out) || s > e || string(out[s:e]) != c.want {
+				t.Errorf("mapped [%d:%d] of %s; want %s", s, e, out, c.want)
+			}
+		})
 	}
 }
