@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // promSample is one sample line of Prometheus' text format.
@@ -21,82 +23,57 @@ type promSample struct {
 // promSamples is a scrape: what a /metrics page held.
 type promSamples []promSample
 
-// parsePromText reads the sample lines of Prometheus' text format
-// (comments skipped; a timestamp after the value ignored). Lines it
-// cannot read are skipped: the benchmark reads a few known families and
-// reports a missing one as absent.
-func parsePromText(text string) promSamples {
-	var out promSamples
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if s, ok := parsePromLine(line); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func parsePromLine(line string) (promSample, bool) {
-	s := promSample{}
-	i := strings.IndexAny(line, "{ \t")
-	if i <= 0 {
-		return s, false
-	}
-	s.name, line = line[:i], line[i:]
-	if line[0] == '{' {
-		s.labels = map[string]string{}
-		line = line[1:]
-		for {
-			line = strings.TrimLeft(line, " ,")
-			if line == "" {
-				return s, false
-			}
-			if line[0] == '}' {
-				line = line[1:]
-				break
-			}
-			eq := strings.IndexByte(line, '=')
-			if eq <= 0 || eq+1 >= len(line) || line[eq+1] != '"' {
-				return s, false
-			}
-			key := strings.TrimSpace(line[:eq])
-			var val strings.Builder
-			j := eq + 2
-			for ; j < len(line) && line[j] != '"'; j++ {
-				if line[j] == '\\' && j+1 < len(line) {
-					j++
-					switch line[j] {
-					case 'n':
-						val.WriteByte('\n')
-					default:
-						val.WriteByte(line[j])
-					}
-					continue
-				}
-				val.WriteByte(line[j])
-			}
-			if j >= len(line) {
-				return s, false
-			}
-			s.labels[key] = val.String()
-			line = line[j+1:]
-		}
-	}
-	fields := strings.Fields(line)
-	if len(fields) == 0 {
-		return s, false
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
+// parsePromText reads a page of Prometheus' text format with the
+// Prometheus project's own parser (expfmt) into samples: a counter,
+// gauge or untyped series as itself; a histogram as its _bucket (with
+// le), _sum and _count; a summary as its quantiles, _sum and _count. A
+// page that does not parse is an error.
+func parsePromText(text string) (promSamples, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
-		return s, false
+		return nil, err
 	}
-	s.value = v
-	return s, true
+	var out promSamples
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			with := func(k, v string) map[string]string {
+				c := make(map[string]string, len(labels)+1)
+				for a, b := range labels {
+					c[a] = b
+				}
+				c[k] = v
+				return c
+			}
+			switch {
+			case m.Counter != nil:
+				out = append(out, promSample{name, labels, m.GetCounter().GetValue()})
+			case m.Gauge != nil:
+				out = append(out, promSample{name, labels, m.GetGauge().GetValue()})
+			case m.Untyped != nil:
+				out = append(out, promSample{name, labels, m.GetUntyped().GetValue()})
+			case m.Histogram != nil:
+				h := m.GetHistogram()
+				for _, b := range h.GetBucket() {
+					out = append(out, promSample{name + "_bucket", with("le", strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)), float64(b.GetCumulativeCount())})
+				}
+				out = append(out, promSample{name + "_sum", labels, h.GetSampleSum()},
+					promSample{name + "_count", labels, float64(h.GetSampleCount())})
+			case m.Summary != nil:
+				sm := m.GetSummary()
+				for _, q := range sm.GetQuantile() {
+					out = append(out, promSample{name, with("quantile", strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64)), q.GetValue()})
+				}
+				out = append(out, promSample{name + "_sum", labels, sm.GetSampleSum()},
+					promSample{name + "_count", labels, float64(sm.GetSampleCount())})
+			}
+		}
+	}
+	return out, nil
 }
 
 // sum adds the values of every series of the named sample (all label
@@ -142,5 +119,9 @@ func scrape(ctx context.Context, client *http.Client, url string) (promSamples, 
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
 	}
-	return parsePromText(string(b)), nil
+	ss, err := parsePromText(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return ss, nil
 }

@@ -49,6 +49,7 @@ const (
 	metricEngineTTFTs    = "vllm:time_to_first_token_seconds_count"
 	metricUpstreamReqs   = "graygate_upstream_requests_total"
 	metricDecisionSum    = "graygate_balance_decision_seconds_sum"
+	metricDecisions      = "graygate_balance_decisions_total"
 	metricDecisionCount  = "graygate_balance_decision_seconds_count"
 	engineKVCacheDefault = 1048576
 )
@@ -422,6 +423,21 @@ func policyResult(results []replayResult, before, after poolMetrics, addrs []str
 			c0, _ := before.gateways[g].sum(metricDecisionCount)
 			dsum, dcount = dsum+s-s0, dcount+c-c0
 		}
+	}
+	// The balance decisions by result (prefix_hit, prefix_miss,
+	// overloaded, retry), for the reader of a prefix run.
+	byResult := map[string]float64{}
+	for g := range after.gateways {
+		for k, v := range after.gateways[g].sumBy(metricDecisions, "result") {
+			byResult[k] += v
+		}
+		for k, v := range before.gateways[g].sumBy(metricDecisions, "result") {
+			byResult[k] -= v
+		}
+	}
+	if byResult["prefix_hit"]+byResult["prefix_miss"]+byResult["overloaded"] > 0 {
+		notes = append(notes, fmt.Sprintf("decisions: prefix_hit %.0f, prefix_miss %.0f, overloaded %.0f, retry %.0f",
+			byResult["prefix_hit"], byResult["prefix_miss"], byResult["overloaded"], byResult["retry"]))
 	}
 	switch {
 	case !found:

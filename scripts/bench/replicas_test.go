@@ -195,14 +195,17 @@ func TestParsePromText(t *testing.T) {
 vllm:prefix_cache_hits_total{model_name="bench"} 1200
 vllm:prefix_cache_hits_total{model_name="other",engine="0"} 300
 vllm:prefix_cache_queries_total{model_name="bench"} 4.5e3
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{le="0.5"} 3
+vllm:time_to_first_token_seconds_bucket{le="+Inf"} 7
+vllm:time_to_first_token_seconds_sum 2.5
 vllm:time_to_first_token_seconds_count 7 1700000000000
 graygate_upstream_requests_total{deployment="pool",arm="primary",replica="127.0.0.1:9001",outcome="ok"} 5
 graygate_upstream_requests_total{deployment="pool",arm="primary",replica="127.0.0.1:9001",outcome="error"} 1
 graygate_upstream_requests_total{deployment="pool",arm="primary",replica="127.0.0.1:9002",outcome="ok"} 3
 odd{label="a \"quoted\" \\ value",x="}"} 2
-broken{label="x" 3
 `
-	s := parsePromText(text)
+	s := mustParse(t, text)
 	if v, ok := s.sum(metricCacheHits); !ok || v != 1500 {
 		t.Errorf("sum(hits) = %v, %v; want 1500", v, ok)
 	}
@@ -210,7 +213,7 @@ broken{label="x" 3
 		t.Errorf("sum(queries) = %v; want 4500", v)
 	}
 	if v, _ := s.sum(metricEngineTTFTs); v != 7 {
-		t.Errorf("sum(ttft count) = %v; want 7 (the timestamp ignored)", v)
+		t.Errorf("sum(ttft count) = %v; want 7 (the histogram's count; the timestamp ignored)", v)
 	}
 	if _, ok := s.sum(metricDecisionSum); ok {
 		t.Error("an absent family has a sum")
@@ -222,9 +225,19 @@ broken{label="x" 3
 	if v, ok := s.sum("odd"); !ok || v != 2 {
 		t.Errorf("sum(odd) = %v, %v; want the escaped labels read", v, ok)
 	}
-	if _, ok := s.sum("broken"); ok {
-		t.Error("an unterminated label set was read")
+	if _, err := parsePromText("broken{label=\"x\" 3\n"); err == nil {
+		t.Error("a page that does not parse was read")
 	}
+}
+
+// mustParse is parsePromText for a page the test wrote.
+func mustParse(t *testing.T, text string) promSamples {
+	t.Helper()
+	s, err := parsePromText(text)
+	if err != nil {
+		t.Fatalf("parsePromText: %v", err)
+	}
+	return s
 }
 
 func TestEngineAddrs(t *testing.T) {
@@ -337,12 +350,12 @@ func TestReplay(t *testing.T) {
 
 func TestPolicyResult(t *testing.T) {
 	engine := func(hits, queries, ttfts float64) promSamples {
-		return parsePromText(fmt.Sprintf("%s{model_name=\"bench\"} %v\n%s{model_name=\"bench\"} %v\n%s %v\n",
+		return mustParse(t, fmt.Sprintf("%s{model_name=\"bench\"} %v\n%s{model_name=\"bench\"} %v\n%s %v\n",
 			metricCacheHits, hits, metricCacheQueries, queries, metricEngineTTFTs, ttfts))
 	}
-	before := poolMetrics{replicas: []promSamples{engine(0, 10, 1), engine(0, 0, 0)}, gateways: []promSamples{parsePromText("")}}
+	before := poolMetrics{replicas: []promSamples{engine(0, 10, 1), engine(0, 0, 0)}, gateways: []promSamples{mustParse(t, "")}}
 	after := poolMetrics{replicas: []promSamples{engine(30, 110, 4), engine(20, 100, 2)},
-		gateways: []promSamples{parsePromText(metricDecisionSum + " 0.000004\n" + metricDecisionCount + " 4\n")}}
+		gateways: []promSamples{mustParse(t, metricDecisionSum+" 0.000004\n"+metricDecisionCount+" 4\n")}}
 	results := []replayResult{{ttft: time.Second}, {ttft: 3 * time.Second}, {err: errNoDone}, {ttft: 2 * time.Second}}
 	pr, notes := policyResult(results, before, after, []string{"a", "b"}, 4*time.Millisecond)
 	if pr.Requests != 4 || pr.Errors != 1 || *pr.TTFTMs.Mean != 2000 || *pr.TTFTMs.P50 != 2000 {
@@ -359,8 +372,8 @@ func TestPolicyResult(t *testing.T) {
 	}
 	// Without the engine's counts, the gateways' attempts by replica;
 	// without a decision metric, null and a note.
-	bare := poolMetrics{replicas: []promSamples{nil, nil}, gateways: []promSamples{parsePromText(
-		metricUpstreamReqs + `{replica="a",outcome="ok"} 1` + "\n" + metricUpstreamReqs + `{replica="b",outcome="ok"} 3` + "\n")}}
+	bare := poolMetrics{replicas: []promSamples{nil, nil}, gateways: []promSamples{mustParse(t,
+		metricUpstreamReqs+`{replica="a",outcome="ok"} 1`+"\n"+metricUpstreamReqs+`{replica="b",outcome="ok"} 3`+"\n")}}
 	none := poolMetrics{replicas: []promSamples{nil, nil}, gateways: []promSamples{nil}}
 	pr, notes = policyResult(results, none, bare, []string{"a", "b"}, 0)
 	if pr.CacheHitRatio != nil || pr.DecisionNsPerRequest != nil || pr.MaxOverMeanRequests == nil || *pr.MaxOverMeanRequests != 1.5 {
