@@ -34,42 +34,53 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// admit reads a request into dst and answers what ends it before any
+// work: a body over the limit, a bad x-mock header, a hang, a simulated
+// status (after its latency, waited through pause). done reports that
+// the request ended there, with err as the handler's result; otherwise
+// set holds the request's settings, spread applied.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, start time.Time, dst []byte, pause *pauser) (body []byte, set Settings, done bool, err error) {
+	body, err = readBody(r, dst)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return body, set, true, writeError(w, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit), "invalid_request_error", "payload_too_large", "")
+		}
+		return body, set, true, errClientGone
+	}
+	s.rec.add(r, body, start)
+	if set, err = s.settingsFor(r.Header); err != nil {
+		return body, set, true, writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "mock_bad_header", "")
+	}
+	set.applySpread()
+	if set.Hang {
+		<-r.Context().Done()
+		return body, set, true, errClientGone
+	}
+	if set.Status >= 300 {
+		if !pause.wait(r.Context(), set.Latency-time.Since(start)) {
+			return body, set, true, errClientGone
+		}
+		typ, code := errorType(set.Status)
+		return body, set, true, writeError(w, set.Status, "mockllm: simulated upstream status "+strconv.Itoa(set.Status), typ, code, set.RetryAfter)
+	}
+	return body, set, false, nil
+}
+
 // serveChat writes the answer. It returns nil when the answer was written
 // whole, errClientGone or errDropped otherwise.
 func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, start time.Time) error {
 	buf := getBuf()
 	defer putBuf(buf)
-	body, err := readBody(r, *buf)
-	*buf = body[:0]
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return writeError(w, http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit), "invalid_request_error", "payload_too_large", "")
-		}
-		return errClientGone
-	}
-	s.rec.add(r, body, start)
-
-	set, err := s.settingsFor(r.Header)
-	if err != nil {
-		return writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "mock_bad_header", "")
-	}
-	set.applySpread()
-	ctx := r.Context()
-	if set.Hang {
-		<-ctx.Done()
-		return errClientGone
-	}
 	var pause pauser
 	defer pause.stop()
-	if set.Status >= 300 {
-		if !pause.wait(ctx, set.Latency-time.Since(start)) {
-			return errClientGone
-		}
-		typ, code := errorType(set.Status)
-		return writeError(w, set.Status, "mockllm: simulated upstream status "+strconv.Itoa(set.Status), typ, code, set.RetryAfter)
+	body, set, done, err := s.admit(w, r, start, *buf, &pause)
+	*buf = body[:0]
+	if done {
+		return err
 	}
+	ctx := r.Context()
 	// From here on body is dead: parseRequest and the recorder copied what
 	// they keep, and the answer reuses its buffer.
 	req, err := parseRequest(body)

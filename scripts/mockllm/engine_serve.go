@@ -121,35 +121,13 @@ func (s *Server) handleEngine(w http.ResponseWriter, r *http.Request, kind engin
 // serveEngine writes the answer. It returns nil when it was written whole,
 // errClientGone or errDropped otherwise.
 func (s *Server) serveEngine(w http.ResponseWriter, r *http.Request, start time.Time, kind engineKind) error {
-	body, err := readBody(r, nil)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return writeError(w, http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit), "invalid_request_error", "payload_too_large", "")
-		}
-		return errClientGone
-	}
-	s.rec.add(r, body, start)
-	set, err := s.settingsFor(r.Header)
-	if err != nil {
-		return writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "mock_bad_header", "")
-	}
-	set.applySpread()
-	ctx := r.Context()
-	if set.Hang {
-		<-ctx.Done()
-		return errClientGone
-	}
 	var pause pauser
 	defer pause.stop()
-	if set.Status >= 300 {
-		if !pause.wait(ctx, set.Latency-time.Since(start)) {
-			return errClientGone
-		}
-		typ, code := errorType(set.Status)
-		return writeError(w, set.Status, "mockllm: simulated upstream status "+strconv.Itoa(set.Status), typ, code, set.RetryAfter)
+	body, set, done, err := s.admit(w, r, start, nil, &pause)
+	if done {
+		return err
 	}
+	ctx := r.Context()
 	prompt, req, maxTokens, err := parseEngineRequest(body, kind)
 	if err != nil {
 		return writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "bad_request", "")
