@@ -129,7 +129,7 @@ func (d *decoder) validatePool(p string, u *Upstream) {
 			d.errorf(ep, nil, "%s", why)
 			continue
 		}
-		host := hostPort(e)
+		host := ReplicaAddr(e)
 		if j, dup := seen[host]; dup {
 			d.errorf(ep, nil, "the same replica as endpoints[%d] (%s)", j, host)
 		}
@@ -198,8 +198,10 @@ func (d *decoder) validatePool(p string, u *Upstream) {
 	}
 }
 
-// hostPort is the host:port a base URL dials (the replica's name).
-func hostPort(raw string) string {
+// ReplicaAddr is the host:port a base URL dials (a replica's name in
+// events, metrics and GET /admin/upstreams); raw itself when it does not
+// parse.
+func ReplicaAddr(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw

@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,17 +221,7 @@ func replicaName(raw string) (name, root string, err error) {
 	if err != nil || u.Host == "" {
 		return "", "", fmt.Errorf("replica url %q: not an absolute URL", config.RedactURL(raw))
 	}
-	name = u.Host
-	if u.Port() == "" {
-		port := "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-		name = strings.TrimSuffix(u.Host, ":") + ":" + port
-		if strings.Contains(u.Hostname(), ":") {
-			name = "[" + u.Hostname() + "]:" + port
-		}
-	}
+	name = config.ReplicaAddr(raw)
 	return name, u.Scheme + "://" + name, nil
 }
 

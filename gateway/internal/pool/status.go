@@ -32,7 +32,7 @@ func (p *Pool) Status() []events.ReplicaStatus {
 			t := r.ejectedUntil.UTC()
 			st.EjectedUntil = &t
 		}
-		if e := r.engine.Load(); e != nil && now.Sub(e.At) <= 3*p.cfg.EngineMetrics.Interval {
+		if e := r.freshEngine(now); e != nil {
 			st.Engine = &events.EngineGauges{Running: e.Running, Waiting: e.Waiting, KVCacheUsage: e.KVCacheUsage, ScrapedAt: e.At.UTC()}
 		}
 		out = append(out, st)
