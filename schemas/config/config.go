@@ -428,6 +428,12 @@ type Gates struct {
 	LatencyP99RatioMax   float64       `yaml:"latency_p99_ratio_max"`   // default 1.5
 	ToolLoopRatioMax     float64       `yaml:"tool_loop_ratio_max"`     // default 0.05: points of gray's loop share above primary's
 	GrayErrorRateMax     float64       `yaml:"gray_error_rate_max"`     // default 0.05: points of gray's error share above primary's
+	// LatencyP99MinIncrease and TTFTP99MinIncrease (rev. 4, default 50ms)
+	// are the floors of the ratio gates: a ratio gate fails only when gray
+	// is also slower by at least this much at the quantile that failed
+	// (SPEC §9 "Floors"); 0 turns the floor off.
+	LatencyP99MinIncrease time.Duration `yaml:"latency_p99_min_increase"`
+	TTFTP99MinIncrease    time.Duration `yaml:"ttft_p99_min_increase"`
 }
 
 // Promotion advances the gray percentage along Steps after Hold with all gates passing.

@@ -67,7 +67,8 @@ func TestDefaults(t *testing.T) {
 					Listen: "127.0.0.1:8083", Interval: 5 * time.Second, Window: 5 * time.Minute, MinRequests: 50,
 					Confidence: 0.99, ReadTimeout: 60 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, LeaseTTL: 10 * time.Second,
 					Gates: Gates{TokenInflationMax: 0.30, TTFTP99Max: 3 * time.Second, TTFTP99RatioMax: 1.5, LatencyP99RatioMax: 1.5,
-						ToolLoopRatioMax: 0.05, GrayErrorRateMax: 0.05},
+						ToolLoopRatioMax: 0.05, GrayErrorRateMax: 0.05,
+						LatencyP99MinIncrease: 50 * time.Millisecond, TTFTP99MinIncrease: 50 * time.Millisecond},
 				},
 				Collector: Collector{
 					Listen: "127.0.0.1:8082", BatchSize: 500, FlushInterval: 200 * time.Millisecond,

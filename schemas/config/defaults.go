@@ -130,6 +130,9 @@ func (a *Analyzer) setDefaults() {
 		LatencyP99RatioMax:   1.5,
 		ToolLoopRatioMax:     0.05,
 		GrayErrorRateMax:     0.05,
+
+		LatencyP99MinIncrease: 50 * time.Millisecond,
+		TTFTP99MinIncrease:    50 * time.Millisecond,
 	}
 }
 

@@ -107,6 +107,8 @@ func TestFullConfig(t *testing.T) {
 		{"rollout", cfg.Deployments["qwen-32k"].Rollout.Mode + " " + cfg.Deployments["qwen-32k"].Rollout.StickyKey, "shadow header:X-Tenant-Id"},
 		{"rollout percentage", cfg.Deployments["qwen-32k"].Rollout.Percentage, 12.5},
 		{"rollout without gray", cfg.Deployments["qwen-128k"].Rollout.Percentage, 5.0},
+		{"latency floor off", cfg.Analyzer.Gates.LatencyP99MinIncrease, time.Duration(0)},
+		{"ttft floor", cfg.Analyzer.Gates.TTFTP99MinIncrease, 20 * time.Millisecond},
 		{"promotion steps", cfg.Analyzer.Promotion.Steps, []float64{0.5, 1, 2.25, 100}},
 		{"collector api token", cfg.Collector.APIToken.Reveal(), "api-token-in-file"},
 		{"collector batch size", cfg.Collector.BatchSize, 1},

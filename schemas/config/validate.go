@@ -311,8 +311,17 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 			d.errorf("analyzer.gates."+gate.key, nil, "must not be negative, got %s", formatNumber(gate.v))
 		}
 	}
-	if g.TTFTP99Max < 0 {
-		d.errorf("analyzer.gates.ttft_p99_max", nil, "must not be negative, got %s", g.TTFTP99Max)
+	for _, gate := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"ttft_p99_max", g.TTFTP99Max},
+		{"latency_p99_min_increase", g.LatencyP99MinIncrease},
+		{"ttft_p99_min_increase", g.TTFTP99MinIncrease},
+	} {
+		if gate.v < 0 {
+			d.errorf("analyzer.gates."+gate.key, nil, "must not be negative, got %s", gate.v)
+		}
 	}
 	if pr := a.Promotion; pr != nil {
 		if len(pr.Steps) == 0 && !d.failed["analyzer.promotion.steps"] {

@@ -73,6 +73,10 @@ type LayerResult struct {
 	Verdict  Verdict  `json:"verdict"`
 	GrayN    int64    `json:"gray_n"`
 	PrimaryN int64    `json:"primary_n"`
+	// Quantile (rev. 4) is the quantile a failing latency or TTFT ratio
+	// gate failed on (0.99, 0.95, 0.9, 0.75 or 0.5; SPEC §9); absent
+	// otherwise.
+	Quantile *float64 `json:"quantile,omitempty"`
 }
 
 // GateResult is one gate's test in an evaluation (SPEC §9): the point
@@ -94,6 +98,9 @@ type GateResult struct {
 	GrayN    int64   `json:"gray_n"`
 	PrimaryN int64   `json:"primary_n"`
 	Verdict  Verdict `json:"verdict"`
+	// Quantile (rev. 4) is the quantile a failing ratio gate failed on;
+	// absent otherwise (the deciding layer's, like the fields above).
+	Quantile *float64 `json:"quantile,omitempty"`
 	// Window and Epoch are the gate's test on each layer (SPEC §9 rev. 3);
 	// the fields above repeat the deciding layer's: the one that failed
 	// (the window when both did), else the epoch. nil from analyzers

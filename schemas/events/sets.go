@@ -226,6 +226,10 @@ var (
 	Actors = []Actor{ActorAdmin, ActorAnalyzer, ActorConfig}
 	// Gates lists every gate in the order evaluations report them.
 	Gates = []Gate{GateTokenInflation, GateSchemaFailureRate, GateGrayErrorRate, GateTTFTP99, GateTTFTP99Ratio, GateLatencyP99Ratio, GateToolLoopRatio}
+	// RatioQuantiles (rev. 4) are the quantiles a latency or TTFT ratio
+	// gate tests, in the order it tests them (SPEC §9 "Tail latency past
+	// the censoring limit"); a failing result names one in `quantile`.
+	RatioQuantiles = []float64{0.99, 0.95, 0.9, 0.75, 0.5}
 	// Verdicts lists the verdicts in the order of the JSON Schemas.
 	Verdicts = []Verdict{VerdictPass, VerdictFail, VerdictInconclusive, VerdictNotApplicable}
 	// EvaluationVerdicts are the verdicts of a whole evaluation: a gate may be

@@ -19,13 +19,23 @@ func wire[S ~string](set []S) []string {
 	return out
 }
 
+func numbers(set []float64) []string {
+	out := make([]string, len(set))
+	for i, v := range set {
+		out[i] = fmt.Sprint(v)
+	}
+	return out
+}
+
 // schemaSets names, for every enum of the JSON Schemas (by file and the
 // JSON pointer of its enum's parent), the Go set it must equal, value for
 // value and in order. The Go sets are what Check accepts.
 var schemaSets = map[string][]string{
-	"analysis.evaluated.schema.json#/properties/verdict":  wire(EvaluationVerdicts),
-	"analysis.evaluated.schema.json#/definitions/gate":    wire(Gates),
-	"analysis.evaluated.schema.json#/definitions/verdict": wire(Verdicts),
+	"analysis.evaluated.schema.json#/properties/verdict":                         wire(EvaluationVerdicts),
+	"analysis.evaluated.schema.json#/definitions/gate":                           wire(Gates),
+	"analysis.evaluated.schema.json#/definitions/verdict":                        wire(Verdicts),
+	"analysis.evaluated.schema.json#/properties/gates/items/properties/quantile": numbers(RatioQuantiles),
+	"analysis.evaluated.schema.json#/definitions/layer/properties/quantile":      numbers(RatioQuantiles),
 
 	"request.completed.schema.json#/properties/arm":                             wire(Arms),
 	"request.completed.schema.json#/properties/fallback_reason":                 append([]string{""}, wire(SampleReasons)...),

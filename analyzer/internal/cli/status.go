@@ -196,15 +196,20 @@ func epochLine(ev engine.Evaluation) string {
 	return line
 }
 
-// layerCell writes one layer's verdict and bound: "pass 0.520s".
+// layerCell writes one layer's verdict and bound: "pass 0.520s"; a ratio
+// gate that failed says at which quantile: "fail at p50 1.52x".
 func layerCell(g events.Gate, l *events.LayerResult) string {
 	if l == nil {
 		return "-"
 	}
-	if l.Bound == nil {
-		return string(l.Verdict)
+	cell := string(l.Verdict)
+	if l.Quantile != nil {
+		cell += " at " + engine.QuantileName(*l.Quantile)
 	}
-	return string(l.Verdict) + " " + valueCell(g, l.Bound, true)
+	if l.Bound == nil {
+		return cell
+	}
+	return cell + " " + valueCell(g, l.Bound, true)
 }
 
 // needsCell says how many more gray requests a gate undecided on the

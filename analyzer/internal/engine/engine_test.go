@@ -807,7 +807,7 @@ func TestProsePromptsDoNotRollBack(t *testing.T) {
 // gates that compare with primary (a schema rollback said "0 primary
 // attempts" before), and the window it judged.
 func TestRollbackReason(t *testing.T) {
-	streamed := true
+	streamed, median := true, 0.5
 	for _, c := range []struct {
 		r    events.GateResult
 		want string
@@ -818,6 +818,8 @@ func TestRollbackReason(t *testing.T) {
 			"gate gray_error_rate failed: estimate 0.73%, bound 0.73% above the threshold 5.00% (300 gray and 5700 primary attempts in a 22s window)"},
 		{events.GateResult{Gate: events.GateTTFTP99, Stream: &streamed, Threshold: 2.5, GrayN: 800},
 			"gate ttft_p99"},
+		{events.GateResult{Gate: events.GateTTFTP99Ratio, Stream: &streamed, Threshold: 1.5, GrayN: 550, PrimaryN: 2000, Quantile: &median},
+			"gate ttft_p99_ratio (streamed) failed at the p50: estimate 0.01x"},
 	} {
 		got := rollbackReason(c.r, 0.0073, 0.0073, "window", 22*time.Second)
 		if !strings.HasPrefix(got, c.want) || (c.r.Gate == events.GateTTFTP99 && strings.Contains(got, "primary")) {

@@ -332,9 +332,19 @@ func rollbackReason(failed events.GateResult, estimate, bound float64, layer str
 	if layer == "epoch" {
 		where = fmt.Sprintf("in the epoch of %s", ShortDuration(judged))
 	}
-	return fmt.Sprintf("gate %s%s failed: estimate %s, bound %s above the threshold %s (%s %s)",
-		failed.Gate, streamSuffixes.Of(failed.Stream), fmtValue(failed.Gate, estimate), fmtValue(failed.Gate, bound),
+	at := ""
+	if failed.Quantile != nil {
+		at = " at the " + QuantileName(*failed.Quantile)
+	}
+	return fmt.Sprintf("gate %s%s failed%s: estimate %s, bound %s above the threshold %s (%s %s)",
+		failed.Gate, streamSuffixes.Of(failed.Stream), at, fmtValue(failed.Gate, estimate), fmtValue(failed.Gate, bound),
 		fmtValue(failed.Gate, failed.Threshold), attempts, where)
+}
+
+// QuantileName writes a quantile as people name it: 0.99 is "p99", 0.5
+// "p50".
+func QuantileName(q float64) string {
+	return "p" + strconv.FormatFloat(q*100, 'f', -1, 64)
 }
 
 // ShortDuration writes d for people, to the second, without zero units:

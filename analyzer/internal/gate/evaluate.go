@@ -224,20 +224,20 @@ func (e *evaluator) proportion(x, n int64, a float64) (lower, upper float64) {
 	return ProportionLower(x, n, a), ProportionUpper(x, n, a)
 }
 
-// quantileBounds returns the layer's bounds of h's Quantile, each missing
-// with probability at most a, h censored at limit ms: the lower bound (the
-// limit, exceeded, when its rank lies in the overflow) and the upper bound
-// (+Inf when its rank lies there).
-func (e *evaluator) quantileBounds(h *histogram.Log, a, limit float64) (lower float64, beyond, okl bool, upper float64, oku bool) {
+// quantileBounds returns the layer's bounds of h's q-quantile, each
+// missing with probability at most a, h censored at limit ms: the lower
+// bound (the limit, exceeded, when its rank lies in the overflow) and the
+// upper bound (+Inf when its rank lies there).
+func (e *evaluator) quantileBounds(h *histogram.Log, q, a, limit float64) (lower float64, beyond, okl bool, upper float64, oku bool) {
 	n := int64(h.Total())
 	var lo, hi int64
 	switch {
 	case !(a > 0) || n <= 0:
 		return 0, false, false, math.Inf(1), false
 	case e.sp.seq:
-		lo, hi = seqQuantileRanks(n, Quantile, a)
+		lo, hi = seqQuantileRanks(n, q, a)
 	default:
-		lo, hi = QuantileRanks(n, Quantile, a)
+		lo, hi = QuantileRanks(n, q, a)
 	}
 	lower, beyond, okl = lowerAtRank(h, lo, limit)
 	upper, oku = upperAtRank(h, hi)
@@ -588,7 +588,7 @@ func (e *evaluator) ttftP99(r *events.GateResult, k Class, a float64) {
 	if v, ok := h.Quantile(Quantile); ok && !math.IsInf(v, 0) {
 		r.Estimate = ptr(v / 1000)
 	}
-	lo, beyond, okl, hi, oku := e.quantileBounds(h, a, limit)
+	lo, beyond, okl, hi, oku := e.quantileBounds(h, Quantile, a, limit)
 	judgeStrict(r, lo/1000, hi/1000, okl, oku && !math.IsInf(hi, 0), !e.enough, beyond)
 }
 
@@ -616,14 +616,24 @@ func latencyOf(s *events.ArmStats) *histogram.Log {
 	return &s.Latency
 }
 
-// ratio tests gray's p99 ÷ primary's p99 against the gate's threshold,
-// both arms censored at limit ms: fails when gray's lower bound ÷
-// primary's upper bound is above it, passes when gray's upper bound ÷
-// primary's lower bound is at or below it; each bound at a/2, so a gray
-// with primary's distribution fails with probability at most a. A gray
-// lower bound in the overflow is the censoring limit, exceeded strictly.
-// When primary's p99 (its estimate or its upper bound) lies beyond the
-// limit there is nothing to compare against: not_applicable.
+// ratio tests gray's latency or TTFT against primary's, both arms
+// censored at limit ms. It fails when, at any of events.RatioQuantiles (the
+// p99 first, then lower quantiles that stay measurable when a regression
+// pushes gray's p99 past the censoring limit), gray's
+// lower bound of the quantile ÷ primary's upper bound is above the
+// threshold and gray's lower bound − primary's upper bound is at least the
+// gate's floor (an intersection of two statements on the same bounds,
+// which needs no error of its own), each bound at a/(2·len(RatioQuantiles)) — a
+// Bonferroni split fixed in advance, the quantile never chosen from the
+// data — so that a gray with primary's distribution fails with probability at
+// most a; r.Quantile names the first quantile that failed. A gray lower
+// bound in the overflow is the censoring limit, exceeded strictly; a
+// quantile whose primary upper bound lies there cannot be compared and is
+// skipped. It passes as rev. 3 did, on the p99 alone: gray's upper bound
+// ÷ primary's lower bound, each at a/2, at or below the threshold. When
+// primary's p99 (its estimate or its upper bound) lies beyond the limit
+// there is nothing to pass against: not_applicable unless a lower
+// quantile failed.
 func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a, limit float64) {
 	var gn, pn uint64
 	if gh != nil {
@@ -642,10 +652,13 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a, limit 
 		return
 	}
 	g, p := censor(&e.g, gh, limit), censor(&e.p, ph, limit)
+	if e.enough && e.ratioFails(r, g, p, a/(2*float64(len(events.RatioQuantiles))), limit) {
+		return
+	}
 	gq, _ := g.Quantile(Quantile)
 	pq, _ := p.Quantile(Quantile)
 	a /= 2
-	pl, _, okpl, pu, okpu := e.quantileBounds(p, a, limit)
+	pl, _, okpl, pu, okpu := e.quantileBounds(p, Quantile, a, limit)
 	if math.IsInf(pq, 1) || okpu && math.IsInf(pu, 1) {
 		// Primary's p99 is, or may be, beyond the limit.
 		r.Verdict = events.VerdictNotApplicable
@@ -654,9 +667,10 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a, limit 
 	if pq > 0 && !math.IsInf(gq, 0) {
 		r.Estimate = ptr(gq / pq)
 	}
-	gl, beyond, okgl, gu, okgu := e.quantileBounds(g, a, limit)
-	// The lower bound of the ratio needs a finite primary upper bound; the
-	// upper bound a finite gray upper bound and a positive primary lower one.
+	gl, _, okgl, gu, okgu := e.quantileBounds(g, Quantile, a, limit)
+	// The bound reported while undecided is the p99's lower bound of the
+	// ratio (it needs a finite primary upper bound); the upper bound needs
+	// a finite gray upper bound and a positive primary lower one.
 	hasLower := okgl && okpu && pu > 0
 	hasUpper := okgu && !math.IsInf(gu, 0) && okpl && pl > 0
 	var lower, upper float64
@@ -666,5 +680,39 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a, limit 
 	if hasUpper {
 		upper = gu / pl
 	}
-	judgeStrict(r, lower, upper, hasLower, hasUpper, !e.enough, beyond)
+	// A fail was decided above, at a/len(events.RatioQuantiles); here only a pass.
+	judge(r, lower, upper, false, hasUpper, !e.enough)
+	if r.Verdict != events.VerdictPass && hasLower {
+		r.Bound = ptr(lower)
+	}
+}
+
+// ratioFails tests every quantile of events.RatioQuantiles with bounds at a each
+// (one side) and, at the first that fails, sets r's estimate, bound,
+// quantile and verdict and returns true.
+func (e *evaluator) ratioFails(r *events.GateResult, g, p *histogram.Log, a, limit float64) bool {
+	floor := e.c.floor(r.Gate)
+	for _, q := range events.RatioQuantiles {
+		_, _, _, pu, okpu := e.quantileBounds(p, q, a, limit)
+		if !okpu || math.IsInf(pu, 1) || pu <= 0 {
+			continue // nothing within the limit to compare against
+		}
+		gl, beyond, okgl, _, _ := e.quantileBounds(g, q, a, limit)
+		if !okgl {
+			continue
+		}
+		lower := gl / pu
+		fails := lower > r.Threshold || beyond && lower >= r.Threshold
+		if !fails || gl-pu < floor {
+			continue
+		}
+		gq, _ := g.Quantile(q)
+		pq, _ := p.Quantile(q)
+		if pq > 0 && !math.IsInf(gq, 0) && !math.IsInf(pq, 0) {
+			r.Estimate = ptr(gq / pq)
+		}
+		r.Bound, r.Quantile, r.Verdict = ptr(lower), ptr(q), events.VerdictFail
+		return true
+	}
+	return false
 }

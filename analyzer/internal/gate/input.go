@@ -57,6 +57,19 @@ func ConfigOf(a config.Analyzer, rolloutTimeout time.Duration) Config {
 	}
 }
 
+// floor returns, in milliseconds, how much slower gray must also be at
+// the quantile where a ratio gate g fails (SPEC §9 rev. 4, "Floors"); 0
+// for every other gate.
+func (c Config) floor(g events.Gate) float64 {
+	switch g {
+	case events.GateTTFTP99Ratio:
+		return float64(c.Gates.TTFTP99MinIncrease) / float64(time.Millisecond)
+	case events.GateLatencyP99Ratio:
+		return float64(c.Gates.LatencyP99MinIncrease) / float64(time.Millisecond)
+	}
+	return 0
+}
+
 // Threshold returns the threshold of g in the units of its estimate: ratios
 // as plain ratios (0.3 is 30 %), shares as fractions, ttft_p99 in seconds.
 func (c Config) Threshold(g events.Gate) float64 {

@@ -98,7 +98,7 @@ func combine(w, e events.GateResult) events.GateResult {
 }
 
 func layerOf(r events.GateResult) *events.LayerResult {
-	return &events.LayerResult{Estimate: r.Estimate, Bound: r.Bound, Verdict: r.Verdict, GrayN: r.GrayN, PrimaryN: r.PrimaryN}
+	return &events.LayerResult{Estimate: r.Estimate, Bound: r.Bound, Verdict: r.Verdict, GrayN: r.GrayN, PrimaryN: r.PrimaryN, Quantile: r.Quantile}
 }
 
 // resultKey names one result: a gate and its stream class.

@@ -173,7 +173,7 @@ func seqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
 	if n <= 0 {
 		return 0, 1
 	}
-	r := func() [2]int64 {
+	r := seqRanks.get(rankKey{n: n, q: q, a: a}, func() [2]int64 {
 		thr := math.Log(1 / a)
 		lq, l1q := math.Log(q), math.Log1p(-q)
 		// logE(s) is convex in s with its minimum near n·q; the counts s
@@ -192,7 +192,7 @@ func seqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
 		// u: the largest s in [mode, n] with logE(s) < thr.
 		u := mode + n - searchInts(mode, n, func(s int64) bool { return logE(mode+n-s) < thr })
 		return [2]int64{l, u + 1}
-	}()
+	})
 	return r[0], r[1]
 }
 

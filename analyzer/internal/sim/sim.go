@@ -84,6 +84,7 @@ func DefaultOptions() Options {
 			Gates: config.Gates{
 				TokenInflationMax: 0.30, SchemaFailureRateMax: 0, GrayErrorRateMax: 0.05,
 				TTFTP99Max: 3 * time.Second, TTFTP99RatioMax: 1.5, LatencyP99RatioMax: 1.5, ToolLoopRatioMax: 0.05,
+				LatencyP99MinIncrease: 50 * time.Millisecond, TTFTP99MinIncrease: 50 * time.Millisecond,
 			},
 			MinRequests: 50, Confidence: 0.99, Interval: 5 * time.Second,
 			Timeout: 2500 * time.Millisecond,

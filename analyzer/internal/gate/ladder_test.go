@@ -1,0 +1,120 @@
+package gate
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// resultOf returns the result of gate g for the stream class.
+func resultOf(rs []events.GateResult, g events.Gate, stream bool) events.GateResult {
+	for _, r := range rs {
+		if r.Gate == g && r.Stream != nil && *r.Stream == stream {
+			return r
+		}
+	}
+	return events.GateResult{}
+}
+
+// TestRatioLadderSeesPastTheLimit is SPEC §12 rev. 4's latency cell on
+// the window layer: a gray 2.5× slower (lognormal σ 0.75, median 300 ms,
+// rollout timeout 2.5 s) has its p99 past the censoring limit, where rev.
+// 3's p99 bound was capped near 1.4 and never failed; a lower quantile of
+// the ladder fails it, and the result names that quantile. 2,000 gray
+// requests (1,000 per stream class) against 20× as many primary ones.
+func TestRatioLadderSeesPastTheLimit(t *testing.T) {
+	c := defaults
+	c.Gates.LatencyP99MinIncrease = 50 * time.Millisecond
+	r := rand.New(rand.NewPCG(34, 3))
+	const runs = 20
+	failed := 0
+	for range runs {
+		in := input(r, with(healthy, 1000, func(t *traffic) { t.latMs *= 2.5 }), with(healthy, 20000, nil))
+		res := resultOf(c.Evaluate(in), events.GateLatencyP99Ratio, false)
+		if res.Verdict != events.VerdictFail {
+			continue
+		}
+		failed++
+		if res.Quantile == nil || *res.Quantile == Quantile {
+			t.Fatalf("failed on quantile %v; the p99 lies past the limit, so a lower quantile must have failed: %+v", res.Quantile, res)
+		}
+		// The estimate is absent when gray's quantile itself lies past
+		// the limit (its value is unknown, only that it is beyond).
+		if *res.Bound <= c.Gates.LatencyP99RatioMax || res.Estimate != nil && *res.Estimate < 2 {
+			t.Errorf("quantile %v: estimate %v, bound %v; want an estimate near 2.5 (or none) and a bound above %v", *res.Quantile, res.Estimate, *res.Bound, c.Gates.LatencyP99RatioMax)
+		}
+	}
+	if failed < runs*95/100 {
+		t.Errorf("latency ×2.5 failed the gate in %d of %d windows of 1,000 gray requests; want ≥ 95 %%", failed, runs)
+	}
+}
+
+// TestRatioFloor: two sub-millisecond arms, gray 4× slower, never fail a
+// ratio gate while the floor (50 ms) is on — gray is not 50 ms slower at
+// any quantile — and do fail without it, so it is the floor that holds.
+func TestRatioFloor(t *testing.T) {
+	fast := traffic{ttftMs: 0.1, latMs: 0.2, tokens: 200, errShare: 0.01, loopShare: 0.1}
+	slow := fast
+	slow.ttftMs, slow.latMs = 0.4, 0.8
+	in := input(rand.New(rand.NewPCG(34, 4)), with(slow, 3000, nil), with(fast, 30000, nil))
+	c := defaults
+	c.Gates.LatencyP99MinIncrease, c.Gates.TTFTP99MinIncrease = 50*time.Millisecond, 50*time.Millisecond
+	floored := c.Evaluate(in)
+	c.Gates.LatencyP99MinIncrease, c.Gates.TTFTP99MinIncrease = 0, 0
+	bare := c.Evaluate(in)
+	for _, k := range []struct {
+		g      events.Gate
+		stream bool
+	}{{events.GateLatencyP99Ratio, false}, {events.GateLatencyP99Ratio, true}, {events.GateTTFTP99Ratio, true}} {
+		if r := resultOf(floored, k.g, k.stream); r.Verdict == events.VerdictFail {
+			t.Errorf("%s (stream %v) failed sub-millisecond arms with a 50 ms floor: %+v", k.g, k.stream, r)
+		}
+		if r := resultOf(bare, k.g, k.stream); r.Verdict != events.VerdictFail || r.Quantile == nil {
+			t.Errorf("%s (stream %v) without a floor = %s (quantile %v); want a failure on a named quantile", k.g, k.stream, r.Verdict, r.Quantile)
+		}
+	}
+}
+
+// TestRatioLadderEqualArmsOnEpoch: on the epoch layer (confidence
+// sequences) the ladder of five quantiles keeps a gray with primary's
+// distributions from failing a ratio gate more often than its α:
+// 400 equal-arm epochs at a 0.1 share each, looked at 20 times as they
+// grow (continuous monitoring), fail at most 10 % + 4σ.
+func TestRatioLadderEqualArmsOnEpoch(t *testing.T) {
+	r := rand.New(rand.NewPCG(34, 5))
+	sp := spend{seq: true, alpha: 0.1, schema: 0.1}
+	const epochs = 400
+	fails := 0
+	for range epochs {
+		gray := with(healthy, 0, nil)
+		gray.stream = true
+		primary := gray
+		in := &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
+		k := Class{Stream: true, Endpoint: events.EndpointChat}
+		in.Gray[k] = &events.ArmStats{Arm: events.ArmGray, Stream: true, Endpoint: events.EndpointChat}
+		in.Primary[k] = &events.ArmStats{Arm: events.ArmPrimary, Stream: true, Endpoint: events.EndpointChat}
+		for range 20 {
+			gray.n, primary.n = 100, 400
+			addTo(in.Gray[k], draw(r, events.ArmGray, gray))
+			addTo(in.Primary[k], draw(r, events.ArmPrimary, primary))
+			res := defaults.evaluateOne(in, sp, events.GateTTFTP99Ratio, &gray.stream)
+			if res.Verdict == events.VerdictFail {
+				fails++
+				break
+			}
+		}
+	}
+	if lim := missLimit(epochs, 0.1); fails > lim {
+		t.Errorf("%d of %d equal-arm epochs failed ttft_p99_ratio; want ≤ %d", fails, epochs, lim)
+	}
+}
+
+// addTo adds s's histograms and counts into dst.
+func addTo(dst, s *events.ArmStats) {
+	dst.Requests += s.Requests
+	dst.Outcomes.OK += s.Outcomes.OK
+	dst.TTFT.Merge(&s.TTFT)
+	dst.Latency.Merge(&s.Latency)
+}
