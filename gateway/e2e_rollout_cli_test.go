@@ -97,6 +97,19 @@ func TestE2ERolloutCommands(t *testing.T) {
 		t.Errorf("resume = %d\n%s%s", code, out, errs)
 	}
 
+	// hold and release keep the percentage; the table says "held".
+	code, out, errs = rolloutCLI(t, gw, token, "hold", "qwen", "--reason", "over the weekend")
+	if code != 0 || !strings.Contains(out, "active, held") || !strings.Contains(out, "1%") {
+		t.Errorf("hold = %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs = rolloutCLI(t, gw, token, "hold", "qwen", "--percentage", "5", "--reason", "x"); code != 2 {
+		t.Errorf("hold with --percentage = %d (%s); want 2", code, errs)
+	}
+	code, out, errs = rolloutCLI(t, gw, token, "release", "qwen", "--reason", "monday", "--json")
+	if code != 0 || !strings.Contains(out, `"hold": false`) || entry(out).Percentage != 1 {
+		t.Errorf("release = %d\n%s%s", code, out, errs)
+	}
+
 	// test: 0 % for everyone, forced requests only.
 	code, out, errs = rolloutCLI(t, gw, token, "test", "qwen", "--reason", "try it", "--json")
 	if v := entry(out); code != 0 || v.Status != "testing" || v.Percentage != 0 {

@@ -38,6 +38,12 @@ type RolloutChanged struct {
 	// an admin change ("" for the shared token); taken from the token,
 	// never from a request body. Empty for other actors.
 	Operator string `json:"operator,omitempty"`
+	// Hold (rev. 4, SPEC §3) holds the rollout at its percentage (true) or
+	// releases it (false): a held rollout is still rolled back by the
+	// analyzer but never promoted. Nil leaves the hold as it was, so
+	// events that do not speak of it (every analyzer event, events older
+	// than rev. 4) neither set nor clear it.
+	Hold *bool `json:"hold,omitempty"`
 	// Lease is the analyzer lease the event was published under (rev. 4,
 	// SPEC §11): set on every analyzer event, nil on others and on
 	// analyzer events written before rev. 4.
@@ -132,6 +138,9 @@ func (r *RolloutChanged) Check() error {
 			p.add("operator %q is not [a-z0-9_.-]{1,32}", r.Operator)
 		}
 	}
+	if r.Hold != nil && r.Actor != ActorAdmin {
+		p.add("hold is set for actor %s (only an operator holds or releases a rollout)", r.Actor)
+	}
 	if t := r.Trigger; t != nil {
 		if r.Actor != ActorAnalyzer {
 			p.add("trigger is set for actor %s (only the analyzer has one)", r.Actor)
@@ -177,6 +186,9 @@ type RolloutState struct {
 	// Operator is the operator who made the last admin change applied
 	// (rev. 4); "" for the shared token and for other actors.
 	Operator string `json:"operator"`
+	// Hold (rev. 4) is true from an event that held the rollout until one
+	// that released it: the analyzer does not promote a held rollout.
+	Hold bool `json:"hold"`
 	// ActiveSince is the time of the event that last changed the status
 	// to active (the first event, when it is active). Zero while the
 	// deployment has never been active in the folded events.
@@ -226,6 +238,10 @@ func (s *RolloutState) Apply(seq uint64, at time.Time, ev *RolloutChanged) bool 
 		ActiveSince:  s.ActiveSince,
 		StatusSince:  s.StatusSince,
 		RolloutSince: s.RolloutSince,
+		Hold:         s.Hold,
+	}
+	if ev.Hold != nil {
+		s.Hold = *ev.Hold
 	}
 	if ev.Status == StatusActive && !wasActive {
 		s.ActiveSince = at
@@ -286,6 +302,9 @@ type RolloutEntry struct {
 	// Operator is the name of the operator whose token made the change
 	// (rev. 4): "" for the shared token and for other actors.
 	Operator string `json:"operator"`
+	// Hold (rev. 4) is true while the rollout is held at its percentage
+	// (the analyzer may roll it back but not promote it).
+	Hold bool `json:"hold"`
 	// UpdatedAt is the time of the event at Revision in RFC 3339 (with
 	// nanoseconds, UTC); "" before any event.
 	UpdatedAt string `json:"updated_at"`

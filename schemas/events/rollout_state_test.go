@@ -79,3 +79,38 @@ func TestRolloutStateSkip(t *testing.T) {
 		t.Errorf("Skip on an empty state: %+v", fresh)
 	}
 }
+
+// TestRolloutStateHold: a hold lasts until an event releases it; events
+// that do not speak of it — the analyzer's rollback, an operator's
+// percentage change, events older than rev. 4 — keep it (SPEC §3 rev. 4).
+func TestRolloutStateHold(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	yes, no := true, false
+	var s RolloutState
+	for i, st := range []struct {
+		ev   RolloutChanged
+		hold bool
+	}{
+		{RolloutChanged{Percentage: 5, Status: StatusActive, Actor: ActorConfig}, false},
+		{RolloutChanged{Percentage: 5, Status: StatusActive, Actor: ActorAdmin, Hold: &yes}, true},
+		{RolloutChanged{Percentage: 2, Status: StatusActive, Actor: ActorAdmin}, true},
+		{RolloutChanged{Percentage: 0, Status: StatusRolledBack, Actor: ActorAnalyzer}, true},
+		{RolloutChanged{Percentage: 1, Status: StatusActive, Actor: ActorAdmin}, true},
+		{RolloutChanged{Percentage: 1, Status: StatusActive, Actor: ActorAdmin, Hold: &no}, false},
+		{RolloutChanged{Percentage: 2, Status: StatusActive, Actor: ActorAnalyzer}, false},
+	} {
+		ev := st.ev
+		ev.Deployment, ev.Reason = "d", "r"
+		if err := ev.Check(); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		s.Apply(uint64(i+1), t0.Add(time.Duration(i)*time.Minute), &ev)
+		if s.Hold != st.hold {
+			t.Errorf("after event %d (%+v): hold %v; want %v", i, ev, s.Hold, st.hold)
+		}
+	}
+	bad := RolloutChanged{Deployment: "d", Percentage: 5, Status: StatusActive, Actor: ActorAnalyzer, Reason: "r", Hold: &yes}
+	if err := bad.Check(); err == nil {
+		t.Error("an analyzer event that holds passed Check; only an operator holds")
+	}
+}

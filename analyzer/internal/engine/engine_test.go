@@ -597,6 +597,63 @@ func TestPromotion(t *testing.T) {
 	}
 }
 
+// TestHoldStopsPromotionNotRollback (SPEC §3, §9 rev. 4): a held rollout
+// whose gates all pass is never promoted; once released, the release (an
+// operator's change) starts a fresh hold and the analyzer promotes from
+// the operator's percentage to the next step above it; held again, a
+// failing gate still rolls it back.
+func TestHoldStopsPromotionNotRollback(t *testing.T) {
+	v := newEnv(t)
+	v.rollout(events.StatusActive, 2, time.Hour)
+	held, released := true, false
+	hold := func(h *bool) uint64 {
+		_, seq := testenv.Publish(v.t, v.js, events.TypeRolloutChanged, &events.RolloutChanged{
+			Deployment: v.dep, Percentage: 2, Status: events.StatusActive, Reason: "operator", Actor: events.ActorAdmin, Hold: h,
+		}, v.clk.Now(), "", false)
+		return seq
+	}
+	rev := hold(&held)
+	e := v.start(v.name("a"), holding(), func(a *config.Analyzer) {
+		a.Promotion = &config.Promotion{Steps: []float64{1, 2, 5, 10}, Hold: time.Minute}
+	})
+	e.gates.set(events.VerdictPass)
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, nil), entry(events.ArmGray, 100, nil)))
+	v.waitRead(e.Engine, 1)
+	v.waitRevision(e.Engine, rev)
+	for i := range 5 {
+		if ev := e.Evaluate(context.Background())[0]; ev.Verdict != events.VerdictPass || ev.Action != nil {
+			t.Fatalf("held, round %d: verdict %s, action %+v; want pass and no promotion", i, ev.Verdict, ev.Action)
+		}
+		v.clk.Advance(time.Minute)
+	}
+
+	rev = hold(&released)
+	v.waitRevision(e.Engine, rev)
+	// Fresh traffic: the window has moved past the first statistic.
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, nil), entry(events.ArmGray, 100, nil)))
+	v.waitRead(e.Engine, 2)
+	if ev := e.Evaluate(context.Background())[0]; ev.Action != nil {
+		t.Fatalf("right after the release: action %+v; want none (a fresh hold starts)", ev.Action)
+	}
+	v.clk.Advance(61 * time.Second)
+	ev := e.Evaluate(context.Background())[0]
+	if ev.Action == nil || ev.Action.Kind != ActionPromotion {
+		t.Fatalf("a minute after the release: action %+v; want a promotion", ev.Action)
+	}
+	v.waitRevision(e.Engine, ev.Action.Revision)
+	if got := v.rolloutEvents(); got[len(got)-1].Percentage != 5 {
+		t.Errorf("promoted to %v %%; want 5, the step above the operator's 2", got[len(got)-1].Percentage)
+	}
+
+	rev = hold(&held) // at 2 % again, held
+	v.waitRevision(e.Engine, rev)
+	v.publishStats(v.stat("gw-1", 0, schemaBroken(2)))
+	v.waitRead(e.Engine, 3)
+	if ev := e.Evaluate(context.Background())[0]; ev.Action == nil || ev.Action.Kind != ActionRollback {
+		t.Fatalf("held with a failing gate: action %+v; want a rollback", ev.Action)
+	}
+}
+
 // TestTestingIsJudgedNeverPromoted: a deployment in testing is evaluated
 // and published like an active one, never promoted, and rolled back when a
 // gate fails.

@@ -282,7 +282,8 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 		return a
 	}
 	p := e.cfg.Analyzer.Promotion
-	if !promote || st.Testing() || p == nil || ep == nil || !gate.PromotionReady(ev.Gates) || passingSince.IsZero() {
+	// A held rollout (SPEC §3 rev. 4) is rolled back above, never promoted.
+	if !promote || st.Testing() || st.Hold || p == nil || ep == nil || !gate.PromotionReady(ev.Gates) || passingSince.IsZero() {
 		return nil
 	}
 	next, ok := gate.NextStep(p, gate.PromotionState{

@@ -34,6 +34,9 @@ commands:
   rollback DEPLOYMENT --reason TEXT            send every request to primary
   resume DEPLOYMENT --percentage N --reason TEXT   active again at N %
   test DEPLOYMENT --reason TEXT                gray for forced requests only
+  hold DEPLOYMENT --reason TEXT                keep the percentage: the analyzer may
+                                              still roll back, never promote
+  release DEPLOYMENT --reason TEXT             end a hold: promotion resumes
   reaffirm DEPLOYMENT [--reason TEXT]          append the current state again, signed
                                               with the gateway's current key (key
                                               rotation, docs/security.md)
@@ -82,6 +85,7 @@ func exitf(code int, format string, args ...any) error {
 type rolloutChange struct {
 	Percentage       *float64             `json:"percentage,omitempty"`
 	Status           events.RolloutStatus `json:"status,omitempty"`
+	Hold             *bool                `json:"hold,omitempty"`
 	Reason           string               `json:"reason"`
 	ExpectedRevision *uint64              `json:"expected_revision,omitempty"`
 }
@@ -105,7 +109,7 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, rolloutUsage)
 		if len(args) == 0 {
-			return exitf(ExitUsage, "rollout: a command is required (list, set, rollback, resume, test)")
+			return exitf(ExitUsage, "rollout: a command is required (list, set, rollback, resume, test, hold, release)")
 		}
 		return nil
 	}
@@ -169,7 +173,7 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		if f.pctSet || f.reason != "" || f.expSet {
 			return exitf(ExitUsage, "rollout list changes nothing: --percentage, --reason and --expected-revision do not apply")
 		}
-	case "set", "rollback", "resume", "test":
+	case "set", "rollback", "resume", "test", "hold", "release":
 		if len(positional) != 1 {
 			return exitf(ExitUsage, "rollout %s needs exactly one DEPLOYMENT, got %d arguments", cmd, len(positional))
 		}
@@ -188,7 +192,7 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		deployment, reaffirm = positional[0], true
 	default:
 		fmt.Fprint(stderr, rolloutUsage)
-		return exitf(ExitUsage, "unknown rollout command %q (want list, set, rollback, resume, test or reaffirm)", cmd)
+		return exitf(ExitUsage, "unknown rollout command %q (want list, set, rollback, resume, test, hold, release or reaffirm)", cmd)
 	}
 
 	base, err := adminURL(&f)
@@ -263,6 +267,12 @@ func changeOf(cmd string, f *rolloutFlags) (*rolloutChange, error) {
 		if cmd == "resume" {
 			ch.Status = events.StatusActive
 		}
+	case "hold", "release":
+		if f.pctSet {
+			return nil, exitf(ExitUsage, "rollout %s keeps the percentage: --percentage does not apply", cmd)
+		}
+		hold := cmd == "hold"
+		ch.Hold = &hold
 	case "rollback", "test":
 		if f.pctSet {
 			return nil, exitf(ExitUsage, "rollout %s stores percentage 0: --percentage does not apply", cmd)
@@ -446,6 +456,9 @@ func printEntries(w io.Writer, entries []events.RolloutEntry) {
 	fmt.Fprintln(tw, "DEPLOYMENT\tSTATUS\tPERCENTAGE\tREVISION\tACTOR\tUPDATED\tREASON")
 	for _, e := range entries {
 		status := string(e.Status)
+		if e.Hold {
+			status += ", held"
+		}
 		if !e.Known {
 			status += " (unknown: primary only)"
 		}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/scripts/testenv"
 )
@@ -32,6 +34,34 @@ func putChange(t *testing.T, client *http.Client, g gw, body string) (int, uint6
 	return resp.StatusCode, entry.Revision, string(b)
 }
 
+// logGateway starts a gateway serving deployment qwen (primary and gray at
+// upstream) with a follower of the rollout log in js, once it has read it.
+func logGateway(t *testing.T, js jetstream.JetStream, upstream string) gw {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	table := rollout.NewTable([]string{"qwen"})
+	l, err := rollout.NewLog(js, table, map[string]float64{"qwen": 0}, 1, time.Minute, "test", log)
+	testenv.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	s, err := New(grayConfig(t, upstream, upstream, 0), log, WithRolloutLog(table, l))
+	testenv.Must(t, err)
+	g := serveServer(t, s)
+	testenv.WaitFor(t, 10*time.Second, "the rollout log read", l.Fresh)
+	return g
+}
+
+// testClient returns a client of the test's own, its idle connections
+// closed before the servers stop (cleanups run last first): the admin
+// listener's shutdown waits for open connections at most a second.
+func testClient(t *testing.T) *http.Client {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
 // TestRolloutChangesSerialize is TestE2ERolloutLogSerializes in process,
 // for the race detector: two gateways over one NATS, each with its own
 // follower of the log; changes sent at once through both without
@@ -40,28 +70,8 @@ func putChange(t *testing.T, client *http.Client, g gw, body string) (int, uint6
 func TestRolloutChangesSerialize(t *testing.T) {
 	_, js := testenv.NATSServer(t)
 	mock := testenv.StartMock(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	start := func() gw {
-		table := rollout.NewTable([]string{"qwen"})
-		l, err := rollout.NewLog(js, table, map[string]float64{"qwen": 0}, 1, time.Minute, "test", log)
-		testenv.Must(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- l.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		s, err := New(grayConfig(t, mock.URL, mock.URL, 0), log, WithRolloutLog(table, l))
-		testenv.Must(t, err)
-		g := serveServer(t, s)
-		testenv.WaitFor(t, 10*time.Second, "the rollout log read", l.Fresh)
-		return g
-	}
-	gws := []gw{start(), start()}
-	// A client of the test's own, its idle connections closed before the
-	// servers stop (cleanups run last first): the admin listener's
-	// shutdown waits for open connections at most a second.
-	tr := &http.Transport{}
-	client := &http.Client{Transport: tr}
-	t.Cleanup(tr.CloseIdleConnections)
+	gws := []gw{logGateway(t, js, mock.URL), logGateway(t, js, mock.URL)}
+	client := testClient(t)
 
 	const n = 16
 	codes := make([]int, n)
@@ -96,5 +106,57 @@ func TestRolloutChangesSerialize(t *testing.T) {
 	if code, _, body := putChange(t, client, gws[1], fmt.Sprintf(`{"percentage": 3, "expected_revision": %d}`, rev-1)); code != http.StatusConflict ||
 		!strings.Contains(body, "revision_conflict") {
 		t.Errorf("a stale expected_revision = %d %s; want 409 revision_conflict", code, body)
+	}
+}
+
+// TestRolloutHold: PUT {"hold": true|false, "reason"} holds and releases a
+// rollout without touching its percentage or status (SPEC §3 rev. 4);
+// every entry shows the hold, which outlives other changes until it is
+// released; a hold sent with a percentage or without a reason is 400.
+func TestRolloutHold(t *testing.T) {
+	_, js := testenv.NATSServer(t)
+	mock := testenv.StartMock(t)
+	g := logGateway(t, js, mock.URL)
+	client := testClient(t)
+	holdOf := func(body string) bool {
+		var e struct{ Hold *bool }
+		if err := json.Unmarshal([]byte(body), &e); err != nil || e.Hold == nil {
+			t.Fatalf("entry without hold: %s", body)
+		}
+		return *e.Hold
+	}
+	listed := func() string {
+		req, _ := http.NewRequest(http.MethodGet, g.admin+"/admin/rollouts", nil)
+		req.Header.Set("Authorization", "Bearer admin-secret")
+		resp, err := client.Do(req)
+		testenv.Must(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for _, c := range []struct {
+		body string
+		code int
+		hold bool
+	}{
+		{`{"percentage": 5, "reason": "start"}`, 200, false},
+		{`{"hold": true, "reason": "watching the p99 over lunch"}`, 200, true},
+		{`{"percentage": 2, "reason": "less while held"}`, 200, true},
+		{`{"hold": true, "percentage": 10, "reason": "both"}`, 400, true},
+		{`{"hold": false}`, 400, true},
+		{`{"hold": false, "reason": "looks fine"}`, 200, false},
+	} {
+		code, _, body := putChange(t, client, g, c.body)
+		if code != c.code {
+			t.Fatalf("PUT %s = %d %s; want %d", c.body, code, body, c.code)
+		}
+		if code == 200 && holdOf(body) != c.hold {
+			t.Errorf("PUT %s answered hold %v; want %v", c.body, holdOf(body), c.hold)
+		}
+		want := fmt.Sprintf(`"hold":%v`, c.hold)
+		testenv.WaitFor(t, 5*time.Second, "GET /admin/rollouts to show "+want, func() bool { return strings.Contains(listed(), want) })
+	}
+	if l := listed(); !strings.Contains(l, `"percentage":2`) {
+		t.Errorf("a hold or release changed the percentage: %s", l)
 	}
 }

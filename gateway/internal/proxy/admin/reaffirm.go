@@ -54,8 +54,10 @@ func (a *API) reaffirm(c *fiber.Ctx) error {
 			return &apierr.Error{Status: fiber.StatusConflict, Code: CodeNothingToReaffirm, Type: "invalid_request_error",
 				Msg: "deployment " + name + " has no valid rollout state to re-affirm: set one with PUT /admin/rollouts/" + name}
 		}
+		// The hold is repeated too, so the new event holds the whole state.
+		hold := cur.Hold
 		ev := &events.RolloutChanged{Deployment: name, Percentage: cur.Percentage, Status: cur.Status,
-			Reason: reason, Actor: events.ActorAdmin, Operator: operator(c)}
+			Reason: reason, Actor: events.ActorAdmin, Operator: operator(c), Hold: &hold}
 		rev, err := a.log.Append(ctx, ev, cur.Revision)
 		switch {
 		case errors.Is(err, rollout.ErrRevisionConflict):
@@ -66,6 +68,6 @@ func (a *API) reaffirm(c *fiber.Ctx) error {
 		}
 		a.logger.Info("rollout re-affirmed", "deployment", name, "revision", rev, "operator", ev.Operator)
 		return c.JSON(&events.RolloutEntry{Deployment: name, Percentage: ev.Percentage, Status: ev.Status, Revision: rev,
-			Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano), Known: true})
+			Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, Hold: hold, UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano), Known: true})
 	})
 }

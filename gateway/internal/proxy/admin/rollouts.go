@@ -44,6 +44,7 @@ type RolloutLog interface {
 type rolloutChange struct {
 	Percentage       *float64 `json:"percentage"`
 	Status           *string  `json:"status"`
+	Hold             *bool    `json:"hold"`
 	Reason           string   `json:"reason"`
 	ExpectedRevision *uint64  `json:"expected_revision"`
 	// operator is the name of the operator whose token made the request
@@ -82,8 +83,13 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 		return err
 	}
 	ch.operator = operator(c)
-	if ch.Percentage == nil && ch.Status == nil {
-		return apierr.BadRequest("rollout change needs \"percentage\", \"status\" or both")
+	switch {
+	case ch.Hold != nil && (ch.Percentage != nil || ch.Status != nil):
+		return apierr.BadRequest("\"hold\" is changed on its own: send it without \"percentage\" or \"status\"")
+	case ch.Hold != nil && ch.Reason == "":
+		return apierr.BadRequest("a hold or release needs a \"reason\"")
+	case ch.Hold == nil && ch.Percentage == nil && ch.Status == nil:
+		return apierr.BadRequest("rollout change needs \"percentage\", \"status\", both, or \"hold\"")
 	}
 	return a.inTurn(c, name, "the change was not recorded", func(ctx context.Context) error {
 		cur, err := a.current(ctx, name, 0)
@@ -253,10 +259,16 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 	if status == rollout.RolledBack || status == rollout.Testing {
 		pct = 0
 	}
+	// A hold or release keeps the percentage and status as they are; any
+	// other change keeps the hold (the fold carries it).
 	ev := &events.RolloutChanged{Deployment: name, Percentage: pct, Status: events.RolloutStatus(status),
-		Reason: ch.Reason, Actor: events.ActorAdmin, Operator: ch.operator}
+		Reason: ch.Reason, Actor: events.ActorAdmin, Operator: ch.operator, Hold: ch.Hold}
 	if ev.Reason == "" {
 		ev.Reason = "changed through the admin API"
+	}
+	hold := cur.Hold
+	if ch.Hold != nil {
+		hold = *ch.Hold
 	}
 	now := time.Now()
 	var rev uint64
@@ -264,7 +276,7 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 		// Events are off: the configuration and this API own the state.
 		rev = cur.Revision + 1
 		st := rollout.New(name, pct, status, rev, ev.Actor, ev.Reason, now)
-		st.Operator = ev.Operator
+		st.Operator, st.Hold = ev.Operator, hold
 		a.rollouts.Set(st)
 	} else {
 		var err error
@@ -278,7 +290,7 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 		}
 	}
 	return &events.RolloutEntry{Deployment: name, Percentage: pct, Status: status, Revision: rev,
-		Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, nil
+		Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, Hold: hold, UpdatedAt: now.UTC().Format(time.RFC3339Nano), Known: true}, nil
 }
 
 func revisionConflict(name string, expected, current uint64) *apierr.Error {
@@ -298,7 +310,7 @@ func (a *API) listRollouts(c *fiber.Ctx) error {
 	for _, st := range a.rollouts.All() {
 		e := events.RolloutEntry{
 			Deployment: st.Deployment, Percentage: st.Percentage, Status: st.Status,
-			Revision: st.Revision, Reason: st.Reason, Actor: st.Actor, Operator: st.Operator, Note: st.Note,
+			Revision: st.Revision, Reason: st.Reason, Actor: st.Actor, Operator: st.Operator, Hold: st.Hold, Note: st.Note,
 			// Known only once the whole log is read: the table fills while
 			// it is being read, before a change may be appended.
 			Known: st.Known && (a.log == nil || a.log.Fresh()),
