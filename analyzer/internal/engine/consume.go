@@ -282,8 +282,8 @@ func (e *Engine) ReplayStats() (time.Duration, int64) {
 // match its subject or its id is skipped as invalid; one of a deployment
 // the configuration does not name as unknown_deployment; one dated more
 // than events.MaxStatsFuture ahead as future. None of them stops the
-// consumer. A counted statistic with a gray schema failure marks its
-// deployment urgent.
+// consumer. A counted statistic with a gray schema failure or a gray
+// failure of gate 5 marks its deployment urgent.
 func (e *Engine) count(seq uint64, subject string, data []byte) {
 	d, _ := strings.CutPrefix(subject, events.SubjectStatsPrefix)
 	if e.ignored[d] {
@@ -322,9 +322,22 @@ func (e *Engine) count(seq uint64, subject string, data []byte) {
 		return
 	}
 	e.m.outcome(o.String())
-	if o == window.Counted && graySchemaFailure(s) {
+	if o == window.Counted && (graySchemaFailure(s) || grayErrorFailure(s)) {
 		e.markUrgent(d)
 	}
+}
+
+// grayErrorFailure reports whether a gray or shadow entry of s holds an
+// attempt that failed as gate 5 counts it (upstream_5xx, timeout,
+// upstream_error).
+func grayErrorFailure(s *events.StatsInterval) bool {
+	for i := range s.Arms {
+		a := &s.Arms[i]
+		if a.Arm != events.ArmPrimary && a.Outcomes.Upstream5xx+a.Outcomes.Timeout+a.Outcomes.UpstreamError > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // graySchemaFailure reports whether a gray or shadow entry of s holds an

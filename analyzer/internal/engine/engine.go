@@ -181,6 +181,9 @@ type deploymentState struct {
 	actedFrom uint64
 	acted     bool
 	lastAct   *Action
+	// errorsLooked is when gate 5 was last looked at (a regular or an
+	// early look): the next look spends the seconds since (gate.Look).
+	errorsLooked time.Time
 }
 
 // New returns an engine over js. leader decides whether it may publish.

@@ -279,9 +279,10 @@ func TestSchemaFailureRollsBackAtOnce(t *testing.T) {
 	}
 }
 
-// TestUrgentEvaluationActsOnGate2Only: an urgent evaluation neither
-// publishes nor acts when gate 2 passes, whatever the other gates say.
-func TestUrgentEvaluationActsOnGate2Only(t *testing.T) {
+// TestUrgentEvaluationActsOnGates2And5Only: an urgent evaluation neither
+// publishes nor acts when gates 2 and 5 pass, whatever the other gates
+// say.
+func TestUrgentEvaluationActsOnGates2And5Only(t *testing.T) {
 	v := newEnv(t)
 	rev := v.rollout(events.StatusActive, 10, time.Hour)
 	e := v.startUnfollowed(v.name("a"), holding(), rev, 10)
@@ -291,10 +292,58 @@ func TestUrgentEvaluationActsOnGate2Only(t *testing.T) {
 	v.waitRead(e.Engine, 1)
 	e.markUrgent(v.dep)
 	if evs := e.EvaluateUrgent(context.Background()); len(evs) != 0 {
-		t.Errorf("urgent evaluation acted: %+v; want nothing (gate 2 passes at 10%% under 50%%)", evs)
+		t.Errorf("urgent evaluation acted: %+v; want nothing (gate 2 passes at 10%% under 50%%, no gray errors)", evs)
 	}
 	if got := len(v.rolloutEvents()); got != 1 {
 		t.Errorf("%d rollout events; want only the admin's", got)
+	}
+}
+
+// TestEarlyGate5Look (SPEC §9 rev. 4): a statistic with gray failures of
+// gate 5 makes its deployment urgent; the early look acts on
+// gray_error_rate; and each look of gate 5 spends the seconds since its
+// previous one — the first early look one second, a regular look 2 s
+// after it two, one after an interval of quiet the whole interval.
+func TestEarlyGate5Look(t *testing.T) {
+	v := newEnv(t)
+	rev := v.rollout(events.StatusActive, 10, time.Hour)
+	e := v.startUnfollowed(v.name("a"), holding(), rev, 10)
+	e.gates.set(events.VerdictInconclusive)
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 50, nil), entry(events.ArmGray, 10, nil)))
+	v.waitRead(e.Engine, 1)
+	e.Evaluate(context.Background())
+	if got := e.gates.look(v.dep).ErrorSeconds(); got != 5 {
+		t.Errorf("the first regular look spends %v s of gate 5; want the interval, 5", got)
+	}
+	v.clk.Advance(2 * time.Second)
+	e.Evaluate(context.Background())
+	if got := e.gates.look(v.dep).ErrorSeconds(); got != 2 {
+		t.Errorf("a regular look 2 s after the last spends %v s of gate 5; want 2", got)
+	}
+	v.clk.Advance(time.Minute)
+	e.Evaluate(context.Background())
+	if got := e.gates.look(v.dep).ErrorSeconds(); got != 5 {
+		t.Errorf("a regular look after a minute spends %v s of gate 5; want at most the interval, 5", got)
+	}
+
+	v.clk.Advance(1500 * time.Millisecond)
+	down := events.ArmStats{Arm: events.ArmGray, Stream: true, Endpoint: events.EndpointChat, Requests: 12}
+	down.Outcomes.Upstream5xx = 12
+	for range 12 {
+		down.Latency.Add(40)
+	}
+	v.publishStats(v.stat("gw-1", 0, entry(events.ArmPrimary, 50, nil), down))
+	v.waitRead(e.Engine, 2)
+	evs := e.EvaluateUrgent(context.Background())
+	if look := e.gates.look(v.dep); look.Seconds != 0 || look.ErrorSeconds() != 1.5 {
+		t.Errorf("the early look: %+v, gate 5 spends %v s; want 0 for the others and 1.5 for gate 5", look, look.ErrorSeconds())
+	}
+	if len(evs) != 1 || evs[0].Action == nil || evs[0].Action.Kind != ActionRollback {
+		t.Fatalf("early look = %+v; want a rollback", evs)
+	}
+	got := v.rolloutEvents()
+	if last := got[len(got)-1]; last.Status != events.StatusRolledBack || last.Trigger == nil || last.Trigger.Gate != events.GateGrayErrorRate {
+		t.Errorf("last rollout event %+v; want a rollback on gray_error_rate", last)
 	}
 }
 

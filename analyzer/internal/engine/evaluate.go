@@ -93,13 +93,14 @@ func (e *Engine) Evaluate(ctx context.Context) []Evaluation {
 	return out
 }
 
-// EvaluateUrgent evaluates the deployments a gray schema failure arrived
+// EvaluateUrgent evaluates the deployments a gray schema failure or a
+// gray failure of gate 5 (upstream_5xx, timeout, upstream_error) arrived
 // for since the last call, at once rather than at the next interval (SPEC
-// §9, §12). It acts only on gate 2: when schema_failure_rate fails, the
-// evaluation is published and the deployment rolled back with it as the
-// trigger; otherwise nothing is published or recorded, so the other gates
-// are looked at only every interval (their error budget counts those
-// looks). It returns the evaluations that acted.
+// §9, §12; rev. 4 "Early gate-5 looks"). It acts only on gates 2 and 5:
+// when schema_failure_rate or gray_error_rate fails, the evaluation is
+// published and the deployment rolled back with it as the trigger;
+// otherwise nothing is published or recorded, so the other gates are
+// looked at only every interval (their error budget counts those looks). It returns the evaluations that acted.
 func (e *Engine) EvaluateUrgent(ctx context.Context) []Evaluation {
 	now := e.cfg.Clock()
 	act := e.Ready() && e.Leading()
@@ -143,11 +144,13 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 	in := gate.Input{Gray: snap.Gray, Primary: snap.Primary}
 	look := gate.Look{Day: gate.DayOf(st.RolloutSince, now), Seconds: e.cfg.Analyzer.Interval.Seconds()}
 	if urgent {
-		// An early gate-2 look: the other tests spend nothing here (their
-		// budget is counted in the regular looks) and cannot fail on the
-		// window; gate 2 spends its half-second share (gate.Look).
+		// An early look: the other tests spend nothing here (their budget
+		// is counted in the regular looks) and cannot fail on the window;
+		// gate 2 spends its half-second share, gate 5 the seconds since
+		// its last look (gate.Look).
 		look.Seconds = 0
 	}
+	look = look.WithErrorSeconds(e.errorSeconds(d.Name, now, urgent))
 	var ep *gate.Epoch
 	if hasEpoch {
 		ep = &view.Epoch
@@ -177,7 +180,7 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 	}
 	failure := gate.FirstFailure
 	if urgent {
-		failure = schemaFailure
+		failure = earlyFailure
 		if _, failed := failure(results); !failed || ev.GrayRequests == 0 {
 			return ev
 		}
@@ -229,14 +232,38 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 	return ev
 }
 
-// schemaFailure returns the failing schema_failure_rate result.
-func schemaFailure(results []events.GateResult) (events.GateResult, bool) {
+// earlyFailure returns the first failing result of the gates an early
+// look acts on: schema_failure_rate and gray_error_rate.
+func earlyFailure(results []events.GateResult) (events.GateResult, bool) {
 	for _, r := range results {
-		if r.Gate == events.GateSchemaFailureRate && r.Verdict == events.VerdictFail {
+		if (r.Gate == events.GateSchemaFailureRate || r.Gate == events.GateGrayErrorRate) && r.Verdict == events.VerdictFail {
 			return r, true
 		}
 	}
 	return events.GateResult{}, false
+}
+
+// errorSeconds returns what gate 5 spends at a look of d at now (SPEC §9
+// rev. 4): the seconds since its previous look, at most one interval (the
+// first look, and a regular look after a pause, spend one interval, as
+// every other test does); an early look with no look before it spends one
+// second, its least spacing. It records now as gate 5's last look.
+func (e *Engine) errorSeconds(d string, now time.Time, early bool) float64 {
+	iv := e.cfg.Analyzer.Interval.Seconds()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ds := e.state[d]
+	s := iv
+	switch {
+	case !ds.errorsLooked.IsZero():
+		s = min(max(now.Sub(ds.errorsLooked).Seconds(), 0), iv)
+	case early:
+		s = min(urgentEvery.Seconds(), iv)
+	}
+	if now.After(ds.errorsLooked) {
+		ds.errorsLooked = now
+	}
+	return s
 }
 
 // decide publishes a rollback when a gate failed (the first that failure

@@ -186,14 +186,15 @@ func (f *fakeGates) evaluate(d Deployment, win *gate.Input, ep *gate.Epoch, look
 	if epochOthers == "" {
 		epochOthers = others
 	}
-	w := fakeLayer(d, win, others, schemaMax)
+	early := look.Seconds == 0
+	w := fakeLayer(d, win, others, schemaMax, early)
 	if ep == nil {
 		for i := range w {
 			w[i].Window = layerOf(w[i])
 		}
 		return w
 	}
-	e := fakeLayer(d, ep.Pooled(), epochOthers, schemaMax)
+	e := fakeLayer(d, ep.Pooled(), epochOthers, schemaMax, early)
 	out := make([]events.GateResult, len(w))
 	for i := range w {
 		r := w[i]
@@ -221,13 +222,15 @@ func layerOf(r events.GateResult) *events.LayerResult {
 }
 
 // fakeLayer judges one layer's input: gate 2 from its schema failures,
-// the others at verdict others.
-func fakeLayer(d Deployment, in *gate.Input, others events.Verdict, schemaMax float64) []events.GateResult {
+// at an early look gate 5 from gray's failures (fail on any), the others
+// at verdict others.
+func fakeLayer(d Deployment, in *gate.Input, others events.Verdict, schemaMax float64, early bool) []events.GateResult {
 	limits := gate.ConfigOf(exampleAnalyzer(), d.Timeout)
-	var grayN, primaryN, failures int64
+	var grayN, primaryN, failures, errs int64
 	for _, s := range in.Gray {
 		grayN += s.Requests
 		failures += s.Outcomes.SchemaViolation + s.Outcomes.InvalidJSON
+		errs += s.Outcomes.Upstream5xx + s.Outcomes.Timeout + s.Outcomes.UpstreamError
 	}
 	for _, s := range in.Primary {
 		primaryN += s.Requests
@@ -244,6 +247,13 @@ func fakeLayer(d Deployment, in *gate.Input, others events.Verdict, schemaMax fl
 				r.Estimate, r.Bound = &rate, &rate
 				r.Verdict = events.VerdictPass
 				if failures > 0 && rate > r.Threshold {
+					r.Verdict = events.VerdictFail
+				}
+			}
+		case events.GateGrayErrorRate:
+			if early {
+				r.Verdict = events.VerdictPass
+				if errs > 0 {
 					r.Verdict = events.VerdictFail
 				}
 			}

@@ -65,19 +65,20 @@ type spend struct {
 	// window's fixed-sample bounds.
 	seq bool
 	// alpha is each test's share (before its split among classes and
-	// arms); schema is gate 2's above threshold 0.
-	alpha, schema float64
+	// arms); schema is gate 2's above threshold 0; errors gate 5's.
+	alpha, schema, errors float64
 }
 
 // windowSpend returns the window layer's spend at look.
 func (c Config) windowSpend(look Look) spend {
-	return spend{alpha: c.WindowAlpha(look), schema: c.SchemaWindowAlpha(look)}
+	return spend{alpha: c.WindowAlpha(look), schema: c.SchemaWindowAlpha(look),
+		errors: c.WindowAlpha(Look{Day: look.Day, Seconds: look.ErrorSeconds()})}
 }
 
 // epochSpend returns the epoch layer's spend for the index-th epoch.
 func (c Config) epochSpend(index int) spend {
 	a := c.EpochAlpha(index)
-	return spend{seq: true, alpha: a, schema: a}
+	return spend{seq: true, alpha: a, schema: a, errors: a}
 }
 
 // Evaluate tests gray against primary on the window layer alone, at a
@@ -386,7 +387,7 @@ func (e *evaluator) grayErrors() events.GateResult {
 		xp += e.errorsOf(k, s)
 		np += judged(s)
 	}
-	return e.difference(r, min(xg, ng), ng, min(xp, np), np, false)
+	return e.difference(r, min(xg, ng), ng, min(xp, np), np, e.sp.errors, false)
 }
 
 // toolLoops is gate 4: fails when the lower bound of gray's loop share
@@ -404,14 +405,14 @@ func (e *evaluator) toolLoops() events.GateResult {
 		xp += s.ToolLoops
 		np += max(s.ToolSteps.Count, s.ToolLoops)
 	}
-	return e.difference(r, xg, ng, xp, np, !e.enough)
+	return e.difference(r, xg, ng, xp, np, e.sp.alpha, !e.enough)
 }
 
-// difference judges gray's share xg/ng minus primary's xp/np: per-arm
-// bounds at α/2 (Clopper-Pearson on the window, confidence sequences on
+// difference judges gray's share xg/ng minus primary's xp/np at the
+// test's error alpha: per-arm bounds at alpha/2 (Clopper-Pearson on the window, confidence sequences on
 // the epoch), the difference's lower bound gray's lower minus primary's
 // upper, its upper bound the opposite.
-func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, floor bool) events.GateResult {
+func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, alpha float64, floor bool) events.GateResult {
 	r.GrayN, r.PrimaryN = ng, np
 	if ng == 0 && np == 0 {
 		r.Verdict = events.VerdictNotApplicable
@@ -422,7 +423,7 @@ func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, floor 
 		return r
 	}
 	r.Estimate = ptr(float64(xg)/float64(ng) - float64(xp)/float64(np))
-	a := e.sp.alpha / 2
+	a := alpha / 2
 	gl, gu := e.proportion(xg, ng, a)
 	pl, pu := e.proportion(xp, np, a)
 	judge(&r, gl-pu, gu-pl, a > 0, a > 0, floor)

@@ -327,7 +327,7 @@ func TestCensorMatchesHistogram(t *testing.T) {
 func TestEvaluateFalseFailRate(t *testing.T) {
 	c := defaults
 	c.Confidence = 0.9
-	sp := spend{alpha: 0.01 / c.tests(), schema: 0.01 / c.tests()}
+	sp := spend{alpha: 0.01 / c.tests(), schema: 0.01 / c.tests(), errors: 0.01 / c.tests()}
 	r := rand.New(rand.NewPCG(21, 21))
 	const sets = 3000
 	fails := 0

@@ -84,7 +84,7 @@ func TestRatioFloor(t *testing.T) {
 // grow (continuous monitoring), fail at most 10 % + 4σ.
 func TestRatioLadderEqualArmsOnEpoch(t *testing.T) {
 	r := rand.New(rand.NewPCG(34, 5))
-	sp := spend{seq: true, alpha: 0.1, schema: 0.1}
+	sp := spend{seq: true, alpha: 0.1, schema: 0.1, errors: 0.1}
 	const epochs = 400
 	fails := 0
 	for range epochs {

@@ -90,6 +90,29 @@ type Look struct {
 	// its half-second share (Config.SchemaWindowAlpha), and the epoch's
 	// sequences hold at every look anyway.
 	Seconds float64
+	// errorSeconds, when errorSet, is what gate 5 spends instead of
+	// Seconds (WithErrorSeconds).
+	errorSeconds float64
+	errorSet     bool
+}
+
+// WithErrorSeconds returns l with gate 5 spending s seconds' worth instead
+// of Seconds (SPEC §9 rev. 4, "Early gate-5 looks"): the seconds since
+// gate 5's previous look, regular or early, so that a second's looks of
+// gate 5 together spend no more than the second's share whatever the mix.
+// An early look passes Seconds 0 (the other tests spend nothing there) and
+// the seconds since gate 5 was last looked at.
+func (l Look) WithErrorSeconds(s float64) Look {
+	l.errorSeconds, l.errorSet = max(s, 0), true
+	return l
+}
+
+// ErrorSeconds returns the seconds' worth gate 5 spends at l.
+func (l Look) ErrorSeconds() float64 {
+	if l.errorSet {
+		return l.errorSeconds
+	}
+	return max(l.Seconds, 0)
 }
 
 // DayOf returns the day d (from 1) that now falls in for a rollout that

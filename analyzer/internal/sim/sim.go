@@ -332,6 +332,9 @@ func (s *simulator) run(o *Options, j job) outcome {
 	var passingSince time.Time
 	fingerprint := sc.FingerprintAt > 0
 	look := gate.Look{Seconds: iv}
+	// lastErrorLook is when gate 5 was last looked at, early or regular:
+	// each look spends the seconds since (SPEC §9 rev. 4).
+	lastErrorLook := math.Inf(-1)
 	t, prev := 0.0, 0.0
 	for k := 0; ; k++ {
 		length := iv
@@ -359,10 +362,15 @@ func (s *simulator) run(o *Options, j job) outcome {
 			primaryRate = total
 		}
 		var schema int64
+		// Gate 5's counts [arm][errors, judged]: in the window without the
+		// interval being drawn, and in that interval (for early looks).
+		var before, fresh [2][2]int64
 		for c := range classes {
 			for a, rate := range [2]float64{grayRate, primaryRate} {
 				w := s.win[a][c]
 				slot := w.slot()
+				x, n := cfg.ErrorCounts(classes[c], &w.sum)
+				before[a][0], before[a][1] = before[a][0]+x, before[a][1]+n
 				mean := rate * classShare[c] * length * swing
 				for g, src := range ar.src[a][c] {
 					m := mean * ar.share[a][g]
@@ -371,6 +379,8 @@ func (s *simulator) run(o *Options, j job) outcome {
 					}
 					draw(r, slot, src, a == 0, lim[c], m)
 				}
+				x, n = cfg.ErrorCounts(classes[c], slot)
+				fresh[a][0], fresh[a][1] = fresh[a][0]+x, fresh[a][1]+n
 				if a == 0 {
 					out.gray += slot.Requests
 					if classes[c].Stream {
@@ -388,6 +398,20 @@ func (s *simulator) run(o *Options, j job) outcome {
 			ar.act[1].step(r, length)
 		}
 		out.looks++
+		day := gate.DayOf(base, now)
+		if at, looks, ok := earlyErrors(r, &cfg, day, prev, length, iv, &lastErrorLook, before, fresh); ok || looks > 0 {
+			out.looks += looks
+			if ok && (schema == 0 || o.Gate.Gates.SchemaFailureRateMax > 0) {
+				out.rolledBack, out.gate, out.layer, out.seconds = true, events.GateGrayErrorRate, "early", at
+				// The gray requests up to then, pro rata within the interval.
+				var last int64
+				for c := range classes {
+					last += s.win[0][c].last().Requests
+				}
+				out.gray -= int64(float64(last) * (t - at) / length)
+				return out
+			}
+		}
 		if schema > 0 && o.Gate.Gates.SchemaFailureRateMax <= 0 {
 			// Gate 2 is evaluated as soon as a statistic carrying a gray
 			// schema failure arrives (SPEC §9): the gateway publishes it at
@@ -406,8 +430,9 @@ func (s *simulator) run(o *Options, j job) outcome {
 			out.gray -= int64(float64(last) * (t - out.seconds) / length)
 			return out
 		}
-		look.Day = gate.DayOf(base, now)
-		rs := cfg.Judge(&s.in, &ep.ep, look)
+		look.Day = day
+		rs := cfg.Judge(&s.in, &ep.ep, look.WithErrorSeconds(min(iv, t-lastErrorLook)))
+		lastErrorLook = t
 		if f, ok := gate.FirstFailure(rs); ok {
 			out.rolledBack, out.seconds, out.gate = true, t, f.Gate
 			out.layer = "epoch"
@@ -460,4 +485,52 @@ func (s *simulator) present(c int) {
 	}
 	put(s.win[0][c], s.in.Gray)
 	put(s.win[1][c], s.in.Primary)
+}
+
+// earlyErrors runs the early gate-5 looks (SPEC §9 rev. 4) of one analyzer
+// interval that began at prev and lasted length seconds: the gateways
+// publish a statistic every second, and one that carries a gray failure
+// of gate 5 makes the analyzer look at gate 5 on the window at once. The
+// interval's counts fresh ([arm][errors, judged], drawn for the whole
+// interval) are spread over its seconds at random (each attempt in a
+// uniformly chosen second, a multinomial split), added to the window's
+// counts before it, and gate 5 is judged at the end of every second
+// (but the last, which is the regular look's) in which gray failed,
+// spending the seconds since gate 5's previous look. It returns when the
+// gate failed (ok) and how many early looks it made; *last moves to the
+// last early look.
+func earlyErrors(r *rand.Rand, cfg *gate.Config, day int, prev, length, iv float64, last *float64, before, fresh [2][2]int64) (at float64, looks int64, ok bool) {
+	if fresh[0][0] == 0 {
+		return 0, 0, false
+	}
+	secs := int(math.Ceil(length))
+	piece := length / float64(secs)
+	var errs, rest [2]int64
+	for a := range 2 {
+		errs[a], rest[a] = fresh[a][0], fresh[a][1]-fresh[a][0]
+	}
+	var cum [2][2]int64
+	for j := 1; j < secs; j++ {
+		p := 1 / float64(secs-j+1)
+		var grayErrs int64
+		for a := range 2 {
+			e, n := binomial(r, errs[a], p), binomial(r, rest[a], p)
+			errs[a], rest[a] = errs[a]-e, rest[a]-n
+			cum[a][0], cum[a][1] = cum[a][0]+e, cum[a][1]+e+n
+			if a == 0 {
+				grayErrs = e
+			}
+		}
+		if grayErrs == 0 {
+			continue
+		}
+		at = prev + piece*float64(j)
+		look := gate.Look{Day: day}.WithErrorSeconds(min(iv, at-*last))
+		*last = at
+		looks++
+		if cfg.WindowErrorsFail(before[0][0]+cum[0][0], before[0][1]+cum[0][1], before[1][0]+cum[1][0], before[1][1]+cum[1][1], look) {
+			return at, looks, true
+		}
+	}
+	return 0, looks, false
 }
