@@ -50,6 +50,15 @@ func (p *problems) token(field, v string) {
 	}
 }
 
+// band checks a context band's name: a token of at most MaxBandLen bytes.
+func (p *problems) band(field, v string) {
+	if len(v) > MaxBandLen {
+		p.add("%s is longer than %d bytes", field, MaxBandLen)
+		return
+	}
+	p.token(field, v)
+}
+
 func (p *problems) nonEmpty(field, v string) {
 	if v == "" {
 		p.add("%s is empty", field)
