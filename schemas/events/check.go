@@ -50,13 +50,15 @@ func (p *problems) token(field, v string) {
 	}
 }
 
-// band checks a context band's name: a token of at most MaxBandLen bytes.
+// band checks a context band's name (ValidBand), naming the rule broken.
 func (p *problems) band(field, v string) {
-	if len(v) > MaxBandLen {
+	switch {
+	case ValidBand(v):
+	case len(v) > MaxBandLen:
 		p.add("%s is longer than %d bytes", field, MaxBandLen)
-		return
+	default:
+		p.token(field, v)
 	}
-	p.token(field, v)
 }
 
 func (p *problems) nonEmpty(field, v string) {

@@ -267,6 +267,22 @@ const MaxGatewayLen = 255
 // refuses a longer one) and in a statistics entry's band.
 const MaxBandLen = 128
 
+// ValidBand reports whether name is a context band's name as a statistics
+// entry may carry it: [A-Za-z0-9_-]+ (the config rule), at most
+// MaxBandLen bytes. An entry without a band has "", which is not a name.
+func ValidBand(name string) bool {
+	if name == "" || len(name) > MaxBandLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // Check reports every rule s breaks: a deployment that is not a subject
 // token, an empty or overlong gateway, an interval that is not positive or
 // a start that is not a multiple of it, an arm entry with an arm other than

@@ -384,3 +384,24 @@ func BenchmarkDecodeEventStats4(b *testing.B) {
 		}
 	}
 }
+
+func TestValidBand(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"long_context", true},
+		{"A-z_09", true},
+		{strings.Repeat("b", MaxBandLen), true},
+		{strings.Repeat("b", MaxBandLen+1), false},
+		{"", false},
+		{"long.context", false},
+		{"long context", false},
+		{"längs", false},
+	}
+	for _, tt := range tests {
+		if got := ValidBand(tt.name); got != tt.want {
+			t.Errorf("ValidBand(%q) = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
