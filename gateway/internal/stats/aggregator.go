@@ -2,17 +2,17 @@
 // statistics (SPEC §7 "Per-arm statistics"): per deployment, arm, stream
 // class, endpoint, context band and cache class (rev. 4), the attempts
 // that ended in each stats_interval, published as one
-// graygate.stats.interval event per deployment with traffic. The analyzer reads these instead of one event per request, so
-// the cost of its input does not grow with the request rate.
+// graygate.stats.interval event per deployment with traffic. The analyzer
+// reads these instead of one event per request, so the cost of its input
+// does not grow with the request rate.
 //
 // The request path calls Deployment.Record once per attempt: a mutex per
 // deployment, entries made on a key's first attempt and kept from one
 // interval to the next with their histograms' storage — no allocation in
-// steady state. Run swaps each
-// deployment's table at every interval boundary and hands the filled one
-// to the Publisher (the gateway's spool-backed JetStream publisher, which
-// keeps the event's UUIDv5 id, so a statistic republished after an outage
-// counts once).
+// steady state. Run swaps each deployment's table at every interval
+// boundary and hands the filled one to the Publisher (the gateway's
+// spool-backed JetStream publisher, which keeps the event's UUIDv5 id, so
+// a statistic republished after an outage counts once).
 package stats
 
 import (
@@ -264,7 +264,7 @@ type entryKey struct {
 }
 
 // entry is one statistics entry; used says it has attempts this interval
-// (its key fields are set then).
+// (the key fields but the band, which the entry keeps, are set then).
 type entry struct {
 	used bool
 	s    events.ArmStats
