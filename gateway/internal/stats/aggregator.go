@@ -224,11 +224,12 @@ const (
 	numArms      = 3
 	numEndpoints = 4
 	numSlots     = numArms * 2 * numEndpoints
-	// maxBanded is the most entries with a band a table makes: every slot
-	// and cache class of every band a configuration may have. An
-	// attempt past it (never, with the gateway's bands) counts under
-	// band "".
-	maxBanded = numSlots * 2 * config.MaxContextBands
+	// numClasses is the entries of one band: a slot's, cached or not.
+	numClasses = numSlots * 2
+	// maxBands is the most bands a table keeps entries of: as many as a
+	// configuration may have. An attempt with another band past it
+	// (never, with the gateway's bands) counts under band "".
+	maxBands = config.MaxContextBands
 )
 
 // The orders of the slots: an arm's, an endpoint's and an outcome's index
@@ -246,21 +247,16 @@ func outcomeIndex(o events.Outcome) int { return slices.Index(events.AllOutcomes
 
 // table is one interval's statistics of a deployment. Its entries are
 // made on a key's first attempt and kept, emptied at each take with their
-// histograms' storage, so that a key seen before costs a map lookup and
-// no allocation.
+// histograms' storage, so that a key seen before costs an index and, with
+// a band, a scan of the few band names: no hash, no allocation.
 type table struct {
-	used    int // entries with attempts this interval
-	banded  int // entries with a band
-	index   map[entryKey]int32
+	used  int      // entries with attempts this interval
+	bands []string // the bands with entries, in order of first use
+	// index[0] holds the entries of band "", index[1+b] those of
+	// bands[b]: by class (slot×2, +1 when cached), the entry's position
+	// in entries plus one, 0 for none yet.
+	index   [][numClasses]int32
 	entries []entry
-}
-
-// entryKey is what identifies a statistics entry: its slot (arm × stream
-// × endpoint), cache class and band.
-type entryKey struct {
-	slot   uint8
-	cached bool
-	band   string
 }
 
 // entry is one statistics entry; used says it has attempts this interval
@@ -270,27 +266,48 @@ type entry struct {
 	s    events.ArmStats
 }
 
-func newTable() *table { return &table{index: make(map[entryKey]int32, numSlots)} }
+func newTable() *table { return &table{index: make([][numClasses]int32, 1, 4)} }
 
-// get returns the entry of k's slot, cache class and band (band "" for a
-// band that is not a valid name, or past maxBanded), making it on first
+// get returns the entry of the slot, cache class and band (band "" for a
+// band that is not a valid name, or past maxBands), making it on first
 // use.
-func (t *table) get(k entryKey) *entry {
-	i, ok := t.index[k]
-	if !ok {
-		if k.band != "" && (t.banded >= maxBanded || !events.ValidBand(k.band)) {
-			k.band = ""
-			return t.get(k)
+func (t *table) get(slot int, cached bool, band string) *entry {
+	b := 0
+	if band != "" {
+		b = t.band(band)
+		if b == 0 {
+			band = ""
 		}
-		i = int32(len(t.entries))
-		t.entries = append(t.entries, entry{})
-		t.index[k] = i
-		if k.band != "" {
-			t.banded++
-		}
-		t.entries[i].s.Band = k.band // kept by take: the key's own, checked, band
 	}
-	return &t.entries[i]
+	c := slot * 2
+	if cached {
+		c++
+	}
+	i := t.index[b][c]
+	if i == 0 {
+		t.entries = append(t.entries, entry{})
+		i = int32(len(t.entries))
+		t.index[b][c] = i
+		t.entries[i-1].s.Band = band // kept by take: the key's own, checked, band
+	}
+	return &t.entries[i-1]
+}
+
+// band returns the index row of a band (1 + its position in bands),
+// adding it on first use; 0 for a name events.ValidBand refuses or a new
+// band past maxBands.
+func (t *table) band(name string) int {
+	for i, n := range t.bands {
+		if n == name {
+			return i + 1
+		}
+	}
+	if len(t.bands) >= maxBands || !events.ValidBand(name) {
+		return 0
+	}
+	t.bands = append(t.bands, name)
+	t.index = append(t.index, [numClasses]int32{})
+	return len(t.bands)
 }
 
 // Deployment aggregates one deployment's attempts. Its methods are safe
@@ -328,7 +345,7 @@ func (d *Deployment) Record(at *Attempt) {
 
 	d.mu.Lock()
 	t := d.cur
-	e := t.get(entryKey{slot: uint8(slot), cached: at.Cached, band: at.Band})
+	e := t.get(slot, at.Cached, at.Band)
 	s := &e.s
 	if !e.used {
 		e.used = true

@@ -484,15 +484,15 @@ func TestRecordCountsInTheGivenMetrics(t *testing.T) {
 	}
 }
 
-// TestRecordBandsBounded: a table makes at most maxBanded entries with a
-// band, so a caller that passed ever new names could not grow it without
-// end; the attempts past it count under band "".
+// TestRecordBandsBounded: a table keeps the entries of at most maxBands
+// bands, so a caller that passed ever new names could not grow it without
+// end; the attempts of the bands past it count under band "".
 func TestRecordBandsBounded(t *testing.T) {
 	c := &collect{}
 	a := New(Options{Gateway: "gw/1", Publisher: c})
 	d := a.Deployment("qwen")
 	const extra = 10
-	for i := range maxBanded + extra {
+	for i := range maxBands + extra {
 		d.Record(&Attempt{Arm: events.ArmPrimary, Endpoint: events.EndpointChat, Band: "b" + strconv.Itoa(i),
 			Outcome: events.OutcomeOK, Latency: time.Millisecond})
 	}
@@ -508,7 +508,7 @@ func TestRecordBandsBounded(t *testing.T) {
 			unbanded += s.Requests
 		}
 	}
-	if n := len(evs[0].Arms); n != maxBanded+1 || unbanded != extra {
-		t.Errorf("%d entries, %d attempts without a band; want %d and %d", n, unbanded, maxBanded+1, extra)
+	if n := len(evs[0].Arms); n != maxBands+1 || unbanded != extra {
+		t.Errorf("%d entries, %d attempts without a band; want %d and %d", n, unbanded, maxBands+1, extra)
 	}
 }
