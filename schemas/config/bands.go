@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // namePattern is what deployment and band names are made of: they become NATS
@@ -44,6 +46,11 @@ func (d *decoder) validateBands(bands []ContextBand) map[string]bool {
 			ok = false
 		case !namePattern.MatchString(b.Name):
 			d.errorf(p+".name", nil, "invalid band name %q: use letters, digits, _ and -", b.Name)
+			ok = false
+		case len(b.Name) > events.MaxBandLen:
+			// Statistics carry the band (SPEC §7 rev. 4): a name their
+			// rules refuse would cost the deployment its statistics.
+			d.errorf(p+".name", nil, "band name is longer than %d bytes", events.MaxBandLen)
 			ok = false
 		default:
 			if j, dup := first[b.Name]; dup {

@@ -1,12 +1,15 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 func TestParseTokenCount(t *testing.T) {
@@ -161,6 +164,8 @@ func TestBandRules(t *testing.T) {
 				`routing.signals.context[2].name: duplicate band name "a" (also routing.signals.context[1])`,
 				"routing.signals.context[3].name: a band needs a name",
 			}},
+		{name: "long name", bands: "[{name: " + strings.Repeat("b", events.MaxBandLen) + ", max_tokens: 1}, {name: " + strings.Repeat("c", events.MaxBandLen+1) + ", min_tokens: 2}]",
+			errs: []string{fmt.Sprintf("routing.signals.context[1].name: band name is longer than %d bytes", events.MaxBandLen)}},
 		{name: "bad bound is not reported twice", bands: "[{name: a, max_tokens: lots}]",
 			errs: []string{`routing.signals.context[0].max_tokens: invalid token count "lots": want a decimal number with an optional K or M suffix`}},
 	}

@@ -50,6 +50,17 @@ func (p *problems) token(field, v string) {
 	}
 }
 
+// band checks a context band's name (ValidBand), naming the rule broken.
+func (p *problems) band(field, v string) {
+	switch {
+	case ValidBand(v):
+	case len(v) > MaxBandLen:
+		p.add("%s is longer than %d bytes", field, MaxBandLen)
+	default:
+		p.token(field, v)
+	}
+}
+
 func (p *problems) nonEmpty(field, v string) {
 	if v == "" {
 		p.add("%s is empty", field)

@@ -149,7 +149,8 @@ func exampleReplicas() *events.ReplicasStatus {
 
 // exampleArm returns arm statistics with every field in use.
 func exampleArm(arm events.Arm, stream bool) events.ArmStats {
-	a := events.ArmStats{Arm: arm, Stream: stream, Endpoint: events.EndpointChat, ArmFingerprint: "3f1c0a9be2d47781"}
+	a := events.ArmStats{Arm: arm, Stream: stream, Endpoint: events.EndpointChat, Band: "long_context", Cached: true,
+		ArmFingerprint: "3f1c0a9be2d47781"}
 	for i := range 20 {
 		a.Requests++
 		if i == 0 {

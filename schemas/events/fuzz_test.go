@@ -80,7 +80,10 @@ func FuzzDecodeEvent(f *testing.F) {
 				{`"offset":243`, `"offset":243,"offset":9`}, {`"counts":[`, `"counts":[12345678901234567890,`},
 				{`"truncated":1`, `"truncated":1,"truncated":1`}, {`"schema_violation_both":1,`, ``}, {`"truncated":1`, `"truncated":1,"late":0`},
 				{`"arm_fingerprint":"3f1c0a9be2d47781",`, ``}, {`"late_headers":2,`, ``}, {`"late_headers":2`, `"late_headers":99`},
-				{`"arm_fingerprint":"3f1c0a9be2d47781"`, `"arm_fingerprint":"3F1C0A9BE2D47781"`}} {
+				{`"arm_fingerprint":"3f1c0a9be2d47781"`, `"arm_fingerprint":"3F1C0A9BE2D47781"`},
+				{`"band":"long_context","cached":true,`, ``}, {`"band":"long_context"`, `"band":""`}, {`"band":"long_context"`, `"band":"long.context"`},
+				{`"band":"long_context"`, `"band":"long\u005fcontext"`}, {`"cached":true`, `"cached":null`}, {`"cached":true`, `"cached":1`},
+				{`"cached":true`, `"cached":true,"cached":false`}, {`"endpoint":"chat","band"`, `"endpoint":"chat","cached":false,"band"`}} {
 				f.Add(bytes.Replace(c, []byte(r[0]), []byte(r[1]), 1))
 			}
 		}

@@ -375,6 +375,21 @@ func TestSchemaAgreesWithCheck(t *testing.T) {
 			s.Arms[0].LateHeaders = s.Arms[0].Outcomes.Answered() + 1
 			return s
 		}, false},
+		{"dotted band", func() events.Data {
+			s := full()[5].(*events.StatsInterval)
+			s.Arms[0].Band = "long.context"
+			return s
+		}, true},
+		{"overlong band", func() events.Data {
+			s := full()[5].(*events.StatsInterval)
+			s.Arms[0].Band = strings.Repeat("b", events.MaxBandLen+1)
+			return s
+		}, true},
+		{"entry key repeated", func() events.Data {
+			s := full()[5].(*events.StatsInterval)
+			s.Arms[1].Arm, s.Arms[1].Stream = s.Arms[0].Arm, s.Arms[0].Stream
+			return s
+		}, false},
 		{"overlong replica", func() events.Data {
 			r := *full()[0].(*events.RequestCompleted)
 			r.Replica = strings.Repeat("r", events.MaxReplicaLen+1)

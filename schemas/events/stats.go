@@ -25,11 +25,14 @@ type StatsInterval struct {
 	IntervalStart time.Time `json:"interval_start"`
 	// IntervalSeconds is gateway.stats_interval in seconds.
 	IntervalSeconds float64 `json:"interval_seconds"`
-	// Arms holds one entry per (arm, stream, endpoint) with attempts.
+	// Arms holds one entry per (arm, stream, endpoint, band, cached) with
+	// attempts.
 	Arms []ArmStats `json:"arms"`
 }
 
-// ArmStats aggregates the attempts of one arm, stream class and endpoint.
+// ArmStats aggregates the attempts of one arm, stream class, endpoint,
+// context band and cache class: the entry's key is (Arm, Stream, Endpoint,
+// Band, Cached).
 type ArmStats struct {
 	// Arm is ArmPrimary, ArmGray or ArmShadow: for a fallback the gray
 	// attempt counts in gray and primary's answer in primary.
@@ -38,6 +41,18 @@ type ArmStats struct {
 	Stream bool `json:"stream"`
 	// Endpoint the attempts were made on.
 	Endpoint Endpoint `json:"endpoint"`
+	// Band is the first context band (SPEC §5) the attempts' request
+	// matched, in config order: a band name ([A-Za-z0-9_-]+, at most
+	// MaxBandLen bytes), or "" when it matched none or no bands are
+	// configured. (rev. 4) Left out when "": a statistic of an older
+	// gateway, which did not write it, reads as band "".
+	Band string `json:"band,omitempty"`
+	// Cached is true for attempts whose engine reported at least half of
+	// the prompt's tokens as cached (usage.prompt_tokens_details.
+	// cached_tokens ≥ prompt_tokens/2, prompt_tokens > 0), false when it
+	// reported fewer or nothing. (rev. 4) Left out when false: a
+	// statistic of an older gateway reads as not cached.
+	Cached bool `json:"cached,omitempty"`
 	// ArmPromptVersion and ArmPromptHash name the arm's prompt (SPEC §6.6),
 	// "" when it has none; the hash is 64 lowercase hex digits.
 	ArmPromptVersion string `json:"arm_prompt_version"`
@@ -248,11 +263,32 @@ const MaxStatsFuture = 5 * time.Minute
 // MaxGatewayLen bounds the gateway field.
 const MaxGatewayLen = 255
 
+// MaxBandLen bounds a context band's name, in the configuration (which
+// refuses a longer one) and in a statistics entry's band.
+const MaxBandLen = 128
+
+// ValidBand reports whether name is a context band's name as a statistics
+// entry may carry it: [A-Za-z0-9_-]+ (the config rule), at most
+// MaxBandLen bytes. An entry without a band has "", which is not a name.
+func ValidBand(name string) bool {
+	if name == "" || len(name) > MaxBandLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // Check reports every rule s breaks: a deployment that is not a subject
 // token, an empty or overlong gateway, an interval that is not positive or
 // a start that is not a multiple of it, an arm entry with an arm other than
-// primary, gray or shadow, an unknown endpoint, a repeated (arm, stream,
-// endpoint), a prompt hash that is not 64 lowercase hex digits, a
+// primary, gray or shadow, an unknown endpoint, a band that is neither ""
+// nor a band name of at most MaxBandLen bytes, a repeated (arm, stream,
+// endpoint, band, cached), a prompt hash that is not 64 lowercase hex digits, a
 // fingerprint that is neither empty nor 16 lowercase hex digits, no
 // attempts, outcomes that do not sum to requests, token moments counting
 // more attempts than returned an answer or breaking their own rules,
@@ -285,6 +321,8 @@ func (s *StatsInterval) Check() error {
 		arm      Arm
 		stream   bool
 		endpoint Endpoint
+		band     string
+		cached   bool
 	}
 	seen := make(map[key]bool, len(s.Arms))
 	for i := range s.Arms {
@@ -296,9 +334,12 @@ func (s *StatsInterval) Check() error {
 		if !a.Endpoint.Valid() {
 			p.add("%sendpoint %q is not chat, completions, responses or embeddings", f, a.Endpoint)
 		}
-		k := key{a.Arm, a.Stream, a.Endpoint}
+		if a.Band != "" {
+			p.band(f+"band", a.Band)
+		}
+		k := key{a.Arm, a.Stream, a.Endpoint, a.Band, a.Cached}
 		if seen[k] {
-			p.add("%s(arm %s, stream %v, endpoint %s) appears twice", f, a.Arm, a.Stream, a.Endpoint)
+			p.add("%s(arm %s, stream %v, endpoint %s, band %q, cached %v) appears twice", f, a.Arm, a.Stream, a.Endpoint, a.Band, a.Cached)
 		}
 		seen[k] = true
 		if a.ArmPromptHash != "" && !isHex(a.ArmPromptHash, 64) {

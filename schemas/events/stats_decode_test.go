@@ -219,6 +219,86 @@ func TestDecodeStatsFingerprintLateHeaders(t *testing.T) {
 	}
 }
 
+// TestDecodeStatsBandCached: the rev. 4 band and cached are read by the
+// fast path as by the slow one; a statistic of an older gateway without
+// them (and an entry a gateway wrote with band "" and cached false, which
+// it leaves out) decodes as band "", cached false on the fast path; two
+// entries that differ only in band or cached are two entries, and a
+// band that is not a band name is refused by both paths.
+func TestDecodeStatsBandCached(t *testing.T) {
+	c := statsEvents(t)["compact"]
+	type entry struct {
+		band   string
+		cached bool
+	}
+	// The example's second entry made a twin of the first but for the
+	// given band and cached: its outcomes, tokens and histograms are the
+	// primary entry's, which fit a non-streamed gray entry.
+	twin := func(fields string) [2]string {
+		return [2]string{`{"arm":"primary","stream":false,"endpoint":"chat",`, `{"arm":"gray","stream":false,"endpoint":"chat",` + fields}
+	}
+	tests := []struct {
+		name  string
+		edits [][2]string
+		ok    bool
+		want  [2]entry
+	}{
+		{"as written", nil, true, [2]entry{{"long_context", true}, {}}},
+		{"older gateway", [][2]string{{`"band":"long_context","cached":true,`, ``}}, true, [2]entry{}},
+		{"written empty and false", [][2]string{{`"band":"long_context","cached":true,`, `"band":"","cached":false,`}}, true, [2]entry{}},
+		{"band alone", [][2]string{{`"cached":true,`, ``}}, true, [2]entry{{"long_context", false}, {}}},
+		{"cached alone", [][2]string{{`"band":"long_context",`, ``}}, true, [2]entry{{"", true}, {}}},
+		{"same class, other band", [][2]string{{`"stream":true`, `"stream":false`}, {`"ttft_ms":{"gamma":1.02,"zero":0,"offset":243,"counts":[2,3,2,3,3,2,3,3,3,2,3,3,3,4,2],"overflow":1}`,
+			`"ttft_ms":{"gamma":1.02,"zero":0,"offset":0,"counts":[],"overflow":0}`}, twin(`"band":"short",`)}, true,
+			[2]entry{{"long_context", true}, {"short", false}}},
+		{"same class, not cached", [][2]string{{`"stream":true`, `"stream":false`}, {`"ttft_ms":{"gamma":1.02,"zero":0,"offset":243,"counts":[2,3,2,3,3,2,3,3,3,2,3,3,3,4,2],"overflow":1}`,
+			`"ttft_ms":{"gamma":1.02,"zero":0,"offset":0,"counts":[],"overflow":0}`}, twin(`"band":"long_context","cached":false,`)}, true,
+			[2]entry{{"long_context", true}, {"long_context", false}}},
+		{"same class twice", [][2]string{{`"stream":true`, `"stream":false`}, {`"ttft_ms":{"gamma":1.02,"zero":0,"offset":243,"counts":[2,3,2,3,3,2,3,3,3,2,3,3,3,4,2],"overflow":1}`,
+			`"ttft_ms":{"gamma":1.02,"zero":0,"offset":0,"counts":[],"overflow":0}`}, twin(`"band":"long_context","cached":true,`)}, false, [2]entry{}},
+		{"band with a dot", [][2]string{{`"long_context"`, `"long.context"`}}, false, [2]entry{}},
+		{"band too long", [][2]string{{`"long_context"`, `"` + strings.Repeat("b", MaxBandLen+1) + `"`}}, false, [2]entry{}},
+		{"band at the cap", [][2]string{{`"long_context"`, `"` + strings.Repeat("b", MaxBandLen) + `"`}}, true,
+			[2]entry{{strings.Repeat("b", MaxBandLen), true}, {}}},
+		{"cached as a string", [][2]string{{`"cached":true`, `"cached":"true"`}}, false, [2]entry{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := c
+			for _, e := range tt.edits {
+				if !bytes.Contains(b, []byte(e[0])) {
+					t.Fatalf("example has no %s", e[0])
+				}
+				b = bytes.Replace(b, []byte(e[0]), []byte(e[1]), 1)
+			}
+			_, d, err := DecodeEvent(b)
+			wantEnv, wantErr := Decode(b)
+			var want Data
+			if wantErr == nil {
+				want, wantErr = DecodeData(wantEnv)
+			}
+			if (err == nil) != (wantErr == nil) || (err == nil) != tt.ok {
+				t.Fatalf("DecodeEvent error %v, slow path error %v; want ok %v", err, wantErr, tt.ok)
+			}
+			if err != nil {
+				return
+			}
+			if _, data, ok := scanTop(b); !ok {
+				t.Fatal("scanTop refused it")
+			} else if _, _, fast := decodeStats(b, data); !fast {
+				t.Errorf("decodeStats refused %s", b)
+			}
+			got, w := d.(*StatsInterval), want.(*StatsInterval)
+			for i := range 2 {
+				g := got.Arms[i]
+				if (entry{g.Band, g.Cached}) != tt.want[i] || g.Band != w.Arms[i].Band || g.Cached != w.Arms[i].Cached {
+					t.Errorf("arms[%d] band %q cached %v; slow path %q %v; want %+v", i, g.Band, g.Cached, w.Arms[i].Band, w.Arms[i].Cached, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
 func TestOutcomesAnswered(t *testing.T) {
 	for _, o := range AllOutcomes {
 		want := o == OutcomeOK || o == OutcomeSchemaViolation || o == OutcomeSchemaViolationBoth || o == OutcomeTruncated
@@ -301,6 +381,27 @@ func BenchmarkDecodeEventStats4(b *testing.B) {
 	for b.Loop() {
 		if _, _, err := DecodeEvent(msg); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestValidBand(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"long_context", true},
+		{"A-z_09", true},
+		{strings.Repeat("b", MaxBandLen), true},
+		{strings.Repeat("b", MaxBandLen+1), false},
+		{"", false},
+		{"long.context", false},
+		{"long context", false},
+		{"längs", false},
+	}
+	for _, tt := range tests {
+		if got := ValidBand(tt.name); got != tt.want {
+			t.Errorf("ValidBand(%q) = %v; want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,7 +61,9 @@ func (l *lostAck) Write(ctx context.Context, batch []store.Event) (store.Result,
 
 // Statistics land in arm_stats once per event id: after a redelivery of a
 // batch that was in fact stored, and when a gateway republishes a
-// statistic from its spool under a new message id.
+// statistic from its spool under a new message id. Each entry keeps its
+// band and cached (SPEC §7 rev. 4) in the stored data, and an entry
+// without them reads as band "", cached false.
 func TestArmStatsStoredOnce(t *testing.T) {
 	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	_, js := testenv.NATSServer(t)
@@ -72,6 +76,11 @@ func TestArmStatsStoredOnce(t *testing.T) {
 	var sent []*events.StatsInterval
 	for i, gw := range []string{"gw-a/01", "gw-b/02", "gw-a/01"} {
 		s := testenv.Stats("qwen-32k", gw, start.Add(time.Duration(i)*time.Second))
+		// The gray class again, for a long-context request whose prompt
+		// the engine had cached: a separate entry.
+		banded := s.Arms[0]
+		banded.Band, banded.Cached = "long_context", true
+		s.Arms = append(s.Arms, banded)
 		env := testenv.Envelope(t, s, start.Add(time.Duration(i)*time.Second+1500*time.Millisecond), "")
 		if env.ID != s.ID() {
 			t.Fatalf("statistic id %s; want its StatsID %s", env.ID, s.ID())
@@ -108,6 +117,29 @@ func TestArmStatsStoredOnce(t *testing.T) {
 			got.Arms[0].TTFT.Total() != s.Arms[0].TTFT.Total() || !got.IntervalStart.Equal(s.IntervalStart) {
 			t.Errorf("arm_stats row %s: %s %s %v %s; want %s %s %v and the published data", s.ID(), gateway, deployment, at, data,
 				s.Gateway, s.Deployment, s.IntervalStart)
+		}
+		rows, err := pool.Query(context.Background(), `SELECT a->>'arm', coalesce(a->>'band', ''), coalesce((a->>'cached')::boolean, false),
+			(a->>'requests')::bigint FROM arm_stats, jsonb_array_elements(data->'arms') WITH ORDINALITY AS e(a, n)
+			WHERE event_id = $1 ORDER BY n`, s.ID())
+		if err != nil {
+			t.Fatalf("read arm_stats %s entries: %v", s.ID(), err)
+		}
+		var entries []string
+		for rows.Next() {
+			var arm, band string
+			var cached bool
+			var requests int64
+			if err := rows.Scan(&arm, &band, &cached, &requests); err != nil {
+				t.Fatal(err)
+			}
+			entries = append(entries, fmt.Sprintf("%s/%q/%v/%d", arm, band, cached, requests))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{`gray/""/false/4`, `primary/""/false/41`, `gray/"long_context"/true/4`}
+		if !slices.Equal(entries, want) {
+			t.Errorf("arm_stats %s entries (arm/band/cached/requests) %v; want %v", s.ID(), entries, want)
 		}
 	}
 }

@@ -135,7 +135,11 @@ var tables = []*table{
 	{
 		// occurred_at is the interval's start (Event.OccurredAt); data the
 		// checked statistic re-encoded, without fields this version does
-		// not know.
+		// not know. A row is a whole statistic, so an entry's key — arm,
+		// stream, endpoint and (rev. 4) band and cached — stays in
+		// data's arms[]: one row holds entries of several bands. An entry
+		// without band or cached (an older gateway's, or one a gateway
+		// left out as "" and false) reads as band "", cached false.
 		name: "arm_stats", typ: events.TypeStatsInterval, partitioned: true,
 		columns: append(common[:len(common):len(common)], "gateway", "deployment", "data"),
 		row: func(e Event, _ *Options) []any {

@@ -127,5 +127,15 @@ func (s Set) Header(dst []byte) []byte {
 	return dst
 }
 
+// First returns the name of the first matched band in config order, ""
+// for an empty Set: the band a statistics entry is keyed by (SPEC §7
+// rev. 4). It does not allocate.
+func (s Set) First() string {
+	if s.bits == 0 {
+		return ""
+	}
+	return s.m.names[bits.TrailingZeros64(s.bits)]
+}
+
 // String returns the Header text.
 func (s Set) String() string { return string(s.Header(nil)) }

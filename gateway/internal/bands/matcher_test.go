@@ -65,6 +65,9 @@ func TestMatch(t *testing.T) {
 			if got, want := s.Len(), len(strings.FieldsFunc(tt.want, func(r rune) bool { return r == ',' })); got != want {
 				t.Errorf("Match(%d).Len() = %d; want %d", tt.estimate, got, want)
 			}
+			if want, _, _ := strings.Cut(tt.want, ","); s.First() != want {
+				t.Errorf("Match(%d).First() = %q; want %q", tt.estimate, s.First(), want)
+			}
 			if got := s.Empty(); got != (tt.want == "") {
 				t.Errorf("Match(%d).Empty() = %v; want %v", tt.estimate, got, tt.want == "")
 			}
@@ -108,7 +111,7 @@ func TestNoBands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := m.Match(100); !s.Empty() || len(s.Header(nil)) != 0 {
+	if s := m.Match(100); !s.Empty() || len(s.Header(nil)) != 0 || s.First() != "" {
 		t.Errorf("Match with no bands = %q; want empty", s)
 	}
 }

@@ -1,17 +1,18 @@
 // Package stats aggregates the gateway's upstream attempts into per-arm
 // statistics (SPEC §7 "Per-arm statistics"): per deployment, arm, stream
-// class and endpoint, the attempts that ended in each stats_interval,
-// published as one graygate.stats.interval event per deployment with
-// traffic. The analyzer reads these instead of one event per request, so
-// the cost of its input does not grow with the request rate.
+// class, endpoint, context band and cache class (rev. 4), the attempts
+// that ended in each stats_interval, published as one
+// graygate.stats.interval event per deployment with traffic. The analyzer
+// reads these instead of one event per request, so the cost of its input
+// does not grow with the request rate.
 //
 // The request path calls Deployment.Record once per attempt: a mutex per
-// deployment, fixed slots, histograms that keep their storage from one
-// interval to the next — no allocation in steady state. Run swaps each
-// deployment's table at every interval boundary and hands the filled one
-// to the Publisher (the gateway's spool-backed JetStream publisher, which
-// keeps the event's UUIDv5 id, so a statistic republished after an outage
-// counts once).
+// deployment, entries made on a key's first attempt and kept from one
+// interval to the next with their histograms' storage — no allocation in
+// steady state. Run swaps each deployment's table at every interval
+// boundary and hands the filled one to the Publisher (the gateway's
+// spool-backed JetStream publisher, which keeps the event's UUIDv5 id, so
+// a statistic republished after an outage counts once).
 package stats
 
 import (
@@ -26,6 +27,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
+	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/histogram"
 )
@@ -43,6 +45,13 @@ type Attempt struct {
 	// Stream is true for a streamed request.
 	Stream   bool
 	Endpoint events.Endpoint
+	// Band is the first context band the request matched, in config
+	// order (SPEC §5), "" when none: the same for every attempt of a
+	// request. A name events.ValidBand refuses counts as "".
+	Band string
+	// Cached is true when this attempt's own answer reported at least
+	// half of the prompt's tokens as cached (PromptCached).
+	Cached bool
 	// PromptVersion and PromptHash name the arm's prompt; "" without one.
 	PromptVersion, PromptHash string
 	// Fingerprint is the arm's (config.Upstream.Fingerprint; gray's for
@@ -209,11 +218,18 @@ func (a *Aggregator) Flush(start time.Time) {
 	}
 }
 
-// slots: arm (primary, gray, shadow) × stream × endpoint.
+// slots: arm (primary, gray, shadow) × stream × endpoint; an entry is a
+// slot, a cache class and a band.
 const (
 	numArms      = 3
 	numEndpoints = 4
 	numSlots     = numArms * 2 * numEndpoints
+	// numClasses is the entries of one band: a slot's, cached or not.
+	numClasses = numSlots * 2
+	// maxBands is the most bands a table keeps entries of: as many as a
+	// configuration may have. An attempt with another band past it
+	// (never, with the gateway's bands) counts under band "".
+	maxBands = config.MaxContextBands
 )
 
 // The orders of the slots: an arm's, an endpoint's and an outcome's index
@@ -229,10 +245,69 @@ const numOutcomes = 10
 // outcomeIndex is o's index in events.AllOutcomes, -1 outside the set.
 func outcomeIndex(o events.Outcome) int { return slices.Index(events.AllOutcomes, o) }
 
-// table is one interval's statistics of a deployment.
+// table is one interval's statistics of a deployment. Its entries are
+// made on a key's first attempt and kept, emptied at each take with their
+// histograms' storage, so that a key seen before costs an index and, with
+// a band, a scan of the few band names: no hash, no allocation.
 type table struct {
-	used  uint32 // bit i: slots[i] has attempts
-	slots [numSlots]events.ArmStats
+	used  int      // entries with attempts this interval
+	bands []string // the bands with entries, in order of first use
+	// index[0] holds the entries of band "", index[1+b] those of
+	// bands[b]: by class (slot×2, +1 when cached), the entry's position
+	// in entries plus one, 0 for none yet.
+	index   [][numClasses]int32
+	entries []entry
+}
+
+// entry is one statistics entry; used says it has attempts this interval
+// (the key fields but the band, which the entry keeps, are set then).
+type entry struct {
+	used bool
+	s    events.ArmStats
+}
+
+func newTable() *table { return &table{index: make([][numClasses]int32, 1, 4)} }
+
+// get returns the entry of the slot, cache class and band (band "" for a
+// band that is not a valid name, or past maxBands), making it on first
+// use.
+func (t *table) get(slot int, cached bool, band string) *entry {
+	b := 0
+	if band != "" {
+		b = t.band(band)
+		if b == 0 {
+			band = ""
+		}
+	}
+	c := slot * 2
+	if cached {
+		c++
+	}
+	i := t.index[b][c]
+	if i == 0 {
+		t.entries = append(t.entries, entry{})
+		i = int32(len(t.entries))
+		t.index[b][c] = i
+		t.entries[i-1].s.Band = band // kept by take: the key's own, checked, band
+	}
+	return &t.entries[i-1]
+}
+
+// band returns the index row of a band (1 + its position in bands),
+// adding it on first use; 0 for a name events.ValidBand refuses or a new
+// band past maxBands.
+func (t *table) band(name string) int {
+	for i, n := range t.bands {
+		if n == name {
+			return i + 1
+		}
+	}
+	if len(t.bands) >= maxBands || !events.ValidBand(name) {
+		return 0
+	}
+	t.bands = append(t.bands, name)
+	t.index = append(t.index, [numClasses]int32{})
+	return len(t.bands)
 }
 
 // Deployment aggregates one deployment's attempts. Its methods are safe
@@ -246,13 +321,16 @@ type Deployment struct {
 }
 
 func newDeployment(name string, set *metrics.Set) *Deployment {
-	return &Deployment{name: name, m: newMetrics(set, name), cur: new(table), spare: new(table)}
+	return &Deployment{name: name, m: newMetrics(set, name), cur: newTable(), spare: newTable()}
 }
 
 // Record counts one attempt that ended now, and the attempt and token
 // metrics. An attempt with an arm, endpoint or outcome outside its closed
 // set is ignored. It does not block beyond the deployment's mutex and does
-// not allocate once the histograms have room for the attempts' range.
+// not allocate once its entry exists (the first attempt of each arm,
+// stream class, endpoint, band and cache class in each of the two tables
+// a deployment alternates) and the histograms have room for the attempts'
+// range.
 func (d *Deployment) Record(at *Attempt) {
 	ai, ei, oi := slices.Index(armOrder[:], at.Arm), slices.Index(endpointOrder[:], at.Endpoint), outcomeIndex(at.Outcome)
 	if ai < 0 || ei < 0 || oi < 0 {
@@ -267,10 +345,12 @@ func (d *Deployment) Record(at *Attempt) {
 
 	d.mu.Lock()
 	t := d.cur
-	s := &t.slots[slot]
-	if t.used&(1<<slot) == 0 {
-		t.used |= 1 << slot
-		s.Arm, s.Stream, s.Endpoint = at.Arm, at.Stream, at.Endpoint
+	e := t.get(slot, at.Cached, at.Band)
+	s := &e.s
+	if !e.used {
+		e.used = true
+		t.used++
+		s.Arm, s.Stream, s.Endpoint, s.Cached = at.Arm, at.Stream, at.Endpoint, at.Cached
 	}
 	s.ArmPromptVersion, s.ArmPromptHash, s.ArmFingerprint = at.PromptVersion, at.PromptHash, at.Fingerprint
 	s.Requests++
@@ -320,6 +400,17 @@ func (d *Deployment) Record(at *Attempt) {
 	}
 }
 
+// PromptCached reports whether an answer that reported cachedTokens of
+// promptTokens as cached (usage.prompt_tokens_details.cached_tokens)
+// counts as cached in the statistics (SPEC §7 rev. 4): at least half of
+// the prompt, and a prompt of at least one token. An answer that reported
+// no cached tokens is not cached: pass 0.
+func PromptCached(promptTokens, cachedTokens int64) bool {
+	// cached ≥ prompt/2 ⇔ cached ≥ ⌈prompt/2⌉ = prompt − ⌊prompt/2⌋, with
+	// no product that could overflow.
+	return promptTokens > 0 && cachedTokens >= promptTokens-promptTokens/2
+}
+
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // take swaps the deployment's table and returns its statistics as an
@@ -335,20 +426,21 @@ func (d *Deployment) take(gateway string, start time.Time, interval time.Duratio
 	}
 	ev := &events.StatsInterval{
 		Deployment: d.name, Gateway: gateway, IntervalStart: start,
-		IntervalSeconds: interval.Seconds(), Arms: make([]events.ArmStats, 0, 2),
+		IntervalSeconds: interval.Seconds(), Arms: make([]events.ArmStats, 0, t.used),
 	}
-	for i := range t.slots {
-		if t.used&(1<<i) == 0 {
+	for i := range t.entries {
+		e := &t.entries[i]
+		if !e.used {
 			continue
 		}
-		s := &t.slots[i]
+		s := &e.s
 		out := *s
 		out.TTFT, out.Latency = ownTrimmed(&s.TTFT), ownTrimmed(&s.Latency)
 		ev.Arms = append(ev.Arms, out)
 		ttft, lat := s.TTFT, s.Latency
 		ttft.Reset()
 		lat.Reset()
-		*s = events.ArmStats{TTFT: ttft, Latency: lat}
+		*e = entry{s: events.ArmStats{Band: s.Band, TTFT: ttft, Latency: lat}}
 	}
 	t.used = 0
 	return ev

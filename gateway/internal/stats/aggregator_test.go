@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
+	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -263,13 +266,121 @@ func TestRecordAllocs(t *testing.T) {
 	d := a.Deployment("qwen")
 	at := Attempt{Arm: events.ArmGray, Stream: true, Endpoint: events.EndpointChat, Outcome: events.OutcomeOK,
 		PromptTokens: 100, PromptReported: true, CompletionTokens: 50, Output: true, TTFT: 80 * time.Millisecond, Latency: 900 * time.Millisecond}
+	banded := at
+	banded.Band, banded.Cached = "long_context", true
 	for range 2 { // two intervals: both tables have their storage
 		d.Record(&at)
+		d.Record(&banded)
 		a.Flush(t0)
 	}
 	d.Record(&at)
 	if n := testing.AllocsPerRun(1000, func() { d.Record(&at) }); n != 0 {
 		t.Errorf("Record allocates %v times per call; want 0", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() { d.Record(&banded) }); n != 0 {
+		t.Errorf("Record with a band allocates %v times per call; want 0", n)
+	}
+}
+
+// TestRecordSplitsByBandAndCached: attempts of one arm, stream class and
+// endpoint are separate entries per band and cache class (SPEC §7 rev. 4),
+// each keyed by the attempt's own cached flag; every event passes the
+// consumers' checks, and the next intervals keep the keys apart.
+func TestRecordSplitsByBandAndCached(t *testing.T) {
+	type key struct {
+		arm    events.Arm
+		stream bool
+		band   string
+		cached bool
+	}
+	c := &collect{}
+	a := New(Options{Gateway: "gw/1", Publisher: c})
+	d := a.Deployment("qwen")
+	attempts := []struct {
+		at   Attempt
+		want key
+	}{
+		{Attempt{Arm: events.ArmPrimary}, key{events.ArmPrimary, false, "", false}},
+		{Attempt{Arm: events.ArmPrimary, Cached: true}, key{events.ArmPrimary, false, "", true}},
+		{Attempt{Arm: events.ArmPrimary, Band: "short"}, key{events.ArmPrimary, false, "short", false}},
+		{Attempt{Arm: events.ArmPrimary, Band: "long_context"}, key{events.ArmPrimary, false, "long_context", false}},
+		{Attempt{Arm: events.ArmPrimary, Band: "long_context", Cached: true}, key{events.ArmPrimary, false, "long_context", true}},
+		{Attempt{Arm: events.ArmPrimary, Band: "long_context", Cached: true}, key{events.ArmPrimary, false, "long_context", true}},
+		// A fallback's primary answer and its gray attempt: one request,
+		// one band, each attempt its own cache class.
+		{Attempt{Arm: events.ArmGray, Band: "long_context", Cached: false}, key{events.ArmGray, false, "long_context", false}},
+		{Attempt{Arm: events.ArmShadow, Stream: true, Band: "long_context", Cached: true}, key{events.ArmShadow, true, "long_context", true}},
+		// A name that could not be a band counts under "".
+		{Attempt{Arm: events.ArmPrimary, Band: "long.context"}, key{events.ArmPrimary, false, "", false}},
+		{Attempt{Arm: events.ArmPrimary, Band: strings.Repeat("b", events.MaxBandLen+1), Cached: true}, key{events.ArmPrimary, false, "", true}},
+	}
+	for round := range 3 {
+		want := map[key]int64{}
+		for _, tt := range attempts {
+			at := tt.at
+			at.Endpoint, at.Outcome, at.Latency = events.EndpointChat, events.OutcomeOK, time.Duration(10+round)*time.Millisecond
+			d.Record(&at)
+			want[tt.want]++
+		}
+		start := t0.Add(time.Duration(round) * time.Second)
+		a.Flush(start)
+		evs := c.all()
+		if len(evs) != round+1 {
+			t.Fatalf("round %d: %d events; want %d", round, len(evs), round+1)
+		}
+		ev := evs[round]
+		validate(t, ev)
+		got := map[key]int64{}
+		for _, s := range ev.Arms {
+			got[key{s.Arm, s.Stream, s.Band, s.Cached}] += s.Requests
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("round %d: entries %v; want %v", round, got, want)
+		}
+	}
+}
+
+func TestPromptCached(t *testing.T) {
+	tests := []struct {
+		prompt, cached int64
+		want           bool
+	}{
+		{100, 50, true},
+		{100, 49, false},
+		{101, 51, true}, // 51 ≥ 50.5
+		{101, 50, false},
+		{1, 1, true},
+		{1, 0, false},
+		{100, 100, true},
+		{100, 200, true}, // an engine that reports more than the prompt
+		{0, 0, false},
+		{0, 5, false}, // no prompt tokens reported
+		{-4, 0, false},
+		{100, -1, false},
+		{math.MaxInt64, math.MaxInt64/2 + 1, true},
+		{math.MaxInt64, math.MaxInt64 / 2, false},
+	}
+	for _, tt := range tests {
+		if got := PromptCached(tt.prompt, tt.cached); got != tt.want {
+			t.Errorf("PromptCached(%d, %d) = %v; want %v", tt.prompt, tt.cached, got, tt.want)
+		}
+	}
+}
+
+// BenchmarkRecordBanded is BenchmarkRecord with a band and a cache
+// class, which take the same lookup.
+func BenchmarkRecordBanded(b *testing.B) {
+	a := New(Options{Publisher: &collect{}})
+	d := a.Deployment("qwen")
+	at := Attempt{Arm: events.ArmPrimary, Stream: true, Endpoint: events.EndpointChat, Band: "long_context", Cached: true,
+		Outcome: events.OutcomeOK, PromptTokens: 100, PromptReported: true, CompletionTokens: 50, Output: true,
+		TTFT: 80 * time.Millisecond, Latency: 900 * time.Millisecond}
+	d.Record(&at)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		at.Latency = time.Duration(800+i%400) * time.Millisecond
+		d.Record(&at)
 	}
 }
 
@@ -370,5 +481,34 @@ func TestRecordCountsInTheGivenMetrics(t *testing.T) {
 		if got := other.Set().GetOrCreateCounter(series).Get(); got != 0 {
 			t.Errorf("%s = %d in another Aggregator's metrics; want 0", series, got)
 		}
+	}
+}
+
+// TestRecordBandsBounded: a table keeps the entries of at most maxBands
+// bands, so a caller that passed ever new names could not grow it without
+// end; the attempts of the bands past it count under band "".
+func TestRecordBandsBounded(t *testing.T) {
+	c := &collect{}
+	a := New(Options{Gateway: "gw/1", Publisher: c})
+	d := a.Deployment("qwen")
+	const extra = 10
+	for i := range maxBands + extra {
+		d.Record(&Attempt{Arm: events.ArmPrimary, Endpoint: events.EndpointChat, Band: "b" + strconv.Itoa(i),
+			Outcome: events.OutcomeOK, Latency: time.Millisecond})
+	}
+	a.Flush(t0)
+	evs := c.all()
+	if len(evs) != 1 {
+		t.Fatalf("%d events; want 1", len(evs))
+	}
+	validate(t, evs[0])
+	unbanded := int64(0)
+	for _, s := range evs[0].Arms {
+		if s.Band == "" {
+			unbanded += s.Requests
+		}
+	}
+	if n := len(evs[0].Arms); n != maxBands+1 || unbanded != extra {
+		t.Errorf("%d entries, %d attempts without a band; want %d and %d", n, unbanded, maxBands+1, extra)
 	}
 }

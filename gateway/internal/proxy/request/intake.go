@@ -139,6 +139,7 @@ func (in *Intake) selectDeployment(c *fiber.Ctx, x *Request) error {
 	sel := k.Route.Bands.Select(&x.Scan, x.Body)
 	k.Estimate = sel.Estimate
 	k.Matched = in.matchedHeader(sel.Matched)
+	k.Band = sel.Matched.First()
 	if sel.Code != "" {
 		in.reject(k, sel.Code, "messages", sel.Detail)
 		return &apierr.Error{Status: fiber.StatusBadRequest, Code: sel.Code, Type: "invalid_request_error",

@@ -32,6 +32,7 @@ type Call struct {
 	Shadow     bool // shadow: mirror a copy to gray
 	Estimate   int64
 	Matched    string // x-vsr-matched-context value
+	Band       string // the first matched band, "" when none (the statistics' band)
 	Force      bool   // the request holds a force token (SPEC §6.1)
 	Token      []byte // the client's bearer token, valid during the handler
 }

@@ -19,7 +19,9 @@ func statsArm(name events.Arm) events.Arm {
 	return name
 }
 
-// attempted counts one ended attempt of arm a in the per-arm statistics.
+// attempted counts one ended attempt of arm a in the per-arm statistics,
+// under the request's band and the cache class of the attempt's own
+// answer m.
 func (s *Flow) attempted(x *Exchange, armName events.Arm, a *deploy.Arm, m *attempt.Measure) {
 	outcome := m.Ended()
 	if outcome == events.OutcomeOK && m.Truncated {
@@ -31,6 +33,7 @@ func (s *Flow) attempted(x *Exchange, armName events.Arm, a *deploy.Arm, m *atte
 	}
 	at := stats.Attempt{
 		Arm: statsArm(armName), Stream: x.Stream, Endpoint: x.Endpoint,
+		Band: x.Band, Cached: m.CachedKnown && stats.PromptCached(m.PromptTokens, m.Cached),
 		PromptVersion: a.PromptVersion, PromptHash: a.PromptHash, Fingerprint: a.Fingerprint,
 		LateHeaders:  m.Headers > x.Deployment.Rollout.Timeout,
 		Outcome:      outcome,
