@@ -101,6 +101,9 @@ type GateResult struct {
 	// Quantile (rev. 4) is the quantile a failing ratio gate failed on;
 	// absent otherwise (the deciding layer's, like the fields above).
 	Quantile *float64 `json:"quantile,omitempty"`
+	// Band (rev. 4) is the context band whose own test failed a ratio
+	// gate (SPEC §9 "Per band"); absent otherwise.
+	Band string `json:"band,omitempty"`
 	// Window and Epoch are the gate's test on each layer (SPEC §9 rev. 3);
 	// the fields above repeat the deciding layer's: the one that failed
 	// (the window when both did), else the epoch. nil from analyzers

@@ -926,6 +926,8 @@ func TestRollbackReason(t *testing.T) {
 			"gate ttft_p99"},
 		{events.GateResult{Gate: events.GateTTFTP99Ratio, Stream: &streamed, Threshold: 1.5, GrayN: 550, PrimaryN: 2000, Quantile: &median},
 			"gate ttft_p99_ratio (streamed) failed at the p50: estimate 0.01x"},
+		{events.GateResult{Gate: events.GateTTFTP99Ratio, Stream: &streamed, Threshold: 1.5, GrayN: 550, PrimaryN: 2000, Quantile: &median, Band: "long"},
+			"gate ttft_p99_ratio (streamed) failed at the p50 in band long: estimate 0.01x"},
 	} {
 		got := rollbackReason(c.r, 0.0073, 0.0073, "window", 22*time.Second)
 		if !strings.HasPrefix(got, c.want) || (c.r.Gate == events.GateTTFTP99 && strings.Contains(got, "primary")) {

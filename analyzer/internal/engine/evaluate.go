@@ -364,6 +364,9 @@ func rollbackReason(failed events.GateResult, estimate, bound float64, layer str
 	if failed.Quantile != nil {
 		at = " at the " + QuantileName(*failed.Quantile)
 	}
+	if failed.Band != "" {
+		at += " in band " + failed.Band
+	}
 	return fmt.Sprintf("gate %s%s failed%s: estimate %s, bound %s above the threshold %s (%s %s)",
 		failed.Gate, streamSuffixes.Of(failed.Stream), at, fmtValue(failed.Gate, estimate), fmtValue(failed.Gate, bound),
 		fmtValue(failed.Gate, failed.Threshold), attempts, where)

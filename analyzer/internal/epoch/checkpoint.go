@@ -153,11 +153,11 @@ func (k *Keeper) Restore(cps map[string]*Checkpoint) []string {
 			p := newPeriod(ps.Start, ps.Percentage)
 			for i := range ps.Gray {
 				a := &ps.Gray[i]
-				mergeInto(p.gray, gate.Class{Stream: a.Stream, Endpoint: a.Endpoint}, events.ArmGray, a)
+				mergeInto(p.gray, gate.ClassOf(a), events.ArmGray, a)
 			}
 			for i := range ps.Primary {
 				a := &ps.Primary[i]
-				mergeInto(p.primary, gate.Class{Stream: a.Stream, Endpoint: a.Endpoint}, events.ArmPrimary, a)
+				mergeInto(p.primary, gate.ClassOf(a), events.ArmPrimary, a)
 			}
 			e.periods = append(e.periods, p)
 		}

@@ -228,7 +228,7 @@ func (k *Keeper) Add(seq uint64, id string, s *events.StatsInterval, toWindow fu
 	per := e.periodAt(s.IntervalStart)
 	for i := range s.Arms {
 		a := &s.Arms[i]
-		c := gate.Class{Stream: a.Stream, Endpoint: a.Endpoint}
+		c := gate.ClassOf(a)
 		if a.Arm == events.ArmPrimary {
 			mergeInto(per.primary, c, events.ArmPrimary, a)
 		} else {
@@ -294,7 +294,8 @@ func (e *epoch) periodAt(t time.Time) *period {
 func mergeInto(m map[gate.Class]*events.ArmStats, c gate.Class, side events.Arm, a *events.ArmStats) {
 	dst := m[c]
 	if dst == nil {
-		dst = &events.ArmStats{Arm: side, Stream: c.Stream, Endpoint: c.Endpoint}
+		e := c.Empty(side)
+		dst = &e
 		m[c] = dst
 	}
 	dst.Merge(a)

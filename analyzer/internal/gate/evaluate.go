@@ -29,6 +29,7 @@ package gate
 import (
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -175,7 +176,21 @@ type evaluator struct {
 	sp      spend
 	enough  bool // gray attempts reach MinRequests
 	classes []Class
-	g, p    histogram.Log // scratch: censored copies
+	// units are what the latency gates test, each with its share of α:
+	// the classes pooled over bands (band false), then the classes with a
+	// band (band true: fail-only, SPEC §9 rev. 4 "Per band").
+	units []unit
+	// pooled holds, when some class has a band, the classes merged over
+	// their bands, per arm; nil otherwise (the input's classes are
+	// pooled already).
+	pooled *Input
+	g, p   histogram.Log // scratch: censored copies
+}
+
+// unit is one class a latency gate tests.
+type unit struct {
+	k    Class
+	band bool
 }
 
 var evalPool = sync.Pool{New: func() any { return new(evaluator) }}
@@ -196,20 +211,74 @@ func (e *evaluator) reset(c Config, in *Input, sp spend) {
 			e.classes = append(e.classes, k)
 		}
 	}
-	slices.SortFunc(e.classes, func(a, b Class) int {
-		switch {
-		case a.Stream != b.Stream:
-			if !a.Stream {
-				return -1
-			}
-			return 1
-		case a.Endpoint < b.Endpoint:
-			return -1
-		case a.Endpoint > b.Endpoint:
-			return 1
+	slices.SortFunc(e.classes, compareClasses)
+	e.units, e.pooled = e.units[:0], nil
+	banded := false
+	for _, k := range e.classes {
+		banded = banded || k.Band != ""
+	}
+	if !banded {
+		for _, k := range e.classes {
+			e.units = append(e.units, unit{k: k})
 		}
-		return 0
-	})
+		return
+	}
+	e.pooled = &Input{Gray: poolBands(in.Gray), Primary: poolBands(in.Primary)}
+	for _, k := range e.classes {
+		if k.Band == "" {
+			continue
+		}
+		if pk := (Class{Stream: k.Stream, Endpoint: k.Endpoint, Cached: k.Cached}); !slices.ContainsFunc(e.units, func(u unit) bool { return u.k == pk }) {
+			e.units = append(e.units, unit{k: pk})
+		}
+	}
+	for _, k := range e.classes {
+		if k.Band == "" && !slices.ContainsFunc(e.units, func(u unit) bool { return u.k == k }) {
+			e.units = append(e.units, unit{k: k})
+		}
+	}
+	slices.SortFunc(e.units, func(a, b unit) int { return compareClasses(a.k, b.k) })
+	for _, k := range e.classes {
+		if k.Band != "" {
+			e.units = append(e.units, unit{k: k, band: true})
+		}
+	}
+}
+
+// compareClasses orders classes: non-streamed first, then by endpoint,
+// uncached before cached, then by band.
+func compareClasses(a, b Class) int {
+	switch {
+	case a.Stream != b.Stream:
+		if !a.Stream {
+			return -1
+		}
+		return 1
+	case a.Endpoint != b.Endpoint:
+		return strings.Compare(string(a.Endpoint), string(b.Endpoint))
+	case a.Cached != b.Cached:
+		if !a.Cached {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.Band, b.Band)
+}
+
+// poolBands returns m's classes merged over their bands.
+func poolBands(m map[Class]*events.ArmStats) map[Class]*events.ArmStats {
+	out := make(map[Class]*events.ArmStats, len(m))
+	for k, s := range m {
+		k.Band = ""
+		dst := out[k]
+		if dst == nil {
+			st := k.Empty(s.Arm)
+			dst = &st
+			out[k] = dst
+		}
+		dst.Merge(s)
+	}
+	return out
 }
 
 // proportion returns the layer's lower and upper bounds of a share from x
@@ -493,10 +562,19 @@ func (e *evaluator) quantileGates() []events.GateResult {
 	out = append(out, e.perClass(events.GateTTFTP99Ratio, &yes, e.ttftRatio))
 	var streams []bool
 	for _, k := range e.classes {
-		if len(streams) == 0 || streams[len(streams)-1] != k.Stream {
+		if !slices.Contains(streams, k.Stream) {
 			streams = append(streams, k.Stream)
 		}
 	}
+	slices.SortFunc(streams, func(a, b bool) int {
+		if a == b {
+			return 0
+		}
+		if !a {
+			return -1
+		}
+		return 1
+	})
 	if len(streams) == 0 {
 		out = append(out, events.GateResult{Gate: events.GateLatencyP99Ratio, Threshold: e.c.Threshold(events.GateLatencyP99Ratio), Verdict: events.VerdictNotApplicable})
 	}
@@ -510,13 +588,19 @@ func (e *evaluator) quantileGates() []events.GateResult {
 	return out
 }
 
-// perClass runs test on every endpoint of the stream class with α split
-// evenly and folds the results: the first fail, else the first
-// inconclusive, else the pass with the highest bound, else not_applicable.
+// perClass runs test on every class of the stream class (endpoint ×
+// cached, pooled over bands) with α split evenly and folds the results:
+// the first fail, else the first inconclusive, else the pass with the
+// highest bound, else not_applicable. The ratio gates also test each class
+// with a band (SPEC §9 rev. 4 "Per band"), with the same share of α: a
+// band's failure fails the gate (the result names the band), anything
+// else of a band's is left out, so a band can fail a gate but never hold
+// back a promotion.
 func (e *evaluator) perClass(g events.Gate, stream *bool, test func(r *events.GateResult, k Class, a float64)) events.GateResult {
+	bands := g == events.GateTTFTP99Ratio || g == events.GateLatencyP99Ratio
 	var n int
-	for _, k := range e.classes {
-		if k.Stream == *stream {
+	for _, u := range e.units {
+		if u.k.Stream == *stream && (bands || !u.band) {
 			n++
 		}
 	}
@@ -536,12 +620,19 @@ func (e *evaluator) perClass(g events.Gate, stream *bool, test func(r *events.Ga
 		return 0
 	}
 	a := e.sp.alpha / float64(n)
-	for _, k := range e.classes {
-		if k.Stream != *stream {
+	for _, u := range e.units {
+		if u.k.Stream != *stream || u.band && !bands {
 			continue
 		}
 		r := events.GateResult{Gate: g, Stream: stream, Threshold: best.Threshold}
-		test(&r, k, a)
+		test(&r, u.k, a)
+		if u.band {
+			if r.Verdict == events.VerdictFail && best.Verdict != events.VerdictFail {
+				r.Band = u.k.Band
+				best = r
+			}
+			continue
+		}
 		rb, rr := rank(best.Verdict), rank(r.Verdict)
 		if rr > rb || rr == rb && r.Verdict == events.VerdictPass && boundOr(r.Bound) > boundOr(best.Bound) {
 			best = r
@@ -559,8 +650,12 @@ func boundOr(v *float64) float64 {
 	return *v
 }
 
-// arms returns the class's statistics on both arms (nil when absent).
+// arms returns the class's statistics on both arms (nil when absent): a
+// class without a band pooled over its bands.
 func (e *evaluator) arms(k Class) (g, p *events.ArmStats) {
+	if e.pooled != nil && k.Band == "" {
+		return e.pooled.Gray[k], e.pooled.Primary[k]
+	}
 	return e.in.Gray[k], e.in.Primary[k]
 }
 

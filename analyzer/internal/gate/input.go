@@ -13,6 +13,23 @@ import (
 type Class struct {
 	Stream   bool
 	Endpoint events.Endpoint
+	// Cached (rev. 4): the engine reported at least half of the prompt
+	// as cached. Latency gates never pool cached with uncached attempts.
+	Cached bool
+	// Band (rev. 4) is the request's first context band, "" for none:
+	// classes with a band are tested by the ratio gates on their own
+	// (fail-only) and pooled over bands for every other test.
+	Band string
+}
+
+// ClassOf returns the class of a statistics entry.
+func ClassOf(a *events.ArmStats) Class {
+	return Class{Stream: a.Stream, Endpoint: a.Endpoint, Cached: a.Cached, Band: a.Band}
+}
+
+// Empty returns an empty entry of class k on side arm.
+func (k Class) Empty(arm events.Arm) events.ArmStats {
+	return events.ArmStats{Arm: arm, Stream: k.Stream, Endpoint: k.Endpoint, Cached: k.Cached, Band: k.Band}
 }
 
 // Input is what one evaluation sees of one deployment: the statistics of

@@ -118,3 +118,102 @@ func addTo(dst, s *events.ArmStats) {
 	dst.TTFT.Merge(&s.TTFT)
 	dst.Latency.Merge(&s.Latency)
 }
+
+// banded draws n streamed attempts of one band: TTFT lognormal (σ 0.5)
+// with median ttftMs, latency 300 ms.
+func banded(r *rand.Rand, arm events.Arm, band string, n int, ttftMs float64) *events.ArmStats {
+	s := draw(r, arm, traffic{n: n, stream: true, ttftMs: ttftMs, latMs: 300, tokens: 200})
+	s.Band = band
+	return s
+}
+
+// TestPerBandRatio (SPEC §9 rev. 4 "Per band"): a gray whose TTFT doubles
+// only on the long-context band, a tenth of the traffic, fails
+// ttft_p99_ratio on that band's own test (the result names it), where the
+// same attempts pooled over bands do not fail; and a band's pass never
+// stands in for the pooled class's verdict.
+func TestPerBandRatio(t *testing.T) {
+	r := rand.New(rand.NewPCG(34, 6))
+	in := &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
+	for _, s := range []*events.ArmStats{
+		banded(r, events.ArmGray, "short", 9000, 100), banded(r, events.ArmGray, "long", 1000, 200),
+		banded(r, events.ArmPrimary, "short", 90000, 100), banded(r, events.ArmPrimary, "long", 10000, 100),
+	} {
+		m := in.Gray
+		if s.Arm == events.ArmPrimary {
+			m = in.Primary
+		}
+		m[ClassOf(s)] = s
+	}
+	got := resultOf(defaults.Evaluate(in), events.GateTTFTP99Ratio, true)
+	if got.Verdict != events.VerdictFail || got.Band != "long" {
+		t.Errorf("TTFT ×2 on the long band: %s (band %q, quantile %v); want a failure of band long", got.Verdict, got.Band, got.Quantile)
+	}
+	pooled := &Input{Gray: poolBands(in.Gray), Primary: poolBands(in.Primary)}
+	if p := resultOf(defaults.Evaluate(pooled), events.GateTTFTP99Ratio, true); p.Verdict == events.VerdictFail {
+		t.Errorf("pooled over bands the same attempts fail (%+v): the band test is not what saw it", p)
+	}
+
+	// Healthy on every band: the gate is judged on the pooled class, never
+	// failed or passed by a band.
+	in = &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
+	for _, s := range []*events.ArmStats{
+		banded(r, events.ArmGray, "short", 900, 100), banded(r, events.ArmGray, "long", 100, 100),
+		banded(r, events.ArmPrimary, "short", 90000, 100), banded(r, events.ArmPrimary, "long", 10000, 100),
+	} {
+		m := in.Gray
+		if s.Arm == events.ArmPrimary {
+			m = in.Primary
+		}
+		m[ClassOf(s)] = s
+	}
+	got = resultOf(defaults.Evaluate(in), events.GateTTFTP99Ratio, true)
+	want := resultOf(defaults.Evaluate(&Input{Gray: poolBands(in.Gray), Primary: poolBands(in.Primary)}), events.GateTTFTP99Ratio, true)
+	if got.Verdict == events.VerdictFail || got.Band != "" || got.Verdict != want.Verdict {
+		t.Errorf("healthy bands: %s (band %q); want the pooled class's verdict %s", got.Verdict, got.Band, want.Verdict)
+	}
+}
+
+// TestCachedNeverPooledWithUncached (SPEC §9 rev. 4 "Like with like"): a
+// healthy gray just given users its engines have not seen answers fewer
+// prompts from cache than primary (40 % against 80 %), and uncached
+// prompts take longer to their first token; judged per cached class it
+// passes, while the same attempts pooled over the cache would fail the
+// TTFT ratio.
+func TestCachedNeverPooledWithUncached(t *testing.T) {
+	r := rand.New(rand.NewPCG(34, 7))
+	part := func(arm events.Arm, n int, cached bool, ttft float64) *events.ArmStats {
+		s := draw(r, arm, traffic{n: n, stream: true, ttftMs: ttft, latMs: 300, tokens: 200})
+		s.Cached = cached
+		return s
+	}
+	in := &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
+	for _, s := range []*events.ArmStats{
+		part(events.ArmGray, 1200, true, 80), part(events.ArmGray, 1800, false, 400),
+		part(events.ArmPrimary, 24000, true, 80), part(events.ArmPrimary, 6000, false, 400),
+	} {
+		m := in.Gray
+		if s.Arm == events.ArmPrimary {
+			m = in.Primary
+		}
+		m[ClassOf(s)] = s
+	}
+	if got := resultOf(defaults.Evaluate(in), events.GateTTFTP99Ratio, true); got.Verdict == events.VerdictFail {
+		t.Errorf("per cached class: %+v; want no failure (each class is primary's twin)", got)
+	}
+	pool := func(m map[Class]*events.ArmStats) map[Class]*events.ArmStats {
+		out := map[Class]*events.ArmStats{}
+		for k, s := range m {
+			k.Cached = false
+			if out[k] == nil {
+				e := k.Empty(s.Arm)
+				out[k] = &e
+			}
+			out[k].Merge(s)
+		}
+		return out
+	}
+	if got := resultOf(defaults.Evaluate(&Input{Gray: pool(in.Gray), Primary: pool(in.Primary)}), events.GateTTFTP99Ratio, true); got.Verdict != events.VerdictFail {
+		t.Errorf("pooled over the cache: %s; want the failure that keeping classes apart avoids", got.Verdict)
+	}
+}

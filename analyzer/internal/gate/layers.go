@@ -67,7 +67,8 @@ func pool(into, from map[Class]*events.ArmStats) {
 	for k, s := range from {
 		dst := into[k]
 		if dst == nil {
-			dst = &events.ArmStats{Arm: s.Arm, Stream: k.Stream, Endpoint: k.Endpoint}
+			e := k.Empty(s.Arm)
+			dst = &e
 			into[k] = dst
 		}
 		dst.Merge(s)

@@ -109,7 +109,7 @@ func scaleArm(dst, src *events.ArmStats, s float64, parts int) {
 	u := func(v uint64) uint64 { return uint64(float64(v)*s + 0.5) }
 	counts := dst.Latency.Counts[:0]
 	ttft := dst.TTFT.Counts[:0]
-	*dst = events.ArmStats{Arm: src.Arm, Stream: src.Stream, Endpoint: src.Endpoint}
+	*dst = ClassOf(src).Empty(src.Arm)
 	dst.Requests = n(src.Requests)
 	o, so := &dst.Outcomes, &src.Outcomes
 	o.OK, o.SchemaViolation, o.InvalidJSON = n(so.OK), n(so.SchemaViolation), n(so.InvalidJSON)

@@ -82,6 +82,10 @@ var HealthyScenarios = []Scenario{
 	{Name: "swing", Doc: "traffic swinging 10× over a day (sinusoid)", Swing: true},
 	{Name: "week", Doc: "min_soak the whole run: every day of --days on the epoch before 100 %", SoakAll: true},
 	{Name: "fingerprint", Doc: "gray's fingerprint changes after 12 h: a new epoch", FingerprintAt: 12 * time.Hour},
+	{Name: "sub-ms", Doc: "two identical sub-millisecond arms (TTFT 0.2 ms, latency 0.4 ms): the floors keep the ratio gates quiet", World: func(a Arm) Arm {
+		a.TTFT.Median, a.Latency.Median = 0.2, 0.4
+		return a
+	}},
 }
 
 // Breakages are the broken grays of SPEC §12 rev. 3: 5 % of traffic,

@@ -130,7 +130,8 @@ func (e *epoch) period(now time.Time, pct float64) {
 	})
 	for a, arm := range [2]events.Arm{events.ArmGray, events.ArmPrimary} {
 		for c, k := range classes {
-			e.cur[a][c] = &events.ArmStats{Arm: arm, Stream: k.Stream, Endpoint: k.Endpoint}
+			st := k.Empty(arm)
+			e.cur[a][c] = &st
 		}
 	}
 }

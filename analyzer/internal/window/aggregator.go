@@ -159,7 +159,7 @@ func (a *Aggregator) Add(id string, s *events.StatsInterval, now time.Time) Outc
 	}
 	for i := range s.Arms {
 		arm := &s.Arms[i]
-		c := Class{Stream: arm.Stream, Endpoint: arm.Endpoint}
+		c := gate.ClassOf(arm)
 		if arm.Arm == events.ArmPrimary {
 			b.primary = merge(b.primary, c, events.ArmPrimary, arm)
 		} else {
@@ -195,7 +195,8 @@ func resetArm(st *events.ArmStats, side events.Arm, c Class) {
 	ttft, lat := st.TTFT, st.Latency
 	ttft.Reset()
 	lat.Reset()
-	*st = events.ArmStats{Arm: side, Stream: c.Stream, Endpoint: c.Endpoint, TTFT: ttft, Latency: lat}
+	*st = c.Empty(side)
+	st.TTFT, st.Latency = ttft, lat
 }
 
 // seal compacts the id sets of buckets older than the one before k:
@@ -284,7 +285,8 @@ func collect(into map[Class]*events.ArmStats, es []entry) {
 		e := &es[i]
 		dst := into[e.class]
 		if dst == nil {
-			dst = &events.ArmStats{Arm: e.stats.Arm, Stream: e.class.Stream, Endpoint: e.class.Endpoint}
+			st := e.class.Empty(e.stats.Arm)
+			dst = &st
 			into[e.class] = dst
 		}
 		dst.Merge(&e.stats)

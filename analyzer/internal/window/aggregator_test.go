@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/histogram"
 )
@@ -145,8 +146,8 @@ func TestMergeEqualsUnion(t *testing.T) {
 	}
 }
 
-// TestClassesAreApart: streamed and non-streamed attempts, and endpoints,
-// are never pooled.
+// TestClassesAreApart: streamed and non-streamed attempts, endpoints,
+// cached and uncached attempts and bands (rev. 4) are never pooled.
 func TestClassesAreApart(t *testing.T) {
 	a := New(5 * time.Minute)
 	s := stat("d", "gw", t0, events.ArmGray, 2, 10, 100)
@@ -154,14 +155,18 @@ func TestClassesAreApart(t *testing.T) {
 	other.Stream, other.TTFT = false, histogram.Log{}
 	third := s.Arms[0]
 	third.Endpoint = events.EndpointResponses
-	s.Arms = append(s.Arms, other, third)
+	cached := s.Arms[0]
+	cached.Cached = true
+	long := s.Arms[0]
+	long.Band = "long"
+	s.Arms = append(s.Arms, other, third, cached, long)
 	a.Add(s.ID(), s, t0)
 	snap := a.Snapshot("d", t0.Add(-time.Hour), t0)
-	if len(snap.Gray) != 3 {
-		t.Errorf("gray classes = %d; want 3", len(snap.Gray))
+	if len(snap.Gray) != 5 {
+		t.Errorf("gray classes = %d; want 5", len(snap.Gray))
 	}
 	for c, st := range snap.Gray {
-		if st.Requests != 2 || st.Stream != c.Stream || st.Endpoint != c.Endpoint {
+		if st.Requests != 2 || gate.ClassOf(st) != c {
 			t.Errorf("class %+v = %d requests, stream %v, endpoint %s", c, st.Requests, st.Stream, st.Endpoint)
 		}
 	}
