@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,14 +71,20 @@ func TestRolloutsHistory(t *testing.T) {
 	r := testenv.Rollout("qwen-32k", 4)
 	stream := true
 	r.Trigger = &events.GateTrigger{Gate: events.GateTTFTP99, Stream: &stream, Estimate: 2.5, Bound: 2.1, Threshold: 2, WindowSeconds: 600}
-	if _, err := w.Write(context.Background(), []store.Event{testenv.Event[store.Event](t, testenv.Rollout("qwen-32k", 3), at, ""), testenv.Event[store.Event](t, r, at.Add(time.Minute), "")}); err != nil {
+	held := true
+	hold := &events.RolloutChanged{Deployment: "qwen-32k", Percentage: 5, Status: events.StatusActive, Reason: "freeze",
+		Actor: events.ActorAdmin, Operator: "alice", Hold: &held, Revision: 2}
+	if _, err := w.Write(context.Background(), []store.Event{testenv.Event[store.Event](t, hold, at.Add(-time.Minute), ""),
+		testenv.Event[store.Event](t, testenv.Rollout("qwen-32k", 3), at, ""), testenv.Event[store.Event](t, r, at.Add(time.Minute), "")}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := run(t, "rollouts", "history", "qwen-32k")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if err != nil || len(lines) != 3 || !strings.Contains(lines[1], "ttft_p99[stream] 2.5 (bound 2.1, threshold 2) over 600s") ||
-		!strings.Contains(lines[2], "schema_failure_rate 0.02 (bound 0.011, threshold 0) over 300s") {
-		t.Errorf("rollouts history = %q, %v; want the newest first with each trigger's estimate, bound and threshold", out, err)
+	if err != nil || len(lines) != 4 || len(strings.Fields(lines[3])) < 8 || !strings.Contains(lines[1], "ttft_p99[stream] 2.5 (bound 2.1, threshold 2) over 600s") ||
+		!strings.Contains(lines[2], "schema_failure_rate 0.02 (bound 0.011, threshold 0) over 300s") ||
+		!slices.Equal(strings.Fields(lines[3])[5:8], []string{"admin", "alice", "held"}) {
+		t.Errorf("rollouts history = %q, %v; want the newest first with each trigger's estimate, bound and threshold, "+
+			"and the hold with its operator", out, err)
 	}
 	out, err = run(t, "rollouts", "history", "qwen-32k", "--json", "--limit", "1")
 	var page struct {

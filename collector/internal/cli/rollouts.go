@@ -12,8 +12,9 @@ import (
 )
 
 // rolloutHistory prints a deployment's rollout events, newest first, with
-// the gate behind each analyzer rollback: its estimate, the bound that
-// decided and the threshold.
+// the operator of each admin change, what it did to the hold, and the gate
+// behind each analyzer rollback: its estimate, the bound that decided and
+// the threshold.
 func rolloutHistory(ctx context.Context, cfg *config.Config, deployment string, limit int, asJSON bool, out io.Writer) error {
 	if err := checkLimit(limit); err != nil {
 		return err
@@ -35,12 +36,32 @@ func rolloutHistory(ctx context.Context, cfg *config.Config, deployment string, 
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tREVISION\tSTATUS\tPERCENT\tACTOR\tTRIGGER\tREASON")
+	fmt.Fprintln(tw, "TIME\tREVISION\tSTATUS\tPERCENT\tACTOR\tOPERATOR\tHOLD\tTRIGGER\tREASON")
 	for _, e := range page.Events {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%g\t%s\t%s\t%s\n", e.OccurredAt.Format("2006-01-02 15:04:05"), e.StreamSequence,
-			e.Status, e.Percentage, e.Actor, trigger(e.Trigger), cell(e.Reason, firstErrorWidth))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%g\t%s\t%s\t%s\t%s\t%s\n", e.OccurredAt.Format("2006-01-02 15:04:05"), e.StreamSequence,
+			e.Status, e.Percentage, e.Actor, orDash(cell(e.Operator, 32)), hold(e.Hold), trigger(e.Trigger), cell(e.Reason, firstErrorWidth))
 	}
 	return tw.Flush()
+}
+
+// hold prints what an event did to the hold (SPEC §3 rev. 4): "held",
+// "released", or "-" when it did not speak of it.
+func hold(h *bool) string {
+	switch {
+	case h == nil:
+		return "-"
+	case *h:
+		return "held"
+	}
+	return "released"
+}
+
+// orDash prints "-" for an empty cell (the shared token's operator).
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // trigger prints a rollback's gate: "ttft_p99[stream] 2.5 (bound 2.1 > 2) over 600s".

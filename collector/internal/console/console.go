@@ -305,6 +305,19 @@ func funcs(now func() time.Time) template.FuncMap {
 			return false
 		},
 		"short": truncate,
+		"who":   who,
+		"by":    by,
+		// holdWord is what an event did to the hold: "held",
+		// "released", or "" when it did not speak of it.
+		"holdWord": func(h *bool) string {
+			switch {
+			case h == nil:
+				return ""
+			case *h:
+				return "held"
+			}
+			return "released"
+		},
 		// Text from events, shown with control and bidirectional
 		// formatting characters made visible, never interpreted (SPEC §8).
 		"shown":      text.Escape,

@@ -88,7 +88,7 @@ type deploymentPage struct {
 type eventView struct {
 	store.RolloutEvent
 	Label string
-	Kind  string // rollback, promotion, operator, config, change
+	Kind  string // rollback, promotion, operator, config, change, hold, release
 }
 
 // deployment is GET /deployments/{deployment}: the gates, attempts and
@@ -182,18 +182,28 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 	return s.render(c, fiber.StatusOK, "deployment", p)
 }
 
-// describe labels a rollout event: a rollback with its gate, estimate and
-// bound; a promotion; an operator's change with actor and reason.
+// describe labels a rollout event: a hold or a release with who made it
+// and why; a rollback with its gate, estimate and bound; a promotion; an
+// operator's change with actor, operator and reason. Reasons and operator
+// names are shown escaped (text.Escape), never interpreted.
 func describe(e store.RolloutEvent) eventView {
 	v := eventView{RolloutEvent: e, Kind: "change"}
 	switch {
+	case e.Hold != nil && *e.Hold:
+		// A hold or a release changes nothing else (the gateway refuses
+		// one with a percentage or a status), so it is a line of its own.
+		v.Kind = "hold"
+		v.Label = fmt.Sprintf("held by %s — %s", by(e.Actor, e.Operator), text.Escape(e.Reason))
+	case e.Hold != nil:
+		v.Kind = "release"
+		v.Label = fmt.Sprintf("released by %s — %s", by(e.Actor, e.Operator), text.Escape(e.Reason))
 	case e.Status == string(events.StatusRolledBack) && e.Trigger != nil:
 		t := e.Trigger
 		v.Kind = "rollback"
 		v.Label = fmt.Sprintf("rollback: %s estimate %s, bound %s vs %s", t.Gate, num(t.Estimate), num(t.Bound), num(t.Threshold))
 	case e.Status == string(events.StatusRolledBack):
 		v.Kind = "rollback"
-		v.Label = fmt.Sprintf("rolled back by %s: %s", e.Actor, text.Escape(e.Reason))
+		v.Label = fmt.Sprintf("rolled back by %s: %s", who(e.Actor, e.Operator), text.Escape(e.Reason))
 	case e.Actor == string(events.ActorAnalyzer):
 		v.Kind = "promotion"
 		v.Label = fmt.Sprintf("promotion to %s %%", trimFloat(e.Percentage, 2))
@@ -202,9 +212,28 @@ func describe(e store.RolloutEvent) eventView {
 		v.Label = fmt.Sprintf("config: %s %s %%", e.Status, trimFloat(e.Percentage, 2))
 	default:
 		v.Kind = "operator"
-		v.Label = fmt.Sprintf("%s: %s %s %% — %s", e.Actor, e.Status, trimFloat(e.Percentage, 2), text.Escape(e.Reason))
+		v.Label = fmt.Sprintf("%s: %s %s %% — %s", who(e.Actor, e.Operator), e.Status, trimFloat(e.Percentage, 2), text.Escape(e.Reason))
 	}
 	return v
+}
+
+// who names the maker of a change: the actor, with the operator's name
+// when an operator's own admin token made it ("admin (alice)"; SPEC §3
+// rev. 4); the actor alone for the shared token and for other actors.
+func who(actor, operator string) string {
+	if operator == "" {
+		return actor
+	}
+	return actor + " (" + text.Escape(operator) + ")"
+}
+
+// by names who held or released a rollout: the operator ("alice"), or the
+// actor when the shared token did ("admin").
+func by(actor, operator string) string {
+	if operator == "" {
+		return actor
+	}
+	return text.Escape(operator)
 }
 
 // percentageChart draws gray's effective share over time: the percentage

@@ -33,17 +33,27 @@ type Evaluation struct {
 }
 
 // RolloutSummary is a deployment's rollout as the console's first page
-// shows it: its last rollout event, when its current epoch and step began
-// (derived from the rollout events: the last change of status to active or
-// testing, the last change of status or percentage), and its latest
-// evaluation (nil when it has none).
+// shows it: its last rollout event, the last event that spoke of the hold,
+// when its current epoch and step began (derived from the rollout events:
+// the last change of status to active or testing, the last change of
+// status or percentage), and its latest evaluation (nil when it has none).
 type RolloutSummary struct {
 	Deployment string
 	Last       RolloutEvent
+	// HoldEvent is the last event that held or released the rollout (SPEC
+	// §3 rev. 4), nil when none did; events without a hold leave it as
+	// it was, as the gateways' fold does.
+	HoldEvent *RolloutEvent
 	// EpochStart is zero when the status is rolled_back.
 	EpochStart time.Time
 	StepStart  time.Time
 	Latest     *Evaluation
+}
+
+// Held reports whether the rollout is held: the last event that spoke of
+// the hold held it.
+func (s RolloutSummary) Held() bool {
+	return s.HoldEvent != nil && s.HoldEvent.Hold != nil && *s.HoldEvent.Hold
 }
 
 // Rollouts returns every deployment with rollout events, by name, or only
@@ -82,11 +92,32 @@ func (r *Reader) Rollouts(ctx context.Context, deployment string) ([]RolloutSumm
 		if s.Last.Status == string(events.StatusRolledBack) {
 			s.EpochStart = time.Time{}
 		}
+		if s.HoldEvent, err = r.lastHold(ctx, s.Deployment); err != nil {
+			return nil, err
+		}
 		if s.Latest, err = r.LatestEvaluation(ctx, s.Deployment); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// lastHold returns deployment's last rollout event that held or released
+// it, in the order of the fold (stream sequence), nil when none did.
+func (r *Reader) lastHold(ctx context.Context, deployment string) (*RolloutEvent, error) {
+	rows, err := r.pool.Query(ctx, `SELECT `+rolloutColumns+` FROM rollout_events
+		WHERE deployment = $1 AND hold IS NOT NULL ORDER BY stream_seq DESC, occurred_at DESC LIMIT 1`, deployment)
+	if err != nil {
+		return nil, fmt.Errorf("hold of %s: %w", deployment, err)
+	}
+	evs, err := collectRollouts(rows, nil)
+	if err != nil {
+		return nil, fmt.Errorf("hold of %s: %w", deployment, err)
+	}
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	return &evs[0], nil
 }
 
 // LatestEvaluation returns deployment's newest evaluation, nil when none is
@@ -240,9 +271,7 @@ func (r *Reader) ArmSeries(ctx context.Context, deployment string, since, until 
 // the last event before since (nil when none): the state the range
 // starts in.
 func (r *Reader) RolloutEvents(ctx context.Context, deployment string, since, until time.Time, limit int) ([]RolloutEvent, *RolloutEvent, error) {
-	const cols = `event_id, occurred_at, source, deployment, percentage::float8, status, reason, actor, revision, stream_seq,
-		trigger_gate, trigger_stream, trigger_value, trigger_bound, trigger_threshold, trigger_window_seconds`
-	rows, err := r.pool.Query(ctx, `SELECT * FROM (SELECT `+cols+` FROM rollout_events
+	rows, err := r.pool.Query(ctx, `SELECT * FROM (SELECT `+rolloutColumns+` FROM rollout_events
 		WHERE deployment = $1 AND occurred_at >= $2 AND occurred_at < $3
 		ORDER BY stream_seq DESC, occurred_at DESC LIMIT $4) AS newest ORDER BY stream_seq, occurred_at`,
 		deployment, since, until, limit)
@@ -253,7 +282,7 @@ func (r *Reader) RolloutEvents(ctx context.Context, deployment string, since, un
 	if err != nil {
 		return nil, nil, fmt.Errorf("rollout events of %s: %w", deployment, err)
 	}
-	rows, err = r.pool.Query(ctx, `SELECT `+cols+` FROM rollout_events WHERE deployment = $1 AND occurred_at < $2
+	rows, err = r.pool.Query(ctx, `SELECT `+rolloutColumns+` FROM rollout_events WHERE deployment = $1 AND occurred_at < $2
 		ORDER BY stream_seq DESC, occurred_at DESC LIMIT 1`, deployment, since)
 	if err != nil {
 		return nil, nil, fmt.Errorf("rollout events of %s: %w", deployment, err)

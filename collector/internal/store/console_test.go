@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -96,4 +97,103 @@ func TestConsoleQueries(t *testing.T) {
 	if err != nil || len(evs) != 2 || evs[0].Percentage != 1 || evs[1].Percentage != 2 || before == nil || before.Percentage != 10 {
 		t.Errorf("RolloutEvents(from +15m, limit 2) = %+v, before %+v, %v; want the newest two in order and the 10 %% before", evs, before, err)
 	}
+}
+
+// TestRolloutOperatorAndHold checks that a rollout event's operator and
+// hold (SPEC §3 rev. 4) are stored by every write mode and read back by
+// the history and the console's queries, and that a deployment is held
+// from the event that held it, through events that do not speak of the
+// hold, until the one that released it.
+func TestRolloutOperatorAndHold(t *testing.T) {
+	for _, mode := range []store.Mode{store.ModeCopy, store.ModeStage, store.ModeInsert} {
+		t.Run(mode.String(), func(t *testing.T) {
+			pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+			w := store.NewWriter(pool, store.Options{Mode: mode, Retention: 720 * time.Hour})
+			r := store.NewReader(pool)
+			dep := "qwen-32k"
+			start := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+			seq := uint64(0)
+			write := func(ev *events.RolloutChanged) store.Event {
+				t.Helper()
+				seq++
+				ev.Deployment, ev.Revision = dep, seq-1
+				e := testenv.Event[store.Event](t, ev, start.Add(time.Duration(seq)*time.Minute), "")
+				e.Sequence = seq
+				if _, err := w.Write(ctx, []store.Event{e}); err != nil {
+					t.Fatalf("Write: %v", err)
+				}
+				return e
+			}
+			// held checks the summary after the last write: held or not,
+			// from the hold event at revision from (0: none) by operator by.
+			held := func(want bool, from uint64, by string) {
+				t.Helper()
+				sums, err := r.Rollouts(ctx, dep)
+				if err != nil || len(sums) != 1 {
+					t.Fatalf("Rollouts = %v, %v", sums, err)
+				}
+				s := sums[0]
+				if s.Held() != want {
+					t.Errorf("after revision %d: Held() = %v; want %v", seq, s.Held(), want)
+				}
+				switch {
+				case from == 0 && s.HoldEvent != nil:
+					t.Errorf("after revision %d: HoldEvent = %+v; want none", seq, s.HoldEvent)
+				case from != 0 && (s.HoldEvent == nil || s.HoldEvent.StreamSequence != from || s.HoldEvent.Operator != by):
+					t.Errorf("after revision %d: HoldEvent = %+v; want revision %d by %q", seq, s.HoldEvent, from, by)
+				}
+				if s.Last.StreamSequence != seq {
+					t.Errorf("after revision %d: Last is revision %d", seq, s.Last.StreamSequence)
+				}
+			}
+
+			write(&events.RolloutChanged{Percentage: 5, Status: events.StatusActive, Reason: "start", Actor: events.ActorAdmin, Operator: "alice"})
+			held(false, 0, "")
+			write(&events.RolloutChanged{Percentage: 5, Status: events.StatusActive, Reason: "freeze", Actor: events.ActorAdmin, Operator: "alice", Hold: ptr(true)})
+			held(true, 2, "alice")
+			// Events that do not speak of the hold leave it: the shared
+			// token's change, the analyzer's rollback.
+			write(&events.RolloutChanged{Percentage: 5, Status: events.StatusActive, Reason: "same", Actor: events.ActorAdmin})
+			held(true, 2, "alice")
+			write(&events.RolloutChanged{Percentage: 5, Status: events.StatusRolledBack, Reason: "gate", Actor: events.ActorAnalyzer})
+			held(true, 2, "alice")
+			write(&events.RolloutChanged{Percentage: 5, Status: events.StatusRolledBack, Reason: "thaw", Actor: events.ActorAdmin, Operator: "bob", Hold: ptr(false)})
+			held(false, 5, "bob")
+			write(&events.RolloutChanged{Percentage: 5, Status: events.StatusRolledBack, Reason: "again", Actor: events.ActorAdmin, Hold: ptr(true)})
+			held(true, 6, "")
+
+			// Newest first: the hold of each event as it was published.
+			type got struct {
+				Operator string
+				Hold     *bool
+			}
+			want := []got{{"", ptr(true)}, {"bob", ptr(false)}, {"", nil}, {"", nil}, {"alice", ptr(true)}, {"alice", nil}}
+			page, err := r.RolloutHistory(ctx, dep, 10, "")
+			if err != nil || len(page.Events) != len(want) {
+				t.Fatalf("RolloutHistory = %+v, %v; want %d events", page, err, len(want))
+			}
+			evs, _, err := r.RolloutEvents(ctx, dep, start, start.Add(time.Hour), 10)
+			if err != nil || len(evs) != len(want) {
+				t.Fatalf("RolloutEvents = %+v, %v; want %d events", evs, err, len(want))
+			}
+			for i, w := range want {
+				for what, e := range map[string]store.RolloutEvent{"RolloutHistory": page.Events[i], "RolloutEvents": evs[len(evs)-1-i]} {
+					if g := (got{e.Operator, e.Hold}); !reflect.DeepEqual(g, w) {
+						t.Errorf("%s: revision %d has operator %q, hold %v; want %q, %v", what, e.StreamSequence,
+							g.Operator, deref(g.Hold), w.Operator, deref(w.Hold))
+					}
+				}
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// deref shows a hold in a failure: nil, true or false.
+func deref(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
 }

@@ -263,7 +263,20 @@ type RolloutEvent struct {
 	Revision       uint64              `json:"revision"`
 	StreamSequence uint64              `json:"stream_sequence"`
 	Trigger        *events.GateTrigger `json:"trigger"`
+	// Operator is the name of the operator whose admin token made an
+	// admin change (SPEC §3 rev. 4): "" for the shared token, for other
+	// actors and for events older than rev. 4.
+	Operator string `json:"operator"`
+	// Hold is true for an event that held the rollout, false for one that
+	// released it, nil for one that does not speak of the hold (it leaves
+	// the hold as it was).
+	Hold *bool `json:"hold"`
 }
+
+// rolloutColumns are the columns collectRollouts reads, in its order.
+const rolloutColumns = `event_id, occurred_at, source, deployment, percentage::float8, status, reason, actor, revision,
+	stream_seq, trigger_gate, trigger_stream, trigger_value, trigger_bound, trigger_threshold, trigger_window_seconds,
+	operator, hold`
 
 // RolloutPage is one page of a deployment's rollout history, newest first.
 type RolloutPage struct {
@@ -278,9 +291,7 @@ func (r *Reader) RolloutHistory(ctx context.Context, deployment string, limit in
 	if err != nil {
 		return RolloutPage{}, err
 	}
-	q := `SELECT event_id, occurred_at, source, deployment, percentage::float8, status, reason, actor, revision, stream_seq,
-		trigger_gate, trigger_stream, trigger_value, trigger_bound, trigger_threshold, trigger_window_seconds
-		FROM rollout_events`
+	q := `SELECT ` + rolloutColumns + ` FROM rollout_events`
 	var page RolloutPage
 	page.Events, page.NextCursor, err = newestFirst(ctx, r, "rollout history of "+deployment, q,
 		[]string{"deployment = $1"}, []any{deployment}, cursor, limit, collectRollouts,
@@ -343,7 +354,7 @@ func collectRollouts(rows pgx.Rows, out []RolloutEvent) ([]RolloutEvent, error) 
 		var stream *bool
 		var estimate, bound, threshold, window *float64
 		if err := rows.Scan(&id, &e.OccurredAt, &e.Source, &e.Deployment, &e.Percentage, &e.Status, &e.Reason,
-			&e.Actor, &rev, &seq, &gate, &stream, &estimate, &bound, &threshold, &window); err != nil {
+			&e.Actor, &rev, &seq, &gate, &stream, &estimate, &bound, &threshold, &window, &e.Operator, &e.Hold); err != nil {
 			return out, err
 		}
 		e.EventID = uuid.UUID(id.Bytes).String()

@@ -191,7 +191,8 @@ func TestWriteEveryField(t *testing.T) {
 				{"rollout_events", 5, with(common(5), map[string]any{"deployment": "qwen-32k", "percentage": 12.34,
 					"status": "rolled_back", "reason": "schema drift", "actor": "analyzer", "revision": 41.0,
 					"trigger_gate": "schema_failure_rate", "trigger_value": 0.02, "trigger_bound": 0.011,
-					"trigger_stream": nil, "trigger_threshold": 0.0, "trigger_window_seconds": 300.0})},
+					"trigger_stream": nil, "trigger_threshold": 0.0, "trigger_window_seconds": 300.0,
+					"operator": "", "hold": nil})},
 				{"analysis_evaluations", 6, with(common(6), map[string]any{"deployment": "qwen-32k",
 					"window_start": pgTime(at.Add(-5 * time.Minute)), "window_seconds": 300.0, "gray_requests": 51.0,
 					"primary_requests": 2490.0, "verdict": "fail", "gates": []any{

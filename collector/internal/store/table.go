@@ -110,15 +110,19 @@ var tables = []*table{
 		name: "rollout_events", typ: events.TypeRolloutChanged,
 		columns: append(common[:len(common):len(common)], "deployment", "percentage", "status", "reason", "actor",
 			"revision", "trigger_gate", "trigger_value", "trigger_bound", "trigger_stream", "trigger_threshold",
-			"trigger_window_seconds"),
+			"trigger_window_seconds", "operator", "hold"),
 		row: func(e Event, _ *Options) []any {
 			r := e.Data.(*events.RolloutChanged)
 			v := append(commonValues(e, 40), r.Deployment, r.Percentage, string(r.Status), r.Reason, string(r.Actor),
 				int64(r.Revision))
 			if t := r.Trigger; t != nil {
-				return append(v, string(t.Gate), t.Estimate, t.Bound, t.Stream, t.Threshold, t.WindowSeconds)
+				v = append(v, string(t.Gate), t.Estimate, t.Bound, t.Stream, t.Threshold, t.WindowSeconds)
+			} else {
+				v = append(v, nil, nil, nil, nil, nil, nil)
 			}
-			return append(v, nil, nil, nil, nil, nil, nil)
+			// operator is '' when the event names none; hold NULL when
+			// it does not speak of the hold (migration 5).
+			return append(v, r.Operator, r.Hold)
 		},
 	},
 	{
