@@ -268,16 +268,7 @@ func compareClasses(a, b Class) int {
 // poolBands returns m's classes merged over their bands.
 func poolBands(m map[Class]*events.ArmStats) map[Class]*events.ArmStats {
 	out := make(map[Class]*events.ArmStats, len(m))
-	for k, s := range m {
-		k.Band = ""
-		dst := out[k]
-		if dst == nil {
-			st := k.Empty(s.Arm)
-			dst = &st
-			out[k] = dst
-		}
-		dst.Merge(s)
-	}
+	pool(out, m, func(k Class) Class { k.Band = ""; return k })
 	return out
 }
 

@@ -119,6 +119,19 @@ func addTo(dst, s *events.ArmStats) {
 	dst.Latency.Merge(&s.Latency)
 }
 
+// inputOf files entries under their arm and class.
+func inputOf(entries ...*events.ArmStats) *Input {
+	in := &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
+	for _, s := range entries {
+		m := in.Gray
+		if s.Arm == events.ArmPrimary {
+			m = in.Primary
+		}
+		m[ClassOf(s)] = s
+	}
+	return in
+}
+
 // banded draws n streamed attempts of one band: TTFT lognormal (σ 0.5)
 // with median ttftMs, latency 300 ms.
 func banded(r *rand.Rand, arm events.Arm, band string, n int, ttftMs float64) *events.ArmStats {
@@ -134,17 +147,8 @@ func banded(r *rand.Rand, arm events.Arm, band string, n int, ttftMs float64) *e
 // stands in for the pooled class's verdict.
 func TestPerBandRatio(t *testing.T) {
 	r := rand.New(rand.NewPCG(34, 6))
-	in := &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
-	for _, s := range []*events.ArmStats{
-		banded(r, events.ArmGray, "short", 9000, 100), banded(r, events.ArmGray, "long", 1000, 200),
-		banded(r, events.ArmPrimary, "short", 90000, 100), banded(r, events.ArmPrimary, "long", 10000, 100),
-	} {
-		m := in.Gray
-		if s.Arm == events.ArmPrimary {
-			m = in.Primary
-		}
-		m[ClassOf(s)] = s
-	}
+	in := inputOf(banded(r, events.ArmGray, "short", 9000, 100), banded(r, events.ArmGray, "long", 1000, 200),
+		banded(r, events.ArmPrimary, "short", 90000, 100), banded(r, events.ArmPrimary, "long", 10000, 100))
 	got := resultOf(defaults.Evaluate(in), events.GateTTFTP99Ratio, true)
 	if got.Verdict != events.VerdictFail || got.Band != "long" {
 		t.Errorf("TTFT ×2 on the long band: %s (band %q, quantile %v); want a failure of band long", got.Verdict, got.Band, got.Quantile)
@@ -156,17 +160,8 @@ func TestPerBandRatio(t *testing.T) {
 
 	// Healthy on every band: the gate is judged on the pooled class, never
 	// failed or passed by a band.
-	in = &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
-	for _, s := range []*events.ArmStats{
-		banded(r, events.ArmGray, "short", 900, 100), banded(r, events.ArmGray, "long", 100, 100),
-		banded(r, events.ArmPrimary, "short", 90000, 100), banded(r, events.ArmPrimary, "long", 10000, 100),
-	} {
-		m := in.Gray
-		if s.Arm == events.ArmPrimary {
-			m = in.Primary
-		}
-		m[ClassOf(s)] = s
-	}
+	in = inputOf(banded(r, events.ArmGray, "short", 900, 100), banded(r, events.ArmGray, "long", 100, 100),
+		banded(r, events.ArmPrimary, "short", 90000, 100), banded(r, events.ArmPrimary, "long", 10000, 100))
 	got = resultOf(defaults.Evaluate(in), events.GateTTFTP99Ratio, true)
 	want := resultOf(defaults.Evaluate(&Input{Gray: poolBands(in.Gray), Primary: poolBands(in.Primary)}), events.GateTTFTP99Ratio, true)
 	if got.Verdict == events.VerdictFail || got.Band != "" || got.Verdict != want.Verdict {
@@ -187,33 +182,16 @@ func TestCachedNeverPooledWithUncached(t *testing.T) {
 		s.Cached = cached
 		return s
 	}
-	in := &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
-	for _, s := range []*events.ArmStats{
-		part(events.ArmGray, 1200, true, 80), part(events.ArmGray, 1800, false, 400),
-		part(events.ArmPrimary, 24000, true, 80), part(events.ArmPrimary, 6000, false, 400),
-	} {
-		m := in.Gray
-		if s.Arm == events.ArmPrimary {
-			m = in.Primary
-		}
-		m[ClassOf(s)] = s
-	}
+	in := inputOf(part(events.ArmGray, 1200, true, 80), part(events.ArmGray, 1800, false, 400),
+		part(events.ArmPrimary, 24000, true, 80), part(events.ArmPrimary, 6000, false, 400))
 	if got := resultOf(defaults.Evaluate(in), events.GateTTFTP99Ratio, true); got.Verdict == events.VerdictFail {
 		t.Errorf("per cached class: %+v; want no failure (each class is primary's twin)", got)
 	}
-	pool := func(m map[Class]*events.ArmStats) map[Class]*events.ArmStats {
-		out := map[Class]*events.ArmStats{}
-		for k, s := range m {
-			k.Cached = false
-			if out[k] == nil {
-				e := k.Empty(s.Arm)
-				out[k] = &e
-			}
-			out[k].Merge(s)
-		}
-		return out
-	}
-	if got := resultOf(defaults.Evaluate(&Input{Gray: pool(in.Gray), Primary: pool(in.Primary)}), events.GateTTFTP99Ratio, true); got.Verdict != events.VerdictFail {
+	uncached := func(k Class) Class { k.Cached = false; return k }
+	pooled := &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
+	pool(pooled.Gray, in.Gray, uncached)
+	pool(pooled.Primary, in.Primary, uncached)
+	if got := resultOf(defaults.Evaluate(pooled), events.GateTTFTP99Ratio, true); got.Verdict != events.VerdictFail {
 		t.Errorf("pooled over the cache: %s; want the failure that keeping classes apart avoids", got.Verdict)
 	}
 }

@@ -44,8 +44,8 @@ func (ep *Epoch) Pooled() *Input {
 		return in
 	}
 	for i := range ep.Periods {
-		pool(in.Gray, ep.Periods[i].Gray)
-		pool(in.Primary, ep.Periods[i].Primary)
+		pool(in.Gray, ep.Periods[i].Gray, same)
+		pool(in.Primary, ep.Periods[i].Primary, same)
 	}
 	return in
 }
@@ -63,8 +63,11 @@ func (ep *Epoch) MinPercentage() float64 {
 	return m
 }
 
-func pool(into, from map[Class]*events.ArmStats) {
+// pool merges from's entries into into's, each into the entry of the
+// class key(k) names (k itself to pool like with like).
+func pool(into, from map[Class]*events.ArmStats, key func(Class) Class) {
 	for k, s := range from {
+		k = key(k)
 		dst := into[k]
 		if dst == nil {
 			e := k.Empty(s.Arm)
@@ -74,6 +77,9 @@ func pool(into, from map[Class]*events.ArmStats) {
 		dst.Merge(s)
 	}
 }
+
+// same is pool's key for pooling like with like.
+func same(k Class) Class { return k }
 
 // Look is one evaluation as the window layer's error budget sees it.
 type Look struct {
