@@ -403,12 +403,7 @@ func (s *simulator) run(o *Options, j job) outcome {
 			out.looks += looks
 			if ok && (schema == 0 || o.Gate.Gates.SchemaFailureRateMax > 0) {
 				out.rolledBack, out.gate, out.layer, out.seconds = true, events.GateGrayErrorRate, "early", at
-				// The gray requests up to then, pro rata within the interval.
-				var last int64
-				for c := range classes {
-					last += s.win[0][c].last().Requests
-				}
-				out.gray -= int64(float64(last) * (t - at) / length)
+				s.untilThen(&out, (t-at)/length)
 				return out
 			}
 		}
@@ -422,12 +417,7 @@ func (s *simulator) run(o *Options, j job) outcome {
 			out.firstFail = at
 			out.rolledBack, out.gate, out.layer = true, events.GateSchemaFailureRate, "early"
 			out.seconds = min(math.Floor(at)+1, t)
-			// The gray requests up to then, pro rata within the interval.
-			var last int64
-			for c := range classes {
-				last += s.win[0][c].last().Requests
-			}
-			out.gray -= int64(float64(last) * (t - out.seconds) / length)
+			s.untilThen(&out, (t-out.seconds)/length)
 			return out
 		}
 		look.Day = day
@@ -485,6 +475,19 @@ func (s *simulator) present(c int) {
 	}
 	put(s.win[0][c], s.in.Gray)
 	put(s.win[1][c], s.in.Primary)
+}
+
+// untilThen takes out of out's gray (and streamed) requests the share
+// after of the interval just drawn that came after an early rollback:
+// the requests up to then, pro rata within the interval.
+func (s *simulator) untilThen(out *outcome, after float64) {
+	for c := range classes {
+		n := int64(float64(s.win[0][c].last().Requests) * after)
+		out.gray -= n
+		if classes[c].Stream {
+			out.streamed -= n
+		}
+	}
 }
 
 // earlyErrors runs the early gate-5 looks (SPEC §9 rev. 4) of one analyzer
