@@ -74,6 +74,11 @@ func publishConsoleFixture(t *testing.T, js jetstream.JetStream, now time.Time) 
 			{Gate: events.GateTokenInflation, Estimate: ptr(0.05), Bound: ptr(0.02), Threshold: 0.3, GrayN: 40, PrimaryN: 400, Verdict: events.VerdictPass},
 			{Gate: events.GateSchemaFailureRate, Estimate: ptr(est), Bound: ptr(bound), Threshold: 0.05, GrayN: 40, PrimaryN: 400, Verdict: v},
 		}
+		if v == events.VerdictFail {
+			// A ratio gate failing on a lower quantile of one band (rev. 4).
+			gates = append(gates, events.GateResult{Gate: events.GateTTFTP99Ratio, Stream: ptr(true), Estimate: ptr(2.0), Bound: ptr(1.6),
+				Threshold: 1.5, GrayN: 40, PrimaryN: 400, Verdict: events.VerdictFail, Quantile: ptr(0.5), Band: "long"})
+		}
 		pub(&events.AnalysisEvaluated{Deployment: f.dep, WindowStart: at.Add(-5 * time.Minute), WindowSeconds: 300,
 			GrayRequests: 40, PrimaryRequests: 400, Gates: gates, Verdict: events.OverallVerdict(gates)}, at)
 	}
@@ -361,6 +366,9 @@ func TestE2EConsoleBrowser(t *testing.T) {
 	if txt := eval(`document.querySelector('article.rollout').innerText`); !strings.Contains(txt, "rolled_back") ||
 		!strings.Contains(txt, "schema_failure_rate") || !strings.Contains(txt, "gate schema_failure_rate failed") {
 		t.Errorf("rollouts page lacks the status, gates or last event:\n%s", txt)
+	}
+	if txt := eval(`document.querySelector('table.gates').innerText`); !strings.Contains(txt, "at p50") || !strings.Contains(txt, "band long") {
+		t.Errorf("the gate table does not say which quantile and band failed:\n%s", txt)
 	}
 	if eval(`String(document.querySelector('meta[http-equiv=refresh]') !== null)`) != "false" {
 		t.Error("?refresh=0 still refreshes")

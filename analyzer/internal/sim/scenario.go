@@ -38,6 +38,13 @@ type Scenario struct {
 	// SoakAll: min_soak is the whole run (--days), so the rollout runs
 	// every day of it before its last step.
 	SoakAll bool `json:"soak_all,omitempty"`
+	// LongShare (rev. 4) is the share of streamed requests in a
+	// long-context band, drawn as a class of its own (0: none). Long
+	// changes both arms' long-band requests (nil: as the rest), GrayLong
+	// gray's alone (a regression on that band only).
+	LongShare float64       `json:"long_share,omitempty"`
+	Long      func(Arm) Arm `json:"-"`
+	GrayLong  func(Arm) Arm `json:"-"`
 	// Target of a breakage (SPEC §12 rev. 3).
 	Target *Target `json:"target,omitempty"`
 }
@@ -66,6 +73,11 @@ func (t *Target) String() string {
 	return (time.Duration(t.Seconds) * time.Second).String()
 }
 
+// slowerTTFT returns an arm change that multiplies the median TTFT by f.
+func slowerTTFT(f float64) func(Arm) Arm {
+	return func(a Arm) Arm { a.TTFT.Median *= f; return a }
+}
+
 // Healthy scenarios (SPEC §9 rev. 3 "Simulation"): the gray is primary's
 // twin; any rollback is false.
 var HealthyScenarios = []Scenario{
@@ -82,6 +94,8 @@ var HealthyScenarios = []Scenario{
 	{Name: "swing", Doc: "traffic swinging 10× over a day (sinusoid)", Swing: true},
 	{Name: "week", Doc: "min_soak the whole run: every day of --days on the epoch before 100 %", SoakAll: true},
 	{Name: "fingerprint", Doc: "gray's fingerprint changes after 12 h: a new epoch", FingerprintAt: 12 * time.Hour},
+	{Name: "long-band", Doc: "a fifth of the streamed requests in a long-context band whose TTFT is twice the rest's (per-band tests, fail-only)",
+		LongShare: 0.2, Long: slowerTTFT(2)},
 	{Name: "sub-ms", Doc: "two identical sub-millisecond arms (TTFT 0.2 ms, latency 0.4 ms): the floors keep the ratio gates quiet", World: func(a Arm) Arm {
 		a.TTFT.Median, a.Latency.Median = 0.2, 0.4
 		return a
@@ -98,6 +112,8 @@ var Breakages = []Scenario{
 	{Name: "tokens+60", Doc: "gray's tokens +60 %", Gray: func(a Arm) Arm { a.Tokens.Median *= 1.6; return a }, Target: &Target{Requests: 1000}},
 	{Name: "tokens+31", Doc: "gray's tokens +31 % (σ 0.8, none capped): target at 10 req/s", Gray: func(a Arm) Arm { a.Tokens.Median *= 1.31; return a }, Target: &Target{Seconds: 86400}},
 	{Name: "ttft-p99x2", Doc: "gray's TTFT ×2 (σ 0.6), all streamed", Gray: func(a Arm) Arm { a.TTFT.Median *= 2; return a }, Streamed: 1, Target: &Target{Requests: 5000, Streamed: true}},
+	{Name: "ttft-long-x2", Doc: "gray's TTFT ×2 on the long-context band only, a tenth of the traffic (all streamed; that band's TTFT twice the rest's)",
+		Streamed: 1, LongShare: 0.1, Long: slowerTTFT(2), GrayLong: slowerTTFT(2), Target: &Target{Requests: 10000, Streamed: true}},
 	{Name: "latency-p99x2.5", Doc: "gray's latency ×2.5", Gray: func(a Arm) Arm { a.Latency.Median *= 2.5; return a }, Target: &Target{Requests: 5000}},
 	{Name: "errors+8", Doc: "gray's errors 8 points above primary's", Gray: func(a Arm) Arm { a.ErrorShare += 0.08; return a }, Target: &Target{Requests: 2500}},
 	{Name: "loops+20", Doc: "gray's tool loops 20 points above primary's", Gray: func(a Arm) Arm { a.LoopShare += 0.20; return a }, Target: &Target{Requests: 1000}},

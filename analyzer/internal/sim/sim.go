@@ -199,8 +199,20 @@ func Run(o Options) Report {
 	return rep
 }
 
-// classes the simulation draws: one endpoint, both stream classes.
-var classes = [2]gate.Class{{Stream: false, Endpoint: events.EndpointChat}, {Stream: true, Endpoint: events.EndpointChat}}
+// classes the simulation draws: one endpoint, both stream classes, and
+// streamed requests of a long-context band (SPEC §9 rev. 4 "Per band";
+// drawn only in scenarios with LongShare).
+var classes = [3]gate.Class{
+	{Stream: false, Endpoint: events.EndpointChat},
+	{Stream: true, Endpoint: events.EndpointChat},
+	{Stream: true, Endpoint: events.EndpointChat, Band: longBand},
+}
+
+// longBand names the long-context band; classLong is its index.
+const (
+	longBand  = "long"
+	classLong = 2
+)
 
 // simulator holds one worker's reusable state.
 type simulator struct {
@@ -270,7 +282,7 @@ func (s *simulator) run(o *Options, j job) outcome {
 	if sc.Streamed > 0 {
 		share = sc.Streamed
 	}
-	classShare := [len(classes)]float64{1 - share, share}
+	classShare := [len(classes)]float64{1 - share, share * (1 - sc.LongShare), share * sc.LongShare}
 	horizon := time.Duration(o.Days * float64(24*time.Hour))
 	if j.broken && o.BreakHorizon > 0 {
 		horizon = min(horizon, o.BreakHorizon)
@@ -309,6 +321,17 @@ func (s *simulator) run(o *Options, j job) outcome {
 				for g, src := range ar.src[a][0] {
 					ar.src[a][c][g] = src.fork()
 				}
+			}
+			if sc.LongShare > 0 && pop == nil {
+				// The long band's requests draw from an arm of their own.
+				long := arm
+				if sc.Long != nil {
+					long = sc.Long(long)
+				}
+				if a == 0 && sc.GrayLong != nil {
+					long = sc.GrayLong(long)
+				}
+				ar.src[a][classLong] = []*source{newSource(long, nil, nil)}
 			}
 			if len(ar.act[a]) != len(ar.share[a]) {
 				ar.act[a] = make(sessions, len(ar.share[a]))

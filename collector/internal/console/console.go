@@ -282,6 +282,8 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return trimFloat(math.Ceil(*p), 0)
 		},
+		// quantile names the quantile a ratio gate failed on: "p50".
+		"quantile": func(q *float64) string { return "p" + trimFloat(*q*100, 2) },
 		"layerv": func(l *events.LayerResult) string {
 			if l == nil || l.Verdict == "" {
 				return ""
