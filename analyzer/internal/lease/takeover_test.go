@@ -170,9 +170,15 @@ func TestStoppedHolderAndTaker(t *testing.T) {
 	if took := time.Since(paused); took > ttl/2+ttl/3+50*time.Millisecond {
 		t.Errorf("a still acted %v after it was stopped; want at most lease_ttl/2 after its last renewal", took)
 	}
+	// a's last renewal began up to a renewal interval before the pause
+	// (the pause holds its next step): the promise is lease_ttl from then.
+	a.mu.Lock()
+	lastRenewal := a.renewedAt
+	a.mu.Unlock()
 	waitFor(t, "b to take over", 5*ttl, b.Held)
-	if took := time.Since(paused); took < ttl {
-		t.Errorf("b took over %v after a was stopped; want at least lease_ttl (%v) without a new revision", took, ttl)
+	if took := time.Since(lastRenewal); took < ttl {
+		t.Errorf("b took over %v after a's last renewal began (%v after a was stopped); want at least lease_ttl (%v) without a new revision",
+			took, time.Since(paused), ttl)
 	}
 	if ref := b.Current(); ref.Revision <= last {
 		t.Errorf("b's revision %d; want above a's last %d", ref.Revision, last)
@@ -180,9 +186,13 @@ func TestStoppedHolderAndTaker(t *testing.T) {
 
 	pa.resume()
 	time.Sleep(2 * ttl) // a renews (fails) and watches
-	if a.Held() || !b.Held() {
-		t.Errorf("after a is resumed: a.Held() = %v, b.Held() = %v; want false, true", a.Held(), b.Held())
+	if a.Held() {
+		t.Error("after a is resumed: a.Held() = true; want false (its renewal fails)")
 	}
+	// b holds; on a loaded machine a renewal of b's may come late enough
+	// that b stops acting for a moment (its safety rule), so it is waited
+	// for rather than sampled once.
+	waitFor(t, "b to hold the lease after a is resumed", ttl, b.Held)
 	if _, err := a.Confirm(context.Background()); err == nil {
 		t.Error("a.Confirm() after it was resumed = nil; want an error")
 	}
