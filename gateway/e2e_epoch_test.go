@@ -108,21 +108,7 @@ func TestE2ETTFTDoubledRollsBack(t *testing.T) {
 	common := []string{"--latency", "30ms", "--inter-token", "5ms", "--completion-tokens", "40", "--spread", "0.6"}
 	j := startJudgment(t, 20, append([]string{"--ttft", "100ms"}, common...), append([]string{"--ttft", "200ms"}, common...))
 	j.streamEvery = 1
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan map[string]int64, 1)
-	go func() { done <- j.drive(ctx, t, 50) }()
-	start := time.Now()
-	testenv.WaitFor(t, 12*time.Minute, "the analyzer to roll the slow gray back", func() bool {
-		return rolloutOf(t, j.gw).Status == string(events.StatusRolledBack)
-	})
-	took := time.Since(start)
-	cancel()
-	arms := <-done
-	rbs := j.analyzerRollbacks(t)
-	if len(rbs) != 1 || rbs[0].Trigger == nil {
-		t.Fatalf("analyzer rollbacks = %+v; want one", rbs)
-	}
+	took, arms, rbs := j.driveUntilRolledBack(t, 50, 12*time.Minute)
 	tr := rbs[0].Trigger
 	if tr.Gate != events.GateTTFTP99Ratio && tr.Gate != events.GateLatencyP99Ratio {
 		t.Errorf("rolled back by %s; want ttft_p99_ratio (or the streamed latency ratio it drags up)", tr.Gate)
@@ -136,6 +122,30 @@ func TestE2ETTFTDoubledRollsBack(t *testing.T) {
 	if !strings.Contains(rbs[0].Reason, "epoch") && !strings.Contains(rbs[0].Reason, "window") {
 		t.Errorf("reason %q does not say which layer failed", rbs[0].Reason)
 	}
+}
+
+// driveUntilRolledBack sends requests at rate per second until the
+// deployment is rolled back (at most within), and returns how long that
+// took, how many requests got each arm, and the analyzer's one rollback
+// (the test fails without exactly one).
+func (j *judgment) driveUntilRolledBack(t *testing.T, rate float64, within time.Duration) (time.Duration, map[string]int64, []*events.RolloutChanged) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan map[string]int64, 1)
+	go func() { done <- j.drive(ctx, t, rate) }()
+	start := time.Now()
+	testenv.WaitFor(t, within, "the analyzer to roll the slow gray back", func() bool {
+		return rolloutOf(t, j.gw).Status == string(events.StatusRolledBack)
+	})
+	took := time.Since(start)
+	cancel()
+	arms := <-done
+	rbs := j.analyzerRollbacks(t)
+	if len(rbs) != 1 || rbs[0].Trigger == nil {
+		t.Fatalf("analyzer rollbacks = %+v; want one", rbs)
+	}
+	return took, arms, rbs
 }
 
 // lastEvaluation returns the last analysis event as JSON, for a failure
@@ -160,21 +170,7 @@ func TestE2ELatencyPastTheLimitRollsBack(t *testing.T) {
 	common := []string{"--completion-tokens", "20", "--spread", "0.75"}
 	j := startJudgment(t, 20, append([]string{"--latency", "300ms"}, common...), append([]string{"--latency", "750ms"}, common...))
 	j.streamEvery = 1 << 40 // none streamed
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan map[string]int64, 1)
-	go func() { done <- j.drive(ctx, t, 50) }()
-	start := time.Now()
-	testenv.WaitFor(t, 4*time.Minute, "the analyzer to roll the slow gray back", func() bool {
-		return rolloutOf(t, j.gw).Status == string(events.StatusRolledBack)
-	})
-	took := time.Since(start)
-	cancel()
-	arms := <-done
-	rbs := j.analyzerRollbacks(t)
-	if len(rbs) != 1 || rbs[0].Trigger == nil {
-		t.Fatalf("analyzer rollbacks = %+v; want one", rbs)
-	}
+	took, arms, rbs := j.driveUntilRolledBack(t, 50, 4*time.Minute)
 	gray := arms["gray"] + arms["fallback"]
 	t.Logf("rolled back after %v and %d gray requests: %s", took.Round(time.Second), gray, rbs[0].Reason)
 	if tr := rbs[0].Trigger; tr.Gate != events.GateLatencyP99Ratio && tr.Gate != events.GateGrayErrorRate {
