@@ -212,32 +212,21 @@ func (e *evaluator) reset(c Config, in *Input, sp spend) {
 		}
 	}
 	slices.SortFunc(e.classes, compareClasses)
+	// e.classes is sorted with band "" first in each (stream, endpoint,
+	// cached): the pooled classes are its distinct keys without a band.
 	e.units, e.pooled = e.units[:0], nil
 	banded := false
 	for _, k := range e.classes {
 		banded = banded || k.Band != ""
-	}
-	if !banded {
-		for _, k := range e.classes {
+		k.Band = ""
+		if n := len(e.units); n == 0 || e.units[n-1].k != k {
 			e.units = append(e.units, unit{k: k})
 		}
+	}
+	if !banded {
 		return
 	}
 	e.pooled = &Input{Gray: poolBands(in.Gray), Primary: poolBands(in.Primary)}
-	for _, k := range e.classes {
-		if k.Band == "" {
-			continue
-		}
-		if pk := (Class{Stream: k.Stream, Endpoint: k.Endpoint, Cached: k.Cached}); !slices.ContainsFunc(e.units, func(u unit) bool { return u.k == pk }) {
-			e.units = append(e.units, unit{k: pk})
-		}
-	}
-	for _, k := range e.classes {
-		if k.Band == "" && !slices.ContainsFunc(e.units, func(u unit) bool { return u.k == k }) {
-			e.units = append(e.units, unit{k: k})
-		}
-	}
-	slices.SortFunc(e.units, func(a, b unit) int { return compareClasses(a.k, b.k) })
 	for _, k := range e.classes {
 		if k.Band != "" {
 			e.units = append(e.units, unit{k: k, band: true})
@@ -553,19 +542,10 @@ func (e *evaluator) quantileGates() []events.GateResult {
 	out = append(out, e.perClass(events.GateTTFTP99Ratio, &yes, e.ttftRatio))
 	var streams []bool
 	for _, k := range e.classes {
-		if !slices.Contains(streams, k.Stream) {
+		if len(streams) == 0 || streams[len(streams)-1] != k.Stream {
 			streams = append(streams, k.Stream)
 		}
 	}
-	slices.SortFunc(streams, func(a, b bool) int {
-		if a == b {
-			return 0
-		}
-		if !a {
-			return -1
-		}
-		return 1
-	})
 	if len(streams) == 0 {
 		out = append(out, events.GateResult{Gate: events.GateLatencyP99Ratio, Threshold: e.c.Threshold(events.GateLatencyP99Ratio), Verdict: events.VerdictNotApplicable})
 	}
