@@ -206,7 +206,7 @@ func newCluster(root, dir, logDir, natsBin string, env []string) (*cluster, erro
 		}
 		nd.proxy = p
 		c.nodes = append(c.nodes, nd)
-		routes = append(routes, "nats-route://"+p.addr)
+		routes = append(routes, "nats-route://"+p.Addr)
 		urls = append(urls, "tls://"+nd.client)
 	}
 	c.urls = strings.Join(urls, ",")
@@ -221,7 +221,7 @@ func newCluster(root, dir, logDir, natsBin string, env []string) (*cluster, erro
 		}
 		text := strings.NewReplacer("{{N}}", strconv.Itoa(nd.n), "{{INCLUDE}}", include,
 			"{{CLIENT}}", nd.client, "{{MONITOR}}", nd.monitor, "{{STORE}}", filepath.Join(ndir, "store"),
-			"{{CLUSTER}}", nd.clusterAt, "{{ADVERTISE}}", nd.proxy.addr,
+			"{{CLUSTER}}", nd.clusterAt, "{{ADVERTISE}}", nd.proxy.Addr,
 			"{{ROUTES}}", strings.Join(routes, ", ")).Replace(nodeConfig)
 		conf := filepath.Join(ndir, "nats-server.conf")
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
@@ -320,7 +320,7 @@ func (c *cluster) shutdown() {
 	}
 	for _, nd := range c.nodes {
 		if nd.proxy != nil {
-			nd.proxy.close()
+			nd.proxy.Close()
 		}
 	}
 }
