@@ -122,7 +122,9 @@ func run(ctx context.Context, o options) error {
 	ctx, stopTraffic := context.WithCancel(ctx)
 	defer stopTraffic()
 	go d.traffic(ctx)
-	go d.poolTraffic(ctx)
+	poolCtx, stopPool := context.WithCancel(context.Background())
+	defer stopPool()
+	go d.poolTraffic(poolCtx)
 	progressDone := make(chan struct{})
 	go d.progress(ctx, progressDone)
 
@@ -174,7 +176,7 @@ func run(ctx context.Context, o options) error {
 	_ = d.mockAt(d.o.promptMock, map[string]any{"inflate-on": nil})
 
 	fmt.Println("\n-- the replica pools ---------------------------------------------------------")
-	d.pool()
+	d.pool(stopPool)
 
 	fmt.Println("\n-- what the sample store kept ------------------------------------------------")
 	d.summary()
@@ -390,41 +392,67 @@ func (t *statusTally) String() string {
 	return statusCounts(t.m)
 }
 
-// pool prints the pooled deployment's replicas as `gateway upstreams`
-// does, and says how many of primary's serve.
-func (d *demo) pool() {
+// pool waits (while its traffic goes on, at most a minute) until a
+// replica of the pooled deployment is ejected, stops that traffic, and
+// prints the pools as `gateway upstreams` does.
+func (d *demo) pool(stopTraffic func()) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ups, err := d.upstreams()
+		if err != nil {
+			d.say("GET /admin/upstreams: %v", err)
+			break
+		}
+		ejected := false
+		for _, u := range ups {
+			for _, r := range u.Replicas {
+				ejected = ejected || u.Deployment == poolDeployment && r.State == events.ReplicaEjected
+			}
+		}
+		if ejected || time.Now().After(deadline) {
+			stopTraffic()
+			for _, u := range ups {
+				if u.Deployment != poolDeployment {
+					continue
+				}
+				states := map[events.ReplicaState][]string{}
+				for _, r := range u.Replicas {
+					states[r.State] = append(states[r.State], r.Replica)
+				}
+				d.say("%s %s: %d of %d replicas healthy; ejected: %v", u.Deployment, u.Arm,
+					len(states[events.ReplicaHealthy]), len(u.Replicas), states[events.ReplicaEjected])
+			}
+			break
+		}
+		time.Sleep(time.Second)
+	}
 	d.say("requests to %s: HTTP statuses the clients got: %s", poolDeployment, &d.poolStatuses)
-	b, status, err := d.adminDo(http.MethodGet, "/admin/upstreams", "")
-	if err != nil || status != http.StatusOK {
-		d.say("GET /admin/upstreams: %v (HTTP %d)", err, status)
-		return
-	}
-	var up struct {
-		Upstreams []struct {
-			Deployment string `json:"deployment"`
-			events.ArmReplicas
-		} `json:"upstreams"`
-	}
-	if err := json.Unmarshal(b, &up); err != nil {
-		d.say("GET /admin/upstreams: %v", err)
-		return
-	}
-	for _, u := range up.Upstreams {
-		if u.Deployment != poolDeployment {
-			continue
-		}
-		states := map[events.ReplicaState][]string{}
-		for _, r := range u.Replicas {
-			states[r.State] = append(states[r.State], r.Replica)
-		}
-		d.say("%s %s: %d of %d replicas healthy; ejected: %v", u.Deployment, u.Arm,
-			len(states[events.ReplicaHealthy]), len(u.Replicas), states[events.ReplicaEjected])
-	}
 	cmd := exec.Command("bin/gateway", "upstreams", "--config", d.o.config)
 	cmd.Env = append(os.Environ(), "GRAYGATE_ADMIN_TOKEN="+d.o.adminToken)
 	if out, err := cmd.CombinedOutput(); err == nil || len(out) > 0 {
 		fmt.Println(string(out))
 	}
+}
+
+// armUpstreams is one arm's entry of GET /admin/upstreams.
+type armUpstreams struct {
+	Deployment string `json:"deployment"`
+	events.ArmReplicas
+}
+
+func (d *demo) upstreams() ([]armUpstreams, error) {
+	b, status, err := d.adminDo(http.MethodGet, "/admin/upstreams", "")
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", status)
+	}
+	var up struct {
+		Upstreams []armUpstreams `json:"upstreams"`
+	}
+	err = json.Unmarshal(b, &up)
+	return up.Upstreams, err
 }
 
 // progress prints the traffic split every two seconds.
