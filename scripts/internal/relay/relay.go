@@ -4,7 +4,6 @@
 package relay
 
 import (
-	"io"
 	"net"
 	"sync"
 )
@@ -12,7 +11,9 @@ import (
 // Relay listens on a loopback port and forwards each connection to its
 // target. Every accepted connection is tagged by identify (who dialed
 // it); Refuse closes the open connections whose tag it names and refuses
-// new ones the same way until it is changed.
+// new ones the same way until it is changed. Freeze holds every byte in
+// both directions while the connections stay open — a server that hangs
+// (SIGSTOP) — until Thaw.
 type Relay struct {
 	Addr     string // host:port to dial instead of the target
 	target   string
@@ -22,6 +23,7 @@ type Relay struct {
 	mu     sync.Mutex
 	refuse func(tag int) bool // nil: everyone passes
 	conns  map[net.Conn]int   // client side → tag
+	thawed chan struct{}      // closed unless frozen
 	wg     sync.WaitGroup
 }
 
@@ -35,7 +37,9 @@ func Listen(target string, identify func(net.Conn) int) (*Relay, error) {
 	if identify == nil {
 		identify = func(net.Conn) int { return 0 }
 	}
-	r := &Relay{Addr: ln.Addr().String(), target: target, ln: ln, identify: identify, conns: map[net.Conn]int{}}
+	r := &Relay{Addr: ln.Addr().String(), target: target, ln: ln, identify: identify, conns: map[net.Conn]int{},
+		thawed: make(chan struct{})}
+	close(r.thawed)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -69,6 +73,50 @@ func (r *Relay) Refuse(refuse func(tag int) bool) {
 	}
 }
 
+// Freeze holds every byte read from either side, the connections left
+// open, until Thaw (or Close).
+func (r *Relay) Freeze() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.thawed:
+		r.thawed = make(chan struct{})
+	default: // frozen already
+	}
+}
+
+// Thaw forwards again, what was held first.
+func (r *Relay) Thaw() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.thawed:
+	default:
+		close(r.thawed)
+	}
+}
+
+// pipe copies src to dst until either fails, each read held while the
+// relay is frozen.
+func (r *Relay) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			r.mu.Lock()
+			thawed := r.thawed
+			r.mu.Unlock()
+			<-thawed
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
 // refused reports whether a connection tagged tag may not pass now. Call
 // with r.mu held.
 func (r *Relay) refused(tag int) bool { return r.refuse != nil && r.refuse(tag) }
@@ -88,6 +136,7 @@ func (r *Relay) Open() map[int]int {
 // goroutines.
 func (r *Relay) Close() {
 	r.ln.Close()
+	r.Thaw()
 	r.mu.Lock()
 	conns := r.conns
 	r.conns = map[net.Conn]int{}
@@ -121,8 +170,8 @@ func (r *Relay) serve(c net.Conn) {
 		return
 	}
 	done := make(chan struct{})
-	go func() { io.Copy(up, c); up.Close(); c.Close(); close(done) }()
-	io.Copy(c, up)
+	go func() { r.pipe(up, c); up.Close(); c.Close(); close(done) }()
+	r.pipe(c, up)
 	c.Close()
 	up.Close()
 	<-done
