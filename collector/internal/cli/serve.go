@@ -90,7 +90,16 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 	// set, /metrics serves it.
 	tel := telemetry.New()
 	reader := store.NewReader(pool)
-	con, err := console.New(reader, console.Options{Token: cfg.Collector.APIToken.Reveal(), Logger: log})
+	cc := cfg.Collector.Console
+	con, err := console.New(reader, console.Options{
+		Token:          cfg.Collector.APIToken.Reveal(),
+		Sessions:       store.NewSessions(pool),
+		AdminURL:       cc.AdminURL,
+		SessionKey:     []byte(cc.SessionKey.Reveal()),
+		TrustedProxies: cc.Proxies,
+		Promotion:      cfg.Analyzer.Promotion,
+		Logger:         log,
+	})
 	if err != nil {
 		return err
 	}
