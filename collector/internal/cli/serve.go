@@ -103,6 +103,12 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 	if err != nil {
 		return err
 	}
+	switch {
+	case cc.AdminURL != "" && cc.SessionKey == "":
+		log.Warn("collector.console.admin_url is set without collector.console.session_key_file: operators cannot sign in to the console; the API token still opens a read-only session")
+	case cc.AdminURL == "" && cc.SessionKey != "":
+		log.Warn("collector.console.session_key_file is set without collector.console.admin_url: operators cannot sign in to the console")
+	}
 	var migrated atomic.Bool
 	var cons atomic.Pointer[consume.Consumer]
 	// Readiness (SPEC §11 rev. 4): sampled every sampleEvery, when
