@@ -313,8 +313,8 @@ analyzer:
 	csrf := eval(`document.querySelector('form.logout input[name=csrf]').value`)
 	before := gatewayEntryOf(t, gw, dep)
 	got := eval(`(async () => {
-		const r = await fetch('/deployments/` + dep + `/actions', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'},
-			body: new URLSearchParams({csrf: '` + csrf + `', action: 'rollback', reason: 'crafted', revision: '` + strconv.FormatUint(before.Revision, 10) + `'})});
+		const r = await fetch('/deployments/`+dep+`/actions', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+			body: new URLSearchParams({csrf: '`+csrf+`', action: 'rollback', reason: 'crafted', revision: '`+strconv.FormatUint(before.Revision, 10)+`'})});
 		return String(r.status);
 	})()`, chromedp.EvalAwaitPromise)
 	if got != "403" {
