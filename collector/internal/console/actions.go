@@ -72,7 +72,7 @@ type actionResult struct {
 // act serves POST /deployments/{deployment}/actions.
 func (s *Console) act(c *fiber.Ctx) error {
 	sess := sessionOf(c)
-	if err := checkPost(c, sess); err != nil {
+	if err := s.checkPost(c, sess); err != nil {
 		return err
 	}
 	if sess.operator() == "" {

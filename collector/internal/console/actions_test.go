@@ -243,3 +243,24 @@ func mapsEqual(a, b map[string]any) bool {
 }
 
 func mustLast(_ *http.Response, s string) string { return s }
+
+// TestAdminAnswerCap: an admin API answer one byte over maxAdminAnswer is
+// refused (the sign-in is a 502, no session), one at the cap is read.
+func TestAdminAnswerCap(t *testing.T) {
+	for _, tc := range []struct {
+		size int
+		want int
+	}{{maxAdminAnswer, http.StatusSeeOther}, {maxAdminAnswer + 1, http.StatusBadGateway}} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			prefix := `{"operator":"alice","pad":"`
+			io.WriteString(w, prefix+strings.Repeat("x", tc.size-len(prefix)-2)+`"}`)
+		}))
+		now := fakeTime
+		st := newMemSessions()
+		c := newClient(t, testAppWith(t, Options{Token: "api-token", AdminURL: srv.URL, SessionKey: bytes.Repeat([]byte{3}, 32)}, st, &now))
+		if resp, page := c.login("alice-token-0123456789"); resp.StatusCode != tc.want || (tc.want != http.StatusSeeOther) != (st.len() == 0) {
+			t.Errorf("whoami answering %d bytes: sign-in = %d, %d sessions; want %d:\n%s", tc.size, resp.StatusCode, st.len(), tc.want, page)
+		}
+		srv.Close()
+	}
+}

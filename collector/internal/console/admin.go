@@ -46,9 +46,6 @@ func (e *adminError) Error() string {
 	return fmt.Sprintf("the gateway answered %d: %s", e.Status, e.Message)
 }
 
-// errUnreachable wraps a failure to reach the admin API.
-var errUnreachable = errors.New("the gateway's admin API cannot be reached")
-
 // adminClient calls the admin API at base (collector.console.admin_url).
 type adminClient struct {
 	base string

@@ -132,26 +132,33 @@ func (s *Console) loginNonce(c *fiber.Ctx) string {
 	return nonce
 }
 
+// host is the host the browser asked for: the Host header, or a trusted
+// proxy's X-Forwarded-Host.
+func (s *Console) host(c *fiber.Ctx) string {
+	if fh := strings.TrimSpace(c.Get(fiber.HeaderXForwardedHost)); fh != "" && s.trusted(peer(c)) {
+		return fh
+	}
+	return string(c.Request().Host())
+}
+
 // checkForm refuses a POST whose form is too big or whose Origin is
 // another site.
-func checkForm(c *fiber.Ctx) error {
+func (s *Console) checkForm(c *fiber.Ctx) error {
 	if len(c.Body()) > maxFormBytes {
 		return httpError(fiber.StatusRequestEntityTooLarge, "the form is larger than "+strconv.Itoa(maxFormBytes)+" bytes")
 	}
 	if o := c.Get(fiber.HeaderOrigin); o != "" {
 		u, err := url.Parse(o)
-		if err != nil || u.Host != string(c.Request().Host()) {
+		if err != nil || u.Host != s.host(c) {
 			return httpError(fiber.StatusForbidden, "the form was sent from another site")
 		}
 	}
 	return nil
 }
 
-var errStaleForm = httpError(fiber.StatusForbidden, "the form's CSRF token is missing or stale: reload the page and send it again")
-
 // checkPost refuses a signed-in POST whose CSRF token is not its session's.
-func checkPost(c *fiber.Ctx, sess *session) error {
-	if err := checkForm(c); err != nil {
+func (s *Console) checkPost(c *fiber.Ctx, sess *session) error {
+	if err := s.checkForm(c); err != nil {
 		return err
 	}
 	if !sess.validCSRF(c.FormValue("csrf")) {
@@ -314,7 +321,7 @@ func (s *Console) loginForm(c *fiber.Ctx) error {
 // source's and the token prefix's limits (limit.go). The token is never
 // logged, and stored only sealed.
 func (s *Console) login(c *fiber.Ctx) error {
-	if err := checkForm(c); err != nil {
+	if err := s.checkForm(c); err != nil {
 		return err
 	}
 	nonce := c.Cookies(s.cookieName(c, csrfCookie))
@@ -406,7 +413,7 @@ func (s *Console) logout(c *fiber.Ctx) error {
 		return err
 	}
 	if sess != nil {
-		if err := checkPost(c, sess); err != nil {
+		if err := s.checkPost(c, sess); err != nil {
 			return err
 		}
 		if err := s.sessions.DeleteSession(c.UserContext(), sess.row.IDHash); err != nil {

@@ -642,3 +642,27 @@ func TestNoTokenIs403(t *testing.T) {
 		t.Errorf("POST /login without a configured token = %d; want 403", resp.StatusCode)
 	}
 }
+
+// TestOriginBehindProxy: a form's Origin is compared with the host the
+// browser asked for — a trusted proxy's X-Forwarded-Host, else Host.
+func TestOriginBehindProxy(t *testing.T) {
+	now := fakeTime
+	for _, tc := range []struct {
+		name    string
+		proxies []netip.Prefix
+		want    int
+	}{
+		{"trusted proxy", []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}, http.StatusSeeOther},
+		{"untrusted peer", nil, http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, testAppWith(t, Options{Token: "token-1", TrustedProxies: tc.proxies}, newMemSessions(), &now))
+			_, body := c.get("/login")
+			resp, _ := c.post("/login", url.Values{"csrf": {c.csrf(body)}, "token": {"token-1"}},
+				"Origin", "https://console.example", "X-Forwarded-Host", "console.example")
+			if resp.StatusCode != tc.want {
+				t.Errorf("login with Origin console.example, X-Forwarded-Host console.example = %d; want %d", resp.StatusCode, tc.want)
+			}
+		})
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
-	"errors"
 	"fmt"
 )
 
@@ -17,10 +16,6 @@ import (
 type sealer struct {
 	aead cipher.AEAD
 }
-
-// errUnsealed: a sealed token did not open (another key, another row, or
-// altered bytes).
-var errUnsealed = errors.New("the sealed admin token does not open under this session key")
 
 func newSealer(key []byte) (*sealer, error) {
 	if len(key) != 32 {

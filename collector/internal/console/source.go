@@ -30,8 +30,10 @@ func (s *Console) trusted(a netip.Addr) bool {
 // client returns the address a request came from (SPEC §8 rev. 4): the
 // peer, or, when the peer is a trusted proxy, the rightmost address of
 // X-Forwarded-For that is not one (the first one a trusted proxy did not
-// add itself). Entries that do not parse end the walk there: what a
-// client wrote left of them is not believed.
+// add itself). An entry that does not parse ends the walk: the source is
+// then the last trusted proxy's address, and what a client wrote left of
+// it is not believed. Empty entries are skipped; at most
+// maxForwardedHops entries are read.
 func (s *Console) client(c *fiber.Ctx) netip.Addr {
 	p := peer(c)
 	if !s.trusted(p) {
@@ -43,7 +45,11 @@ func (s *Console) client(c *fiber.Ctx) netip.Addr {
 	}
 	addr := p
 	for i, n := len(hops)-1, 0; i >= 0 && n < maxForwardedHops; i, n = i-1, n+1 {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		h := strings.TrimSpace(hops[i])
+		if h == "" {
+			continue // "a,,b": no entry
+		}
+		a, err := netip.ParseAddr(h)
 		if err != nil {
 			return addr
 		}

@@ -87,3 +87,15 @@ func (st *Sessions) PurgeSessions(ctx context.Context, now time.Time) (int64, er
 	}
 	return tag.RowsAffected(), nil
 }
+
+// purgeSessions deletes every expired console session, maxPurge at a
+// time (a round of the maintenance loop; sign-ins purge too).
+func (w *Writer) purgeSessions(ctx context.Context) error {
+	st := NewSessions(w.pool)
+	for {
+		n, err := st.PurgeSessions(ctx, w.opts.Now())
+		if err != nil || n < maxPurge {
+			return err
+		}
+	}
+}
