@@ -343,7 +343,9 @@ func (s *Console) login(c *fiber.Ctx) error {
 	if wait, ok := s.limits.allow(src, prefix, now); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
-		s.log.Warn("console sign-in refused: too many wrong tokens", "source", src, "retry_after_s", secs)
+		// Debug: a flood of refused attempts must not flood the log (each
+		// wrong token that counted was logged at warn).
+		s.log.Debug("console sign-in refused: too many wrong tokens", "source", src, "retry_after_s", secs)
 		return refuse(fiber.StatusTooManyRequests, "Too many sign-in attempts with a wrong token: try again in "+strconv.Itoa(secs)+" s.")
 	}
 	if s.checkToken(token) {
@@ -388,6 +390,13 @@ func (s *Console) signIn(c *fiber.Ctx, next, operator, adminToken string) error 
 		row.SealedToken = s.sealer.seal(adminToken, row.IDHash, operator)
 	}
 	ctx := c.UserContext()
+	// A session the browser already holds ends: a sign-in always starts
+	// a fresh id.
+	if old, err := s.loadSession(c); err == nil && old != nil {
+		if err := s.sessions.DeleteSession(ctx, old.row.IDHash); err != nil {
+			return err
+		}
+	}
 	if err := s.sessions.CreateSession(ctx, row); err != nil {
 		return err
 	}

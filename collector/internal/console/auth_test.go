@@ -364,8 +364,18 @@ func TestSessions(t *testing.T) {
 		t.Errorf("the old cookie after logout, on another replica: GET / = %d; want 303", resp.StatusCode)
 	}
 
-	// 12 hours end it, and a sign-in purges what expired.
+	// Signing in again replaces the browser's session.
 	a.login("token-1")
+	first := a.cookies[sessionCookie].Value
+	now = now.Add(time.Second)
+	// GET /login sends a signed-in browser on; the form's token is its
+	// login cookie's value.
+	a.post("/login", url.Values{"csrf": {a.cookies[csrfCookie].Value}, "token": {"token-1"}})
+	if a.cookies[sessionCookie].Value == first || st.len() != 1 {
+		t.Errorf("a second sign-in: cookie changed %v, %d rows; want a new id and the old row gone", a.cookies[sessionCookie].Value != first, st.len())
+	}
+
+	// 12 hours end it, and a sign-in purges what expired.
 	now = now.Add(12*time.Hour + time.Second)
 	if resp, _ := a.get("/"); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("12 h later: GET / = %d; want 303 to the login page", resp.StatusCode)
