@@ -30,6 +30,12 @@ type Evaluation struct {
 	Verdict         string
 	// Gates are the evaluation's gates as published.
 	Gates []events.GateResult
+	// Epoch, StepSince, PassingSince and Promotion are as published
+	// (migration 7); nil from analyzers that did not send them.
+	Epoch        *events.EpochInfo
+	StepSince    *time.Time
+	PassingSince *time.Time
+	Promotion    *events.PromotionRule
 }
 
 // RolloutSummary is a deployment's rollout as the console's first page
@@ -44,8 +50,11 @@ type RolloutSummary struct {
 	// §3 rev. 4), nil when none did; events without a hold leave it as
 	// it was, as the gateways' fold does.
 	HoldEvent *RolloutEvent
-	// EpochStart is zero when the status is rolled_back.
-	EpochStart time.Time
+	// EpochStart is zero when the status is rolled_back; LastEpochStart
+	// is the start of the last epoch even then (zero when the deployment
+	// was never active or testing).
+	EpochStart     time.Time
+	LastEpochStart time.Time
 	StepStart  time.Time
 	Latest     *Evaluation
 }
@@ -75,6 +84,7 @@ func (r *Reader) Rollouts(ctx context.Context, deployment string) ([]RolloutSumm
 		var epoch, step *time.Time
 		err := row.Scan(&s.Deployment, &epoch, &step)
 		s.EpochStart, s.StepStart = deref(epoch).UTC(), deref(step).UTC()
+		s.LastEpochStart = s.EpochStart
 		return s, err
 	})
 	if err != nil {
@@ -125,11 +135,11 @@ func (r *Reader) lastHold(ctx context.Context, deployment string) (*RolloutEvent
 func (r *Reader) LatestEvaluation(ctx context.Context, deployment string) (*Evaluation, error) {
 	var e Evaluation
 	var id pgtype.UUID
-	var gates []byte
+	var gates, epoch, promotion []byte
 	err := r.pool.QueryRow(ctx, `SELECT event_id, occurred_at, window_start, window_seconds, gray_requests,
-		primary_requests, verdict, gates FROM analysis_evaluations WHERE deployment = $1
-		ORDER BY occurred_at DESC LIMIT 1`, deployment).Scan(&id, &e.OccurredAt, &e.WindowStart, &e.WindowSeconds,
-		&e.GrayRequests, &e.PrimaryRequests, &e.Verdict, &gates)
+		primary_requests, verdict, gates, epoch, step_since, passing_since, promotion FROM analysis_evaluations
+		WHERE deployment = $1 ORDER BY occurred_at DESC LIMIT 1`, deployment).Scan(&id, &e.OccurredAt, &e.WindowStart,
+		&e.WindowSeconds, &e.GrayRequests, &e.PrimaryRequests, &e.Verdict, &gates, &epoch, &e.StepSince, &e.PassingSince, &promotion)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -138,6 +148,24 @@ func (r *Reader) LatestEvaluation(ctx context.Context, deployment string) (*Eval
 	}
 	if err := json.Unmarshal(gates, &e.Gates); err != nil {
 		return nil, fmt.Errorf("latest evaluation of %s: gates: %w", deployment, err)
+	}
+	if epoch != nil {
+		e.Epoch = &events.EpochInfo{}
+		if err := json.Unmarshal(epoch, e.Epoch); err != nil {
+			return nil, fmt.Errorf("latest evaluation of %s: epoch: %w", deployment, err)
+		}
+	}
+	if promotion != nil {
+		e.Promotion = &events.PromotionRule{}
+		if err := json.Unmarshal(promotion, e.Promotion); err != nil {
+			return nil, fmt.Errorf("latest evaluation of %s: promotion: %w", deployment, err)
+		}
+	}
+	for _, t := range []**time.Time{&e.StepSince, &e.PassingSince} {
+		if *t != nil {
+			u := (*t).UTC()
+			*t = &u
+		}
 	}
 	e.EventID = uuid.UUID(id.Bytes).String()
 	e.OccurredAt, e.WindowStart = e.OccurredAt.UTC(), e.WindowStart.UTC()

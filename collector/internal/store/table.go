@@ -128,12 +128,21 @@ var tables = []*table{
 	{
 		name: "analysis_evaluations", typ: events.TypeAnalysisEvaluated, partitioned: true,
 		columns: append(common[:len(common):len(common)], "deployment", "window_start", "window_seconds",
-			"gray_requests", "primary_requests", "verdict", "gates"),
+			"gray_requests", "primary_requests", "verdict", "gates", "epoch", "step_since", "passing_since", "promotion"),
 		row: func(e Event, _ *Options) []any {
 			a := e.Data.(*events.AnalysisEvaluated)
 			gates := jsonb(a.Gates) // Check made every number finite
+			// epoch and promotion are NULL when the analyzer sent none
+			// (migration 7).
+			var epoch, promotion any
+			if a.Epoch != nil {
+				epoch = jsonb(a.Epoch)
+			}
+			if a.Promotion != nil {
+				promotion = jsonb(a.Promotion)
+			}
 			return append(commonValues(e, 40), a.Deployment, a.WindowStart, a.WindowSeconds, a.GrayRequests,
-				a.PrimaryRequests, string(a.Verdict), gates)
+				a.PrimaryRequests, string(a.Verdict), gates, epoch, a.StepSince, a.PassingSince, promotion)
 		},
 	},
 	{
