@@ -55,8 +55,8 @@ type RolloutSummary struct {
 	// was never active or testing).
 	EpochStart     time.Time
 	LastEpochStart time.Time
-	StepStart  time.Time
-	Latest     *Evaluation
+	StepStart      time.Time
+	Latest         *Evaluation
 }
 
 // Held reports whether the rollout is held: the last event that spoke of
