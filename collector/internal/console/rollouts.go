@@ -207,7 +207,9 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 	p.To = now
 	switch p.Range {
 	case "epoch":
-		p.From = epochStart(p.Summary)
+		// To the second: an event stored (to the microsecond) at the
+		// epoch's start stays inside the range.
+		p.From = epochStart(p.Summary).Truncate(time.Second)
 		if p.Summary.Last.Status == string(events.StatusRolledBack) && !p.From.IsZero() {
 			p.EpochNote = "the last epoch, which the rollback ended"
 		}

@@ -23,8 +23,8 @@ const (
 // says so: an analyzer evaluates every few seconds while gray has traffic.
 const staleAfter = 15 * time.Minute
 
-// overall is a deployment's one verdict: its kind and the sentence that
-// names the failing gate or the undecided ones.
+// overall is a deployment's one verdict: its kind (the badge) and what
+// it names: the failing gate, or the undecided ones and what they need.
 type overall struct {
 	Kind string
 	Text string
@@ -61,17 +61,18 @@ func verdictOf(s store.RolloutSummary, now time.Time) overall {
 	var v overall
 	switch {
 	case s.Last.Status == string(events.StatusRolledBack) && s.Last.Trigger != nil:
-		v = overall{verdictFailing, "failing: " + string(s.Last.Trigger.Gate) + " rolled gray back"}
+		// Evaluations stop with the rollback: the trigger is the verdict.
+		return overall{verdictFailing, string(s.Last.Trigger.Gate) + " rolled gray back"}
 	case len(failing) > 0:
-		v = overall{verdictFailing, "failing: " + strings.Join(failing, ", ")}
+		v = overall{verdictFailing, strings.Join(failing, ", ")}
 	case s.Latest == nil:
 		return overall{verdictNone, "no evaluation yet"}
 	case len(undecided) > 0:
-		v = overall{verdictWatching, "watching " + strings.Join(undecided, "; ")}
+		v = overall{verdictWatching, strings.Join(undecided, "; ")}
 	default:
-		v = overall{verdictPassing, "passing: every gate passed"}
+		v = overall{verdictPassing, "every gate passed"}
 		if s.Latest.Epoch == nil {
-			v.Text = "passing on the window (no epoch evidence from this analyzer)"
+			v.Text = "every gate passed on the window (no epoch evidence from this analyzer)"
 		}
 	}
 	if s.Latest != nil && now.Sub(s.Latest.OccurredAt) > staleAfter {

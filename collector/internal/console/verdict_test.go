@@ -47,13 +47,13 @@ func TestVerdictOf(t *testing.T) {
 		kind string
 		text string
 	}{
-		{"every gate passes", summary(5, pass, na), verdictPassing, "passing: every gate passed"},
+		{"every gate passes", summary(5, pass, na), verdictPassing, "every gate passed"},
 		{"a failure names its gate, class, quantile and band", summary(5, pass, failing, undecided), verdictFailing,
-			"failing: ttft_p99_ratio (streamed) at p50 in band long"},
+			"ttft_p99_ratio (streamed) at p50 in band long"},
 		{"undecided gates with the requests they need", summary(5, pass, undecided, never), verdictWatching,
-			"watching latency_p99_ratio (streamed): needs ~1,235 more gray requests; token_inflation: cannot decide yet"},
-		{"rolled back names the trigger", rolled, verdictFailing, "failing: gray_error_rate rolled gray back"},
-		{"stale evaluation", stale, verdictPassing, "passing: every gate passed (last evaluated 2h ago)"},
+			"latency_p99_ratio (streamed): needs ~1,235 more gray requests; token_inflation: cannot decide yet"},
+		{"rolled back names the trigger", rolled, verdictFailing, "gray_error_rate rolled gray back"},
+		{"stale evaluation", stale, verdictPassing, "every gate passed (last evaluated 2h ago)"},
 		{"no evaluation", noEval, verdictNone, "no evaluation yet"},
 	}
 	for _, tt := range tests {
