@@ -24,8 +24,12 @@ import (
 // writes none.
 const screenshotsEnv = "GRAYGATE_SCREENSHOTS"
 
-// viewports are the screens every page is checked at (SPEC §8 rev. 4).
-var viewports = []struct{ W, H int64 }{{1280, 800}, {1920, 1080}}
+// viewports are the screens every page is checked at (SPEC §8 rev. 4,
+// and 1400 px, where no table may overflow); Shot: pictures are taken.
+var viewports = []struct {
+	W, H int64
+	Shot bool
+}{{1280, 800, true}, {1400, 900, false}, {1920, 1080, true}}
 
 // pagesFixture names the deployments publishPagesFixture made.
 type pagesFixture struct {
@@ -253,7 +257,7 @@ const layoutCheck = `JSON.stringify((() => {
 // promotion steps with an ejected replica, a rolled-back one, one
 // watching undecided gates, a held one, one waiting for its soak), and
 // loads every page of the overview and the deployments in headless
-// Chromium at 1280 × 800 and 1920 × 1080: each says what it must (the
+// Chromium at 1280 × 800, 1400 × 900 and 1920 × 1080: each says what it must (the
 // verdict, the next step, the arms, the pools, the gates in their units)
 // and no element overflows its container and no two text labels
 // overlap. With GRAYGATE_SCREENSHOTS set (task screenshots) it writes a
@@ -417,7 +421,7 @@ func TestE2EConsolePages(t *testing.T) {
 			if m := blog.take(); len(m) > 0 {
 				t.Errorf("%s: the browser logged:\n%s", what, strings.Join(m, "\n"))
 			}
-			if shots != "" {
+			if shots != "" && vp.Shot {
 				png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 				if err != nil {
 					t.Fatalf("screenshot %s: %v", what, err)

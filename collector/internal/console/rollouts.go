@@ -363,6 +363,10 @@ func gateKey(p store.GatePoint) string {
 	return p.Gate + " (not streamed)"
 }
 
+// maxDots is the most points of a series drawn each with its own dot
+// (and tooltip).
+const maxDots = 200
+
 // gateCharts draws one chart per gate and class: the estimate (a dot per
 // evaluation, red where the gate failed), the deciding bound, the
 // window's and the epoch's bounds when the analyzer sends them, and the
@@ -409,7 +413,9 @@ func gateCharts(pts []store.GatePoint, from, to time.Time, markers []Marker) []C
 	for i, k := range order {
 		a := by[k]
 		series := []Series{
-			{Name: "estimate", Class: "s-est", Points: a.est, Dots: true},
+			// A dot per evaluation while they are few; beyond, only the
+			// failing ones (a page over days would carry thousands).
+			{Name: "estimate", Class: "s-est", Points: a.est, Dots: len(a.est) <= maxDots},
 			{Name: "bound (deciding)", Class: "s-bound", Points: a.bound},
 		}
 		if len(a.win) > 0 {
@@ -459,7 +465,7 @@ func armCharts(bins []store.ArmBin, width time.Duration, from, to time.Time, mar
 	ch := Chart{ID: "attempts", Title: "Attempts " + unit, From: from, To: to, ZeroBased: true, Markers: markers, Small: true}
 	for _, arm := range chartArms {
 		if len(attempts[arm]) > 0 {
-			ch.Series = append(ch.Series, Series{Name: arm, Class: "s-" + arm, Points: attempts[arm], Dots: len(attempts[arm]) < 200})
+			ch.Series = append(ch.Series, Series{Name: arm, Class: "s-" + arm, Points: attempts[arm], Dots: len(attempts[arm]) <= maxDots})
 		}
 	}
 	out := []Chart{ch}
@@ -475,7 +481,7 @@ func armCharts(bins []store.ArmBin, width time.Duration, from, to time.Time, mar
 				nonzero = nonzero || p.V > 0
 			}
 			if nonzero {
-				oc.Series = append(oc.Series, Series{Name: string(o), Class: "s-o" + strconv.Itoa(i), Points: pts, Dots: len(pts) < 200})
+				oc.Series = append(oc.Series, Series{Name: string(o), Class: "s-o" + strconv.Itoa(i), Points: pts, Dots: len(pts) <= maxDots})
 			}
 		}
 		out = append(out, oc)
