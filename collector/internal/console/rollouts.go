@@ -254,15 +254,15 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 	}
 	p.Percentage = percentageChart(dep, p.From, p.To, evs, before, markers).layout()
 
-	gates, total, err := s.r.GateSeries(ctx, dep, p.From, p.To, MaxPoints)
+	gates, total, err := s.r.GateSeries(ctx, dep, p.From, p.To, seriesBins)
 	if err != nil {
 		return err
 	}
-	p.Evaluations, p.Aggregated = total, total > MaxPoints
+	p.Evaluations, p.Aggregated = total, total > seriesBins
 	for _, ch := range gateCharts(gates, p.From, p.To, markers) {
 		p.GateCharts = append(p.GateCharts, ch.layout())
 	}
-	bins, width, err := s.r.ArmSeries(ctx, dep, p.From, p.To, MaxPoints)
+	bins, width, err := s.r.ArmSeries(ctx, dep, p.From, p.To, seriesBins)
 	if err != nil {
 		return err
 	}
@@ -362,6 +362,13 @@ func gateKey(p store.GatePoint) string {
 	}
 	return p.Gate + " (not streamed)"
 }
+
+// seriesBins is the most points of the deployment page's gate and attempt
+// series: one per unit of a half-width chart's drawing (below MaxPoints,
+// which bounds any series), so a week of evaluations every few seconds
+// is binned into what the chart can show rather than sent as 2,000
+// points a line.
+const seriesBins = smallW
 
 // maxDots is the most points of a series drawn each with its own dot
 // (and tooltip).

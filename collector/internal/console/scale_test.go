@@ -101,8 +101,8 @@ func seedScale(t *testing.T, pool *pgxpool.Pool, deps int, days int, evalEvery, 
 		t.Fatalf("seed evaluations: %v", err)
 	}
 	evals = tag.RowsAffected() + int64(deps)
-	tag, err = pool.Exec(ctx, `INSERT INTO arm_stats (event_id, occurred_at, source, stream_seq, gateway, deployment, data)
-		SELECT gen_random_uuid(), ts, s.source, s.stream_seq, s.gateway, s.deployment, s.data
+	tag, err = pool.Exec(ctx, `INSERT INTO arm_stats (event_id, occurred_at, source, stream_seq, gateway, deployment, data, outcomes)
+		SELECT gen_random_uuid(), ts, s.source, s.stream_seq, s.gateway, s.deployment, s.data, s.outcomes
 		FROM arm_stats s, generate_series($1::timestamptz, $2::timestamptz - $3::interval, $3::interval) ts`,
 		from, now.Truncate(time.Second), statsEvery)
 	if err != nil {
@@ -206,6 +206,14 @@ func TestOverviewAtScale(t *testing.T) {
 	dep, depHTML := median("/deployments/model-07?range=7d", 5)
 	t.Logf("GET /: %d B of HTML, %d B with its stylesheet and scripts; median answer %s (11 requests)", len(html), weight, took.Round(time.Millisecond))
 	t.Logf("GET /deployments/model-07?range=7d: %d B; median answer %s (5 requests)", len(depHTML), dep.Round(time.Millisecond))
+	// Where a deployment page's time goes: its two series over 7 days.
+	ctx0 := context.Background()
+	t0 := time.Now()
+	pts, total, err := r.GateSeries(ctx0, "model-07", now.Add(-7*24*time.Hour), now.Add(time.Minute), MaxPoints)
+	t1 := time.Now()
+	bins, _, err2 := r.ArmSeries(ctx0, "model-07", now.Add(-7*24*time.Hour), now.Add(time.Minute), MaxPoints)
+	t.Logf("7 days of model-07: GateSeries %d points of %d evaluations in %s (%v), ArmSeries %d bins in %s (%v)",
+		len(pts), total, t1.Sub(t0).Round(time.Millisecond), err, len(bins), time.Since(t1).Round(time.Millisecond), err2)
 	if took > time.Second {
 		t.Errorf("GET / took %s at scale; want under a second", took)
 	}

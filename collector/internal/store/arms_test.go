@@ -83,4 +83,38 @@ func TestOverviewQueries(t *testing.T) {
 	if arms, err := r.Arms(ctx, dep, now.Add(48*time.Hour)); err != nil || len(arms) != 0 {
 		t.Errorf("Arms two days later = %+v, %v; want none (older than the lookback)", arms, err)
 	}
+
+	// The attempt charts read each row's outcomes per arm (migration 7),
+	// and the entries of a row stored before it: the same counts.
+	sum := func() map[string]int64 {
+		t.Helper()
+		bins, _, err := r.ArmSeries(ctx, dep, now.Add(-time.Hour), now, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, b := range bins {
+			for o, n := range b.Outcomes {
+				if n > 0 {
+					out[b.Arm+"/"+o] += n
+				}
+			}
+		}
+		return out
+	}
+	wantN := map[string]int64{"gray/ok": 6, "gray/timeout": 2, "primary/ok": 80, "primary/timeout": 2}
+	if got := sum(); !reflect.DeepEqual(got, wantN) {
+		t.Errorf("ArmSeries from outcomes = %v; want %v", got, wantN)
+	}
+	var stored []byte
+	if err := pool.QueryRow(ctx, `SELECT outcomes FROM arm_stats WHERE deployment = $1 LIMIT 1`, dep).Scan(&stored); err != nil ||
+		!strings.Contains(string(stored), `"gray": {"ok": 3,`) {
+		t.Errorf("arm_stats.outcomes = %s, %v; want gray's and primary's sums", stored, err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE arm_stats SET outcomes = NULL WHERE deployment = $1`, dep); err != nil {
+		t.Fatal(err)
+	}
+	if got := sum(); !reflect.DeepEqual(got, wantN) {
+		t.Errorf("ArmSeries from entries = %v; want %v", got, wantN)
+	}
 }

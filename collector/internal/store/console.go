@@ -266,8 +266,15 @@ type ArmBin struct {
 func (r *Reader) ArmSeries(ctx context.Context, deployment string, since, until time.Time, maxBins int) ([]ArmBin, time.Duration, error) {
 	// Whole minutes, rounded up, so the bins never outnumber maxBins.
 	width := (binWidth(since, until, maxBins) + time.Minute - 1).Truncate(time.Minute)
-	rows, err := r.pool.Query(ctx, `SELECT date_bin($4::interval, s.occurred_at, $2) AS b, a->>'arm', o.key, sum(o.value::bigint)
-		FROM arm_stats s, jsonb_array_elements(s.data->'arms') a, jsonb_each_text(a->'outcomes') o
+	// A row's outcomes per arm as the writer summed them (migration 7),
+	// else, for a row stored before, from its entries.
+	rows, err := r.pool.Query(ctx, `SELECT date_bin($4::interval, s.occurred_at, $2) AS b, o.arm, o.outcome, sum(o.n)
+		FROM arm_stats s, LATERAL (
+			SELECT a.key AS arm, x.key AS outcome, x.value::bigint AS n
+			FROM jsonb_each(s.outcomes) a, jsonb_each_text(a.value) x WHERE s.outcomes IS NOT NULL
+			UNION ALL
+			SELECT a->>'arm', x.key, x.value::bigint
+			FROM jsonb_array_elements(s.data->'arms') a, jsonb_each_text(a->'outcomes') x WHERE s.outcomes IS NULL) o
 		WHERE s.deployment = $1 AND s.occurred_at >= $2 AND s.occurred_at < $3
 		GROUP BY 1, 2, 3 ORDER BY 1, 2`, deployment, since, until, width)
 	if err != nil {

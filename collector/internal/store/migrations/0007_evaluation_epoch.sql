@@ -19,3 +19,11 @@ COMMENT ON COLUMN analysis_evaluations.epoch IS
     'the evaluation''s epoch as published: {"start", "index", "gray_fingerprint", "primary_fingerprint", "periods", "min_percentage", "gray_requests", "primary_requests", "rebuilt", "note"}';
 COMMENT ON COLUMN analysis_evaluations.promotion IS
     'the analyzer''s promotion rule as published: {"steps", "hold_seconds", "min_soak_seconds", "min_percentage"}';
+
+-- A statistic's outcomes per arm, summed over its entries
+-- ({"gray": {"ok": 40, "timeout": 1, ...}, "primary": {...}}), so the
+-- console's attempt charts read a few numbers per row rather than every
+-- entry's histograms. NULL on rows stored before this version, which the
+-- console reads from data as before.
+ALTER TABLE arm_stats
+    ADD COLUMN outcomes jsonb;
