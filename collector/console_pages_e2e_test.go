@@ -236,6 +236,16 @@ const layoutCheck = `JSON.stringify((() => {
     if (ps.overflowX !== 'visible' || getComputedStyle(el).position === 'absolute') continue;
     if (r.left < pr.left - 1 || r.right > pr.right + 1) out.push('overflow: ' + name(el) + ' spans [' + Math.round(r.left) + ', ' + Math.round(r.right) + '] in ' + name(p) + ' [' + Math.round(pr.left) + ', ' + Math.round(pr.right) + ']');
   }
+  // A cell's text inside its cell (a nowrap number wider than its column
+  // runs into the next one without covering its text).
+  for (const el of document.querySelectorAll('td, th')) {
+    const cr = el.getBoundingClientRect(), rg = document.createRange();
+    rg.selectNodeContents(el);
+    for (const r of rg.getClientRects()) if (r.width > 0.5 && (r.left < cr.left - 1 || r.right > cr.right + 1)) {
+      out.push('overflow: the text of ' + name(el) + ' spans [' + Math.round(r.left) + ', ' + Math.round(r.right) + '] in [' + Math.round(cr.left) + ', ' + Math.round(cr.right) + ']');
+      break;
+    }
+  }
   const boxes = [];
   for (const el of document.querySelectorAll('svg text, td, th, .badge')) {
     let rects;
@@ -331,10 +341,11 @@ func TestE2EConsolePages(t *testing.T) {
 	// text drawn over text.
 	testenv.Must(t, chromedp.Do(ctx, chromedp.Navigate(`data:text/html,<body><div style="width:100px"><p style="width:300px">wide</p></div>`+
 		`<table style="table-layout:fixed;width:120px"><tr><td style="width:60px;white-space:nowrap">aaaaaaaaaaaaaaaaaaaaaaaa</td><td>bbbb</td></tr></table>`+
+		`<table style="table-layout:fixed;width:200px"><tr><td style="width:40px">x</td><td style="width:40px;white-space:nowrap;text-align:right">+14.2 points</td><td>y</td></tr></table>`+
 		`<svg width="200" height="50"><text x="10" y="20">one label</text><text x="14" y="22">another</text></svg></body>`)))
 	var found []string
 	testenv.Must(t, json.Unmarshal([]byte(eval(layoutCheck)), &found))
-	for _, w := range []string{`overflow: p "wide"`, `overlap: td "aaaa`, `overlap: text "one label" and text "another"`} {
+	for _, w := range []string{`overflow: p "wide"`, `overlap: td "aaaa`, `overflow: the text of td "+14.2 points"`, `overlap: text "one label" and text "another"`} {
 		if !slices.ContainsFunc(found, func(f string) bool { return strings.Contains(f, w) }) {
 			t.Errorf("the layout check found %q; want %s", found, w)
 		}
@@ -342,7 +353,7 @@ func TestE2EConsolePages(t *testing.T) {
 
 	// Log in through the form (the login page is another page's work).
 	testenv.Must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/login"), chromedp.WaitVisible("#token"),
-		chromedp.SendKeys("#token", token), chromedp.Click("form[action='/login'] button"), chromedp.WaitReady("main")))
+		chromedp.SendKeys("#token", token), chromedp.Click("form[action='/login'] button"), chromedp.WaitReady("form.logout")))
 	blog.take()
 
 	// innerText is as drawn: the labels' text-transform upper-cases them.

@@ -228,7 +228,7 @@ func TestOverviewAtScale(t *testing.T) {
 	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelT()
 	testenv.Must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/login"), chromedp.WaitVisible("#token"), chromedp.SendKeys("#token", token),
-		chromedp.Click("form[action='/login'] button"), chromedp.WaitReady("footer")))
+		chromedp.Click("form[action='/login'] button"), chromedp.WaitReady("form.logout")))
 	var paints []float64
 	for range 5 {
 		testenv.Must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/?refresh=0"), chromedp.WaitReady("footer")))
