@@ -187,3 +187,29 @@ func TestSpan(t *testing.T) {
 		}
 	}
 }
+
+// TestPools merges two gateways' views: a replica is one member whichever
+// gateways list it, counted in the worst state any of them gives it.
+func TestPools(t *testing.T) {
+	view := func(gw string, states ...events.ReplicaState) store.ReplicaView {
+		var rs []events.ReplicaStatus
+		for i, s := range states {
+			rs = append(rs, events.ReplicaStatus{Replica: "10.0.0." + string(rune('1'+i)) + ":8000", State: s})
+		}
+		return store.ReplicaView{Gateway: gw, Arms: []events.ArmReplicas{{Arm: events.ArmGray, Replicas: rs},
+			{Arm: events.ArmPrimary, Replicas: []events.ReplicaStatus{{Replica: "10.1.0.1:8000", State: events.ReplicaHealthy}}}}}
+	}
+	h, e, u, d := events.ReplicaHealthy, events.ReplicaEjected, events.ReplicaUnhealthy, events.ReplicaDraining
+	got := pools([]store.ReplicaView{view("gw-a", h, h, e, h), view("gw-b", h, u, h, d)})
+	if len(got) != 2 || got[0].Arm != "primary" || got[1].Arm != "gray" {
+		t.Fatalf("pools = %+v; want primary, then gray", got)
+	}
+	g := got[1]
+	if g.Serving != 1 || g.Total != 4 || g.Gateways != 2 || strings.Join(g.Ejected, ",") != "10.0.0.3:8000" ||
+		strings.Join(g.Unhealthy, ",") != "10.0.0.2:8000" || strings.Join(g.Draining, ",") != "10.0.0.4:8000" {
+		t.Errorf("gray pool = %+v; want 1/4 serving, .3 ejected, .2 unhealthy, .4 draining, seen by 2 gateways", g)
+	}
+	if p := got[0]; p.Serving != 1 || p.Total != 1 {
+		t.Errorf("primary pool = %+v; want 1/1 (one replica listed by both gateways)", p)
+	}
+}
