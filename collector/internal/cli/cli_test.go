@@ -123,7 +123,7 @@ func TestSamplesGolden(t *testing.T) {
 
 func TestMigrateCommand(t *testing.T) {
 	t.Setenv("DATABASE_URL", testenv.Database(t))
-	for _, want := range []string{"applied migrations [1 2 3 4 5 6]; schema is at version 6\n", "schema is up to date (version 6)\n"} {
+	for _, want := range []string{"applied migrations [1 2 3 4 5 6 7]; schema is at version 7\n", "schema is up to date (version 7)\n"} {
 		out, err := run(t, "migrate")
 		if err != nil || out != want {
 			t.Errorf("collector migrate = %q, %v; want %q", out, err, want)

@@ -60,6 +60,8 @@ type Reader interface {
 	ListSamples(ctx context.Context, f store.SampleFilter) (store.SamplePage, error)
 	Sample(ctx context.Context, id uuid.UUID) (store.Sample, error)
 	DeadLetters(ctx context.Context, limit int, before int64) ([]store.DeadLetter, error)
+	Arms(ctx context.Context, deployment string, now time.Time) ([]store.ArmIdentity, error)
+	ReplicaViews(ctx context.Context, deployment string, now time.Time) ([]store.ReplicaView, error)
 }
 
 var _ Reader = (*store.Reader)(nil)
@@ -363,9 +365,20 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return false
 		},
-		"short": truncate,
-		"who":   who,
-		"by":    by,
+		"short":     truncate,
+		"thousands": thousands,
+		"steps": func(steps []float64) string {
+			parts := make([]string, len(steps))
+			for i, p := range steps {
+				parts[i] = trimFloat(p, 2)
+			}
+			return strings.Join(parts, ", ") + " %"
+		},
+		"secs":    func(seconds float64) string { return span(time.Duration(seconds * float64(time.Second))) },
+		"join":    func(s []string) string { return strings.Join(s, ", ") },
+		"percent": func(share float64) float64 { return share * 100 },
+		"who":     who,
+		"by":      by,
 		// holdWord is what an event did to the hold: "held",
 		// "released", or "" when it did not speak of it.
 		"holdWord": func(h *bool) string {
