@@ -259,42 +259,59 @@ func leastLoaded(s []*Replica, now time.Time) *Replica {
 // prefixPick sends a request to the replica holding the longest prefix
 // of its chain when that prefix is at least min_match of its blocks and
 // the replica's load is within load_factor × the mean load + 1 (bounded
-// loads); equal matches go to the lighter replica. Otherwise it goes as
-// least_loaded. The caller records the chain with Sent once it sends.
+// loads); equal matches go to the lighter replica. A shorter prefix is
+// followed when what its holder saves in prefill outweighs the queue it
+// has over the least_loaded pick (both in load units: prefillWeight per
+// mean-sized request's worth of tokens to prefill); otherwise, and with
+// no prefix held, the request goes as least_loaded. The caller records
+// the chain with Sent once it sends.
 func (p *Pool) prefixPick(s []*Replica, h *Hint) (*Replica, int) {
 	chain := h.Chain
 	now := time.Now()
 	snap := p.snap.Load()
 	var buf [16]int32
 	n, holders := p.index.Longest(chain, snap.serves, buf[:0])
-	result := resultPrefixMiss
-	var best *Replica
-	if n > 0 && float64(n) >= math.Ceil(p.cfg.Prefix.MinMatch*float64(len(chain))) {
-		var sum float64
-		for _, r := range s {
-			sum += r.load(now)
-		}
-		bound := p.cfg.Prefix.LoadFactor*sum/float64(len(s)) + 1
-		for _, id := range holders {
-			r := snap.byID(id)
-			if r == nil || !contains(s, r) || r.load(now) > bound {
-				continue
-			}
-			if best == nil || lighter(r, best, now) {
-				best = r
-			}
-		}
-		result = resultOverloaded
-		if best != nil {
-			result = resultPrefixHit
-			h.Uncached = max(h.Tokens-int64(n)*h.BlockTokens, 0)
-		}
-	}
 	p.m.matched(n)
-	if best == nil {
-		best = leastLoaded(s, now)
+	if n == 0 {
+		return leastLoaded(s, now), resultPrefixMiss
 	}
-	return best, result
+	var sum float64
+	for _, r := range s {
+		sum += r.load(now)
+	}
+	bound := p.cfg.Prefix.LoadFactor*sum/float64(len(s)) + 1
+	var best *Replica
+	for _, id := range holders {
+		r := snap.byID(id)
+		if r == nil || !contains(s, r) || r.load(now) > bound {
+			continue
+		}
+		if best == nil || lighter(r, best, now) {
+			best = r
+		}
+	}
+	held := min(int64(n)*h.BlockTokens, h.Tokens)
+	if float64(n) >= math.Ceil(p.cfg.Prefix.MinMatch*float64(len(chain))) {
+		if best == nil {
+			return leastLoaded(s, now), resultOverloaded
+		}
+		h.Uncached = h.Tokens - held
+		return best, resultPrefixHit
+	}
+	other := leastLoaded(s, now)
+	if best == nil || best == other {
+		if best == other {
+			h.Uncached = h.Tokens - held
+			return other, resultPrefixHit
+		}
+		return other, resultPrefixMiss
+	}
+	mean := p.meanTokens()
+	if mean > 0 && best.load(now) < other.load(now)+prefillWeight*float64(held)/mean {
+		h.Uncached = h.Tokens - held
+		return best, resultPrefixHit
+	}
+	return other, resultPrefixMiss
 }
 
 // Sent records that the request of h goes to r, which Pick chose: with

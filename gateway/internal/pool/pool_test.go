@@ -658,3 +658,34 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixShortMatchWeighsItsQueue: a prefix shorter than min_match is
+// followed when the prefill its holder saves outweighs the holder's
+// longer queue (prefillWeight per mean-sized request of tokens), and not
+// otherwise. Requests of 10 blocks of 64 tokens, 4 of them held (256
+// tokens saved: 4 × 256 / 640 = 1.6 in load units): one request more on
+// the holder is worth it, three are not.
+func TestPrefixShortMatchWeighsItsQueue(t *testing.T) {
+	for _, tc := range []struct {
+		busy   int
+		follow bool
+	}{{1, true}, {3, false}} {
+		p := newPool(t, upstreamOf(config.BalancePrefix, fakeURLs(2)...), nil)
+		rng := rand.New(rand.NewPCG(7, 8))
+		a := chain(rng, 10)
+		holder := send(p, &pool.Hint{Chain: a, BlockTokens: 64, Tokens: 640})
+		served(holder)
+		decoding(holder, tc.busy)
+		for range 10 {
+			c := append(append([]uint64{}, a[:4]...), chain(rng, 6)...)
+			h := &pool.Hint{Chain: c, BlockTokens: 64, Tokens: 640}
+			r := p.Pick(h, nil)
+			if got := r == holder; got != tc.follow {
+				t.Fatalf("holder %d requests busier: followed the 4-block prefix %v, want %v", tc.busy, got, tc.follow)
+			}
+			if tc.follow && h.Uncached != 640-4*64 {
+				t.Errorf("Uncached = %d, want %d", h.Uncached, 640-4*64)
+			}
+		}
+	}
+}
