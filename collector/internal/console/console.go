@@ -56,6 +56,11 @@ type Reader interface {
 	ListSamples(ctx context.Context, f store.SampleFilter) (store.SamplePage, error)
 	Sample(ctx context.Context, id uuid.UUID) (store.Sample, error)
 	DeadLetters(ctx context.Context, limit int, before int64) ([]store.DeadLetter, error)
+	SamplesByRequest(ctx context.Context, requestID string) ([]store.SampleSummary, error)
+	ListRequests(ctx context.Context, f store.RequestFilter) (store.RequestPage, error)
+	Request(ctx context.Context, id uuid.UUID) (store.Request, error)
+	RequestsByID(ctx context.Context, requestID string) ([]store.Request, error)
+	AnyRequests(ctx context.Context) (bool, error)
 }
 
 var _ Reader = (*store.Reader)(nil)
@@ -96,7 +101,7 @@ func New(r Reader, opts Options) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console templates: %w", err)
 	}
-	for _, name := range []string{"rollouts", "deployment", "samples", "sample", "deadletters", "login", "error"} {
+	for _, name := range []string{"rollouts", "deployment", "samples", "sample", "requests", "request", "deadletters", "login", "error"} {
 		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console template %s: %w", name, err)
@@ -123,6 +128,8 @@ func (s *Console) Register(app *fiber.App) {
 		"/samples":                 s.samples,
 		"/samples/:event_id":       s.sample,
 		"/dead-letters":            s.deadLetters,
+		"/requests":                s.requests,
+		"/requests/:event_id":      s.request,
 	} {
 		app.Get(path, headers, s.enabled, s.session, s.handle(h))
 	}
@@ -324,6 +331,10 @@ func funcs(now func() time.Time) template.FuncMap {
 		// formatting characters made visible, never interpreted (SPEC §8).
 		"shown":      text.Escape,
 		"shownLines": text.EscapeLines,
+		// outcome names what a request's error type says the client
+		// got: "ok" for none.
+		"outcome": outcomeWord,
+		"story":   requestStory,
 	}
 }
 
