@@ -335,6 +335,7 @@ func funcs(now func() time.Time) template.FuncMap {
 		// got: "ok" for none.
 		"outcome": outcomeWord,
 		"story":   requestStory,
+		"schema":  schemaWord,
 	}
 }
 

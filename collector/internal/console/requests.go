@@ -162,3 +162,15 @@ func requestStory(q store.Request) string {
 	}
 	return "Primary answered the client " + got + "."
 }
+
+// schemaWord says what the response-schema check said: nil is "not
+// checked".
+func schemaWord(valid *bool) string {
+	switch {
+	case valid == nil:
+		return "not checked"
+	case *valid:
+		return "valid"
+	}
+	return "invalid"
+}

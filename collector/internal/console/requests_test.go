@@ -104,7 +104,7 @@ var fallbackReq = store.Request{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c01",
 	MatchedContext: []string{"short"}}
 
 var eventsGray = events.GrayAttempt{Status: 200, ErrorType: events.ErrorUpstreamSchema, Reason: events.ReasonSchemaViolation,
-	LatencyMillis: 700, Replica: "10.0.0.21:8000"}
+	LatencyMillis: 700, Replica: "10.0.0.21:8000", SchemaValid: ptr(false)}
 
 func TestRequestsPage(t *testing.T) {
 	var asked []store.RequestFilter
@@ -153,7 +153,8 @@ func TestRequestsPage(t *testing.T) {
 	}
 
 	resp, body = c.get("/requests/" + fb.EventID)
-	for _, w := range []string{"fell back to primary", "schema_violation, status 200", "10.0.0.21:8000", "Gray attempt", `req-1\u202eevil`} {
+	for _, w := range []string{"fell back to primary", "schema_violation, status 200", "10.0.0.21:8000", "Gray attempt", `req-1\u202eevil`,
+		"<dt>schema</dt><dd>invalid</dd>", "<dt>schema</dt><dd>not checked</dd>"} {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(body, w) {
 			t.Errorf("GET /requests/{fallback} = %d; want %q in:\n%s", resp.StatusCode, w, body)
 		}
