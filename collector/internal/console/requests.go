@@ -65,11 +65,11 @@ func (s *Console) requests(c *fiber.Ctx) error {
 	}
 	p.Requests, p.Paged = page.Requests, f.Cursor != ""
 	if len(p.Requests) == 0 && !p.Paged {
-		any, err := s.r.AnyRequests(c.UserContext())
+		found, err := s.r.AnyRequests(c.UserContext())
 		if err != nil {
 			return err
 		}
-		p.Empty = !any
+		p.Empty = !found
 	}
 	q := url.Values{}
 	for _, k := range requestParams {

@@ -23,8 +23,8 @@ func TestRequestLog(t *testing.T) {
 	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	w := store.NewWriter(pool, store.Options{Retention: 720 * time.Hour})
 	r := store.NewReader(pool)
-	if any, err := r.AnyRequests(ctx); err != nil || any {
-		t.Fatalf("AnyRequests on an empty log = %v, %v; want false", any, err)
+	if found, err := r.AnyRequests(ctx); err != nil || found {
+		t.Fatalf("AnyRequests on an empty log = %v, %v; want false", found, err)
 	}
 	start := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 	fallback := testenv.Request("qwen-32k", 1)
@@ -128,8 +128,8 @@ func TestRequestLog(t *testing.T) {
 	if err != nil || len(pair) != 2 || pair[0].Arm != "shadow" || pair[1].Arm != "primary" {
 		t.Errorf("RequestsByID(shadowed) = %+v, %v; want its shadow and primary events", pair, err)
 	}
-	if any, err := r.AnyRequests(ctx); err != nil || !any {
-		t.Errorf("AnyRequests = %v, %v; want true", any, err)
+	if found, err := r.AnyRequests(ctx); err != nil || !found {
+		t.Errorf("AnyRequests = %v, %v; want true", found, err)
 	}
 }
 
