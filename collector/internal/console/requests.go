@@ -11,6 +11,9 @@ import (
 	"github.com/graygate/graygate/schemas/events"
 )
 
+// The request log (SPEC §8 rev. 4): /requests lists what the gateways'
+// request_log published, /requests/{event_id} shows one request.
+
 // requestsPageSize is the console's page of requests.
 const requestsPageSize = 50
 
@@ -156,6 +159,11 @@ func requestStory(q store.Request) string {
 		}
 		return "Gray was tried and " + gray + "; the gateway fell back to primary, which answered the client " + got + "."
 	case events.ArmGray:
+		if q.SchemaValid != nil && !*q.SchemaValid {
+			// stream_validation: observe relays gray's stream as it
+			// comes and judges it after.
+			return "Gray answered the client " + got + " with an answer that broke the contract (observed, not buffered: the client got it)."
+		}
 		return "Gray answered the client " + got + "."
 	case events.ArmShadow:
 		return "A shadow copy sent to gray, never returned to the client; gray answered it " + got + "."

@@ -224,3 +224,24 @@ func TestSamplePageOutcome(t *testing.T) {
 		t.Errorf("shadow sample page = %d; want it to say the client never got gray's answer:\n%s", resp.StatusCode, body)
 	}
 }
+
+func TestRequestStory(t *testing.T) {
+	fb := fallbackReq
+	fb.Gray = &eventsGray
+	for _, tc := range []struct {
+		q    store.Request
+		want string
+	}{
+		{fb, "Gray was tried and failed (schema_violation, status 200); the gateway fell back to primary, which answered the client 200 (ok)."},
+		{store.Request{Arm: "gray", Status: 200, ErrorType: "none"}, "Gray answered the client 200 (ok)."},
+		{store.Request{Arm: "gray", Status: 200, ErrorType: "none", SchemaValid: ptr(false)},
+			"Gray answered the client 200 (ok) with an answer that broke the contract (observed, not buffered: the client got it)."},
+		{store.Request{Arm: "shadow", Status: 504, ErrorType: "upstream_timeout"},
+			"A shadow copy sent to gray, never returned to the client; gray answered it 504 (upstream_timeout)."},
+		{store.Request{Arm: "primary", Status: 502, ErrorType: "upstream_status"}, "Primary answered the client 502 (upstream_status)."},
+	} {
+		if got := requestStory(tc.q); got != tc.want {
+			t.Errorf("requestStory(%s %d %s) = %q; want %q", tc.q.Arm, tc.q.Status, tc.q.ErrorType, got, tc.want)
+		}
+	}
+}
