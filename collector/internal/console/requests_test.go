@@ -200,8 +200,12 @@ func TestSamplePageOutcome(t *testing.T) {
 		ValidationErrors: []events.ValidationError{}}
 	shadow := store.Sample{SampleSummary: store.SampleSummary{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c13", Deployment: "qwen-32k",
 		Arm: "shadow", Reason: "invalid_json", Outcome: "invalid_json", RequestID: "req-unlogged"}, Payload: "not json"}
+	observed := store.Sample{SampleSummary: store.SampleSummary{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c14", Deployment: "qwen-32k",
+		Arm: "gray", Reason: "schema_violation", Outcome: "schema_violation", RequestID: "req-observed"}, Payload: `{"a":1}`}
+	relayed := store.Request{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c05", RequestID: "req-observed", Deployment: "qwen-32k",
+		Arm: "gray", Status: 200, ErrorType: "none", SchemaValid: ptr(false)}
 	var asked []store.RequestFilter
-	c := logClient(t, logReader{reqs: []store.Request{fb}, samples: []store.Sample{both, alone, shadow}, asked: &asked})
+	c := logClient(t, logReader{reqs: []store.Request{fb, relayed}, samples: []store.Sample{both, alone, shadow, observed}, asked: &asked})
 
 	resp, body := c.get("/samples/" + both.EventID)
 	for _, w := range []string{"schema_violation_both", "broke it too", "fell back to primary", `href="/requests/` + fb.EventID + `"`,
@@ -218,6 +222,10 @@ func TestSamplePageOutcome(t *testing.T) {
 	}
 	if strings.Contains(body, "Primary&#39;s answer") {
 		t.Error("a timeout sample shows a primary answer")
+	}
+	resp, body = c.get("/samples/" + observed.EventID)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "The client got gray&#39;s answer (status 200)") {
+		t.Errorf("observed sample page = %d; want it to say the client got gray's answer:\n%s", resp.StatusCode, body)
 	}
 	resp, body = c.get("/samples/" + shadow.EventID)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "shadow copy") || !strings.Contains(body, "schema_failure_rate") {

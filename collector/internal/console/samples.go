@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -182,8 +183,12 @@ func sampleStory(sm store.Sample, reqs []store.Request) (counts, fate string) {
 		if q.Arm == string(events.ArmShadow) {
 			continue
 		}
-		if sm.Arm == string(events.ArmShadow) {
+		switch {
+		case sm.Arm == string(events.ArmShadow):
 			return counts, "A shadow copy: the client got primary's answer, never gray's. " + requestStory(q)
+		case q.Arm == string(events.ArmGray):
+			return counts, fmt.Sprintf("The client got gray's answer (status %d): stream_validation observe relays a stream "+
+				"before judging it, so there was no fallback.", q.Status)
 		}
 		return counts, requestStory(q)
 	}
