@@ -322,6 +322,8 @@ func TestE2EConsoleBrowser(t *testing.T) {
 			t.Errorf("login refused: the browser logged %s", m)
 		}
 	}
+	// A wrong token holds its source back for a second (SPEC §8 rev. 4).
+	chromedp.Do(ctx, chromedp.Sleep(1100*time.Millisecond))
 	testenv.Must(t, chromedp.Do(ctx, chromedp.SendKeys("#token", token), chromedp.Click("form[action='/login'] button"),
 		chromedp.WaitVisible("figure.chart")))
 	if loc := location(); loc != "/deployments/"+fx.dep {

@@ -25,7 +25,10 @@
 //   - Messages never show a secret (tokens, keys, passwords in URLs).
 package config
 
-import "time"
+import (
+	"net/netip"
+	"time"
+)
 
 // Config is the whole file after loading, environment expansion and defaults.
 type Config struct {
@@ -447,6 +450,22 @@ type Promotion struct {
 	MinPercentage float64       `yaml:"min_percentage"`
 }
 
+// StepAbove returns the first step above percentage: where a promotion
+// from percentage goes (SPEC §9 rev. 3), for the analyzer and for the
+// console's "promote to the next step" alike. ok is false at or above the
+// last step, and for a nil p.
+func (p *Promotion) StepAbove(percentage float64) (step float64, ok bool) {
+	if p == nil {
+		return 0, false
+	}
+	for _, s := range p.Steps {
+		if s > percentage+1e-9 {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
 // Collector is the `collector` section (SPEC §8).
 type Collector struct {
 	Listen          string        `yaml:"listen"`            // default 127.0.0.1:8082
@@ -459,6 +478,31 @@ type Collector struct {
 	ReadTimeout  time.Duration `yaml:"read_timeout"`
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	IdleTimeout  time.Duration `yaml:"idle_timeout"`
+	// Console configures the operator console's sessions and actions
+	// (SPEC §8 rev. 4).
+	Console Console `yaml:"console"`
+}
+
+// Console is `collector.console` (SPEC §8 rev. 4): where the console sends
+// an operator's actions, the key that seals their admin tokens in the
+// session store, and the proxies whose X-Forwarded-For it believes.
+type Console struct {
+	// AdminURL is the gateway admin API's base URL (http or https, no
+	// path beyond a prefix, no credentials, query or fragment), as
+	// `gateway rollout --admin-url` takes it. Empty: no operator sign-in
+	// and no actions; the console is read-only.
+	AdminURL string `yaml:"admin_url"`
+	// SessionKeyFile holds the 32-byte key (raw, or 64 hex digits) that
+	// seals operators' admin tokens with AES-GCM. It must not be
+	// readable by group or others. Empty: operators cannot sign in.
+	SessionKeyFile string `yaml:"session_key_file"`
+	// TrustedProxies are the IPs and CIDRs of the proxies in front of the
+	// collector: only from them is X-Forwarded-For read for the login
+	// limits' source, and X-Forwarded-Proto for TLS.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+
+	SessionKey Secret         `yaml:"-"` // read from SessionKeyFile by the collector
+	Proxies    []netip.Prefix `yaml:"-"` // TrustedProxies parsed
 }
 
 // Size is a byte count written as `8MiB`, `256KiB`, `1GiB` or a plain integer.

@@ -179,3 +179,12 @@ func jsonText(v any) string {
 	}
 	return string(b)
 }
+
+// statMode returns the permission bits of a file.
+func statMode(name string) (os.FileMode, error) {
+	info, err := os.Stat(name)
+	if err != nil {
+		return 0, err
+	}
+	return info.Mode().Perm(), nil
+}

@@ -20,8 +20,10 @@ const (
 	// the admin, client and force tokens, the upstream API keys and the
 	// response schema files. Never postgres (DATABASE_URL).
 	ForGateway
-	// ForCollector: nats, postgres, collector; the API token and
-	// DATABASE_URL. Never an upstream key, prompt or schema file.
+	// ForCollector: nats, postgres, collector, and analyzer.promotion
+	// (the console's "promote to the next step", SPEC §8 rev. 4); the API
+	// token, the console's session key and DATABASE_URL. Never an
+	// upstream key, prompt or schema file.
 	ForCollector
 	// ForAnalyzer: nats, analyzer, and of deployments only which have a
 	// gray arm and their rollout. Never an upstream key, prompt or schema
@@ -61,7 +63,8 @@ func (s Service) reads(path string) bool {
 		}
 		return false
 	case ForCollector:
-		return section == "postgres" || section == "collector"
+		return section == "postgres" || section == "collector" ||
+			path == "analyzer.promotion" || strings.HasPrefix(path, "analyzer.promotion.")
 	case ForAnalyzer:
 		if section == "analyzer" {
 			return true

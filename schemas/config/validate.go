@@ -42,6 +42,7 @@ func (d *decoder) validate(c *Config, dir string) {
 	d.warnTTFTLimit(c)
 	d.warnBufferedStreams(c)
 	d.validateCollector(&c.Collector)
+	d.validateConsole(&c.Collector.Console, dir)
 }
 
 func (d *decoder) validateGateway(g *Gateway) {

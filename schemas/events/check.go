@@ -50,6 +50,18 @@ func (p *problems) token(field, v string) {
 	}
 }
 
+// source checks what names a gateway's report: the deployment, a subject
+// token, and the gateway, present and at most MaxGatewayLen bytes.
+func (p *problems) source(deployment, gateway string) {
+	p.token("deployment", deployment)
+	switch {
+	case gateway == "":
+		p.add("gateway is empty")
+	case len(gateway) > MaxGatewayLen:
+		p.add("gateway is longer than %d bytes", MaxGatewayLen)
+	}
+}
+
 // band checks a context band's name (ValidBand), naming the rule broken.
 func (p *problems) band(field, v string) {
 	switch {

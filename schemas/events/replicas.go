@@ -163,13 +163,7 @@ func (s *ReplicasStatus) Split() []*ReplicasStatus {
 // negative, not finite or without their scrape time.
 func (s *ReplicasStatus) Check() error {
 	var p problems
-	p.token("deployment", s.Deployment)
-	switch {
-	case s.Gateway == "":
-		p.add("gateway is empty")
-	case len(s.Gateway) > MaxGatewayLen:
-		p.add("gateway is longer than %d bytes", MaxGatewayLen)
-	}
+	p.source(s.Deployment, s.Gateway)
 	if s.Time.IsZero() {
 		p.add("time is missing")
 	}

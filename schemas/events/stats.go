@@ -297,13 +297,7 @@ func ValidBand(name string) bool {
 // than were answered.
 func (s *StatsInterval) Check() error {
 	var p problems
-	p.token("deployment", s.Deployment)
-	switch {
-	case s.Gateway == "":
-		p.add("gateway is empty")
-	case len(s.Gateway) > MaxGatewayLen:
-		p.add("gateway is longer than %d bytes", MaxGatewayLen)
-	}
+	p.source(s.Deployment, s.Gateway)
 	if math.IsNaN(s.IntervalSeconds) || math.IsInf(s.IntervalSeconds, 0) || s.IntervalSeconds <= 0 || s.IntervalSeconds > 3600 {
 		p.add("interval_seconds must be in (0, 3600], got %v", s.IntervalSeconds)
 	} else if s.IntervalStart.IsZero() {

@@ -3,59 +3,18 @@ package rolloutlog
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
 )
-
-// startCluster runs three in-process JetStream servers joined by routes
-// (a cluster as infra/ runs one) and returns their client URLs.
-func startCluster(t *testing.T) []string {
-	t.Helper()
-	ports := make([]int, 3)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-	}
-	var routes []*url.URL
-	for _, p := range ports {
-		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", p)})
-	}
-	var urls []string
-	for i, p := range ports {
-		s, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: -1,
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-			Cluster: server.ClusterOpts{Name: "graygate-test", Host: "127.0.0.1", Port: p},
-			Routes:  routes,
-		})
-		if err != nil {
-			t.Fatalf("nats server %d: %v", i+1, err)
-		}
-		go s.Start()
-		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("nats server %d not ready", i+1)
-		}
-		urls = append(urls, s.ClientURL())
-	}
-	return urls
-}
 
 // The rollout log on an R3 stream of a three-node cluster whose leader
 // is made to step down again and again while changes are appended: a
@@ -66,7 +25,7 @@ func TestFollowerDuringLeaderChanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a cluster of three servers")
 	}
-	urls := startCluster(t)
+	urls := testenv.NATSCluster(t, 3)
 	all := strings.Join(urls, ",")
 	nc, err := nats.Connect(all)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,18 +74,8 @@ func readTrace(r io.Reader) ([]traceRow, error) {
 	if len(rows) == 0 {
 		return nil, errors.New("no requests")
 	}
-	slices.SortStableFunc(rows, func(a, b traceRow) int { return cmpInt64(a.Timestamp, b.Timestamp) })
+	slices.SortStableFunc(rows, func(a, b traceRow) int { return cmp.Compare(a.Timestamp, b.Timestamp) })
 	return rows, nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // parseTraceLine decodes one row and checks it.

@@ -88,6 +88,8 @@ type demo struct {
 	firstBadID  string
 	sent        atomic.Int64
 	clientSawOK atomic.Int64
+
+	poolStatuses statusTally // answers to the pooled deployment's traffic
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -120,12 +122,18 @@ func run(ctx context.Context, o options) error {
 	ctx, stopTraffic := context.WithCancel(ctx)
 	defer stopTraffic()
 	go d.traffic(ctx)
+	poolCtx, stopPool := context.WithCancel(context.Background())
+	defer stopPool()
+	go d.poolTraffic(poolCtx)
 	progressDone := make(chan struct{})
 	go d.progress(ctx, progressDone)
 
 	// Act 1: a healthy gray.
 	fmt.Println("\n-- act 1: a healthy gray release --------------------------------------------")
 	d.say("a tester forcing gray (force token, X-Gray-Rollout: true) gets x-gateway-arm: %s", d.forcedArm())
+	d.say("meanwhile deployment %s serves model %s from pools of engine replicas (mockllm --engine);", poolDeployment, poolModel)
+	d.say("one of primary's three replicas refuses connections: the gateway ejects it after 5 failures in a row;")
+	d.say("until then it retries those requests on the others, within the retry budget (20%% of the arm's requests, at least 3 per 10 s)")
 	time.Sleep(8 * time.Second)
 
 	// Act 2: the gray version starts breaking its output contract.
@@ -166,6 +174,9 @@ func run(ctx context.Context, o options) error {
 	stopTraffic()
 	<-progressDone
 	_ = d.mockAt(d.o.promptMock, map[string]any{"inflate-on": nil})
+
+	fmt.Println("\n-- the replica pools ---------------------------------------------------------")
+	d.pool(stopPool)
 
 	fmt.Println("\n-- what the sample store kept ------------------------------------------------")
 	d.summary()
@@ -318,6 +329,130 @@ func (d *demo) one() {
 		d.say("first bad gray answer: request %s — the client got primary's answer (HTTP %d, x-gateway-arm: fallback)",
 			d.firstBadID, resp.StatusCode)
 	}
+}
+
+// The deployment whose arms are pools of engine replicas
+// (scripts/devenv/graygate.yaml), and the model that routes to it.
+const (
+	poolDeployment = "qwen-pool"
+	poolModel      = "agent-chat-pool"
+)
+
+// poolSystemPrompt makes each user's conversation start with more than
+// two of the prefix index's 256-byte blocks, so that the prefix balancer
+// sends a user's next turn where the last one was served.
+const poolSystemPrompt = "Plan one step at a time. Each answer is a JSON object with the action to take and its parameters; " +
+	"prefer reading before writing, never delete without a backup, and stop to ask when an instruction is ambiguous. " +
+	"Keep the plan short: at most five steps, each naming the tool it uses, what it expects back and what it does " +
+	"when the tool fails. Quote file names exactly. Do not invent tools."
+
+// poolTraffic sends a quarter of the demo's rate (at least one a second)
+// to the pooled deployment, conversations of a few turns from 50 users,
+// so that the prefix balancer has something to follow. Its answers are
+// counted apart from the acts' traffic.
+func (d *demo) poolTraffic(ctx context.Context) {
+	rate := max(1, d.o.rate/4)
+	tick.Every(ctx, time.Second/time.Duration(rate), func() bool {
+		go func() {
+			user := rand.IntN(50)
+			body := fmt.Sprintf(`{"model":%q,"user":"pool-user-%02d","max_tokens":16,"messages":[`+
+				`{"role":"system","content":"You are the planning agent of user %02d. %s"},`+
+				`{"role":"user","content":"What should the agent do next, turn %d?"}]}`, poolModel, user, user, poolSystemPrompt, rand.IntN(4))
+			resp, err := d.http.Post(d.o.gateway+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				d.poolStatuses.add(0)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			d.poolStatuses.add(resp.StatusCode)
+		}()
+		return true
+	})
+}
+
+// statusTally counts HTTP statuses from several goroutines.
+type statusTally struct {
+	mu sync.Mutex
+	m  map[int]int
+}
+
+func (t *statusTally) add(status int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[int]int{}
+	}
+	t.m[status]++
+}
+
+func (t *statusTally) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return statusCounts(t.m)
+}
+
+// pool waits (while its traffic goes on, at most a minute) until a
+// replica of the pooled deployment is ejected, stops that traffic, and
+// prints the pools as `gateway upstreams` does.
+func (d *demo) pool(stopTraffic func()) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ups, err := d.upstreams()
+		if err != nil {
+			d.say("GET /admin/upstreams: %v", err)
+			break
+		}
+		ejected := false
+		for _, u := range ups {
+			for _, r := range u.Replicas {
+				ejected = ejected || u.Deployment == poolDeployment && r.State == events.ReplicaEjected
+			}
+		}
+		if ejected || time.Now().After(deadline) {
+			stopTraffic()
+			for _, u := range ups {
+				if u.Deployment != poolDeployment {
+					continue
+				}
+				states := map[events.ReplicaState][]string{}
+				for _, r := range u.Replicas {
+					states[r.State] = append(states[r.State], r.Replica)
+				}
+				d.say("%s %s: %d of %d replicas healthy; ejected: %v", u.Deployment, u.Arm,
+					len(states[events.ReplicaHealthy]), len(u.Replicas), states[events.ReplicaEjected])
+			}
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	d.say("requests to %s: HTTP statuses the clients got: %s", poolDeployment, &d.poolStatuses)
+	cmd := exec.Command("bin/gateway", "upstreams", "--config", d.o.config)
+	cmd.Env = append(os.Environ(), "GRAYGATE_ADMIN_TOKEN="+d.o.adminToken)
+	if out, err := cmd.CombinedOutput(); err == nil || len(out) > 0 {
+		fmt.Println(string(out))
+	}
+}
+
+// armUpstreams is one arm's entry of GET /admin/upstreams.
+type armUpstreams struct {
+	Deployment string `json:"deployment"`
+	events.ArmReplicas
+}
+
+func (d *demo) upstreams() ([]armUpstreams, error) {
+	b, status, err := d.adminDo(http.MethodGet, "/admin/upstreams", "")
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", status)
+	}
+	var up struct {
+		Upstreams []armUpstreams `json:"upstreams"`
+	}
+	err = json.Unmarshal(b, &up)
+	return up.Upstreams, err
 }
 
 // progress prints the traffic split every two seconds.

@@ -16,7 +16,7 @@ import (
 )
 
 // devConfig is the configuration `start` gives the services: mock upstreams
-// on 9001–9003, gateway on 8080/8081, collector 8082, analyzer 8083.
+// on 9001–9003, engine replicas on 9011–9015, gateway on 8080/8081, collector 8082, analyzer 8083.
 const devConfig = "scripts/devenv/graygate.yaml"
 
 // service is one background process `start` runs from bin/.
@@ -39,6 +39,10 @@ func services() []service {
 		mock("mock-primary", "127.0.0.1:9001"),
 		mock("mock-gray", "127.0.0.1:9002"),
 		mock("mock-long", "127.0.0.1:9003"),
+		// qwen-pool's replicas: five engines in one process, the third down
+		// (it refuses connections), so the gateway ejects it.
+		{name: "mock-engines", bin: "mockllm", ready: "127.0.0.1:9011",
+			args: []string{"--engine", "--replicas", "5", "--listen-base", "127.0.0.1:9011", "--replica", "2:down"}},
 		{name: "collector", bin: "collector", args: []string{"serve", "--config", devConfig}, ready: "127.0.0.1:8082",
 			pre: []string{"migrate", "--config", devConfig}, natsUser: "collector"},
 		{name: "gateway", bin: "gateway", args: []string{"serve", "--config", devConfig}, ready: "127.0.0.1:8080", natsUser: "gateway"},

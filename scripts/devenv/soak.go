@@ -22,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/graygate/graygate/scripts/internal/mockllm"
@@ -106,51 +105,8 @@ func soak(ctx context.Context, l layout, args []string) error {
 	return nil
 }
 
-// proc is a child process the drill owns: it can kill, stop and restart it.
-type proc struct {
-	name  string
-	bin   string
-	args  []string
-	env   []string
-	dir   string
-	log   string
-	ready func(context.Context) error // nil: ready once started
-	cmd   *exec.Cmd
-	done  <-chan struct{}
-}
-
-func (p *proc) start(ctx context.Context) error {
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Dir, cmd.Env = p.dir, p.env
-	done, err := process.Start(cmd, p.log, "soak")
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
-	}
-	p.cmd, p.done = cmd, done
-	if p.ready == nil {
-		return nil
-	}
-	return process.AwaitReady(ctx, p.name, p.log, p.ready, done, 60*time.Second)
-}
-
-// signal sends sig to the process group and waits up to grace for the exit
-// (SIGKILL after that).
-func (p *proc) signal(sig syscall.Signal, grace time.Duration) {
-	if p.cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-	p.cmd = nil
-}
-
-func (p *proc) kill()      { p.signal(syscall.SIGKILL, 10*time.Second) }
-func (p *proc) terminate() { p.signal(syscall.SIGTERM, 20*time.Second) }
+// proc is a child process the soak drill owns.
+type proc = process.Child
 
 // system is the drill's private copy of graygate and its addresses.
 type system struct {
@@ -284,8 +240,8 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 	bin := func(name string) string { return filepath.Join(o.bin, name) }
 	for i, k := range []string{"PRIMARY", "GRAY"} {
 		name := []string{"mock-primary", "mock-gray"}[i]
-		s.mocks[i] = &proc{name: name, bin: bin("mockllm"), env: env, dir: l.root, log: filepath.Join(logDir, name+".log"),
-			args: mockllm.DrillArgs(addrs[k]), ready: process.TCPReady(addrs[k])}
+		s.mocks[i] = &proc{Name: name, Bin: bin("mockllm"), Env: env, Dir: l.root, Log: filepath.Join(logDir, name+".log"),
+			Args: mockllm.DrillArgs(addrs[k]), Ready: process.TCPReady(addrs[k])}
 		s.mockURL[i] = "http://" + addrs[k]
 	}
 	config := func(replica int) (string, error) {
@@ -309,25 +265,25 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 	if out, err := exec.CommandContext(ctx, bin("collector"), "migrate", "--config", cfg1).CombinedOutput(); err != nil {
 		return s, fmt.Errorf("collector migrate: %w\n%s", err, out)
 	}
-	s.coll = &proc{name: "collector", bin: bin("collector"), env: env, dir: l.root, log: filepath.Join(logDir, "collector.log"),
-		args: []string{"serve", "--config", cfg1}, ready: process.HTTPReady("http://" + addrs["COLLECTOR"] + "/readyz")}
-	s.analyzer = &proc{name: "analyzer", bin: bin("analyzer"), env: env, dir: l.root, log: filepath.Join(logDir, "analyzer.log"),
-		args: []string{"serve", "--config", cfg1}, ready: process.HTTPReady("http://" + addrs["ANALYZER"] + "/readyz")}
+	s.coll = &proc{Name: "collector", Bin: bin("collector"), Env: env, Dir: l.root, Log: filepath.Join(logDir, "collector.log"),
+		Args: []string{"serve", "--config", cfg1}, Ready: process.HTTPReady("http://" + addrs["COLLECTOR"] + "/readyz")}
+	s.analyzer = &proc{Name: "analyzer", Bin: bin("analyzer"), Env: env, Dir: l.root, Log: filepath.Join(logDir, "analyzer.log"),
+		Args: []string{"serve", "--config", cfg1}, Ready: process.HTTPReady("http://" + addrs["ANALYZER"] + "/readyz")}
 	for i, cfg := range []string{cfg1, cfg2} {
 		name := fmt.Sprintf("gateway-%d", i+1)
 		admin := "http://" + addrs[fmt.Sprintf("A%d", i+1)]
 		s.gateways = append(s.gateways, &gateway{
-			proc: &proc{name: name, bin: bin("gateway"), env: env, dir: l.root, log: filepath.Join(logDir, name+".log"),
-				args: []string{"serve", "--config", cfg}, ready: process.HTTPReady(admin + "/readyz")},
+			proc: &proc{Name: name, Bin: bin("gateway"), Env: env, Dir: l.root, Log: filepath.Join(logDir, name+".log"),
+				Args: []string{"serve", "--config", cfg}, Ready: process.HTTPReady(admin + "/readyz")},
 			url: "http://" + addrs[fmt.Sprintf("G%d", i+1)], admin: admin})
 	}
 	order := append(slices.Clone(s.nats), s.mocks[0], s.mocks[1], s.coll, s.gateways[0].proc, s.gateways[1].proc, s.analyzer)
 	for _, p := range order {
-		if err := p.start(ctx); err != nil {
+		if err := p.Start(ctx); err != nil {
 			return s, err
 		}
 		s.started = append(s.started, p)
-		logf("soak: %s running (pid %d)", p.name, p.cmd.Process.Pid)
+		logf("soak: %s running (pid %d)", p.Name, p.Pid())
 	}
 	return s, nil
 }
@@ -362,11 +318,11 @@ func (s *system) natsNodes(bin string, env []string, logDir string) (string, err
 			args = append(args, "--server_name", "graygate-soak")
 		}
 		u := urls[i]
-		s.nats = append(s.nats, &proc{name: name, bin: bin, env: env, dir: s.l.root, log: filepath.Join(logDir, name+".log"), args: args,
+		s.nats = append(s.nats, &proc{Name: name, Bin: bin, Env: env, Dir: s.l.root, Log: filepath.Join(logDir, name+".log"), Args: args,
 			// A cluster node answers JetStream requests once a meta leader
 			// is elected, which needs a second node: only the last one
 			// started waits for that.
-			ready: func(ctx context.Context) error {
+			Ready: func(ctx context.Context) error {
 				if i < n-1 {
 					return process.TCPReady(u[len("nats://"):])(ctx)
 				}
@@ -379,7 +335,7 @@ func (s *system) natsNodes(bin string, env []string, logDir string) (string, err
 // shutdown stops every process the drill started and the Postgres cluster.
 func (s *system) shutdown() {
 	for i := len(s.started) - 1; i >= 0; i-- {
-		s.started[i].terminate()
+		s.started[i].Terminate()
 	}
 	if s.pg != nil && s.pgPort != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

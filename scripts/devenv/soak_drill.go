@@ -29,8 +29,8 @@ type fault struct {
 func (s *system) faults() []fault {
 	killProc := func(p *proc) func(context.Context, *system) (func(context.Context) error, error) {
 		return func(context.Context, *system) (func(context.Context) error, error) {
-			p.kill()
-			return p.start, nil
+			p.Kill()
+			return p.Start, nil
 		}
 	}
 	natsFault := fault{name: "nats", what: "nats-server SIGKILLed, restarted", act: killProc(s.nats[0])}
@@ -53,9 +53,9 @@ func (s *system) faults() []fault {
 			act: func(ctx context.Context, s *system) (func(context.Context) error, error) {
 				g := s.gateways[1]
 				s.load.out[1].Store(true) // the balancer stops sending new requests to it
-				g.terminate()
+				g.Terminate()
 				return func(ctx context.Context) error {
-					if err := g.start(ctx); err != nil {
+					if err := g.Start(ctx); err != nil {
 						return err
 					}
 					s.load.out[1].Store(false)

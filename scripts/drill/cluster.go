@@ -206,7 +206,7 @@ func newCluster(root, dir, logDir, natsBin string, env []string) (*cluster, erro
 		}
 		nd.proxy = p
 		c.nodes = append(c.nodes, nd)
-		routes = append(routes, "nats-route://"+p.addr)
+		routes = append(routes, "nats-route://"+p.Addr)
 		urls = append(urls, "tls://"+nd.client)
 	}
 	c.urls = strings.Join(urls, ",")
@@ -221,15 +221,15 @@ func newCluster(root, dir, logDir, natsBin string, env []string) (*cluster, erro
 		}
 		text := strings.NewReplacer("{{N}}", strconv.Itoa(nd.n), "{{INCLUDE}}", include,
 			"{{CLIENT}}", nd.client, "{{MONITOR}}", nd.monitor, "{{STORE}}", filepath.Join(ndir, "store"),
-			"{{CLUSTER}}", nd.clusterAt, "{{ADVERTISE}}", nd.proxy.addr,
+			"{{CLUSTER}}", nd.clusterAt, "{{ADVERTISE}}", nd.proxy.Addr,
 			"{{ROUTES}}", strings.Join(routes, ", ")).Replace(nodeConfig)
 		conf := filepath.Join(ndir, "nats-server.conf")
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			return c, err
 		}
-		nd.proc = &proc{name: fmt.Sprintf("nats-%d", nd.n), bin: natsBin, env: env, dir: ndir,
-			log: filepath.Join(logDir, fmt.Sprintf("nats-%d.log", nd.n)), args: []string{"-c", conf},
-			ready: process.TCPReady(nd.client)}
+		nd.proc = &proc{Name: fmt.Sprintf("nats-%d", nd.n), Bin: natsBin, Env: env, Dir: ndir,
+			Log: filepath.Join(logDir, fmt.Sprintf("nats-%d.log", nd.n)), Args: []string{"-c", conf},
+			Ready: process.TCPReady(nd.client)}
 	}
 	return c, nil
 }
@@ -242,7 +242,7 @@ func (c *cluster) dialer(conn net.Conn) int {
 		if nd.proc == nil {
 			continue
 		}
-		if pid := nd.pid(); pid != 0 {
+		if pid := nd.Pid(); pid != 0 {
 			pids = append(pids, pid)
 			byPid[pid] = nd.n
 		}
@@ -257,10 +257,10 @@ func (c *cluster) dialer(conn net.Conn) int {
 // start runs the nodes and waits until every one reports JetStream healthy.
 func (c *cluster) start(ctx context.Context) error {
 	for _, nd := range c.nodes {
-		if err := nd.start(ctx); err != nil {
+		if err := nd.Start(ctx); err != nil {
 			return err
 		}
-		logf("%s running (pid %d, client %s)", nd.name, nd.pid(), nd.client)
+		logf("%s running (pid %d, client %s)", nd.Name, nd.Pid(), nd.client)
 	}
 	return c.healthy(ctx, 90*time.Second)
 }
@@ -273,17 +273,17 @@ func (c *cluster) healthy(ctx context.Context, limit time.Duration) error {
 	for {
 		var bad []string
 		for _, nd := range c.nodes {
-			if nd.pid() == 0 || nd.isStopped() {
+			if nd.Pid() == 0 || nd.Stopped() {
 				continue
 			}
 			resp, err := client.Get("http://" + nd.monitor + "/healthz")
 			if err != nil {
-				bad = append(bad, fmt.Sprintf("%s: %v", nd.name, err))
+				bad = append(bad, fmt.Sprintf("%s: %v", nd.Name, err))
 				continue
 			}
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				bad = append(bad, fmt.Sprintf("%s: %s", nd.name, resp.Status))
+				bad = append(bad, fmt.Sprintf("%s: %s", nd.Name, resp.Status))
 			}
 		}
 		if len(bad) == 0 {
@@ -315,12 +315,12 @@ func (c *cluster) partition(n int, cut bool) {
 func (c *cluster) shutdown() {
 	for _, nd := range c.nodes {
 		if nd.proc != nil {
-			nd.terminate()
+			nd.Terminate()
 		}
 	}
 	for _, nd := range c.nodes {
 		if nd.proxy != nil {
-			nd.proxy.close()
+			nd.proxy.Close()
 		}
 	}
 }

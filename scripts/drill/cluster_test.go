@@ -18,7 +18,7 @@ func routesOf(t *testing.T, nd *node) map[string]bool {
 	t.Helper()
 	resp, err := http.Get("http://" + nd.monitor + "/routez")
 	if err != nil {
-		t.Fatalf("routez of %s: %v", nd.name, err)
+		t.Fatalf("routez of %s: %v", nd.Name, err)
 	}
 	defer resp.Body.Close()
 	var body struct {
@@ -64,7 +64,7 @@ func TestClusterPartition(t *testing.T) {
 	testenv.Must(t, cl.start(ctx))
 	full := func(nd *node) bool { return len(routesOf(t, nd)) == 2 }
 	for _, nd := range cl.nodes {
-		testenv.WaitFor(t, 30*time.Second, nd.name+" routed to both others", func() bool { return full(nd) })
+		testenv.WaitFor(t, 30*time.Second, nd.Name+" routed to both others", func() bool { return full(nd) })
 	}
 	cl.partition(1, true)
 	testenv.WaitFor(t, 30*time.Second, "node 1 without routes", func() bool { return len(routesOf(t, cl.nodes[0])) == 0 })
@@ -77,6 +77,6 @@ func TestClusterPartition(t *testing.T) {
 	}
 	cl.partition(1, false)
 	for _, nd := range cl.nodes {
-		testenv.WaitFor(t, 30*time.Second, nd.name+" routed to both others after the heal", func() bool { return full(nd) })
+		testenv.WaitFor(t, 30*time.Second, nd.Name+" routed to both others after the heal", func() bool { return full(nd) })
 	}
 }

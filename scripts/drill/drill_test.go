@@ -68,9 +68,9 @@ func TestRouteProxyIsolate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer p.close()
+			defer p.Close()
 			dial := func() net.Conn {
-				c, err := net.Dial("tcp", p.addr)
+				c, err := net.Dial("tcp", p.Addr)
 				if err != nil {
 					t.Fatal(err)
 				}

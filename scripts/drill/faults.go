@@ -30,19 +30,19 @@ type fault struct {
 func (s *system) faults(lw *leaseWatch) []fault {
 	var fs []fault
 	for _, nd := range s.cluster.nodes {
-		fs = append(fs, fault{name: "sigstop-" + nd.name, what: nd.name + " SIGSTOPped, then SIGCONT",
+		fs = append(fs, fault{name: "sigstop-" + nd.Name, what: nd.Name + " SIGSTOPped, then SIGCONT",
 			inject: func(context.Context, *phase) (func(context.Context) error, error) {
-				if err := nd.stop(); err != nil {
+				if err := nd.Stop(); err != nil {
 					return nil, err
 				}
-				return func(context.Context) error { return nd.cont() }, nil
+				return func(context.Context) error { return nd.Cont() }, nil
 			}})
 	}
 	for _, nd := range s.cluster.nodes {
-		fs = append(fs, fault{name: "sigkill-" + nd.name, what: nd.name + " SIGKILLed, then restarted",
+		fs = append(fs, fault{name: "sigkill-" + nd.Name, what: nd.Name + " SIGKILLed, then restarted",
 			inject: func(context.Context, *phase) (func(context.Context) error, error) {
-				nd.kill()
-				return nd.start, nil
+				nd.Kill()
+				return nd.Start, nil
 			}})
 	}
 	fs = append(fs, fault{name: "sigstop-lease-holder", what: "the analyzer holding the lease SIGSTOPped, then SIGCONT",
@@ -55,12 +55,12 @@ func (s *system) faults(lw *leaseWatch) []fault {
 				return nil, fmt.Errorf("no analyzer holds the lease")
 			}
 			a := s.analyzers[i]
-			logf("  the lease holder is %s", a.name)
-			p.What = a.name + ", holding the lease, SIGSTOPped, then SIGCONT"
-			if err := a.stop(); err != nil {
+			logf("  the lease holder is %s", a.Name)
+			p.What = a.Name + ", holding the lease, SIGSTOPped, then SIGCONT"
+			if err := a.Stop(); err != nil {
 				return nil, err
 			}
-			return func(context.Context) error { return a.cont() }, nil
+			return func(context.Context) error { return a.Cont() }, nil
 		}})
 	fs = append(fs, fault{name: "partition", what: "the node leading " + events.StreamRollout + " cut off from the other two (route proxies), then healed",
 		inject: func(ctx context.Context, p *phase) (func(context.Context) error, error) {
@@ -76,11 +76,11 @@ func (s *system) faults(lw *leaseWatch) []fault {
 		inject: func(context.Context, *phase) (func(context.Context) error, error) {
 			two := s.cluster.nodes[1:]
 			for _, nd := range two {
-				nd.kill()
+				nd.Kill()
 			}
 			return func(ctx context.Context) error {
 				for _, nd := range two {
-					if err := nd.start(ctx); err != nil {
+					if err := nd.Start(ctx); err != nil {
 						return err
 					}
 				}
@@ -193,7 +193,7 @@ func (s *system) runPhase(ctx context.Context, i int, f fault, l *load, rw *roll
 		}
 		holder := "none"
 		if h := lw.holder(); h >= 0 {
-			holder = s.analyzers[h].name
+			holder = s.analyzers[h].Name
 		}
 		logf("  %s %3.0fs: %d requests, %d client errors, arms %s; lease %s; %s",
 			f.name, time.Since(p.Start).Seconds(), n, errs, counts.Format(arms), holder, strings.Join(gws, ", "))
@@ -292,7 +292,7 @@ func (s *system) resume(ctx context.Context, rw *rolloutWatch, name string) erro
 			puts++
 			code, text, err := s.admin(ctx, http.MethodPut, g.admin+"/admin/rollouts/"+deployment, body)
 			if err != nil || code != http.StatusOK {
-				logf("  resume through %s: %d %v %.200s", g.name, code, err, text)
+				logf("  resume through %s: %d %v %.200s", g.Name, code, err, text)
 			}
 		}
 		sleep(ctx, 100*time.Millisecond)

@@ -53,8 +53,8 @@ func TestMiniDrill(t *testing.T) {
 		defer func() {
 			s.shutdown()
 			for _, p := range append(s.started, nodeProcs(s)...) {
-				if p.pid() != 0 {
-					t.Errorf("%s still runs after shutdown", p.name)
+				if p.Pid() != 0 {
+					t.Errorf("%s still runs after shutdown", p.Name)
 				}
 			}
 		}()

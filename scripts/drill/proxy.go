@@ -3,12 +3,13 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"io"
+	"maps"
 	"net"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/graygate/graygate/scripts/internal/relay"
 )
 
 // routeProxy stands in front of one NATS node's cluster listener: every
@@ -17,135 +18,36 @@ import (
 // proxies as its routes). It knows which node dialed each connection
 // (identify), so Isolate(n) can cut node n off: on n's own proxy every
 // connection, on the others the connections n dialed; new ones are
-// refused the same way until Heal. The processes keep running.
+// refused the same way until Heal. The processes keep running. Isolate
+// and Heal are called from one goroutine.
 type routeProxy struct {
-	node     int    // the node behind it
-	addr     string // host:port the nodes dial
-	target   string // the node's cluster listener
-	ln       net.Listener
-	identify func(c net.Conn) int // the node that dialed an accepted connection, 0 when unknown
-
-	mu       sync.Mutex
+	*relay.Relay
+	node     int // the node behind it
 	isolated map[int]bool
-	conns    map[net.Conn]int // client side → dialing node
-	wg       sync.WaitGroup
 }
 
 // newRouteProxy listens on a free loopback port and forwards to target
-// until close.
+// until Close.
 func newRouteProxy(node int, target string, identify func(net.Conn) int) (*routeProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := relay.Listen(target, identify)
 	if err != nil {
 		return nil, err
 	}
-	p := &routeProxy{node: node, addr: ln.Addr().String(), target: target, ln: ln, identify: identify,
-		isolated: map[int]bool{}, conns: map[net.Conn]int{}}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Add(1)
-			go func() { defer p.wg.Done(); p.serve(c) }()
-		}
-	}()
-	return p, nil
-}
-
-// refused reports whether a connection from node from may not pass now.
-// Call with p.mu held.
-func (p *routeProxy) refused(from int) bool {
-	return p.isolated[p.node] || p.isolated[from]
-}
-
-func (p *routeProxy) serve(c net.Conn) {
-	from := p.identify(c)
-	p.mu.Lock()
-	if p.refused(from) {
-		p.mu.Unlock()
-		c.Close()
-		return
-	}
-	p.conns[c] = from
-	p.mu.Unlock()
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		p.drop(c)
-		return
-	}
-	p.mu.Lock()
-	_, open := p.conns[c] // cut while dialing
-	p.mu.Unlock()
-	if !open {
-		up.Close()
-		return
-	}
-	done := make(chan struct{})
-	go func() { io.Copy(up, c); up.Close(); c.Close(); close(done) }()
-	io.Copy(c, up)
-	c.Close()
-	up.Close()
-	<-done
-	p.drop(c)
-}
-
-func (p *routeProxy) drop(c net.Conn) {
-	c.Close()
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
+	return &routeProxy{Relay: r, node: node, isolated: map[int]bool{}}, nil
 }
 
 // Isolate cuts node n off: the connections it dialed (all of them on its
 // own proxy) are closed and new ones refused until Heal.
 func (p *routeProxy) Isolate(n int) {
-	p.mu.Lock()
 	p.isolated[n] = true
-	var cut []net.Conn
-	for c, from := range p.conns {
-		if p.refused(from) {
-			cut = append(cut, c)
-			delete(p.conns, c)
-		}
-	}
-	p.mu.Unlock()
-	for _, c := range cut {
-		c.Close()
-	}
+	isolated := maps.Clone(p.isolated)
+	p.Refuse(func(from int) bool { return isolated[p.node] || isolated[from] })
 }
 
 // Heal lets every node through again.
 func (p *routeProxy) Heal() {
-	p.mu.Lock()
 	p.isolated = map[int]bool{}
-	p.mu.Unlock()
-}
-
-// Open returns the number of connections it forwards now, by dialing node.
-func (p *routeProxy) Open() map[int]int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	m := map[int]int{}
-	for _, from := range p.conns {
-		m[from]++
-	}
-	return m
-}
-
-// close stops listening, closes every connection and waits for its goroutines.
-func (p *routeProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	conns := p.conns
-	p.conns = map[net.Conn]int{}
-	p.mu.Unlock()
-	for c := range conns {
-		c.Close()
-	}
-	p.wg.Wait()
+	p.Refuse(nil)
 }
 
 // dialerOf returns the process among pids that owns the dialing end of an

@@ -25,12 +25,12 @@ func (s *system) dialAsGateway() (*nats.Conn, jetstream.JetStream, error) {
 	// With the environment gateway-1 got, not the drill's own: a NATS_URL
 	// there (task test's server, or .data/env's) would name another server.
 	gw := s.gateways[0]
-	path := gw.args[len(gw.args)-1]
+	path := gw.Args[len(gw.Args)-1]
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the gateway's configuration: %w", err)
 	}
-	cfg, _, err := config.Parse(data, filepath.Dir(path), envLookup(gw.env), config.ForGateway)
+	cfg, _, err := config.Parse(data, filepath.Dir(path), envLookup(gw.Env), config.ForGateway)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load the gateway's configuration: %w", err)
 	}

@@ -180,8 +180,8 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 	bin := func(name string) string { return filepath.Join(o.bin, name) }
 	for i, k := range []string{"PRIMARY", "GRAY"} {
 		name := []string{"mock-primary", "mock-gray"}[i]
-		s.mocks[i] = &proc{name: name, bin: bin("mockllm"), env: env, dir: root, log: filepath.Join(logDir, name+".log"),
-			args: mockllm.DrillArgs(addrs[k]), ready: process.TCPReady(addrs[k])}
+		s.mocks[i] = &proc{Name: name, Bin: bin("mockllm"), Env: env, Dir: root, Log: filepath.Join(logDir, name+".log"),
+			Args: mockllm.DrillArgs(addrs[k]), Ready: process.TCPReady(addrs[k])}
 		s.mockURL[i] = "http://" + addrs[k]
 	}
 	config := func(name, service, listen, admin, analyzerAt string) (string, error) {
@@ -211,8 +211,8 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 		return s, fmt.Errorf("collector migrate: %w\n%s", err, out)
 	}
 	s.collURL = "http://" + addrs["COLLECTOR"]
-	s.collector = &proc{name: "collector", bin: bin("collector"), env: env, dir: root, log: filepath.Join(logDir, "collector.log"),
-		args: []string{"serve", "--config", collCfg}, ready: process.HTTPReady(s.collURL + "/healthz")}
+	s.collector = &proc{Name: "collector", Bin: bin("collector"), Env: env, Dir: root, Log: filepath.Join(logDir, "collector.log"),
+		Args: []string{"serve", "--config", collCfg}, Ready: process.HTTPReady(s.collURL + "/healthz")}
 	for i := 1; i <= 2; i++ {
 		name := fmt.Sprintf("gateway-%d", i)
 		cfg, err := config(name, "gateway", addrs[fmt.Sprintf("G%d", i)], addrs[fmt.Sprintf("A%d", i)], addrs["AN1"])
@@ -221,8 +221,8 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 		}
 		admin := "http://" + addrs[fmt.Sprintf("A%d", i)]
 		s.gateways = append(s.gateways, &gateway{
-			proc: &proc{name: name, bin: bin("gateway"), env: env, dir: root, log: filepath.Join(logDir, name+".log"),
-				args: []string{"serve", "--config", cfg}, ready: process.HTTPReady(admin + "/healthz")},
+			proc: &proc{Name: name, Bin: bin("gateway"), Env: env, Dir: root, Log: filepath.Join(logDir, name+".log"),
+				Args: []string{"serve", "--config", cfg}, Ready: process.HTTPReady(admin + "/healthz")},
 			url: "http://" + addrs[fmt.Sprintf("G%d", i)], admin: admin})
 	}
 	for i := 1; i <= 2; i++ {
@@ -235,9 +235,9 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 		// Consumer names are granted exactly by the shipped configuration
 		// (graygate_analyzer_0, _1, _2).
 		s.analyzers = append(s.analyzers, &analyzer{
-			proc: &proc{name: name, bin: bin("analyzer"), env: env, dir: root, log: filepath.Join(logDir, name+".log"),
-				args:  []string{"serve", "--config", cfg, "--consumer", fmt.Sprintf("graygate_analyzer_%d", i-1)},
-				ready: process.HTTPReady("http://" + at + "/healthz")},
+			proc: &proc{Name: name, Bin: bin("analyzer"), Env: env, Dir: root, Log: filepath.Join(logDir, name+".log"),
+				Args:  []string{"serve", "--config", cfg, "--consumer", fmt.Sprintf("graygate_analyzer_%d", i-1)},
+				Ready: process.HTTPReady("http://" + at + "/healthz")},
 			url: "http://" + at})
 	}
 	order := []*proc{s.mocks[0], s.mocks[1], s.collector}
@@ -248,11 +248,11 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 		order = append(order, a.proc)
 	}
 	for _, p := range order {
-		if err := p.start(ctx); err != nil {
+		if err := p.Start(ctx); err != nil {
 			return s, err
 		}
 		s.started = append(s.started, p)
-		logf("%s running (pid %d)", p.name, p.pid())
+		logf("%s running (pid %d)", p.Name, p.Pid())
 	}
 	return s, nil
 }
@@ -261,7 +261,7 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 // nodes and the route proxies.
 func (s *system) shutdown() {
 	for i := len(s.started) - 1; i >= 0; i-- {
-		s.started[i].terminate()
+		s.started[i].Terminate()
 	}
 	if s.cluster != nil {
 		s.cluster.shutdown()

@@ -76,7 +76,7 @@ func (w *leaseWatch) look(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i, a := range w.analyzers {
 		s.held[i] = heldUnknown
-		if a.isStopped() || a.pid() == 0 {
+		if a.Stopped() || a.Pid() == 0 {
 			continue
 		}
 		wg.Add(1)

@@ -18,8 +18,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.stats.requests.Add(1)
 	s.stats.inFlight.Add(1)
 	defer s.stats.inFlight.Add(-1)
+	s.ended(w, s.serveChat(w, r, start))
+}
 
-	err := s.serveChat(w, r, start)
+// ended counts how a request ended, by the error its serve function
+// returned.
+func (s *Server) ended(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, errDropped):
 		s.stats.dropped.Add(1)
@@ -89,26 +93,13 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, start time.Ti
 	}
 
 	set.applyInflate(req.system)
-	a := answer{
-		id:           s.nextID(),
-		created:      start.Unix(),
-		model:        set.Model,
-		set:          &set,
-		req:          &req,
-		promptTokens: promptTokens(req, set.BytesPerToken),
-	}
-	if a.model == "" {
-		a.model = req.model
-	}
-	if a.model == "" {
-		a.model = defaultModel
-	}
+	a := s.newAnswer(start, &set, &req, promptTokens(req, set.BytesPerToken))
 	if set.ToolCalls == 0 {
 		a.gen = s.content.get(&set, &req)
 	}
 
 	if req.stream {
-		st := streamer{ctx: ctx, w: w, rc: http.NewResponseController(w), a: &a, buf: *buf}
+		st := streamer{sseWriter: newSSEWriter(ctx, w, &a), buf: *buf}
 		err := st.stream(set.Status)
 		*buf = st.buf[:0]
 		return err
@@ -117,6 +108,19 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, start time.Ti
 		return errClientGone
 	}
 	return s.writeCompletion(ctx, w, &a, buf)
+}
+
+// newAnswer starts the answer to req: a fresh id, the model the settings
+// name, else the request's, else the default.
+func (s *Server) newAnswer(start time.Time, set *Settings, req *parsedRequest, promptTokens int) answer {
+	a := answer{id: s.nextID(), created: start.Unix(), model: set.Model, set: set, req: req, promptTokens: promptTokens}
+	if a.model == "" {
+		a.model = req.model
+	}
+	if a.model == "" {
+		a.model = defaultModel
+	}
+	return a
 }
 
 // writeCompletion writes a non-streaming chat.completion, truncated in

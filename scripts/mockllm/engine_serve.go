@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,16 +105,7 @@ func (s *Server) handleEngine(w http.ResponseWriter, r *http.Request, kind engin
 	s.stats.requests.Add(1)
 	s.stats.inFlight.Add(1)
 	defer s.stats.inFlight.Add(-1)
-	err := s.serveEngine(w, r, start, kind)
-	switch {
-	case errors.Is(err, errDropped):
-		s.stats.dropped.Add(1)
-	case errors.Is(err, errClientGone):
-		s.stats.cancelled.Add(1)
-		abort(http.NewResponseController(w))
-	default:
-		s.stats.completed.Add(1)
-	}
+	s.ended(w, s.serveEngine(w, r, start, kind))
 }
 
 // serveEngine writes the answer. It returns nil when it was written whole,
@@ -157,21 +147,8 @@ func (s *Server) serveEngine(w http.ResponseWriter, r *http.Request, start time.
 		}
 	}()
 
-	a := answer{
-		id:            s.nextID(),
-		created:       start.Unix(),
-		model:         set.Model,
-		set:           &set,
-		req:           &req,
-		promptTokens:  sq.promptTokens,
-		promptDetails: true,
-	}
-	if a.model == "" {
-		a.model = req.model
-	}
-	if a.model == "" {
-		a.model = defaultModel
-	}
+	a := s.newAnswer(start, &set, &req, sq.promptTokens)
+	a.promptDetails = true
 	if set.ToolCalls == 0 || kind == kindText {
 		a.gen = s.content.get(&set, &req)
 	}
@@ -201,8 +178,8 @@ func (s *Server) serveEngine(w http.ResponseWriter, r *http.Request, start time.
 		return s.writeEngineCompletion(ctx, w, &a, kind, buf)
 	}
 
-	st := engineStream{ctx: ctx, w: w, rc: http.NewResponseController(w), a: &a, kind: kind}
-	if err := st.open(); err != nil {
+	st := engineStream{sseWriter: newSSEWriter(ctx, w, &a), kind: kind}
+	if err := st.start(); err != nil {
 		return err
 	}
 	for sent := 0; sent < maxTokens; {
@@ -263,36 +240,18 @@ func (s *Server) writeEngineCompletion(ctx context.Context, w http.ResponseWrite
 // the headers until the first token, then one chunk per wake of the
 // handler — one per decoded token while the client keeps up.
 type engineStream struct {
-	ctx  context.Context
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	a    *answer
+	sseWriter
 	kind engineKind
-	sent int // data events written
-	head []byte
 	buf  []byte
 }
 
-// open writes the headers, as vLLM does before the first token.
-func (st *engineStream) open() error {
-	h := st.w.Header()
-	h["Content-Type"] = eventStreamType
-	h["Cache-Control"] = noCache
-	h["X-Accel-Buffering"] = noBuffering
-	st.w.WriteHeader(http.StatusOK)
-	if err := st.rc.Flush(); err != nil {
-		return errClientGone
-	}
-	if st.a.set.DropAfter == 0 {
-		abort(st.rc)
-		return errDropped
-	}
+// start writes the headers, as vLLM does before the first token.
+func (st *engineStream) start() error {
 	object := "chat.completion.chunk"
 	if st.kind == kindText {
 		object = "text_completion"
 	}
-	st.head = st.a.appendHead(st.head, object)
-	return nil
+	return st.open(http.StatusOK, object)
 }
 
 // tokens writes the chunk of completion tokens from up to to (the role
@@ -373,27 +332,15 @@ func (st *engineStream) close() error {
 	if err := st.chunk(last, a.quotedFinishReason(), false); err != nil {
 		return err
 	}
-	if a.req.includeUsage && a.set.Usage {
-		b := append(st.buf[:0], dataPrefix...)
-		b = append(b, st.head[:len(st.head)-len(`"choices":[`)]...)
-		b = append(b, `"choices":[],"usage":`...)
-		b = a.appendUsage(b)
-		b = append(b, "}\n\n"...)
-		st.buf = b
-		if err := st.write(b); err != nil {
-			return err
-		}
-	}
-	return st.write([]byte("data: [DONE]\n\n"))
+	var err error
+	st.buf, err = st.done(st.buf)
+	return err
 }
 
 // chunk writes one event whose choice carries payload: the delta of a chat
 // chunk, the text of a completion chunk. With truncate, the JSON is cut in
 // half (invalid-json).
 func (st *engineStream) chunk(payload []byte, finish string, truncate bool) error {
-	if st.ctx.Err() != nil {
-		return errClientGone
-	}
 	buf := getBuf()
 	defer putBuf(buf)
 	b := append((*buf)[:0], dataPrefix...)
@@ -404,36 +351,9 @@ func (st *engineStream) chunk(payload []byte, finish string, truncate bool) erro
 		b = append(b, `{"index":0,"text":`...)
 	}
 	b = append(b, payload...)
-	b = append(b, `,"logprobs":null,"finish_reason":`...)
-	b = append(b, finish...)
-	b = append(b, `}]`...)
-	if st.a.req.includeUsage {
-		b = append(b, `,"usage":null`...)
-	}
-	b = append(b, '}')
-	if truncate {
-		b = b[:len(dataPrefix)+(len(b)-len(dataPrefix))/2]
-	}
-	b = append(b, "\n\n"...)
+	b, err := st.end(b, finish, truncate)
 	*buf = b
-	return st.write(b)
-}
-
-// write sends one event, flushes it, and drops the connection once
-// drop-after events were sent.
-func (st *engineStream) write(b []byte) error {
-	if _, err := st.w.Write(b); err != nil {
-		return errClientGone
-	}
-	if err := st.rc.Flush(); err != nil {
-		return errClientGone
-	}
-	st.sent++
-	if st.sent == st.a.set.DropAfter {
-		abort(st.rc)
-		return errDropped
-	}
-	return nil
+	return err
 }
 
 // handleHealth answers GET /health as an engine does: 200 "ok", or the

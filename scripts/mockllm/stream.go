@@ -15,16 +15,102 @@ var (
 	errDropped = errors.New("connection dropped on purpose")
 )
 
+// sseWriter is what both writers of server-sent events share: the response, the
+// answer, the chunk head every event starts with and the count of data
+// events that drop-after counts.
+type sseWriter struct {
+	ctx  context.Context
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	a    *answer
+	sent int // data events written
+	head []byte
+}
+
+func newSSEWriter(ctx context.Context, w http.ResponseWriter, a *answer) sseWriter {
+	return sseWriter{ctx: ctx, w: w, rc: http.NewResponseController(w), a: a}
+}
+
+// open writes and flushes the event-stream headers with status, drops the
+// connection at once under drop-after 0, and builds the chunk head for
+// object.
+func (s *sseWriter) open(status int, object string) error {
+	h := s.w.Header()
+	h["Content-Type"] = eventStreamType
+	h["Cache-Control"] = noCache
+	h["X-Accel-Buffering"] = noBuffering
+	s.w.WriteHeader(status)
+	if err := s.rc.Flush(); err != nil {
+		return errClientGone
+	}
+	if s.a.set.DropAfter == 0 {
+		abort(s.rc)
+		return errDropped
+	}
+	s.head = s.a.appendHead(s.head, object)
+	return nil
+}
+
+// end closes a chunk event whose choice is written up to its payload and
+// sends it. With truncate, the JSON is cut in half (invalid-json mode).
+func (s *sseWriter) end(b []byte, finish string, truncate bool) ([]byte, error) {
+	if s.ctx.Err() != nil {
+		return b, errClientGone
+	}
+	b = append(b, `,"logprobs":null,"finish_reason":`...)
+	b = append(b, finish...)
+	b = append(b, `}]`...)
+	if s.a.req.includeUsage {
+		b = append(b, `,"usage":null`...)
+	}
+	b = append(b, '}')
+	if truncate {
+		b = b[:len(dataPrefix)+(len(b)-len(dataPrefix))/2]
+	}
+	b = append(b, "\n\n"...)
+	return b, s.write(b)
+}
+
+// done writes the usage chunk when the client asked for it and the
+// settings give one, then [DONE], in buf.
+func (s *sseWriter) done(buf []byte) ([]byte, error) {
+	a := s.a
+	if a.req.includeUsage && a.set.Usage {
+		b := append(buf[:0], dataPrefix...)
+		b = append(b, s.head[:len(s.head)-len(`"choices":[`)]...)
+		b = append(b, `"choices":[],"usage":`...)
+		b = a.appendUsage(b)
+		buf = append(b, "}\n\n"...)
+		if err := s.write(buf); err != nil {
+			return buf, err
+		}
+	}
+	buf = append(buf[:0], "data: [DONE]\n\n"...)
+	return buf, s.write(buf)
+}
+
+// write sends one event, flushes it, and drops the connection once
+// drop-after events were sent.
+func (s *sseWriter) write(b []byte) error {
+	if _, err := s.w.Write(b); err != nil {
+		return errClientGone
+	}
+	if err := s.rc.Flush(); err != nil {
+		return errClientGone
+	}
+	s.sent++
+	if s.sent == s.a.set.DropAfter {
+		abort(s.rc)
+		return errDropped
+	}
+	return nil
+}
+
 // streamer writes one answer as OpenAI server-sent events, flushing after
 // every event, honouring drop-after and noticing a departed client.
 type streamer struct {
-	ctx   context.Context
-	w     http.ResponseWriter
-	rc    *http.ResponseController
-	a     *answer
+	sseWriter
 	pause pauser
-	sent  int // data events written
-	head  []byte
 	buf   []byte
 }
 
@@ -32,18 +118,9 @@ type streamer struct {
 // errClientGone or errDropped otherwise.
 func (st *streamer) stream(status int) error {
 	defer st.pause.stop()
-	h := st.w.Header()
-	h["Content-Type"] = eventStreamType
-	h["Cache-Control"] = noCache
-	h["X-Accel-Buffering"] = noBuffering
-	st.w.WriteHeader(status)
-	if err := st.rc.Flush(); err != nil {
-		return errClientGone
+	if err := st.open(status, "chat.completion.chunk"); err != nil {
+		return err
 	}
-	if st.a.set.DropAfter == 0 {
-		return st.drop()
-	}
-	st.head = st.a.appendHead(st.head, "chat.completion.chunk")
 
 	a := st.a
 	if a.gen == nil {
@@ -68,7 +145,7 @@ func (st *streamer) stream(status int) error {
 			}
 			b := append(st.begin(), `{"content":`...)
 			b = appendString(b, piece)
-			if err := st.end(append(b, '}'), finishNull, truncate); err != nil {
+			if err := st.chunk(append(b, '}'), finishNull, truncate); err != nil {
 				return err
 			}
 		}
@@ -76,19 +153,9 @@ func (st *streamer) stream(status int) error {
 	if err := st.fixed(`{}`, a.quotedFinishReason()); err != nil {
 		return err
 	}
-	if a.req.includeUsage && a.set.Usage {
-		b := append(st.buf[:0], "data: "...)
-		b = append(b, st.head[:len(st.head)-len(`"choices":[`)]...)
-		b = append(b, `"choices":[],"usage":`...)
-		b = a.appendUsage(b)
-		b = append(b, "}\n\n"...)
-		st.buf = b
-		if err := st.write(b); err != nil {
-			return err
-		}
-	}
-	st.buf = append(st.buf[:0], "data: [DONE]\n\n"...)
-	return st.write(st.buf)
+	var err error
+	st.buf, err = st.done(st.buf)
+	return err
 }
 
 // toolCalls writes, for each tool call, a chunk naming the function and
@@ -110,7 +177,7 @@ func (st *streamer) toolCalls() error {
 		b = a.appendToolCallID(b, i)
 		b = append(b, `,"type":"function","function":{"name":`...)
 		b = appendString(b, a.set.ToolName)
-		if err := st.end(append(b, `,"arguments":""}}]}`...), finishNull, false); err != nil {
+		if err := st.chunk(append(b, `,"arguments":""}}]}`...), finishNull, false); err != nil {
 			return err
 		}
 		for _, part := range args {
@@ -121,7 +188,7 @@ func (st *streamer) toolCalls() error {
 			b = strconv.AppendInt(b, int64(i), 10)
 			b = append(b, `,"function":{"arguments":`...)
 			b = appendString(b, part)
-			if err := st.end(append(b, `}}]}`...), finishNull, false); err != nil {
+			if err := st.chunk(append(b, `}}]}`...), finishNull, false); err != nil {
 				return err
 			}
 		}
@@ -143,49 +210,15 @@ func (st *streamer) begin() []byte {
 
 // fixed writes a chunk whose delta is a constant.
 func (st *streamer) fixed(delta, finish string) error {
-	return st.end(append(st.begin(), delta...), finish, false)
+	return st.chunk(append(st.begin(), delta...), finish, false)
 }
 
-// end closes the chunk event started by begin (after its delta) and writes
-// it. With truncate, the JSON payload is cut in half (invalid-json mode).
-func (st *streamer) end(b []byte, finish string, truncate bool) error {
-	if st.ctx.Err() != nil {
-		return errClientGone
-	}
-	b = append(b, `,"logprobs":null,"finish_reason":`...)
-	b = append(b, finish...)
-	b = append(b, `}]`...)
-	if st.a.req.includeUsage {
-		b = append(b, `,"usage":null`...)
-	}
-	b = append(b, '}')
-	if truncate {
-		b = b[:len(dataPrefix)+(len(b)-len(dataPrefix))/2]
-	}
-	b = append(b, "\n\n"...)
-	st.buf = b
-	return st.write(b)
-}
-
-// write sends one event, flushes it, and drops the connection once
-// drop-after events were sent.
-func (st *streamer) write(b []byte) error {
-	if _, err := st.w.Write(b); err != nil {
-		return errClientGone
-	}
-	if err := st.rc.Flush(); err != nil {
-		return errClientGone
-	}
-	st.sent++
-	if st.sent == st.a.set.DropAfter {
-		return st.drop()
-	}
-	return nil
-}
-
-func (st *streamer) drop() error {
-	abort(st.rc)
-	return errDropped
+// chunk closes the chunk event started by begin (after its delta) and
+// writes it.
+func (st *streamer) chunk(b []byte, finish string, truncate bool) error {
+	var err error
+	st.buf, err = st.end(b, finish, truncate)
+	return err
 }
 
 // abort cuts the connection without finishing the response: whatever was

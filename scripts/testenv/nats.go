@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,4 +218,38 @@ func Publish(t testing.TB, js jetstream.JetStream, typ string, data events.Data,
 		t.Fatalf("publish %s: %v", typ, err)
 	}
 	return env.ID, ack.Sequence
+}
+
+// NATSCluster runs n in-process JetStream servers joined by routes (a
+// cluster as infra/ runs one) until the test ends and returns their client
+// URLs, in order.
+func NATSCluster(t testing.TB, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	var routes []*url.URL
+	for i := range addrs {
+		addrs[i] = FreeAddr(t)
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: addrs[i]})
+	}
+	var urls []string
+	for i, addr := range addrs {
+		p := addr[strings.LastIndexByte(addr, ':')+1:]
+		port, _ := strconv.Atoi(p)
+		s, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: -1,
+			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+			Cluster: server.ClusterOpts{Name: "graygate-test", Host: "127.0.0.1", Port: port},
+			Routes:  routes,
+		})
+		if err != nil {
+			t.Fatalf("nats server %d: %v", i+1, err)
+		}
+		go s.Start()
+		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("nats server %d not ready", i+1)
+		}
+		urls = append(urls, s.ClientURL())
+	}
+	return urls
 }

@@ -153,13 +153,7 @@ func NextStep(p *config.Promotion, s PromotionState) (next float64, ok bool) {
 	if p == nil || s.Passing <= 0 || s.Passing < p.Hold {
 		return 0, false
 	}
-	for _, step := range p.Steps {
-		if step > s.Percentage+1e-9 {
-			next, ok = step, true
-			break
-		}
-	}
-	if !ok {
+	if next, ok = p.StepAbove(s.Percentage); !ok {
 		return 0, false
 	}
 	if next >= 100 && (s.EpochAge < p.MinSoak || s.EpochMinPercentage < p.MinPercentage) {

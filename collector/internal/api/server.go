@@ -86,6 +86,13 @@ func New(r Reader, opts Options) *Server {
 		IdleTimeout:           orDefault(opts.IdleTimeout, 120*time.Second),
 		BodyLimit:             64 << 10, // every route is a GET
 	})
+	// Every answer, the console's too, is kept from caches and from
+	// content sniffing (SPEC §8 rev. 4).
+	s.app.Use(func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+		return c.Next()
+	})
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
 	s.app.Get("/readyz", s.readyz)
 	s.app.Get("/metrics", func(c *fiber.Ctx) error {

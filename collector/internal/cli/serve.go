@@ -90,9 +90,24 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 	// set, /metrics serves it.
 	tel := telemetry.New()
 	reader := store.NewReader(pool)
-	con, err := console.New(reader, console.Options{Token: cfg.Collector.APIToken.Reveal(), Logger: log})
+	cc := cfg.Collector.Console
+	con, err := console.New(reader, console.Options{
+		Token:          cfg.Collector.APIToken.Reveal(),
+		Sessions:       store.NewSessions(pool),
+		AdminURL:       cc.AdminURL,
+		SessionKey:     []byte(cc.SessionKey.Reveal()),
+		TrustedProxies: cc.Proxies,
+		Promotion:      cfg.Analyzer.Promotion,
+		Logger:         log,
+	})
 	if err != nil {
 		return err
+	}
+	switch {
+	case cc.AdminURL != "" && cc.SessionKey == "":
+		log.Warn("collector.console.admin_url is set without collector.console.session_key_file: operators cannot sign in to the console; the API token still opens a read-only session")
+	case cc.AdminURL == "" && cc.SessionKey != "":
+		log.Warn("collector.console.session_key_file is set without collector.console.admin_url: operators cannot sign in to the console")
 	}
 	var migrated atomic.Bool
 	var cons atomic.Pointer[consume.Consumer]

@@ -1,14 +1,19 @@
 package console
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +38,7 @@ func (fakeReader) Rollouts(context.Context, string) ([]store.RolloutSummary, err
 	return []store.RolloutSummary{{
 		Deployment: "qwen-32k",
 		Last: store.RolloutEvent{EventID: uuid.NewString(), OccurredAt: fakeTime.Add(-time.Hour), Deployment: "qwen-32k",
-			Percentage: 5, Status: "active", Actor: "admin", Reason: "secret-rollout-reason \u202egnp.exe"},
+			Percentage: 5, Status: "active", Actor: "admin", Reason: "secret-rollout-reason \u202egnp.exe", StreamSequence: 7},
 		EpochStart: fakeTime.Add(-2 * time.Hour), StepStart: fakeTime.Add(-time.Hour),
 		Latest: &store.Evaluation{OccurredAt: fakeTime, WindowStart: fakeTime.Add(-5 * time.Minute), WindowSeconds: 300,
 			Verdict: "pass", Gates: []events.GateResult{{Gate: "schema_failure_rate", Estimate: ptr(0.01), Bound: ptr(0.0),
@@ -95,28 +100,96 @@ func (fakeReader) DeadLetters(context.Context, int, int64) ([]store.DeadLetter, 
 	}, nil
 }
 
-// testApp is the collector's listener (API and console) with token; its
-// clock is *now.
+// memSessions is a session store in memory, shared by the apps of a
+// test as Postgres is by collector replicas.
+type memSessions struct {
+	mu   sync.Mutex
+	rows map[string]store.Session
+}
+
+func newMemSessions() *memSessions { return &memSessions{rows: map[string]store.Session{}} }
+
+func (m *memSessions) CreateSession(_ context.Context, s store.Session) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if (s.Operator == "") != (s.SealedToken == nil) || (s.Operator == "") != (s.Credential != nil) || len(s.IDHash) != 32 {
+		return errors.New("check constraint")
+	}
+	m.rows[string(s.IDHash)] = s
+	return nil
+}
+
+func (m *memSessions) Session(_ context.Context, idHash []byte, now time.Time) (store.Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.rows[string(idHash)]
+	if !ok || !s.ExpiresAt.After(now) {
+		return store.Session{}, store.ErrNotFound
+	}
+	return s, nil
+}
+
+func (m *memSessions) DeleteSession(_ context.Context, idHash []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.rows, string(idHash))
+	return nil
+}
+
+func (m *memSessions) PurgeSessions(_ context.Context, now time.Time) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for k, s := range m.rows {
+		if !s.ExpiresAt.After(now) {
+			delete(m.rows, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (m *memSessions) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.rows)
+}
+
+// testApp is the collector's listener (API and console) with token and a
+// session store of its own; its clock is *now.
 func testApp(t *testing.T, token string, now *time.Time) *fiber.App {
 	t.Helper()
+	return testAppWith(t, Options{Token: token}, newMemSessions(), now)
+}
+
+// testAppWith is the listener with opts, sessions in st (shared between
+// apps as Postgres is between replicas).
+func testAppWith(t *testing.T, opts Options, st *memSessions, now *time.Time) *fiber.App {
+	t.Helper()
 	clock := func() time.Time { return *now }
-	con, err := New(fakeReader{}, Options{Token: token, Now: clock})
+	opts.Now, opts.Sessions = clock, st
+	con, err := New(fakeReader{}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return api.New(fakeReader{}, api.Options{Token: token, Now: clock, Mount: con.Register}).App()
+	return api.New(fakeReader{}, api.Options{Token: opts.Token, Now: clock, Mount: con.Register}).App()
 }
 
 type client struct {
 	t       *testing.T
 	app     *fiber.App
 	cookies map[string]*http.Cookie
+	// hdr is sent with every request.
+	hdr map[string]string
 }
 
 func (c *client) do(req *http.Request) *http.Response {
 	c.t.Helper()
 	for _, k := range c.cookies {
 		req.AddCookie(k)
+	}
+	for k, v := range c.hdr {
+		req.Header.Set(k, v)
 	}
 	resp, err := c.app.Test(req, -1)
 	if err != nil {
@@ -153,102 +226,278 @@ func (c *client) post(path string, form url.Values, hdr ...string) (*http.Respon
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
+// csrf is the first CSRF field of body.
+func (c *client) csrf(body string) string {
+	c.t.Helper()
+	m := csrfField.FindStringSubmatch(body)
+	if m == nil {
+		c.t.Fatalf("no CSRF field in:\n%s", body)
+	}
+	return m[1]
+}
+
 // login fetches the login form and posts token with its CSRF token.
 func (c *client) login(token string) (*http.Response, string) {
 	c.t.Helper()
 	_, body := c.get("/login")
-	m := csrfField.FindStringSubmatch(body)
-	if m == nil {
-		c.t.Fatalf("login form has no CSRF field:\n%s", body)
-	}
-	return c.post("/login", url.Values{"csrf": {m[1]}, "token": {token}, "next": {"/samples"}})
+	return c.post("/login", url.Values{"csrf": {c.csrf(body)}, "token": {token}, "next": {"/samples"}})
 }
 
 func newClient(t *testing.T, app *fiber.App) *client {
-	return &client{t: t, app: app, cookies: map[string]*http.Cookie{}}
+	return &client{t: t, app: app, cookies: map[string]*http.Cookie{}, hdr: map[string]string{}}
 }
 
-func TestSessionCookie(t *testing.T) {
-	now := fakeTime
-	a := newAuth("token-1", func() time.Time { return now })
-	v, exp := a.newSession()
-	if !exp.Equal(now.Add(12 * time.Hour)) {
-		t.Errorf("expiry = %v; want %v", exp, now.Add(12*time.Hour))
-	}
-	if !a.validSession(v) {
-		t.Fatalf("validSession(new session %q) = false", v)
-	}
-	if strings.Contains(v, "token-1") {
-		t.Errorf("session %q holds the token", v)
-	}
-	expUnix, sig, _ := strings.Cut(v, ".")
-	later := now.Add(13 * time.Hour).Unix()
-	for name, bad := range map[string]string{
-		"empty":             "",
-		"no signature":      expUnix,
-		"later expiry":      strings.Replace(v, expUnix, strconv.FormatInt(later, 10), 1),
-		"signature flipped": expUnix + "." + flip(sig),
-		"leading zero":      "0" + v,
-		"garbage":           "x.y",
+// TestSafeNext: next after login is a path on the console, nothing else
+// (SPEC §8 rev. 4). The TAB case passed rev. 3's check ("/\t/evil"
+// is "//evil" to a browser, which drops TABs in URLs).
+func TestSafeNext(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"/samples?deployment=qwen-32k&limit=3", "/samples?deployment=qwen-32k&limit=3"},
+		{"/deployments/qwen-32k", "/deployments/qwen-32k"},
+		{"/", "/"},
+		{"", "/"},
+		{"samples", "/"},
+		{"https://evil.example/", "/"},
+		{"//evil.example", "/"},
+		{"/\\evil.example", "/"},
+		{"/\\/evil.example", "/"},
+		{"\\\\evil.example", "/"},
+		{"/\t/evil.example", "/"},
+		{"/\t\t/evil.example", "/"},
+		{"/samples\t", "/"},
+		{"/\r\n/evil.example", "/"},
+		{"/\n/evil.example", "/"},
+		{"/\x00x", "/"},
+		{"/\x7f/evil.example", "/"},
+		{"/\u0085x", "/"},
+		{"/%2F/evil.example", "/"},
+		{"/%2f%2fevil.example", "/"},
+		{"/%5Cevil.example", "/"},
+		{"/%09/evil.example", "/"},
+		{"/%zz", "/"},
+		{"/ok%20page", "/ok%20page"},
+		{"/login?next=//evil", "/"},
+		{"/x/../\\evil", "/"},
+		{"/\xff", "/"},
+		{"/" + strings.Repeat("a", 2048), "/"},
 	} {
-		if a.validSession(bad) {
-			t.Errorf("validSession(%s: %q) = true; want false", name, bad)
+		if got := safeNext(tc.in); got != tc.want {
+			t.Errorf("safeNext(%q) = %q; want %q", tc.in, got, tc.want)
 		}
 	}
-	// A session signed for a later expiry than 12 h (by a replica whose
-	// clock is far ahead, or forged with the key) is refused.
-	now = fakeTime.Add(-2 * time.Hour)
-	if a.validSession(v) {
-		t.Error("validSession accepted a session expiring 14 h ahead")
+}
+
+// sessionID returns the id the client's session cookie holds.
+func (c *client) sessionID(name string) []byte {
+	c.t.Helper()
+	k := c.cookies[name]
+	if k == nil {
+		c.t.Fatalf("no %s cookie", name)
 	}
-	now = fakeTime.Add(12*time.Hour - time.Second)
-	if !a.validSession(v) {
-		t.Error("validSession refused a session a second before its expiry")
+	id, err := base64.RawURLEncoding.DecodeString(k.Value)
+	if err != nil || len(id) != sessionIDBytes {
+		c.t.Fatalf("session cookie %q is not a %d-byte id", k.Value, sessionIDBytes)
 	}
-	now = fakeTime.Add(12 * time.Hour)
-	if a.validSession(v) {
-		t.Error("validSession accepted an expired session")
+	return id
+}
+
+// TestSessions: a session is a row keyed by the SHA-256 of the cookie's
+// random id; any replica on the same store accepts it; logout deletes
+// the row, so the old cookie works nowhere; rotating the API token ends
+// API-token sessions; 12 hours end any.
+func TestSessions(t *testing.T) {
+	now := fakeTime
+	st := newMemSessions()
+	a := newClient(t, testAppWith(t, Options{Token: "token-1"}, st, &now))
+	if resp, _ := a.login("token-1"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/samples" {
+		t.Fatalf("login = %d to %q; want 303 to /samples", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	now = fakeTime
-	if rotated := newAuth("token-2", func() time.Time { return now }); rotated.validSession(v) {
-		t.Error("a session signed with the old token is valid after rotation")
+	sc := a.cookies[sessionCookie]
+	if sc == nil || !sc.HttpOnly || sc.SameSite != http.SameSiteStrictMode || sc.Secure || sc.Path != "/" || sc.Domain != "" ||
+		strings.Contains(sc.Value, "token") {
+		t.Fatalf("session cookie = %+v; want HttpOnly, SameSite=Strict, Path=/, no Domain, not Secure over HTTP, no token", sc)
 	}
-	if other := newAuth("token-1", func() time.Time { return now }); !other.validSession(v) {
-		t.Error("another replica with the same token refuses the session")
+	if d := sc.Expires.Sub(now); d < 12*time.Hour-time.Second || d > 12*time.Hour {
+		t.Errorf("session cookie expires in %v; want 12h", d)
+	}
+	id := a.sessionID(sessionCookie)
+	sum := sha256.Sum256(id)
+	row, err := st.Session(context.Background(), sum[:], now)
+	if err != nil || row.Operator != "" || row.SealedToken != nil || len(row.Credential) != 32 || !row.ExpiresAt.Equal(sc.Expires) {
+		t.Fatalf("stored session = %+v, %v; want a read-only row under the id's SHA-256", row, err)
+	}
+	for _, v := range [][]byte{row.IDHash, row.Credential, row.CSRFSecret} {
+		if bytes.Contains(v, id) || bytes.Contains(v, []byte("token-1")) {
+			t.Errorf("the row holds the cookie's id or the token: %x", v)
+		}
+	}
+	if resp, _ := a.get("/"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET / with session = %d; want 200", resp.StatusCode)
+	}
+
+	// Another replica on the same store accepts it; one with a rotated
+	// token does not; one on another store knows nothing of it.
+	b := &client{t: t, app: testAppWith(t, Options{Token: "token-1"}, st, &now), cookies: a.cookies, hdr: map[string]string{}}
+	if resp, _ := b.get("/"); resp.StatusCode != http.StatusOK {
+		t.Errorf("another replica: GET / = %d; want 200", resp.StatusCode)
+	}
+	rotated := &client{t: t, app: testAppWith(t, Options{Token: "token-2"}, st, &now), cookies: map[string]*http.Cookie{sessionCookie: sc}, hdr: map[string]string{}}
+	if resp, _ := rotated.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("after rotating the API token: GET / = %d; want 303 to the login page", resp.StatusCode)
+	}
+	// A forged cookie: a random id of the right size.
+	forged := &client{t: t, app: b.app, cookies: map[string]*http.Cookie{sessionCookie: {Name: sessionCookie,
+		Value: base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))}}, hdr: map[string]string{}}
+	if resp, _ := forged.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("a forged session id: GET / = %d; want 303", resp.StatusCode)
+	}
+
+	// Logout on a ends the session on b too.
+	old := *sc
+	_, body := a.get("/")
+	resp, _ := a.post("/logout", url.Values{"csrf": {a.csrf(body)}})
+	if resp.StatusCode != http.StatusSeeOther || a.cookies[sessionCookie] != nil || st.len() != 0 {
+		t.Fatalf("POST /logout = %d, cookie %v, %d rows; want 303, cleared, none", resp.StatusCode, a.cookies[sessionCookie], st.len())
+	}
+	b.cookies = map[string]*http.Cookie{sessionCookie: &old}
+	if resp, _ := b.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the old cookie after logout, on another replica: GET / = %d; want 303", resp.StatusCode)
+	}
+
+	// Signing in again replaces the browser's session.
+	a.login("token-1")
+	first := a.cookies[sessionCookie].Value
+	now = now.Add(time.Second)
+	// GET /login sends a signed-in browser on; the form's token is its
+	// login cookie's value.
+	a.post("/login", url.Values{"csrf": {a.cookies[csrfCookie].Value}, "token": {"token-1"}})
+	if a.cookies[sessionCookie].Value == first || st.len() != 1 {
+		t.Errorf("a second sign-in: cookie changed %v, %d rows; want a new id and the old row gone", a.cookies[sessionCookie].Value != first, st.len())
+	}
+
+	// 12 hours end it, and a sign-in purges what expired.
+	now = now.Add(12*time.Hour + time.Second)
+	if resp, _ := a.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("12 h later: GET / = %d; want 303 to the login page", resp.StatusCode)
+	}
+	newClient(t, a.app).login("token-1")
+	if n := st.len(); n != 1 {
+		t.Errorf("after a sign-in %d rows; want 1 (the expired one purged)", n)
 	}
 }
 
-func flip(s string) string {
-	b := []byte(s)
-	if b[0] == 'A' {
-		b[0] = 'B'
-	} else {
-		b[0] = 'A'
+// TestCSRFBoundToSession: a session's CSRF token is good for that session
+// only; the login form's is good for its own cookie only.
+func TestCSRFBoundToSession(t *testing.T) {
+	now := fakeTime
+	st := newMemSessions()
+	app := testAppWith(t, Options{Token: "token-1"}, st, &now)
+	a, b := newClient(t, app), newClient(t, app)
+	a.login("token-1")
+	b.login("token-1")
+	_, bodyA := a.get("/")
+	_, bodyB := b.get("/")
+	ta, tb := a.csrf(bodyA), b.csrf(bodyB)
+	if ta == tb {
+		t.Fatal("two sessions have the same CSRF token")
 	}
-	return string(b)
+	if resp, _ := b.post("/logout", url.Values{"csrf": {ta}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("logout with another session's CSRF token = %d; want 403", resp.StatusCode)
+	}
+	if resp, _ := b.post("/logout", url.Values{}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("logout without a CSRF token = %d; want 403", resp.StatusCode)
+	}
+	if st.len() != 2 {
+		t.Fatalf("%d sessions; want both kept", st.len())
+	}
+	// Login: the form's token must be the browser's own cookie's.
+	c, d := newClient(t, app), newClient(t, app)
+	_, bodyC := c.get("/login")
+	d.get("/login")
+	if resp, _ := d.post("/login", url.Values{"csrf": {c.csrf(bodyC)}, "token": {"token-1"}}); resp.StatusCode != http.StatusForbidden || d.cookies[sessionCookie] != nil {
+		t.Errorf("login with another browser's CSRF token = %d; want 403 and no session", resp.StatusCode)
+	}
+	if resp, _ := c.post("/login", url.Values{"csrf": {c.csrf(bodyC)}, "token": {"token-1"}}, "Origin", "https://evil.example"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("login from another origin = %d; want 403", resp.StatusCode)
+	}
+	if resp, _ := c.post("/login", url.Values{"csrf": {c.csrf(bodyC)}, "token": {"token-1"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("login with its own CSRF token = %d; want 303", resp.StatusCode)
+	}
 }
 
-func TestCSRFToken(t *testing.T) {
-	a := newAuth("token-1", time.Now)
-	nonce := newNonce()
-	tok := a.csrfFor(nonce)
-	if !a.validCSRF(nonce, tok) {
-		t.Fatal("validCSRF(own token) = false")
+// TestHostCookieUnderTLS: behind a trusted proxy that says https, the
+// cookies are __Host- prefixed, Secure, Path=/ and without Domain; the
+// same header from anyone else changes nothing.
+func TestHostCookieUnderTLS(t *testing.T) {
+	now := fakeTime
+	st := newMemSessions()
+	for _, tc := range []struct {
+		name    string
+		proxies []netip.Prefix
+		secure  bool
+	}{
+		{"trusted proxy", []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, true},
+		{"untrusted peer", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, testAppWith(t, Options{Token: "token-1", TrustedProxies: tc.proxies}, st, &now))
+			c.hdr["X-Forwarded-Proto"] = "https"
+			_, body := c.get("/login")
+			name := sessionCookie
+			csrfName := csrfCookie
+			if tc.secure {
+				name, csrfName = hostPrefix+sessionCookie, hostPrefix+csrfCookie
+			}
+			if c.cookies[csrfName] == nil {
+				t.Fatalf("no %s cookie: %v", csrfName, c.cookies)
+			}
+			resp, _ := c.post("/login", url.Values{"csrf": {c.csrf(body)}, "token": {"token-1"}})
+			sc := c.cookies[name]
+			if resp.StatusCode != http.StatusSeeOther || sc == nil || sc.Secure != tc.secure || sc.Path != "/" || sc.Domain != "" {
+				t.Fatalf("login = %d, cookie %s = %+v; want 303 and Secure=%v, Path=/, no Domain", resp.StatusCode, name, sc, tc.secure)
+			}
+			if len(c.cookies) != 2 {
+				t.Errorf("cookies %v; want only %s and %s", c.cookies, name, csrfName)
+			}
+			if resp, _ := c.get("/"); resp.StatusCode != http.StatusOK {
+				t.Errorf("GET / with the %s cookie = %d; want 200", name, resp.StatusCode)
+			}
+		})
 	}
-	if a.validCSRF(newNonce(), tok) {
-		t.Error("a CSRF token is valid with another browser's cookie")
+}
+
+// TestNoStoreNoSniff: every console and API answer, refusals and errors
+// included, carries Cache-Control: no-store and nosniff.
+func TestNoStoreNoSniff(t *testing.T) {
+	now := fakeTime
+	c := newClient(t, testApp(t, "token-1", &now))
+	check := func(what string, resp *http.Response) {
+		t.Helper()
+		if cc, ns := resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"); cc != "no-store" || ns != "nosniff" {
+			t.Errorf("%s (%d): Cache-Control %q, X-Content-Type-Options %q; want no-store, nosniff", what, resp.StatusCode, cc, ns)
+		}
 	}
-	if a.validCSRF(nonce, "") || a.validCSRF("", tok) {
-		t.Error("validCSRF accepted an empty cookie or field")
+	for _, p := range []string{"/", "/login", "/static/console.css", "/static/nope.js", "/v1/samples", "/metrics", "/healthz", "/nope"} {
+		resp, _ := c.get(p)
+		check("GET "+p+" signed out", resp)
 	}
-	if newAuth("token-2", time.Now).validCSRF(nonce, tok) {
-		t.Error("a CSRF token is valid under another API token")
+	resp, _ := c.post("/login", url.Values{"token": {"x"}})
+	check("POST /login without CSRF", resp)
+	resp, _ = c.login("wrong")
+	check("POST /login wrong", resp)
+	now = now.Add(time.Minute)
+	c.login("token-1")
+	for _, p := range []string{"/", "/deployments/qwen-32k", "/samples", "/samples/" + fakeSampleID.String(), "/dead-letters", "/samples?limit=0", "/deployments/x?range=2y"} {
+		resp, _ := c.get(p)
+		check("GET "+p, resp)
 	}
-	v, _ := a.newSession()
-	_, sig, _ := strings.Cut(v, ".")
-	if a.validCSRF(strings.SplitN(v, ".", 2)[0], sig) {
-		t.Error("a session's MAC passes as a CSRF token")
+	req := httptest.NewRequest(http.MethodGet, "/v1/samples", nil)
+	req.Header.Set("Authorization", "Bearer token-1")
+	resp, err := c.app.Test(req, -1)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/samples with the token = %v, %v", resp, err)
 	}
+	check("GET /v1/samples with the token", resp)
 }
 
 func TestConsoleAuth(t *testing.T) {
@@ -296,6 +545,11 @@ func TestConsoleAuth(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("login with a form of %d bytes = %d; want 413", maxFormBytes+1, resp.StatusCode)
 	}
+	// The wrong token holds this source back for failDelay (limit.go).
+	if resp, _ = c.login("s3cret-token"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("login right after a wrong token = %d; want 429", resp.StatusCode)
+	}
+	now = now.Add(failDelay)
 	resp, _ = c.login("s3cret-token")
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/samples" {
 		t.Fatalf("login = %d to %q; want 303 to /samples", resp.StatusCode, resp.Header.Get("Location"))
@@ -385,42 +639,6 @@ func TestConsoleAuth(t *testing.T) {
 	}
 }
 
-func TestSessionExpiryAndRotation(t *testing.T) {
-	now := fakeTime
-	c := newClient(t, testApp(t, "token-1", &now))
-	if resp, _ := c.login("token-1"); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("login = %d", resp.StatusCode)
-	}
-	if resp, _ := c.get("/"); resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET / with session = %d; want 200", resp.StatusCode)
-	}
-	// Another replica with the same token accepts it; one with a new token
-	// does not.
-	same := &client{t: t, app: testApp(t, "token-1", &now), cookies: c.cookies}
-	if resp, _ := same.get("/"); resp.StatusCode != http.StatusOK {
-		t.Errorf("another replica: GET / = %d; want 200", resp.StatusCode)
-	}
-	rotated := &client{t: t, app: testApp(t, "token-2", &now), cookies: c.cookies}
-	if resp, _ := rotated.get("/"); resp.StatusCode != http.StatusSeeOther {
-		t.Errorf("after rotating the token: GET / = %d; want 303 to the login page", resp.StatusCode)
-	}
-	now = now.Add(12*time.Hour + time.Second)
-	if resp, _ := c.get("/"); resp.StatusCode != http.StatusSeeOther {
-		t.Errorf("12 h later: GET / = %d; want 303 to the login page", resp.StatusCode)
-	}
-}
-
-func TestSecureCookieUnderTLS(t *testing.T) {
-	now := fakeTime
-	c := newClient(t, testApp(t, "token-1", &now))
-	_, body := c.get("/login")
-	resp, _ := c.post("/login", url.Values{"csrf": {csrfField.FindStringSubmatch(body)[1]}, "token": {"token-1"}},
-		"X-Forwarded-Proto", "https")
-	if sc := c.cookies[sessionCookie]; resp.StatusCode != http.StatusSeeOther || sc == nil || !sc.Secure {
-		t.Errorf("login over TLS = %d, cookie %+v; want a Secure session cookie", resp.StatusCode, sc)
-	}
-}
-
 func TestNoTokenIs403(t *testing.T) {
 	now := fakeTime
 	c := newClient(t, testApp(t, "", &now))
@@ -432,5 +650,29 @@ func TestNoTokenIs403(t *testing.T) {
 	}
 	if resp, _ := c.post("/login", url.Values{"token": {""}}); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("POST /login without a configured token = %d; want 403", resp.StatusCode)
+	}
+}
+
+// TestOriginBehindProxy: a form's Origin is compared with the host the
+// browser asked for — a trusted proxy's X-Forwarded-Host, else Host.
+func TestOriginBehindProxy(t *testing.T) {
+	now := fakeTime
+	for _, tc := range []struct {
+		name    string
+		proxies []netip.Prefix
+		want    int
+	}{
+		{"trusted proxy", []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}, http.StatusSeeOther},
+		{"untrusted peer", nil, http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, testAppWith(t, Options{Token: "token-1", TrustedProxies: tc.proxies}, newMemSessions(), &now))
+			_, body := c.get("/login")
+			resp, _ := c.post("/login", url.Values{"csrf": {c.csrf(body)}, "token": {"token-1"}},
+				"Origin", "https://console.example", "X-Forwarded-Host", "console.example")
+			if resp.StatusCode != tc.want {
+				t.Errorf("login with Origin console.example, X-Forwarded-Host console.example = %d; want %d", resp.StatusCode, tc.want)
+			}
+		})
 	}
 }

@@ -1,16 +1,18 @@
-// Package console serves the collector's read-only operator console at /
-// (SPEC §8 rev. 3): the rollouts and their gates, per deployment the gates,
+// Package console serves the collector's operator console at / (SPEC §8
+// rev. 3 and 4): the rollouts and their gates, per deployment the gates,
 // attempts and percentage over time with every rollout event marked, the
 // sample store with each payload's failing fields highlighted, and the
-// dead letters. Pages are html/template, charts server-rendered SVG, and
-// the stylesheet is embedded; nothing is loaded from elsewhere and no
-// script runs inline. A session is a cookie holding an HMAC keyed by the
-// API token; it never authorizes /v1/*.
+// dead letters; and, for an operator signed in with their own admin
+// token, the rollout actions, sent to the gateway's admin API. Pages are
+// html/template, charts server-rendered SVG, and the stylesheet is
+// embedded; nothing is loaded from elsewhere and no script runs inline.
+// Sessions are rows in Postgres (auth.go); one never authorizes /v1/*.
 package console
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"embed"
 	"errors"
 	"fmt"
@@ -19,6 +21,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -29,6 +32,7 @@ import (
 
 	"github.com/graygate/graygate/collector/internal/params"
 	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/text"
 )
@@ -65,24 +69,59 @@ type Reader interface {
 
 var _ Reader = (*store.Reader)(nil)
 
+// SessionStore keeps the console's sessions; *store.Sessions implements
+// it.
+type SessionStore interface {
+	CreateSession(ctx context.Context, s store.Session) error
+	Session(ctx context.Context, idHash []byte, now time.Time) (store.Session, error)
+	DeleteSession(ctx context.Context, idHash []byte) error
+	PurgeSessions(ctx context.Context, now time.Time) (int64, error)
+}
+
+var _ SessionStore = (*store.Sessions)(nil)
+
 // Options configure a Console.
 type Options struct {
-	// Token is the API token: the login secret and the key of every
-	// session's HMAC. Empty disables the console (403).
+	// Token is the API token: the read-only sign-in. Empty disables the
+	// console (403).
 	Token string
+	// Sessions stores the sessions (required with a Token).
+	Sessions SessionStore
+	// AdminURL is collector.console.admin_url: the gateway's admin API,
+	// where operators are signed in and their actions sent. Empty: no
+	// operator sign-in, no actions.
+	AdminURL string
+	// SessionKey is collector.console.session_key_file's 32 bytes, which
+	// seal operators' admin tokens. Empty: no operator sign-in.
+	SessionKey []byte
+	// TrustedProxies are collector.console.trusted_proxies.
+	TrustedProxies []netip.Prefix
+	// Promotion is analyzer.promotion: its steps are where "promote to
+	// the next step" goes (nil: no promote action).
+	Promotion *config.Promotion
+	// Client calls the admin API (nil: a client of its own that follows
+	// no redirect).
+	Client *http.Client
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
-	// Logger (nil: discarded). The token is never logged.
+	// Logger (nil: discarded). No token is ever logged.
 	Logger *slog.Logger
 }
 
 // Console is the operator's console. It serves nothing until Register.
 type Console struct {
-	r     Reader
-	auth  *auth // nil: no token configured
-	now   func() time.Time
-	log   *slog.Logger
-	pages map[string]*template.Template
+	r         Reader
+	sessions  SessionStore
+	token     string   // "" : disabled
+	tokenHash [32]byte // SHA-256 of token, compared in constant time
+	admin     *adminClient
+	sealer    *sealer // nil: no session key
+	proxies   []netip.Prefix
+	promotion *config.Promotion
+	limits    *limiter
+	now       func() time.Time
+	log       *slog.Logger
+	pages     map[string]*template.Template
 }
 
 // New parses the templates and returns the console.
@@ -93,16 +132,35 @@ func New(r Reader, opts Options) (*Console, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Console{r: r, now: opts.Now, log: opts.Logger, pages: map[string]*template.Template{}}
-	if opts.Token != "" {
-		s.auth = newAuth(opts.Token, opts.Now)
+	if opts.Token != "" && opts.Sessions == nil {
+		return nil, errors.New("console: a session store is required")
+	}
+	s := &Console{r: r, sessions: opts.Sessions, token: opts.Token, tokenHash: sha256.Sum256([]byte(opts.Token)),
+		proxies: opts.TrustedProxies, promotion: opts.Promotion, limits: newLimiter(),
+		now: opts.Now, log: opts.Logger, pages: map[string]*template.Template{}}
+	if opts.AdminURL != "" {
+		hc := opts.Client
+		if hc == nil {
+			hc = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		}
+		s.admin = &adminClient{base: strings.TrimRight(opts.AdminURL, "/"), hc: hc}
+	}
+	if len(opts.SessionKey) > 0 {
+		var err error
+		if s.sealer, err = newSealer(opts.SessionKey); err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
 	}
 	base, err := template.New("layout.html").Funcs(funcs(opts.Now)).ParseFS(templateFS, "templates/layout.html", "templates/chart.html")
 	if err != nil {
 		return nil, fmt.Errorf("console templates: %w", err)
 	}
-	for _, name := range []string{"rollouts", "deployment", "samples", "sample", "requests", "request", "deadletters", "login", "error"} {
-		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html")
+	for _, name := range []string{"rollouts", "deployment", "samples", "sample", "requests", "request", "deadletters", "login", "error", "action"} {
+		files := []string{"templates/" + name + ".html"}
+		if name == "deployment" {
+			files = append(files, "templates/actions.html")
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, files...)
 		if err != nil {
 			return nil, fmt.Errorf("console template %s: %w", name, err)
 		}
@@ -115,13 +173,11 @@ func New(r Reader, opts Options) (*Console, error) {
 // handler. /v1/* is not touched: a console session never authorizes it.
 func (s *Console) Register(app *fiber.App) {
 	static, _ := fs.Sub(staticFS, "static")
-	app.Use("/static", headers, s.enabled, func(c *fiber.Ctx) error {
-		c.Set(fiber.HeaderCacheControl, "private, max-age=300")
-		return c.Next()
-	}, filesystem.New(filesystem.Config{Root: http.FS(static)}))
+	app.Use("/static", headers, s.enabled, filesystem.New(filesystem.Config{Root: http.FS(static)}))
 	app.Get("/login", headers, s.enabled, s.handle(s.loginForm))
 	app.Post("/login", headers, s.enabled, s.handle(s.login))
 	app.Post("/logout", headers, s.enabled, s.handle(s.logout))
+	app.Post("/deployments/:deployment/actions", headers, s.enabled, s.session, s.handle(s.act))
 	for path, h := range map[string]func(*fiber.Ctx) error{
 		"/":                        s.rollouts,
 		"/deployments/:deployment": s.deployment,
@@ -196,9 +252,6 @@ func (s *Console) fail(c *fiber.Ctx, err error) error {
 		se = &statusError{fiber.StatusServiceUnavailable, "the store is unavailable; retry later"}
 	}
 	p := s.page(c, http.StatusText(se.status))
-	if s.auth == nil {
-		p.LoggedIn = false
-	}
 	return s.render(c, se.status, "error", struct {
 		page
 		Status  int
@@ -211,19 +264,23 @@ type page struct {
 	Title    string
 	Nav      string
 	LoggedIn bool
+	// Operator is the signed-in operator's name, "" for a read-only
+	// (API-token) session.
+	Operator string
 	CSRF     string
 	Now      time.Time
 	// Refresh reloads the page after that many seconds (0: never).
 	Refresh int
 }
 
-const localsLoggedIn = "console_logged_in"
-
+// page returns what the layout needs: the session's CSRF token when
+// signed in, the login form's otherwise.
 func (s *Console) page(c *fiber.Ctx, title string) page {
 	p := page{Title: title, Now: s.now().UTC()}
-	p.LoggedIn, _ = c.Locals(localsLoggedIn).(bool)
-	if s.auth != nil {
-		p.CSRF = s.csrfToken(c)
+	if sess := sessionOf(c); sess != nil {
+		p.LoggedIn, p.Operator, p.CSRF = true, sess.operator(), sess.csrf()
+	} else if s.token != "" {
+		p.CSRF = s.loginNonce(c)
 	}
 	return p
 }

@@ -45,7 +45,7 @@ func TestRolloutHistoryOperatorAndHold(t *testing.T) {
 
 	r := store.NewReader(pool)
 	const token = "console-history-test-token-0123456789"
-	con, err := New(r, Options{Token: token})
+	con, err := New(r, Options{Token: token, Sessions: store.NewSessions(pool)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func (r logReader) Sample(_ context.Context, id uuid.UUID) (store.Sample, error)
 func logClient(t *testing.T, r Reader) *client {
 	t.Helper()
 	now := fakeTime
-	con, err := New(r, Options{Token: "console-token", Now: func() time.Time { return now }})
+	con, err := New(r, Options{Token: "console-token", Sessions: newMemSessions(), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,9 @@ type deploymentPage struct {
 	EventsCut   bool
 	Evaluations int
 	Aggregated  bool
+	// Actions are the operator's forms (SPEC §8 rev. 4); nil for a
+	// read-only session.
+	Actions *actionsView
 }
 
 // eventView is a rollout event with the label the charts give it.
@@ -179,6 +182,7 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 	}
 	// The table lists the newest first.
 	slices.Reverse(p.Events)
+	p.Actions = s.actionsFor(c, p.Summary)
 	return s.render(c, fiber.StatusOK, "deployment", p)
 }
 

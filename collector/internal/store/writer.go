@@ -336,8 +336,8 @@ func (w *Writer) EnsurePartitions(ctx context.Context) error {
 
 // RunMaintenance creates tomorrow's partitions (EnsurePartitions), drops
 // expired ones (DropExpired) and the replica views of gateways gone for
-// ReplicaStatusKeep (DropStaleReplicaStatus) now and then every interval
-// until ctx ends.
+// ReplicaStatusKeep (DropStaleReplicaStatus), and the console's expired
+// sessions, now and then every interval until ctx ends.
 // A failed round is logged and tried again after retry (at most interval).
 // It returns nil when ctx ends.
 func (w *Writer) RunMaintenance(ctx context.Context, interval, retry time.Duration) error {
@@ -354,6 +354,10 @@ func (w *Writer) RunMaintenance(ctx context.Context, interval, retry time.Durati
 		}
 		if _, err := w.DropStaleReplicaStatus(ctx); err != nil && ctx.Err() == nil {
 			w.opts.Logger.Warn("drop stale replica views; retrying", "err", err, "retry_in", retry)
+			next = retry
+		}
+		if err := w.purgeSessions(ctx); err != nil && ctx.Err() == nil {
+			w.opts.Logger.Warn("purge expired console sessions; retrying", "err", err, "retry_in", retry)
 			next = retry
 		}
 		t := time.NewTimer(next)

@@ -192,6 +192,20 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 		return err
 	}
 	rlog.CountInvalidIn(tel.RolloutInvalid)
+	// A second connection, kept on another server of the cluster, over
+	// which a second follower reads the rollout log: a hung server holds
+	// the first one up until its pings fail (SPEC §11 rev. 4).
+	watch, err := publish.Connect(cfg.NATS.URL, "graygate-gateway "+host+" rollout-watch", log, identity...)
+	if err != nil {
+		return err
+	}
+	defer watch.Close()
+	wjs, err := cfg.NATS.JetStream(watch)
+	if err != nil {
+		return fmt.Errorf("rollout log: %w", err)
+	}
+	rlog.Watch(wjs)
+	go rollout.KeepApart(ctx, nc, watch, log)
 	rs := cfg.NATS.RolloutSigners
 	signers := events.NewSigners(rs.Analyzer, rs.Admin, rs.Config)
 	key, err := signingKey(cfg.Gateway.RolloutSigningSeed)

@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"cmp"
 	"math"
 	"math/big"
 	"strconv"
@@ -127,29 +128,19 @@ func (d *decimal) sign() int {
 func (a *decimal) cmp(b *decimal) int {
 	sa, sb := a.sign(), b.sign()
 	if sa != sb || sa == 0 {
-		return compareInts(sa, sb)
+		return cmp.Compare(sa, sb)
 	}
 	return sa * a.cmpAbs(b)
 }
 
 func (a *decimal) cmpAbs(b *decimal) int {
 	if a.point != b.point {
-		return compareInts(a.point, b.point)
+		return cmp.Compare(a.point, b.point)
 	}
 	for k := 0; k < max(a.n, b.n); k++ {
-		if c := compareInts(int(a.digit(k)), int(b.digit(k))); c != 0 {
+		if c := cmp.Compare(int(a.digit(k)), int(b.digit(k))); c != 0 {
 			return c
 		}
-	}
-	return 0
-}
-
-func compareInts(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
 	}
 	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,20 @@ type Log struct {
 
 	// Owned by Run's goroutine: where the log is read next.
 	reader rolloutlog.Reader
+
+	// watch, when set (Watch), is a second connection, kept on another
+	// NATS server than the first, over which a second follower reads the
+	// log: a server that hangs (SIGSTOP, a stalled host) holds up the
+	// first connection until its pings fail, seconds later; the other
+	// follower applies a change within milliseconds of its storage.
+	watch jetstream.JetStream
+	// mu serializes folding into the table: both followers and sync fold.
+	mu sync.Mutex
+	// lastRead is when a follower last read the log (unix nanoseconds):
+	// the table goes stale only when neither has read it for staleAfter.
+	lastRead atomic.Int64
+	// folded is the highest stream sequence either follower passed on.
+	folded atomic.Uint64
 }
 
 // NewLog returns a Log over js (its connection rings the bell) for the
@@ -69,6 +84,12 @@ func NewLog(js jetstream.JetStream, table *Table, seeds map[string]float64, repl
 	}
 	return &Log{nc: nc, js: js, table: table, seeds: seeds, replicas: replicas, staleAfter: staleAfter, source: source, log: log}, nil
 }
+
+// Watch makes the log also follow over js, a second connection (SPEC §11
+// rev. 4: a stored change reaches the gateway within 100 ms also while
+// the first connection's server hangs). Call it before Run; KeepApart
+// keeps the two connections on different servers.
+func (l *Log) Watch(js jetstream.JetStream) { l.watch = js }
 
 // CountInvalidIn makes the log count the invalid messages it skips in c
 // (the gateway's graygate_rollout_invalid_events_total{reason}). Call it
@@ -137,7 +158,13 @@ func (l *Log) Run(ctx context.Context) error {
 		return err
 	}
 	defer stop()
-	lastContact := time.Now()
+	if l.watch != nil {
+		done := make(chan struct{})
+		wctx, cancel := context.WithCancel(ctx)
+		go func() { defer close(done); l.runWatch(wctx) }()
+		defer func() { cancel(); <-done }()
+	}
+	l.read()
 	var down, remind time.Time // when reading the log began to fail; the next reminder
 	for ctx.Err() == nil {
 		if err := l.sync(ctx); err != nil {
@@ -153,14 +180,14 @@ func (l *Log) Run(ctx context.Context) error {
 				remind = now.Add(unavailableReminder)
 				l.log.Warn("rollout log still unavailable", l.outage(down, err)...)
 			}
-			l.waitStale(ctx, lastContact, time.Second)
+			l.waitStale(ctx, time.Second)
 			continue
 		}
 		if !down.IsZero() {
 			l.log.Info("rollout log available again", "down_for", time.Since(down).Round(time.Second).String())
 			down = time.Time{}
 		}
-		lastContact = l.follow(ctx, bell)
+		l.follow(ctx, bell)
 	}
 	return nil
 }
@@ -178,9 +205,62 @@ func (l *Log) outage(since time.Time, err error) []any {
 		"serving_primary_only", !l.fresh.Load(), "err", config.RedactURLs(err.Error())}
 }
 
-// waitStale sleeps d, and forgets the table once contact is staleAfter old.
-func (l *Log) waitStale(ctx context.Context, lastContact time.Time, d time.Duration) {
-	if time.Since(lastContact) > l.staleAfter {
+// read notes that a follower read the log now.
+func (l *Log) read() { l.lastRead.Store(time.Now().UnixNano()) }
+
+// sinceRead is how long ago a follower last read the log.
+func (l *Log) sinceRead() time.Duration { return time.Since(time.Unix(0, l.lastRead.Load())) }
+
+// runWatch follows the log over the watch connection until ctx is done:
+// from the first message the table has not folded, woken by its own bell.
+// It only ever adds what the other follower has not applied yet.
+func (l *Log) runWatch(ctx context.Context) {
+	bell, stop, err := rolloutlog.Bell(l.watch.Conn())
+	if err != nil {
+		l.log.Warn("rollout log: no second follower", "err", err)
+		return
+	}
+	defer stop()
+	for ctx.Err() == nil {
+		if !l.fresh.Load() {
+			// Until the first follower has read the log there is nothing
+			// to add to.
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		stream, err := l.watch.Stream(sctx, events.StreamRollout)
+		cancel()
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		r := rolloutlog.Reader{Stream: stream, Next: l.folded.Load() + 1}
+		rolloutlog.Follow(ctx, bell, func(ctx context.Context) (int, error) {
+			n, err := r.Read(ctx, func(msg *jetstream.RawStreamMsg) { l.apply(msg.Subject, msg.Header, msg.Data, msg.Sequence) })
+			if err == nil {
+				l.read()
+			}
+			return n, err
+		}, func(_ int, err error) bool {
+			if err != nil {
+				l.log.Debug("reading the rollout log over the second connection", "err", err)
+			}
+			return true
+		})
+	}
+}
+
+// waitStale sleeps d, and forgets the table once neither follower has
+// read the log for staleAfter.
+func (l *Log) waitStale(ctx context.Context, d time.Duration) {
+	if l.sinceRead() > l.staleAfter {
 		l.forget()
 	}
 	select {
@@ -233,9 +313,14 @@ func (l *Log) sync(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		l.table.Set(FromFold(fold))
+		l.mu.Lock()
+		if cur := l.table.Get(st.Deployment); !cur.Known || cur.Revision < fold.Revision {
+			l.table.Set(FromFold(fold)) // unless the second follower got further meanwhile
+		}
+		l.mu.Unlock()
 		l.sayNoValid(fold)
 	}
+	l.folded.Store(max(l.folded.Load(), after))
 	l.reader = rolloutlog.Reader{Stream: stream, Next: after + 1}
 	if _, err := l.catchUp(cctx); err != nil {
 		return err
@@ -296,7 +381,11 @@ func (l *Log) foldSubject(ctx context.Context, stream jetstream.Stream, subject 
 // catchUp folds every message stored after the last one read, and
 // returns how many it read.
 func (l *Log) catchUp(ctx context.Context) (int, error) {
-	return l.reader.Read(ctx, func(msg *jetstream.RawStreamMsg) { l.apply(msg.Subject, msg.Header, msg.Data, msg.Sequence) })
+	n, err := l.reader.Read(ctx, func(msg *jetstream.RawStreamMsg) { l.apply(msg.Subject, msg.Header, msg.Data, msg.Sequence) })
+	if err == nil {
+		l.read()
+	}
+	return n, err
 }
 
 // seed appends the config's percentage for a deployment the log does not
@@ -314,34 +403,36 @@ func (l *Log) seed(ctx context.Context, deployment string) error {
 }
 
 // follow reads new messages when the bell rings and every
-// rolloutlog.PollEvery, until ctx is done or the log has not been read for
-// staleAfter (the table is then forgotten); it returns the time of the
-// last successful read.
-func (l *Log) follow(ctx context.Context, bell <-chan struct{}) time.Time {
-	last := time.Now()
+// rolloutlog.PollEvery, until ctx is done or neither follower has read
+// the log for staleAfter (the table is then forgotten).
+func (l *Log) follow(ctx context.Context, bell <-chan struct{}) {
 	rolloutlog.Follow(ctx, bell, l.catchUp, func(_ int, err error) bool {
 		if err == nil {
-			last = time.Now()
 			return true
 		}
 		l.log.Debug("reading the rollout log", "err", err)
-		if time.Since(last) > l.staleAfter {
+		if l.sinceRead() > l.staleAfter {
 			l.forget()
 			return false
 		}
 		return true
 	})
-	return last
 }
 
 // apply folds one stored message on subject into the table: a rollout
 // event is applied, anything else skipped (the revision moves, a note
 // says why; SPEC §11 rev. 3).
 func (l *Log) apply(subject string, h nats.Header, data []byte, seq uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.folded.Store(max(l.folded.Load(), seq))
 	deployment := rolloutlog.Deployment(subject)
 	cur := l.table.Get(deployment)
 	if cur == nil {
 		return // a deployment this gateway does not serve
+	}
+	if cur.Known && seq <= cur.Revision {
+		return // the other follower applied it first
 	}
 	fold, prev := cur.RolloutState, cur.Revision
 	if !cur.Known {
@@ -396,3 +487,30 @@ func Append(ctx context.Context, js jetstream.JetStream, source string, key nkey
 func (l *Log) Append(ctx context.Context, ev *events.RolloutChanged, expected uint64) (uint64, error) {
 	return Append(ctx, l.js, l.source, l.key, ev, expected)
 }
+
+// KeepApart keeps the watch connection on another NATS server than the
+// main one, until ctx is done: every apartEvery, when both are connected
+// to the same server and the watch knows of another, it reconnects the
+// watch (which tries the next server of its pool). A cluster of one
+// server leaves them together.
+func KeepApart(ctx context.Context, main, watch *nats.Conn, log *slog.Logger) {
+	t := time.NewTicker(apartEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !main.IsConnected() || !watch.IsConnected() || len(watch.Servers()) < 2 {
+			continue
+		}
+		if id := main.ConnectedServerId(); id != "" && id == watch.ConnectedServerId() {
+			log.Debug("rollout log: moving the second connection to another NATS server", "server", main.ConnectedServerName())
+			_ = watch.ForceReconnect()
+		}
+	}
+}
+
+// apartEvery is how often KeepApart looks.
+const apartEvery = time.Second

@@ -1,0 +1,266 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/schemas/config"
+)
+
+// fakeGateway is the admin API as the console calls it: whoami per
+// token, and PUT /admin/rollouts/{d} answered from a revision counter
+// with expected_revision checked.
+type fakeGateway struct {
+	mu       sync.Mutex
+	tokens   map[string]string // token → operator
+	revision uint64
+	bodies   []map[string]any
+	lastBy   string
+}
+
+func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	op, ok := g.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+	if !ok {
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":{"message":"a valid admin bearer token is required","code":"unauthorized"}}`)
+		return
+	}
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/admin/whoami":
+		json.NewEncoder(w).Encode(map[string]string{"operator": op})
+	case r.Method == http.MethodGet && r.URL.Path == "/admin/rollouts":
+		json.NewEncoder(w).Encode(map[string]any{"rollouts": []map[string]any{{"deployment": "qwen-32k", "revision": g.revision,
+			"status": "active", "percentage": 5, "actor": "admin", "operator": g.lastBy, "reason": "meanwhile"}}})
+	case r.Method == http.MethodPut && r.URL.Path == "/admin/rollouts/qwen-32k":
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		g.bodies = append(g.bodies, body)
+		if exp, _ := body["expected_revision"].(float64); uint64(exp) != g.revision {
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, `{"error":{"message":"deployment qwen-32k changed since revision 7","code":"revision_conflict"}}`)
+			return
+		}
+		g.revision++
+		g.lastBy = op
+		pct, _ := body["percentage"].(float64)
+		json.NewEncoder(w).Encode(map[string]any{"deployment": "qwen-32k", "revision": g.revision, "status": "active",
+			"percentage": pct, "actor": "admin", "operator": op, "reason": body["reason"]})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+var formAction = regexp.MustCompile(`<form method="post" action="/deployments/qwen-32k/actions" class="act act-(\w+)">`)
+
+// TestOperatorActions: an operator signs in with their admin token (the
+// gateway says who), sees the forms with the shown revision, and each
+// action is the admin API's body with expected_revision and their token;
+// a revision that moved is a conflict page naming who moved it; a
+// read-only session sees no form and its POST is 403; the gateway's
+// shared token and a console without a session key sign no operator in.
+func TestOperatorActions(t *testing.T) {
+	now := fakeTime
+	gw := &fakeGateway{tokens: map[string]string{"alice-token-0123456789": "alice", "bob-token-0123456789": "bob", "shared-admin-token": ""}, revision: 7}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	st := newMemSessions()
+	opts := Options{Token: "api-token", AdminURL: srv.URL + "/", SessionKey: bytes.Repeat([]byte{9}, 32),
+		Promotion: &config.Promotion{Steps: []float64{1, 2, 5, 10, 25, 50, 100}}}
+	app := testAppWith(t, opts, st, &now)
+
+	alice := newClient(t, app)
+	if resp, _ := alice.login("alice-token-0123456789"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("alice's sign-in = %d; want 303", resp.StatusCode)
+	}
+	for _, row := range st.rows {
+		if row.Operator != "alice" || row.Credential != nil || bytes.Contains(row.SealedToken, []byte("alice-token")) {
+			t.Fatalf("alice's row = %+v; want operator alice and her token sealed", row)
+		}
+	}
+	resp, body := alice.get("/deployments/qwen-32k")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("deployment page = %d", resp.StatusCode)
+	}
+	var forms []string
+	for _, m := range formAction.FindAllStringSubmatch(body, -1) {
+		forms = append(forms, m[1])
+	}
+	if strings.Join(forms, " ") != "promote set rollback hold" {
+		t.Errorf("forms %q; want promote set rollback hold (active at 5 %%, not held)", forms)
+	}
+	if !strings.Contains(body, `name="revision" value="7"`) || !strings.Contains(body, `name="percentage" value="10"`) ||
+		!strings.Contains(body, "Signed in as operator alice") {
+		t.Errorf("the forms lack revision 7, promotion to 10 or the operator:\n%s", body)
+	}
+	csrf := alice.csrf(body)
+
+	post := func(c *client, form url.Values) (*http.Response, string) {
+		t.Helper()
+		return c.post("/deployments/qwen-32k/actions", form)
+	}
+	for _, tc := range []struct {
+		form url.Values
+		want map[string]any
+	}{
+		{url.Values{"action": {"promote"}, "percentage": {"10"}, "reason": {"gates pass"}}, map[string]any{"percentage": 10.0, "reason": "gates pass", "expected_revision": 7.0}},
+		{url.Values{"action": {"set"}, "percentage": {"12.5"}, "reason": {"a bit more"}}, map[string]any{"percentage": 12.5, "reason": "a bit more", "expected_revision": 8.0}},
+		{url.Values{"action": {"hold"}, "reason": {"weekend"}}, map[string]any{"hold": true, "reason": "weekend", "expected_revision": 9.0}},
+		{url.Values{"action": {"release"}, "reason": {"monday"}}, map[string]any{"hold": false, "reason": "monday", "expected_revision": 10.0}},
+		{url.Values{"action": {"rollback"}, "reason": {"looks bad"}}, map[string]any{"status": "rolled_back", "reason": "looks bad", "expected_revision": 11.0}},
+		{url.Values{"action": {"resume"}, "percentage": {"1"}, "reason": {"fixed"}}, map[string]any{"status": "active", "percentage": 1.0, "reason": "fixed", "expected_revision": 12.0}},
+	} {
+		tc.form.Set("csrf", csrf)
+		tc.form.Set("revision", strings.TrimSuffix(strings.TrimSuffix(jsonNum(tc.want["expected_revision"]), ".0"), ".00"))
+		resp, page := post(alice, tc.form)
+		got := gw.bodies[len(gw.bodies)-1]
+		if resp.StatusCode != http.StatusOK || !mapsEqual(got, tc.want) || !strings.Contains(page, "Done: ") {
+			t.Errorf("%s = %d, the gateway got %v; want 200 and %v:\n%s", tc.form.Get("action"), resp.StatusCode, got, tc.want, page)
+		}
+	}
+	if !strings.Contains(mustLast(alice.post("/deployments/qwen-32k/actions", url.Values{"csrf": {csrf}, "action": {"hold"}, "reason": {"r"}, "revision": {"13"}})), "revision <b class=\"rev\">14</b>") {
+		t.Error("the result page does not show the resulting revision 14")
+	}
+
+	// Bob changes it meanwhile; alice's page showed 14.
+	bob := newClient(t, app)
+	bob.login("bob-token-0123456789")
+	_, bbody := bob.get("/deployments/qwen-32k")
+	bob.post("/deployments/qwen-32k/actions", url.Values{"csrf": {bob.csrf(bbody)}, "action": {"release"}, "reason": {"mine"}, "revision": {"14"}})
+	n := len(gw.bodies)
+	resp, page := post(alice, url.Values{"csrf": {csrf}, "action": {"set"}, "percentage": {"50"}, "reason": {"stale"}, "revision": {"14"}})
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(page, "changed meanwhile to revision 15 by admin (bob)") ||
+		!strings.Contains(page, "showed revision 14") || len(gw.bodies) != n+1 {
+		t.Errorf("a stale revision = %d (%d calls; want one, not retried):\n%s", resp.StatusCode, len(gw.bodies)-n, page)
+	}
+
+	// Bad forms: 400 naming the field, nothing sent.
+	n = len(gw.bodies)
+	for name, form := range map[string]url.Values{
+		"reason":     {"action": {"hold"}, "revision": {"15"}},
+		"blank":      {"action": {"hold"}, "reason": {"   "}, "revision": {"15"}},
+		"revision":   {"action": {"hold"}, "reason": {"x"}},
+		"percentage": {"action": {"set"}, "reason": {"x"}, "revision": {"15"}, "percentage": {"101"}},
+		"decimals":   {"action": {"set"}, "reason": {"x"}, "revision": {"15"}, "percentage": {"1.234"}},
+		"step":       {"action": {"promote"}, "reason": {"x"}, "revision": {"15"}, "percentage": {"7"}},
+		"action":     {"action": {"delete"}, "reason": {"x"}, "revision": {"15"}},
+		"bidi":       {"action": {"hold"}, "reason": {"a\u202eb"}, "revision": {"15"}},
+	} {
+		form.Set("csrf", csrf)
+		if resp, page := post(alice, form); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("bad %s = %d; want 400:\n%s", name, resp.StatusCode, page)
+		}
+	}
+	if resp, _ := post(alice, url.Values{"action": {"hold"}, "reason": {"x"}, "revision": {"15"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an action without CSRF = %d; want 403", resp.StatusCode)
+	}
+	if resp, _ := post(alice, url.Values{"csrf": {bob.csrf(bbody)}, "action": {"hold"}, "reason": {"x"}, "revision": {"15"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an action with bob's CSRF token = %d; want 403", resp.StatusCode)
+	}
+	if len(gw.bodies) != n {
+		t.Errorf("%d refused forms reached the gateway", len(gw.bodies)-n)
+	}
+
+	// Read-only: no forms, a crafted POST is 403.
+	ro := newClient(t, app)
+	ro.login("api-token")
+	_, rbody := ro.get("/deployments/qwen-32k")
+	if formAction.MatchString(rbody) || strings.Contains(rbody, `class="actions"`) {
+		t.Error("a read-only session sees action forms")
+	}
+	if resp, _ := post(ro, url.Values{"csrf": {ro.csrf(rbody)}, "action": {"hold"}, "reason": {"x"}, "revision": {"15"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a read-only session's POST = %d; want 403", resp.StatusCode)
+	}
+	if resp, _ := post(newClient(t, app), url.Values{"action": {"hold"}, "reason": {"x"}, "revision": {"15"}}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a POST without a session = %d; want 401", resp.StatusCode)
+	}
+	if len(gw.bodies) != n {
+		t.Error("a read-only or signed-out POST reached the gateway")
+	}
+
+	// The shared admin token names no operator: refused, not counted.
+	now = now.Add(time.Minute)
+	shared := newClient(t, app)
+	if resp, page := shared.login("shared-admin-token"); resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "shared admin token") {
+		t.Errorf("the shared admin token = %d; want 403 naming it:\n%s", resp.StatusCode, page)
+	}
+	// A token the gateway does not know: 401 and counted.
+	if resp, _ := shared.login("nobody-knows-this"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an unknown token = %d; want 401", resp.StatusCode)
+	}
+
+	// The gateway rotates alice's token: her next action ends her session.
+	gw.mu.Lock()
+	delete(gw.tokens, "alice-token-0123456789")
+	gw.mu.Unlock()
+	if resp, _ := post(alice, url.Values{"csrf": {csrf}, "action": {"hold"}, "reason": {"x"}, "revision": {"15"}}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an action with a rotated admin token = %d; want 401", resp.StatusCode)
+	}
+	if resp, _ := alice.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("after the refused token: GET / = %d; want 303 to sign in", resp.StatusCode)
+	}
+
+	// A collector without a session key signs no operator in, says so,
+	// and a session sealed elsewhere does not open on it.
+	now = now.Add(time.Minute)
+	nokey := opts
+	nokey.SessionKey = nil
+	app2 := testAppWith(t, nokey, st, &now)
+	c2 := newClient(t, app2)
+	_, lbody := c2.get("/login")
+	if !strings.Contains(lbody, "Operators cannot sign in on this collector: no collector.console.session_key_file") {
+		t.Errorf("the login page without a key does not say operators cannot sign in:\n%s", lbody)
+	}
+	if resp, page := c2.login("bob-token-0123456789"); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(page, "session_key_file") {
+		t.Errorf("bob without a key = %d; want 401 naming session_key_file", resp.StatusCode)
+	}
+	moved := &client{t: t, app: app2, cookies: bob.cookies, hdr: map[string]string{}}
+	if resp, _ := moved.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("bob's session on a collector without the key: GET / = %d; want 303", resp.StatusCode)
+	}
+	now = now.Add(time.Minute)
+	if resp, _ := newClient(t, app2).login("api-token"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the API token without a key = %d; want 303", resp.StatusCode)
+	}
+}
+
+func jsonNum(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func mapsEqual(a, b map[string]any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+func mustLast(_ *http.Response, s string) string { return s }
+
+// TestAdminAnswerCap: an admin API answer one byte over maxAdminAnswer is
+// refused (the sign-in is a 502, no session), one at the cap is read.
+func TestAdminAnswerCap(t *testing.T) {
+	for _, tc := range []struct {
+		size int
+		want int
+	}{{maxAdminAnswer, http.StatusSeeOther}, {maxAdminAnswer + 1, http.StatusBadGateway}} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			prefix := `{"operator":"alice","pad":"`
+			io.WriteString(w, prefix+strings.Repeat("x", tc.size-len(prefix)-2)+`"}`)
+		}))
+		now := fakeTime
+		st := newMemSessions()
+		c := newClient(t, testAppWith(t, Options{Token: "api-token", AdminURL: srv.URL, SessionKey: bytes.Repeat([]byte{3}, 32)}, st, &now))
+		if resp, page := c.login("alice-token-0123456789"); resp.StatusCode != tc.want || (tc.want != http.StatusSeeOther) != (st.len() == 0) {
+			t.Errorf("whoami answering %d bytes: sign-in = %d, %d sessions; want %d:\n%s", tc.size, resp.StatusCode, st.len(), tc.want, page)
+		}
+		srv.Close()
+	}
+}

@@ -1,0 +1,168 @@
+package console
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// The login limits (SPEC §8 rev. 4). A wrong token is answered at once,
+// and then its source and its token prefix are refused (429 with
+// Retry-After) for failDelay: the delay before the next guess is a
+// timestamp in a map, not a sleeping goroutine, so a flood of wrong
+// tokens holds nothing but bounded map entries. Over a minute at most
+// maxFailures wrong tokens count per source and per token prefix; the
+// next attempt is refused until the oldest of them is a minute old.
+// Refused attempts are not checked against any token.
+const (
+	failDelay   = time.Second
+	maxFailures = 5
+	failWindow  = time.Minute
+	// maxLimitEntries caps each of the limiter's maps (sources,
+	// prefixes). When one is full of live entries, an attempt from a
+	// source or with a prefix it does not hold is refused: the limits
+	// fail closed rather than forget a guesser.
+	maxLimitEntries = 10000
+	// tokenPrefixBytes is how much of a token keys its prefix's limit;
+	// the map holds a hash of it, never token bytes.
+	tokenPrefixBytes = 8
+	// sweepEvery bounds how often a full map is swept of dead entries.
+	sweepEvery = time.Second
+)
+
+// failures is one key's recent wrong tokens.
+type failures struct {
+	at    [maxFailures]time.Time // ring: the newest maxFailures failures
+	n     int                    // failures recorded (at most maxFailures)
+	next  int                    // ring position of the next failure
+	until time.Time              // refused before this
+}
+
+// record adds a failure at now and moves until.
+func (f *failures) record(now time.Time) {
+	f.at[f.next] = now
+	f.next = (f.next + 1) % maxFailures
+	if f.n < maxFailures {
+		f.n++
+	}
+	f.until = now.Add(failDelay)
+	if f.n == maxFailures {
+		// The ring is full: its oldest entry is at next.
+		if oldest := f.at[f.next]; now.Sub(oldest) < failWindow {
+			f.until = oldest.Add(failWindow)
+		}
+	}
+}
+
+// dead reports whether f no longer refuses anything nor counts toward the
+// minute's limit.
+func (f *failures) dead(now time.Time) bool {
+	newest := f.at[(f.next+maxFailures-1)%maxFailures]
+	return !now.Before(f.until) && now.Sub(newest) >= failWindow
+}
+
+// limitMap is one of the limiter's maps with its cap.
+type limitMap struct {
+	m         map[string]*failures
+	lastSweep time.Time
+}
+
+// room makes room for a new key: it sweeps dead entries (at most every
+// sweepEvery) and reports whether the map is below its cap.
+func (l *limitMap) room(now time.Time) bool {
+	if len(l.m) < maxLimitEntries {
+		return true
+	}
+	if now.Sub(l.lastSweep) >= sweepEvery {
+		l.lastSweep = now
+		for k, f := range l.m {
+			if f.dead(now) {
+				delete(l.m, k)
+			}
+		}
+	}
+	return len(l.m) < maxLimitEntries
+}
+
+// limiter holds the login limits per source and per token prefix.
+type limiter struct {
+	mu       sync.Mutex
+	sources  limitMap
+	prefixes limitMap
+}
+
+func newLimiter() *limiter {
+	return &limiter{sources: limitMap{m: map[string]*failures{}}, prefixes: limitMap{m: map[string]*failures{}}}
+}
+
+// allow reports whether an attempt from source with a token of prefix key
+// may be checked now, or how long to wait.
+func (l *limiter) allow(source, prefix string, now time.Time) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var wait time.Duration
+	for _, k := range []struct {
+		lm  *limitMap
+		key string
+	}{{&l.sources, source}, {&l.prefixes, prefix}} {
+		f := k.lm.m[k.key]
+		switch {
+		case f != nil && now.Before(f.until):
+			wait = max(wait, f.until.Sub(now))
+		case f == nil && !k.lm.room(now):
+			// Full of live entries: refuse what it cannot track.
+			wait = max(wait, failWindow)
+		}
+	}
+	return wait, wait == 0
+}
+
+// failed records a wrong token from source with prefix key at now.
+func (l *limiter) failed(source, prefix string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range []struct {
+		lm  *limitMap
+		key string
+	}{{&l.sources, source}, {&l.prefixes, prefix}} {
+		f := k.lm.m[k.key]
+		if f == nil {
+			if !k.lm.room(now) {
+				continue
+			}
+			f = &failures{}
+			k.lm.m[k.key] = f
+		}
+		f.record(now)
+	}
+}
+
+// entries returns the sizes of the limiter's maps (tests).
+func (l *limiter) entries() (sources, prefixes int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.sources.m), len(l.prefixes.m)
+}
+
+// prefixKey is the key of a token's prefix: a hash of its first
+// tokenPrefixBytes bytes, so the map never holds token bytes.
+func prefixKey(token string) string {
+	if len(token) > tokenPrefixBytes {
+		token = token[:tokenPrefixBytes]
+	}
+	sum := sha256.Sum256([]byte("graygate-console-prefix/v1\x00" + token))
+	return hex.EncodeToString(sum[:16])
+}
+
+// sourceKey is the key of a client address: an IPv4 address, or the /64
+// an IPv6 address is in (one host usually holds a whole /64).
+func sourceKey(a netip.Addr) string {
+	a = a.Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
