@@ -32,6 +32,29 @@ type AnalysisEvaluated struct {
 	// is the time on it at the evaluation.
 	StepSince   *time.Time `json:"step_since,omitempty"`
 	StepSeconds float64    `json:"step_seconds,omitempty"`
+	// PassingSince is the start of the unbroken run of evaluations, since
+	// the last rollout change, at which every gate passed on the epoch:
+	// the promotion's hold has run since then. Nil when the last
+	// evaluation broke it (or none began it).
+	PassingSince *time.Time `json:"passing_since,omitempty"`
+	// Promotion is the analyzer's promotion rule (analyzer.promotion), so
+	// a reader can say what the next step waits for; nil when none is
+	// configured (the percentage changes only by hand).
+	Promotion *PromotionRule `json:"promotion,omitempty"`
+}
+
+// PromotionRule is the progressive rollout an analyzer applies (SPEC §9
+// rev. 3): the steps, the hold on each, and the soak before 100 %.
+type PromotionRule struct {
+	// Steps are the percentages, ascending.
+	Steps []float64 `json:"steps"`
+	// HoldSeconds is how long every gate must pass on the epoch, at every
+	// evaluation, before the next step.
+	HoldSeconds float64 `json:"hold_seconds"`
+	// MinSoakSeconds is how long the epoch must have run before the step
+	// to 100 %, with the percentage never below MinPercentage in it.
+	MinSoakSeconds float64 `json:"min_soak_seconds"`
+	MinPercentage  float64 `json:"min_percentage"`
 }
 
 // EpochInfo is the epoch an evaluation judged: every attempt of both arms
@@ -195,6 +218,24 @@ func (a *AnalysisEvaluated) Check() error {
 		}
 		if g.Verdict == VerdictFail && g.Bound == nil {
 			p.add("gates: %s fails without a bound", g.Gate)
+		}
+	}
+	if r := a.Promotion; r != nil {
+		if len(r.Steps) == 0 {
+			p.add("promotion.steps is empty")
+		}
+		for i, v := range r.Steps {
+			p.finite("promotion.steps", v)
+			if v <= 0 || v > 100 || (i > 0 && v <= r.Steps[i-1]) {
+				p.add("promotion.steps must ascend within (0, 100], got %v", r.Steps)
+				break
+			}
+		}
+		p.finite("promotion.hold_seconds", r.HoldSeconds)
+		p.finite("promotion.min_soak_seconds", r.MinSoakSeconds)
+		p.finite("promotion.min_percentage", r.MinPercentage)
+		if r.HoldSeconds < 0 || r.MinSoakSeconds < 0 || r.MinPercentage < 0 || r.MinPercentage > 100 {
+			p.add("promotion: hold_seconds and min_soak_seconds must not be negative, min_percentage within [0, 100]")
 		}
 	}
 	if !slices.Contains(EvaluationVerdicts, a.Verdict) {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -380,5 +381,35 @@ func TestUrgentLooksAtMostOncePerSecond(t *testing.T) {
 	e.EvaluateUrgent(context.Background())
 	if e.gates.calls != calls+1 {
 		t.Errorf("the held-back urgent look did not run after a second")
+	}
+}
+
+// TestAnalysisEventCarriesPromotion: with promotion configured, a
+// published evaluation carries the rule (steps, hold, min_soak,
+// min_percentage) and, once every gate passes on the epoch, since when
+// they have (the hold), so a reader can say what the next step waits for.
+func TestAnalysisEventCarriesPromotion(t *testing.T) {
+	v := newEnv(t)
+	v.rollout(events.StatusActive, 5, time.Hour)
+	e := v.start(v.name("a"), holding(), func(a *config.Analyzer) {
+		a.Promotion = &config.Promotion{Steps: []float64{1, 5, 25, 100}, Hold: 10 * time.Minute, MinSoak: 24 * time.Hour, MinPercentage: 1}
+	})
+	e.gates.set(events.VerdictPass)
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, fp(primary)), entry(events.ArmGray, 20, fp(grayV1))))
+	v.waitRead(e.Engine, 1)
+	if ev := e.Evaluate(context.Background())[0]; !ev.Published {
+		t.Fatal("evaluation not published")
+	}
+	got := fetchAll[events.AnalysisEvaluated](t, v.js, events.StreamAnalysis, events.AnalysisSubject(v.dep))
+	if len(got) != 1 {
+		t.Fatalf("%d analysis events; want 1", len(got))
+	}
+	a := got[0]
+	want := events.PromotionRule{Steps: []float64{1, 5, 25, 100}, HoldSeconds: 600, MinSoakSeconds: 86400, MinPercentage: 1}
+	if a.Promotion == nil || !reflect.DeepEqual(*a.Promotion, want) {
+		t.Errorf("promotion %+v; want %+v", a.Promotion, want)
+	}
+	if a.PassingSince == nil || !a.PassingSince.Equal(v.clk.Now()) {
+		t.Errorf("passing since %v; want the evaluation's time %v (every gate passed)", a.PassingSince, v.clk.Now())
 	}
 }

@@ -465,6 +465,11 @@ func (e *Engine) publishAnalysis(ctx context.Context, ev *Evaluation) bool {
 		Epoch:           ev.Epoch,
 		StepSince:       ev.StepSince,
 		StepSeconds:     ev.StepSeconds,
+		PassingSince:    ev.PassingSince,
+	}
+	if p := e.cfg.Analyzer.Promotion; p != nil {
+		data.Promotion = &events.PromotionRule{Steps: p.Steps, HoldSeconds: p.Hold.Seconds(),
+			MinSoakSeconds: p.MinSoak.Seconds(), MinPercentage: p.MinPercentage}
 	}
 	q, err := encodeEvent(e.cfg.Source, data, ev.At)
 	if err != nil {

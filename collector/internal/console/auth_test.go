@@ -50,6 +50,10 @@ func (fakeReader) ReplicaViews(context.Context, string, time.Time) ([]store.Repl
 	return []store.ReplicaView{}, nil
 }
 
+func (fakeReader) Arms(context.Context, string, time.Time) ([]store.ArmIdentity, error) {
+	return []store.ArmIdentity{{Arm: "gray", Model: "qwen3-32b \u202egnp.exe", PromptVersion: "v2", Fingerprint: "00112233445566aa"}}, nil
+}
+
 func (fakeReader) HistoryStart(context.Context, string) (time.Time, error) {
 	return fakeTime.Add(-24 * time.Hour), nil
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -255,21 +256,90 @@ func (c Chart) layout() svgChart {
 			out.Lines = append(out.Lines, svgLine{Class: s.Class, D: d.String(), Dashed: s.Dashed})
 		}
 	}
-	for i, m := range c.Markers {
+	for _, m := range c.Markers {
 		if m.T.Before(from) || m.T.After(to) {
 			continue
 		}
-		mk := svgMarker{Class: m.Class, X: x(m.T), Title: m.T.UTC().Format("2006-01-02 15:04:05Z") + " — " + m.Label, Anchor: "start"}
-		if c.LabelMarkers {
-			mk.Label = truncate(m.Label, 48)
-			mk.LabelY = float64(padTop) + float64(i%3+1)*markerLabel - 3
-			if mk.X > out.X1-float64(out.W)/4 {
-				mk.Anchor = "end"
-			}
+		out.Markers = append(out.Markers, svgMarker{Class: m.Class, X: x(m.T),
+			Title: m.T.UTC().Format("2006-01-02 15:04:05Z") + " — " + m.Label, Anchor: "start", Label: m.Label})
+	}
+	if c.LabelMarkers {
+		placeLabels(out.Markers, float64(out.W))
+	} else {
+		for i := range out.Markers {
+			out.Markers[i].Label = ""
 		}
-		out.Markers = append(out.Markers, mk)
 	}
 	return out
+}
+
+// Marker labels are laid out in labelRows rows above the plot, each
+// label where it cannot cover another: charWidth is a generous width of
+// one character of the labels' 11-unit bold font, so an estimate errs
+// towards more room.
+const (
+	labelRows  = 3
+	charWidth  = 7.0
+	labelGap   = 6.0
+	labelLimit = 48 // runes; longer labels are cut with …
+)
+
+// labelPriority orders the kinds of rollout events whose labels are
+// placed first when there is no room for all: a rollback before a hold
+// or a release, before an operator's change, a promotion, the config.
+var labelPriority = map[string]int{"mk-rollback": 0, "mk-hold": 1, "mk-release": 1, "mk-operator": 2, "mk-promotion": 3,
+	"mk-config": 4, "mk-change": 4}
+
+// placeLabels gives each marker's label a row and an anchor so that no
+// two labels overlap and none leaves the chart's width w: a label reads
+// rightwards from its line, or leftwards when it would pass the right
+// edge, in the first row where it covers no label placed before it.
+// Labels are placed by priority, then left to right; a label with no
+// room is left out of the drawing (its marker keeps it in its tooltip).
+func placeLabels(ms []svgMarker, w float64) {
+	order := make([]int, len(ms))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		return labelPriority[ms[order[a]].Class] < labelPriority[ms[order[b]].Class]
+	})
+	type span struct{ lo, hi float64 }
+	var rows [labelRows][]span
+	for _, i := range order {
+		m := &ms[i]
+		label := truncate(m.Label, labelLimit)
+		m.Label = ""
+		// Cut a label wider than the room on either side of its line
+		// to the wider side (a few characters at least).
+		if room := math.Max(w-2-m.X, m.X-2); float64(len([]rune(label)))*charWidth > room {
+			n := int(room / charWidth)
+			if n < 8 {
+				continue
+			}
+			label = truncate(label, n)
+		}
+		width := float64(len([]rune(label))) * charWidth
+		lo, hi, anchor := m.X, m.X+width, "start"
+		if hi > w-2 {
+			lo, hi, anchor = m.X-width, m.X, "end"
+		}
+		for r := range rows {
+			free := true
+			for _, sp := range rows[r] {
+				if lo < sp.hi+labelGap && sp.lo < hi+labelGap {
+					free = false
+					break
+				}
+			}
+			if free {
+				rows[r] = append(rows[r], span{lo, hi})
+				m.Label, m.Anchor = label, anchor
+				m.LabelY = float64(padTop) + float64(r+1)*markerLabel - 3
+				break
+			}
+		}
+	}
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -65,6 +65,8 @@ type Reader interface {
 	Request(ctx context.Context, id uuid.UUID) (store.Request, error)
 	RequestsByID(ctx context.Context, requestID string) ([]store.Request, error)
 	AnyRequests(ctx context.Context) (bool, error)
+	Arms(ctx context.Context, deployment string, now time.Time) ([]store.ArmIdentity, error)
+	ReplicaViews(ctx context.Context, deployment string, now time.Time) ([]store.ReplicaView, error)
 }
 
 var _ Reader = (*store.Reader)(nil)
@@ -370,9 +372,20 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return false
 		},
-		"short": truncate,
-		"who":   who,
-		"by":    by,
+		"short":     truncate,
+		"thousands": thousands,
+		"steps": func(steps []float64) string {
+			parts := make([]string, len(steps))
+			for i, p := range steps {
+				parts[i] = trimFloat(p, 2)
+			}
+			return strings.Join(parts, ", ") + " %"
+		},
+		"secs":    func(seconds float64) string { return span(time.Duration(seconds * float64(time.Second))) },
+		"join":    func(s []string) string { return strings.Join(s, ", ") },
+		"percent": func(share float64) float64 { return share * 100 },
+		"who":     who,
+		"by":      by,
 		// holdWord is what an event did to the hold: "held",
 		// "released", or "" when it did not speak of it.
 		"holdWord": func(h *bool) string {

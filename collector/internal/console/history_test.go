@@ -115,7 +115,7 @@ func TestRolloutHistoryOperatorAndHold(t *testing.T) {
 		}
 	}
 
-	page("/", []string{`<span class="badge held">held</span>`, "held by alice", "freeze &lt;script&gt;alert(1)&lt;/script&gt;",
+	page("/", []string{`<span class="badge held">held</span>`, "held by admin:alice", "freeze &lt;script&gt;alert(1)&lt;/script&gt;",
 		"<b>admin</b>"}, nil)
 	page("/deployments/"+dep, []string{
 		`<span class="badge held">held</span>`,

@@ -22,12 +22,48 @@ const defaultRefresh = 30
 
 type rolloutsPage struct {
 	page
-	Rollouts  []store.RolloutSummary
+	Rollouts  []card
 	Refreshes []int
 }
 
-// rollouts is GET /: every deployment with a gray, its state and its
-// latest evaluation's gate table.
+// card is one deployment on the overview (SPEC §8 rev. 4): its state,
+// one verdict, the next step and what it waits for, what each arm is,
+// its pools, and its last rollout event.
+type card struct {
+	store.RolloutSummary
+	Verdict overall
+	Next    string
+	Arms    []store.ArmIdentity
+	Pools   []armPool
+}
+
+// cards builds the overview's card of each summary, reading each
+// deployment's arms; views are every deployment's replica views.
+func (s *Console) cards(c *fiber.Ctx, sums []store.RolloutSummary, views []store.ReplicaView) ([]card, error) {
+	now := s.now().UTC()
+	out := make([]card, 0, len(sums))
+	for _, sum := range sums {
+		cd := card{RolloutSummary: sum, Verdict: verdictOf(sum, now)}
+		cd.Next = nextStep(sum, cd.Verdict, now)
+		var err error
+		if cd.Arms, err = s.r.Arms(c.UserContext(), sum.Deployment, now); err != nil {
+			return nil, err
+		}
+		var mine []store.ReplicaView
+		for _, v := range views {
+			if v.Deployment == sum.Deployment {
+				mine = append(mine, v)
+			}
+		}
+		cd.Pools = pools(mine)
+		out = append(out, cd)
+	}
+	return out, nil
+}
+
+// rollouts is GET /: one card per deployment with a gray — status,
+// percentage and hold, one verdict, the next step, the arms, the pools
+// and the last rollout event; the gates are on the deployment's page.
 func (s *Console) rollouts(c *fiber.Ctx) error {
 	if err := onlyParams(c, "refresh"); err != nil {
 		return err
@@ -38,7 +74,15 @@ func (s *Console) rollouts(c *fiber.Ctx) error {
 	if p.Refresh, err = refresh(c, p.Refresh); err != nil {
 		return err
 	}
-	if p.Rollouts, err = s.r.Rollouts(c.UserContext(), ""); err != nil {
+	sums, err := s.r.Rollouts(c.UserContext(), "")
+	if err != nil {
+		return err
+	}
+	views, err := s.r.ReplicaViews(c.UserContext(), "", s.now().UTC())
+	if err != nil {
+		return err
+	}
+	if p.Rollouts, err = s.cards(c, sums, views); err != nil {
 		return err
 	}
 	return s.render(c, fiber.StatusOK, "rollouts", p)
@@ -58,26 +102,34 @@ func refresh(c *fiber.Ctx, def int) (int, error) {
 	return n, nil
 }
 
-// timeRanges are the deployment page's ranges, by their query value.
+// timeRanges are the deployment page's ranges, by their query value; the
+// first five are offered (SPEC §8 rev. 4), the others still answer.
 var timeRanges = []struct {
 	Value string
 	D     time.Duration
 }{
-	{"15m", 15 * time.Minute}, {"1h", time.Hour}, {"6h", 6 * time.Hour}, {"24h", 24 * time.Hour},
-	{"7d", 7 * 24 * time.Hour}, {"30d", 30 * 24 * time.Hour}, {"epoch", 0}, {"all", 0},
+	{"1h", time.Hour}, {"6h", 6 * time.Hour}, {"24h", 24 * time.Hour}, {"7d", 7 * 24 * time.Hour}, {"epoch", 0},
+	{"15m", 15 * time.Minute}, {"30d", 30 * 24 * time.Hour}, {"all", 0},
 }
 
-const defaultRange = "1h"
+// offeredRanges is how many of timeRanges the page links to.
+const offeredRanges = 5
+
+const defaultRange = "epoch"
 
 type deploymentPage struct {
 	page
 	Summary     store.RolloutSummary
+	Card        card
 	Range       string
 	Ranges      []string
 	From, To    time.Time
+	EpochNote   string
+	Groups      []gateGroup
 	GateCharts  []svgChart
 	ArmCharts   []svgChart
 	Percentage  svgChart
+	Replicas    []armReplicas
 	Events      []eventView
 	EventsCut   bool
 	Evaluations int
@@ -94,8 +146,24 @@ type eventView struct {
 	Kind  string // rollback, promotion, operator, config, change, hold, release
 }
 
-// deployment is GET /deployments/{deployment}: the gates, attempts and
-// percentage over the chosen range, every rollout event marked.
+// epochStart is where deployment's current epoch began — the evaluation's
+// epoch when the analyzer sent one (a new pair of fingerprints starts one
+// too), else the last change of status to active or testing — and, for a
+// rolled-back deployment, where its last epoch began; zero when it never
+// had one.
+func epochStart(sum store.RolloutSummary) time.Time {
+	start := sum.LastEpochStart
+	if e := sum.Latest; e != nil && e.Epoch != nil && e.Epoch.Start.After(start) {
+		start = e.Epoch.Start.UTC()
+	}
+	return start
+}
+
+// deployment is GET /deployments/{deployment}: the verdict and the next
+// step, the gates by what they watch in their units, the gates, attempts
+// and percentage over the chosen range (the current epoch unless another
+// is asked for) with every rollout event marked, the replicas, and the
+// rollout history.
 func (s *Console) deployment(c *fiber.Ctx) error {
 	if err := onlyParams(c, "range", "refresh"); err != nil {
 		return err
@@ -106,7 +174,7 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 	}
 	p := deploymentPage{page: s.page(c, dep), Range: defaultRange}
 	p.Nav = "rollouts"
-	for _, r := range timeRanges {
+	for _, r := range timeRanges[:offeredRanges] {
 		p.Ranges = append(p.Ranges, r.Value)
 	}
 	if v := c.Query("range"); v != "" {
@@ -125,11 +193,35 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 		return httpError(fiber.StatusNotFound, "no rollout events are stored for deployment "+dep)
 	}
 	p.Summary = sums[0]
-	p.To = s.now().UTC()
+	now := s.now().UTC()
+	views, err := s.r.ReplicaViews(ctx, dep, now)
+	if err != nil {
+		return err
+	}
+	cards, err := s.cards(c, sums, views)
+	if err != nil {
+		return err
+	}
+	p.Card = cards[0]
+	p.Replicas = replicaTables(views, now)
+	if p.Summary.Latest != nil {
+		p.Groups = groupGates(p.Summary.Latest.Gates)
+	}
+	p.To = now
 	switch p.Range {
 	case "epoch":
-		if p.From = p.Summary.EpochStart; p.From.IsZero() {
-			return badParam("range", "the deployment has no current epoch (it is rolled back); pick another range")
+		// To the second: an event stored (to the microsecond) at the
+		// epoch's start stays inside the range.
+		p.From = epochStart(p.Summary).Truncate(time.Second)
+		if p.Summary.Last.Status == string(events.StatusRolledBack) && !p.From.IsZero() {
+			p.EpochNote = "the last epoch, which the rollback ended"
+		}
+		if p.From.IsZero() {
+			// Never active or testing: the whole history is the range.
+			if p.From, err = s.r.HistoryStart(ctx, dep); err != nil {
+				return err
+			}
+			p.EpochNote = "no epoch yet: the whole history"
 		}
 	case "all":
 		if p.From, err = s.r.HistoryStart(ctx, dep); err != nil {
@@ -143,7 +235,7 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 			}
 		}
 		if !found {
-			return badParam("range", "want one of 15m, 1h, 6h, 24h, 7d, 30d, epoch, all")
+			return badParam("range", "want one of 1h, 6h, 24h, 7d, epoch")
 		}
 	}
 	// A minute of margin, so the newest events are inside the range.
@@ -165,15 +257,15 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 	}
 	p.Percentage = percentageChart(dep, p.From, p.To, evs, before, markers).layout()
 
-	gates, total, err := s.r.GateSeries(ctx, dep, p.From, p.To, MaxPoints)
+	gates, total, err := s.r.GateSeries(ctx, dep, p.From, p.To, seriesBins)
 	if err != nil {
 		return err
 	}
-	p.Evaluations, p.Aggregated = total, total > MaxPoints
+	p.Evaluations, p.Aggregated = total, total > seriesBins
 	for _, ch := range gateCharts(gates, p.From, p.To, markers) {
 		p.GateCharts = append(p.GateCharts, ch.layout())
 	}
-	bins, width, err := s.r.ArmSeries(ctx, dep, p.From, p.To, MaxPoints)
+	bins, width, err := s.r.ArmSeries(ctx, dep, p.From, p.To, seriesBins)
 	if err != nil {
 		return err
 	}
@@ -275,25 +367,41 @@ func gateKey(p store.GatePoint) string {
 	return p.Gate + " (not streamed)"
 }
 
+// seriesBins is the most points of the deployment page's gate and attempt
+// series: one per unit of a half-width chart's drawing (below MaxPoints,
+// which bounds any series), so a week of evaluations every few seconds
+// is binned into what the chart can show rather than sent as 2,000
+// points a line.
+const seriesBins = smallW
+
+// maxDots is the most points of a series drawn each with its own dot
+// (and tooltip).
+const maxDots = 200
+
 // gateCharts draws one chart per gate and class: the estimate (a dot per
 // evaluation, red where the gate failed), the deciding bound, the
 // window's and the epoch's bounds when the analyzer sends them, and the
 // threshold.
 func gateCharts(pts []store.GatePoint, from, to time.Time, markers []Marker) []Chart {
-	type acc struct{ est, bound, win, epoch, thr []Point }
+	type acc struct {
+		gate                        events.Gate
+		est, bound, win, epoch, thr []Point
+	}
 	by := map[string]*acc{}
 	var order []string
 	for _, p := range pts {
 		k := gateKey(p)
 		a := by[k]
 		if a == nil {
-			a = &acc{}
+			a = &acc{gate: events.Gate(p.Gate)}
 			by[k] = a
 			order = append(order, k)
 		}
+		scale, _ := unitScale(events.Gate(p.Gate))
 		add := func(dst *[]Point, v *float64, fail bool) {
 			if v != nil {
-				*dst = append(*dst, Point{T: p.At, V: *v, N: p.N, Lo: *v, Hi: *v, Fail: fail})
+				x := *v * scale
+				*dst = append(*dst, Point{T: p.At, V: x, N: p.N, Lo: x, Hi: x, Fail: fail})
 			}
 		}
 		add(&a.est, p.Estimate, p.Fail)
@@ -303,12 +411,22 @@ func gateCharts(pts []store.GatePoint, from, to time.Time, markers []Marker) []C
 		thr := p.Threshold
 		add(&a.thr, &thr, false)
 	}
-	sort.Strings(order)
+	// By group, as the gate tables (contract, errors, latency, tokens,
+	// loops), then by name.
+	rank := func(k string) int { return slices.Index(gateGroups, infoOf(by[k].gate).Group) }
+	sort.Slice(order, func(i, j int) bool {
+		if ri, rj := rank(order[i]), rank(order[j]); ri != rj {
+			return ri < rj
+		}
+		return order[i] < order[j]
+	})
 	var out []Chart
 	for i, k := range order {
 		a := by[k]
 		series := []Series{
-			{Name: "estimate", Class: "s-est", Points: a.est, Dots: true},
+			// A dot per evaluation while they are few; beyond, only the
+			// failing ones (a page over days would carry thousands).
+			{Name: "estimate", Class: "s-est", Points: a.est, Dots: len(a.est) <= maxDots},
 			{Name: "bound (deciding)", Class: "s-bound", Points: a.bound},
 		}
 		if len(a.win) > 0 {
@@ -318,7 +436,8 @@ func gateCharts(pts []store.GatePoint, from, to time.Time, markers []Marker) []C
 			series = append(series, Series{Name: "epoch bound", Class: "s-epoch", Points: a.epoch})
 		}
 		series = append(series, Series{Name: "threshold", Class: "s-thr", Points: a.thr, Dashed: true, Step: true})
-		out = append(out, Chart{ID: fmt.Sprintf("gate-%d", i), Title: k, From: from, To: to, Series: series,
+		_, unit := unitScale(a.gate)
+		out = append(out, Chart{ID: fmt.Sprintf("gate-%d", i), Title: k, Unit: unit, From: from, To: to, Series: series,
 			Markers: markers, ZeroBased: true, Small: true})
 	}
 	return out
@@ -357,7 +476,7 @@ func armCharts(bins []store.ArmBin, width time.Duration, from, to time.Time, mar
 	ch := Chart{ID: "attempts", Title: "Attempts " + unit, From: from, To: to, ZeroBased: true, Markers: markers, Small: true}
 	for _, arm := range chartArms {
 		if len(attempts[arm]) > 0 {
-			ch.Series = append(ch.Series, Series{Name: arm, Class: "s-" + arm, Points: attempts[arm], Dots: len(attempts[arm]) < 200})
+			ch.Series = append(ch.Series, Series{Name: arm, Class: "s-" + arm, Points: attempts[arm], Dots: len(attempts[arm]) <= maxDots})
 		}
 	}
 	out := []Chart{ch}
@@ -373,7 +492,7 @@ func armCharts(bins []store.ArmBin, width time.Duration, from, to time.Time, mar
 				nonzero = nonzero || p.V > 0
 			}
 			if nonzero {
-				oc.Series = append(oc.Series, Series{Name: string(o), Class: "s-o" + strconv.Itoa(i), Points: pts, Dots: len(pts) < 200})
+				oc.Series = append(oc.Series, Series{Name: string(o), Class: "s-o" + strconv.Itoa(i), Points: pts, Dots: len(pts) <= maxDots})
 			}
 		}
 		out = append(out, oc)

@@ -30,6 +30,12 @@ type Evaluation struct {
 	Verdict         string
 	// Gates are the evaluation's gates as published.
 	Gates []events.GateResult
+	// Epoch, StepSince, PassingSince and Promotion are as published
+	// (migration 7); nil from analyzers that did not send them.
+	Epoch        *events.EpochInfo
+	StepSince    *time.Time
+	PassingSince *time.Time
+	Promotion    *events.PromotionRule
 }
 
 // RolloutSummary is a deployment's rollout as the console's first page
@@ -44,10 +50,13 @@ type RolloutSummary struct {
 	// §3 rev. 4), nil when none did; events without a hold leave it as
 	// it was, as the gateways' fold does.
 	HoldEvent *RolloutEvent
-	// EpochStart is zero when the status is rolled_back.
-	EpochStart time.Time
-	StepStart  time.Time
-	Latest     *Evaluation
+	// EpochStart is zero when the status is rolled_back; LastEpochStart
+	// is the start of the last epoch even then (zero when the deployment
+	// was never active or testing).
+	EpochStart     time.Time
+	LastEpochStart time.Time
+	StepStart      time.Time
+	Latest         *Evaluation
 }
 
 // Held reports whether the rollout is held: the last event that spoke of
@@ -75,6 +84,7 @@ func (r *Reader) Rollouts(ctx context.Context, deployment string) ([]RolloutSumm
 		var epoch, step *time.Time
 		err := row.Scan(&s.Deployment, &epoch, &step)
 		s.EpochStart, s.StepStart = deref(epoch).UTC(), deref(step).UTC()
+		s.LastEpochStart = s.EpochStart
 		return s, err
 	})
 	if err != nil {
@@ -125,11 +135,11 @@ func (r *Reader) lastHold(ctx context.Context, deployment string) (*RolloutEvent
 func (r *Reader) LatestEvaluation(ctx context.Context, deployment string) (*Evaluation, error) {
 	var e Evaluation
 	var id pgtype.UUID
-	var gates []byte
+	var gates, epoch, promotion []byte
 	err := r.pool.QueryRow(ctx, `SELECT event_id, occurred_at, window_start, window_seconds, gray_requests,
-		primary_requests, verdict, gates FROM analysis_evaluations WHERE deployment = $1
-		ORDER BY occurred_at DESC LIMIT 1`, deployment).Scan(&id, &e.OccurredAt, &e.WindowStart, &e.WindowSeconds,
-		&e.GrayRequests, &e.PrimaryRequests, &e.Verdict, &gates)
+		primary_requests, verdict, gates, epoch, step_since, passing_since, promotion FROM analysis_evaluations
+		WHERE deployment = $1 ORDER BY occurred_at DESC LIMIT 1`, deployment).Scan(&id, &e.OccurredAt, &e.WindowStart,
+		&e.WindowSeconds, &e.GrayRequests, &e.PrimaryRequests, &e.Verdict, &gates, &epoch, &e.StepSince, &e.PassingSince, &promotion)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -138,6 +148,24 @@ func (r *Reader) LatestEvaluation(ctx context.Context, deployment string) (*Eval
 	}
 	if err := json.Unmarshal(gates, &e.Gates); err != nil {
 		return nil, fmt.Errorf("latest evaluation of %s: gates: %w", deployment, err)
+	}
+	if epoch != nil {
+		e.Epoch = &events.EpochInfo{}
+		if err := json.Unmarshal(epoch, e.Epoch); err != nil {
+			return nil, fmt.Errorf("latest evaluation of %s: epoch: %w", deployment, err)
+		}
+	}
+	if promotion != nil {
+		e.Promotion = &events.PromotionRule{}
+		if err := json.Unmarshal(promotion, e.Promotion); err != nil {
+			return nil, fmt.Errorf("latest evaluation of %s: promotion: %w", deployment, err)
+		}
+	}
+	for _, t := range []**time.Time{&e.StepSince, &e.PassingSince} {
+		if *t != nil {
+			u := (*t).UTC()
+			*t = &u
+		}
 	}
 	e.EventID = uuid.UUID(id.Bytes).String()
 	e.OccurredAt, e.WindowStart = e.OccurredAt.UTC(), e.WindowStart.UTC()
@@ -181,19 +209,31 @@ type GatePoint struct {
 // evaluations the range holds.
 func (r *Reader) GateSeries(ctx context.Context, deployment string, since, until time.Time, maxPoints int) ([]GatePoint, int, error) {
 	var total int
-	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM analysis_evaluations
-		WHERE deployment = $1 AND occurred_at >= $2 AND occurred_at < $3`, deployment, since, until).Scan(&total); err != nil {
+	var out []GatePoint
+	err := r.serially(ctx, func(tx pgx.Tx) error {
+		return r.gateSeries(ctx, tx, deployment, since, until, maxPoints, &out, &total)
+	})
+	if err != nil {
 		return nil, 0, fmt.Errorf("gate series of %s: %w", deployment, err)
+	}
+	return out, total, nil
+}
+
+func (r *Reader) gateSeries(ctx context.Context, tx pgx.Tx, deployment string, since, until time.Time, maxPoints int,
+	out *[]GatePoint, total *int) error {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM analysis_evaluations
+		WHERE deployment = $1 AND occurred_at >= $2 AND occurred_at < $3`, deployment, since, until).Scan(total); err != nil {
+		return err
 	}
 	// Raw: each evaluation is its own group (its event id); binned: a span
 	// of time with date_bin.
 	group := `e.event_id::text`
 	args := []any{deployment, since, until}
-	if total > maxPoints {
+	if *total > maxPoints {
 		group = `date_bin($4::interval, e.occurred_at, $2)::text`
 		args = append(args, binWidth(since, until, maxPoints))
 	}
-	rows, err := r.pool.Query(ctx, `SELECT max(e.occurred_at), g->>'gate', (g->>'stream')::boolean,
+	rows, err := tx.Query(ctx, `SELECT max(e.occurred_at), g->>'gate', (g->>'stream')::boolean,
 			avg((g->>'estimate')::float8), avg((g->>'bound')::float8), avg((g->>'threshold')::float8),
 			avg((g->'window'->>'bound')::float8), avg((g->'epoch'->>'bound')::float8),
 			count(*), bool_or(g->>'verdict' = 'fail'), bool_and(g->>'verdict' IN ('pass', 'not_applicable')),
@@ -205,9 +245,9 @@ func (r *Reader) GateSeries(ctx context.Context, deployment string, since, until
 		GROUP BY `+group+`, g->>'gate', g->>'stream'
 		ORDER BY 1`, args...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("gate series of %s: %w", deployment, err)
+		return err
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (GatePoint, error) {
+	*out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (GatePoint, error) {
 		var p GatePoint
 		var threshold *float64
 		var gray, primary *int64
@@ -218,10 +258,7 @@ func (r *Reader) GateSeries(ctx context.Context, deployment string, since, until
 		p.WindowVerdict, p.EpochVerdict = deref(wv), deref(ev)
 		return p, err
 	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("gate series of %s: %w", deployment, err)
-	}
-	return out, total, nil
+	return err
 }
 
 // ArmBin is the attempts of one arm in one bin of time, by outcome.
@@ -238,29 +275,39 @@ type ArmBin struct {
 func (r *Reader) ArmSeries(ctx context.Context, deployment string, since, until time.Time, maxBins int) ([]ArmBin, time.Duration, error) {
 	// Whole minutes, rounded up, so the bins never outnumber maxBins.
 	width := (binWidth(since, until, maxBins) + time.Minute - 1).Truncate(time.Minute)
-	rows, err := r.pool.Query(ctx, `SELECT date_bin($4::interval, s.occurred_at, $2) AS b, a->>'arm', o.key, sum(o.value::bigint)
-		FROM arm_stats s, jsonb_array_elements(s.data->'arms') a, jsonb_each_text(a->'outcomes') o
-		WHERE s.deployment = $1 AND s.occurred_at >= $2 AND s.occurred_at < $3
-		GROUP BY 1, 2, 3 ORDER BY 1, 2`, deployment, since, until, width)
-	if err != nil {
-		return nil, 0, fmt.Errorf("arm series of %s: %w", deployment, err)
-	}
-	defer rows.Close()
+	// A row's outcomes per arm as the writer summed them (migration 7),
+	// else, for a row stored before, from its entries.
 	var out []ArmBin
-	for rows.Next() {
-		var at time.Time
-		var arm, outcome string
-		var n int64
-		if err := rows.Scan(&at, &arm, &outcome, &n); err != nil {
-			return nil, 0, fmt.Errorf("arm series of %s: %w", deployment, err)
+	err := r.serially(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT date_bin($4::interval, s.occurred_at, $2) AS b, o.arm, o.outcome, sum(o.n)
+			FROM arm_stats s, LATERAL (
+				SELECT a.key AS arm, x.key AS outcome, x.value::bigint AS n
+				FROM jsonb_each(s.outcomes) a, jsonb_each_text(a.value) x WHERE s.outcomes IS NOT NULL
+				UNION ALL
+				SELECT a->>'arm', x.key, x.value::bigint
+				FROM jsonb_array_elements(s.data->'arms') a, jsonb_each_text(a->'outcomes') x WHERE s.outcomes IS NULL) o
+			WHERE s.deployment = $1 AND s.occurred_at >= $2 AND s.occurred_at < $3
+			GROUP BY 1, 2, 3 ORDER BY 1, 2`, deployment, since, until, width)
+		if err != nil {
+			return err
 		}
-		at = at.UTC()
-		if len(out) == 0 || !out[len(out)-1].At.Equal(at) || out[len(out)-1].Arm != arm {
-			out = append(out, ArmBin{At: at, Arm: arm, Outcomes: map[string]int64{}})
+		defer rows.Close()
+		for rows.Next() {
+			var at time.Time
+			var arm, outcome string
+			var n int64
+			if err := rows.Scan(&at, &arm, &outcome, &n); err != nil {
+				return err
+			}
+			at = at.UTC()
+			if len(out) == 0 || !out[len(out)-1].At.Equal(at) || out[len(out)-1].Arm != arm {
+				out = append(out, ArmBin{At: at, Arm: arm, Outcomes: map[string]int64{}})
+			}
+			out[len(out)-1].Outcomes[outcome] += n
 		}
-		out[len(out)-1].Outcomes[outcome] += n
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, 0, fmt.Errorf("arm series of %s: %w", deployment, err)
 	}
 	return out, width, nil
@@ -295,6 +342,21 @@ func (r *Reader) RolloutEvents(ctx context.Context, deployment string, since, un
 		return in, nil, nil
 	}
 	return in, &before[0], nil
+}
+
+// serially runs f in a read-only transaction planned without JIT
+// compilation or parallel workers. The series read one deployment's rows
+// through its index, but the planner, which takes every jsonb function
+// to yield 100 rows, estimates millions and would compile the query
+// (about 400 ms, more than the whole scan: EXPLAIN ANALYZE in
+// TestOverviewAtScale's seed) and start workers for it.
+func (r *Reader) serially(ctx context.Context, f func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL jit = off; SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+			return err
+		}
+		return f(tx)
+	})
 }
 
 // binWidth is the span that splits [since, until) into at most n bins,

@@ -204,7 +204,9 @@ func TestWriteEveryField(t *testing.T) {
 						map[string]any{"gate": "schema_failure_rate", "stream": nil, "estimate": 0.02, "bound": 0.02, "threshold": 0.0,
 							"gray_n": 51.0, "primary_n": 2490.0, "verdict": "fail", "needs_gray": nil},
 						map[string]any{"gate": "ttft_p99", "stream": true, "estimate": nil, "bound": nil, "threshold": 3.0,
-							"gray_n": 3.0, "primary_n": 140.0, "verdict": "inconclusive", "needs_gray": nil}}})},
+							"gray_n": 3.0, "primary_n": 140.0, "verdict": "inconclusive", "needs_gray": nil}},
+					// An evaluation without epoch or promotion (migration 7); TestOverviewQueries stores one with them.
+					"epoch": nil, "step_since": nil, "passing_since": nil, "promotion": nil})},
 			}
 			for _, tt := range tests {
 				got := row(t, pool, tt.table, ev[tt.i].Envelope.ID)

@@ -130,12 +130,21 @@ var tables = []*table{
 	{
 		name: "analysis_evaluations", typ: events.TypeAnalysisEvaluated, partitioned: true,
 		columns: append(common[:len(common):len(common)], "deployment", "window_start", "window_seconds",
-			"gray_requests", "primary_requests", "verdict", "gates"),
+			"gray_requests", "primary_requests", "verdict", "gates", "epoch", "step_since", "passing_since", "promotion"),
 		row: func(e Event, _ *Options) []any {
 			a := e.Data.(*events.AnalysisEvaluated)
 			gates := jsonb(a.Gates) // Check made every number finite
+			// epoch and promotion are NULL when the analyzer sent none
+			// (migration 7).
+			var epoch, promotion any
+			if a.Epoch != nil {
+				epoch = jsonb(a.Epoch)
+			}
+			if a.Promotion != nil {
+				promotion = jsonb(a.Promotion)
+			}
 			return append(commonValues(e, 40), a.Deployment, a.WindowStart, a.WindowSeconds, a.GrayRequests,
-				a.PrimaryRequests, string(a.Verdict), gates)
+				a.PrimaryRequests, string(a.Verdict), gates, epoch, a.StepSince, a.PassingSince, promotion)
 		},
 	},
 	{
@@ -147,11 +156,11 @@ var tables = []*table{
 		// without band or cached (an older gateway's, or one a gateway
 		// left out as "" and false) reads as band "", cached false.
 		name: "arm_stats", typ: events.TypeStatsInterval, partitioned: true,
-		columns: append(common[:len(common):len(common)], "gateway", "deployment", "data"),
+		columns: append(common[:len(common):len(common)], "gateway", "deployment", "data", "outcomes"),
 		row: func(e Event, _ *Options) []any {
 			s := e.Data.(*events.StatsInterval)
 			data := jsonb(s) // Check made every number finite
-			return append(commonValues(e, 8), s.Gateway, s.Deployment, data)
+			return append(commonValues(e, 8), s.Gateway, s.Deployment, data, jsonb(armOutcomes(s)))
 		},
 	},
 	{
@@ -166,6 +175,29 @@ var tables = []*table{
 		},
 		write: writeReplicaStatus,
 	},
+}
+
+// armOutcomes sums a statistic's outcomes per arm over its entries (every
+// stream, endpoint, band and cache class): arm_stats.outcomes, what the
+// console's attempt charts read (migration 7).
+func armOutcomes(s *events.StatsInterval) map[events.Arm]events.Outcomes {
+	out := map[events.Arm]events.Outcomes{}
+	for _, a := range s.Arms {
+		o := out[a.Arm]
+		x := a.Outcomes
+		o.OK += x.OK
+		o.SchemaViolation += x.SchemaViolation
+		o.InvalidJSON += x.InvalidJSON
+		o.Upstream4xx += x.Upstream4xx
+		o.Upstream5xx += x.Upstream5xx
+		o.Timeout += x.Timeout
+		o.UpstreamError += x.UpstreamError
+		o.Cancelled += x.Cancelled
+		o.SchemaViolationBoth += x.SchemaViolationBoth
+		o.Truncated += x.Truncated
+		out[a.Arm] = o
+	}
+	return out
 }
 
 // OccurredAt is the time an event's row is keyed and partitioned by: the
