@@ -73,7 +73,7 @@ func publishRequestLog(t *testing.T, js jetstream.JetStream, now time.Time) requ
 // request's page tells what happened to it, and the sample's page says it
 // fell back to primary and shows primary's answer beside gray's with each
 // missing or extra property's object marked. Screenshots go to
-// t.TempDir().
+// t.TempDir(), or to GRAYGATE_SCREENSHOTS (task screenshots).
 func TestE2EConsoleRequests(t *testing.T) {
 	chromium := testenv.Chromium(t)
 	dbURL := testenv.Database(t)
@@ -94,7 +94,16 @@ func TestE2EConsoleRequests(t *testing.T) {
 		return countRows(dbURL, "SELECT count(*) FROM requests") == len(fx.ids) && countRows(dbURL, "SELECT count(*) FROM samples") == 1
 	})
 
+	// The pictures go to the test's temporary directory, or with
+	// GRAYGATE_SCREENSHOTS set (task screenshots) to that directory.
 	shots := t.TempDir()
+	if d := os.Getenv(screenshotsEnv); d != "" {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(testenv.RepoRoot(), d)
+		}
+		testenv.Must(t, os.MkdirAll(d, 0o755))
+		shots = d
+	}
 	blog := &browserLog{}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromium),
@@ -190,7 +199,7 @@ func TestE2EConsoleRequests(t *testing.T) {
 		t.Errorf("the nav marks %q; want /requests", on)
 	}
 	noErrors("requests")
-	shot("requests")
+	shot("requests-1360")
 
 	for _, tc := range []struct {
 		query string
@@ -255,7 +264,7 @@ func TestE2EConsoleRequests(t *testing.T) {
 		t.Errorf("the fallback's page links to sample %q; want %q", href, "/samples/"+fx.both)
 	}
 	noErrors("request")
-	shot("request")
+	shot("request-1360")
 
 	// The schema_violation_both sample: its outcome, primary beside gray.
 	testenv.Must(t, chromedp.Do(ctx, chromedp.Click(`ul.related a[href^="/samples/"]`), chromedp.WaitVisible(".pair")))
@@ -283,6 +292,6 @@ func TestE2EConsoleRequests(t *testing.T) {
 		t.Errorf("primary's answer at x=%v, gray's at x=%v; want them side by side", sides.Right, sides.Left)
 	}
 	noErrors("sample schema_violation_both")
-	shot("sample-both")
+	shot("sample-both-1360")
 	t.Logf("screenshots in %s", shots)
 }
