@@ -293,5 +293,20 @@ func TestE2EConsoleRequests(t *testing.T) {
 	}
 	noErrors("sample schema_violation_both")
 	shot("sample-both-1360")
+
+	// At every viewport the pages fit: no box wider than its container,
+	// no text drawn over text (TestE2EConsolePages' layoutCheck).
+	for _, vp := range viewports {
+		testenv.Must(t, chromedp.Do(ctx, chromedp.EmulateViewport(vp.W, vp.H)))
+		for _, path := range []string{"/requests", "/requests/" + fx.ids[0], "/samples/" + fx.both} {
+			open(path)
+			var problems []string
+			testenv.Must(t, json.Unmarshal([]byte(eval(layoutCheck)), &problems))
+			for _, pr := range problems {
+				t.Errorf("%s at %d×%d: %s", path, vp.W, vp.H, pr)
+			}
+			noErrors(fmt.Sprintf("%s at %d×%d", path, vp.W, vp.H))
+		}
+	}
 	t.Logf("screenshots in %s", shots)
 }
