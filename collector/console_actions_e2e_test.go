@@ -173,6 +173,28 @@ analyzer:
 		}
 		return v
 	}
+	// look checks the page's layout at 1280 × 800 and 1920 × 1080 (no
+	// element overflows, no labels overlap: TestE2EConsolePages' check)
+	// with the element at selector in view and, under GRAYGATE_SCREENSHOTS
+	// (task screenshots), writes a PNG of each there as name-WIDTH.png.
+	shots := os.Getenv(screenshotsEnv)
+	look := func(name, selector string) {
+		t.Helper()
+		for _, vp := range [][2]int64{{1280, 800}, {1920, 1080}} {
+			run("viewport", chromedp.EmulateViewport(vp[0], vp[1]), chromedp.ScrollIntoView(selector))
+			var problems []string
+			testenv.Must(t, json.Unmarshal([]byte(eval(layoutCheck)), &problems))
+			for _, pr := range problems {
+				t.Errorf("%s at %d px: %s", name, vp[0], pr)
+			}
+			if shots != "" {
+				png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+				testenv.Must(t, err)
+				testenv.Must(t, os.WriteFile(filepath.Join(shots, fmt.Sprintf("%s-%d.png", name, vp[0])), png, 0o644))
+			}
+		}
+		run("viewport", chromedp.EmulateViewport(1360, 900))
+	}
 	history := func() []historyRow {
 		t.Helper()
 		var rows []historyRow
@@ -205,11 +227,7 @@ analyzer:
 	if got := eval(`[...document.querySelectorAll('form.act')].map(f => f.className.replace('act act-', '')).join(' ')`); got != "promote set rollback hold" {
 		t.Errorf("forms %q; want promote set rollback hold", got)
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	testenv.Must(t, err)
-	shots := filepath.Join(testenv.RepoRoot(), ".data", "console")
-	testenv.Must(t, os.MkdirAll(shots, 0o755))
-	testenv.Must(t, os.WriteFile(filepath.Join(shots, "deployment-actions.png"), png, 0o644))
+	look("actions", "form.act-promote")
 
 	// Each action, from the page as it stands.
 	for _, a := range []struct {
@@ -266,6 +284,7 @@ analyzer:
 		!strings.Contains(txt, fmt.Sprintf("showed revision %d", rev)) {
 		t.Errorf("a stale form shows %q; want the conflict naming revision %d", txt, moved.Revision)
 	}
+	look("actions-conflict", "section.action-result")
 	if e := gatewayEntryOf(t, gw, dep); e.Revision != moved.Revision || e.Percentage != 3 {
 		t.Errorf("after the conflict the gateway has %+v; want revision %d at 3 %% (unchanged)", e, moved.Revision)
 	}
