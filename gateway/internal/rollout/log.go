@@ -200,9 +200,15 @@ var unavailableReminder = time.Minute
 // whether the table is still trusted, and the error (URLs without
 // credentials).
 func (l *Log) outage(since time.Time, err error) []any {
+	msg := err.Error()
+	if errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrConnectionReconnecting) {
+		// What the client says of a request made while it reconnects
+		// without a buffer.
+		msg = "not connected to NATS (" + msg + ")"
+	}
 	return []any{"url", config.RedactURLs(config.RedactURL(strings.Join(l.nc.Servers(), ","))),
 		"since", since.UTC().Format(time.RFC3339), "down_for", time.Since(since).Round(time.Second).String(),
-		"serving_primary_only", !l.fresh.Load(), "err", config.RedactURLs(err.Error())}
+		"serving_primary_only", !l.fresh.Load(), "err", config.RedactURLs(msg)}
 }
 
 // read notes that a follower read the log now.

@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -82,5 +84,29 @@ func TestRolloutLogOutageIsQuiet(t *testing.T) {
 	defer logs.mu.Unlock()
 	if len(logs.all) > 8 {
 		t.Errorf("%d log lines for an outage of about 6 s; want a handful:\n%s", len(logs.all), strings.Join(logs.all, "\n"))
+	}
+}
+
+// A read refused because the client is reconnecting says so in words,
+// not only as the client's "outbound buffer limit exceeded".
+func TestOutageSaysNotConnected(t *testing.T) {
+	nc, js := testenv.NATSServer(t)
+	l, err := NewLog(js, NewTable(nil), nil, 1, time.Minute, "test", slog.New(slog.DiscardHandler))
+	testenv.Must(t, err)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("ensure stream X: %w", nats.ErrReconnectBufExceeded), "not connected to NATS (ensure stream X: nats: outbound buffer limit exceeded)"},
+		{errors.New("stream not found"), "stream not found"},
+	} {
+		args := l.outage(time.Now(), tc.err)
+		got := fmt.Sprint(args[len(args)-1])
+		if got != tc.want {
+			t.Errorf("outage(%v) err = %q; want %q", tc.err, got, tc.want)
+		}
+		if url := fmt.Sprint(args[1]); !strings.Contains(url, nc.ConnectedAddr()) {
+			t.Errorf("outage url = %q; want the server %s", url, nc.ConnectedAddr())
+		}
 	}
 }
