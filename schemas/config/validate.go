@@ -194,8 +194,8 @@ func (d *decoder) validateUpstream(p string, u *Upstream, dir string, gray bool)
 	d.validatePool(p, u)
 }
 
-// checkUpstreamURL explains why raw is not an absolute http(s) URL, or
-// returns "". The URL is never echoed: it may carry credentials.
+// checkUpstreamURL explains why raw is not an absolute http(s) base URL,
+// or returns "". The URL is echoed only with its credentials redacted.
 func checkUpstreamURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -210,7 +210,36 @@ func checkUpstreamURL(raw string) string {
 	if u.Fragment != "" || u.RawQuery != "" {
 		return "must not have a query or a fragment"
 	}
+	if base, ok := endpointBase(u); ok {
+		return "upstream url " + RedactURL(raw) + " ends in an endpoint path; use the base URL " + base
+	}
 	return ""
+}
+
+// endpointPaths are the API paths the gateway appends to an upstream's
+// base URL (SPEC §3): a url that already ends in one would be sent
+// .../chat/completions/chat/completions.
+var endpointPaths = []string{"/chat/completions", "/completions", "/responses", "/embeddings"}
+
+// endpointBase reports whether u's path ends in an endpoint path (any
+// case, with or without a trailing slash), and the base URL to configure
+// instead, credentials redacted. A base without a path is read as /v1,
+// and the advice says so.
+func endpointBase(u *url.URL) (string, bool) {
+	p := strings.TrimSuffix(u.Path, "/")
+	for _, e := range endpointPaths {
+		if len(p) < len(e) || !strings.EqualFold(p[len(p)-len(e):], e) {
+			continue
+		}
+		b := *u
+		b.Path, b.RawPath = p[:len(p)-len(e)], ""
+		base := RedactURL(b.String())
+		if b.Path == "" {
+			base += " (a url without a path means /v1)"
+		}
+		return base, true
+	}
+	return "", false
 }
 
 func (d *decoder) validateRollout(p string, r *Rollout, dir string) {

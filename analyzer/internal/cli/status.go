@@ -96,7 +96,7 @@ func writeTable(out io.Writer, s *engine.Status) error {
 	if !s.Ready {
 		ready = "NOT READY (rebuilding the window or reading the rollout log)"
 	}
-	fmt.Fprintf(out, "analyzer %s: %s, %s\n", s.Source, role, ready)
+	fmt.Fprintf(out, "analyzer %s: %s, %s\n", text.Escape(s.Source), role, ready)
 	fmt.Fprintf(out, "window %s in %s buckets, every %s, min_requests %d; window rebuilt from %d statistics in %s\n",
 		seconds(s.WindowSeconds), seconds(s.BucketSeconds), seconds(s.IntervalSeconds), s.MinRequests,
 		s.ReplayEvents, seconds(s.ReplaySeconds))
@@ -110,20 +110,20 @@ func writeTable(out io.Writer, s *engine.Status) error {
 	fmt.Fprintln(tw, "DEPLOYMENT\tROLLOUT\tGRAY\tPRIMARY\tGATE\tSTREAM\tESTIMATE\tBOUND\tTHRESHOLD\tGRAY_N\tPRIMARY_N\tVERDICT\tWINDOW\tEPOCH\tNEEDS")
 	for _, d := range s.Deployments {
 		if d.At.IsZero() {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t(not evaluated yet)\n", d.Deployment, rolloutCell(d.Rollout))
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t(not evaluated yet)\n", text.Escape(d.Deployment), rolloutCell(d.Rollout))
 			continue
 		}
 		for i, g := range d.Gates {
 			if i == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t", d.Deployment, rolloutCell(d.Rollout), d.GrayRequests, d.PrimaryRequests)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t", text.Escape(d.Deployment), rolloutCell(d.Rollout), d.GrayRequests, d.PrimaryRequests)
 			} else {
 				fmt.Fprint(tw, "\t\t\t\t")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", g.Gate, streamCells.Of(g.Stream), valueCell(g.Gate, g.Estimate, true),
-				valueCell(g.Gate, g.Bound, true), valueCell(g.Gate, &g.Threshold, false), g.GrayN, g.PrimaryN, g.Verdict,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", text.Escape(string(g.Gate)), streamCells.Of(g.Stream), valueCell(g.Gate, g.Estimate, true),
+				valueCell(g.Gate, g.Bound, true), valueCell(g.Gate, &g.Threshold, false), g.GrayN, g.PrimaryN, text.Escape(string(g.Verdict)),
 				layerCell(g.Gate, g.Window), layerCell(g.Gate, g.Epoch), needsCell(g))
 		}
-		fmt.Fprintf(tw, "\t\t\t\toverall\t\t\t\t\t\t\t%s\n", d.Verdict)
+		fmt.Fprintf(tw, "\t\t\t\toverall\t\t\t\t\t\t\t%s\n", text.Escape(string(d.Verdict)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -133,13 +133,13 @@ func writeTable(out io.Writer, s *engine.Status) error {
 			fmt.Fprintln(out, line)
 		}
 		if ep := d.Epoch; ep != nil && ep.Note != "" {
-			fmt.Fprintf(out, "%s: epoch %d: %s\n", d.Deployment, ep.Index, text.Escape(ep.Note))
+			fmt.Fprintf(out, "%s: epoch %d: %s\n", text.Escape(d.Deployment), ep.Index, text.Escape(ep.Note))
 		}
 		if r := d.Rollout; r != nil && r.Note != "" {
-			fmt.Fprintf(out, "%s: rollout revision %d skipped: %s\n", d.Deployment, r.Revision, text.Escape(r.Note))
+			fmt.Fprintf(out, "%s: rollout revision %d skipped: %s\n", text.Escape(d.Deployment), r.Revision, text.Escape(r.Note))
 		}
 		if a := d.LastAction; a != nil {
-			line := fmt.Sprintf("%s: last %s at %s", d.Deployment, a.Kind, a.At.UTC().Format(time.RFC3339))
+			line := fmt.Sprintf("%s: last %s at %s", text.Escape(d.Deployment), text.Escape(string(a.Kind)), a.At.UTC().Format(time.RFC3339))
 			if a.Error != "" {
 				line += " not stored: " + text.Escape(a.Error)
 			} else {
@@ -159,16 +159,16 @@ func epochsLine(s *engine.Status) string {
 		line = "epochs REBUILDING (every epoch verdict inconclusive until the replay is done)"
 	}
 	if s.CheckpointBucket != "" {
-		line += "; checkpoints in " + s.CheckpointBucket
+		line += "; checkpoints in " + text.Escape(s.CheckpointBucket)
 	}
 	if len(s.Restored) > 0 {
-		line += fmt.Sprintf(", restored at start for %s", strings.Join(s.Restored, ", "))
+		line += fmt.Sprintf(", restored at start for %s", text.Escape(strings.Join(s.Restored, ", ")))
 	}
 	if s.LastCheckpoint != nil {
 		line += ", last written " + s.LastCheckpoint.UTC().Format(time.RFC3339)
 	}
 	if s.CheckpointError != "" {
-		line += "; checkpoint error: " + s.CheckpointError
+		line += "; checkpoint error: " + text.Escape(s.CheckpointError)
 	}
 	return line
 }
@@ -185,8 +185,8 @@ func epochLine(ev engine.Evaluation) string {
 		age = engine.ShortDuration(ev.At.Sub(ep.Start))
 	}
 	line := fmt.Sprintf("%s: epoch %d since %s (%s; %s gray, %s primary requests; %d periods, min %s%%); fingerprints gray %s, primary %s",
-		ev.Deployment, ep.Index, ep.Start.UTC().Format(time.RFC3339), age, engine.Thousands(ep.GrayRequests), engine.Thousands(ep.PrimaryRequests),
-		ep.Periods, strconv.FormatFloat(ep.MinPercentage, 'f', -1, 64), orDash(ep.GrayFingerprint), orDash(ep.PrimaryFingerprint))
+		text.Escape(ev.Deployment), ep.Index, ep.Start.UTC().Format(time.RFC3339), age, engine.Thousands(ep.GrayRequests), engine.Thousands(ep.PrimaryRequests),
+		ep.Periods, strconv.FormatFloat(ep.MinPercentage, 'f', -1, 64), orDash(text.Escape(ep.GrayFingerprint)), orDash(text.Escape(ep.PrimaryFingerprint)))
 	if ev.StepSince != nil {
 		line += fmt.Sprintf("; on this step %s", engine.ShortDuration(time.Duration(ev.StepSeconds*float64(time.Second))))
 	}
@@ -202,7 +202,7 @@ func layerCell(g events.Gate, l *events.LayerResult) string {
 	if l == nil {
 		return "-"
 	}
-	cell := string(l.Verdict)
+	cell := text.Escape(string(l.Verdict))
 	if l.Quantile != nil {
 		cell += " at " + engine.QuantileName(*l.Quantile)
 	}
@@ -251,7 +251,7 @@ func rolloutCell(r *rollout.State) string {
 	if r == nil {
 		return "(no event yet)"
 	}
-	return fmt.Sprintf("%s %s%% rev %d", r.Status, strconv.FormatFloat(r.Percentage, 'f', -1, 64), r.Revision)
+	return fmt.Sprintf("%s %s%% rev %d", text.Escape(string(r.Status)), strconv.FormatFloat(r.Percentage, 'f', -1, 64), r.Revision)
 }
 
 // valueCell formats a gate estimate or bound (signed: token inflation with

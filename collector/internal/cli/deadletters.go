@@ -35,6 +35,12 @@ func deadLettersList(ctx context.Context, cfg *config.Config, limit int, asJSON 
 			Data   []store.DeadLetter `json:"data"`
 		}{"list", list})
 	}
+	return writeDeadLetters(out, list)
+}
+
+// writeDeadLetters prints dead letters as a table, every text cell
+// escaped (cell).
+func writeDeadLetters(out io.Writer, list []store.DeadLetter) error {
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(out, "no dead letters")
 		return err
@@ -42,8 +48,8 @@ func deadLettersList(ctx context.Context, cfg *config.Config, limit int, asJSON 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tRECEIVED\tSTREAM\tSEQ\tSUBJECT\tEVENT ID\tERROR")
 	for _, d := range list {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", d.ID, d.ReceivedAt.Format("2006-01-02 15:04:05"), cell(d.Stream, 20),
-			d.Sequence, cell(d.Subject, 50), d.EventID, cell(d.Error, firstErrorWidth))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", d.ID, d.ReceivedAt.Format("2006-01-02 15:04:05"), cell(d.Stream, 40),
+			d.Sequence, cell(d.Subject, 50), cell(d.EventID, 40), cell(d.Error, firstErrorWidth))
 	}
 	return tw.Flush()
 }
@@ -74,11 +80,17 @@ func deadLetterShow(ctx context.Context, cfg *config.Config, arg string, asJSON,
 			store.DeadLetter
 		}{"dead_letter", d})
 	}
+	return writeDeadLetter(out, d)
+}
+
+// writeDeadLetter prints one dead letter's fields, every text escaped,
+// then its message with terminal controls escaped.
+func writeDeadLetter(out io.Writer, d store.DeadLetter) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("id", strconv.FormatInt(d.ID, 10))
 	row("received", d.ReceivedAt.Format(time.RFC3339Nano))
-	row("event id", d.EventID)
+	row("event id", safe(d.EventID))
 	row("type", safe(d.EventType))
 	row("stream", fmt.Sprintf("%s (sequence %d)", safe(d.Stream), d.Sequence))
 	row("subject", safe(d.Subject))
@@ -91,6 +103,6 @@ func deadLetterShow(ctx context.Context, cfg *config.Config, arg string, asJSON,
 	if !utf8.ValidString(text) {
 		text = string([]rune(text)) // invalid bytes shown as U+FFFD, escaped below
 	}
-	_, err = fmt.Fprintf(out, "\nmessage (terminal controls escaped; --raw prints the bytes):\n%s\n", escape(text, true))
+	_, err := fmt.Fprintf(out, "\nmessage (terminal controls escaped; --raw prints the bytes):\n%s\n", escape(text, true))
 	return err
 }

@@ -31,15 +31,22 @@ func rolloutHistory(ctx context.Context, cfg *config.Config, deployment string, 
 			Data   []store.RolloutEvent `json:"data"`
 		}{"list", page.Events})
 	}
-	if len(page.Events) == 0 {
+	return writeRollouts(out, deployment, page.Events)
+}
+
+// writeRollouts prints a deployment's rollout events as a table, every
+// text cell escaped (cell).
+func writeRollouts(out io.Writer, deployment string, evs []store.RolloutEvent) error {
+	if len(evs) == 0 {
 		_, err := fmt.Fprintf(out, "no rollout events for %s\n", safe(deployment))
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tREVISION\tSTATUS\tPERCENT\tACTOR\tOPERATOR\tHOLD\tTRIGGER\tREASON")
-	for _, e := range page.Events {
+	for _, e := range evs {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%g\t%s\t%s\t%s\t%s\t%s\n", e.OccurredAt.Format("2006-01-02 15:04:05"), e.StreamSequence,
-			e.Status, e.Percentage, e.Actor, orDash(cell(e.Operator, 32)), hold(e.Hold), trigger(e.Trigger), cell(e.Reason, firstErrorWidth))
+			cell(e.Status, 40), e.Percentage, cell(e.Actor, 40), orDash(cell(e.Operator, 32)), hold(e.Hold), cell(trigger(e.Trigger), 120),
+			cell(e.Reason, firstErrorWidth))
 	}
 	return tw.Flush()
 }

@@ -154,8 +154,8 @@ func writeTable(out io.Writer, page store.SamplePage) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			s.OccurredAt.UTC().Format("2006-01-02 15:04:05"), cell(s.Deployment, 40), s.Arm, s.Reason,
-			cell(first, firstErrorWidth), size(s.PayloadBytes, s.PayloadTruncated), cell(s.RequestID, 40), s.EventID)
+			s.OccurredAt.UTC().Format("2006-01-02 15:04:05"), cell(s.Deployment, 40), cell(s.Arm, 40), cell(s.Reason, 40),
+			cell(first, firstErrorWidth), size(s.PayloadBytes, s.PayloadTruncated), cell(s.RequestID, 40), cell(s.EventID, 40))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -253,14 +253,14 @@ func show(ctx context.Context, cfg *config.Config, id string, asJSON bool, out i
 func writeSample(out io.Writer, s store.Sample) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	row("event id", s.EventID)
+	row("event id", safe(s.EventID))
 	row("time", s.OccurredAt.UTC().Format(time.RFC3339Nano))
 	row("deployment", safe(s.Deployment))
-	row("arm", s.Arm)
+	row("arm", safe(s.Arm))
 	row("upstream model", safe(s.UpstreamModel))
-	row("reason", s.Reason)
+	row("reason", safe(s.Reason))
 	if s.Outcome != "" {
-		row("outcome", s.Outcome)
+		row("outcome", safe(s.Outcome))
 	}
 	status := fmt.Sprint(s.Status)
 	if s.Status == 0 {
@@ -268,7 +268,7 @@ func writeSample(out io.Writer, s store.Sample) error {
 	}
 	row("status", status)
 	row("request id", safe(s.RequestID))
-	row("prompt hash", s.PromptHash)
+	row("prompt hash", safe(s.PromptHash))
 	row("latency", fmt.Sprintf("%g ms", s.LatencyMillis))
 	row("source", safe(s.Source))
 	payload := fmt.Sprintf("%d bytes", s.StoredBytes)

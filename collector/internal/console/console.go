@@ -60,6 +60,11 @@ type Reader interface {
 	ListSamples(ctx context.Context, f store.SampleFilter) (store.SamplePage, error)
 	Sample(ctx context.Context, id uuid.UUID) (store.Sample, error)
 	DeadLetters(ctx context.Context, limit int, before int64) ([]store.DeadLetter, error)
+	SamplesByRequest(ctx context.Context, requestID string) ([]store.SampleSummary, error)
+	ListRequests(ctx context.Context, f store.RequestFilter) (store.RequestPage, error)
+	Request(ctx context.Context, id uuid.UUID) (store.Request, error)
+	RequestsByID(ctx context.Context, requestID string) ([]store.Request, error)
+	AnyRequests(ctx context.Context) (bool, error)
 	Arms(ctx context.Context, deployment string, now time.Time) ([]store.ArmIdentity, error)
 	ReplicaViews(ctx context.Context, deployment string, now time.Time) ([]store.ReplicaView, error)
 }
@@ -152,7 +157,7 @@ func New(r Reader, opts Options) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console templates: %w", err)
 	}
-	for _, name := range []string{"rollouts", "deployment", "samples", "sample", "deadletters", "login", "error", "action"} {
+	for _, name := range []string{"rollouts", "deployment", "samples", "sample", "requests", "request", "deadletters", "login", "error", "action"} {
 		files := []string{"templates/" + name + ".html"}
 		if name == "deployment" {
 			files = append(files, "templates/actions.html")
@@ -181,6 +186,8 @@ func (s *Console) Register(app *fiber.App) {
 		"/samples":                 s.samples,
 		"/samples/:event_id":       s.sample,
 		"/dead-letters":            s.deadLetters,
+		"/requests":                s.requests,
+		"/requests/:event_id":      s.request,
 	} {
 		app.Get(path, headers, s.enabled, s.session, s.handle(h))
 	}
@@ -394,6 +401,11 @@ func funcs(now func() time.Time) template.FuncMap {
 		// formatting characters made visible, never interpreted (SPEC §8).
 		"shown":      text.Escape,
 		"shownLines": text.EscapeLines,
+		// outcome names what a request's error type says the client
+		// got: "ok" for none.
+		"outcome": outcomeWord,
+		"story":   requestStory,
+		"schema":  schemaWord,
 	}
 }
 

@@ -28,9 +28,11 @@ type node struct {
 	text   string // a scalar's JSON text
 	kids   []*node
 	parsed *node // a string holding a JSON object or array, parsed
+	parent *node // the object or array holding this value; nil at a root
 	errs   []int // the errors (1-based) that name this value
-	// missing names the properties errors say are required here.
-	missing []string
+	// missing names the properties errors say are required here; extra
+	// those they say are not allowed here.
+	missing, extra []string
 }
 
 var errTooDeep = errors.New("nested too deep")
@@ -74,7 +76,7 @@ func parseValue(dec *json.Decoder, depth int) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
-			kid.key = key
+			kid.key, kid.parent = key, n
 			n.kids = append(n.kids, kid)
 		}
 		if _, err := dec.Token(); err != nil { // the closing delimiter
@@ -172,9 +174,14 @@ func (n *node) child(seg string) *node {
 // when an answer has several contents: which one it judged.
 var contentPrefix = regexp.MustCompile(`^choices\[(\d+)\]\.(?:message\.content|text): `)
 
-// requiredProp is gojsonschema's description of a missing property; the
-// error's field is then the object that lacks it.
-var requiredProp = regexp.MustCompile(`^(.+) is required$`)
+// requiredProp and extraProp are gojsonschema's descriptions of a
+// missing property (required) and of one the schema does not allow
+// (additionalProperties); its error's field is then the object that
+// holds it, though a validator may name the property itself.
+var (
+	requiredProp = regexp.MustCompile(`^(.+) is required$`)
+	extraProp    = regexp.MustCompile(`^Additional property (.+) is not allowed$`)
+)
 
 // fieldPath splits a validation error's field into path segments:
 // gojsonschema's "(root)", "(root).action", "action.args", "items.0",
@@ -228,13 +235,43 @@ func annotate(root *node, errs []events.ValidationError) []bool {
 				best, depth = n, d
 			}
 		}
-		best.errs = append(best.errs, i+1)
 		exact[i] = depth == len(path)
-		if m := requiredProp.FindStringSubmatch(desc); m != nil && exact[i] {
-			best.missing = append(best.missing, m[1])
+		// A missing or an extra property marks the object that holds it.
+		if m := requiredProp.FindStringSubmatch(desc); m != nil {
+			if holder := propertyHolder(best, path, depth, m[1], false); holder != nil {
+				best, exact[i] = holder, true
+				best.missing = append(best.missing, m[1])
+			}
+		} else if m := extraProp.FindStringSubmatch(desc); m != nil {
+			if holder := propertyHolder(best, path, depth, m[1], true); holder != nil {
+				best, exact[i] = holder, true
+				best.extra = append(best.extra, m[1])
+			}
 		}
+		best.errs = append(best.errs, i+1)
 	}
 	return exact
+}
+
+// propertyHolder returns the object that holds property prop as an
+// error names it, given the node its path reached (reached, after depth
+// of the path's segments): the reached object itself when the path went
+// all the way (the field names the holder), or its parent object when the
+// field names the property — the last segment is prop, and the path
+// stopped right before it (a missing property) or went all the way to it
+// (an extra one, present). nil when neither fits.
+func propertyHolder(reached *node, path []string, depth int, prop string, present bool) *node {
+	switch {
+	case depth == len(path) && reached.kind == '{' && (reached.member(prop) != nil) == present:
+		return reached
+	case len(path) == 0 || path[len(path)-1] != prop:
+		return nil
+	case !present && depth == len(path)-1 && reached.kind == '{':
+		return reached
+	case present && depth == len(path):
+		return reached.parent
+	}
+	return nil
 }
 
 // Line is one line of a pretty-printed payload.
@@ -262,9 +299,14 @@ func prettyLines(n *node) []Line {
 		if n.key != nil {
 			l.Key = quote(*n.key)
 		}
+		var notes []string
 		if len(n.missing) > 0 {
-			l.Note = "missing: " + strings.Join(n.missing, ", ")
+			notes = append(notes, "missing: "+strings.Join(n.missing, ", "))
 		}
+		if len(n.extra) > 0 {
+			notes = append(notes, "not allowed: "+strings.Join(n.extra, ", "))
+		}
+		l.Note = strings.Join(notes, "; ")
 		if n.parsed != nil {
 			l.Value, l.Class = "", "punct"
 			if l.Note == "" {
@@ -314,6 +356,9 @@ type Payload struct {
 	Note string
 	// Cut is set when Lines stopped at maxPrettyLines.
 	Cut bool
+	// Anchor prefixes the ids of the error list the marks link to
+	// ("err" when empty): a page with two payloads has two lists.
+	Anchor string
 }
 
 // preparePayload pretty-prints a sample's payload and marks the fields its

@@ -181,3 +181,59 @@ func TestChartLayoutCapsPoints(t *testing.T) {
 		}
 	}
 }
+
+// A missing property (required) or an extra one (additionalProperties)
+// marks the object that holds it, with a note naming the property —
+// whether the error's field names that object (gojsonschema) or the
+// property itself — never the document's root when the holder is deeper.
+func TestHighlightPropertyHolder(t *testing.T) {
+	body := `{"action":"go","args":{"limit":"ten","extra":1},"items":[{"name":"a"}]}`
+	chat := `{"choices":[{"message":{"content":"{\"action\":\"go\",\"args\":{\"limit\":1,\"extra\":true}}"}}]}`
+	for _, tc := range []struct {
+		name, payload string
+		err           events.ValidationError
+		line, note    string // the marked line (key: value) and its note
+	}{
+		{"required, field names the holder", body, events.ValidationError{Field: "args", Description: "query is required"},
+			`"args": {`, "missing: query"},
+		{"required, field names the missing property", body, events.ValidationError{Field: "args.query", Description: "query is required"},
+			`"args": {`, "missing: query"},
+		{"required, (root) prefixed property path", body, events.ValidationError{Field: "(root).args.query", Description: "query is required"},
+			`"args": {`, "missing: query"},
+		{"required in an array item", body, events.ValidationError{Field: "items.0.id", Description: "id is required"},
+			`{`, "missing: id"},
+		{"required at the root", body, events.ValidationError{Field: "(root)", Description: "reason is required"},
+			`{`, "missing: reason"},
+		{"additional, field names the holder", body, events.ValidationError{Field: "args", Description: "Additional property extra is not allowed"},
+			`"args": {`, "not allowed: extra"},
+		{"additional, field names the extra property", body, events.ValidationError{Field: "args.extra", Description: "Additional property extra is not allowed"},
+			`"args": {`, "not allowed: extra"},
+		{"content: required, field names the missing property", chat, events.ValidationError{Field: "args.query", Description: "query is required"},
+			`"args": {`, "missing: query"},
+		{"content: additional in a nested object", chat, events.ValidationError{Field: "args", Description: "Additional property extra is not allowed"},
+			`"args": {`, "not allowed: extra"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := preparePayload(tc.payload, []events.ValidationError{tc.err})
+			var marked []Line
+			for _, l := range p.Lines {
+				if len(l.Errs) > 0 {
+					marked = append(marked, l)
+				}
+			}
+			if len(marked) != 1 {
+				t.Fatalf("%d lines marked (%q); want one", len(marked), highlighted(p))
+			}
+			got := marked[0].Value
+			if marked[0].Key != "" {
+				got = marked[0].Key + ": " + got
+			}
+			if got != tc.line || marked[0].Note != tc.note {
+				t.Errorf("marked %q with note %q; want %q with note %q", got, marked[0].Note, tc.line, tc.note)
+			}
+			if !p.Found[0] {
+				t.Errorf("Found[0] = false; want the property's holder found")
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/google/uuid"
 
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/schemas/events"
@@ -96,18 +96,27 @@ type samplePage struct {
 	Sample  store.Sample
 	Payload Payload
 	Base64  bool
+	// Counts says how the failed attempt counts for the gates; Fate what
+	// happened to the client's request.
+	Counts, Fate string
+	// Requests are the stored events of the sample's request id (none
+	// when request_log is off or they expired).
+	Requests []store.Request
+	// Primary is primary's answer of a schema_violation_both sample,
+	// shown beside gray's; nil otherwise.
+	Primary *Payload
 }
 
-// sample is GET /samples/{event_id}: one sample, its errors and its
-// payload with the fields they name highlighted.
+// sample is GET /samples/{event_id}: one sample, what became of its
+// request, its errors and its payload with the fields they name
+// highlighted — for schema_violation_both, primary's answer beside it.
 func (s *Console) sample(c *fiber.Ctx) error {
 	if err := onlyParams(c); err != nil {
 		return err
 	}
-	raw := c.Params("event_id")
-	id, err := uuid.Parse(raw)
-	if err != nil || len(raw) != 36 {
-		return badParam("event_id", "want an event id (a UUID such as 0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c0b)")
+	id, err := eventID(c)
+	if err != nil {
+		return err
 	}
 	sm, err := s.r.Sample(c.UserContext(), id)
 	if err != nil {
@@ -115,19 +124,79 @@ func (s *Console) sample(c *fiber.Ctx) error {
 	}
 	p := samplePage{page: s.page(c, "Sample "+sm.EventID), Sample: sm}
 	p.Nav = "samples"
-	if sm.PayloadBase64 != "" {
-		p.Base64 = true
-		p.Payload = Payload{Text: sm.PayloadBase64, Note: "not UTF-8: shown as base64"}
-		if len(p.Payload.Text) > maxPrettyBytes {
-			p.Payload.Text = p.Payload.Text[:maxPrettyBytes]
+	p.Payload = showPayload(sm.Payload, sm.PayloadBase64, sm.PayloadTruncated, sm.ValidationErrors)
+	p.Base64 = sm.PayloadBase64 != ""
+	if sm.Outcome == string(events.OutcomeSchemaViolationBoth) {
+		pp := showPayload(sm.PrimaryPayload, sm.PrimaryPayloadBase64, sm.PrimaryPayloadTruncated, sm.PrimaryValidationErrors)
+		if sm.PrimaryPayload == "" && sm.PrimaryPayloadBase64 == "" {
+			pp = Payload{Note: "primary's answer was empty or not kept"}
 		}
-	} else {
-		p.Payload = preparePayload(sm.Payload, sm.ValidationErrors)
-		if sm.PayloadTruncated && p.Payload.Lines == nil {
-			p.Payload.Note = "cut at the sample size limit, so not valid JSON: shown as text"
-		}
+		pp.Anchor = "perr"
+		p.Primary = &pp
 	}
+	if p.Requests, err = s.r.RequestsByID(c.UserContext(), sm.RequestID); err != nil {
+		return err
+	}
+	p.Counts, p.Fate = sampleStory(sm, p.Requests)
 	return s.render(c, fiber.StatusOK, "sample", p)
+}
+
+// showPayload prepares a stored payload for the page: pretty-printed
+// with the fields errs name marked, or as text (base64 when it is not
+// UTF-8, cut when it is too big or was cut).
+func showPayload(text, b64 string, truncated bool, errs []events.ValidationError) Payload {
+	if b64 != "" {
+		p := Payload{Text: b64, Note: "not UTF-8: shown as base64"}
+		if len(p.Text) > maxPrettyBytes {
+			p.Text = p.Text[:maxPrettyBytes]
+		}
+		return p
+	}
+	p := preparePayload(text, errs)
+	if truncated && p.Lines == nil {
+		p.Note = "cut at the sample size limit, so not valid JSON: shown as text"
+	}
+	return p
+}
+
+// sampleStory says how a sample's failed attempt counts for the
+// analyzer's gates (from its outcome, or its reason for samples of
+// gateways before rev. 3) and what happened to the client's request
+// (from the request's stored events when there are any).
+func sampleStory(sm store.Sample, reqs []store.Request) (counts, fate string) {
+	switch events.Outcome(sm.Outcome) {
+	case events.OutcomeSchemaViolation, events.OutcomeInvalidJSON:
+		counts = "Gray's answer broke the response contract and primary's answer to the same request passed it: " +
+			"a contract failure of gray (gate schema_failure_rate)."
+	case events.OutcomeSchemaViolationBoth:
+		counts = "Gray's answer broke the response contract, and primary's answer to the same request broke it too " +
+			"(or was cut by the client's token limit): the request, not gray, is at fault, so it counts as an attempt " +
+			"and never as a failure. Primary's answer is shown beside gray's."
+	case events.OutcomeTimeout, events.OutcomeUpstream5xx, events.OutcomeUpstreamError:
+		counts = "Gray failed other than by the contract (" + sm.Outcome + "): a gray error (gate gray_error_rate)."
+	case "":
+		counts = "Gray failed (" + sm.Reason + "); this gateway predates attempt outcomes, so how it counted is not recorded."
+	default:
+		counts = "Gray's attempt ended " + sm.Outcome + "."
+	}
+	for _, q := range reqs {
+		if q.Arm == string(events.ArmShadow) {
+			continue
+		}
+		switch {
+		case sm.Arm == string(events.ArmShadow):
+			return counts, "A shadow copy: the client got primary's answer, never gray's. " + requestStory(q)
+		case q.Arm == string(events.ArmGray):
+			return counts, fmt.Sprintf("The client got gray's answer (status %d): stream_validation observe relays a stream "+
+				"before judging it, so there was no fallback.", q.Status)
+		}
+		return counts, requestStory(q)
+	}
+	if sm.Arm == string(events.ArmShadow) {
+		return counts, "A shadow copy: the client got primary's answer, never gray's. Its request event is not stored."
+	}
+	return counts, "In canary mode a failed gray answer falls back to primary; this request's event is not stored " +
+		"(gateway.request_log is off, or the event expired), so what the client got is not known here."
 }
 
 // deadLettersPageSize is the console's page of dead letters.

@@ -46,22 +46,24 @@ var tables = []*table{
 			"completion_tokens", "usage_estimated", "ttft_ms", "latency_ms", "tool_calls", "tool_steps",
 			"repeated_tool_call", "schema_valid", "fallback_reason", "gray_status", "gray_error_type",
 			"gray_reason", "gray_ttft_ms", "gray_latency_ms", "gray_prompt_tokens", "gray_completion_tokens",
-			"gray_schema_valid", "replica", "cached_tokens", "gray_replica"),
+			"gray_schema_valid", "replica", "cached_tokens", "gray_replica", "arm_prompt_version", "arm_prompt_hash",
+			"gray_arm_prompt_version", "gray_arm_prompt_hash"),
 		row: func(e Event, _ *Options) []any {
 			r := e.Data.(*events.RequestCompleted)
 			v := append(commonValues(e, 40), r.RequestID, r.Route, r.Deployment, string(r.Arm), r.UpstreamModel,
 				int32(r.Status), string(r.ErrorType), r.Stream, r.EstimatedTokens, r.MatchedContext, r.PromptTokens,
 				r.CompletionTokens, r.UsageEstimated, r.TTFTMillis, r.LatencyMillis, int32(r.ToolCalls), int32(r.ToolSteps),
 				r.RepeatedToolCall, r.SchemaValid, nullString(string(r.FallbackReason)))
-			var grayReplica any
+			var grayReplica, grayVersion, grayHash any
 			if g := r.Gray; g != nil {
 				v = append(v, int32(g.Status), string(g.ErrorType), string(g.Reason), g.TTFTMillis, g.LatencyMillis,
 					g.PromptTokens, g.CompletionTokens, g.SchemaValid)
-				grayReplica = nullString(g.Replica)
+				grayReplica, grayVersion, grayHash = nullString(g.Replica), nullString(g.ArmPromptVersion), nullString(g.ArmPromptHash)
 			} else {
 				v = append(v, nil, nil, nil, nil, nil, nil, nil, nil)
 			}
-			return append(v, nullString(r.Replica), r.CachedTokens, grayReplica)
+			return append(v, nullString(r.Replica), r.CachedTokens, grayReplica, nullString(r.ArmPromptVersion),
+				nullString(r.ArmPromptHash), grayVersion, grayHash)
 		},
 	},
 	{

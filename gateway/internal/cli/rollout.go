@@ -383,7 +383,7 @@ func adminCall(ctx context.Context, method, target, token string, body []byte, o
 		}
 		return raw, nil
 	}
-	msg := apiMessage(raw)
+	msg := apiMessage(raw, deploymentOf(target))
 	switch s := resp.StatusCode; {
 	case s == http.StatusConflict:
 		return nil, exitf(ExitRefused, "refused (409): %s", msg)
@@ -402,20 +402,16 @@ func adminCall(ctx context.Context, method, target, token string, body []byte, o
 	}
 }
 
-// apiMessage returns the message of an OpenAI-style error envelope, or
-// the start of the body.
-func apiMessage(raw []byte) string {
-	var env struct {
-		Error struct {
-			Message string `json:"message"`
-			Code    string `json:"code"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(raw, &env) == nil && env.Error.Message != "" {
-		if env.Error.Code != "" {
-			return text.Escape(env.Error.Code + ": " + env.Error.Message)
+// apiMessage returns the message of an OpenAI-style error envelope, its
+// advice in gateway rollout terms (commandAdvice), or the start of the
+// body.
+func apiMessage(raw []byte, deployment string) string {
+	if code, msg, ok := apiError(raw); ok {
+		msg = commandAdvice(code, msg, deployment)
+		if code != "" {
+			return text.Escape(code + ": " + msg)
 		}
-		return text.Escape(env.Error.Message)
+		return text.Escape(msg)
 	}
 	s := strings.TrimSpace(string(raw))
 	if len(s) > 200 {

@@ -67,11 +67,13 @@ func upstreamsCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 			if name == "" {
 				name = "(url)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", text.Escape(u.Deployment), u.Arm, u.Balance,
-				text.Escape(name), r.State, r.InFlight, r.Waiting, r.Requests, r.Failures, eng, dash(oneLine(text.Escape(r.LastError))))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", text.Escape(u.Deployment), text.Escape(string(u.Arm)),
+				text.Escape(string(u.Balance)), text.Escape(name), text.Escape(string(r.State)), r.InFlight, r.Waiting, r.Requests,
+				r.Failures, eng, dash(oneLine(r.LastError)))
 		}
 		if u.IndexEntries != nil {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t(prefix index: %d entries)\t\t\t\t\t\t\t\n", text.Escape(u.Deployment), u.Arm, u.Balance, *u.IndexEntries)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t(prefix index: %d entries)\t\t\t\t\t\t\t\n", text.Escape(u.Deployment),
+				text.Escape(string(u.Arm)), text.Escape(string(u.Balance)), *u.IndexEntries)
 		}
 	}
 	return tw.Flush()

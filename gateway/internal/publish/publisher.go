@@ -50,6 +50,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +96,10 @@ type Options struct {
 	Linger time.Duration
 	// Log receives state changes and losses; nil discards them.
 	Log *slog.Logger
+	// Reminder is how often, while the event log stays unreachable, one
+	// line says so again (where, since when, how many events wait);
+	// default 1m. The change of state itself is one line each way.
+	Reminder time.Duration
 	// Metrics receives the event and spool series; default a set of the
 	// Publisher's own.
 	Metrics *telemetry.Metrics
@@ -106,6 +111,7 @@ const (
 	defaultAckTimeout  = 5 * time.Second
 	defaultGrace       = 5 * time.Second
 	defaultLinger      = 5 * time.Millisecond
+	defaultReminder    = time.Minute
 	tickInterval       = 250 * time.Millisecond
 	// Retrying the spool after a failed republish backs off from
 	// minBackoff to maxBackoff.
@@ -155,6 +161,8 @@ type Publisher struct {
 	backoff     time.Duration
 	spoolSeen   spool.Stats
 	lastLog     map[string]time.Time
+	announced   bool      // the event log's state has been logged once
+	remindAt    time.Time // when the next "still unreachable" line is due
 }
 
 // item is an event between Publish and Run.
@@ -207,6 +215,9 @@ func New(nc *nats.Conn, sp *spool.Spool, opts Options) (*Publisher, error) {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Reminder <= 0 {
+		opts.Reminder = defaultReminder
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = telemetry.New()
@@ -389,6 +400,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.refresh()
 		case <-tick.C:
 			p.refresh()
+			p.remind()
 			p.report()
 		}
 	}
@@ -545,7 +557,13 @@ func (p *Publisher) failed(e *entry, err error) {
 		p.logLimited(slog.LevelError, "event refused by the event log: dropped", "kind", e.kind.String(), "subject", e.msg.Subject, "err", err)
 	} else {
 		p.markDown()
-		p.logLimited(slog.LevelWarn, "event not stored by the event log: spooled", "kind", e.kind.String(), "err", err)
+		// While the connection is down every publish fails (the client
+		// has no reconnect buffer: "outbound buffer limit exceeded"), and
+		// the outage is logged once, by refresh, and reminded; a failure
+		// on a connection that is up is worth its own line.
+		if p.refresh(); p.connected {
+			p.logLimited(slog.LevelWarn, "event not stored by the event log: spooled", "kind", e.kind.String(), "err", err)
+		}
 	}
 	switch {
 	case e.spooled:
@@ -649,24 +667,60 @@ func (p *Publisher) settle(e *entry, done bool) {
 	}
 }
 
-// refresh follows the connection's status.
+// refresh follows the connection's status and logs each change of it —
+// and the first state it sees — in one line: where the event log is,
+// since when it is unreachable, how many events wait in the spool, and
+// why the client could not reach it.
 func (p *Publisher) refresh() {
 	up := p.nc.Status() == nats.CONNECTED
-	if up == p.connected {
+	if up == p.connected && p.announced {
 		return
 	}
+	was := p.connected
 	p.connected = up
 	if up {
-		p.downSince.Store(0)
+		down := p.downSince.Swap(0)
 		p.backoff, p.nextDrain = minBackoff, time.Time{}
 		p.gauges.connected.Set(1)
 		r, _ := p.sp.Depth()
-		p.log.Info("event log reachable", "spooled", r)
+		args := []any{"url", redact(p.nc.ConnectedUrlRedacted()), "spooled", r}
+		if p.announced && !was && down != 0 {
+			args = append(args, "down_for", time.Since(time.Unix(0, down)).Round(time.Second).String())
+		}
+		p.announced = true
+		p.log.Info("event log reachable", args...)
 		return
 	}
 	p.markDown()
 	p.gauges.connected.Set(0)
-	p.log.Warn("event log unreachable: spooling events", "status", p.nc.Status().String())
+	p.announced = true
+	p.remindAt = time.Now().Add(p.opts.Reminder)
+	p.log.Warn("event log unreachable: events are spooled and delivered when it is back", p.outage()...)
+}
+
+// outage describes an outage for the log: the servers tried, since when,
+// what waits in the spool, the connection's status and its last error
+// (URLs without their credentials).
+func (p *Publisher) outage() []any {
+	since := time.Unix(0, p.downSince.Load())
+	r, b := p.sp.Depth()
+	args := []any{"url", redact(strings.Join(p.nc.Servers(), ",")), "since", since.UTC().Format(time.RFC3339),
+		"down_for", time.Since(since).Round(time.Second).String(), "spooled", r, "spooled_bytes", b,
+		"status", p.nc.Status().String()}
+	if err := p.nc.LastError(); err != nil {
+		args = append(args, "err", redact(err.Error()))
+	}
+	return args
+}
+
+// remind says again, at most every Options.Reminder, that the event log
+// is still unreachable.
+func (p *Publisher) remind() {
+	if p.connected || !p.announced || time.Now().Before(p.remindAt) {
+		return
+	}
+	p.remindAt = time.Now().Add(p.opts.Reminder)
+	p.log.Warn("event log still unreachable: events are spooled", p.outage()...)
 }
 
 func (p *Publisher) markDown() {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/rolloutlog"
 	"github.com/nats-io/nats.go"
@@ -163,15 +165,50 @@ func (l *Log) Run(ctx context.Context) error {
 		defer func() { cancel(); <-done }()
 	}
 	l.read()
+	var down, remind time.Time // when reading the log began to fail; the next reminder
 	for ctx.Err() == nil {
 		if err := l.sync(ctx); err != nil {
-			l.log.Warn("rollout log unavailable", "err", err)
+			// Retried every second, logged once and reminded at most
+			// every unavailableReminder: a gateway cut off from NATS
+			// says what it cannot reach, not one line per retry.
+			now := time.Now()
+			switch {
+			case down.IsZero():
+				down, remind = now, now.Add(unavailableReminder)
+				l.log.Warn("rollout log unavailable: retrying every second", l.outage(down, err)...)
+			case !now.Before(remind):
+				remind = now.Add(unavailableReminder)
+				l.log.Warn("rollout log still unavailable", l.outage(down, err)...)
+			}
 			l.waitStale(ctx, time.Second)
 			continue
+		}
+		if !down.IsZero() {
+			l.log.Info("rollout log available again", "down_for", time.Since(down).Round(time.Second).String())
+			down = time.Time{}
 		}
 		l.follow(ctx, bell)
 	}
 	return nil
+}
+
+// unavailableReminder is how often Run says again that the rollout log
+// is still unavailable.
+var unavailableReminder = time.Minute
+
+// outage describes a failing read of the log: the servers, since when,
+// whether the table is still trusted, and the error (URLs without
+// credentials).
+func (l *Log) outage(since time.Time, err error) []any {
+	msg := err.Error()
+	if errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrConnectionReconnecting) {
+		// What the client says of a request made while it reconnects
+		// without a buffer.
+		msg = "not connected to NATS (" + msg + ")"
+	}
+	return []any{"url", config.RedactURLs(config.RedactURL(strings.Join(l.nc.Servers(), ","))),
+		"since", since.UTC().Format(time.RFC3339), "down_for", time.Since(since).Round(time.Second).String(),
+		"serving_primary_only", !l.fresh.Load(), "err", config.RedactURLs(msg)}
 }
 
 // read notes that a follower read the log now.

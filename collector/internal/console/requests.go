@@ -1,0 +1,184 @@
+package console
+
+import (
+	"fmt"
+	"net/url"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/graygate/graygate/collector/internal/store"
+	"github.com/graygate/graygate/schemas/events"
+)
+
+// The request log (SPEC §8 rev. 4): /requests lists what the gateways'
+// request_log published, /requests/{event_id} shows one request.
+
+// requestsPageSize is the console's page of requests.
+const requestsPageSize = 50
+
+var requestParams = []string{"deployment", "arm", "replica", "outcome", "since", "limit", "cursor"}
+
+type requestsPage struct {
+	page
+	Filter   map[string]string
+	Requests []store.Request
+	// Next is the URL of the next page ("" on the last one); First the
+	// first page's.
+	Next, First string
+	Paged       bool
+	// Empty is set when the log holds no request at all (request_log
+	// off, or nothing logged yet), as opposed to a filter matching none.
+	Empty    bool
+	Arms     []events.Arm
+	Outcomes []string
+}
+
+// requests is GET /requests: the request log (SPEC §8 rev. 4), newest
+// first, in keyset pages, filtered by deployment, arm, replica, outcome
+// and since.
+func (s *Console) requests(c *fiber.Ctx) error {
+	if err := onlyParams(c, requestParams...); err != nil {
+		return err
+	}
+	p := requestsPage{page: s.page(c, "Requests"), Filter: map[string]string{}, Arms: events.Arms,
+		Outcomes: store.RequestOutcomes()}
+	p.Nav = "requests"
+	given := map[string]string{}
+	for _, k := range requestParams {
+		p.Filter[k] = c.Query(k)
+		// An empty form field does not filter.
+		if v := p.Filter[k]; v != "" {
+			given[k] = v
+		}
+	}
+	f, err := store.ParseRequestFilter(given, s.now())
+	if err != nil {
+		return err
+	}
+	if len(f.Cursor) > 64 {
+		return badParam("cursor", "not a cursor from this console (follow the page links)")
+	}
+	if f.Limit == 0 {
+		f.Limit = requestsPageSize
+	}
+	page, err := s.r.ListRequests(c.UserContext(), f)
+	if err != nil {
+		return err
+	}
+	p.Requests, p.Paged = page.Requests, f.Cursor != ""
+	if len(p.Requests) == 0 && !p.Paged {
+		found, err := s.r.AnyRequests(c.UserContext())
+		if err != nil {
+			return err
+		}
+		p.Empty = !found
+	}
+	q := url.Values{}
+	for _, k := range requestParams {
+		if v := p.Filter[k]; v != "" && k != "cursor" {
+			q.Set(k, v)
+		}
+	}
+	p.First = "/requests?" + q.Encode()
+	if page.NextCursor != "" {
+		q.Set("cursor", page.NextCursor)
+		p.Next = "/requests?" + q.Encode()
+	}
+	return s.render(c, fiber.StatusOK, "requests", p)
+}
+
+type requestPage struct {
+	page
+	Request store.Request
+	// Related are the other events of the same request id (a shadow
+	// copy and its primary).
+	Related []store.Request
+	Samples []store.SampleSummary
+}
+
+// request is GET /requests/{event_id}: one request's fields, the other
+// events of its request id and its samples.
+func (s *Console) request(c *fiber.Ctx) error {
+	if err := onlyParams(c); err != nil {
+		return err
+	}
+	id, err := eventID(c)
+	if err != nil {
+		return err
+	}
+	q, err := s.r.Request(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	p := requestPage{page: s.page(c, "Request "+q.EventID), Request: q}
+	p.Nav = "requests"
+	same, err := s.r.RequestsByID(c.UserContext(), q.RequestID)
+	if err != nil {
+		return err
+	}
+	for _, o := range same {
+		if o.EventID != q.EventID {
+			p.Related = append(p.Related, o)
+		}
+	}
+	if p.Samples, err = s.r.SamplesByRequest(c.UserContext(), q.RequestID); err != nil {
+		return err
+	}
+	return s.render(c, fiber.StatusOK, "request", p)
+}
+
+// eventID reads the page's event id, a UUID in its canonical form.
+func eventID(c *fiber.Ctx) (uuid.UUID, error) {
+	raw := c.Params("event_id")
+	id, err := uuid.Parse(raw)
+	if err != nil || len(raw) != 36 {
+		return uuid.UUID{}, badParam("event_id", "want an event id (a UUID such as 0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c0b)")
+	}
+	return id, nil
+}
+
+// outcomeWord is what a request's error type says the client got: "ok"
+// for none.
+func outcomeWord(errorType string) string {
+	if errorType == string(events.ErrorNone) {
+		return store.OutcomeOK
+	}
+	return errorType
+}
+
+// requestStory says in one sentence what happened to a request, from its
+// event: which arm answered the client, and what gray did.
+func requestStory(q store.Request) string {
+	got := fmt.Sprintf("%d (%s)", q.Status, outcomeWord(q.ErrorType))
+	switch events.Arm(q.Arm) {
+	case events.ArmFallback:
+		gray := "failed"
+		if g := q.Gray; g != nil {
+			gray = fmt.Sprintf("failed (%s, status %d)", g.Reason, g.Status)
+		}
+		return "Gray was tried and " + gray + "; the gateway fell back to primary, which answered the client " + got + "."
+	case events.ArmGray:
+		if q.SchemaValid != nil && !*q.SchemaValid {
+			// stream_validation: observe relays gray's stream as it
+			// comes and judges it after.
+			return "Gray answered the client " + got + " with an answer that broke the contract (observed, not buffered: the client got it)."
+		}
+		return "Gray answered the client " + got + "."
+	case events.ArmShadow:
+		return "A shadow copy sent to gray, never returned to the client; gray answered it " + got + "."
+	}
+	return "Primary answered the client " + got + "."
+}
+
+// schemaWord says what the response-schema check said: nil is "not
+// checked".
+func schemaWord(valid *bool) string {
+	switch {
+	case valid == nil:
+		return "not checked"
+	case *valid:
+		return "valid"
+	}
+	return "invalid"
+}
