@@ -288,6 +288,17 @@ func (s RolloutState) MayForce() bool {
 	return s.Status == StatusTesting || (s.Status == StatusActive && s.Percentage > 0)
 }
 
+// RolloutChange is the body a client sends to PUT
+// /admin/rollouts/{deployment} (SPEC §3): what `gateway rollout` and the
+// console's actions send. Absent fields are left out.
+type RolloutChange struct {
+	Percentage       *float64      `json:"percentage,omitempty"`
+	Status           RolloutStatus `json:"status,omitempty"`
+	Hold             *bool         `json:"hold,omitempty"`
+	Reason           string        `json:"reason"`
+	ExpectedRevision *uint64       `json:"expected_revision,omitempty"`
+}
+
 // RolloutEntry is one deployment as the gateway's admin API shows it: an
 // element of GET /admin/rollouts and the answer to PUT
 // /admin/rollouts/{deployment} (SPEC §3). The gateway writes it and

@@ -12,6 +12,7 @@ package text
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -128,6 +129,24 @@ func escape(s string, keepLines bool) string {
 			b.WriteString(s[i : i+size])
 		}
 		i += size
+	}
+	return b.String()
+}
+
+// Thousands writes n with a comma every three digits: 12,400, -1,024.
+func Thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
 	}
 	return b.String()
 }

@@ -105,3 +105,11 @@ func FuzzEscape(f *testing.F) {
 		}
 	})
 }
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 12400: "12,400", -1024: "-1,024", 1234567: "1,234,567", -100: "-100"} {
+		if got := Thousands(n); got != want {
+			t.Errorf("Thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/graygate/graygate/analyzer/internal/rollout"
 	"github.com/graygate/graygate/analyzer/internal/window"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -392,22 +393,7 @@ func ShortDuration(d time.Duration) string {
 }
 
 // Thousands writes n with a comma every three digits: 12,400.
-func Thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func Thousands(n int64) string { return text.Thousands(n) }
 
 // streamSuffixes follow a gate's name in a rollback's reason.
 var streamSuffixes = gate.StreamClassNames{gate.AllAttempts: "", gate.NonStreamed: " (not streamed)", gate.Streamed: " (streamed)"}

@@ -145,22 +145,22 @@ func (s *Console) conflict(c *fiber.Ctx, sess *session, dep string, shown uint64
 
 // changeOf reads an action's form into the admin API's body and says
 // what it does. Every field's error names it.
-func (s *Console) changeOf(action, reason, revision, percentage string) (rolloutChange, string, error) {
+func (s *Console) changeOf(action, reason, revision, percentage string) (events.RolloutChange, string, error) {
 	reason = strings.TrimSpace(reason)
 	switch {
 	case reason == "":
-		return rolloutChange{}, "", badParam("reason", "required: say why; it is stored with the change")
+		return events.RolloutChange{}, "", badParam("reason", "required: say why; it is stored with the change")
 	case len(reason) > maxReasonBytes:
-		return rolloutChange{}, "", badParam("reason", "at most "+strconv.Itoa(maxReasonBytes)+" bytes")
+		return events.RolloutChange{}, "", badParam("reason", "at most "+strconv.Itoa(maxReasonBytes)+" bytes")
 	}
 	if err := text.Check("reason", reason); err != nil {
-		return rolloutChange{}, "", httpError(fiber.StatusBadRequest, err.Error())
+		return events.RolloutChange{}, "", httpError(fiber.StatusBadRequest, err.Error())
 	}
 	rev, err := strconv.ParseUint(revision, 10, 64)
 	if err != nil {
-		return rolloutChange{}, "", badParam("revision", "want the revision the page showed (a whole number); reload the page")
+		return events.RolloutChange{}, "", badParam("revision", "want the revision the page showed (a whole number); reload the page")
 	}
-	ch := rolloutChange{Reason: reason, ExpectedRevision: &rev}
+	ch := events.RolloutChange{Reason: reason, ExpectedRevision: &rev}
 	pct := func() (*float64, error) {
 		p, err := strconv.ParseFloat(strings.TrimSpace(percentage), 64)
 		if err != nil || math.IsNaN(p) || !events.ValidPercentage(p) {

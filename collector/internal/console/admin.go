@@ -23,15 +23,6 @@ const (
 	maxAdminAnswer = 1 << 20
 )
 
-// rolloutChange is the body of PUT /admin/rollouts/{deployment} (SPEC §3).
-type rolloutChange struct {
-	Percentage       *float64             `json:"percentage,omitempty"`
-	Status           events.RolloutStatus `json:"status,omitempty"`
-	Hold             *bool                `json:"hold,omitempty"`
-	Reason           string               `json:"reason"`
-	ExpectedRevision *uint64              `json:"expected_revision,omitempty"`
-}
-
 // adminError is an admin API answer other than 200.
 type adminError struct {
 	Status  int
@@ -125,7 +116,7 @@ func (a *adminClient) whoami(ctx context.Context, token string) (string, error) 
 
 // change appends a rollout change with token (PUT /admin/rollouts/{d})
 // and returns the resulting entry.
-func (a *adminClient) change(ctx context.Context, token, deployment string, ch rolloutChange) (events.RolloutEntry, error) {
+func (a *adminClient) change(ctx context.Context, token, deployment string, ch events.RolloutChange) (events.RolloutEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, changeTimeout)
 	defer cancel()
 	var entry events.RolloutEntry

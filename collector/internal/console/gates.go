@@ -3,10 +3,10 @@ package console
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // A gate's value is shown in its own unit (SPEC §8 rev. 4): a share in
@@ -122,21 +122,14 @@ func signed(v float64) string {
 	return "−" + strings.TrimPrefix(s, "-")
 }
 
+// thousands writes n with a comma every three digits and a minus sign
+// for a negative: 12,400, −1,024.
 func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
+	s := text.Thousands(n)
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		return "−" + rest
 	}
-	if neg {
-		return "−" + b.String()
-	}
-	return b.String()
+	return s
 }
 
 // layerView is one layer of a gate's test, in the gate's unit.

@@ -148,6 +148,39 @@ func deref[T any](p *T) T {
 	return *p
 }
 
+// conds are the conditions of a WHERE clause and the arguments their
+// placeholders take: a "?" in a condition becomes the next $n.
+type conds struct {
+	where []string
+	args  []any
+}
+
+// add adds cond, each "?" in it standing for v.
+func (c *conds) add(cond string, v any) {
+	c.args = append(c.args, v)
+	c.where = append(c.where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(c.args))))
+}
+
+// equal adds column = v unless v is empty (no filter).
+func (c *conds) equal(column, v string) {
+	if v != "" {
+		c.add(column+" = ?", v)
+	}
+}
+
+// time adds cond for t unless t is zero; a t outside the stored range is
+// the parameter param's *ParamError.
+func (c *conds) time(param, cond string, t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if !InRange(t) {
+		return &ParamError{Param: param, Err: ErrTimeOutOfRange}
+	}
+	c.add(cond, t)
+	return nil
+}
+
 // ListSamples returns a page of samples matching f, newest first (by
 // occurred_at, then event id), resuming after f.Cursor.
 func (r *Reader) ListSamples(ctx context.Context, f SampleFilter) (SamplePage, error) {
@@ -155,36 +188,19 @@ func (r *Reader) ListSamples(ctx context.Context, f SampleFilter) (SamplePage, e
 	if err != nil {
 		return SamplePage{}, err
 	}
-	var where []string
-	var args []any
-	arg := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	var w conds
+	w.equal("deployment", f.Deployment)
+	w.equal("reason", f.Reason)
+	w.equal("arm", f.Arm)
+	if err := w.time("since", "occurred_at >= ?", f.Since); err != nil {
+		return SamplePage{}, err
 	}
-	if f.Deployment != "" {
-		arg("deployment = ?", f.Deployment)
-	}
-	if f.Reason != "" {
-		arg("reason = ?", f.Reason)
-	}
-	if f.Arm != "" {
-		arg("arm = ?", f.Arm)
-	}
-	if !f.Since.IsZero() {
-		if !InRange(f.Since) {
-			return SamplePage{}, &ParamError{Param: "since", Err: ErrTimeOutOfRange}
-		}
-		arg("occurred_at >= ?", f.Since)
-	}
-	if !f.Until.IsZero() {
-		if !InRange(f.Until) {
-			return SamplePage{}, &ParamError{Param: "until", Err: ErrTimeOutOfRange}
-		}
-		arg("occurred_at < ?", f.Until)
+	if err := w.time("until", "occurred_at < ?", f.Until); err != nil {
+		return SamplePage{}, err
 	}
 	var page SamplePage
 	page.Samples, page.NextCursor, err = newestFirst(ctx, r, "list samples", `SELECT `+summaryColumns+` FROM samples`,
-		where, args, f.Cursor, limit, collectSummaries, func(s SampleSummary) (time.Time, string) { return s.OccurredAt, s.EventID })
+		w.where, w.args, f.Cursor, limit, collectSummaries, func(s SampleSummary) (time.Time, string) { return s.OccurredAt, s.EventID })
 	if err != nil {
 		return SamplePage{}, err
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -151,39 +150,27 @@ func (r *Reader) ListRequests(ctx context.Context, f RequestFilter) (RequestPage
 	if err != nil {
 		return RequestPage{}, err
 	}
-	var where []string
-	var args []any
-	arg := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if f.Deployment != "" {
-		arg("deployment = ?", f.Deployment)
-	}
-	if f.Arm != "" {
-		arg("arm = ?", f.Arm)
-	}
+	var w conds
+	w.equal("deployment", f.Deployment)
+	w.equal("arm", f.Arm)
 	if f.Replica != "" {
-		arg("(replica = ? OR gray_replica = ?)", f.Replica)
+		w.add("(replica = ? OR gray_replica = ?)", f.Replica)
 	}
 	switch f.Outcome {
 	case "":
 	case OutcomeOK:
-		where = append(where, "error_type = 'none'")
+		w.where = append(w.where, "error_type = 'none'")
 	case OutcomeFailed:
-		where = append(where, "error_type <> 'none'")
+		w.where = append(w.where, "error_type <> 'none'")
 	default:
-		arg("error_type = ?", f.Outcome)
+		w.add("error_type = ?", f.Outcome)
 	}
-	if !f.Since.IsZero() {
-		if !InRange(f.Since) {
-			return RequestPage{}, &ParamError{Param: "since", Err: ErrTimeOutOfRange}
-		}
-		arg("occurred_at >= ?", f.Since)
+	if err := w.time("since", "occurred_at >= ?", f.Since); err != nil {
+		return RequestPage{}, err
 	}
 	var page RequestPage
 	page.Requests, page.NextCursor, err = newestFirst(ctx, r, "list requests", `SELECT `+requestColumns+` FROM requests`,
-		where, args, f.Cursor, limit, collectRequests, func(q Request) (time.Time, string) { return q.OccurredAt, q.EventID })
+		w.where, w.args, f.Cursor, limit, collectRequests, func(q Request) (time.Time, string) { return q.OccurredAt, q.EventID })
 	if err != nil {
 		return RequestPage{}, err
 	}

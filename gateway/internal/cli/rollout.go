@@ -81,15 +81,6 @@ func exitf(code int, format string, args ...any) error {
 	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
 }
 
-// rolloutChange is the body of PUT /admin/rollouts/{deployment}.
-type rolloutChange struct {
-	Percentage       *float64             `json:"percentage,omitempty"`
-	Status           events.RolloutStatus `json:"status,omitempty"`
-	Hold             *bool                `json:"hold,omitempty"`
-	Reason           string               `json:"reason"`
-	ExpectedRevision *uint64              `json:"expected_revision,omitempty"`
-}
-
 // rolloutFlags are the flags of every rollout command.
 type rolloutFlags struct {
 	adminURL   string
@@ -162,7 +153,7 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	})
 
-	var change *rolloutChange
+	var change *events.RolloutChange
 	deployment := ""
 	reaffirm := false
 	switch cmd {
@@ -249,11 +240,11 @@ func oneEntry(ctx context.Context, stdout io.Writer, asJSON bool, method, target
 }
 
 // changeOf builds the PUT body of a change command, or a usage error.
-func changeOf(cmd string, f *rolloutFlags) (*rolloutChange, error) {
+func changeOf(cmd string, f *rolloutFlags) (*events.RolloutChange, error) {
 	if strings.TrimSpace(f.reason) == "" {
 		return nil, exitf(ExitUsage, "rollout %s: --reason is required: say why, it is stored with the change", cmd)
 	}
-	ch := &rolloutChange{Reason: f.reason}
+	ch := &events.RolloutChange{Reason: f.reason}
 	if f.expSet {
 		ch.ExpectedRevision = &f.expected
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/rolloutlog"
+	"github.com/graygate/graygate/schemas/tick"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -500,22 +501,16 @@ func (l *Log) Append(ctx context.Context, ev *events.RolloutChanged, expected ui
 // watch (which tries the next server of its pool). A cluster of one
 // server leaves them together.
 func KeepApart(ctx context.Context, main, watch *nats.Conn, log *slog.Logger) {
-	t := time.NewTicker(apartEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, apartEvery, func() bool {
 		if !main.IsConnected() || !watch.IsConnected() || len(watch.Servers()) < 2 {
-			continue
+			return true
 		}
 		if id := main.ConnectedServerId(); id != "" && id == watch.ConnectedServerId() {
 			log.Debug("rollout log: moving the second connection to another NATS server", "server", main.ConnectedServerName())
 			_ = watch.ForceReconnect()
 		}
-	}
+		return true
+	})
 }
 
 // apartEvery is how often KeepApart looks.
