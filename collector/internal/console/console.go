@@ -330,15 +330,7 @@ func funcs(now func() time.Time) template.FuncMap {
 		"num":  num,
 		"nump": func(p *float64) string { return nump(p) },
 		"pct":  func(p float64) string { return trimFloat(p, 2) + " %" },
-		"stream": func(b *bool) string {
-			switch {
-			case b == nil:
-				return ""
-			case *b:
-				return "streamed"
-			}
-			return "not streamed"
-		},
+		"stream": streamClass,
 		"needs": func(p *float64) string {
 			if p == nil {
 				return "—"

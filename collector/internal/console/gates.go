@@ -247,6 +247,8 @@ func sentence(g events.GateResult, info gateInfo, v gateView) string {
 	return fmt.Sprintf("Watching: %s is about %s%s%s — not yet decided against the %s.", what, v.Estimate, than, lo, limit)
 }
 
+// streamClass names a gate's stream class: "streamed", "not streamed",
+// or "" for a gate over every attempt.
 func streamClass(b *bool) string {
 	switch {
 	case b == nil:
