@@ -326,10 +326,10 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return human(now().Sub(t))
 		},
-		"dur":  func(seconds float64) string { return human(time.Duration(seconds * float64(time.Second))) },
-		"num":  num,
-		"nump": func(p *float64) string { return nump(p) },
-		"pct":  func(p float64) string { return trimFloat(p, 2) + " %" },
+		"dur":    func(seconds float64) string { return human(time.Duration(seconds * float64(time.Second))) },
+		"num":    num,
+		"nump":   func(p *float64) string { return nump(p) },
+		"pct":    func(p float64) string { return trimFloat(p, 2) + " %" },
 		"stream": streamClass,
 		"needs": func(p *float64) string {
 			if p == nil {
