@@ -199,7 +199,6 @@ func TestE2EConsoleRequests(t *testing.T) {
 		t.Errorf("the nav marks %q; want /requests", on)
 	}
 	noErrors("requests")
-	shot("requests-1360")
 
 	for _, tc := range []struct {
 		query string
@@ -264,7 +263,6 @@ func TestE2EConsoleRequests(t *testing.T) {
 		t.Errorf("the fallback's page links to sample %q; want %q", href, "/samples/"+fx.both)
 	}
 	noErrors("request")
-	shot("request-1360")
 
 	// The schema_violation_both sample: its outcome, primary beside gray.
 	testenv.Must(t, chromedp.Do(ctx, chromedp.Click(`ul.related a[href^="/samples/"]`), chromedp.WaitVisible(".pair")))
@@ -292,14 +290,16 @@ func TestE2EConsoleRequests(t *testing.T) {
 		t.Errorf("primary's answer at x=%v, gray's at x=%v; want them side by side", sides.Right, sides.Left)
 	}
 	noErrors("sample schema_violation_both")
-	shot("sample-both-1360")
 
 	// At every viewport the pages fit: no box wider than its container,
 	// no text drawn over text (TestE2EConsolePages' layoutCheck).
 	for _, vp := range viewports {
 		testenv.Must(t, chromedp.Do(ctx, chromedp.EmulateViewport(vp.W, vp.H)))
-		for _, path := range []string{"/requests", "/requests/" + fx.ids[0], "/samples/" + fx.both} {
+		for i, path := range []string{"/requests", "/requests/" + fx.ids[0], "/samples/" + fx.both} {
 			open(path)
+			if vp.Shot {
+				shot(fmt.Sprintf("%s-%d", []string{"requests", "request", "sample-both"}[i], vp.W))
+			}
 			var problems []string
 			testenv.Must(t, json.Unmarshal([]byte(eval(layoutCheck)), &problems))
 			for _, pr := range problems {
