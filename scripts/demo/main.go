@@ -133,7 +133,7 @@ func run(ctx context.Context, o options) error {
 	d.say("a tester forcing gray (force token, X-Gray-Rollout: true) gets x-gateway-arm: %s", d.forcedArm())
 	d.say("meanwhile deployment %s serves model %s from pools of engine replicas (mockllm --engine);", poolDeployment, poolModel)
 	d.say("one of primary's three replicas refuses connections: the gateway ejects it after 5 failures in a row;")
-	d.say("until then it retries those requests on the others, within the retry budget (20%% of the arm's requests, at least 3 per 10 s)")
+	d.say("until then it retries those requests on the others (retry_budget 1.0: nothing was written, so every one may be tried again)")
 	time.Sleep(8 * time.Second)
 
 	// Act 2: the gray version starts breaking its output contract.
