@@ -396,6 +396,9 @@ func TestE2EConsolePages(t *testing.T) {
 			re(`~1,800 more gray requests`),
 		}},
 		{"deployment-held", "/deployments/" + fx.held + "?range=7d", nil},
+		// The rev. 3 dead letters page fits too (the sample list, with
+		// samples in it, is TestE2EConsoleRequests').
+		{"dead-letters", "/dead-letters", []*regexp.Regexp{re(`dead letters`)}},
 	}
 	for _, vp := range viewports {
 		testenv.Must(t, chromedp.Do(ctx, chromedp.EmulateViewport(vp.W, vp.H)))

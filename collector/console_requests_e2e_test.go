@@ -295,10 +295,10 @@ func TestE2EConsoleRequests(t *testing.T) {
 	// no text drawn over text (TestE2EConsolePages' layoutCheck).
 	for _, vp := range viewports {
 		testenv.Must(t, chromedp.Do(ctx, chromedp.EmulateViewport(vp.W, vp.H)))
-		for i, path := range []string{"/requests", "/requests/" + fx.ids[0], "/samples/" + fx.both} {
+		for i, path := range []string{"/requests", "/requests/" + fx.ids[0], "/samples/" + fx.both, "/samples"} {
 			open(path)
 			if vp.Shot {
-				shot(fmt.Sprintf("%s-%d", []string{"requests", "request", "sample-both"}[i], vp.W))
+				shot(fmt.Sprintf("%s-%d", []string{"requests", "request", "sample-both", "samples"}[i], vp.W))
 			}
 			var problems []string
 			testenv.Must(t, json.Unmarshal([]byte(eval(layoutCheck)), &problems))
