@@ -138,6 +138,55 @@ func must[T, U any](v T, _ U) T { return v }
 func ptr[T any](v T) *T { return &v }
 
 // browserLog collects what the pages wrote to the console and the
+// tab is a console browser test's page: ctx drives it, base is the
+// collector's URL, shots where pictures go, blog what the browser logged.
+type tab struct {
+	t           *testing.T
+	ctx         context.Context
+	base, shots string
+	blog        *browserLog
+}
+
+// noErrors fails the test when the browser logged anything on page.
+func (b tab) noErrors(page string) {
+	b.t.Helper()
+	// Let late resource errors (a refused style, a 404 icon) arrive.
+	chromedp.Do(b.ctx, chromedp.Sleep(200*time.Millisecond))
+	if m := b.blog.take(); len(m) > 0 {
+		b.t.Errorf("%s: the browser logged:\n%s", page, strings.Join(m, "\n"))
+	}
+}
+
+// eval evaluates js on the page, a string.
+func (b tab) eval(js string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// shot writes a picture of the whole page to shots as name.png.
+func (b tab) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	testenv.Must(b.t, os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644))
+}
+
+// location is the page's path on the collector.
+func (b tab) location() string {
+	b.t.Helper()
+	loc, err := chromedp.Run(b.ctx, chromedp.Location())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return strings.TrimPrefix(loc, b.base)
+}
+
 // documents' response headers.
 type browserLog struct {
 	mu       sync.Mutex
@@ -265,38 +314,8 @@ func TestE2EConsoleBrowser(t *testing.T) {
 		}
 		return resp
 	}
-	noErrors := func(page string) {
-		t.Helper()
-		// Let late resource errors (a refused style, a 404 icon) arrive.
-		chromedp.Do(ctx, chromedp.Sleep(200*time.Millisecond))
-		if m := blog.take(); len(m) > 0 {
-			t.Errorf("%s: the browser logged:\n%s", page, strings.Join(m, "\n"))
-		}
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", js, err)
-		}
-		return v
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		testenv.Must(t, os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644))
-	}
-	location := func() string {
-		t.Helper()
-		loc, err := chromedp.Run(ctx, chromedp.Location())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimPrefix(loc, base)
-	}
+	tb := tab{t: t, ctx: ctx, base: base, shots: shots, blog: blog}
+	noErrors, eval, shot, location := tb.noErrors, tb.eval, tb.shot, tb.location
 
 	// Unauthenticated: the login page, no data.
 	open("/deployments/" + fx.dep)

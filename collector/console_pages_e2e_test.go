@@ -328,14 +328,8 @@ func TestE2EConsolePages(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(bctx, 4*time.Minute)
 	defer cancel()
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", js, err)
-		}
-		return v
-	}
+	tb := tab{t: t, ctx: ctx, base: base, shots: "", blog: blog}
+	eval := tb.eval
 
 	// The check finds what it looks for: a box wider than its parent,
 	// text drawn over text.

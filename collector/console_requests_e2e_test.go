@@ -137,37 +137,8 @@ func TestE2EConsoleRequests(t *testing.T) {
 		}
 		return resp
 	}
-	noErrors := func(page string) {
-		t.Helper()
-		chromedp.Do(ctx, chromedp.Sleep(200*time.Millisecond))
-		if m := blog.take(); len(m) > 0 {
-			t.Errorf("%s: the browser logged:\n%s", page, strings.Join(m, "\n"))
-		}
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", js, err)
-		}
-		return v
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		testenv.Must(t, os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644))
-	}
-	location := func() string {
-		t.Helper()
-		loc, err := chromedp.Run(ctx, chromedp.Location())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimPrefix(loc, base)
-	}
+	tb := tab{t: t, ctx: ctx, base: base, shots: shots, blog: blog}
+	noErrors, eval, shot, location := tb.noErrors, tb.eval, tb.shot, tb.location
 	rows := func() []string {
 		t.Helper()
 		var ids []string
