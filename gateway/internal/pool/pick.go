@@ -299,15 +299,8 @@ func (p *Pool) prefixPick(s []*Replica, h *Hint) (*Replica, int) {
 		return best, resultPrefixHit
 	}
 	other := leastLoaded(s, now)
-	if best == nil || best == other {
-		if best == other {
-			h.Uncached = h.Tokens - held
-			return other, resultPrefixHit
-		}
-		return other, resultPrefixMiss
-	}
 	mean := p.meanTokens()
-	if mean > 0 && best.load(now) < other.load(now)+prefillWeight*float64(held)/mean {
+	if best != nil && (best == other || mean > 0 && best.load(now) < other.load(now)+prefillWeight*float64(held)/mean) {
 		h.Uncached = h.Tokens - held
 		return best, resultPrefixHit
 	}

@@ -71,7 +71,8 @@ type Log struct {
 	// lastRead is when a follower last read the log (unix nanoseconds):
 	// the table goes stale only when neither has read it for staleAfter.
 	lastRead atomic.Int64
-	// folded is the highest stream sequence either follower passed on.
+	// folded is the highest stream sequence either follower passed on;
+	// written under mu.
 	folded atomic.Uint64
 }
 
@@ -327,7 +328,9 @@ func (l *Log) sync(ctx context.Context) error {
 		l.mu.Unlock()
 		l.sayNoValid(fold)
 	}
+	l.mu.Lock()
 	l.folded.Store(max(l.folded.Load(), after))
+	l.mu.Unlock()
 	l.reader = rolloutlog.Reader{Stream: stream, Next: after + 1}
 	if _, err := l.catchUp(cctx); err != nil {
 		return err
