@@ -458,9 +458,14 @@ func (e *evaluator) toolLoops() events.GateResult {
 }
 
 // difference judges gray's share xg/ng minus primary's xp/np at the
-// test's error alpha: per-arm bounds at alpha/2 (Clopper-Pearson on the window, confidence sequences on
-// the epoch), the difference's lower bound gray's lower minus primary's
-// upper, its upper bound the opposite.
+// test's error alpha. On the window: Clopper-Pearson bounds at alpha/2
+// per arm, the difference's lower bound gray's lower minus primary's
+// upper, its upper bound the opposite. On the epoch the upper bound (what
+// passes) is the same from Jeffreys sequences; the lower bound (what
+// fails) is gray's one-sided sequence tuned for a few points past the
+// threshold (seqFailLower) at alpha × 19/20 minus primary's upper bound
+// at alpha/20 — a false failure needs one of the two to miss, so it stays
+// within alpha.
 func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, alpha float64, floor bool) events.GateResult {
 	r.GrayN, r.PrimaryN = ng, np
 	if ng == 0 && np == 0 {
@@ -475,6 +480,10 @@ func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, alpha 
 	a := alpha / 2
 	gl, gu := e.proportion(xg, ng, a)
 	pl, pu := e.proportion(xp, np, a)
+	if e.sp.seq && a > 0 {
+		gl = seqFailLower(xg, ng, alpha*(1-diffPrimaryShare))
+		_, pu = seqProportionBounds(xp, np, alpha*diffPrimaryShare)
+	}
 	judge(&r, gl-pu, gu-pl, a > 0, a > 0, floor)
 	return r
 }

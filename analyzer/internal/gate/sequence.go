@@ -212,3 +212,72 @@ func searchInts(from, to int64, ok func(int64) bool) int64 {
 	}
 	return from
 }
+
+// Differences of two shares on the epoch (gates 4 and 5, SPEC §9 rev. 4):
+// a gray a few points past the threshold is what the gates must see
+// soonest, and the Jeffreys mixture above spreads its prior over every
+// share from 0 to 1, paying about 0.5·log n nats for it. The fail side of
+// a difference therefore uses seqFailLower, a one-sided sequence for
+// gray's share whose prior mostly weighs shares just above the one under
+// test, and spends most of the test's α there: primary's bound, from
+// about 19 times gray's attempts in a canary, is narrow even at a small
+// share of α.
+
+// diffPrimaryShare is primary's share of a difference's α on the fail
+// side (gray's lower bound gets the rest). Fixed in advance, never chosen
+// from the data.
+const diffPrimaryShare = 1.0 / 20
+
+// seqExcessB and seqJeffreysWeight shape seqFailLower's prior: with
+// weight 1 − seqJeffreysWeight, shares q above the tested p with density
+// ∝ (1−q)^(seqExcessB−1) (a Beta(1, 40) cut at p: the excess q − p is
+// about (1−p)/40, 2.5 points, on average — a gray a few points past the
+// threshold); with weight seqJeffreysWeight the Jeffreys mixture above, so
+// a gray that fails outright (down: every attempt an error) is still seen
+// within a handful of attempts.
+const (
+	seqExcessB        = 40
+	seqJeffreysWeight = 0.1
+)
+
+// seqFailLower returns a lower confidence sequence for a binomial
+// proportion from x successes in n independent draws: P(there is an n at
+// which p < lower) ≤ a. For each candidate p, the likelihood of the data
+// under q drawn from the mixed prior above — the tuned part restricted to
+// q > p — divided by its likelihood under p is a nonnegative martingale
+// with mean at most 1 when p is the true share (a mixture of likelihood
+// ratios with weights fixed before the data), so by Ville's inequality
+// it reaches 1/a with probability at most a; the bound is the smallest p
+// where it stays below 1/a. The tuned part has a closed form:
+//
+//	∫_p^1 q^x (1−q)^(n−x) · b(1−q)^(b−1) dq / ((1−p)^b · p^x (1−p)^(n−x))
+//	  = b · B(x+1, n−x+b) · P(Binomial(n+b, p) ≤ x) / ((1−p)^(n−x+b) · p^x)
+//
+// since P(Beta(x+1, n+b−x) > p) = P(Binomial(n+b, p) ≤ x).
+func seqFailLower(x, n int64, a float64) float64 {
+	if n <= 0 || x <= 0 || !(a > 0) {
+		return 0
+	}
+	x = min(x, n)
+	jm := seqLogMixture(x, n)
+	tm := math.Log(seqExcessB) + logBeta(float64(x+1), float64(n-x+seqExcessB))
+	lw, lt := math.Log(seqJeffreysWeight), math.Log1p(-seqJeffreysWeight)
+	thr := math.Log(1 / a)
+	return bisectLogit(float64(x)/float64(n), 0, func(p float64) bool {
+		j := lw + seqLogE(jm, x, n, p)
+		tail, _ := logBinomTail(n+seqExcessB, x, p, 1-p, false)
+		t := lt + tm + tail - float64(x)*math.Log(p) - float64(n-x+seqExcessB)*math.Log1p(-p)
+		return logAdd(j, t) < thr
+	})
+}
+
+// logAdd returns log(e^a + e^b).
+func logAdd(a, b float64) float64 {
+	if a < b {
+		a, b = b, a
+	}
+	if math.IsInf(b, -1) {
+		return a
+	}
+	return a + math.Log1p(math.Exp(b-a))
+}
