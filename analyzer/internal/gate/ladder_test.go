@@ -195,3 +195,40 @@ func TestCachedNeverPooledWithUncached(t *testing.T) {
 		t.Errorf("pooled over the cache: %s; want the failure that keeping classes apart avoids", got.Verdict)
 	}
 }
+
+// TestCachedPassTogether: where caching works, the uncached class is a
+// small share that alone gathers too few attempts for a p99 bound, which
+// would hold every promotion back; a latency gate no class failed passes
+// on the attempts merged over the cache when gray answered no more of
+// them from cache than primary — and not when gray's cached share is
+// higher (the merge would flatter it), nor when a class fails.
+func TestCachedPassTogether(t *testing.T) {
+	r := rand.New(rand.NewPCG(34, 9))
+	part := func(arm events.Arm, n int, cached bool, ttft float64) *events.ArmStats {
+		s := draw(r, arm, traffic{n: n, stream: true, ttftMs: ttft, latMs: 300, tokens: 200})
+		s.Cached = cached
+		return s
+	}
+	c := defaults
+	c.Gates.TTFTP99RatioMax = 1.5
+	judge := func(grayCached, grayUncached int, grayTTFT float64) events.Verdict {
+		in := inputOf(part(events.ArmGray, grayCached, true, 80), part(events.ArmGray, grayUncached, false, grayTTFT),
+			part(events.ArmPrimary, 160000, true, 80), part(events.ArmPrimary, 40000, false, 400))
+		return resultOf(c.Evaluate(in), events.GateTTFTP99Ratio, true).Verdict
+	}
+	// Gray: 5,000 attempts, 75 % cached (primary 80 %): the uncached
+	// class's 1,250 are too few to pass alone, the 5,000 together pass.
+	if got := judge(3750, 1250, 400); got != events.VerdictPass {
+		t.Errorf("gray 75 %% cached, primary 80 %%: %s; want pass on the attempts together", got)
+	}
+	alone := inputOf(part(events.ArmGray, 1250, false, 400), part(events.ArmPrimary, 40000, false, 400))
+	if got := resultOf(c.Evaluate(alone), events.GateTTFTP99Ratio, true).Verdict; got == events.VerdictPass {
+		t.Errorf("the uncached class alone: %s; want it unable to pass (else the test shows nothing)", got)
+	}
+	if got := judge(4500, 500, 400); got == events.VerdictPass {
+		t.Errorf("gray 90 %% cached, primary 80 %%: %s; want no pass on a merge that flatters gray", got)
+	}
+	if got := judge(3750, 1250, 1600); got != events.VerdictFail {
+		t.Errorf("gray's uncached TTFT ×4: %s; want fail (the merge never hides a failing class)", got)
+	}
+}

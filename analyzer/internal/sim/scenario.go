@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -45,6 +46,10 @@ type Scenario struct {
 	LongShare float64       `json:"long_share,omitempty"`
 	Long      func(Arm) Arm `json:"-"`
 	GrayLong  func(Arm) Arm `json:"-"`
+	// Cache (rev. 4): streamed requests split between prompts the
+	// engines had cached and the rest, gray's cached share dipping after
+	// each promotion step (nil: none).
+	Cache *Cache `json:"cache,omitempty"`
 	// Target of a breakage (SPEC §12 rev. 3).
 	Target *Target `json:"target,omitempty"`
 }
@@ -73,6 +78,55 @@ func (t *Target) String() string {
 	return (time.Duration(t.Seconds) * time.Second).String()
 }
 
+// Cache is the prefix-cache effect (SPEC §9 rev. 4 "Like with like"): a
+// Share of the streamed requests find their prompt cached, answered with
+// TTFT and latency scaled by TTFT and Latency. At a promotion step from p
+// to p' a share 1 − p/p' of gray's users is new to gray, and no gray
+// engine holds their conversations: gray's cached share falls by that
+// share and recovers as exp(−t/Recover) (the conversations' next turns
+// find them cached). Primary keeps its users' caches. Pooled draws the
+// hits into the uncached class: what the analyzer would see if it pooled
+// cached with uncached attempts.
+type Cache struct {
+	Share         float64       `json:"share"`
+	TTFT, Latency float64       `json:"-"`
+	Recover       time.Duration `json:"recover"`
+	Pooled        bool          `json:"pooled,omitempty"`
+}
+
+// hit returns the arm answering from cache.
+func (c *Cache) hit(a Arm) Arm {
+	a.TTFT.Median *= c.TTFT
+	a.Latency.Median *= c.Latency
+	return a
+}
+
+// share returns the cached share of an arm's streamed requests since
+// seconds after the last promotion step of depth dip.
+func (c *Cache) share(gray bool, since, dip float64) float64 {
+	if !gray {
+		return c.Share
+	}
+	return c.Share * (1 - dip*math.Exp(-since/c.Recover.Seconds()))
+}
+
+// mean returns class k's expected count in an interval, given the arm's
+// expected streamed count streamed and class k's without the cache effect
+// plain: the streamed class loses the hits, the cached class gets them
+// (none when Pooled: the caller draws them into the streamed class).
+func (c *Cache) mean(k int, gray bool, streamed, plain, since, dip float64) float64 {
+	switch k {
+	case classStream:
+		return plain - streamed*c.share(gray, since, dip)
+	case classCached:
+		if c.Pooled {
+			return 0
+		}
+		return streamed * c.share(gray, since, dip)
+	}
+	return plain
+}
+
 // slowerTTFT returns an arm change that multiplies the median TTFT by f.
 func slowerTTFT(f float64) func(Arm) Arm {
 	return func(a Arm) Arm { a.TTFT.Median *= f; return a }
@@ -96,6 +150,10 @@ var HealthyScenarios = []Scenario{
 	{Name: "fingerprint", Doc: "gray's fingerprint changes after 12 h: a new epoch", FingerprintAt: 12 * time.Hour},
 	{Name: "long-band", Doc: "a fifth of the streamed requests in a long-context band whose TTFT is twice the rest's (per-band tests, fail-only)",
 		LongShare: 0.2, Long: slowerTTFT(2)},
+	{Name: "cache", Doc: "7 in 10 streamed prompts cached (TTFT ×0.2, latency ×0.7); gray's cached share dips after each step and recovers in ~10 min: cached and uncached are judged apart",
+		Cache: &Cache{Share: 0.7, TTFT: 0.2, Latency: 0.7, Recover: 10 * time.Minute}},
+	{Name: "cache-pooled", Doc: "as cache, but the hits pooled with the misses in one class (what rev. 4's cached classes prevent)",
+		Cache: &Cache{Share: 0.7, TTFT: 0.2, Latency: 0.7, Recover: 10 * time.Minute, Pooled: true}},
 	{Name: "sub-ms", Doc: "two identical sub-millisecond arms (TTFT 0.2 ms, latency 0.4 ms): the floors keep the ratio gates quiet", World: func(a Arm) Arm {
 		a.TTFT.Median, a.Latency.Median = 0.2, 0.4
 		return a

@@ -199,19 +199,24 @@ func Run(o Options) Report {
 	return rep
 }
 
-// classes the simulation draws: one endpoint, both stream classes, and
+// classes the simulation draws: one endpoint, both stream classes,
 // streamed requests of a long-context band (SPEC §9 rev. 4 "Per band";
-// drawn only in scenarios with LongShare).
-var classes = [3]gate.Class{
+// drawn only in scenarios with LongShare) and streamed requests whose
+// prompt the engine had cached (drawn only in scenarios with Cache).
+var classes = [4]gate.Class{
 	{Stream: false, Endpoint: events.EndpointChat},
 	{Stream: true, Endpoint: events.EndpointChat},
 	{Stream: true, Endpoint: events.EndpointChat, Band: longBand},
+	{Stream: true, Endpoint: events.EndpointChat, Cached: true},
 }
 
-// longBand names the long-context band; classLong is its index.
+// longBand names the long-context band; classStream, classLong and
+// classCached are the indexes of the streamed classes.
 const (
-	longBand  = "long"
-	classLong = 2
+	longBand    = "long"
+	classStream = 1
+	classLong   = 2
+	classCached = 3
 )
 
 // simulator holds one worker's reusable state.
@@ -282,7 +287,7 @@ func (s *simulator) run(o *Options, j job) outcome {
 	if sc.Streamed > 0 {
 		share = sc.Streamed
 	}
-	classShare := [len(classes)]float64{1 - share, share * (1 - sc.LongShare), share * sc.LongShare}
+	classShare := [len(classes)]float64{1 - share, share * (1 - sc.LongShare), share * sc.LongShare, 0}
 	horizon := time.Duration(o.Days * float64(24*time.Hour))
 	if j.broken && o.BreakHorizon > 0 {
 		horizon = min(horizon, o.BreakHorizon)
@@ -333,6 +338,9 @@ func (s *simulator) run(o *Options, j job) outcome {
 				}
 				ar.src[a][classLong] = []*source{newSource(long, nil, nil)}
 			}
+			if sc.Cache != nil && pop == nil {
+				ar.src[a][classCached] = []*source{newSource(sc.Cache.hit(arm), nil, nil)}
+			}
 			if len(ar.act[a]) != len(ar.share[a]) {
 				ar.act[a] = make(sessions, len(ar.share[a]))
 				for i := range ar.act[a] {
@@ -343,6 +351,10 @@ func (s *simulator) run(o *Options, j job) outcome {
 	}
 	pct := startPct
 	setArms(pct)
+	// With Cache, gray's share of cached prompts dips at each promotion
+	// step (its new users' conversations are on no gray engine yet) and
+	// recovers; stepAt is when the last step came, dip its depth.
+	stepAt, dip := 0.0, 0.0
 
 	var ep epoch
 	epochIndex := 1
@@ -395,12 +407,21 @@ func (s *simulator) run(o *Options, j job) outcome {
 				x, n := cfg.ErrorCounts(classes[c], &w.sum)
 				before[a][0], before[a][1] = before[a][0]+x, before[a][1]+n
 				mean := rate * classShare[c] * length * swing
+				if sc.Cache != nil {
+					mean = sc.Cache.mean(c, a == 0, rate*share*length*swing, mean, prev-stepAt, dip)
+				}
 				for g, src := range ar.src[a][c] {
 					m := mean * ar.share[a][g]
 					if pop != nil {
 						m *= ar.act[a].factor(g)
 					}
 					draw(r, slot, src, a == 0, lim[c], m)
+				}
+				if sc.Cache != nil && sc.Cache.Pooled && c == classStream {
+					// Without the cached class the hits land among the
+					// misses, as one class.
+					hits := rate * share * length * swing * sc.Cache.share(a == 0, prev-stepAt, dip)
+					draw(r, slot, ar.src[a][classCached][0], a == 0, lim[c], hits)
 				}
 				x, n = cfg.ErrorCounts(classes[c], slot)
 				fresh[a][0], fresh[a][1] = fresh[a][0]+x, fresh[a][1]+n
@@ -478,6 +499,7 @@ func (s *simulator) run(o *Options, j job) outcome {
 			out.promotedAt = t
 			return out
 		}
+		stepAt, dip = t, 1-pct/next
 		pct = next
 		ep.period(now, pct)
 		setArms(pct)

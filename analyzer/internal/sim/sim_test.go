@@ -75,6 +75,29 @@ func TestPromotion(t *testing.T) {
 	}
 }
 
+// TestCacheEffectAfterSteps is the cache scenario short (SPEC §9 rev. 4
+// "Like with like"): after each promotion step gray answers fewer
+// prompts from cache, and the uncached ones are slower. Judged with the
+// cached classes apart, two hours at 10 gray requests/s raise no false
+// rollback and pass on the epoch within 20 minutes; the same attempts
+// pooled in one class are rolled back in every run (the test shows the
+// scenario can fail).
+func TestCacheEffectAfterSteps(t *testing.T) {
+	rep := Run(short(t, "cache,cache-pooled"))
+	for _, h := range rep.Healthy {
+		switch h.Scenario {
+		case "cache":
+			if h.FalseRollbacks > 0 || h.Passed != h.Runs || h.PassSeconds == nil || *h.PassSeconds > 20*60 {
+				t.Errorf("cache at 10 req/s: %d false rollbacks (%v), %d of %d passed, median after %v s; want none, all within 20 min", h.FalseRollbacks, h.ByGate, h.Passed, h.Runs, num(h.PassSeconds))
+			}
+		case "cache-pooled":
+			if h.FalseRollbacks != h.Runs {
+				t.Errorf("cache-pooled at 10 req/s: %d of %d rolled back; want every run (the effect the cached classes keep away)", h.FalseRollbacks, h.Runs)
+			}
+		}
+	}
+}
+
 // TestFingerprintRestartsEpoch checks that a fingerprint change begins a
 // new epoch: index 2, one empty period at the current percentage.
 func TestFingerprintRestartsEpoch(t *testing.T) {
