@@ -189,7 +189,7 @@ type evaluator struct {
 	// cached); merged makes arms read it while a gate tests that merge.
 	uncachedToo       *Input
 	anyCached, merged bool
-	g, p        histogram.Log // scratch: censored copies
+	g, p              histogram.Log // scratch: censored copies
 }
 
 // unit is one class a latency gate tests.
