@@ -31,6 +31,18 @@ type Scenario struct {
 	Observe bool `json:"observe,omitempty"`
 	// Swing: the traffic swings 10× over a day (a sinusoid, same mean).
 	Swing bool `json:"swing,omitempty"`
+	// Load (rev. 4): the traffic swings as with Swing and both arms'
+	// latency and TTFT medians follow it, × (0.5 + 0.275·swing): the
+	// healthy medians at the peak, 0.55 of them at the trough (a deployment
+	// whose peak p99 sits at the rollout timeout cannot pass its latency
+	// gates, and is told so). Phase shifts the day's sinusoid
+	// (the rollout starts Phase into it).
+	Load  bool          `json:"load,omitempty"`
+	Phase time.Duration `json:"phase,omitempty"`
+	// SlowReplica (rev. 4): one replica of eight in each arm's pool
+	// answers this many times slower (latency and TTFT): an eighth of the
+	// attempts drawn from it (0: none).
+	SlowReplica float64 `json:"slow_replica,omitempty"`
 	// Cohorts: sticky users that differ (cohort.go).
 	Cohorts bool `json:"cohorts,omitempty"`
 	// FingerprintAt: gray's arm fingerprint changes then (a new gray
@@ -150,6 +162,9 @@ var HealthyScenarios = []Scenario{
 	{Name: "fingerprint", Doc: "gray's fingerprint changes after 12 h: a new epoch", FingerprintAt: 12 * time.Hour},
 	{Name: "long-band", Doc: "a fifth of the streamed requests in a long-context band whose TTFT is twice the rest's (per-band tests, fail-only)",
 		LongShare: 0.2, Long: slowerTTFT(2)},
+	{Name: "peak-steps", Doc: "traffic swinging 10× over a day and latency with it (1.8× slower at the peak than at the trough); the rollout starts 3 h before the peak, so its steps come as load and latency rise: the epoch's periods differ in both",
+		Load: true, Phase: 3 * time.Hour},
+	{Name: "slow-replica", Doc: "one replica of eight in each arm's pool 2× slower (latency and TTFT): an eighth of the attempts from a slower mode", SlowReplica: 2},
 	{Name: "cache", Doc: "7 in 10 streamed prompts cached (TTFT ×0.2, latency ×0.7); gray's cached share dips after each step and recovers in ~10 min: cached and uncached are judged apart",
 		Cache: &Cache{Share: 0.7, TTFT: 0.2, Latency: 0.7, Recover: 10 * time.Minute}},
 	{Name: "cache-pooled", Doc: "as cache, but the hits pooled with the misses in one class (what rev. 4's cached classes prevent)",

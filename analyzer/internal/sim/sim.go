@@ -252,6 +252,9 @@ type arms struct {
 	src   [2][len(classes)][]*source // [arm][class][group]: each class its own, for the caches
 	share [2][]float64
 	act   [2]sessions
+	// slow is, with SlowReplica, the source of the replica of eight that
+	// answers slower, per arm and class.
+	slow [2][len(classes)]*source
 }
 
 // base is the simulated clock's origin.
@@ -341,6 +344,16 @@ func (s *simulator) run(o *Options, j job) outcome {
 			if sc.Cache != nil && pop == nil {
 				ar.src[a][classCached] = []*source{newSource(sc.Cache.hit(arm), nil, nil)}
 			}
+			if sc.SlowReplica > 0 && pop == nil {
+				for c := range classes {
+					if ar.slow[a][c] == nil && len(ar.src[a][c]) > 0 {
+						slow := ar.src[a][c][0].arm
+						slow.Latency.Median *= sc.SlowReplica
+						slow.TTFT.Median *= sc.SlowReplica
+						ar.slow[a][c] = newSource(slow, nil, nil)
+					}
+				}
+			}
 			if len(ar.act[a]) != len(ar.share[a]) {
 				ar.act[a] = make(sessions, len(ar.share[a]))
 				for i := range ar.act[a] {
@@ -355,6 +368,7 @@ func (s *simulator) run(o *Options, j job) outcome {
 	// step (its new users' conversations are on no gray engine yet) and
 	// recovers; stepAt is when the last step came, dip its depth.
 	stepAt, dip := 0.0, 0.0
+	var loaded loadLevels
 
 	var ep epoch
 	epochIndex := 1
@@ -388,8 +402,8 @@ func (s *simulator) run(o *Options, j job) outcome {
 			passingSince = time.Time{}
 		}
 		swing := 1.0
-		if sc.Swing {
-			swing = 1 + 9.0/11*math.Sin(2*math.Pi*(prev+length/2)/86400)
+		if sc.Swing || sc.Load {
+			swing = 1 + 9.0/11*math.Sin(2*math.Pi*(prev+length/2+sc.Phase.Seconds())/86400)
 		}
 		grayRate := total * pct / 100
 		primaryRate := total - grayRate
@@ -411,9 +425,16 @@ func (s *simulator) run(o *Options, j job) outcome {
 					mean = sc.Cache.mean(c, a == 0, rate*share*length*swing, mean, prev-stepAt, dip)
 				}
 				for g, src := range ar.src[a][c] {
+					if sc.Load && pop == nil {
+						src = loaded.at(a, c, swing, src)
+					}
 					m := mean * ar.share[a][g]
 					if pop != nil {
 						m *= ar.act[a].factor(g)
+					}
+					if slow := ar.slow[a][c]; slow != nil {
+						draw(r, slot, slow, a == 0, lim[c], m/8)
+						m -= m / 8
 					}
 					draw(r, slot, src, a == 0, lim[c], m)
 				}
@@ -581,4 +602,34 @@ func earlyErrors(r *rand.Rand, cfg *gate.Config, day int, prev, length, iv float
 		}
 	}
 	return 0, looks, false
+}
+
+// loadLevels holds, for the Load scenario, each arm's and class's source
+// at a few levels of load: latency and TTFT medians × (0.5 + 0.275·swing)
+// (the healthy medians at the peak, 0.55 of them at the trough),
+// the traffic's swing quantized to loadSteps levels so that a source's
+// tables are built once per level, not per interval.
+type loadLevels map[[3]int]*source
+
+// loadSteps is how many levels the swing's range (0.18 to 1.82) is cut in.
+const loadSteps = 16
+
+// at returns the source of arm a's class c at the load of swing, derived
+// from its unloaded source base.
+func (l *loadLevels) at(a, c int, swing float64, base *source) *source {
+	level := int(math.Round((swing - 1) / (18.0 / 11) * loadSteps))
+	key := [3]int{a, c, level}
+	if *l == nil {
+		*l = loadLevels{}
+	}
+	if src, ok := (*l)[key]; ok {
+		return src
+	}
+	f := 0.5 + 0.275*(1+float64(level)*18.0/11/loadSteps)
+	arm := base.arm
+	arm.Latency.Median *= f
+	arm.TTFT.Median *= f
+	src := newSource(arm, nil, nil)
+	(*l)[key] = src
+	return src
 }
