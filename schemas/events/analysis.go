@@ -138,6 +138,11 @@ type GateResult struct {
 	// estimates; nil when it cannot decide at all (or is decided, with
 	// Epoch set, when it is 0).
 	NeedsGray *float64 `json:"needs_gray"`
+	// Why (rev. 4), for a gate undecided on the epoch, says why NeedsGray
+	// is nil (no amount of data decides it at the current estimates) or
+	// far off (a p99 just below the censoring limit), and what
+	// configuration would decide it; empty otherwise.
+	Why string `json:"why,omitempty"`
 }
 
 // EventType returns TypeAnalysisEvaluated.

@@ -221,6 +221,9 @@ func needsCell(g events.GateResult) string {
 		return ""
 	}
 	if g.NeedsGray == nil {
+		if g.Why != "" {
+			return "cannot decide: " + g.Why
+		}
 		return "cannot decide"
 	}
 	if *g.NeedsGray <= 0 {
@@ -233,7 +236,11 @@ func needsCell(g events.GateResult) string {
 			way = "pass"
 		}
 	}
-	return fmt.Sprintf("%s in ~%s more gray requests", way, engine.Thousands(int64(math.Ceil(*g.NeedsGray))))
+	out := fmt.Sprintf("%s in ~%s more gray requests", way, engine.Thousands(int64(math.Ceil(*g.NeedsGray))))
+	if g.Why != "" {
+		out += ": " + g.Why
+	}
+	return out
 }
 
 func orDash(s string) string {

@@ -69,7 +69,7 @@ func (c Config) Judge(win *Input, ep *Epoch, look Look) []events.GateResult {
 		switch er.Verdict {
 		case events.VerdictInconclusive:
 			if ep.Rebuilt {
-				r.NeedsGray = c.needsGray(pooled, sp, er)
+				r.NeedsGray, r.Why = c.needs(pooled, sp, er)
 			}
 		default:
 			r.NeedsGray = ptr(0)

@@ -3,6 +3,7 @@ package gate
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -484,5 +485,44 @@ func BenchmarkJudge20(b *testing.B) {
 			}
 			b.ReportMetric(float64(undecided), "undecided/deployment")
 		})
+	}
+}
+
+// TestNeedsSaysWhy (issue: a healthy gray whose p99 sat just under the
+// rollout timeout stayed inconclusive for 12 minutes and nothing said
+// why): a gray 1.25× slower than primary (median 375 ms against 300, σ
+// 0.75; within the 1.5 ratio), primary's p99 about 1.7 s. With the
+// rollout timeout at 2 s, 1.3 % of gray's answers take longer, its p99
+// lies past the limit, and latency_p99_ratio says it can never pass and
+// names the fix — a timeout of twice primary's measured p99; at 2.2 s
+// (0.9 % past) it counts and still says why; at 3.5 s it only counts.
+func TestNeedsSaysWhy(t *testing.T) {
+	r := rand.New(rand.NewPCG(61, 67))
+	in := input(r, with(healthy, 8000, func(t *traffic) { t.latMs = 375 }), with(healthy, 152000, nil))
+	for _, c := range []struct {
+		timeout  time.Duration
+		null     bool
+		contains string
+	}{
+		{2000 * time.Millisecond, true, "cannot pass; set the rollout timeout to at least twice primary's p99 ("},
+		{2200 * time.Millisecond, false, "took longer than the censoring limit 2.2s"},
+		{3500 * time.Millisecond, false, ""},
+	} {
+		cfg := defaults
+		cfg.Timeout = c.timeout
+		g := results(cfg.Judge(&Input{}, epochOf(in), day1))["latency_p99_ratio/plain"]
+		t.Logf("timeout %s: %s, needs_gray %v, why %q", c.timeout, g.Epoch.Verdict, g.NeedsGray, g.Why)
+		if g.Epoch.Verdict != events.VerdictInconclusive {
+			if c.timeout < 3500*time.Millisecond {
+				t.Errorf("timeout %s: epoch %s; want inconclusive", c.timeout, g.Epoch.Verdict)
+			}
+			continue
+		}
+		if (g.NeedsGray == nil) != c.null {
+			t.Errorf("timeout %s: needs_gray %v; want nil %v", c.timeout, g.NeedsGray, c.null)
+		}
+		if c.contains == "" && g.Why != "" || !strings.Contains(g.Why, c.contains) {
+			t.Errorf("timeout %s: why %q; want it to say %q", c.timeout, g.Why, c.contains)
+		}
 	}
 }

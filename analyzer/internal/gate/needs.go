@@ -1,7 +1,9 @@
 package gate
 
 import (
+	"fmt"
 	"math"
+	"time"
 
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/histogram"
@@ -134,4 +136,100 @@ func scaleArm(dst, src *events.ArmStats, s float64, parts int) {
 	if parts&scaleTTFT != 0 {
 		scaleHist(&dst.TTFT, ttft, &src.TTFT)
 	}
+}
+
+// needs returns needs_gray for r's gate, undecided on the epoch, and
+// why it is nil or far off (SPEC §9 rev. 4; the issue: a healthy gray
+// whose p99 sat just under the rollout timeout stayed inconclusive for
+// good and nothing said why). The latency gates' usual cause is the
+// censoring limit: when at least 1 % of gray's attempts of the class took
+// longer than it, gray's p99 lies past the limit, its upper bound is
+// +Inf and the gate can never pass (needs nil); from 0.5 % the p99 lies
+// close enough below it that passing takes a great many attempts. The
+// fix is a rollout timeout well above primary's p99: twice it leaves
+// room for a gray 1.5× slower. A nil needs_gray otherwise means an
+// estimate on its threshold, or one that even maxScale times the
+// evidence leaves undecided.
+func (c Config) needs(pooled *Input, sp spend, r events.GateResult) (*float64, string) {
+	share, why := c.censoredWhy(pooled, r)
+	if share >= 0.01 {
+		return nil, why
+	}
+	n := c.needsGray(pooled, sp, r)
+	switch {
+	case share >= 0.005:
+		return n, why
+	case n != nil:
+		return n, ""
+	case r.Estimate != nil && math.Abs(*r.Estimate-r.Threshold) <= 1e-9*math.Max(1, math.Abs(r.Threshold)):
+		return nil, fmt.Sprintf("its estimate sits on the threshold %g: more data like today's decides nothing", r.Threshold)
+	}
+	return nil, fmt.Sprintf("%g times today's evidence would not decide it at the current estimates", float64(maxScale))
+}
+
+// censoredWhy returns, for a latency gate, the share of gray's attempts
+// of r's stream class past the censoring limit and, when it is 0.5 % or
+// more, the sentence that says what it means and what fixes it.
+func (c Config) censoredWhy(pooled *Input, r events.GateResult) (float64, string) {
+	if r.Gate != events.GateTTFTP99 && r.Gate != events.GateTTFTP99Ratio && r.Gate != events.GateLatencyP99Ratio {
+		return 0, ""
+	}
+	e := evaluator{c: c}
+	stream := r.Stream != nil && *r.Stream
+	limit := e.limit(stream)
+	var g, p histogram.Log
+	for k, s := range pooled.Gray {
+		if k.Stream == stream {
+			g.Merge(histogramOf(r.Gate, s))
+		}
+	}
+	for k, s := range pooled.Primary {
+		if k.Stream == stream {
+			p.Merge(histogramOf(r.Gate, s))
+		}
+	}
+	n := g.Total()
+	if limit <= 0 || n == 0 {
+		return 0, ""
+	}
+	share := float64(g.Overflow+censoredCount(&g, limit)) / float64(n)
+	if share < 0.005 {
+		return share, ""
+	}
+	what := "attempts"
+	if r.Gate != events.GateLatencyP99Ratio {
+		what = "first tokens"
+	}
+	fix := "set the rollout timeout to at least twice primary's p99"
+	if q, ok := p.Quantile(0.99); ok && q < limit {
+		fix += fmt.Sprintf(" (%s: a timeout of %s or more)", ms(q), ms(2*q))
+	}
+	if share >= 0.01 {
+		return share, fmt.Sprintf("%.1f %% of gray's %s took longer than the censoring limit %s (the rollout timeout), so its p99 lies past it and the gate cannot pass; %s",
+			100*share, what, ms(limit), fix)
+	}
+	return share, fmt.Sprintf("%.1f %% of gray's %s took longer than the censoring limit %s (the rollout timeout): its p99 lies just below it, and passing takes a great many attempts; %s",
+		100*share, what, ms(limit), fix)
+}
+
+// histogramOf returns the histogram gate g reads from s.
+func histogramOf(g events.Gate, s *events.ArmStats) *histogram.Log {
+	if g == events.GateLatencyP99Ratio {
+		return &s.Latency
+	}
+	return &s.TTFT
+}
+
+// ms formats milliseconds as a duration rounded for reading.
+func ms(v float64) string {
+	d := time.Duration(v * float64(time.Millisecond))
+	switch {
+	case d >= 10*time.Second:
+		d = d.Round(time.Second)
+	case d >= time.Second:
+		d = d.Round(100 * time.Millisecond)
+	default:
+		d = d.Round(time.Millisecond)
+	}
+	return d.String()
 }

@@ -51,6 +51,9 @@ func verdictOf(s store.RolloutSummary, now time.Time) overall {
 				failing = append(failing, name)
 			case events.VerdictInconclusive:
 				need := "cannot decide yet"
+				if g.NeedsGray == nil && g.Why != "" {
+					need = "cannot decide: " + g.Why
+				}
 				if g.NeedsGray != nil && !math.IsInf(*g.NeedsGray, 1) {
 					need = "needs ~" + thousands(int64(math.Ceil(*g.NeedsGray))) + " more gray requests"
 				}

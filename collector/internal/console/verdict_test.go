@@ -30,6 +30,8 @@ func TestVerdictOf(t *testing.T) {
 	undecided.Stream, undecided.NeedsGray = ptr(true), &needs
 	never := gate(events.GateTokenInflation, events.VerdictInconclusive, 0.1, -0.2, 0.3)
 	never.NeedsGray = ptr(math.Inf(1))
+	stuck := gate(events.GateLatencyP99Ratio, events.VerdictInconclusive, 1.2, 0.9, 1.5)
+	stuck.Stream, stuck.Why = ptr(false), "its p99 lies past the limit; set the rollout timeout to at least twice primary's p99"
 	failing := gate(events.GateTTFTP99Ratio, events.VerdictFail, 2, 1.6, 1.5)
 	failing.Stream, failing.Quantile, failing.Band = ptr(true), ptr(0.5), "long"
 	pass := gate(events.GateSchemaFailureRate, events.VerdictPass, 0, 0, 0)
@@ -52,6 +54,8 @@ func TestVerdictOf(t *testing.T) {
 			"ttft_p99_ratio (streamed) at p50 in band long"},
 		{"undecided gates with the requests they need", summary(5, pass, undecided, never), verdictWatching,
 			"latency_p99_ratio (streamed): needs ~1,235 more gray requests; token_inflation: cannot decide yet"},
+		{"a gate that cannot decide says why", summary(5, pass, stuck), verdictWatching,
+			"latency_p99_ratio (not streamed): cannot decide: its p99 lies past the limit; set the rollout timeout to at least twice primary's p99"},
 		{"rolled back names the trigger", rolled, verdictFailing, "gray_error_rate rolled gray back"},
 		{"stale evaluation", stale, verdictPassing, "every gate passed (last evaluated 2h ago)"},
 		{"no evaluation", noEval, verdictNone, "no evaluation yet"},
