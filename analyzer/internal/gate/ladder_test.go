@@ -169,6 +169,16 @@ func TestPerBandRatio(t *testing.T) {
 	}
 }
 
+// streamed returns a drawer of n streamed attempts of an arm, cached or
+// not, with the given TTFT median.
+func streamed(r *rand.Rand) func(arm events.Arm, n int, cached bool, ttft float64) *events.ArmStats {
+	return func(arm events.Arm, n int, cached bool, ttft float64) *events.ArmStats {
+		s := draw(r, arm, traffic{n: n, stream: true, ttftMs: ttft, latMs: 300, tokens: 200})
+		s.Cached = cached
+		return s
+	}
+}
+
 // TestCachedNeverPooledWithUncached (SPEC §9 rev. 4 "Like with like"): a
 // healthy gray just given users its engines have not seen answers fewer
 // prompts from cache than primary (40 % against 80 %), and uncached
@@ -176,12 +186,7 @@ func TestPerBandRatio(t *testing.T) {
 // passes, while the same attempts pooled over the cache would fail the
 // TTFT ratio.
 func TestCachedNeverPooledWithUncached(t *testing.T) {
-	r := rand.New(rand.NewPCG(34, 7))
-	part := func(arm events.Arm, n int, cached bool, ttft float64) *events.ArmStats {
-		s := draw(r, arm, traffic{n: n, stream: true, ttftMs: ttft, latMs: 300, tokens: 200})
-		s.Cached = cached
-		return s
-	}
+	part := streamed(rand.New(rand.NewPCG(34, 7)))
 	in := inputOf(part(events.ArmGray, 1200, true, 80), part(events.ArmGray, 1800, false, 400),
 		part(events.ArmPrimary, 24000, true, 80), part(events.ArmPrimary, 6000, false, 400))
 	if got := resultOf(defaults.Evaluate(in), events.GateTTFTP99Ratio, true); got.Verdict == events.VerdictFail {
@@ -203,12 +208,7 @@ func TestCachedNeverPooledWithUncached(t *testing.T) {
 // them from cache than primary — and not when gray's cached share is
 // higher (the merge would flatter it), nor when a class fails.
 func TestCachedPassTogether(t *testing.T) {
-	r := rand.New(rand.NewPCG(34, 9))
-	part := func(arm events.Arm, n int, cached bool, ttft float64) *events.ArmStats {
-		s := draw(r, arm, traffic{n: n, stream: true, ttftMs: ttft, latMs: 300, tokens: 200})
-		s.Cached = cached
-		return s
-	}
+	part := streamed(rand.New(rand.NewPCG(34, 9)))
 	c := defaults
 	c.Gates.TTFTP99RatioMax = 1.5
 	judge := func(grayCached, grayUncached int, grayTTFT float64) events.Verdict {

@@ -17,7 +17,7 @@ import (
 // decoding request costs a newcomer a fraction of a millisecond a step
 // (vLLM and SGLang batch decoding). The README gives the measurement
 // behind the figure.
-const prefillWeight = 4
+const prefillWeight = 8
 
 // Hint is what a request tells the pool about itself, and what the pool
 // tells back.

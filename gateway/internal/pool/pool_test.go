@@ -163,26 +163,26 @@ func TestLeastLoadedPrefersLighter(t *testing.T) {
 	a, b := m[0], m[1]
 
 	// a: one request waiting for its prefill, of the pool's mean size
-	// (1,024 tokens: load 1 + 4 = 5); b: four decoding (load 4). b is
+	// (1,024 tokens: load 1 + 8 = 9); b: eight decoding (load 8). b is
 	// lighter.
 	a.Begin(1024)
-	decoding(b, 4)
+	decoding(b, 8)
 	for range 20 {
 		if r := p.Pick(&pool.Hint{Tokens: 1024}, nil); r != b {
-			t.Fatalf("picked %s, want %s (load 4 against 5)", r.Name, b.Name)
+			t.Fatalf("picked %s, want %s (load 8 against 9)", r.Name, b.Name)
 		}
 	}
-	// Two more decoding on b (load 6): a's single prefill weighs 5.
+	// Two more decoding on b (load 10): a's single prefill weighs 9.
 	decoding(b, 2)
 	for range 20 {
 		if r := p.Pick(&pool.Hint{Tokens: 1024}, nil); r != a {
-			t.Fatalf("picked %s, want %s (load 5 against 6)", r.Name, a.Name)
+			t.Fatalf("picked %s, want %s (load 9 against 10)", r.Name, a.Name)
 		}
 	}
 	// a's request gets its first byte (load 1): a stays lighter.
 	a.FirstByte(1024)
 	if r := p.Pick(&pool.Hint{Tokens: 1024}, nil); r != a {
-		t.Fatalf("picked %s, want %s (load 1 against 6)", r.Name, a.Name)
+		t.Fatalf("picked %s, want %s (load 1 against 10)", r.Name, a.Name)
 	}
 }
 
@@ -663,19 +663,25 @@ func TestConcurrentUse(t *testing.T) {
 // followed when the prefill its holder saves outweighs the holder's
 // longer queue (prefillWeight per mean-sized request of tokens), and not
 // otherwise. Requests of 10 blocks of 64 tokens, 4 of them held (256
-// tokens saved: 4 × 256 / 640 = 1.6 in load units): one request more on
-// the holder is worth it, three are not.
+// tokens saved: 8 × 256 / 640 = 3.2 in load units); the other replica
+// has 4 decoding, so the holder's load stays within the bound (1.25 ×
+// the mean + 1): 7 decoding on the holder are worth it, 8 are not.
 func TestPrefixShortMatchWeighsItsQueue(t *testing.T) {
 	for _, tc := range []struct {
 		busy   int
 		follow bool
-	}{{1, true}, {3, false}} {
+	}{{7, true}, {8, false}} {
 		p := newPool(t, upstreamOf(config.BalancePrefix, fakeURLs(2)...), nil)
 		rng := rand.New(rand.NewPCG(7, 8))
 		a := chain(rng, 10)
 		holder := send(p, &pool.Hint{Chain: a, BlockTokens: 64, Tokens: 640})
 		served(holder)
 		decoding(holder, tc.busy)
+		for _, r := range p.Members() {
+			if r != holder {
+				decoding(r, 4)
+			}
+		}
 		for range 10 {
 			c := append(append([]uint64{}, a[:4]...), chain(rng, 6)...)
 			h := &pool.Hint{Chain: c, BlockTokens: 64, Tokens: 640}
