@@ -62,6 +62,9 @@ type Scenario struct {
 	// engines had cached and the rest, gray's cached share dipping after
 	// each promotion step (nil: none).
 	Cache *Cache `json:"cache,omitempty"`
+	// Demo: run only when named — a scenario that shows what a design
+	// choice prevents (cache-pooled), not part of the healthy promise.
+	Demo bool `json:"demo,omitempty"`
 	// Target of a breakage (SPEC §12 rev. 3).
 	Target *Target `json:"target,omitempty"`
 }
@@ -168,7 +171,7 @@ var HealthyScenarios = []Scenario{
 	{Name: "cache", Doc: "7 in 10 streamed prompts cached (TTFT ×0.2, latency ×0.7); gray's cached share dips after each step and recovers in ~10 min: cached and uncached are judged apart",
 		Cache: &Cache{Share: 0.7, TTFT: 0.2, Latency: 0.7, Recover: 10 * time.Minute}},
 	{Name: "cache-pooled", Doc: "as cache, but the hits pooled with the misses in one class (what rev. 4's cached classes prevent)",
-		Cache: &Cache{Share: 0.7, TTFT: 0.2, Latency: 0.7, Recover: 10 * time.Minute, Pooled: true}},
+		Cache: &Cache{Share: 0.7, TTFT: 0.2, Latency: 0.7, Recover: 10 * time.Minute, Pooled: true}, Demo: true},
 	{Name: "sub-ms", Doc: "two identical sub-millisecond arms (TTFT 0.2 ms, latency 0.4 ms): the floors keep the ratio gates quiet", World: func(a Arm) Arm {
 		a.TTFT.Median, a.Latency.Median = 0.2, 0.4
 		return a
@@ -215,7 +218,7 @@ func Select(list string) (healthy, broken []Scenario, err error) {
 		name = strings.TrimSpace(name)
 		found := false
 		for _, s := range HealthyScenarios {
-			if name == s.Name || name == "all" || name == "healthy" {
+			if name == s.Name || (name == "all" || name == "healthy") && !s.Demo {
 				add(s, &healthy)
 				found = true
 			}
