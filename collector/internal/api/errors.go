@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/graygate/graygate/collector/internal/store"
 )
@@ -44,26 +43,24 @@ func errorHandler(log *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		var e *Error
 		var fe *fiber.Error
-		var pgErr *pgconn.PgError
-		var pe *store.ParamError
+		fault, pe := store.Classify(err)
 		switch {
 		case errors.As(err, &e):
-		case errors.Is(err, store.ErrNotFound):
+		case fault == store.FaultNotFound:
 			e = &Error{Status: http.StatusNotFound, Type: "not_found_error", Code: "not_found", Message: "no sample with this event id"}
-		case errors.As(err, &pe) && errors.Is(err, store.ErrTimeOutOfRange):
-			e = badParam(pe.Param, store.ErrTimeOutOfRange.Error())
-			if pe.Param == "cursor" {
-				e = badParam("cursor", "its time is "+store.ErrTimeOutOfRange.Error()+": not a cursor from this API (pass next_cursor unchanged)")
+		case fault == store.FaultParam && pe.Param == "cursor":
+			msg := "not a cursor from this API (pass next_cursor unchanged)"
+			if errors.Is(pe.Err, store.ErrTimeOutOfRange) {
+				msg = "its time is " + store.ErrTimeOutOfRange.Error() + ": " + msg
 			}
-		case errors.Is(err, store.ErrBadCursor):
-			e = badParam("cursor", "not a cursor from this API (pass next_cursor unchanged)")
-		case errors.Is(err, store.ErrBadLimit):
-			e = badParam("limit", store.ErrBadLimit.Error())
-		case errors.As(err, &pe):
+			e = badParam("cursor", msg)
+		case fault == store.FaultParam:
 			e = badParam(pe.Param, pe.Err.Error())
 		case errors.As(err, &fe):
 			e = &Error{Status: fe.Code, Type: "invalid_request_error", Code: codeOf(fe.Code), Message: fe.Message}
-		case errors.As(err, &pgErr):
+		case fault == store.FaultRange:
+			e = &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "bad_request", Message: "a parameter is outside the stored range"}
+		case fault == store.FaultQuery:
 			log.Error("sample-store query failed", "path", c.Path(), "err", err)
 			e = &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error", Message: "the query failed"}
 		default:

@@ -28,7 +28,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/graygate/graygate/collector/internal/params"
 	"github.com/graygate/graygate/collector/internal/store"
@@ -228,25 +227,21 @@ func badParam(param, msg string) error {
 // logged and never shown.
 func (s *Console) fail(c *fiber.Ctx, err error) error {
 	var se *statusError
-	var pgErr *pgconn.PgError
 	var fe *fiber.Error
-	var pe *store.ParamError
+	fault, pe := store.Classify(err)
 	switch {
 	case errors.As(err, &se):
-	case errors.Is(err, store.ErrNotFound):
+	case fault == store.FaultNotFound:
 		se = &statusError{fiber.StatusNotFound, "not found: it may have expired (collector.retention)"}
-	case errors.Is(err, store.ErrBadCursor):
+	case fault == store.FaultParam && errors.Is(pe.Err, store.ErrBadCursor):
 		se = &statusError{fiber.StatusBadRequest, "cursor: not a cursor from this console (follow the page links)"}
-	case errors.Is(err, store.ErrBadLimit):
-		se = &statusError{fiber.StatusBadRequest, "limit: " + store.ErrBadLimit.Error()}
-	case errors.As(err, &pe):
+	case fault == store.FaultParam:
 		se = &statusError{fiber.StatusBadRequest, pe.Error()}
 	case errors.As(err, &fe):
 		se = &statusError{fe.Code, fe.Message}
-	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
-		// A data exception: a cursor or time outside what Postgres stores.
+	case fault == store.FaultRange:
 		se = &statusError{fiber.StatusBadRequest, "a parameter is outside the stored range"}
-	case errors.As(err, &pgErr):
+	case fault == store.FaultQuery:
 		s.log.Error("console query failed", "path", c.Path(), "err", err)
 		se = &statusError{fiber.StatusInternalServerError, "the query failed; the collector's log says why"}
 	default:
