@@ -217,10 +217,13 @@ func (h *Log) Quantile(q float64) (v float64, ok bool) {
 // rank falls in Overflow (and lo is then the upper edge of the last bin, or
 // 0); lo and hi are 0 in Zero. ok is false when rank is 0 or above Total().
 func (h *Log) RankBounds(rank uint64) (lo, hi float64, ok bool) {
-	if rank == 0 || rank > h.Total() {
+	if rank == 0 {
 		return 0, 0, false
 	}
 	i, where := h.locate(rank)
+	if where == inOverflow && rank > h.Total() {
+		return 0, 0, false
+	}
 	switch where {
 	case inZero:
 		return 0, MinMillis, true

@@ -210,11 +210,14 @@ func QuantileUpper(h *histogram.Log, q, a float64) (upper float64, ok bool) {
 // gives: the upper edge of its bin, +Inf in the overflow. ok is false
 // (and the bound +Inf) for a rank beyond h's attempts.
 func upperAtRank(h *histogram.Log, hi int64) (upper float64, ok bool) {
-	if hi > int64(h.Total()) || hi < 1 {
+	if hi < 1 {
 		return math.Inf(1), false
 	}
 	_, u, ok := h.RankBounds(uint64(hi))
-	return u, ok
+	if !ok {
+		return math.Inf(1), false
+	}
+	return u, true
 }
 
 // zCache holds the normal quantile of the last a asked for.
