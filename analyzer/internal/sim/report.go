@@ -59,14 +59,26 @@ type BreakRow struct {
 
 // Report is a simulation's result.
 type Report struct {
-	Options  Options      `json:"-"`
-	Healthy  []HealthyRow `json:"healthy"`
-	Breakage []BreakRow   `json:"breakage"`
+	Options Options      `json:"-"`
+	Healthy []HealthyRow `json:"healthy"`
+	// AllHealthy adds every healthy cell together (SPEC §9 rev. 4: the
+	// promise's bound over all cells); nil without healthy rows.
+	AllHealthy *Total     `json:"all_healthy,omitempty"`
+	Breakage   []BreakRow `json:"breakage"`
 	// Looks counts the evaluations (Judge calls and early gate-2 looks);
 	// CPU is the process's CPU time, Elapsed the wall time.
 	Looks   int64         `json:"looks"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 	CPU     time.Duration `json:"cpu_ns"`
+}
+
+// Total is the healthy cells added together: runs, false rollbacks and
+// the one-sided 95 % Clopper-Pearson upper bound of the rate per rollout.
+type Total struct {
+	Cells          int     `json:"cells"`
+	Runs           int     `json:"runs"`
+	FalseRollbacks int     `json:"false_rollbacks"`
+	Upper95        float64 `json:"upper95"`
 }
 
 // LooksPerWeek is the number of evaluations of a 7-day rollout at a 5 s
@@ -109,7 +121,16 @@ func report(o *Options, jobs []job, results []outcome) Report {
 			h.PassSeconds = median(runs, func(r outcome) float64 { return orInf(r.passAt) })
 			h.PromotedSeconds = median(runs, func(r outcome) float64 { return orInf(r.promotedAt) })
 			rep.Healthy = append(rep.Healthy, h)
+			if rep.AllHealthy == nil {
+				rep.AllHealthy = &Total{}
+			}
+			rep.AllHealthy.Cells++
+			rep.AllHealthy.Runs += h.Runs
+			rep.AllHealthy.FalseRollbacks += h.FalseRollbacks
 		}
+	}
+	if t := rep.AllHealthy; t != nil && t.Runs > 0 {
+		t.Upper95 = gate.ProportionUpper(int64(t.FalseRollbacks), int64(t.Runs), 0.05)
 	}
 	for si, sc := range o.Broken {
 		for ri, rate := range o.BreakRates {
@@ -199,8 +220,8 @@ func median(runs []outcome, f func(outcome) float64) *float64 {
 func (r *Report) Print(w io.Writer) error {
 	o := r.Options
 	if len(r.Healthy) > 0 {
-		fmt.Fprintf(w, "healthy grays: %d rollouts per scenario and rate, each up to %g days (window %v, interval %v, confidence %v, steps %v, hold %v, min_soak %v; gray rate at the start step):\n\n",
-			o.Runs, o.Days, o.Window, o.Gate.Interval, o.Gate.Confidence, o.Promotion.Steps, o.Promotion.Hold, o.Promotion.MinSoak)
+		fmt.Fprintf(w, "healthy grays: %d rollouts per scenario and rate (runs %d to %d), each up to %g days (window %v, interval %v, confidence %v, steps %v, hold %v, min_soak %v; gray rate at the start step):\n\n",
+			o.Runs, o.FirstRun, o.FirstRun+o.Runs-1, o.Days, o.Window, o.Gate.Interval, o.Gate.Confidence, o.Promotion.Steps, o.Promotion.Hold, o.Promotion.MinSoak)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "scenario\tgray req/s\truns\tfalse rollbacks\t95 % upper\tpassing on epoch (median)\tat 100 % (median)\tCPU/look\tgates")
 		for _, h := range r.Healthy {
@@ -214,6 +235,9 @@ func (r *Report) Print(w io.Writer) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		if t := r.AllHealthy; t != nil && t.Cells > 1 {
+			fmt.Fprintf(w, "\nall %d healthy cells together: %d rollouts, %d false rollbacks, 95 %% upper %.2f %%\n", t.Cells, t.Runs, t.FalseRollbacks, 100*t.Upper95)
 		}
 	}
 	if len(r.Breakage) > 0 {

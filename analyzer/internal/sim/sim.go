@@ -18,7 +18,9 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -46,8 +48,11 @@ type Options struct {
 	// Seed makes the run reproducible (per run, whatever the workers).
 	Seed uint64
 	// Runs is the number of rollouts per healthy scenario and rate;
-	// BreakRuns per breakage and rate.
-	Runs, BreakRuns int
+	// BreakRuns per breakage and rate. They are numbered from FirstRun,
+	// and a run's random stream depends only on Seed, its scenario's
+	// name, its rate and its number, so a cell's runs can be split over
+	// several machines and their counts added.
+	Runs, BreakRuns, FirstRun int
 	// BreakHorizon is the longest a broken gray runs (24 h).
 	BreakHorizon time.Duration
 	// Healthy and Broken are the scenarios to run.
@@ -134,14 +139,14 @@ func Run(o Options) Report {
 	for si := range o.Healthy {
 		for ri, rate := range o.Rates {
 			for run := range o.Runs {
-				jobs = append(jobs, job{sc: &o.Healthy[si], rate: rate, rateIdx: ri, scIdx: si, run: run})
+				jobs = append(jobs, job{sc: &o.Healthy[si], rate: rate, rateIdx: ri, scIdx: si, run: o.FirstRun + run})
 			}
 		}
 	}
 	for si := range o.Broken {
 		for ri, rate := range o.BreakRates {
 			for run := range o.BreakRuns {
-				jobs = append(jobs, job{sc: &o.Broken[si], broken: true, rate: rate, rateIdx: ri, scIdx: si, run: run})
+				jobs = append(jobs, job{sc: &o.Broken[si], broken: true, rate: rate, rateIdx: ri, scIdx: si, run: o.FirstRun + run})
 			}
 		}
 	}
@@ -197,6 +202,19 @@ func Run(o Options) Report {
 	rep.Elapsed = time.Since(start)
 	rep.CPU = processCPU() - cpu0
 	return rep
+}
+
+// cellSeed is the first half of a run's random seed: the cell's identity
+// (the seed, the scenario's name and the gray rate) hashed, FNV-1a, so
+// that a cell draws the same runs whatever else is selected beside it.
+func cellSeed(seed uint64, scenario string, rate float64) uint64 {
+	h := fnv.New64a()
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], seed)
+	binary.LittleEndian.PutUint64(b[8:], math.Float64bits(rate))
+	h.Write(b[:])
+	h.Write([]byte(scenario))
+	return h.Sum64()
 }
 
 // classes the simulation draws: one endpoint, both stream classes,
@@ -268,7 +286,7 @@ func (s *simulator) run(o *Options, j job) outcome {
 	if j.broken {
 		kind = 1
 	}
-	r := rand.New(rand.NewPCG(o.Seed*1_000_003+kind*7_919+uint64(j.scIdx)*104_729+uint64(j.rateIdx)*15_485_863, uint64(j.run)))
+	r := rand.New(rand.NewPCG(cellSeed(o.Seed, sc.Name, j.rate), uint64(j.run)<<1|kind))
 
 	world := Healthy
 	if sc.World != nil {

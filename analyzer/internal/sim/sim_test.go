@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +235,40 @@ func BenchmarkLook(b *testing.B) {
 			b.ResetTimer()
 			Run(o)
 		})
+	}
+}
+
+// TestCellsCompose: a run's random stream is its cell's (scenario, rate)
+// and its number, not its place among what else was selected, so the
+// runs of one cell can be spread over machines (--first-run) and added;
+// and different runs differ.
+func TestCellsCompose(t *testing.T) {
+	both := short(t, "cohorts,baseline")
+	alone := short(t, "baseline")
+	both.Days, alone.Days = 0.5/24, 0.5/24
+	i := slices.IndexFunc(both.Healthy, func(sc Scenario) bool { return sc.Name == "baseline" })
+	if i != 0 {
+		both.Healthy[0], both.Healthy[i] = both.Healthy[i], both.Healthy[0]
+	}
+	i = 1 // baseline second: its place differs from alone's
+	both.Healthy[0], both.Healthy[1] = both.Healthy[1], both.Healthy[0]
+	var s simulator
+	var first outcome
+	for run := 3; run < 5; run++ {
+		a := s.run(&both, job{sc: &both.Healthy[i], rate: 10, rateIdx: 0, scIdx: i, run: run})
+		b := s.run(&alone, job{sc: &alone.Healthy[0], rate: 10, run: run})
+		if a != b {
+			t.Errorf("run %d: beside cohorts %+v, alone %+v; want the same", run, a, b)
+		}
+		if run == 3 {
+			first = a
+		} else if a == first {
+			t.Errorf("runs 3 and 4 drew the same rollout %+v", a)
+		}
+	}
+	alone.Runs, alone.FirstRun = 1, 3
+	rep := Run(alone)
+	if h := rep.Healthy[0]; h.Runs != 1 || h.PassSeconds == nil || *h.PassSeconds != first.passAt || rep.AllHealthy.Runs != 1 {
+		t.Errorf("--first-run 3 --runs 1: %+v (pass %v); want run 3, passing at %v", h, h.PassSeconds, first.passAt)
 	}
 }
