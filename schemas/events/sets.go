@@ -164,6 +164,42 @@ func OutcomeOfStatus(status int) Outcome {
 	return OutcomeUpstreamError
 }
 
+// Outcome is the attempt outcome a contract failure of reason r means:
+// "" for upstream_status (the status decides) and for an unknown reason.
+func (r SampleReason) Outcome() Outcome {
+	switch r {
+	case ReasonSchemaViolation:
+		return OutcomeSchemaViolation
+	case ReasonInvalidJSON:
+		return OutcomeInvalidJSON
+	case ReasonTimeout:
+		return OutcomeTimeout
+	case ReasonUpstreamError:
+		return OutcomeUpstreamError
+	}
+	return ""
+}
+
+// Outcome is the attempt outcome of an attempt that ended with error type
+// e and, when it was answered, HTTP status: the status decides for none,
+// caller_bad_request and upstream_status; any type that names no upstream
+// answer (unreachable, gateway_internal, policy_*) is upstream_error.
+func (e ErrorType) Outcome(status int) Outcome {
+	switch e {
+	case ErrorNone, ErrorCallerBadRequest, ErrorUpstreamStatus:
+		return OutcomeOfStatus(status)
+	case ErrorCallerCancelled:
+		return OutcomeCancelled
+	case ErrorUpstreamTimeout:
+		return OutcomeTimeout
+	case ErrorUpstreamInvalidJSON:
+		return OutcomeInvalidJSON
+	case ErrorUpstreamSchema:
+		return OutcomeSchemaViolation
+	}
+	return OutcomeUpstreamError
+}
+
 // Endpoint is the OpenAI API an attempt was made on.
 type Endpoint string
 

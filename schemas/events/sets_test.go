@@ -159,3 +159,44 @@ func TestOutcomesAddCountsItsOwnMember(t *testing.T) {
 		t.Errorf("an invalid outcome was counted: %+v", c)
 	}
 }
+
+// TestOutcomeOfReasonAndErrorType: every contract failure reason but
+// upstream_status names its outcome (the status decides that one), and
+// every error type gives a valid outcome whatever the status — the one
+// the attempt's sample reason or answer would give where both exist.
+func TestOutcomeOfReasonAndErrorType(t *testing.T) {
+	for _, r := range SampleReasons {
+		o := r.Outcome()
+		if r == ReasonUpstreamStatus {
+			if o != "" {
+				t.Errorf("%s.Outcome() = %q; want \"\" (the status decides)", r, o)
+			}
+			continue
+		}
+		if !o.Valid() || string(o) != string(r) {
+			t.Errorf("%s.Outcome() = %q; want the outcome of the same name", r, o)
+		}
+	}
+	if o := SampleReason("nope").Outcome(); o != "" {
+		t.Errorf("unknown reason's outcome = %q; want \"\"", o)
+	}
+	want := map[ErrorType]Outcome{
+		ErrorCallerCancelled: OutcomeCancelled, ErrorUpstreamTimeout: OutcomeTimeout,
+		ErrorUpstreamInvalidJSON: OutcomeInvalidJSON, ErrorUpstreamSchema: OutcomeSchemaViolation,
+		ErrorUpstreamUnreachable: OutcomeUpstreamError, ErrorGatewayInternal: OutcomeUpstreamError,
+	}
+	for _, e := range ErrorTypes {
+		for _, status := range []int{0, 200, 404, 429, 503} {
+			o := e.Outcome(status)
+			w, fixed := want[e]
+			switch {
+			case !o.Valid():
+				t.Errorf("%s.Outcome(%d) = %q; not an outcome", e, status, o)
+			case fixed && o != w:
+				t.Errorf("%s.Outcome(%d) = %q; want %q", e, status, o, w)
+			case (e == ErrorNone || e == ErrorUpstreamStatus || e == ErrorCallerBadRequest) && o != OutcomeOfStatus(status):
+				t.Errorf("%s.Outcome(%d) = %q; want the status's, %q", e, status, o, OutcomeOfStatus(status))
+			}
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/graygate/graygate/collector/internal/telemetry"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 // poolSize is the Postgres connections of a serving collector: the event
@@ -159,16 +160,8 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx, ln) })
 	g.Go(func() error {
-		t := time.NewTicker(sampleEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				_ = ready(true)
-			}
-		}
+		tick.Every(ctx, sampleEvery, func() bool { _ = ready(true); return true })
+		return nil
 	})
 	g.Go(func() error {
 		if err := retry(ctx, log, "apply migrations", func(ctx context.Context) error {

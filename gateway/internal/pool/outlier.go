@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/upstream"
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 // Outcome is how an attempt on a replica ended, as far as its health
@@ -146,14 +147,5 @@ func (p *Pool) upkeep(now time.Time) {
 
 // runUpkeep calls upkeep until ctx ends.
 func (p *Pool) runUpkeep(ctx context.Context) {
-	t := time.NewTicker(upkeepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			p.upkeep(now)
-		}
-	}
+	tick.Every(ctx, upkeepEvery, func() bool { p.upkeep(time.Now()); return true })
 }

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 // Returning memory after a burst (issue 25: after 10,000 streams the
@@ -99,16 +101,9 @@ func idleTooLong(idle, live uint64, streak *int) bool {
 // returnMemory applies the release rules every every until ctx ends;
 // open reports the open client connections.
 func returnMemory(ctx context.Context, every time.Duration, open func() int64, log *slog.Logger) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
 	streak := 0
 	var b burst
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	tick.Every(ctx, every, func() bool {
 		n := open()
 		idle, live := heapIdle()
 		if b.ended(n) || idleTooLong(idle, live, &streak) {
@@ -117,5 +112,7 @@ func returnMemory(ctx context.Context, every time.Duration, open func() int64, l
 			after, _ := heapIdle()
 			log.Debug("memory returned to the OS after a burst", "open_connections", n, "idle_bytes_before", idle, "idle_bytes_after", after, "live_bytes", live)
 		}
-	}
+		return true
+	})
+	return nil
 }

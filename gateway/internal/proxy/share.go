@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/pool"
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 // BalanceShare is the core NATS the gateways share their prefix indexes
@@ -60,30 +61,30 @@ func (s *Server) shareBalance(ctx context.Context) error {
 		}
 		defer unsub()
 	}
-	t := time.NewTicker(orDefault(s.cfg.Gateway.StatsInterval, time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+	tick.Every(ctx, orDefault(s.cfg.Gateway.StatsInterval, time.Second), func() bool {
+		s.shareOnce(deps)
+		return true
+	})
+	return nil
+}
+
+// shareOnce publishes each of deps' pooled arms' new index entries.
+func (s *Server) shareOnce(deps []string) {
+	for _, name := range deps {
+		m := &pool.Shared{Gateway: s.gatewayID}
+		for _, a := range s.pooledArms(s.deployments[name]) {
+			runs, rs := a.arm.Pool.Export(), a.arm.Pool.ExportResponses()
+			if len(runs) > 0 || len(rs) > 0 {
+				m.Arms = append(m.Arms, pool.SharedArm{Arm: string(a.name), Runs: runs, Responses: rs})
+			}
 		}
-		for _, name := range deps {
-			m := &pool.Shared{Gateway: s.gatewayID}
-			for _, a := range s.pooledArms(s.deployments[name]) {
-				runs, rs := a.arm.Pool.Export(), a.arm.Pool.ExportResponses()
-				if len(runs) > 0 || len(rs) > 0 {
-					m.Arms = append(m.Arms, pool.SharedArm{Arm: string(a.name), Runs: runs, Responses: rs})
-				}
-			}
-			b, err := pool.EncodeShared(m)
-			if err != nil {
-				s.log.Warn("shared index entries not sent", "deployment", name, "err", err)
-				continue
-			}
-			if b != nil {
-				_ = s.share.Publish(pool.BalanceSubject(name), b) // a lost message costs a cache miss
-			}
+		b, err := pool.EncodeShared(m)
+		if err != nil {
+			s.log.Warn("shared index entries not sent", "deployment", name, "err", err)
+			continue
+		}
+		if b != nil {
+			_ = s.share.Publish(pool.BalanceSubject(name), b) // a lost message costs a cache miss
 		}
 	}
 }

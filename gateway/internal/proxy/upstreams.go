@@ -6,6 +6,7 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/tick"
 )
 
 // This file is the gateway's view of its replica pools (SPEC §6.7 "What
@@ -60,16 +61,8 @@ func (s *Server) pooledArms(d *deploy.Deployment) []namedArm {
 // publishReplicas publishes each deployment's view every replicasEvery
 // until ctx ends.
 func (s *Server) publishReplicas(ctx context.Context) error {
-	t := time.NewTicker(replicasEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case now := <-t.C:
-			s.publishReplicasOnce(now)
-		}
-	}
+	tick.Every(ctx, replicasEvery, func() bool { s.publishReplicasOnce(time.Now()); return true })
+	return nil
 }
 
 // publishReplicasOnce publishes one view per deployment, split into

@@ -65,29 +65,10 @@ func (m *Measure) Ended() events.Outcome {
 	if m.Outcome != "" {
 		return m.Outcome
 	}
-	switch m.Reason {
-	case events.ReasonSchemaViolation:
-		return events.OutcomeSchemaViolation
-	case events.ReasonInvalidJSON:
-		return events.OutcomeInvalidJSON
-	case events.ReasonTimeout:
-		return events.OutcomeTimeout
-	case events.ReasonUpstreamError:
-		return events.OutcomeUpstreamError
+	if o := m.Reason.Outcome(); o != "" {
+		return o
 	}
-	switch m.ErrorType {
-	case events.ErrorNone, events.ErrorCallerBadRequest, events.ErrorUpstreamStatus:
-		return events.OutcomeOfStatus(m.Status)
-	case events.ErrorCallerCancelled:
-		return events.OutcomeCancelled
-	case events.ErrorUpstreamTimeout:
-		return events.OutcomeTimeout
-	case events.ErrorUpstreamInvalidJSON:
-		return events.OutcomeInvalidJSON
-	case events.ErrorUpstreamSchema:
-		return events.OutcomeSchemaViolation
-	}
-	return events.OutcomeUpstreamError
+	return m.ErrorType.Outcome(m.Status)
 }
 
 // Judge checks a gray answer against the deployment's contract f: body
