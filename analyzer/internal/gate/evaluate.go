@@ -484,11 +484,18 @@ func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, alpha 
 	}
 	r.Estimate = ptr(float64(xg)/float64(ng) - float64(xp)/float64(np))
 	a := alpha / 2
-	gl, gu := e.proportion(xg, ng, a)
-	pl, pu := e.proportion(xp, np, a)
+	var gl, gu, pl, pu float64
 	if e.sp.seq && a > 0 {
+		// The epoch: the fail side is gray's tuned sequence minus
+		// primary's upper bound (shares fixed in advance, see
+		// seqFailLower); the pass side the two Jeffreys sequences at a
+		// each. Only the four edges used are searched for.
 		gl = seqFailLower(xg, ng, alpha*(1-diffPrimaryShare))
-		_, pu = seqProportionBounds(xp, np, alpha*diffPrimaryShare)
+		pu = seqUpperEdge(xp, np, alpha*diffPrimaryShare)
+		gu, pl = seqUpperEdge(xg, ng, a), seqLowerEdge(xp, np, a)
+	} else {
+		gl, gu = e.proportion(xg, ng, a)
+		pl, pu = e.proportion(xp, np, a)
 	}
 	judge(&r, gl-pu, gu-pl, a > 0, a > 0, floor)
 	return r

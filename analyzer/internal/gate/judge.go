@@ -68,7 +68,7 @@ func (c Config) Judge(win *Input, ep *Epoch, look Look) []events.GateResult {
 		r := combine(wr, er)
 		switch er.Verdict {
 		case events.VerdictInconclusive:
-			if ep.Rebuilt {
+			if ep.Rebuilt && !look.VerdictsOnly {
 				r.NeedsGray, r.Why = c.needs(pooled, sp, er)
 			}
 		default:

@@ -3,6 +3,7 @@ package gate
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -524,5 +525,50 @@ func TestNeedsSaysWhy(t *testing.T) {
 		if c.contains == "" && g.Why != "" || !strings.Contains(g.Why, c.contains) {
 			t.Errorf("timeout %s: why %q; want it to say %q", c.timeout, g.Why, c.contains)
 		}
+	}
+}
+
+// TestVerdictsOnlySameVerdicts: a look that skips needs_gray and why
+// (the simulator's) gives every gate and layer the same verdicts, bounds
+// and estimates as a full one, on healthy, broken and undecided inputs;
+// only the report-only fields are empty.
+func TestVerdictsOnlySameVerdicts(t *testing.T) {
+	r := rand.New(rand.NewPCG(71, 73))
+	inputs := map[string]*Input{
+		"healthy":  input(r, with(healthy, 4000, nil), with(healthy, 80000, nil)),
+		"small":    input(r, with(healthy, 60, nil), with(healthy, 1200, nil)),
+		"slower":   input(r, with(healthy, 3000, func(t *traffic) { t.latMs = 420 }), with(healthy, 60000, nil)),
+		"errors":   input(r, with(healthy, 2000, func(t *traffic) { t.errShare = 0.09 }), with(healthy, 40000, nil)),
+		"censored": input(r, with(healthy, 8000, func(t *traffic) { t.latMs = 375 }), with(healthy, 152000, nil)),
+	}
+	reported := 0
+	for name, in := range inputs {
+		cfg := defaults
+		cfg.Timeout = 2 * time.Second
+		full := cfg.Judge(in, epochOf(in), day1)
+		quick := day1
+		quick.VerdictsOnly = true
+		only := cfg.Judge(in, epochOf(in), quick)
+		if len(full) != len(only) {
+			t.Fatalf("%s: %d results, %d with VerdictsOnly", name, len(full), len(only))
+		}
+		for i := range full {
+			f, o := full[i], only[i]
+			if f.Verdict == events.VerdictInconclusive {
+				if f.NeedsGray != nil || f.Why != "" {
+					reported++
+				}
+				if o.NeedsGray != nil || o.Why != "" {
+					t.Errorf("%s %s: VerdictsOnly still reported needs_gray %v, why %q", name, f.Gate, o.NeedsGray, o.Why)
+				}
+				f.NeedsGray, f.Why = nil, ""
+			}
+			if !reflect.DeepEqual(f, o) {
+				t.Errorf("%s %s: full %+v, VerdictsOnly %+v", name, f.Gate, f, o)
+			}
+		}
+	}
+	if reported == 0 {
+		t.Error("no input left a gate undecided: the test compares nothing of needs_gray")
 	}
 }

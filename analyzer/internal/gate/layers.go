@@ -101,6 +101,11 @@ type Look struct {
 	// Seconds (WithErrorSeconds).
 	errorSeconds float64
 	errorSet     bool
+	// VerdictsOnly skips needs_gray and why, which only report: the
+	// verdicts are the same either way (TestVerdictsOnlySameVerdicts).
+	// The simulator, which reads verdicts alone, sets it; an inconclusive
+	// gate's search for needs_gray costs about twenty evaluations.
+	VerdictsOnly bool
 }
 
 // WithErrorSeconds returns l with gate 5 spending s seconds' worth instead

@@ -92,7 +92,13 @@ func seqProportionBounds(x, n int64, a float64) (lower, upper float64) {
 	// The prior is symmetric, so the upper bound of x in n is one minus
 	// the lower bound of n−x in n: both are searched near 0, where float64
 	// keeps their relative precision (1 − p cannot, near 1).
-	return seqLowerEdge(x, n, a), 1 - seqLowerEdge(n-x, n, a)
+	return seqLowerEdge(x, n, a), seqUpperEdge(x, n, a)
+}
+
+// seqUpperEdge returns the upper end of {p : E_n(p) < 1/a} for x
+// successes in n draws: one minus the lower end for the n−x failures.
+func seqUpperEdge(x, n int64, a float64) float64 {
+	return 1 - seqLowerEdge(n-x, n, a)
 }
 
 // seqLowerEdge returns the lower end of {p : E_n(p) < 1/a} for x

@@ -504,6 +504,7 @@ func (s *simulator) run(o *Options, j job) outcome {
 			return out
 		}
 		look.Day = day
+		look.VerdictsOnly = true // needs_gray and why only report
 		rs := cfg.Judge(&s.in, &ep.ep, look.WithErrorSeconds(min(iv, t-lastErrorLook)))
 		lastErrorLook = t
 		if f, ok := gate.FirstFailure(rs); ok {
