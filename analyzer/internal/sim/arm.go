@@ -78,8 +78,8 @@ func newSource(a Arm, users []user, weights []float64) *source {
 func (s *source) fork() *source {
 	c := *s
 	lat, ttft, tok := *s.lat, *s.ttft, *s.tok
-	lat.bucket, lat.centralRange, lat.ranges, lat.splitEdge = 0, nil, nil, 0
-	ttft.bucket, ttft.centralRange, ttft.ranges, ttft.splitEdge = 0, nil, nil, 0
+	lat.bucket, lat.centralRange, lat.ranges, lat.splitEdge, lat.counts, lat.countsAt = 0, nil, nil, 0, nil, nil
+	ttft.bucket, ttft.centralRange, ttft.ranges, ttft.splitEdge, ttft.counts, ttft.countsAt = 0, nil, nil, 0, nil, nil
 	tok.bucket, tok.tokenTailAt, tok.tails = 0, nil, nil
 	c.lat, c.ttft, c.tok = &lat, &ttft, &tok
 	return &c

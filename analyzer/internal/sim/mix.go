@@ -153,6 +153,23 @@ type binned struct {
 	splitEdge float64
 	splitBin  int
 	splitP    float64
+
+	// counts caches each bin's Poisson sampler for the mean it was last
+	// drawn at: most seconds of a rollout draw at the mean of the second
+	// before, and a sampler's set-up costs a log and a square root.
+	counts   []poissonParams
+	countsAt []float64
+}
+
+// count draws bin i's count for a draw of mean values in all.
+func (b *binned) count(r *rand.Rand, i int, mean float64) int64 {
+	if b.counts == nil {
+		b.counts, b.countsAt = make([]poissonParams, len(b.p)), make([]float64, len(b.p))
+	}
+	if b.countsAt[i] != mean {
+		b.counts[i], b.countsAt[i] = newPoisson(mean*b.p[i]), mean
+	}
+	return b.counts[i].draw(r)
 }
 
 // centralRange is the range of bins drawn one by one for a bucket of
@@ -277,7 +294,7 @@ func fill(r *rand.Rand, h *histogram.Log, b *binned, mean, edge float64, censor 
 		straddle = histogram.BinOf(edge)
 	}
 	for i := b.lo; i <= b.hi; i++ {
-		c := poisson(r, mean*b.p[i])
+		c := b.count(r, i, mean)
 		if c == 0 {
 			continue
 		}
