@@ -845,6 +845,16 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a, limit 
 	}
 	// A fail was decided above, at a/len(events.RatioQuantiles); here only a pass.
 	judge(r, lower, upper, false, hasUpper, !e.enough)
+	if fl := e.c.floor(r.Gate); r.Verdict != events.VerdictPass && e.enough && okgu && okpl && fl > 0 && gu-pl <= fl {
+		// The floor's side of the intersection (SPEC §9 rev. 4
+		// "Floors"): gray's p99 is, with the same confidence, at most the
+		// floor above primary's, so the gate cannot fail there whatever
+		// the ratio — two arms faster than the histograms resolve, whose
+		// primary p99 bounds at 0 and leaves the ratio unbounded, pass. No
+		// ratio bound decided it, so none is reported.
+		r.Verdict, r.Bound = events.VerdictPass, nil
+		return
+	}
 	if r.Verdict != events.VerdictPass && hasLower {
 		r.Bound = ptr(lower)
 	}

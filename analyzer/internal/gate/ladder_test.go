@@ -77,6 +77,37 @@ func TestRatioFloor(t *testing.T) {
 	}
 }
 
+// TestRatioFloorPasses: two identical arms faster than the histograms
+// resolve (0.1 µs: their p99s count in Zero, so primary's lower bound is 0
+// and no ratio bound exists) pass the ratio gates on the floor, gray's p99
+// known to be within 50 ms of primary's; without a floor they stay
+// undecided; and a gray ~150 ms slower at the p99 (past the floor) is not
+// passed by it.
+func TestRatioFloorPasses(t *testing.T) {
+	fast := traffic{ttftMs: 0.0001, latMs: 0.0001, tokens: 200, errShare: 0.001, loopShare: 0.1}
+	c := defaults
+	c.Gates.LatencyP99MinIncrease, c.Gates.TTFTP99MinIncrease = 50*time.Millisecond, 50*time.Millisecond
+	bare := c
+	bare.Gates.LatencyP99MinIncrease, bare.Gates.TTFTP99MinIncrease = 0, 0
+	same := input(rand.New(rand.NewPCG(34, 6)), with(fast, 3000, nil), with(fast, 30000, nil))
+	slower := input(rand.New(rand.NewPCG(34, 7)), with(healthy, 3000, func(t *traffic) { t.latMs, t.ttftMs = 360, 360 }), with(healthy, 30000, nil))
+	gates := []struct {
+		g      events.Gate
+		stream bool
+	}{{events.GateLatencyP99Ratio, false}, {events.GateLatencyP99Ratio, true}, {events.GateTTFTP99Ratio, true}}
+	for _, k := range gates {
+		if r := resultOf(c.Evaluate(same), k.g, k.stream); r.Verdict != events.VerdictPass || r.Bound != nil {
+			t.Errorf("%s (stream %v), identical sub-ms arms: %s, bound %v; want pass on the floor, no ratio bound", k.g, k.stream, r.Verdict, r.Bound)
+		}
+		if r := resultOf(bare.Evaluate(same), k.g, k.stream); r.Verdict == events.VerdictPass {
+			t.Errorf("%s (stream %v), identical sub-ms arms without a floor: pass; want undecided (primary's p99 bounds at 0)", k.g, k.stream)
+		}
+		if r := resultOf(c.Evaluate(slower), k.g, k.stream); r.Verdict == events.VerdictPass {
+			t.Errorf("%s (stream %v), gray 1.2× at 300 ms (p99 ~150 ms slower): pass; the floor must not pass it", k.g, k.stream)
+		}
+	}
+}
+
 // TestRatioLadderEqualArmsOnEpoch: on the epoch layer (confidence
 // sequences) the ladder of five quantiles keeps a gray with primary's
 // distributions from failing a ratio gate more often than its α:
