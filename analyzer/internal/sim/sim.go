@@ -83,7 +83,7 @@ func DefaultOptions() Options {
 	healthy, broken, _ := Select("all")
 	return Options{
 		Days: 7, Rates: []float64{0.1, 1, 10, 100, 1000}, BreakRates: []float64{1, 10},
-		Seed: 1, Runs: 10, BreakRuns: 21, BreakHorizon: 24 * time.Hour,
+		Seed: 1, Runs: 10, BreakRuns: 100, BreakHorizon: 24 * time.Hour,
 		Healthy: healthy, Broken: broken,
 		Gate: gate.Config{
 			Gates: config.Gates{
