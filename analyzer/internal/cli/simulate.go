@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -29,8 +30,12 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	workers := fs.Int("workers", 0, "parallel workers (default: GOMAXPROCS)")
 	progress := fs.Bool("progress", false, "print progress to stderr every 10 s")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	add := fs.String("add", "", "simulate nothing: sum the --json reports of these files (comma-separated parts of one simulation) and print the sum")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *add != "" {
+		return addReports(*add, *asJSON, stdout)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("simulate: unexpected arguments %q", fs.Args())
@@ -75,4 +80,31 @@ func parseRates(flag, list string) ([]float64, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// addReports prints the sum of the --json reports in the comma-separated
+// files (sim.Add).
+func addReports(files string, asJSON bool, stdout io.Writer) error {
+	var parts []sim.Report
+	for _, name := range strings.Split(files, ",") {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("simulate --add: %w", err)
+		}
+		var r sim.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("simulate --add: %s is not a report of simulate --json: %w", name, err)
+		}
+		if len(r.Healthy) == 0 && len(r.Breakage) == 0 {
+			return fmt.Errorf("simulate --add: %s holds no healthy or breakage rows", name)
+		}
+		parts = append(parts, r)
+	}
+	sum := sim.Add(parts...)
+	if asJSON {
+		e := json.NewEncoder(stdout)
+		e.SetIndent("", "  ")
+		return e.Encode(sum)
+	}
+	return sum.Print(stdout)
 }

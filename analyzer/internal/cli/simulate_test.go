@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/graygate/graygate/analyzer/internal/sim"
 )
 
 // TestSimulateCommand runs `analyzer simulate` short (seconds) and checks
@@ -69,6 +73,61 @@ func TestSimulateBadFlags(t *testing.T) {
 		var out, errb bytes.Buffer
 		if err := Run(context.Background(), bad, &out, &errb); err == nil {
 			t.Errorf("Run(%q) = nil; want an error", strings.Join(bad, " "))
+		}
+	}
+}
+
+// TestSimulateAdd: a cell run in two parts (--first-run) and added with
+// --add counts what the whole run counts — runs, false rollbacks, passes,
+// the upper bound recomputed from the sums — and bad files are refused.
+func TestSimulateAdd(t *testing.T) {
+	dir := t.TempDir()
+	run := func(first, runs string) string {
+		var out, errb bytes.Buffer
+		args := []string{"simulate", "--days", "0.02", "--rates", "10", "--runs", runs, "--first-run", first,
+			"--break-runs", runs, "--break-rates", "10", "--scenarios", "baseline,down", "--json"}
+		if err := Run(context.Background(), args, &out, &errb); err != nil {
+			t.Fatalf("simulate: %v (%s)", err, errb.String())
+		}
+		name := filepath.Join(dir, first+"-"+runs+".json")
+		if err := os.WriteFile(name, out.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	whole, a, b := run("0", "3"), run("0", "1"), run("1", "2")
+	read := func(args ...string) sim.Report {
+		var out, errb bytes.Buffer
+		if err := Run(context.Background(), append([]string{"simulate"}, args...), &out, &errb); err != nil {
+			t.Fatalf("simulate %v: %v (%s)", args, err, errb.String())
+		}
+		var r sim.Report
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("simulate %v printed %q: %v", args, out.String(), err)
+		}
+		return r
+	}
+	want := sim.Add(read("--add", whole, "--json"))
+	got := read("--add", a+","+b, "--json")
+	if got.Parts != 2 || len(got.Healthy) != 1 || len(got.Breakage) != 1 {
+		t.Fatalf("sum of 2 parts = %+v; want 2 parts, one healthy and one breakage row", got)
+	}
+	gh, wh := got.Healthy[0], want.Healthy[0]
+	if gh.Runs != 3 || gh.Runs != wh.Runs || gh.FalseRollbacks != wh.FalseRollbacks || gh.Passed != wh.Passed || gh.Upper95 != wh.Upper95 {
+		t.Errorf("parts added: %+v; the whole run: %+v", gh, wh)
+	}
+	if gb, wb := got.Breakage[0], want.Breakage[0]; gb.Runs != 3 || gb.Runs != wb.Runs || gb.Detected != wb.Detected || gb.WithinTarget != wb.WithinTarget {
+		t.Errorf("breakage parts added: %+v; want the whole run's %+v", gb, wb)
+	}
+	var out, errb bytes.Buffer
+	if err := Run(context.Background(), []string{"simulate", "--add", a + "," + b}, &out, &errb); err != nil || !strings.Contains(out.String(), "the sum of 2 parts") {
+		t.Errorf("simulate --add (table) = %v, %q", err, out.String())
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"looks": 3}`), 0o600)
+	for _, files := range []string{filepath.Join(dir, "missing.json"), bad, a + "," + filepath.Join(dir, "nope")} {
+		if err := Run(context.Background(), []string{"simulate", "--add", files}, &out, &errb); err == nil {
+			t.Errorf("simulate --add %s = nil; want an error", files)
 		}
 	}
 }

@@ -70,6 +70,75 @@ type Report struct {
 	Looks   int64         `json:"looks"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 	CPU     time.Duration `json:"cpu_ns"`
+	// Parts is how many reports Add summed (0: one simulation's).
+	Parts int `json:"parts,omitempty"`
+}
+
+// Add sums reports of parts of one simulation — the same seed, cells
+// split by scenario, rate or run numbers (--first-run) — into one: per
+// cell the runs, false rollbacks, passes, promotions, detections, looks
+// and CPU add, and every upper bound is computed afresh from the sums.
+// Medians cannot be added and are left out (nil).
+func Add(parts ...Report) Report {
+	sum := Report{Parts: len(parts)}
+	type cell struct {
+		name string
+		rate float64
+	}
+	healthy, broken := map[cell]int{}, map[cell]int{}
+	for _, p := range parts {
+		sum.Looks += p.Looks
+		sum.Elapsed += p.Elapsed
+		sum.CPU += p.CPU
+		for _, h := range p.Healthy {
+			i, ok := healthy[cell{h.Scenario, h.Rate}]
+			if !ok {
+				i = len(sum.Healthy)
+				healthy[cell{h.Scenario, h.Rate}] = i
+				sum.Healthy = append(sum.Healthy, HealthyRow{Scenario: h.Scenario, Rate: h.Rate, ByGate: map[string]int{}})
+			}
+			d := &sum.Healthy[i]
+			d.Runs += h.Runs
+			d.FalseRollbacks += h.FalseRollbacks
+			d.Passed += h.Passed
+			d.Promoted += h.Promoted
+			d.Looks += h.Looks
+			d.CPUSeconds += h.CPUSeconds
+			for g, n := range h.ByGate {
+				d.ByGate[g] += n
+			}
+		}
+		for _, b := range p.Breakage {
+			i, ok := broken[cell{b.Breakage, b.Rate}]
+			if !ok {
+				i = len(sum.Breakage)
+				broken[cell{b.Breakage, b.Rate}] = i
+				sum.Breakage = append(sum.Breakage, BreakRow{Breakage: b.Breakage, Rate: b.Rate, Target: b.Target})
+			}
+			d := &sum.Breakage[i]
+			d.Runs += b.Runs
+			d.Detected += b.Detected
+			d.WithinTarget += b.WithinTarget
+			d.Looks += b.Looks
+			d.CPUSeconds += b.CPUSeconds
+		}
+	}
+	for i := range sum.Healthy {
+		h := &sum.Healthy[i]
+		if h.Runs > 0 {
+			h.Upper95 = gate.ProportionUpper(int64(h.FalseRollbacks), int64(h.Runs), 0.05)
+		}
+		if sum.AllHealthy == nil {
+			sum.AllHealthy = &Total{}
+		}
+		sum.AllHealthy.Cells++
+		sum.AllHealthy.Runs += h.Runs
+		sum.AllHealthy.FalseRollbacks += h.FalseRollbacks
+	}
+	if t := sum.AllHealthy; t != nil && t.Runs > 0 {
+		t.Upper95 = gate.ProportionUpper(int64(t.FalseRollbacks), int64(t.Runs), 0.05)
+	}
+	return sum
 }
 
 // Total is the healthy cells added together: runs, false rollbacks and
@@ -219,9 +288,14 @@ func median(runs []outcome, f func(outcome) float64) *float64 {
 // breakage.
 func (r *Report) Print(w io.Writer) error {
 	o := r.Options
-	if len(r.Healthy) > 0 {
+	switch {
+	case len(r.Healthy) > 0 && r.Parts > 0:
+		fmt.Fprintf(w, "healthy grays, the sum of %d parts (medians cannot be added and are left out):\n\n", r.Parts)
+	case len(r.Healthy) > 0:
 		fmt.Fprintf(w, "healthy grays: %d rollouts per scenario and rate (runs %d to %d), each up to %g days (window %v, interval %v, confidence %v, steps %v, hold %v, min_soak %v; gray rate at the start step):\n\n",
 			o.Runs, o.FirstRun, o.FirstRun+o.Runs-1, o.Days, o.Window, o.Gate.Interval, o.Gate.Confidence, o.Promotion.Steps, o.Promotion.Hold, o.Promotion.MinSoak)
+	}
+	if len(r.Healthy) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "scenario\tgray req/s\truns\tfalse rollbacks\t95 % upper\tpassing on epoch (median)\tat 100 % (median)\tCPU/look\tgates")
 		for _, h := range r.Healthy {
@@ -240,9 +314,13 @@ func (r *Report) Print(w io.Writer) error {
 			fmt.Fprintf(w, "\nall %d healthy cells together: %d rollouts, %d false rollbacks, 95 %% upper %.2f %%\n", t.Cells, t.Runs, t.FalseRollbacks, 100*t.Upper95)
 		}
 	}
-	if len(r.Breakage) > 0 {
+	if len(r.Breakage) > 0 && r.Parts > 0 {
+		fmt.Fprintf(w, "\nbreakages, the sum of %d parts:\n\n", r.Parts)
+	} else if len(r.Breakage) > 0 {
 		fmt.Fprintf(w, "\nbreakages from the gray's start (5 %% of traffic, primary errors 1 %%, no promotion), %d runs each, up to %v; medians (\"-\": the median run was not rolled back):\n\n",
 			o.BreakRuns, min(o.BreakHorizon, time.Duration(o.Days*float64(24*time.Hour))))
+	}
+	if len(r.Breakage) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "breakage\tgray req/s\ttime\tgray requests\tstreamed\trolled back\ttarget\twithin target\tCPU/look\tgate/layer")
 		for _, d := range r.Breakage {
@@ -256,6 +334,11 @@ func (r *Report) Print(w io.Writer) error {
 	perLookAll := "-"
 	if r.Looks > 0 {
 		perLookAll = perLook(r.CPU.Seconds(), r.Looks)
+	}
+	if r.Parts > 0 {
+		_, err := fmt.Fprintf(w, "\n%d looks in %v wall and %v CPU over the %d parts (%s per look, all included)\n",
+			r.Looks, r.Elapsed.Round(time.Second), r.CPU.Round(time.Second), r.Parts, perLookAll)
+		return err
 	}
 	_, err := fmt.Fprintf(w, "\n%d looks in %v wall, %v CPU (%s per look, all included) on %d workers, seed %d\n",
 		r.Looks, r.Elapsed.Round(time.Second), r.CPU.Round(time.Second), perLookAll, o.Workers, o.Seed)
