@@ -81,23 +81,15 @@ type Report struct {
 // Medians cannot be added and are left out (nil).
 func Add(parts ...Report) Report {
 	sum := Report{Parts: len(parts)}
-	type cell struct {
-		name string
-		rate float64
-	}
 	healthy, broken := map[cell]int{}, map[cell]int{}
 	for _, p := range parts {
 		sum.Looks += p.Looks
 		sum.Elapsed += p.Elapsed
 		sum.CPU += p.CPU
 		for _, h := range p.Healthy {
-			i, ok := healthy[cell{h.Scenario, h.Rate}]
-			if !ok {
-				i = len(sum.Healthy)
-				healthy[cell{h.Scenario, h.Rate}] = i
-				sum.Healthy = append(sum.Healthy, HealthyRow{Scenario: h.Scenario, Rate: h.Rate, ByGate: map[string]int{}})
-			}
-			d := &sum.Healthy[i]
+			d := rowOf(&sum.Healthy, healthy, cell{h.Scenario, h.Rate}, func() HealthyRow {
+				return HealthyRow{Scenario: h.Scenario, Rate: h.Rate, ByGate: map[string]int{}}
+			})
 			d.Runs += h.Runs
 			d.FalseRollbacks += h.FalseRollbacks
 			d.Passed += h.Passed
@@ -109,13 +101,9 @@ func Add(parts ...Report) Report {
 			}
 		}
 		for _, b := range p.Breakage {
-			i, ok := broken[cell{b.Breakage, b.Rate}]
-			if !ok {
-				i = len(sum.Breakage)
-				broken[cell{b.Breakage, b.Rate}] = i
-				sum.Breakage = append(sum.Breakage, BreakRow{Breakage: b.Breakage, Rate: b.Rate, Target: b.Target})
-			}
-			d := &sum.Breakage[i]
+			d := rowOf(&sum.Breakage, broken, cell{b.Breakage, b.Rate}, func() BreakRow {
+				return BreakRow{Breakage: b.Breakage, Rate: b.Rate, Target: b.Target}
+			})
 			d.Runs += b.Runs
 			d.Detected += b.Detected
 			d.WithinTarget += b.WithinTarget
@@ -125,20 +113,51 @@ func Add(parts ...Report) Report {
 	}
 	for i := range sum.Healthy {
 		h := &sum.Healthy[i]
-		if h.Runs > 0 {
-			h.Upper95 = gate.ProportionUpper(int64(h.FalseRollbacks), int64(h.Runs), 0.05)
-		}
-		if sum.AllHealthy == nil {
-			sum.AllHealthy = &Total{}
-		}
-		sum.AllHealthy.Cells++
-		sum.AllHealthy.Runs += h.Runs
-		sum.AllHealthy.FalseRollbacks += h.FalseRollbacks
+		h.Upper95 = upper95(h.FalseRollbacks, h.Runs)
 	}
-	if t := sum.AllHealthy; t != nil && t.Runs > 0 {
-		t.Upper95 = gate.ProportionUpper(int64(t.FalseRollbacks), int64(t.Runs), 0.05)
-	}
+	sum.AllHealthy = totalOf(sum.Healthy)
 	return sum
+}
+
+// cell names a row of a report: a scenario at a gray rate.
+type cell struct {
+	name string
+	rate float64
+}
+
+// rowOf returns the row of rows for k, appending fresh() the first time
+// (index maps each cell to its row's place).
+func rowOf[R any](rows *[]R, index map[cell]int, k cell, fresh func() R) *R {
+	i, ok := index[k]
+	if !ok {
+		i = len(*rows)
+		index[k] = i
+		*rows = append(*rows, fresh())
+	}
+	return &(*rows)[i]
+}
+
+// totalOf adds the healthy rows together (nil for none).
+func totalOf(rows []HealthyRow) *Total {
+	if len(rows) == 0 {
+		return nil
+	}
+	t := &Total{Cells: len(rows)}
+	for _, h := range rows {
+		t.Runs += h.Runs
+		t.FalseRollbacks += h.FalseRollbacks
+	}
+	t.Upper95 = upper95(t.FalseRollbacks, t.Runs)
+	return t
+}
+
+// upper95 is the one-sided 95 % Clopper-Pearson upper bound of a rate of
+// x in n (0 for no runs).
+func upper95(x, n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return gate.ProportionUpper(int64(x), int64(n), 0.05)
 }
 
 // Total is the healthy cells added together: runs, false rollbacks and
@@ -184,23 +203,13 @@ func report(o *Options, jobs []job, results []outcome) Report {
 				h.Looks += r.looks
 				h.CPUSeconds += r.cpu.Seconds()
 			}
-			if h.Runs > 0 {
-				h.Upper95 = gate.ProportionUpper(int64(h.FalseRollbacks), int64(h.Runs), 0.05)
-			}
+			h.Upper95 = upper95(h.FalseRollbacks, h.Runs)
 			h.PassSeconds = median(runs, func(r outcome) float64 { return orInf(r.passAt) })
 			h.PromotedSeconds = median(runs, func(r outcome) float64 { return orInf(r.promotedAt) })
 			rep.Healthy = append(rep.Healthy, h)
-			if rep.AllHealthy == nil {
-				rep.AllHealthy = &Total{}
-			}
-			rep.AllHealthy.Cells++
-			rep.AllHealthy.Runs += h.Runs
-			rep.AllHealthy.FalseRollbacks += h.FalseRollbacks
 		}
 	}
-	if t := rep.AllHealthy; t != nil && t.Runs > 0 {
-		t.Upper95 = gate.ProportionUpper(int64(t.FalseRollbacks), int64(t.Runs), 0.05)
-	}
+	rep.AllHealthy = totalOf(rep.Healthy)
 	for si, sc := range o.Broken {
 		for ri, rate := range o.BreakRates {
 			runs := cells[key{true, si, ri}]
