@@ -291,7 +291,7 @@ func (e *evaluator) quantileBounds(h *histogram.Log, q, a, limit float64) (lower
 	case !(a > 0) || n <= 0:
 		return 0, false, false, math.Inf(1), false
 	case e.sp.seq:
-		lo, hi = seqQuantileRanks(n, q, a)
+		lo, hi = SeqQuantileRanks(n, q, a)
 	default:
 		lo, hi = QuantileRanks(n, q, a)
 	}

@@ -207,16 +207,8 @@ func lowerEdge(inside, step float64, g func(p float64) float64) float64 {
 // (time-uniform, the same mixture applied to the count of draws at or
 // below ξ, which is Binomial(n, q)). lo is 0 when no rank is low enough,
 // hi is n+1 when none is high enough. One call's two ranks together spend
-// a, not 2a.
+// a, not 2a. Each (n, q, a) is computed once (seqRanks).
 func SeqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
-	if n <= 0 {
-		return 0, 1
-	}
-	return seqQuantileRanks(n, q, a)
-}
-
-// seqQuantileRanks is SeqQuantileRanks, computed once per (n, q, a).
-func seqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
 	if n <= 0 {
 		return 0, 1
 	}

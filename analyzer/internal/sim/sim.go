@@ -398,7 +398,7 @@ func (s *simulator) run(o *Options, j job) outcome {
 	first := iv * (1 - r.Float64())
 	var passingSince time.Time
 	fingerprint := sc.FingerprintAt > 0
-	look := gate.Look{Seconds: iv}
+	look := gate.Look{Seconds: iv, VerdictsOnly: true} // needs_gray and why only report
 	// lastErrorLook is when gate 5 was last looked at, early or regular:
 	// each look spends the seconds since (SPEC §9 rev. 4).
 	lastErrorLook := math.Inf(-1)
@@ -504,7 +504,6 @@ func (s *simulator) run(o *Options, j job) outcome {
 			return out
 		}
 		look.Day = day
-		look.VerdictsOnly = true // needs_gray and why only report
 		rs := cfg.Judge(&s.in, &ep.ep, look.WithErrorSeconds(min(iv, t-lastErrorLook)))
 		lastErrorLook = t
 		if f, ok := gate.FirstFailure(rs); ok {
