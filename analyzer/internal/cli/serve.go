@@ -158,13 +158,7 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func(context.Co
 func grayDeployments(cfg *config.Config) (gray []engine.Deployment, others []string) {
 	for _, name := range cfg.DeploymentOrder {
 		if d := cfg.Deployments[name]; d != nil && d.Gray != nil {
-			limit := d.Rollout.Timeout
-			if d.Rollout.StreamValidation == config.StreamObserve {
-				// Observe streams are waited for until the gray's
-				// max_duration: both arms are censored there (SPEC §9 rev. 3).
-				limit = d.Gray.MaxDuration
-			}
-			gray = append(gray, engine.Deployment{Name: name, Timeout: d.Rollout.Timeout, StreamLimit: limit})
+			gray = append(gray, engine.Deployment{Name: name, Timeout: d.Rollout.Timeout, StreamLimit: d.StreamCensorLimit()})
 		} else {
 			others = append(others, name)
 		}
