@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/graygate/graygate/scripts/internal/drillconf"
 	"github.com/graygate/graygate/scripts/internal/mockllm"
 	"github.com/graygate/graygate/scripts/internal/process"
 	"github.com/jackc/pgx/v5"
@@ -137,45 +138,6 @@ type gateway struct {
 
 const soakDB = "graygate_soak"
 
-// soakConfig is the configuration every service of the drill reads; the
-// replicas differ only in their listeners and spool directories.
-const soakConfig = `# written by scripts/devenv soak
-nats: {url: "{{NATS}}", replicas: {{REPLICAS}}}
-postgres: {url: "{{PG}}"}
-gateway:
-  listen: {{LISTEN}}
-  admin_listen: {{ADMIN}}
-  spool_dir: {{SPOOL}}
-  request_log: all # these tests check every request's event
-  admin_token: soak-admin-token
-  rollout_stale_after: 60s
-sampling_contract:
-  conflict: reject
-  params:
-    temperature: {min: 0.0, max: 1.0, default: 0.7}
-routing:
-  routes:
-    - model: agent-chat
-      candidates: [{deployment: qwen}]
-deployments:
-  qwen:
-    primary: {url: {{PRIMARY}}, model: qwen-v1, timeout: 10s}
-    gray: {url: {{GRAY}}, model: qwen-v2}
-    rollout:
-      percentage: 20
-      timeout: 2500ms
-      response_schema: {{SCHEMA}}
-analyzer:
-  listen: {{ANALYZER}}
-  interval: 1s
-  window: 1m
-  min_requests: 50
-collector:
-  listen: {{COLLECTOR}}
-  api_token: soak-api-token
-  flush_interval: 100ms
-`
-
 // startSystem brings everything up; on error the returned system (when not
 // nil) holds what was started, for shutdown.
 func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) {
@@ -245,14 +207,17 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 		s.mockURL[i] = "http://" + addrs[k]
 	}
 	config := func(replica int) (string, error) {
-		text := strings.NewReplacer("{{NATS}}", natsURL, "{{REPLICAS}}", strconv.Itoa(len(s.nats)), "{{PG}}", s.db,
-			"{{LISTEN}}", addrs[fmt.Sprintf("G%d", replica)], "{{ADMIN}}", addrs[fmt.Sprintf("A%d", replica)],
-			"{{SPOOL}}", filepath.Join(s.dir, fmt.Sprintf("spool-%d", replica)),
-			"{{PRIMARY}}", s.mockURL[0], "{{GRAY}}", s.mockURL[1],
-			"{{SCHEMA}}", filepath.Join(l.root, "schemas/contracts/agent-action.schema.json"),
-			"{{ANALYZER}}", addrs["ANALYZER"], "{{COLLECTOR}}", addrs["COLLECTOR"]).Replace(soakConfig)
 		path := filepath.Join(s.dir, fmt.Sprintf("graygate-%d.yaml", replica))
-		return path, os.WriteFile(path, []byte(text), 0o600)
+		return path, drillconf.Service{
+			Comment:  "scripts/devenv soak",
+			NATS:     fmt.Sprintf("nats: {url: %q, replicas: %d}\n", natsURL, len(s.nats)),
+			Postgres: s.db,
+			Listen:   addrs[fmt.Sprintf("G%d", replica)], Admin: addrs[fmt.Sprintf("A%d", replica)],
+			Spool:      filepath.Join(s.dir, fmt.Sprintf("spool-%d", replica)),
+			AdminToken: "soak-admin-token", Deployment: "qwen",
+			Primary: s.mockURL[0], Gray: s.mockURL[1], Root: l.root,
+			Analyzer: addrs["ANALYZER"], Collector: addrs["COLLECTOR"], APIToken: "soak-api-token",
+		}.Write(path)
 	}
 	cfg1, err := config(1)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graygate/graygate/scripts/internal/drillconf"
 	"github.com/graygate/graygate/scripts/internal/mockllm"
 	"github.com/graygate/graygate/scripts/internal/process"
 	"github.com/jackc/pgx/v5"
@@ -47,47 +48,6 @@ const serviceNATS = `nats:
     admin: ["{{GATEWAY_NKEY}}"]
     config: ["{{GATEWAY_NKEY}}"]
 {{API_PREFIX}}`
-
-// serviceConfig is what every service of the drill reads; the replicas
-// differ in their listeners, spool directories and NATS identities.
-const serviceConfig = `# written by scripts/drill
-{{NATS_SECTION}}postgres: {url: "{{PG}}"}
-gateway:
-  listen: {{LISTEN}}
-  admin_listen: {{ADMIN}}
-  spool_dir: {{SPOOL}}
-  request_log: all # the drill counts every request's event
-  admin_token: ` + adminToken + `
-  rollout_signing_key_file: {{GATEWAY_SEED}}
-  rollout_stale_after: 60s
-sampling_contract:
-  conflict: reject
-  params:
-    temperature: {min: 0.0, max: 1.0, default: 0.7}
-routing:
-  routes:
-    - model: agent-chat
-      candidates: [{deployment: ` + deployment + `}]
-deployments:
-  ` + deployment + `:
-    primary: {url: {{PRIMARY}}, model: qwen-v1, timeout: 10s}
-    gray: {url: {{GRAY}}, model: qwen-v2}
-    rollout:
-      percentage: 20
-      timeout: 2500ms
-      response_schema: {{SCHEMA}}
-analyzer:
-  listen: {{ANALYZER}}
-  lease_ttl: {{LEASE_TTL}}
-  signing_key_file: {{ANALYZER_SEED}}
-  interval: 1s
-  window: 1m
-  min_requests: 50
-collector:
-  listen: {{COLLECTOR}}
-  api_token: ` + apiToken + `
-  flush_interval: 100ms
-`
 
 // gateway is one gateway replica: its process and addresses.
 type gateway struct {
@@ -193,15 +153,15 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 		natsSection := strings.NewReplacer("{{NATS}}", s.cluster.urls, "{{USER}}", id.user,
 			"{{PASSWORD_ENV}}", id.passwordEnv, "{{CA}}", s.certs.ca, "{{API_PREFIX}}", prefix,
 			"{{ANALYZER_NKEY}}", keys.analyzerPub, "{{GATEWAY_NKEY}}", keys.gatewayPub).Replace(serviceNATS)
-		text := strings.NewReplacer("{{NATS_SECTION}}", natsSection, "{{PG}}", s.db,
-			"{{LISTEN}}", listen, "{{ADMIN}}", admin, "{{SPOOL}}", filepath.Join(s.dir, "spool-"+name),
-			"{{PRIMARY}}", s.mockURL[0], "{{GRAY}}", s.mockURL[1],
-			"{{SCHEMA}}", filepath.Join(root, "schemas/contracts/agent-action.schema.json"),
-			"{{ANALYZER}}", analyzerAt, "{{COLLECTOR}}", addrs["COLLECTOR"],
-			"{{GATEWAY_SEED}}", keys.gatewaySeed, "{{ANALYZER_SEED}}", keys.analyzerSeed,
-			"{{LEASE_TTL}}", leaseTTL.String()).Replace(serviceConfig)
 		path := filepath.Join(s.dir, name+".yaml")
-		return path, os.WriteFile(path, []byte(text), 0o600)
+		return path, drillconf.Service{
+			Comment: "scripts/drill", NATS: natsSection, Postgres: s.db,
+			Listen: listen, Admin: admin, Spool: filepath.Join(s.dir, "spool-"+name),
+			AdminToken: adminToken, RolloutSigningKeyFile: keys.gatewaySeed, Deployment: deployment,
+			Primary: s.mockURL[0], Gray: s.mockURL[1], Root: root,
+			Analyzer: analyzerAt, LeaseTTL: leaseTTL.String(), AnalyzerSigningKeyFile: keys.analyzerSeed,
+			Collector: addrs["COLLECTOR"], APIToken: apiToken,
+		}.Write(path)
 	}
 	collCfg, err := config("collector", "collector", addrs["G1"], addrs["A1"], addrs["AN1"])
 	if err != nil {
