@@ -140,18 +140,18 @@ func eventID(c *fiber.Ctx) (uuid.UUID, error) {
 
 // outcomeWord is what a request's error type says the client got: "ok"
 // for none.
-func outcomeWord(errorType string) string {
-	if errorType == string(events.ErrorNone) {
+func outcomeWord(errorType events.ErrorType) string {
+	if errorType == events.ErrorNone {
 		return store.OutcomeOK
 	}
-	return errorType
+	return string(errorType)
 }
 
 // requestStory says in one sentence what happened to a request, from its
 // event: which arm answered the client, and what gray did.
 func requestStory(q store.Request) string {
 	got := fmt.Sprintf("%d (%s)", q.Status, outcomeWord(q.ErrorType))
-	switch events.Arm(q.Arm) {
+	switch q.Arm {
 	case events.ArmFallback:
 		gray := "failed"
 		if g := q.Gray; g != nil {

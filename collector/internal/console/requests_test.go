@@ -45,7 +45,7 @@ func (r logReader) ListRequests(_ context.Context, f store.RequestFilter) (store
 	}
 	var out []store.Request
 	for _, q := range r.reqs {
-		if (f.Deployment == "" || q.Deployment == f.Deployment) && (f.Arm == "" || q.Arm == f.Arm) {
+		if (f.Deployment == "" || q.Deployment == f.Deployment) && (f.Arm == "" || string(q.Arm) == f.Arm) {
 			out = append(out, q)
 		}
 	}
@@ -98,10 +98,7 @@ func logClient(t *testing.T, r Reader) *client {
 	return c
 }
 
-var fallbackReq = store.Request{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c01", OccurredAt: fakeTime, RequestID: "req-1\u202eevil",
-	Route: "agent-chat", Deployment: "qwen-32k", Arm: "fallback", UpstreamModel: "qwen-v1", Status: 200, ErrorType: "none",
-	Replica: "10.0.0.11:8000", CachedTokens: ptr(int64(512)), LatencyMillis: 900, FallbackReason: "schema_violation",
-	MatchedContext: []string{"short"}}
+var fallbackReq = store.Request{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c01", OccurredAt: fakeTime, RequestCompleted: events.RequestCompleted{RequestID: "req-1\u202eevil", Route: "agent-chat", Deployment: "qwen-32k", Arm: "fallback", UpstreamModel: "qwen-v1", Status: 200, ErrorType: "none", Replica: "10.0.0.11:8000", CachedTokens: ptr(int64(512)), LatencyMillis: 900, FallbackReason: "schema_violation", MatchedContext: []string{"short"}}}
 
 var eventsGray = events.GrayAttempt{Status: 200, ErrorType: events.ErrorUpstreamSchema, Reason: events.ReasonSchemaViolation,
 	LatencyMillis: 700, Replica: "10.0.0.21:8000", SchemaValid: ptr(false)}
@@ -110,8 +107,7 @@ func TestRequestsPage(t *testing.T) {
 	var asked []store.RequestFilter
 	fb := fallbackReq
 	fb.Gray = &eventsGray
-	failed := store.Request{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c02", OccurredAt: fakeTime, RequestID: "req-2",
-		Route: "agent-chat", Deployment: "qwen-128k", Arm: "primary", Status: 502, ErrorType: "upstream_status", MatchedContext: []string{}}
+	failed := store.Request{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c02", OccurredAt: fakeTime, RequestCompleted: events.RequestCompleted{RequestID: "req-2", Route: "agent-chat", Deployment: "qwen-128k", Arm: "primary", Status: 502, ErrorType: "upstream_status", MatchedContext: []string{}}}
 	c := logClient(t, logReader{reqs: []store.Request{fb, failed}, asked: &asked})
 
 	resp, body := c.get("/requests")
@@ -202,8 +198,7 @@ func TestSamplePageOutcome(t *testing.T) {
 		Arm: "shadow", Reason: "invalid_json", Outcome: "invalid_json", RequestID: "req-unlogged"}, Payload: "not json"}
 	observed := store.Sample{SampleSummary: store.SampleSummary{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c14", Deployment: "qwen-32k",
 		Arm: "gray", Reason: "schema_violation", Outcome: "schema_violation", RequestID: "req-observed"}, Payload: `{"a":1}`}
-	relayed := store.Request{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c05", RequestID: "req-observed", Deployment: "qwen-32k",
-		Arm: "gray", Status: 200, ErrorType: "none", SchemaValid: ptr(false)}
+	relayed := store.Request{EventID: "0195936b-9f4a-7c3e-8d2b-5a6f7e8d9c05", RequestCompleted: events.RequestCompleted{RequestID: "req-observed", Deployment: "qwen-32k", Arm: "gray", Status: 200, ErrorType: "none", SchemaValid: ptr(false)}}
 	var asked []store.RequestFilter
 	c := logClient(t, logReader{reqs: []store.Request{fb, relayed}, samples: []store.Sample{both, alone, shadow, observed}, asked: &asked})
 
@@ -241,12 +236,12 @@ func TestRequestStory(t *testing.T) {
 		want string
 	}{
 		{fb, "Gray was tried and failed (schema_violation, status 200); the gateway fell back to primary, which answered the client 200 (ok)."},
-		{store.Request{Arm: "gray", Status: 200, ErrorType: "none"}, "Gray answered the client 200 (ok)."},
-		{store.Request{Arm: "gray", Status: 200, ErrorType: "none", SchemaValid: ptr(false)},
+		{store.Request{RequestCompleted: events.RequestCompleted{Arm: "gray", Status: 200, ErrorType: "none"}}, "Gray answered the client 200 (ok)."},
+		{store.Request{RequestCompleted: events.RequestCompleted{Arm: "gray", Status: 200, ErrorType: "none", SchemaValid: ptr(false)}},
 			"Gray answered the client 200 (ok) with an answer that broke the contract (observed, not buffered: the client got it)."},
-		{store.Request{Arm: "shadow", Status: 504, ErrorType: "upstream_timeout"},
+		{store.Request{RequestCompleted: events.RequestCompleted{Arm: "shadow", Status: 504, ErrorType: "upstream_timeout"}},
 			"A shadow copy sent to gray, never returned to the client; gray answered it 504 (upstream_timeout)."},
-		{store.Request{Arm: "primary", Status: 502, ErrorType: "upstream_status"}, "Primary answered the client 502 (upstream_status)."},
+		{store.Request{RequestCompleted: events.RequestCompleted{Arm: "primary", Status: 502, ErrorType: "upstream_status"}}, "Primary answered the client 502 (upstream_status)."},
 	} {
 		if got := requestStory(tc.q); got != tc.want {
 			t.Errorf("requestStory(%s %d %s) = %q; want %q", tc.q.Arm, tc.q.Status, tc.q.ErrorType, got, tc.want)

@@ -180,13 +180,13 @@ func sampleStory(sm store.Sample, reqs []store.Request) (counts, fate string) {
 		counts = "Gray's attempt ended " + sm.Outcome + "."
 	}
 	for _, q := range reqs {
-		if q.Arm == string(events.ArmShadow) {
+		if q.Arm == events.ArmShadow {
 			continue
 		}
 		switch {
 		case sm.Arm == string(events.ArmShadow):
 			return counts, "A shadow copy: the client got primary's answer, never gray's. " + requestStory(q)
-		case q.Arm == string(events.ArmGray):
+		case q.Arm == events.ArmGray:
 			return counts, fmt.Sprintf("The client got gray's answer (status %d): stream_validation observe relays a stream "+
 				"before judging it, so there was no fallback.", q.Status)
 		}

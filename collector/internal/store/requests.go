@@ -54,43 +54,13 @@ func RequestOutcomes() []string {
 	return out
 }
 
-// Request is one stored request.completed event. Nullable fields are
-// pointers: nil when the event did not carry them (SchemaValid: not
-// checked; CachedTokens: not reported, or a gateway before rev. 4).
+// Request is one stored request.completed event: its envelope's id, time
+// and source, and the event's data as the gateway published it.
 type Request struct {
-	EventID          string    `json:"event_id"`
-	OccurredAt       time.Time `json:"occurred_at"`
-	Source           string    `json:"source"`
-	RequestID        string    `json:"request_id"`
-	Route            string    `json:"route"`
-	Deployment       string    `json:"deployment"`
-	Arm              string    `json:"arm"`
-	UpstreamModel    string    `json:"upstream_model"`
-	Status           int       `json:"status"`
-	ErrorType        string    `json:"error_type"`
-	Stream           bool      `json:"stream"`
-	EstimatedTokens  int64     `json:"estimated_tokens"`
-	MatchedContext   []string  `json:"matched_context"`
-	PromptTokens     int64     `json:"prompt_tokens"`
-	CompletionTokens int64     `json:"completion_tokens"`
-	UsageEstimated   bool      `json:"usage_estimated"`
-	TTFTMillis       float64   `json:"ttft_ms"`
-	LatencyMillis    float64   `json:"latency_ms"`
-	ToolCalls        int       `json:"tool_calls"`
-	ToolSteps        int       `json:"tool_steps"`
-	RepeatedToolCall bool      `json:"repeated_tool_call"`
-	SchemaValid      *bool     `json:"schema_valid"`
-	FallbackReason   string    `json:"fallback_reason"`
-	// Replica is "" for a single url and for events of gateways before
-	// rev. 4.
-	Replica      string `json:"replica"`
-	CachedTokens *int64 `json:"cached_tokens"`
-	// ArmPromptVersion and ArmPromptHash are "" without a prompt and on
-	// rows stored before migration 8.
-	ArmPromptVersion string `json:"arm_prompt_version"`
-	ArmPromptHash    string `json:"arm_prompt_hash"`
-	// Gray is the gray attempt of a fallback, nil on every other arm.
-	Gray *events.GrayAttempt `json:"gray,omitempty"`
+	EventID    string    `json:"event_id"`
+	OccurredAt time.Time `json:"occurred_at"`
+	Source     string    `json:"source"`
+	events.RequestCompleted
 }
 
 // RequestPage is one page of requests, newest first. NextCursor is "" on
