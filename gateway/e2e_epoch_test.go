@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +182,42 @@ func TestE2ELatencyPastTheLimitRollsBack(t *testing.T) {
 	}
 	if gray > 5000 {
 		t.Errorf("%d gray requests before the rollback; the target is 5,000", gray)
+	}
+}
+
+// TestE2ELongBandTTFTRollsBack: the seed's TTFT concern through the real
+// binaries. Both arms are engine-mode mocks (a prefix cache and a prefill
+// queue); gray prefills at a third of primary's rate, so on long prompts
+// its first tokens come about twice as late (long: ~225 ms → ~480 ms at
+// the median) while short ones barely move (they wait behind a long
+// prefill now and then, as on an engine without chunked prefill). One
+// streamed request in twenty carries a ~2,000-token prompt (the "long"
+// band), each unique so no prefix cache hides it: too few to move the
+// pooled quantiles for long. At 10 gray requests a second the analyzer
+// rolls gray back within SPEC §12 rev. 4's 10,000 streamed gray requests
+// by a TTFT gate (measured alone: 4m7s, 2,451 gray requests, on the
+// median of band long, 1.88×).
+func TestE2ELongBandTTFTRollsBack(t *testing.T) {
+	t.Parallel()
+	common := []string{"--engine", "--ttft", "100ms", "--spread", "0.6", "--completion-tokens", "8"}
+	bands := "    context:\n      - {name: short, max_tokens: 1000}\n      - {name: long, min_tokens: 1001}\n"
+	j := startJudgmentRouted(t, bands, 50, common, append([]string{"--prefill-tokens-per-s", "5300"}, common...))
+	j.streamEvery = 1
+	filler := strings.Repeat("lorem ipsum dolor sit amet ", 295) // ~8 KB: ~2,000 tokens at 4 bytes a token
+	j.content = func(i int64) string {
+		if i%20 != 0 {
+			return "hi"
+		}
+		return fmt.Sprintf("request %d: %s", i, filler)
+	}
+	took, arms, rbs := j.driveUntilRolledBack(t, 20, 20*time.Minute)
+	gray := arms["gray"] + arms["fallback"]
+	tr := rbs[0].Trigger
+	t.Logf("rolled back after %v and %d gray requests by %s: %s", took.Round(time.Second), gray, tr.Gate, rbs[0].Reason)
+	if tr.Gate != events.GateTTFTP99Ratio && tr.Gate != events.GateTTFTP99 && tr.Gate != events.GateLatencyP99Ratio {
+		t.Errorf("rolled back by %s; want a TTFT gate (or the streamed latency ratio it drags up)", tr.Gate)
+	}
+	if gray > 10000 {
+		t.Errorf("%d gray requests before the rollback; want at most 10,000 (SPEC §12 rev. 4)", gray)
 	}
 }

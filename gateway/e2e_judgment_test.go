@@ -32,7 +32,7 @@ gateway:
   request_log: off
   stats_interval: 1s
 routing:
-  routes:
+{{SIGNALS}}  routes:
     - model: agent-chat
       candidates: [{deployment: qwen}]
 deployments:
@@ -55,16 +55,28 @@ type judgment struct {
 	js jetstream.JetStream
 	// streamEvery makes every n-th request of drive streamed (default 3).
 	streamEvery int64
+	// content, when set, is request i's user message (default "hi").
+	content func(i int64) string
 }
 
 // startJudgment starts the mocks, the gateway and the analyzer; analyzer
 // lines (indented two spaces) are appended to the analyzer section.
 func startJudgment(t *testing.T, percent int, primaryFlags, grayFlags []string, analyzer ...string) *judgment {
 	t.Helper()
+	return startJudgmentRouted(t, "", percent, primaryFlags, grayFlags, analyzer...)
+}
+
+// startJudgmentRouted is startJudgment with routing.signals: signals is
+// its YAML, lines indented four spaces ("" for none).
+func startJudgmentRouted(t *testing.T, signals string, percent int, primaryFlags, grayFlags []string, analyzer ...string) *judgment {
+	t.Helper()
+	if signals != "" {
+		signals = "  signals:\n" + signals
+	}
 	ns := testenv.StartNATS(t)
 	primary, gray := testenv.StartMock(t, primaryFlags...), testenv.StartMock(t, grayFlags...)
 	cfg := strings.NewReplacer("{{NATS}}", ns.URL, "{{PRIMARY}}", primary.URL, "{{GRAY}}", gray.URL,
-		"{{SPOOL}}", t.TempDir(), "{{PERCENT}}", fmt.Sprint(percent), "{{ANALYZER}}", testenv.FreeAddr(t)).Replace(judgmentConfig)
+		"{{SPOOL}}", t.TempDir(), "{{SIGNALS}}", signals, "{{PERCENT}}", fmt.Sprint(percent), "{{ANALYZER}}", testenv.FreeAddr(t)).Replace(judgmentConfig)
 	for _, line := range analyzer {
 		cfg += "  " + line + "\n"
 	}
@@ -105,10 +117,12 @@ func (j *judgment) drive(ctx context.Context, t *testing.T, rate float64) map[st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body := `{"model":"agent-chat","messages":[{"role":"user","content":"hi"}]}`
-			if i%j.streamEvery == 0 {
-				body = `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+			content := "hi"
+			if j.content != nil {
+				content = j.content(i)
 			}
+			body := `{"model":"agent-chat","stream":` + fmt.Sprint(i%j.streamEvery == 0) +
+				`,"messages":[{"role":"user","content":"` + content + `"}]}`
 			req, _ := http.NewRequest(http.MethodPost, j.gw.URL+"/v1/chat/completions", strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
