@@ -300,6 +300,13 @@ func onlyParams(c *fiber.Ctx, allowed ...string) error {
 }
 
 // funcs are the templates' helpers.
+// actForm is what the act-form template reads: the page an action's form
+// is on and the action.
+type actForm struct {
+	Page   any
+	Action string
+}
+
 func funcs(now func() time.Time) template.FuncMap {
 	return template.FuncMap{
 		"when": func(t time.Time) string {
@@ -326,6 +333,8 @@ func funcs(now func() time.Time) template.FuncMap {
 		"nump":   func(p *float64) string { return nump(p) },
 		"pct":    func(p float64) string { return trimFloat(p, 2) + " %" },
 		"stream": streamClass,
+		// act pairs a page with one of its actions, for the act-form template.
+		"act": func(page any, action string) actForm { return actForm{Page: page, Action: action} },
 		"needs": func(p *float64) string {
 			if p == nil {
 				return "—"
