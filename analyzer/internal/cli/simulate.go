@@ -28,6 +28,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	firstRun := fs.Int("first-run", 0, "number of the first run of each cell (runs first-run … first-run+runs−1), to spread one cell's runs over several machines or days")
 	confidence := fs.Float64("confidence", o.Gate.Confidence, "the gates' confidence (0.9 calibrates: the false-rollback rate must stay within 1 − confidence)")
 	streamed := fs.Float64("streamed", o.StreamShare, "share of streamed requests where the scenario does not set its own (1: streamed chat only, one class, as SPEC §12's promotion target)")
+	latencySigma := fs.Float64("latency-sigma", 0, "σ of both arms' lognormal latency in the healthy world (default 0.75; 0.6 puts the p99 at half the 2.5 s rollout timeout, as SPEC §12's promotion target assumes)")
 	workers := fs.Int("workers", 0, "parallel workers (default: GOMAXPROCS)")
 	progress := fs.Bool("progress", false, "print progress to stderr every 10 s")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -52,9 +53,12 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("simulate: --scenarios: %w", err)
 	}
 	o.Days, o.Seed, o.Runs, o.BreakRuns, o.Workers = *days, *seed, *runs, *breakRuns, *workers
-	o.FirstRun, o.Gate.Confidence, o.StreamShare = *firstRun, *confidence, *streamed
+	o.FirstRun, o.Gate.Confidence, o.StreamShare, o.LatencySigma = *firstRun, *confidence, *streamed, *latencySigma
 	if o.Days <= 0 || o.Runs < 0 || o.BreakRuns < 0 || o.Workers < 0 || o.FirstRun < 0 {
 		return fmt.Errorf("simulate: --days must be positive, --runs, --break-runs, --first-run and --workers not negative")
+	}
+	if !(o.LatencySigma >= 0 && o.LatencySigma <= 3) {
+		return fmt.Errorf("simulate: --latency-sigma must be from 0 (the default world's) to 3, not %g", o.LatencySigma)
 	}
 	if !(o.StreamShare >= 0 && o.StreamShare <= 1) {
 		return fmt.Errorf("simulate: --streamed must be a share from 0 to 1, not %g", o.StreamShare)

@@ -52,12 +52,12 @@ func TestSimulateCommand(t *testing.T) {
 func TestSimulateTable(t *testing.T) {
 	var out, errb bytes.Buffer
 	args := []string{"simulate", "--days", "0.01", "--rates", "1,10", "--runs", "1", "--first-run", "7", "--confidence", "0.9",
-		"--streamed", "1", "--break-runs", "1", "--break-rates", "10", "--scenarios", "baseline,down"}
+		"--streamed", "1", "--latency-sigma", "0.6", "--break-runs", "1", "--break-rates", "10", "--scenarios", "baseline,down"}
 	if err := Run(context.Background(), args, &out, &errb); err != nil {
 		t.Fatalf("simulate: %v (%s)", err, errb.String())
 	}
 	for _, want := range []string{"false rollbacks", "95 % upper", "at 100 %", "within target", "CPU/look", "baseline", "down",
-		"(runs 7 to 7)", "confidence 0.9,", "streamed 1 unless", "all 2 healthy cells together: 2 rollouts"} {
+		"(runs 7 to 7)", "confidence 0.9,", "streamed 1 unless the scenario says, latency σ 0.6;", "all 2 healthy cells together: 2 rollouts"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("simulate printed %q; want it to contain %q", out.String(), want)
 		}
@@ -69,6 +69,7 @@ func TestSimulateBadFlags(t *testing.T) {
 		{"simulate", "--rates", "x"}, {"simulate", "--rates", "-1"}, {"simulate", "extra"},
 		{"simulate", "--scenarios", "nope"}, {"simulate", "--days", "0"}, {"simulate", "--break-rates", ""},
 		{"simulate", "--confidence", "0.3"}, {"simulate", "--confidence", "1"}, {"simulate", "--first-run", "-1"},
+		{"simulate", "--latency-sigma", "-1"}, {"simulate", "--latency-sigma", "4"},
 		{"simulate", "--streamed", "1.5"}, {"simulate", "--streamed", "-0.1"}, {"simulate", "--streamed", "NaN"},
 	} {
 		var out, errb bytes.Buffer

@@ -295,14 +295,22 @@ func median(runs []outcome, f func(outcome) float64) *float64 {
 // Print writes the report as two tables: false rollbacks and promotion
 // per healthy scenario and gray rate, and the time to roll back each
 // breakage.
+// sigmaNote says the latency σ when an option replaced Healthy's.
+func sigmaNote(sigma float64) string {
+	if sigma <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", latency σ %g", sigma)
+}
+
 func (r *Report) Print(w io.Writer) error {
 	o := r.Options
 	switch {
 	case len(r.Healthy) > 0 && r.Parts > 0:
 		fmt.Fprintf(w, "healthy grays, the sum of %d parts (medians cannot be added and are left out):\n\n", r.Parts)
 	case len(r.Healthy) > 0:
-		fmt.Fprintf(w, "healthy grays: %d rollouts per scenario and rate (runs %d to %d), each up to %g days (window %v, interval %v, confidence %v, steps %v, hold %v, min_soak %v, streamed %g unless the scenario says; gray rate at the start step):\n\n",
-			o.Runs, o.FirstRun, o.FirstRun+o.Runs-1, o.Days, o.Window, o.Gate.Interval, o.Gate.Confidence, o.Promotion.Steps, o.Promotion.Hold, o.Promotion.MinSoak, o.StreamShare)
+		fmt.Fprintf(w, "healthy grays: %d rollouts per scenario and rate (runs %d to %d), each up to %g days (window %v, interval %v, confidence %v, steps %v, hold %v, min_soak %v, streamed %g unless the scenario says%s; gray rate at the start step):\n\n",
+			o.Runs, o.FirstRun, o.FirstRun+o.Runs-1, o.Days, o.Window, o.Gate.Interval, o.Gate.Confidence, o.Promotion.Steps, o.Promotion.Hold, o.Promotion.MinSoak, o.StreamShare, sigmaNote(o.LatencySigma))
 	}
 	if len(r.Healthy) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -66,6 +66,11 @@ type Options struct {
 	Promotion config.Promotion
 	// StreamShare is the share of streamed requests (both arms).
 	StreamShare float64
+	// LatencySigma, when above 0, replaces Healthy's latency σ (0.75)
+	// before a scenario changes the world: 0.6 puts the healthy p99 at
+	// 1.21 s, half the 2.5 s rollout timeout (SPEC §12's promotion
+	// target assumes a p99 at most half the timeout).
+	LatencySigma float64
 	// MaxDuration is the gray's max_duration: the censoring limit of
 	// observe streams.
 	MaxDuration time.Duration
@@ -289,6 +294,9 @@ func (s *simulator) run(o *Options, j job) outcome {
 	r := rand.New(rand.NewPCG(cellSeed(o.Seed, sc.Name, j.rate), uint64(j.run)<<1|kind))
 
 	world := Healthy
+	if o.LatencySigma > 0 {
+		world.Latency.Sigma = o.LatencySigma
+	}
 	if sc.World != nil {
 		world = sc.World(world)
 	}

@@ -272,3 +272,34 @@ func TestCellsCompose(t *testing.T) {
 		t.Errorf("--first-run 3 --runs 1: %+v (pass %v); want run 3, passing at %v", h, h.PassSeconds, first.passAt)
 	}
 }
+
+// TestWorldOptions: --latency-sigma and --streamed change the world a run
+// draws from (the same seed and run, so ignoring either would draw the
+// same rollout), and a healthy gray with a narrower latency spread, its
+// p99 at half the rollout timeout, passes on its epoch no later.
+func TestWorldOptions(t *testing.T) {
+	base := short(t, "baseline")
+	base.Days = 1.0 / 24
+	var s simulator
+	run := func(o Options) outcome {
+		o.Gate.Interval = 5 * time.Second
+		out := s.run(&o, job{sc: &o.Healthy[0], rate: 10, run: 1})
+		out.cpu = 0
+		return out
+	}
+	def := run(base)
+	narrow := base
+	narrow.LatencySigma = 0.6
+	streamed := base
+	streamed.StreamShare = 1
+	n, st := run(narrow), run(streamed)
+	if n == def || st == def {
+		t.Fatalf("default %+v, σ 0.6 %+v, all streamed %+v: want both options to change the rollout", def, n, st)
+	}
+	if st.streamed != st.gray || def.streamed >= def.gray {
+		t.Errorf("all streamed: %d of %d gray requests streamed; default %d of %d", st.streamed, st.gray, def.streamed, def.gray)
+	}
+	if def.passAt < 0 || n.passAt < 0 || n.passAt > def.passAt {
+		t.Errorf("passing on the epoch after %v s with σ 0.6, %v s with 0.75; want both, σ 0.6 no later", n.passAt, def.passAt)
+	}
+}
