@@ -175,16 +175,16 @@ func (j *judgment) read(t *testing.T, stream string) []events.Data {
 	return out
 }
 
-// TestE2EGrayErrorsRollBack: a gray that answers 500 to everything is
-// rolled back by the gray-error gate (SPEC §9 gate 5) after a few dozen
-// attempts, from statistics alone, while every client is answered by
-// primary.
+// TestE2EGrayErrorsRollBack: a gray that answers 500 to everything, at 10
+// gray requests a second, is rolled back by the gray-error gate (SPEC §9
+// gate 5) within 50 gray attempts (SPEC §12 rev. 4; measured 16–18), from
+// statistics alone, while every client is answered by primary.
 func TestE2EGrayErrorsRollBack(t *testing.T) {
 	j := startJudgment(t, 50, []string{"--latency", "20ms"}, []string{"--latency", "20ms", "--status", "500"})
 	ctx, cancel := context.WithCancel(context.Background())
 	var arms map[string]int64
 	done := make(chan struct{})
-	go func() { arms = j.drive(ctx, t, 10); close(done) }()
+	go func() { arms = j.drive(ctx, t, 20); close(done) }() // 10 gray requests a second
 	start := time.Now()
 	testenv.WaitFor(t, 90*time.Second, "the analyzer to roll the failing gray back", func() bool {
 		return rolloutOf(t, j.gw).Status == string(events.StatusRolledBack)
@@ -206,8 +206,8 @@ func TestE2EGrayErrorsRollBack(t *testing.T) {
 			t.Errorf("%d answers with %s; want every request answered 200 by primary", n, k)
 		}
 	}
-	if fallbacks := arms["fallback"]; fallbacks > 100 {
-		t.Errorf("%d gray attempts before the rollback; a gray that is down must be rolled back after a few dozen", fallbacks)
+	if fallbacks := arms["fallback"]; fallbacks > 50 {
+		t.Errorf("%d gray attempts before the rollback; a gray that is down at 10 gray requests/s must be rolled back within 50", fallbacks)
 	}
 }
 
