@@ -189,6 +189,15 @@ func loadConfig(t *testing.T, name string, data []byte, vars []string) *config.C
 		if strings.HasSuffix(w.Path, ".rollout.stream_validation") && strings.Contains(w.String(), "buffer with timeout 2.5s") {
 			continue
 		}
+		// For the same short answers a TTFT p99 well under half that
+		// timeout is expected; validate points out that a fleet whose
+		// TTFT p99 ttft_p99_max (2.5 s) still accepts, above 1.25 s,
+		// could not pass ttft_p99_ratio (SPEC §9 rev. 4; issue 34 item
+		// 7). Operators with longer first tokens raise the timeout.
+		if w.Path == "analyzer.gates.ttft_p99_ratio_max" && strings.Contains(w.String(), "(2.5s)") &&
+			strings.Contains(w.String(), "where primary's TTFT p99 is above 1.25s") {
+			continue
+		}
 		t.Errorf("%s: warning: %v", name, w)
 	}
 	if err != nil {
