@@ -43,41 +43,34 @@ func (d *decoder) warnTTFTLimit(c *Config) {
 		if limit <= 0 {
 			continue
 		}
+		what, key := censorSetting(name, dep)
 		ratio := g.TTFTP99RatioMax > 0 && 2*g.TTFTP99Max > limit
-		fix := fmt.Sprintf("set %s to at least twice primary's TTFT p99 (%s covers ttft_p99_max)", limitKey(name, dep), 2*g.TTFTP99Max)
+		fix := fmt.Sprintf("set %s to at least twice primary's TTFT p99 (%s covers ttft_p99_max)", key, 2*g.TTFTP99Max)
 		switch {
 		case g.TTFTP99Max > limit && ratio:
 			d.warnf("analyzer.gates.ttft_p99_max", nil,
 				"%s exceeds the %s of deployments.%s (%s), where first tokens are censored: its ttft_p99 is judged against %s, "+
 					"and where primary's TTFT p99 is above %s ttft_p99_ratio passes a gray as fast as primary slowly or never; %s",
-				g.TTFTP99Max, limitName(dep), name, limit, limit, limit/2, fix)
+				g.TTFTP99Max, what, name, limit, limit, limit/2, fix)
 		case g.TTFTP99Max > limit:
 			d.warnf("analyzer.gates.ttft_p99_max", nil,
 				"%s exceeds the %s of deployments.%s (%s), where first tokens are censored: its ttft_p99 is judged against %s",
-				g.TTFTP99Max, limitName(dep), name, limit, limit)
+				g.TTFTP99Max, what, name, limit, limit)
 		case ratio:
 			d.warnf("analyzer.gates.ttft_p99_ratio_max", nil,
 				"deployments.%s censors first tokens at its %s (%s), and ttft_p99_max (%s) accepts a TTFT p99 above half of it: "+
 					"where primary's TTFT p99 is above %s, ttft_p99_ratio passes a gray as fast as primary slowly or never, "+
 					"and the rollout is not promoted; %s",
-				name, limitName(dep), limit, g.TTFTP99Max, limit/2, fix)
+				name, what, limit, g.TTFTP99Max, limit/2, fix)
 		}
 	}
 }
 
-// limitName says what dep's stream censoring limit is.
-func limitName(dep *Deployment) string {
+// censorSetting says what deployment name's stream censoring limit is,
+// in words and as the key that sets it.
+func censorSetting(name string, dep *Deployment) (what, key string) {
 	if dep.Rollout.StreamValidation == StreamObserve {
-		return "gray's max_duration"
+		return "gray's max_duration", "deployments." + name + ".gray.max_duration"
 	}
-	return "rollout timeout"
-}
-
-// limitKey names the setting that is deployment name's stream censoring
-// limit.
-func limitKey(name string, dep *Deployment) string {
-	if dep.Rollout.StreamValidation == StreamObserve {
-		return "deployments." + name + ".gray.max_duration"
-	}
-	return "deployments." + name + ".rollout.timeout"
+	return "rollout timeout", "deployments." + name + ".rollout.timeout"
 }

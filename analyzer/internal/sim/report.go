@@ -292,9 +292,6 @@ func median(runs []outcome, f func(outcome) float64) *float64 {
 	return &m
 }
 
-// Print writes the report as two tables: false rollbacks and promotion
-// per healthy scenario and gray rate, and the time to roll back each
-// breakage.
 // sigmaNote says the latency σ when an option replaced Healthy's.
 func sigmaNote(sigma float64) string {
 	if sigma <= 0 {
@@ -303,6 +300,9 @@ func sigmaNote(sigma float64) string {
 	return fmt.Sprintf(", latency σ %g", sigma)
 }
 
+// Print writes the report as two tables: false rollbacks and promotion
+// per healthy scenario and gray rate, and the time to roll back each
+// breakage.
 func (r *Report) Print(w io.Writer) error {
 	o := r.Options
 	switch {

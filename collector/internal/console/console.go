@@ -299,7 +299,6 @@ func onlyParams(c *fiber.Ctx, allowed ...string) error {
 	return err
 }
 
-// funcs are the templates' helpers.
 // actForm is what the act-form template reads: the page an action's form
 // is on and the action.
 type actForm struct {
@@ -307,6 +306,7 @@ type actForm struct {
 	Action string
 }
 
+// funcs are the templates' helpers.
 func funcs(now func() time.Time) template.FuncMap {
 	return template.FuncMap{
 		"when": func(t time.Time) string {
