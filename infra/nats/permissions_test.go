@@ -446,17 +446,25 @@ func TestShippedNATSPermissions(t *testing.T) {
 
 	t.Run("only the analyzer writes its checkpoints", func(t *testing.T) {
 		// The bucket exists (the analyzer subtest made it).
+		var refused sync.WaitGroup
 		for name, c := range map[string]*conn{"gateway": gw, "collector": col} {
-			if _, err := c.js.Publish(ctxT(t, time.Second), "$KV."+epochBucket+"."+dep, []byte(`{"version":2}`)); err == nil {
-				t.Errorf("the %s's identity wrote a checkpoint", name)
-			}
-			if _, err := c.js.KeyValue(ctxT(t, time.Second), epochBucket); err == nil {
-				t.Errorf("the %s's identity opened the checkpoint bucket", name)
-			}
-			if msg, err := c.nc.Request("$JS.API.DIRECT.GET.KV_"+epochBucket+".$KV."+epochBucket+"."+dep, nil, 500*time.Millisecond); err == nil {
-				t.Errorf("the %s's identity read a checkpoint: %.80q", name, msg.Data)
-			}
+			refused.Go(func() {
+				if _, err := c.js.Publish(ctxT(t, time.Second), "$KV."+epochBucket+"."+dep, []byte(`{"version":2}`)); err == nil {
+					t.Errorf("the %s's identity wrote a checkpoint", name)
+				}
+			})
+			refused.Go(func() {
+				if _, err := c.js.KeyValue(ctxT(t, time.Second), epochBucket); err == nil {
+					t.Errorf("the %s's identity opened the checkpoint bucket", name)
+				}
+			})
+			refused.Go(func() {
+				if msg, err := c.nc.Request("$JS.API.DIRECT.GET.KV_"+epochBucket+".$KV."+epochBucket+"."+dep, nil, 500*time.Millisecond); err == nil {
+					t.Errorf("the %s's identity read a checkpoint: %.80q", name, msg.Data)
+				}
+			})
 		}
+		refused.Wait()
 		kv, err := an.js.KeyValue(ctxT(t, time.Second), epochBucket)
 		if err != nil {
 			t.Fatal(err)
@@ -486,11 +494,15 @@ func TestShippedNATSPermissions(t *testing.T) {
 				t.Errorf("collector acks %s: %v", stream, err)
 			}
 		}
+		var refused sync.WaitGroup
 		for _, subj := range []string{events.RequestSubject(dep), events.StatsSubject(dep), events.AnalysisSubject(dep), events.ReplicasSubject(dep)} {
-			if _, err := col.js.Publish(ctxT(t, time.Second), subj, []byte("{}")); err == nil {
-				t.Errorf("collector published on %s", subj)
-			}
+			refused.Go(func() {
+				if _, err := col.js.Publish(ctxT(t, time.Second), subj, []byte("{}")); err == nil {
+					t.Errorf("collector published on %s", subj)
+				}
+			})
 		}
+		refused.Wait()
 	})
 
 	t.Run("no identity may create or update another's consumer", func(t *testing.T) {
@@ -504,25 +516,31 @@ func TestShippedNATSPermissions(t *testing.T) {
 		// publishes on, so gray failures never reach the gates.
 		silenced := analyzerConsumer(analyzerStats)
 		silenced.FilterSubject = "graygate.stats.nothing-publishes-here"
+		// Every attempt at once: a refused request waits out its timeout.
+		var refused sync.WaitGroup
+		unfiltered := silenced
+		unfiltered.FilterSubject = ""
+		unfiltered.DeliverPolicy = jetstream.DeliverNewPolicy
+		// The raw API forms, with the name only in the body.
+		body, _ := json.Marshal(map[string]any{"stream_name": events.StreamStats, "config": map[string]any{
+			"durable_name": analyzerStats, "filter_subject": silenced.FilterSubject, "ack_policy": "all"}})
 		for name, c := range map[string]*conn{"collector": col, "gateway": gw} {
-			if _, err := c.js.CreateOrUpdateConsumer(ctxT(t, time.Second), events.StreamStats, silenced); err == nil {
-				t.Errorf("the %s's identity rewrote the analyzer's statistics consumer", name)
+			for what, cfg := range map[string]jetstream.ConsumerConfig{"": silenced, " (no filter)": unfiltered} {
+				refused.Go(func() {
+					if _, err := c.js.CreateOrUpdateConsumer(ctxT(t, time.Second), events.StreamStats, cfg); err == nil {
+						t.Errorf("the %s's identity rewrote the analyzer's statistics consumer%s", name, what)
+					}
+				})
 			}
-			unfiltered := silenced
-			unfiltered.FilterSubject = ""
-			unfiltered.DeliverPolicy = jetstream.DeliverNewPolicy
-			if _, err := c.js.CreateOrUpdateConsumer(ctxT(t, time.Second), events.StreamStats, unfiltered); err == nil {
-				t.Errorf("the %s's identity rewrote the analyzer's statistics consumer (no filter)", name)
-			}
-			// The raw API forms, with the name only in the body.
-			body, _ := json.Marshal(map[string]any{"stream_name": events.StreamStats, "config": map[string]any{
-				"durable_name": analyzerStats, "filter_subject": silenced.FilterSubject, "ack_policy": "all"}})
 			for _, subj := range []string{"$JS.API.CONSUMER.CREATE." + events.StreamStats, "$JS.API.CONSUMER.DURABLE.CREATE." + events.StreamStats + "." + analyzerStats} {
-				if msg, err := c.nc.Request(subj, body, 500*time.Millisecond); err == nil && !strings.Contains(string(msg.Data), `"error"`) {
-					t.Errorf("the %s's identity updated the analyzer's consumer through %s: %s", name, subj, msg.Data)
-				}
+				refused.Go(func() {
+					if msg, err := c.nc.Request(subj, body, 500*time.Millisecond); err == nil && !strings.Contains(string(msg.Data), `"error"`) {
+						t.Errorf("the %s's identity updated the analyzer's consumer through %s: %s", name, subj, msg.Data)
+					}
+				})
 			}
 		}
+		refused.Wait()
 		got, err := an.js.Consumer(ctxT(t, 2*time.Second), events.StreamStats, analyzerStats)
 		if err != nil {
 			t.Fatalf("the analyzer's consumer: %v", err)
@@ -534,22 +552,29 @@ func TestShippedNATSPermissions(t *testing.T) {
 		// Nor the collector's: not by the analyzer, not by the gateway.
 		for name, c := range map[string]*conn{"analyzer": an, "gateway": gw} {
 			for _, stream := range collectorStreams {
-				cfg := collectorConsumer(stream)
-				cfg.FilterSubject = "graygate.nothing"
-				if _, err := c.js.CreateOrUpdateConsumer(ctxT(t, time.Second), stream, cfg); err == nil {
-					t.Errorf("the %s's identity rewrote the collector's consumer on %s", name, stream)
-				}
+				refused.Go(func() {
+					cfg := collectorConsumer(stream)
+					cfg.FilterSubject = "graygate.nothing"
+					if _, err := c.js.CreateOrUpdateConsumer(ctxT(t, time.Second), stream, cfg); err == nil {
+						t.Errorf("the %s's identity rewrote the collector's consumer on %s", name, stream)
+					}
+				})
 			}
 		}
 		// And no identity may delete, pull from or read another's.
 		for name, c := range map[string]*conn{"collector": col, "gateway": gw} {
-			if err := c.js.DeleteConsumer(ctxT(t, time.Second), events.StreamStats, analyzerStats); err == nil {
-				t.Errorf("the %s's identity deleted the analyzer's consumer", name)
-			}
-			if msg, err := c.nc.Request("$JS.API.CONSUMER.MSG.NEXT."+events.StreamStats+"."+analyzerStats, []byte(`{"batch":1,"no_wait":true}`), 500*time.Millisecond); err == nil {
-				t.Errorf("the %s's identity pulled from the analyzer's consumer: %q %v", name, msg.Data, msg.Header)
-			}
+			refused.Go(func() {
+				if err := c.js.DeleteConsumer(ctxT(t, time.Second), events.StreamStats, analyzerStats); err == nil {
+					t.Errorf("the %s's identity deleted the analyzer's consumer", name)
+				}
+			})
+			refused.Go(func() {
+				if msg, err := c.nc.Request("$JS.API.CONSUMER.MSG.NEXT."+events.StreamStats+"."+analyzerStats, []byte(`{"batch":1,"no_wait":true}`), 500*time.Millisecond); err == nil {
+					t.Errorf("the %s's identity pulled from the analyzer's consumer: %q %v", name, msg.Data, msg.Header)
+				}
+			})
 		}
+		refused.Wait()
 	})
 
 	t.Run("no identity reads another's inbox", func(t *testing.T) {
@@ -601,6 +626,8 @@ func TestShippedNATSPermissions(t *testing.T) {
 			events.StreamAnalysis: {"collector"},
 			events.StreamPools:    {"collector"},
 		}
+		// Every attempt at once: a refused request waits out its timeout.
+		var refused sync.WaitGroup
 		for stream, rs := range readers {
 			for name, c := range map[string]*conn{"gateway": gw, "analyzer": an, "collector": col} {
 				if slices.Contains(rs, name) {
@@ -608,27 +635,36 @@ func TestShippedNATSPermissions(t *testing.T) {
 				}
 				// Any consumer name, its own service's included.
 				for _, cname := range []string{"snoop", analyzerStats, collectorConsumer(stream).Durable} {
-					if _, err := c.js.CreateConsumer(ctxT(t, 500*time.Millisecond), stream, jetstream.ConsumerConfig{Durable: cname}); err == nil {
-						t.Errorf("the %s's identity created consumer %s on %s", name, cname, stream)
+					refused.Go(func() {
+						if _, err := c.js.CreateConsumer(ctxT(t, 500*time.Millisecond), stream, jetstream.ConsumerConfig{Durable: cname}); err == nil {
+							t.Errorf("the %s's identity created consumer %s on %s", name, cname, stream)
+						}
+					})
+				}
+				refused.Go(func() {
+					if _, err := c.js.OrderedConsumer(ctxT(t, 500*time.Millisecond), stream, jetstream.OrderedConsumerConfig{}); err == nil {
+						t.Errorf("the %s's identity created an ordered consumer on %s", name, stream)
 					}
-				}
-				if _, err := c.js.OrderedConsumer(ctxT(t, 500*time.Millisecond), stream, jetstream.OrderedConsumerConfig{}); err == nil {
-					t.Errorf("the %s's identity created an ordered consumer on %s", name, stream)
-				}
+				})
 				for _, subj := range []string{"$JS.API.DIRECT.GET." + stream, "$JS.API.STREAM.MSG.GET." + stream} {
-					if msg, err := c.nc.Request(subj, []byte(`{"seq":1}`), 500*time.Millisecond); err == nil {
-						t.Errorf("the %s's identity read %s through %s: %.80q", name, stream, subj, msg.Data)
-					}
+					refused.Go(func() {
+						if msg, err := c.nc.Request(subj, []byte(`{"seq":1}`), 500*time.Millisecond); err == nil {
+							t.Errorf("the %s's identity read %s through %s: %.80q", name, stream, subj, msg.Data)
+						}
+					})
 				}
 			}
 		}
 		// The rollout log's readers other than the collector read it by
 		// direct get, never by a consumer.
 		for name, c := range map[string]*conn{"gateway": gw, "analyzer": an} {
-			if _, err := c.js.OrderedConsumer(ctxT(t, 500*time.Millisecond), events.StreamRollout, jetstream.OrderedConsumerConfig{}); err == nil {
-				t.Errorf("the %s's identity created a consumer on %s", name, events.StreamRollout)
-			}
+			refused.Go(func() {
+				if _, err := c.js.OrderedConsumer(ctxT(t, 500*time.Millisecond), events.StreamRollout, jetstream.OrderedConsumerConfig{}); err == nil {
+					t.Errorf("the %s's identity created a consumer on %s", name, events.StreamRollout)
+				}
+			})
 		}
+		refused.Wait()
 	})
 
 	t.Run("a malformed rollout message freezes nothing", func(t *testing.T) {
@@ -701,20 +737,23 @@ func TestShippedNATSPermissions(t *testing.T) {
 				t.Fatalf("%s: %v", name, err)
 			}
 			before := s.CachedInfo().State.Msgs
-			if err := s.Purge(ctxT(t, time.Second)); err == nil {
-				t.Errorf("%s purged GRAYGATE_ROLLOUT", name)
-			}
-			if err := s.DeleteMsg(ctxT(t, time.Second), s.CachedInfo().State.LastSeq); err == nil {
-				t.Errorf("%s deleted a rollout event", name)
-			}
-			if err := c.js.DeleteStream(ctxT(t, time.Second), events.StreamRollout); err == nil {
-				t.Errorf("%s deleted GRAYGATE_ROLLOUT", name)
-			}
 			cfg := s.CachedInfo().Config
 			cfg.MaxMsgsPerSubject = 1
-			if _, err := c.js.UpdateStream(ctxT(t, time.Second), cfg); err == nil {
-				t.Errorf("%s updated GRAYGATE_ROLLOUT", name)
+			// Every attempt at once: a refused request waits out its timeout.
+			var refused sync.WaitGroup
+			for what, attempt := range map[string]func() error{
+				"purged GRAYGATE_ROLLOUT":  func() error { return s.Purge(ctxT(t, time.Second)) },
+				"deleted a rollout event":  func() error { return s.DeleteMsg(ctxT(t, time.Second), s.CachedInfo().State.LastSeq) },
+				"deleted GRAYGATE_ROLLOUT": func() error { return c.js.DeleteStream(ctxT(t, time.Second), events.StreamRollout) },
+				"updated GRAYGATE_ROLLOUT": func() error { _, err := c.js.UpdateStream(ctxT(t, time.Second), cfg); return err },
+			} {
+				refused.Go(func() {
+					if attempt() == nil {
+						t.Errorf("%s %s", name, what)
+					}
+				})
 			}
+			refused.Wait()
 			info, err := gw.js.Stream(ctxT(t, 2*time.Second), events.StreamRollout)
 			if err != nil || info.CachedInfo().State.Msgs != before || info.CachedInfo().Config.MaxMsgsPerSubject != events.RolloutPerSubject {
 				t.Errorf("after %s's attempts GRAYGATE_ROLLOUT is %+v", name, info.CachedInfo())
