@@ -7,7 +7,7 @@
 //
 // Check is the one check every such field goes through; Escape and
 // EscapeLines are the one way stored text is shown, in every CLI table
-// and on the console.
+// and on the console, and Cell the one way it is cut to a table cell.
 package text
 
 import (
@@ -131,6 +131,26 @@ func escape(s string, keepLines bool) string {
 		i += size
 	}
 	return b.String()
+}
+
+// Cell is stored text made safe and short for one table cell, in a
+// terminal or on a page: escaped as Escape does, then cut to width runes,
+// the last an ellipsis, where it is longer. Escape is idempotent, so text
+// escaped before (and, say, folded) comes out the same.
+func Cell(s string, width int) string {
+	s = Escape(s)
+	if width > 0 && utf8.RuneCountInString(s) > width {
+		return string([]rune(s)[:width-1]) + "…"
+	}
+	return s
+}
+
+// OrDash is s, or "-" for a cell with nothing in it.
+func OrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // Thousands writes n with a comma every three digits: 12,400, -1,024.

@@ -106,6 +106,30 @@ func FuzzEscape(f *testing.F) {
 	})
 }
 
+func TestCell(t *testing.T) {
+	for _, tc := range []struct {
+		s     string
+		width int
+		want  string
+	}{
+		{"", 10, ""},
+		{"rolled back", 11, "rolled back"},
+		{"rolled back", 10, "rolled ba…"},
+		{"ünïcödé", 5, "ünïc…"},      // runes, not bytes
+		{"a\u202eb", 20, `a\u202eb`}, // escaped first …
+		{"a\u202eb", 4, `a\u…`},      // … then cut
+		{`a\u202eb`, 20, `a\u202eb`}, // escaped text comes out the same
+		{"no limit", 0, "no limit"},
+	} {
+		if got := Cell(tc.s, tc.width); got != tc.want {
+			t.Errorf("Cell(%q, %d) = %q, want %q", tc.s, tc.width, got, tc.want)
+		}
+	}
+	if OrDash("") != "-" || OrDash("alice") != "alice" {
+		t.Errorf("OrDash: %q %q", OrDash(""), OrDash("alice"))
+	}
+}
+
 func TestThousands(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 12400: "12,400", -1024: "-1,024", 1234567: "1,234,567", -100: "-100"} {
 		if got := Thousands(n); got != want {

@@ -186,7 +186,7 @@ func epochLine(ev engine.Evaluation) string {
 	}
 	line := fmt.Sprintf("%s: epoch %d since %s (%s; %s gray, %s primary requests; %d periods, min %s%%); fingerprints gray %s, primary %s",
 		text.Escape(ev.Deployment), ep.Index, ep.Start.UTC().Format(time.RFC3339), age, engine.Thousands(ep.GrayRequests), engine.Thousands(ep.PrimaryRequests),
-		ep.Periods, strconv.FormatFloat(ep.MinPercentage, 'f', -1, 64), orDash(text.Escape(ep.GrayFingerprint)), orDash(text.Escape(ep.PrimaryFingerprint)))
+		ep.Periods, strconv.FormatFloat(ep.MinPercentage, 'f', -1, 64), text.OrDash(text.Escape(ep.GrayFingerprint)), text.OrDash(text.Escape(ep.PrimaryFingerprint)))
 	if ev.StepSince != nil {
 		line += fmt.Sprintf("; on this step %s", engine.ShortDuration(time.Duration(ev.StepSeconds*float64(time.Second))))
 	}
@@ -241,13 +241,6 @@ func needsCell(g events.GateResult) string {
 		out += ": " + g.Why
 	}
 	return out
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // streamCells name a gate's stream class: "all" for a gate over every

@@ -9,6 +9,7 @@ import (
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // rolloutHistory prints a deployment's rollout events, newest first, with
@@ -45,7 +46,7 @@ func writeRollouts(out io.Writer, deployment string, evs []store.RolloutEvent) e
 	fmt.Fprintln(tw, "TIME\tREVISION\tSTATUS\tPERCENT\tACTOR\tOPERATOR\tHOLD\tTRIGGER\tREASON")
 	for _, e := range evs {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%g\t%s\t%s\t%s\t%s\t%s\n", e.OccurredAt.Format("2006-01-02 15:04:05"), e.StreamSequence,
-			cell(e.Status, 40), e.Percentage, cell(e.Actor, 40), orDash(cell(e.Operator, 32)), hold(e.Hold), cell(trigger(e.Trigger), 120),
+			cell(e.Status, 40), e.Percentage, cell(e.Actor, 40), text.OrDash(cell(e.Operator, 32)), hold(e.Hold), cell(trigger(e.Trigger), 120),
 			cell(e.Reason, firstErrorWidth))
 	}
 	return tw.Flush()
@@ -61,14 +62,6 @@ func hold(h *bool) string {
 		return "held"
 	}
 	return "released"
-}
-
-// orDash prints "-" for an empty cell (the shared token's operator).
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // trigger prints a rollback's gate: "ttft_p99[stream] 2.5 (bound 2.1 > 2) over 600s".

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -169,12 +168,7 @@ func writeTable(out io.Writer, page store.SamplePage) error {
 // cell makes text safe and short for one table cell: control and
 // bidirectional characters escaped, cut at width runes.
 func cell(s string, width int) string {
-	s = strings.Join(strings.Fields(safe(s)), " ")
-	if utf8.RuneCountInString(s) > width {
-		r := []rune(s)
-		s = string(r[:width-1]) + "…"
-	}
-	return s
+	return text.Cell(strings.Join(strings.Fields(safe(s)), " "), width)
 }
 
 // safe escapes what a terminal would interpret: C0 and C1 control

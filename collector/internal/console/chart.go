@@ -350,14 +350,8 @@ func ff(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func roundTo(v, step float64) float64 { return math.Round(v/step) * step }
 
-func truncate(s string, n int) string {
-	s = text.Escape(s) // stored text, shown (SPEC §8)
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
+// truncate is stored text, shown in n runes at the most (SPEC §8).
+func truncate(s string, n int) string { return text.Cell(s, n) }
 
 // timeTicks returns about six ticks on round times between from and to.
 func timeTicks(from, to time.Time, x func(time.Time) float64) []tick {

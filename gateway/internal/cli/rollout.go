@@ -458,27 +458,14 @@ func printEntries(w io.Writer, entries []events.RolloutEntry) {
 			actor += " (" + e.Operator + ")" // the operator whose token made the change
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", oneLine(e.Deployment), oneLine(status),
-			strconv.FormatFloat(e.Percentage, 'f', -1, 64)+"%", e.Revision, dash(oneLine(actor)),
-			dash(oneLine(e.UpdatedAt)), dash(oneLine(reason)))
+			strconv.FormatFloat(e.Percentage, 'f', -1, 64)+"%", e.Revision, text.OrDash(oneLine(actor)),
+			text.OrDash(oneLine(e.UpdatedAt)), text.OrDash(oneLine(reason)))
 	}
 	tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // oneLine keeps a table cell on one line and shows whatever it holds:
 // control and bidirectional formatting characters escaped (text.Escape:
 // a U+202E in a reason is shown as \u202e, never reverses the row, SPEC
 // §8), cut at 120 characters.
-func oneLine(s string) string {
-	r := []rune(text.Escape(s))
-	if len(r) > 120 {
-		return string(r[:119]) + "…"
-	}
-	return string(r)
-}
+func oneLine(s string) string { return text.Cell(s, 120) }

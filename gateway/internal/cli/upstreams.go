@@ -69,7 +69,7 @@ func upstreamsCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", text.Escape(u.Deployment), text.Escape(string(u.Arm)),
 				text.Escape(string(u.Balance)), text.Escape(name), text.Escape(string(r.State)), r.InFlight, r.Waiting, r.Requests,
-				r.Failures, eng, dash(oneLine(r.LastError)))
+				r.Failures, eng, text.OrDash(oneLine(r.LastError)))
 		}
 		if u.IndexEntries != nil {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t(prefix index: %d entries)\t\t\t\t\t\t\t\n", text.Escape(u.Deployment),
