@@ -150,6 +150,39 @@ func TestWindowSlidesExactly(t *testing.T) {
 	}
 }
 
+// TestEpochHoldsEveryDraw: the epoch accumulates every value drawn, at
+// low rates too, where most intervals of a small class draw no attempt
+// and, now and then, a TTFT value all the same (the TTFT sample is a
+// Poisson draw of its own). Dropping those intervals lost most of a
+// small class's TTFT values at 1 gray request/s.
+func TestEpochHoldsEveryDraw(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	k := gate.Class{Stream: true, Endpoint: events.EndpointChat}
+	src := newSource(Healthy, nil, nil)
+	l := limits{stream: true, timeout: 2500, maxDuration: 600_000}
+	for _, mean := range []float64{0.05, 0.5, 5} {
+		w := newWindow(events.ArmGray, k, 60)
+		var ep epoch
+		ep.begin(1, time.Unix(0, 0), 5)
+		var all events.ArmStats
+		for range 2000 {
+			slot := w.slot()
+			draw(r, slot, src, true, l, mean)
+			all.Merge(slot)
+			w.push()
+			ep.add(0, classStream, slot)
+		}
+		got := ep.ep.Pooled().Gray[classes[classStream]]
+		if got == nil {
+			got = &events.ArmStats{}
+		}
+		if got.Requests != all.Requests || got.TTFT.Total() != all.TTFT.Total() || got.Latency.Total() != all.Latency.Total() {
+			t.Errorf("mean %v attempts an interval: the epoch holds %d attempts, %d TTFT and %d latency values; want every draw: %d, %d and %d",
+				mean, got.Requests, got.TTFT.Total(), got.Latency.Total(), all.Requests, all.TTFT.Total(), all.Latency.Total())
+		}
+	}
+}
+
 // TestDrawMatchesDistribution checks the bin-by-bin draw with its tails
 // drawn apart, and the token draw with its tail and body: the counts, the
 // p99 and the mean and variance of the tokens match the distribution's,
