@@ -139,9 +139,9 @@ func (e *epoch) period(now time.Time, pct float64) {
 // add merges one interval of arm a (0 gray, 1 primary) and class c.
 func (e *epoch) add(a, c int, s *events.ArmStats) {
 	// An interval can draw TTFT values but no attempt: draw takes the
-	// TTFT sample as a Poisson draw of its own. Skipping it lost, at 1
-	// gray request/s, most of a small class's TTFT values (2 in 3 of a
-	// long band's a tenth of the traffic; at 0.1/s most of every class's).
+	// TTFT sample as a Poisson draw of its own. Skipping such intervals
+	// lost, at 1 gray request/s, two in three TTFT values of a band that
+	// is a tenth of the traffic (at 0.1/s most of every class's).
 	if s.Requests == 0 && s.TTFT.Total() == 0 {
 		return
 	}

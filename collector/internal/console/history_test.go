@@ -131,6 +131,44 @@ func TestRolloutHistoryOperatorAndHold(t *testing.T) {
 	page("/", []string{"<b>admin (bob)</b> released"}, []string{`badge held`})
 	page("/deployments/"+dep, []string{`released by bob — thaw`, `<tr class="ev-release">`,
 		`held by alice — freeze &lt;script&gt;alert(1)&lt;/script&gt;`}, []string{`badge held`})
+
+	// A change stored between the page's read of the rollout (its card
+	// and the forms' revision) and its read of the history waits for the
+	// next load: the history never runs ahead of what the forms act on.
+	stale, err := r.Rollouts(context.Background(), dep)
+	if err != nil || len(stale) != 1 {
+		t.Fatalf("Rollouts = %v, %v", stale, err)
+	}
+	publish(&events.RolloutChanged{Percentage: 7, Status: events.StatusActive, Operator: "carol", Reason: "changed meanwhile"})
+	late, err := New(staleReader{Reader: r, dep: dep, sums: stale}, Options{Token: token, Sessions: store.NewSessions(pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := newClient(t, api.New(r, api.Options{Token: token, Mount: late.Register}).App())
+	if resp, _ := lc.login(token); resp.StatusCode >= 400 {
+		t.Fatalf("login: %s", resp.Status)
+	}
+	if resp, body := lc.get("/deployments/" + dep); resp.StatusCode != 200 || strings.Contains(body, "changed meanwhile") || !strings.Contains(body, "released by bob — thaw") {
+		t.Errorf("a page whose rollout was read before the change: %s, shows the change %v; want the history up to its rollout's revision only",
+			resp.Status, strings.Contains(body, "changed meanwhile"))
+	}
+	page("/deployments/"+dep, []string{`admin (carol): active 7 % — changed meanwhile`}, nil)
+}
+
+// staleReader returns dep's rollout as it was before a change the store
+// holds since: a page that read the rollout just before the change was
+// stored, and its history just after.
+type staleReader struct {
+	*store.Reader
+	dep  string
+	sums []store.RolloutSummary
+}
+
+func (s staleReader) Rollouts(ctx context.Context, deployment string) ([]store.RolloutSummary, error) {
+	if deployment == s.dep {
+		return s.sums, nil
+	}
+	return s.Reader.Rollouts(ctx, deployment)
 }
 
 // TestDescribe checks the label and kind of each sort of rollout event,
