@@ -164,7 +164,7 @@ func (s *Console) changeOf(action, reason, revision, percentage string) (events.
 	pct := func() (*float64, error) {
 		p, err := strconv.ParseFloat(strings.TrimSpace(percentage), 64)
 		if err != nil || math.IsNaN(p) || !events.ValidPercentage(p) {
-			return nil, badParam("percentage", "want a percentage from 0 to 100 with at most two decimals, got "+strconv.Quote(truncate(percentage, 20)))
+			return nil, badParam("percentage", "want a percentage from 0 to 100 with at most two decimals, got "+strconv.Quote(text.Cell(percentage, 20)))
 		}
 		return &p, nil
 	}

@@ -308,7 +308,7 @@ func placeLabels(ms []svgMarker, w float64) {
 	var rows [labelRows][]span
 	for _, i := range order {
 		m := &ms[i]
-		label := truncate(m.Label, labelLimit)
+		label := text.Cell(m.Label, labelLimit)
 		m.Label = ""
 		// Cut a label wider than the room on either side of its line
 		// to the wider side (a few characters at least).
@@ -317,7 +317,7 @@ func placeLabels(ms []svgMarker, w float64) {
 			if n < 8 {
 				continue
 			}
-			label = truncate(label, n)
+			label = text.Cell(label, n)
 		}
 		width := float64(len([]rune(label))) * charWidth
 		lo, hi, anchor := m.X, m.X+width, "start"
@@ -349,9 +349,6 @@ func round1(v float64) float64 { return math.Round(v*10) / 10 }
 func ff(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func roundTo(v, step float64) float64 { return math.Round(v/step) * step }
-
-// truncate is stored text, shown in n runes at the most (SPEC §8).
-func truncate(s string, n int) string { return text.Cell(s, n) }
 
 // timeTicks returns about six ticks on round times between from and to.
 func timeTicks(from, to time.Time, x func(time.Time) float64) []tick {

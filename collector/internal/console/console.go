@@ -368,7 +368,7 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return false
 		},
-		"short":     truncate,
+		"short":     text.Cell,
 		"thousands": thousands,
 		"steps": func(steps []float64) string {
 			parts := make([]string, len(steps))

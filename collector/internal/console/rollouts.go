@@ -249,11 +249,11 @@ func (s *Console) deployment(c *fiber.Ctx) error {
 		return err
 	}
 	p.EventsCut = len(evs) == MaxPoints
-	// The page shows the rollout as its summary, read first, found it: an
-	// event stored since (a change made meanwhile) waits for the next
+	// The page shows the rollout as the summary (read first) found it:
+	// an event stored since, a change made meanwhile, waits for the next
 	// load, so the history never runs ahead of the revision the forms
-	// act on (an operator acting on it would meet a conflict that names
-	// a revision the page already showed).
+	// act on (acting on it would meet a conflict naming a revision the
+	// page already showed).
 	if last := p.Summary.Last.StreamSequence; last > 0 {
 		evs = slices.DeleteFunc(evs, func(e store.RolloutEvent) bool { return e.StreamSequence > last })
 	}
