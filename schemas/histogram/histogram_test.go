@@ -141,6 +141,69 @@ func TestRankBoundsContainOrderStatistic(t *testing.T) {
 	}
 }
 
+// TestRankedAnswersAsTheLog: Ranked gives, for every rank and quantile,
+// exactly what the histogram's own methods give — with zeros, overflow,
+// empty bins at both ends of the storage, and nothing at all; reused
+// across histograms of different sizes.
+func TestRankedAnswersAsTheLog(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	var rk Ranked
+	for trial := range 200 {
+		var h *Log
+		switch trial % 5 {
+		case 0:
+			h = &Log{}
+		case 1:
+			h = &Log{Zero: uint64(r.IntN(3)), Overflow: uint64(1 + r.IntN(3))} // no bin
+		default:
+			h = of(values(r, 1+r.IntN(300), 1+r.Float64()*500))
+		}
+		h.Overflow += uint64(r.IntN(4))
+		if trial%3 == 0 && len(h.Counts) > 0 {
+			h.Censor(BinLower(h.Offset + r.IntN(len(h.Counts)))) // empty bins at the top
+		}
+		rk.Of(h)
+		if rk.Total() != h.Total() || rk.Log() != h {
+			t.Fatalf("trial %d: Total %d, want %d", trial, rk.Total(), h.Total())
+		}
+		for rank := uint64(0); rank <= h.Total()+1; rank++ {
+			l1, h1, ok1 := h.RankBounds(rank)
+			l2, h2, ok2 := rk.RankBounds(rank)
+			if l1 != l2 || h1 != h2 || ok1 != ok2 {
+				t.Fatalf("trial %d rank %d: Ranked (%v, %v, %v), Log (%v, %v, %v)", trial, rank, l2, h2, ok2, l1, h1, ok1)
+			}
+		}
+		for _, q := range []float64{1e-9, 0.1, 0.5, 0.75, 0.9, 0.99, 0.999, 1} {
+			v1, ok1 := h.Quantile(q)
+			v2, ok2 := rk.Quantile(q)
+			if v1 != v2 || ok1 != ok2 {
+				t.Fatalf("trial %d q %v: Ranked (%v, %v), Log (%v, %v)", trial, q, v2, ok2, v1, ok1)
+			}
+		}
+	}
+}
+
+// TestAddLnBinsAsAdd: a value given by its logarithm lands where Add puts
+// the value — across the whole range, past both ends, and NaN. (Exactly at
+// an edge the two may differ by the exponential's rounding.)
+func TestAddLnBinsAsAdd(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	xs := []float64{math.NaN(), math.Inf(-1), -50, -7, 20.8, 40, math.Inf(1)}
+	for range 100000 {
+		xs = append(xs, -12+r.Float64()*40)
+	}
+	for _, x := range xs {
+		var a, b Log
+		a.Add(math.Exp(x))
+		b.AddLn(x)
+		a.Trim()
+		b.Trim()
+		if a.Zero != b.Zero || a.Overflow != b.Overflow || a.Offset != b.Offset || !slices.Equal(a.Counts, b.Counts) {
+			t.Fatalf("x = %v: AddLn gave %+v, Add(exp(x)) %+v", x, b, a)
+		}
+	}
+}
+
 func TestCensor(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 4))
 	v := values(r, 5000, 1000)

@@ -179,14 +179,14 @@ func upperTail(n int64, p, q, a float64) int64 {
 // ok is false when h holds too few attempts for a bound.
 func QuantileLower(h *histogram.Log, q, a, limit float64) (lower float64, beyond, ok bool) {
 	lo, _ := QuantileRanks(int64(h.Total()), q, a)
-	return lowerAtRank(h, lo, limit)
+	return lowerAtRank(new(histogram.Ranked).Of(h), lo, limit)
 }
 
 // lowerAtRank returns the lower bound the lo-th smallest of h's attempts
 // gives: the lower edge of its bin, or limit (beyond) when the rank lies in
 // the overflow of a histogram censored there. ok is false for a rank
 // below 1.
-func lowerAtRank(h *histogram.Log, lo int64, limit float64) (lower float64, beyond, ok bool) {
+func lowerAtRank(h *histogram.Ranked, lo int64, limit float64) (lower float64, beyond, ok bool) {
 	if lo < 1 {
 		return 0, false, false
 	}
@@ -203,13 +203,13 @@ func lowerAtRank(h *histogram.Log, lo int64, limit float64) (lower float64, beyo
 // Overflow; ok is false when h holds too few attempts for one.
 func QuantileUpper(h *histogram.Log, q, a float64) (upper float64, ok bool) {
 	_, hi := QuantileRanks(int64(h.Total()), q, a)
-	return upperAtRank(h, hi)
+	return upperAtRank(new(histogram.Ranked).Of(h), hi)
 }
 
 // upperAtRank returns the upper bound the hi-th smallest of h's attempts
 // gives: the upper edge of its bin, +Inf in the overflow. ok is false
 // (and the bound +Inf) for a rank beyond h's attempts.
-func upperAtRank(h *histogram.Log, hi int64) (upper float64, ok bool) {
+func upperAtRank(h *histogram.Ranked, hi int64) (upper float64, ok bool) {
 	if hi < 1 {
 		return math.Inf(1), false
 	}

@@ -189,7 +189,8 @@ type evaluator struct {
 	// cached); merged makes arms read it while a gate tests that merge.
 	uncachedToo       *Input
 	anyCached, merged bool
-	g, p              histogram.Log // scratch: censored copies
+	g, p              histogram.Log    // scratch: censored copies
+	gr, pr            histogram.Ranked // scratch: their running counts
 }
 
 // unit is one class a latency gate tests.
@@ -284,7 +285,7 @@ func (e *evaluator) proportion(x, n int64, a float64) (lower, upper float64) {
 // missing with probability at most a, h censored at limit ms: the lower
 // bound (the limit, exceeded, when its rank lies in the overflow) and the
 // upper bound (+Inf when its rank lies there).
-func (e *evaluator) quantileBounds(h *histogram.Log, q, a, limit float64) (lower float64, beyond, okl bool, upper float64, oku bool) {
+func (e *evaluator) quantileBounds(h *histogram.Ranked, q, a, limit float64) (lower float64, beyond, okl bool, upper float64, oku bool) {
 	n := int64(h.Total())
 	var lo, hi int64
 	switch {
@@ -746,7 +747,7 @@ func (e *evaluator) ttftP99(r *events.GateResult, k Class, a float64) {
 	if limit > 0 && limit/1000 < r.Threshold {
 		r.Threshold = limit / 1000
 	}
-	h := censor(&e.g, &gs.TTFT, limit)
+	h := e.gr.Of(censor(&e.g, &gs.TTFT, limit))
 	r.GrayN = int64(h.Total())
 	if v, ok := h.Quantile(Quantile); ok && !math.IsInf(v, 0) {
 		r.Estimate = ptr(v / 1000)
@@ -814,7 +815,7 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a, limit 
 		r.Verdict = events.VerdictInconclusive
 		return
 	}
-	g, p := censor(&e.g, gh, limit), censor(&e.p, ph, limit)
+	g, p := e.gr.Of(censor(&e.g, gh, limit)), e.pr.Of(censor(&e.p, ph, limit))
 	if e.enough && e.ratioFails(r, g, p, a/(2*float64(len(events.RatioQuantiles))), limit) {
 		return
 	}
@@ -863,7 +864,7 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a, limit 
 // ratioFails tests every quantile of events.RatioQuantiles with bounds at a each
 // (one side) and, at the first that fails, sets r's estimate, bound,
 // quantile and verdict and returns true.
-func (e *evaluator) ratioFails(r *events.GateResult, g, p *histogram.Log, a, limit float64) bool {
+func (e *evaluator) ratioFails(r *events.GateResult, g, p *histogram.Ranked, a, limit float64) bool {
 	floor := e.c.floor(r.Gate)
 	for _, q := range events.RatioQuantiles {
 		_, _, _, pu, okpu := e.quantileBounds(p, q, a, limit)

@@ -17,10 +17,14 @@ type mix struct {
 	d   []Lognormal
 	w   []float64 // weights, summing to 1
 	cum []float64 // cumulative weights
+	ln  []float64 // ln of each component's median
 }
 
 func newMix(d []Lognormal, w []float64) *mix {
-	m := &mix{d: d, w: make([]float64, len(w)), cum: make([]float64, len(w))}
+	m := &mix{d: d, w: make([]float64, len(w)), cum: make([]float64, len(w)), ln: make([]float64, len(d))}
+	for i, c := range d {
+		m.ln[i] = math.Log(c.Median)
+	}
 	var total float64
 	for _, x := range w {
 		total += x
@@ -46,6 +50,13 @@ func (m *mix) pick(r *rand.Rand) int {
 }
 
 func (m *mix) draw(r *rand.Rand) float64 { return m.d[m.pick(r)].draw(r) }
+
+// drawLn draws the logarithm of what draw draws, from the same random
+// numbers: ln(median) + σ·Z, without the exponential.
+func (m *mix) drawLn(r *rand.Rand) float64 {
+	i := m.pick(r)
+	return m.ln[i] + m.d[i].Sigma*r.NormFloat64()
+}
 
 // weighted is the mixture's mean of f over its components.
 func (m *mix) weighted(f func(Lognormal) float64) float64 {
@@ -276,8 +287,24 @@ func fill(r *rand.Rand, h *histogram.Log, b *binned, mean, edge float64, censor 
 		h.Add(v)
 	}
 	if mean < sampleCutoff {
+		// Value by value, in logarithms (histogram.Log.AddLn): the same
+		// draws as add(b.m.draw(r)), without an exponential and a
+		// logarithm each.
+		lnEdge := math.Inf(1)
+		if edge > 0 {
+			lnEdge = math.Log(edge)
+		}
 		for range poisson(r, mean) {
-			add(b.m.draw(r))
+			x := b.m.drawLn(r)
+			n++
+			if x > lnEdge {
+				above++
+				if censor {
+					h.Overflow++
+					continue
+				}
+			}
+			h.AddLn(x)
 		}
 		return n, above
 	}
