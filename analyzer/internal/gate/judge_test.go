@@ -1,9 +1,14 @@
 package gate
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -571,4 +576,47 @@ func TestVerdictsOnlySameVerdicts(t *testing.T) {
 	if reported == 0 {
 		t.Error("no input left a gate undecided: the test compares nothing of needs_gray")
 	}
+}
+
+// TestJudgeOnePeriodReadOnly: an epoch of one period is judged on the
+// period's own maps (Epoch.Pooled does not copy them); Judge must leave
+// them as they were, and judge them as it judges the same data pooled with
+// an empty second period (the merging path).
+func TestJudgeOnePeriodReadOnly(t *testing.T) {
+	r := rand.New(rand.NewPCG(81, 83))
+	for name, in := range map[string]*Input{
+		"healthy": input(r, with(healthy, 4000, nil), with(healthy, 80000, nil)),
+		"slower":  input(r, with(healthy, 3000, func(t *traffic) { t.latMs = 420 }), with(healthy, 60000, nil)),
+		"small":   input(r, with(healthy, 60, nil), with(healthy, 1200, nil)),
+	} {
+		one := epochOf(in)
+		before := snapshot(t, one)
+		got := defaults.Judge(in, one, day1) // needs_gray too: it reads the pooled input
+		if after := snapshot(t, one); !bytes.Equal(before, after) {
+			t.Errorf("%s: Judge changed the epoch's only period", name)
+		}
+		two := epochOf(in)
+		two.Periods = append(two.Periods, Period{Percentage: 10, Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}})
+		if want := defaults.Judge(in, two, day1); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: one period judged\n%+v\nwith an empty second period\n%+v", name, got, want)
+		}
+	}
+}
+
+// snapshot is the epoch's statistics as JSON, classes in a fixed order.
+func snapshot(t *testing.T, ep *Epoch) []byte {
+	var b []byte
+	for _, p := range ep.Periods {
+		for _, m := range []map[Class]*events.ArmStats{p.Gray, p.Primary} {
+			keys := slices.SortedFunc(maps.Keys(m), func(a, b Class) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+			for _, k := range keys {
+				j, err := json.Marshal(m[k])
+				if err != nil {
+					t.Fatal(err)
+				}
+				b = append(append(b, fmt.Sprint(k)...), j...)
+			}
+		}
+	}
+	return b
 }

@@ -37,8 +37,14 @@ type Epoch struct {
 	Rebuilt bool
 }
 
-// Pooled merges the epoch's periods per arm and class.
+// Pooled merges the epoch's periods per arm and class. The result is for
+// reading only: with one period (every epoch before its first step) it is
+// that period's own maps, not a copy.
 func (ep *Epoch) Pooled() *Input {
+	if ep != nil && len(ep.Periods) == 1 {
+		p := &ep.Periods[0]
+		return &Input{Gray: nonNil(p.Gray), Primary: nonNil(p.Primary)}
+	}
 	in := &Input{Gray: map[Class]*events.ArmStats{}, Primary: map[Class]*events.ArmStats{}}
 	if ep == nil {
 		return in
@@ -76,6 +82,13 @@ func pool(into, from map[Class]*events.ArmStats, key func(Class) Class) {
 		}
 		dst.Merge(s)
 	}
+}
+
+func nonNil(m map[Class]*events.ArmStats) map[Class]*events.ArmStats {
+	if m == nil {
+		return map[Class]*events.ArmStats{}
+	}
+	return m
 }
 
 // same is pool's key for pooling like with like.

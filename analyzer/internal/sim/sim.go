@@ -512,7 +512,7 @@ func (s *simulator) run(o *Options, j job) outcome {
 			return out
 		}
 		look.Day = day
-		rs := cfg.Judge(&s.in, &ep.ep, look.WithErrorSeconds(min(iv, t-lastErrorLook)))
+		rs := cfg.Judge(&s.in, ep.judged(), look.WithErrorSeconds(min(iv, t-lastErrorLook)))
 		lastErrorLook = t
 		if f, ok := gate.FirstFailure(rs); ok {
 			out.rolledBack, out.seconds, out.gate = true, t, f.Gate

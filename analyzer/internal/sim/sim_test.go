@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -172,13 +173,56 @@ func TestEpochHoldsEveryDraw(t *testing.T) {
 			w.push()
 			ep.add(0, classStream, slot)
 		}
-		got := ep.ep.Pooled().Gray[classes[classStream]]
+		got := ep.judged().Periods[0].Gray[classes[classStream]]
 		if got == nil {
 			got = &events.ArmStats{}
 		}
 		if got.Requests != all.Requests || got.TTFT.Total() != all.TTFT.Total() || got.Latency.Total() != all.Latency.Total() {
 			t.Errorf("mean %v attempts an interval: the epoch holds %d attempts, %d TTFT and %d latency values; want every draw: %d, %d and %d",
 				mean, got.Requests, got.TTFT.Total(), got.Latency.Total(), all.Requests, all.TTFT.Total(), all.Latency.Total())
+		}
+	}
+}
+
+// TestJudgedEpochIsPooled: the epoch Judge reads (one period kept merged
+// interval by interval) holds what gate.Epoch.Pooled makes of the
+// periods, through promotion steps and a new epoch, every class and arm.
+func TestJudgedEpochIsPooled(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	src := newSource(Healthy, nil, nil)
+	var ep epoch
+	ep.begin(1, base, 5)
+	var slot events.ArmStats
+	for i := range 400 {
+		switch i {
+		case 100, 150, 300:
+			ep.period(base.Add(time.Duration(i)*time.Minute), float64(i/10))
+		case 200:
+			ep.begin(2, base.Add(time.Duration(i)*time.Minute), 20)
+		}
+		for a := range 2 {
+			for c, k := range classes {
+				slot = k.Empty([2]events.Arm{events.ArmGray, events.ArmPrimary}[a])
+				mean := [4]float64{0.3, 40, 2, 600}[c] * float64(a*9+1)
+				draw(r, &slot, src, a == 0, limits{stream: k.Stream, timeout: 2500, maxDuration: 600_000}, mean)
+				ep.add(a, c, &slot)
+			}
+		}
+		want, got := ep.ep.Pooled(), ep.judged()
+		if got.Index != ep.ep.Index || got.Rebuilt != ep.ep.Rebuilt || len(got.Periods) != 1 {
+			t.Fatalf("interval %d: judged epoch %d (%d periods), want index %d in one period", i, got.Index, len(got.Periods), ep.ep.Index)
+		}
+		for a, pair := range [2][2]map[gate.Class]*events.ArmStats{{want.Gray, got.Periods[0].Gray}, {want.Primary, got.Periods[0].Primary}} {
+			if len(pair[0]) != len(pair[1]) {
+				t.Fatalf("interval %d arm %d: %d classes judged, %d pooled", i, a, len(pair[1]), len(pair[0]))
+			}
+			for k, w := range pair[0] {
+				wj, _ := json.Marshal(w)
+				gj, _ := json.Marshal(pair[1][k])
+				if !bytes.Equal(wj, gj) {
+					t.Fatalf("interval %d arm %d class %v: judged\n%s\npooled\n%s", i, a, k, gj, wj)
+				}
+			}
 		}
 	}
 }

@@ -114,11 +114,21 @@ type epoch struct {
 	ep gate.Epoch
 	// cur holds the current period's statistics per [arm][class].
 	cur [2][len(classes)]*events.ArmStats
+	// pooled is the epoch as Judge reads it: one period holding every
+	// period's statistics merged, kept as each interval is added (the sums
+	// are whole numbers, so the same as gate.Epoch.Pooled merging the
+	// periods at every look, which costs a merge of every period's
+	// histograms per look).
+	pooled gate.Epoch
 }
 
 // begin starts epoch index at now, at percentage pct.
 func (e *epoch) begin(index int, now time.Time, pct float64) {
 	e.ep = gate.Epoch{Start: now, Index: index, Rebuilt: true}
+	e.pooled = gate.Epoch{Start: now, Index: index, Rebuilt: true, Periods: []gate.Period{{
+		Start: now, Percentage: pct,
+		Gray: map[gate.Class]*events.ArmStats{}, Primary: map[gate.Class]*events.ArmStats{},
+	}}}
 	e.period(now, pct)
 }
 
@@ -145,15 +155,28 @@ func (e *epoch) add(a, c int, s *events.ArmStats) {
 	if s.Requests == 0 && s.TTFT.Total() == 0 {
 		return
 	}
-	cur := e.cur[a][c]
-	cur.Merge(s)
-	p := &e.ep.Periods[len(e.ep.Periods)-1]
-	m := p.Gray
-	if a == 1 {
-		m = p.Primary
+	for i, p := range [2]*gate.Period{&e.ep.Periods[len(e.ep.Periods)-1], &e.pooled.Periods[0]} {
+		m := p.Gray
+		if a == 1 {
+			m = p.Primary
+		}
+		st := m[classes[c]]
+		switch {
+		case i == 0:
+			st = e.cur[a][c]
+			m[classes[c]] = st
+		case st == nil:
+			empty := classes[c].Empty(s.Arm)
+			st = &empty
+			m[classes[c]] = st
+		}
+		st.Merge(s)
 	}
-	m[classes[c]] = cur
 }
+
+// judged returns the epoch as Judge reads it (Index, Rebuilt and the
+// pooled statistics).
+func (e *epoch) judged() *gate.Epoch { return &e.pooled }
 
 // age returns how long the epoch has run at now.
 func (e *epoch) age(now time.Time) time.Duration { return now.Sub(e.ep.Start) }
