@@ -58,15 +58,15 @@ func (d Lognormal) draw(r *rand.Rand) float64 {
 }
 
 // drawAbove draws from X conditioned on X > x, by inversion in the upper
-// tail (exact however far out x is).
-func (d Lognormal) drawAbove(r *rand.Rand, x float64) float64 {
-	s := d.Survival(x) * (1 - r.Float64()) // in (0, S(x)]
+// tail (exact however far out x is), given sx = S(x) (a tail keeps it).
+func (d Lognormal) drawAbove(r *rand.Rand, sx float64) float64 {
+	s := sx * (1 - r.Float64()) // in (0, S(x)]
 	return d.Median * math.Exp(-d.Sigma*distuv.UnitNormal.Quantile(s))
 }
 
-// drawBelow draws from X conditioned on X ≤ x.
-func (d Lognormal) drawBelow(r *rand.Rand, x float64) float64 {
-	c := d.CDF(x) * (1 - r.Float64())
+// drawBelow draws from X conditioned on X ≤ x, given cx = CDF(x).
+func (d Lognormal) drawBelow(r *rand.Rand, cx float64) float64 {
+	c := cx * (1 - r.Float64())
 	return d.Median * math.Exp(d.Sigma*distuv.UnitNormal.Quantile(c))
 }
 

@@ -111,6 +111,9 @@ type tail struct {
 	edge  float64
 	upper bool
 	cum   []float64
+	// mass is each component's own probability beyond the edge, S(edge)
+	// or CDF(edge): what drawing from the component's tail starts from.
+	mass []float64
 }
 
 func (m *mix) tailAt(t *tail, edge float64, upper bool) {
@@ -118,15 +121,15 @@ func (m *mix) tailAt(t *tail, edge float64, upper bool) {
 		return
 	}
 	t.edge, t.upper = edge, upper
-	t.cum = t.cum[:0]
+	t.cum, t.mass = t.cum[:0], t.mass[:0]
 	var c float64
 	for i, d := range m.d {
+		mass := d.CDF(edge)
 		if upper {
-			c += m.w[i] * d.Survival(edge)
-		} else {
-			c += m.w[i] * d.CDF(edge)
+			mass = d.Survival(edge)
 		}
-		t.cum = append(t.cum, c)
+		c += m.w[i] * mass
+		t.cum, t.mass = append(t.cum, c), append(t.mass, mass)
 	}
 }
 
@@ -138,9 +141,9 @@ func (m *mix) drawTail(r *rand.Rand, t *tail) float64 {
 		i = min(i, len(m.d)-1)
 	}
 	if t.upper {
-		return m.d[i].drawAbove(r, t.edge)
+		return m.d[i].drawAbove(r, t.mass[i])
 	}
-	return m.d[i].drawBelow(r, t.edge)
+	return m.d[i].drawBelow(r, t.mass[i])
 }
 
 // binned is a mixture's probability per histogram bin, drawn bin by bin
@@ -357,20 +360,31 @@ func addToBin(h *histogram.Log, i int, c uint64) {
 	h.Merge(&histogram.Log{Offset: i, Counts: one[:]})
 }
 
-// span makes the empty h span bins lo..hi, reusing its storage, so that
-// drawing bin by bin never reallocates.
+// span makes h span bins lo..hi, so that drawing bin by bin adds in
+// place: an empty h reusing its storage, one that holds counts already
+// (an interval's error latencies, another group's or replica's draws)
+// widened once, by merging zeros over the range.
 func span(h *histogram.Log, lo, hi int) {
-	if len(h.Counts) > 0 {
-		return
-	}
 	n := hi - lo + 1
-	if cap(h.Counts) < n {
-		h.Counts = make([]uint64, n)
+	switch {
+	case len(h.Counts) == 0:
+		if cap(h.Counts) < n {
+			h.Counts = make([]uint64, n)
+		}
+		h.Counts = h.Counts[:n]
+		clear(h.Counts)
+		h.Offset = lo
+	case lo < h.Offset || hi >= h.Offset+len(h.Counts):
+		zeros := zeroBins[:]
+		if n > len(zeros) {
+			zeros = make([]uint64, n)
+		}
+		h.Merge(&histogram.Log{Offset: lo, Counts: zeros[:n]})
 	}
-	h.Counts = h.Counts[:n]
-	clear(h.Counts)
-	h.Offset = lo
 }
+
+// zeroBins is read only: the zeros span merges in.
+var zeroBins [2048]uint64
 
 // tokenDraw draws the completion tokens of answers: whole tokens, capped
 // at the client's max_tokens when cap > 0 (a capped answer is truncated).
