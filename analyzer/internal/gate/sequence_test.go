@@ -140,6 +140,34 @@ func TestSeqQuantileRanksCoverage(t *testing.T) {
 	t.Logf("missed in %d of %d runs", misses, runs)
 }
 
+// TestSeqQuantileRanksByDefinition: the ranks are the edges of {s :
+// log E(s) < log(1/a)}, E written out with seqLogMixture — lo the least
+// such s (or 0 when none is low enough), hi one past the largest — at
+// small and large n, for several quantiles and error rates; unmemoized.
+func TestSeqQuantileRanksByDefinition(t *testing.T) {
+	seqRanks.reset()
+	for _, q := range []float64{0.5, 0.75, 0.9, 0.95, 0.99} {
+		for _, a := range []float64{0.05, 1e-4, 1e-9} {
+			thr := math.Log(1 / a)
+			logE := func(s, n int64) float64 {
+				return seqLogMixture(s, n) - float64(s)*math.Log(q) - float64(n-s)*math.Log1p(-q)
+			}
+			inside := func(s, n int64) bool { return s >= 0 && s <= n && logE(s, n) < thr }
+			for _, n := range []int64{1, 2, 7, 30, 99, 100, 101, 1000, 4567, 100000, 3000000} {
+				lo, hi := SeqQuantileRanks(n, q, a)
+				if lo == 0 && hi == n+1 {
+					continue // no bound yet: every s is inside
+				}
+				u := hi - 1
+				if !inside(u, n) || inside(u+1, n) || (lo > 0 && (!inside(lo, n) || inside(lo-1, n))) {
+					t.Errorf("q=%v a=%g n=%d: ranks (%d, %d) are not the edges of log E < %.3f (log E at lo−1, lo, hi−1, hi: %.4f %.4f %.4f %.4f)",
+						q, a, n, lo, hi, thr, logE(lo-1, n), logE(lo, n), logE(u, n), logE(u+1, n))
+				}
+			}
+		}
+	}
+}
+
 // TestSeqQuantileRanksFirstBounds pins when the p99's bounds first exist
 // at the gates' error rates, the numbers the analyzer README quotes.
 func TestSeqQuantileRanksFirstBounds(t *testing.T) {
