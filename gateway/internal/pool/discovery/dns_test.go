@@ -48,9 +48,11 @@ const lateBy = 300 * time.Millisecond
 type server struct {
 	udp, tcp string
 
-	mu    sync.Mutex
-	mode  mode
-	addrs []netip.Addr
+	mu       sync.Mutex
+	mode     mode
+	addrs    []netip.Addr
+	inflight int // queries being answered (a late one sleeps first)
+	open     int // the resolver's connections to the server not yet closed
 }
 
 func startServer(t *testing.T, addrs ...string) *server {
@@ -83,7 +85,76 @@ func startServer(t *testing.T, addrs ...string) *server {
 			<-done
 		})
 	}
+	// Registered last, so it runs before the shutdowns: the late answers
+	// the server is still sleeping on are sent, and every exchange the
+	// resolver abandoned (the caller gave up; the exchange itself waits
+	// for its answer or its deadline, capped at exchangeCap) has ended
+	// before the sockets close and the leak check looks.
+	t.Cleanup(func() {
+		s.set(answer)
+		deadline := time.Now().Add(2 * exchangeCap)
+		for {
+			s.mu.Lock()
+			n, open := s.inflight, s.open
+			s.mu.Unlock()
+			if n == 0 && open == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("after the test: the DNS server still answering %d queries, the resolver holding %d connections", n, open)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
 	return s
+}
+
+// exchangeCap bounds each of the test resolver's exchanges: past every
+// timeout the tests give a resolution and past lateBy, but far below the
+// resolv.conf timeout (seconds) that an exchange whose caller gave up
+// would otherwise wait out when its query is never answered (one still
+// unread when the server closed).
+const exchangeCap = 2 * lateBy
+
+// udpConn and streamConn are the test resolver's connections: every
+// deadline capped at exchangeCap from when it is set, and counted open
+// until closed. udpConn stays a net.PacketConn, as the resolver needs
+// to frame its messages for UDP.
+type udpConn struct {
+	*net.UDPConn
+	closer
+}
+
+type streamConn struct {
+	net.Conn
+	closer
+}
+
+func (c *udpConn) SetDeadline(t time.Time) error    { return c.UDPConn.SetDeadline(capped(t)) }
+func (c *udpConn) Close() error                     { c.done(); return c.UDPConn.Close() }
+func (c *streamConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(capped(t)) }
+func (c *streamConn) Close() error                  { c.done(); return c.Conn.Close() }
+
+func capped(t time.Time) time.Time {
+	if limit := time.Now().Add(exchangeCap); t.IsZero() || t.After(limit) {
+		return limit
+	}
+	return t
+}
+
+// closer counts a connection closed once.
+type closer struct {
+	s    *server
+	once sync.Once
+}
+
+func (c *closer) done() {
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		c.s.open--
+		c.s.mu.Unlock()
+	})
 }
 
 // set changes the server's behaviour and records.
@@ -102,7 +173,13 @@ func (s *server) set(m mode, addrs ...string) {
 func (s *server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	s.mu.Lock()
 	md := s.mode
+	s.inflight++
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}()
 	if md == late {
 		time.Sleep(lateBy)
 	}
@@ -139,7 +216,8 @@ func (s *server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 }
 
 // resolver sends every query to the server, over the network the Go
-// resolver asks for.
+// resolver asks for, through connections whose deadlines are capped
+// (udpConn).
 func (s *server) resolver() *net.Resolver {
 	return &net.Resolver{
 		PreferGo: true,
@@ -149,7 +227,18 @@ func (s *server) resolver() *net.Resolver {
 				addr = s.tcp
 			}
 			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			_ = c.SetDeadline(capped(time.Time{}))
+			s.mu.Lock()
+			s.open++
+			s.mu.Unlock()
+			if u, ok := c.(*net.UDPConn); ok {
+				return &udpConn{UDPConn: u, closer: closer{s: s}}, nil
+			}
+			return &streamConn{Conn: c, closer: closer{s: s}}, nil
 		},
 	}
 }
