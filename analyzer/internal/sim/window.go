@@ -155,23 +155,24 @@ func (e *epoch) add(a, c int, s *events.ArmStats) {
 	if s.Requests == 0 && s.TTFT.Total() == 0 {
 		return
 	}
-	for i, p := range [2]*gate.Period{&e.ep.Periods[len(e.ep.Periods)-1], &e.pooled.Periods[0]} {
-		m := p.Gray
-		if a == 1 {
-			m = p.Primary
-		}
-		st := m[classes[c]]
-		switch {
-		case i == 0:
-			st = e.cur[a][c]
-			m[classes[c]] = st
-		case st == nil:
-			empty := classes[c].Empty(s.Arm)
-			st = &empty
-			m[classes[c]] = st
-		}
-		st.Merge(s)
+	k := classes[c]
+	cur := e.cur[a][c]
+	cur.Merge(s)
+	armOf(&e.ep.Periods[len(e.ep.Periods)-1], a)[k] = cur
+	pooled := armOf(&e.pooled.Periods[0], a)
+	if pooled[k] == nil {
+		empty := k.Empty(s.Arm)
+		pooled[k] = &empty
 	}
+	pooled[k].Merge(s)
+}
+
+// armOf returns p's statistics of arm a (0 gray, 1 primary).
+func armOf(p *gate.Period, a int) map[gate.Class]*events.ArmStats {
+	if a == 1 {
+		return p.Primary
+	}
+	return p.Gray
 }
 
 // judged returns the epoch as Judge reads it (Index, Rebuilt and the
