@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // seqFailLogE is the log of seqFailLower's mixture martingale at p,
@@ -127,5 +129,47 @@ func TestDifferenceFailsSooner(t *testing.T) {
 	}
 	if down := first(1, tuned); down <= 0 || down > 10 {
 		t.Errorf("gray down: the tuned test fails at %d attempts; want at most 10", down)
+	}
+}
+
+// TestDifferenceVerdictsOnlySkipsWhatCannotFail: on both layers, a look
+// for verdicts alone gives every verdict the full look gives (and, when
+// it fails, the same bound), over counts on both sides of the threshold;
+// and it does skip the fail side where the estimate lies below it.
+func TestDifferenceVerdictsOnlySkipsWhatCannotFail(t *testing.T) {
+	r := rand.New(rand.NewPCG(91, 93))
+	skipped, failed := 0, 0
+	for i := range 4000 {
+		// Sample sizes from 1 to 10⁶, so that bounds lie from far to
+		// within a hair of the estimates; shares on both sides of the
+		// threshold (0.05 above primary's).
+		ng := int64(math.Exp(r.Float64() * math.Log(1e6)))
+		np := ng * int64(1+r.IntN(30))
+		pp := 0.001 + 0.1*r.Float64()
+		pg := min(max(pp+0.1*r.Float64()-0.02, 0), 1)
+		xg, xp := int64(math.Round(pg*float64(ng))), int64(math.Round(pp*float64(np)))
+		alpha := []float64{1e-2, 2e-3, 4e-4, 1e-5}[i%4]
+		for _, seq := range []bool{false, true} {
+			full := evaluator{c: defaults, sp: spend{seq: seq}}
+			quick := evaluator{c: defaults, sp: spend{seq: seq, verdictsOnly: true}}
+			res := events.GateResult{Gate: events.GateGrayErrorRate, Threshold: 0.05}
+			f := full.difference(res, xg, ng, xp, np, alpha, false)
+			o := quick.difference(res, xg, ng, xp, np, alpha, false)
+			if f.Verdict != o.Verdict {
+				t.Fatalf("seq %v, %d/%d vs %d/%d at %g: verdict %s, %s with VerdictsOnly", seq, xg, ng, xp, np, alpha, f.Verdict, o.Verdict)
+			}
+			switch {
+			case f.Verdict == events.VerdictFail:
+				failed++
+				if *f.Bound != *o.Bound {
+					t.Errorf("seq %v, %d/%d vs %d/%d: failing bound %g, %g with VerdictsOnly", seq, xg, ng, xp, np, *f.Bound, *o.Bound)
+				}
+			case o.Bound == nil && f.Bound != nil:
+				skipped++
+			}
+		}
+	}
+	if skipped < 1000 || failed < 100 {
+		t.Errorf("%d looks skipped the fail side and %d failed; want both sides well covered", skipped, failed)
 	}
 }

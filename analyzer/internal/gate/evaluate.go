@@ -68,12 +68,15 @@ type spend struct {
 	// alpha is each test's share (before its split among classes and
 	// arms); schema is gate 2's above threshold 0; errors gate 5's.
 	alpha, schema, errors float64
+	// verdictsOnly (Look.VerdictsOnly) skips the searches for bounds that
+	// cannot change a verdict: those bounds are not reported.
+	verdictsOnly bool
 }
 
 // windowSpend returns the window layer's spend at look.
 func (c Config) windowSpend(look Look) spend {
 	return spend{alpha: c.WindowAlpha(look), schema: c.SchemaWindowAlpha(look),
-		errors: c.WindowAlpha(Look{Day: look.Day, Seconds: look.ErrorSeconds()})}
+		errors: c.WindowAlpha(Look{Day: look.Day, Seconds: look.ErrorSeconds()}), verdictsOnly: look.VerdictsOnly}
 }
 
 // epochSpend returns the epoch layer's spend for the index-th epoch.
@@ -483,22 +486,35 @@ func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, alpha 
 		r.Verdict = events.VerdictInconclusive
 		return r
 	}
-	r.Estimate = ptr(float64(xg)/float64(ng) - float64(xp)/float64(np))
+	est := float64(xg)/float64(ng) - float64(xp)/float64(np)
+	r.Estimate = ptr(est)
 	a := alpha / 2
+	// Gray's lower bound is at most its share and primary's upper bound
+	// at least theirs (below a half, every bound here lies on the far side
+	// of its point estimate, to within 10⁻¹²), so only an estimate above
+	// the threshold can fail. A look for verdicts alone skips the fail
+	// side's two searches otherwise, and reports no bound for it.
+	failSide := !e.sp.verdictsOnly || !(a < 0.25) || est > r.Threshold-1e-9
 	var gl, gu, pl, pu float64
-	if e.sp.seq && a > 0 {
+	switch {
+	case !(a > 0):
+	case e.sp.seq:
 		// The epoch: the fail side is gray's tuned sequence minus
 		// primary's upper bound (shares fixed in advance, see
 		// seqFailLower); the pass side the two Jeffreys sequences at a
 		// each. Only the four edges used are searched for.
-		gl = seqFailLower(xg, ng, alpha*(1-diffPrimaryShare))
-		pu = seqUpperEdge(xp, np, alpha*diffPrimaryShare)
+		if failSide {
+			gl = seqFailLower(xg, ng, alpha*(1-diffPrimaryShare))
+			pu = seqUpperEdge(xp, np, alpha*diffPrimaryShare)
+		}
 		gu, pl = seqUpperEdge(xg, ng, a), seqLowerEdge(xp, np, a)
-	} else {
-		gl, gu = e.proportion(xg, ng, a)
-		pl, pu = e.proportion(xp, np, a)
+	default:
+		if failSide {
+			gl, pu = ProportionLower(xg, ng, a), ProportionUpper(xp, np, a)
+		}
+		gu, pl = ProportionUpper(xg, ng, a), ProportionLower(xp, np, a)
 	}
-	judge(&r, gl-pu, gu-pl, a > 0, a > 0, floor)
+	judge(&r, gl-pu, gu-pl, a > 0 && failSide, a > 0, floor)
 	return r
 }
 
@@ -861,12 +877,38 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a, limit 
 	}
 }
 
+// seqRatioMayFail reports whether quantile q's fail-only test on the
+// epoch could fail, from the point estimates' ranks alone: gray's lower
+// rank is at most seqMode and primary's upper rank above it
+// (SeqQuantileRanks, at any a), and a rank's lower edge (or the limit,
+// past it) and upper edge only grow with the rank, so gray's bound is at
+// most the lower edge at its seqMode and primary's at least the upper
+// edge above its own. When that ratio is below the threshold, or that
+// difference below the floor, the test cannot fail, and ratioFails skips
+// the rank searches (most of a healthy look's cost on a growing epoch,
+// whose sample sizes the rank memo has never seen). It answers true when
+// it cannot tell.
+func seqRatioMayFail(g, p *histogram.Ranked, q, threshold, floor, limit float64) bool {
+	gl, _, okgl := lowerAtRank(g, seqMode(int64(g.Total()), q), limit)
+	pu, okpu := upperAtRank(p, seqMode(int64(p.Total()), q)+1)
+	switch {
+	case !okgl, !okpu, math.IsInf(pu, 1):
+		return false // the test's own ranks find no bound either
+	case !(pu > 0):
+		return true
+	}
+	return gl/pu >= threshold && gl-pu >= floor
+}
+
 // ratioFails tests every quantile of events.RatioQuantiles with bounds at a each
 // (one side) and, at the first that fails, sets r's estimate, bound,
 // quantile and verdict and returns true.
 func (e *evaluator) ratioFails(r *events.GateResult, g, p *histogram.Ranked, a, limit float64) bool {
 	floor := e.c.floor(r.Gate)
 	for _, q := range events.RatioQuantiles {
+		if e.sp.seq && !seqRatioMayFail(g, p, q, r.Threshold, floor, limit) {
+			continue // the same as the searches below would decide, without them
+		}
 		_, _, _, pu, okpu := e.quantileBounds(p, q, a, limit)
 		if !okpu || math.IsInf(pu, 1) || pu <= 0 {
 			continue // nothing within the limit to compare against

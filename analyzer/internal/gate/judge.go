@@ -46,6 +46,7 @@ func (c Config) Judge(win *Input, ep *Epoch, look Look) []events.GateResult {
 	}
 	pooled := ep.Pooled()
 	sp := c.epochSpend(ep.Index)
+	sp.verdictsOnly = look.VerdictsOnly
 	e := c.evaluate(pooled, sp)
 	if !ep.Rebuilt {
 		for i := range e {

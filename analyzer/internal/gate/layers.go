@@ -114,8 +114,10 @@ type Look struct {
 	// Seconds (WithErrorSeconds).
 	errorSeconds float64
 	errorSet     bool
-	// VerdictsOnly skips needs_gray and why, which only report: the
-	// verdicts are the same either way (TestVerdictsOnlySameVerdicts).
+	// VerdictsOnly skips needs_gray and why, which only report, and the
+	// fail side of gates 4 and 5 while their estimate is not above the
+	// threshold (where it cannot fail; their bound is then not reported):
+	// the verdicts are the same either way (TestVerdictsOnlySameVerdicts).
 	// The simulator, which reads verdicts alone, sets it; an inconclusive
 	// gate's search for needs_gray costs about twenty evaluations.
 	VerdictsOnly bool

@@ -220,7 +220,7 @@ func SeqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
 		logE := func(s int64) float64 {
 			return seqLogMixture(s, n) - float64(s)*lq - float64(n-s)*l1q
 		}
-		mode := min(max(int64(math.Round(float64(n)*q)), 0), n)
+		mode := seqMode(n, q)
 		if logE(mode) >= thr {
 			// Only for a near 1: the maximum likelihood is inside whenever
 			// 1/a exceeds the mixture's largest ratio to it.
@@ -241,6 +241,13 @@ func SeqQuantileRanks(n int64, q, a float64) (lo, hi int64) {
 		return [2]int64{l, u + 1}
 	})
 	return r[0], r[1]
+}
+
+// seqMode returns round(n·q) within [0, n], the rank SeqQuantileRanks
+// searches out from: its lo is at most seqMode and its hi above it,
+// whatever a (the point estimate's rank lies inside every interval).
+func seqMode(n int64, q float64) int64 {
+	return min(max(int64(math.Round(float64(n)*q)), 0), n)
 }
 
 // seqRanks caches SeqQuantileRanks.
