@@ -134,8 +134,9 @@ func TestDifferenceFailsSooner(t *testing.T) {
 
 // TestDifferenceVerdictsOnlySkipsWhatCannotFail: on both layers, a look
 // for verdicts alone gives every verdict the full look gives (and, when
-// it fails, the same bound), over counts on both sides of the threshold;
-// and it does skip the fail side where the estimate lies below it.
+// it fails, the same bound), and a fail-only look (early) fails where
+// the full look fails, over counts on both sides of the threshold; and
+// it does skip the fail side where the estimate lies below it.
 func TestDifferenceVerdictsOnlySkipsWhatCannotFail(t *testing.T) {
 	r := rand.New(rand.NewPCG(91, 93))
 	skipped, failed := 0, 0
@@ -157,6 +158,10 @@ func TestDifferenceVerdictsOnlySkipsWhatCannotFail(t *testing.T) {
 			o := quick.difference(res, xg, ng, xp, np, alpha, false)
 			if f.Verdict != o.Verdict {
 				t.Fatalf("seq %v, %d/%d vs %d/%d at %g: verdict %s, %s with VerdictsOnly", seq, xg, ng, xp, np, alpha, f.Verdict, o.Verdict)
+			}
+			early := evaluator{c: defaults, sp: spend{seq: seq, failOnly: true}}
+			if e := early.difference(res, xg, ng, xp, np, alpha, false); (e.Verdict == events.VerdictFail) != (f.Verdict == events.VerdictFail) {
+				t.Fatalf("seq %v, %d/%d vs %d/%d at %g: verdict %s, %s fail-only", seq, xg, ng, xp, np, alpha, f.Verdict, e.Verdict)
 			}
 			switch {
 			case f.Verdict == events.VerdictFail:

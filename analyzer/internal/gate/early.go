@@ -17,8 +17,8 @@ func (c Config) ErrorCounts(k Class, s *events.ArmStats) (errs, judgedN int64) {
 // what an early look (SPEC §9 rev. 4) decides, at the seconds' worth
 // look.ErrorSeconds() spends.
 func (c Config) WindowErrorsFail(xg, ng, xp, np int64, look Look) bool {
-	look.VerdictsOnly = true // only the verdict is returned
 	e := evaluator{c: c, sp: c.windowSpend(look)}
+	e.sp.failOnly = true // whether it fails is all it returns
 	r := events.GateResult{Gate: events.GateGrayErrorRate, Threshold: c.Threshold(events.GateGrayErrorRate)}
 	return e.difference(r, min(xg, ng), ng, min(xp, np), np, e.sp.errors, false).Verdict == events.VerdictFail
 }

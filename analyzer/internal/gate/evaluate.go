@@ -69,8 +69,10 @@ type spend struct {
 	// arms); schema is gate 2's above threshold 0; errors gate 5's.
 	alpha, schema, errors float64
 	// verdictsOnly (Look.VerdictsOnly) skips the searches for bounds that
-	// cannot change a verdict: those bounds are not reported.
-	verdictsOnly bool
+	// cannot change a verdict: those bounds are not reported. failOnly
+	// asks whether a test fails and nothing else (early looks): gates 4
+	// and 5 skip their pass side too.
+	verdictsOnly, failOnly bool
 }
 
 // windowSpend returns the window layer's spend at look.
@@ -494,7 +496,8 @@ func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, alpha 
 	// of its point estimate, to within 10⁻¹²), so only an estimate above
 	// the threshold can fail. A look for verdicts alone skips the fail
 	// side's two searches otherwise, and reports no bound for it.
-	failSide := !e.sp.verdictsOnly || !(a < 0.25) || est > r.Threshold-1e-9
+	failSide := !e.sp.verdictsOnly && !e.sp.failOnly || !(a < 0.25) || est > r.Threshold-1e-9
+	passSide := !e.sp.failOnly
 	var gl, gu, pl, pu float64
 	switch {
 	case !(a > 0):
@@ -507,14 +510,18 @@ func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, alpha 
 			gl = seqFailLower(xg, ng, alpha*(1-diffPrimaryShare))
 			pu = seqUpperEdge(xp, np, alpha*diffPrimaryShare)
 		}
-		gu, pl = seqUpperEdge(xg, ng, a), seqLowerEdge(xp, np, a)
+		if passSide {
+			gu, pl = seqUpperEdge(xg, ng, a), seqLowerEdge(xp, np, a)
+		}
 	default:
 		if failSide {
 			gl, pu = ProportionLower(xg, ng, a), ProportionUpper(xp, np, a)
 		}
-		gu, pl = ProportionUpper(xg, ng, a), ProportionLower(xp, np, a)
+		if passSide {
+			gu, pl = ProportionUpper(xg, ng, a), ProportionLower(xp, np, a)
+		}
 	}
-	judge(&r, gl-pu, gu-pl, a > 0 && failSide, a > 0, floor)
+	judge(&r, gl-pu, gu-pl, a > 0 && failSide, a > 0 && passSide, floor)
 	return r
 }
 
