@@ -884,20 +884,26 @@ func (e *evaluator) ratio(r *events.GateResult, gh, ph *histogram.Log, a, limit 
 	}
 }
 
-// seqRatioMayFail reports whether quantile q's fail-only test on the
-// epoch could fail, from the point estimates' ranks alone: gray's lower
-// rank is at most seqMode and primary's upper rank above it
-// (SeqQuantileRanks, at any a), and a rank's lower edge (or the limit,
-// past it) and upper edge only grow with the rank, so gray's bound is at
-// most the lower edge at its seqMode and primary's at least the upper
-// edge above its own. When that ratio is below the threshold, or that
-// difference below the floor, the test cannot fail, and ratioFails skips
-// the rank searches (most of a healthy look's cost on a growing epoch,
-// whose sample sizes the rank memo has never seen). It answers true when
-// it cannot tell.
-func seqRatioMayFail(g, p *histogram.Ranked, q, threshold, floor, limit float64) bool {
-	gl, _, okgl := lowerAtRank(g, seqMode(int64(g.Total()), q), limit)
-	pu, okpu := upperAtRank(p, seqMode(int64(p.Total()), q)+1)
+// ratioMayFail reports whether quantile q's fail-only test at a could
+// fail, from ranks near the point estimates' alone (innerRanks): gray's
+// lower rank is at most its inner lo and primary's upper rank at least
+// its inner hi, and a rank's lower edge (or the limit, past it) and upper
+// edge only grow with the rank, so gray's bound is at most the lower
+// edge at its inner lo and primary's at least the upper edge at its
+// inner hi. When their ratio is below the threshold, or their difference
+// below the floor, the test cannot fail, and ratioFails skips the rank
+// searches: most of a healthy look's cost where the sample sizes grow
+// (the epoch) or move with every look (the window at high rates), so
+// that the rank memos hold none of them. It answers true when it cannot
+// tell.
+func (e *evaluator) ratioMayFail(g, p *histogram.Ranked, q, a, threshold, floor, limit float64) bool {
+	glo, _, okg := e.innerRanks(int64(g.Total()), q, a)
+	_, phi, okp := e.innerRanks(int64(p.Total()), q, a)
+	if !okg || !okp {
+		return true
+	}
+	gl, _, okgl := lowerAtRank(g, glo, limit)
+	pu, okpu := upperAtRank(p, phi)
 	switch {
 	case !okgl, !okpu, math.IsInf(pu, 1):
 		return false // the test's own ranks find no bound either
@@ -907,13 +913,37 @@ func seqRatioMayFail(g, p *histogram.Ranked, q, threshold, floor, limit float64)
 	return gl/pu >= threshold && gl-pu >= floor
 }
 
+// innerRanks returns ranks lo′ in [1, n] and hi′ in [1, n+1], with lo ≤ lo′ and
+// hi ≥ hi′ for the ranks (lo, hi) quantileBounds uses for n attempts at
+// q and a, without their searches; ok is false when it cannot say. On the
+// epoch the point estimate's rank seqMode lies within every interval
+// (SeqQuantileRanks). On the window, for a below a quarter, the count of
+// attempts above the quantile, Binomial(n, 1−q), has its median between
+// ⌊n(1−q)⌋ and ⌈n(1−q)⌉, so neither tail beyond those holds as little
+// as a; one rank of slack each way covers the rounding of n(1−q).
+func (e *evaluator) innerRanks(n int64, q, a float64) (lo, hi int64, ok bool) {
+	switch {
+	case n <= 0 || !(a > 0):
+		return 0, 0, false
+	case e.sp.seq:
+		m := seqMode(n, q)
+		lo, hi = m, m+1
+	case a < 0.25:
+		m := float64(n) * (1 - q)
+		lo, hi = n-int64(math.Floor(m))+1, n-int64(math.Ceil(m))
+	default:
+		return 0, 0, false
+	}
+	return min(max(lo, 1), n), max(min(hi, n+1), 1), true
+}
+
 // ratioFails tests every quantile of events.RatioQuantiles with bounds at a each
 // (one side) and, at the first that fails, sets r's estimate, bound,
 // quantile and verdict and returns true.
 func (e *evaluator) ratioFails(r *events.GateResult, g, p *histogram.Ranked, a, limit float64) bool {
 	floor := e.c.floor(r.Gate)
 	for _, q := range events.RatioQuantiles {
-		if e.sp.seq && !seqRatioMayFail(g, p, q, r.Threshold, floor, limit) {
+		if !e.ratioMayFail(g, p, q, a, r.Threshold, floor, limit) {
 			continue // the same as the searches below would decide, without them
 		}
 		_, _, _, pu, okpu := e.quantileBounds(p, q, a, limit)

@@ -191,68 +191,76 @@ func BenchmarkSeqProportionBounds(b *testing.B) {
 	}
 }
 
-// TestSeqRatioMayFailHidesNoFailure: wherever seqRatioMayFail says a
-// quantile's ratio test on the epoch cannot fail, the test at its own
-// ranks (SeqQuantileRanks) does not fail — over arms from equal to three
-// times slower, sample sizes from 5 to 2·10⁴, censored and not, with and
-// without a floor; and it does rule out most looks at equal arms (what
-// it is for). It also checks seqMode lies within every rank interval.
-func TestSeqRatioMayFailHidesNoFailure(t *testing.T) {
+// TestRatioMayFailHidesNoFailure: wherever ratioMayFail says a
+// quantile's ratio test cannot fail, the test at its own ranks does not
+// fail — on the epoch (SeqQuantileRanks) and on the window
+// (QuantileRanks), over arms from equal to three times slower, sample
+// sizes from 5 to 2·10⁴, censored and not, with and without a floor; and
+// it does rule out most tests at equal arms (what it is for). It also
+// checks that innerRanks lie within every rank interval.
+func TestRatioMayFailHidesNoFailure(t *testing.T) {
 	r := rand.New(rand.NewPCG(95, 97))
 	var g, p histogram.Log
 	var gr, pr histogram.Ranked
-	ruledOut, equalLooks, fails := 0, 0, 0
-	for i := range 1500 {
-		g.Reset()
-		p.Reset()
-		ng := int(math.Exp(r.Float64()*math.Log(2e4/5)) * 5)
-		np := ng * (1 + r.IntN(20))
-		slower := 1.0
-		if i%2 == 1 {
-			slower = 1 + 2*r.Float64()
+	for _, seq := range []bool{true, false} {
+		e := evaluator{c: defaults, sp: spend{seq: seq}}
+		ranks := QuantileRanks
+		if seq {
+			ranks = SeqQuantileRanks
 		}
-		for range ng {
-			g.Add(300 * slower * math.Exp(0.75*r.NormFloat64()))
-		}
-		for range np {
-			p.Add(300 * math.Exp(0.75*r.NormFloat64()))
-		}
-		limit := []float64{0, 2500, 900}[i%3]
-		floor := []float64{0, 50}[i%2]
-		a := []float64{1e-3, 1e-4, 2e-6}[i%3]
-		censor(&g, &g, limit)
-		censor(&p, &p, limit)
-		gr.Of(&g)
-		pr.Of(&p)
-		for _, q := range events.RatioQuantiles {
-			for _, h := range []*histogram.Ranked{&gr, &pr} {
-				n := int64(h.Total())
-				if lo, hi := SeqQuantileRanks(n, q, a); lo > seqMode(n, q) || hi <= seqMode(n, q) {
-					t.Fatalf("SeqQuantileRanks(%d, %g, %g) = %d, %d: seqMode %d outside", n, q, a, lo, hi, seqMode(n, q))
+		ruledOut, equalTests, fails := 0, 0, 0
+		for i := range 1500 {
+			g.Reset()
+			p.Reset()
+			ng := int(math.Exp(r.Float64()*math.Log(2e4/5)) * 5)
+			np := ng * (1 + r.IntN(20))
+			slower := 1.0
+			if i%2 == 1 {
+				slower = 1 + 2*r.Float64()
+			}
+			for range ng {
+				g.Add(300 * slower * math.Exp(0.75*r.NormFloat64()))
+			}
+			for range np {
+				p.Add(300 * math.Exp(0.75*r.NormFloat64()))
+			}
+			limit := []float64{0, 2500, 900}[i%3]
+			floor := []float64{0, 50}[i%2]
+			a := []float64{1e-3, 1e-4, 2e-6, 0.2}[i%4]
+			censor(&g, &g, limit)
+			censor(&p, &p, limit)
+			gr.Of(&g)
+			pr.Of(&p)
+			for _, q := range events.RatioQuantiles {
+				for _, h := range []*histogram.Ranked{&gr, &pr} {
+					n := int64(h.Total())
+					lo, hi := ranks(n, q, a)
+					if ilo, ihi, ok := e.innerRanks(n, q, a); !ok || lo > ilo || hi < ihi {
+						t.Fatalf("seq %v: ranks(%d, %g, %g) = %d, %d; innerRanks %d, %d, %v", seq, n, q, a, lo, hi, ilo, ihi, ok)
+					}
+				}
+				may := e.ratioMayFail(&gr, &pr, q, a, 1.5, floor, limit)
+				_, _, _, pu, okpu := e.quantileBounds(&pr, q, a, limit)
+				gl, beyond, okgl, _, _ := e.quantileBounds(&gr, q, a, limit)
+				fail := okpu && !math.IsInf(pu, 1) && pu > 0 && okgl &&
+					(gl/pu > 1.5 || beyond && gl/pu >= 1.5) && gl-pu >= floor
+				if fail {
+					fails++
+					if !may {
+						t.Fatalf("seq %v, test %d, q %g: the test fails (%g / %g) where ratioMayFail rules it out", seq, i, q, gl, pu)
+					}
+				}
+				if slower == 1 {
+					equalTests++
+					if !may {
+						ruledOut++
+					}
 				}
 			}
-			may := seqRatioMayFail(&gr, &pr, q, 1.5, floor, limit)
-			e := evaluator{c: defaults, sp: spend{seq: true}}
-			_, _, _, pu, okpu := e.quantileBounds(&pr, q, a, limit)
-			gl, beyond, okgl, _, _ := e.quantileBounds(&gr, q, a, limit)
-			fail := okpu && !math.IsInf(pu, 1) && pu > 0 && okgl &&
-				(gl/pu > 1.5 || beyond && gl/pu >= 1.5) && gl-pu >= floor
-			if fail {
-				fails++
-				if !may {
-					t.Fatalf("look %d, q %g: the test fails (%g / %g) where seqRatioMayFail rules it out", i, q, gl, pu)
-				}
-			}
-			if slower == 1 {
-				equalLooks++
-				if !may {
-					ruledOut++
-				}
-			}
 		}
-	}
-	t.Logf("%d failing tests, %d of %d tests at equal arms ruled out", fails, ruledOut, equalLooks)
-	if fails < 500 || ruledOut < equalLooks*9/10 {
-		t.Errorf("%d failing tests, %d of %d tests at equal arms ruled out; want both sides covered", fails, ruledOut, equalLooks)
+		t.Logf("seq %v: %d failing tests, %d of %d tests at equal arms ruled out", seq, fails, ruledOut, equalTests)
+		if fails < 500 || ruledOut < equalTests*9/10 {
+			t.Errorf("seq %v: %d failing tests, %d of %d tests at equal arms ruled out; want both sides covered", seq, fails, ruledOut, equalTests)
+		}
 	}
 }
