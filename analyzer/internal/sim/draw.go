@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -127,12 +128,32 @@ func (p *poissonParams) draw(r *rand.Rand) int64 {
 		if k < 0 || us < 0.013 && v > us {
 			continue
 		}
-		lg, _ := math.Lgamma(k + 1)
+		lg := logFactorial(k)
 		if math.Log(v)+p.logInvalpha-math.Log(p.a/(us*us)+p.b) <= -p.m+k*p.loglam-lg {
 			return int64(k)
 		}
 	}
 }
+
+// logFactorial returns log k! for a whole k ≥ 0, as math.Lgamma(k+1)
+// does, from a table below 2¹⁶: PTRS's rejection test (one draw in
+// seven) takes it for counts near the bin's mean, and at high rates a
+// Poisson count per bin is most of a look's draws.
+func logFactorial(k float64) float64 {
+	if t := logFactorials(); k < float64(len(t)) {
+		return t[int(k)]
+	}
+	lg, _ := math.Lgamma(k + 1)
+	return lg
+}
+
+var logFactorials = sync.OnceValue(func() []float64 {
+	t := make([]float64, 1<<16)
+	for k := range t {
+		t[k], _ = math.Lgamma(float64(k) + 1)
+	}
+	return t
+})
 
 // binomial draws from Binomial(n, p): n Bernoulli draws when n is small,
 // a Poisson draw when n·p is tiny against n, gonum's sampler otherwise.

@@ -299,6 +299,17 @@ func TestPoisson(t *testing.T) {
 	}
 }
 
+// TestLogFactorial: the table gives math.Lgamma(k+1) to the bit (so the
+// Poisson draws are the same as without it), at its ends and past it.
+func TestLogFactorial(t *testing.T) {
+	for _, k := range []float64{0, 1, 2, 10, 170, 171, 65534, 65535, 65536, 1e6} {
+		want, _ := math.Lgamma(k + 1)
+		if got := logFactorial(k); got != want {
+			t.Errorf("logFactorial(%v) = %v; want %v", k, got, want)
+		}
+	}
+}
+
 // BenchmarkLook measures one look (drawing an interval of both arms and
 // classes, sliding the window, growing the epoch and judging both) in a
 // healthy baseline rollout at each rate.
