@@ -72,10 +72,25 @@ func BinOf(v float64) int { return binOf(v) }
 func BinValue(i int) float64 { return 2 * math.Pow(Gamma, float64(i)) / (Gamma + 1) }
 
 // BinUpper returns the upper edge γ^i of bin i; every value in the bin is ≤ it.
-func BinUpper(i int) float64 { return math.Pow(Gamma, float64(i)) }
+func BinUpper(i int) float64 {
+	if k := i - (MinBin - 1); k >= 0 && k < len(upperEdges) {
+		return upperEdges[k]
+	}
+	return math.Pow(Gamma, float64(i))
+}
 
 // BinLower returns the lower edge γ^(i-1) of bin i; every value in the bin is > it.
-func BinLower(i int) float64 { return math.Pow(Gamma, float64(i-1)) }
+func BinLower(i int) float64 { return BinUpper(i - 1) }
+
+// upperEdges holds γ^i for i from MinBin−1 to MaxBin+1, as math.Pow gives
+// it: the gates ask for a dozen edges of every histogram at every look.
+var upperEdges = func() []float64 {
+	t := make([]float64, MaxBin-MinBin+3)
+	for k := range t {
+		t[k] = math.Pow(Gamma, float64(MinBin-1+k))
+	}
+	return t
+}()
 
 // Add counts one value in milliseconds. NaN is ignored; values ≤ MinMillis
 // (negative ones included) count in Zero.

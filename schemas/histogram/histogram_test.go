@@ -319,3 +319,16 @@ func TestMergedP99Of100Gateways(t *testing.T) {
 		}
 	}
 }
+
+// TestBinEdgesArePow: the edges come from a table inside the bins a value
+// can take and from math.Pow outside them, the same to the bit either way.
+func TestBinEdgesArePow(t *testing.T) {
+	for i := MinBin - 5; i <= MaxBin+5; i++ {
+		if got, want := BinUpper(i), math.Pow(Gamma, float64(i)); got != want {
+			t.Fatalf("BinUpper(%d) = %v; want %v", i, got, want)
+		}
+		if got, want := BinLower(i), math.Pow(Gamma, float64(i-1)); got != want {
+			t.Fatalf("BinLower(%d) = %v; want %v", i, got, want)
+		}
+	}
+}
