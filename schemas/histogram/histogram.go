@@ -180,12 +180,18 @@ func (h *Log) Merge(o *Log) {
 		return
 	}
 	// Make room for o's whole range once, then add bin by bin.
-	h.addBin(lo, 0)
-	h.addBin(hi, 0)
+	h.Widen(lo, hi)
 	dst := h.Counts[o.Offset-h.Offset:]
 	for i, c := range o.Counts {
 		dst[i] += c
 	}
+}
+
+// Widen makes room for bins lo..hi (lo ≤ hi) and adds no value: who
+// then adds counts bin by bin (Counts[i−Offset]) finds every bin there.
+func (h *Log) Widen(lo, hi int) {
+	h.addBin(lo, 0)
+	h.addBin(hi, 0)
 }
 
 // span returns the first and last bin with storage; ok is false without.

@@ -332,3 +332,18 @@ func TestBinEdgesArePow(t *testing.T) {
 		}
 	}
 }
+
+// TestWidenAddsNoValue: Widen makes room on both sides of what a
+// histogram holds (and in an empty one) and changes no count.
+func TestWidenAddsNoValue(t *testing.T) {
+	var h Log
+	h.Widen(5, 9)
+	if h.Total() != 0 || h.Offset > 5 || h.Offset+len(h.Counts) <= 9 {
+		t.Fatalf("empty, widened to 5..9: total %d, offset %d, %d bins", h.Total(), h.Offset, len(h.Counts))
+	}
+	h.Add(BinUpper(7))
+	h.Widen(-300, 400)
+	if h.Total() != 1 || h.Offset > -300 || h.Offset+len(h.Counts) <= 400 || h.Counts[7-h.Offset] != 1 {
+		t.Fatalf("widened to -300..400: total %d, offset %d, %d bins", h.Total(), h.Offset, len(h.Counts))
+	}
+}

@@ -363,7 +363,7 @@ func addToBin(h *histogram.Log, i int, c uint64) {
 // span makes h span bins lo..hi, so that drawing bin by bin adds in
 // place: an empty h reusing its storage, one that holds counts already
 // (an interval's error latencies, another group's or replica's draws)
-// widened once, by merging zeros over the range.
+// widened once.
 func span(h *histogram.Log, lo, hi int) {
 	n := hi - lo + 1
 	switch {
@@ -375,16 +375,9 @@ func span(h *histogram.Log, lo, hi int) {
 		clear(h.Counts)
 		h.Offset = lo
 	case lo < h.Offset || hi >= h.Offset+len(h.Counts):
-		zeros := zeroBins[:]
-		if n > len(zeros) {
-			zeros = make([]uint64, n)
-		}
-		h.Merge(&histogram.Log{Offset: lo, Counts: zeros[:n]})
+		h.Widen(lo, hi)
 	}
 }
-
-// zeroBins is read only: the zeros span merges in.
-var zeroBins [2048]uint64
 
 // tokenDraw draws the completion tokens of answers: whole tokens, capped
 // at the client's max_tokens when cap > 0 (a capped answer is truncated).
