@@ -494,9 +494,11 @@ func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, alpha 
 	// Gray's lower bound is at most its share and primary's upper bound
 	// at least theirs (below a half, every bound here lies on the far side
 	// of its point estimate, to within 10⁻¹²), so only an estimate above
-	// the threshold can fail. A look for verdicts alone skips the fail
-	// side's two searches otherwise, and reports no bound for it.
-	failSide := !e.sp.verdictsOnly && !e.sp.failOnly || !(a < 0.25) || est > r.Threshold-1e-9
+	// the threshold can fail. A look for verdicts alone (or for a fail
+	// alone) skips the fail side's two searches otherwise, and reports no
+	// bound for it; a full look reports the bound, so it searches.
+	reported := !e.sp.verdictsOnly && !e.sp.failOnly
+	failSide := reported || !(a < 0.25) || est > r.Threshold-1e-9
 	passSide := !e.sp.failOnly
 	var gl, gu, pl, pu float64
 	switch {
