@@ -16,14 +16,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/graygate/graygate/scripts/internal/process"
 )
 
 // RepoRoot returns the repository root (the directory holding go.mod).
@@ -52,15 +54,18 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// FreeAddr returns a loopback address with a port that was free a moment ago.
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, never handed out before in this test process and outside the range
+// the kernel gives to ":0" binds and outgoing connections (see
+// process.FreePort), so a mock or a NATS started beside it cannot take it
+// before the process it is meant for binds it.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := process.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(port)
 }
 
 // UUIDv7 returns a new version 7 UUID string (event ids).

@@ -55,6 +55,7 @@ type pkgState struct {
 	paused  map[string]bool      // parallel top-level tests waiting to continue
 	output  map[string]*strings.Builder
 	failed  []string
+	why     map[string][]string // a failed top-level test's report lines (testReports)
 	skipped []string
 }
 
@@ -133,7 +134,8 @@ func (p *printer) line(line string) {
 	}
 	s := p.pkgs[e.Package]
 	if s == nil {
-		s = &pkgState{started: p.now(), running: map[string]time.Time{}, paused: map[string]bool{}, output: map[string]*strings.Builder{}}
+		s = &pkgState{started: p.now(), running: map[string]time.Time{}, paused: map[string]bool{},
+			output: map[string]*strings.Builder{}, why: map[string][]string{}}
 		p.pkgs[e.Package] = s
 		p.order = append(p.order, e.Package)
 	}
@@ -170,6 +172,7 @@ func (p *printer) line(line string) {
 		switch {
 		case e.Action == "fail":
 			s.failed = append(s.failed, top)
+			s.why[top] = testReports(s.output[top].String())
 			p.printf("--- FAIL %s %s (%s)\n%s", short(e.Package), top, seconds(e.Elapsed), indent(s.output[top].String()))
 		case e.Action == "skip":
 			s.skipped = append(s.skipped, top+": "+skipReason(s.output[top].String()))
@@ -197,7 +200,11 @@ func (p *printer) packageDone(e event, s *pkgState) {
 		p.fail++
 		p.failures = append(p.failures, e.Package)
 		for _, t := range s.failed {
-			p.failures = append(p.failures, e.Package+" "+t)
+			f := e.Package + " " + t
+			for _, l := range s.why[t] {
+				f += "\n          " + l
+			}
+			p.failures = append(p.failures, f)
 		}
 		// A panic, a timeout or a failing TestMain shows in the package's
 		// own output, or in that of a test that never ended.
@@ -299,6 +306,37 @@ func indent(s string) string {
 		return ""
 	}
 	return "    " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n    ") + "\n"
+}
+
+// maxReports and maxReportLen bound what the summary repeats of a failed
+// test: its first report lines, each cut short.
+const (
+	maxReports   = 3
+	maxReportLen = 300
+)
+
+// testReports returns the first lines of a test's output that a test file
+// reported ("    x_test.go:12: got 1, want 2"), the failure's own words,
+// which the summary repeats because the test's whole output, printed
+// above, may end in pages of a process's stderr and a log can keep only
+// its tail.
+func testReports(out string) []string {
+	var kept []string
+	for _, l := range strings.Split(out, "\n") {
+		t := strings.TrimSpace(l)
+		file, _, ok := strings.Cut(t, ": ")
+		name, line, _ := strings.Cut(file, ":")
+		if !ok || !strings.HasSuffix(name, "_test.go") || line == "" || strings.Trim(line, "0123456789") != "" {
+			continue
+		}
+		if r := []rune(t); len(r) > maxReportLen {
+			t = string(r[:maxReportLen]) + "…"
+		}
+		if kept = append(kept, t); len(kept) == maxReports {
+			break
+		}
+	}
+	return kept
 }
 
 // skipReason is the message of a skipped test: its output without the

@@ -59,7 +59,8 @@ func TestRun(t *testing.T) {
 		"ok   github.com/graygate/graygate/gateway/internal/scan 0.1s\n",
 		"skipped tests (1):\n     gateway TestSkipped: x_test.go:9: needs chromium\n",
 		"task test: 1 packages ok, 1 failed, 1 without tests, in 0s; slowest: gateway 43.1s, gateway/internal/scan 0.1s\n",
-		"failed:\n     github.com/graygate/graygate/gateway\n     github.com/graygate/graygate/gateway TestBroken\n",
+		"failed:\n     github.com/graygate/graygate/gateway\n     github.com/graygate/graygate/gateway TestBroken\n" +
+			"          x_test.go:12: got 1, want 2\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q; got:\n%s", want, got)
@@ -69,6 +70,28 @@ func TestRun(t *testing.T) {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("output mentions %s; got:\n%s", unwanted, got)
 		}
+	}
+}
+
+// TestTestReports: the summary repeats a failed test's first reports, not
+// a process's log lines or the test's own "=== RUN" lines, each cut short.
+func TestTestReports(t *testing.T) {
+	out := "=== RUN   TestX\n" +
+		"    e2e_test.go:88: analyzer exited before printing \"listening\": bind: address already in use\n" +
+		"    process.go:80: gateway stderr:\n" +
+		"        {\"level\":\"INFO\",\"msg\":\"created stream\"}\n" +
+		"    a_test.go:x: not a line number\n" +
+		"    e2e_test.go:90: " + strings.Repeat("é", 400) + "\n" +
+		"    b_test.go:1: second\n    b_test.go:2: third\n    b_test.go:3: fourth\n" +
+		"--- FAIL: TestX (3.32s)\n"
+	got := testReports(out)
+	want := []string{
+		`e2e_test.go:88: analyzer exited before printing "listening": bind: address already in use`,
+		"e2e_test.go:90: " + strings.Repeat("é", maxReportLen-len("e2e_test.go:90: ")) + "…",
+		"b_test.go:1: second",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("testReports = %q; want %q", got, want)
 	}
 }
 

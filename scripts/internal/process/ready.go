@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -81,28 +80,4 @@ func shortDuration(d time.Duration) string {
 		return strings.TrimSuffix(s, "0s")
 	}
 	return s
-}
-
-// FreePort returns a loopback TCP port that the kernel had free a moment ago.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// FreeAddrs returns a loopback address, "127.0.0.1:PORT", for each name, on
-// ports that FreePort had free a moment ago.
-func FreeAddrs(names ...string) (map[string]string, error) {
-	addrs := make(map[string]string, len(names))
-	for _, name := range names {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		addrs[name] = "127.0.0.1:" + strconv.Itoa(port)
-	}
-	return addrs, nil
 }
