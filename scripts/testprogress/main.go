@@ -54,8 +54,7 @@ type pkgState struct {
 	running map[string]time.Time // top-level tests that started (or continued) and did not end
 	paused  map[string]bool      // parallel top-level tests waiting to continue
 	output  map[string]*strings.Builder
-	failed  []string
-	why     map[string][]string // a failed top-level test's report lines (testReports)
+	failed  []string // "TestX", each followed by its first report lines (testReports)
 	skipped []string
 }
 
@@ -134,8 +133,7 @@ func (p *printer) line(line string) {
 	}
 	s := p.pkgs[e.Package]
 	if s == nil {
-		s = &pkgState{started: p.now(), running: map[string]time.Time{}, paused: map[string]bool{},
-			output: map[string]*strings.Builder{}, why: map[string][]string{}}
+		s = &pkgState{started: p.now(), running: map[string]time.Time{}, paused: map[string]bool{}, output: map[string]*strings.Builder{}}
 		p.pkgs[e.Package] = s
 		p.order = append(p.order, e.Package)
 	}
@@ -171,8 +169,11 @@ func (p *printer) line(line string) {
 		delete(s.paused, top)
 		switch {
 		case e.Action == "fail":
-			s.failed = append(s.failed, top)
-			s.why[top] = testReports(s.output[top].String())
+			f := top
+			for _, l := range testReports(s.output[top].String()) {
+				f += "\n          " + l
+			}
+			s.failed = append(s.failed, f)
 			p.printf("--- FAIL %s %s (%s)\n%s", short(e.Package), top, seconds(e.Elapsed), indent(s.output[top].String()))
 		case e.Action == "skip":
 			s.skipped = append(s.skipped, top+": "+skipReason(s.output[top].String()))
@@ -200,11 +201,7 @@ func (p *printer) packageDone(e event, s *pkgState) {
 		p.fail++
 		p.failures = append(p.failures, e.Package)
 		for _, t := range s.failed {
-			f := e.Package + " " + t
-			for _, l := range s.why[t] {
-				f += "\n          " + l
-			}
-			p.failures = append(p.failures, f)
+			p.failures = append(p.failures, e.Package+" "+t)
 		}
 		// A panic, a timeout or a failing TestMain shows in the package's
 		// own output, or in that of a test that never ended.

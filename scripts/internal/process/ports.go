@@ -83,8 +83,9 @@ func bindable(port int) bool {
 }
 
 // ephemeralLow is the lowest port the kernel picks for ":0" binds and
-// outgoing connections (Linux's default 32768 where it cannot be read).
-func ephemeralLow() int {
+// outgoing connections (Linux's default 32768 where it cannot be read),
+// read once.
+var ephemeralLow = sync.OnceValue(func() int {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
 		return 32768
@@ -98,4 +99,4 @@ func ephemeralLow() int {
 		return 32768
 	}
 	return low
-}
+})
