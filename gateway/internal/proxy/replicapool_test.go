@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
@@ -214,4 +215,51 @@ func TestPoolAllReplicasFailing(t *testing.T) {
 			t.Fatalf("after recovery: status %d: %s", resp.StatusCode, body)
 		}
 	}
+}
+
+// TestDiscoveredPoolWithNoReplica: a pool whose DNS name has given no
+// replica yet (here a name that never resolves) is an arm that has
+// failed, as when its replicas are unreachable (SPEC §3 rev. 4): a
+// primary answers 502 upstream_error, streamed or not, and a gray's
+// requests fall back to primary. (It used to end the attempt with
+// neither an error nor an answer, and the gateway dereferenced nil.)
+func TestDiscoveredPoolWithNoReplica(t *testing.T) {
+	empty := func(u *config.Upstream) {
+		u.URL, u.Endpoints, u.Balance = "", nil, config.BalanceRoundRobin
+		u.Discovery = &config.Discovery{DNS: "replicas.graygate.invalid", Port: 8000, Scheme: "http", Refresh: 100 * time.Millisecond}
+		u.Prefix = config.PrefixBalance{BlockBytes: 256, MinMatch: 0.5, LoadFactor: 1.25, CacheTokens: 1 << 20}
+		u.Outlier = config.Outlier{ConsecutiveFailures: 5, Ejection: 30 * time.Second, MaxEjection: 300 * time.Second, MaxEjectedPercent: 50}
+		u.ConnectTimeout = time.Second
+	}
+
+	t.Run("primary", func(t *testing.T) {
+		cfg := poolConfig([]string{downURL(t)}, 50)
+		empty(&cfg.Deployments["qwen"].Primary)
+		g := startGateway(t, cfg)
+		for _, body := range []string{chatBody, strings.Replace(chatBody, `{`, `{"stream":true,`, 1)} {
+			resp, out := post(t, g.url, body)
+			if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(out), `"upstream_error"`) {
+				t.Errorf("status %d: %s; want 502 upstream_error", resp.StatusCode, out)
+			}
+		}
+	})
+
+	t.Run("gray", func(t *testing.T) {
+		primary := testenv.StartMock(t)
+		cfg := grayConfig(t, primary.URL, "", 0)
+		empty(cfg.Deployments["qwen"].Gray)
+		gw, rec := startObserved(t, cfg)
+		const n = 4
+		for range n {
+			resp, out := post(t, gw.url, chatBody, "X-Gray-Rollout", "true")
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s; want primary's answer", resp.StatusCode, out)
+			}
+		}
+		for _, r := range rec.waitRecords(t, n) {
+			if r.Arm != events.ArmFallback || r.Gray == nil || r.Gray.ErrorType != events.ErrorUpstreamUnreachable || r.Gray.Reason != events.ReasonUpstreamError {
+				t.Errorf("record arm %q, gray attempt %+v; want a fallback after gray's upstream_error", r.Arm, r.Gray)
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package attempt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -39,6 +40,12 @@ type Attempt struct {
 // first, then at most twice more).
 const maxTries = 3
 
+// errNoReplica ends an attempt on a pool with no serving replica (a DNS
+// discovery that has found none yet): the arm has failed as when its
+// replicas are unreachable (SPEC §3 rev. 4), a gray falls back and a
+// primary answers 502 upstream_error.
+var errNoReplica = fmt.Errorf("%w: the pool has no replica", upstream.ErrUnreachable)
+
 // Send sends req to a replica of arm's pool (h tells the pool about the
 // request), as an attempt counted as name. When the headers are in, the
 // Measure holds the answer's status and the time to them (Headers); when
@@ -57,8 +64,11 @@ func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Re
 	var tried [maxTries]*pool.Replica
 	for n := 0; ; {
 		r := p.Pick(h, tried[:n])
-		if r == nil { // every serving replica was tried
-			break
+		if r == nil {
+			if n == 0 { // a discovered pool that has found no replica yet
+				a.Err = errNoReplica
+			}
+			break // else every serving replica was tried: the last try's error stands
 		}
 		a.Replica, tried[n] = r, r
 		a.Measure.Replica = r.EventName()
