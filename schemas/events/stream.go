@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -119,6 +120,12 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	if err != nil {
 		return fmt.Errorf("ensure stream %s: %w", want.Name, err)
 	}
+	if foreign := ForeignFlows(s.CachedInfo().Config, want); len(foreign) > 0 {
+		return fmt.Errorf("stream %s %s, which graygate's definition does not: "+
+			"whoever created it can so move messages where it may not publish (SPEC §11 rev. 4); "+
+			"delete the stream (nats stream rm %s) and start the services again: %w",
+			want.Name, strings.Join(foreign, " and "), want.Name, ErrForeignStream)
+	}
 	if diffs := StreamDiff(s.CachedInfo().Config, want); len(diffs) > 0 {
 		logger.Warn("existing stream differs from graygate's definition; leaving it as it is",
 			"stream", want.Name, "differences", diffs)
@@ -161,6 +168,36 @@ func StreamDiff(got, want jetstream.StreamConfig) []string {
 		d = append(d, fmt.Sprintf("no max_bytes, want a limit (graygate's is %d)", want.MaxBytes))
 	}
 	return d
+}
+
+// ErrForeignStream: an existing stream moves messages to or from other
+// subjects in a way graygate never defines (ForeignFlows).
+var ErrForeignStream = errors.New("stream with a foreign configuration")
+
+// ForeignFlows lists how got moves messages beyond want: a republish
+// that want does not have (a stream's stored messages published again
+// on any subject, a KV bucket's included, with the server's rights),
+// and sources or a mirror (another stream's messages copied in). Each
+// identity may create its missing streams, and a create request carries
+// the whole configuration: such a stream is the one way left to write
+// into a stream or bucket through the server. A stream with no republish
+// where want has one (made by rev. 3) moves nothing and is not listed.
+func ForeignFlows(got, want jetstream.StreamConfig) []string {
+	var f []string
+	if got.RePublish != nil && !reflect.DeepEqual(got.RePublish, want.RePublish) {
+		f = append(f, "republishes "+republishString(got.RePublish))
+	}
+	if len(got.Sources) > 0 {
+		names := make([]string, len(got.Sources))
+		for i, src := range got.Sources {
+			names[i] = src.Name
+		}
+		f = append(f, "sources "+strings.Join(names, ", "))
+	}
+	if got.Mirror != nil {
+		f = append(f, "mirrors "+got.Mirror.Name)
+	}
+	return f
 }
 
 func republishString(r *jetstream.RePublish) string {

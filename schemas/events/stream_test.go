@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -221,6 +222,57 @@ func TestEnsureStreamsLiveServer(t *testing.T) {
 	for _, name := range []string{events.StreamEvents, events.StreamRollout, events.StreamAnalysis} {
 		if _, err := js.Stream(ctx, name); err != nil {
 			t.Errorf("stream %s after EnsureStreams: %v", name, err)
+		}
+	}
+}
+
+// TestEnsureStreamsRefusesForeignFlows: every identity may create its
+// missing streams, with whatever configuration its request carries. A
+// stream that republishes where graygate's definition does not (here
+// into the analyzer's lease bucket), or copies another stream's messages
+// in, is such a creation: EnsureStreams, which every service runs before
+// it uses the event log, refuses it and names it, and never starts with
+// it.
+func TestEnsureStreamsRefusesForeignFlows(t *testing.T) {
+	var analysis jetstream.StreamConfig
+	for _, c := range events.StreamConfigs(1) {
+		if c.Name == events.StreamAnalysis {
+			analysis = c
+		}
+	}
+	republish := analysis
+	republish.RePublish = &jetstream.RePublish{Source: events.AnalysisSubject("qwen"), Destination: "$KV.graygate_analyzer.leader"}
+	sources := analysis
+	sources.Sources = []*jetstream.StreamSource{{Name: events.StreamEvents}}
+	mirror := jetstream.StreamConfig{Name: analysis.Name, Storage: analysis.Storage, Mirror: &jetstream.StreamSource{Name: events.StreamEvents}}
+	for _, tt := range []struct {
+		name     string
+		existing jetstream.StreamConfig
+		want     string
+	}{
+		{"republish into the lease", republish, "republishes " + events.AnalysisSubject("qwen") + " → $KV.graygate_analyzer.leader"},
+		{"sources", sources, "sources " + events.StreamEvents},
+		{"mirror", mirror, "mirrors " + events.StreamEvents},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			js := startServer(t)
+			ctx := context.Background()
+			if _, err := js.CreateStream(ctx, tt.existing); err != nil {
+				t.Fatal(err)
+			}
+			err := events.EnsureStreams(ctx, js, 1, nil)
+			if !errors.Is(err, events.ErrForeignStream) || !strings.Contains(err.Error(), analysis.Name+" "+tt.want) {
+				t.Fatalf("EnsureStreams: %v; want ErrForeignStream naming %s %s", err, analysis.Name, tt.want)
+			}
+		})
+	}
+	// graygate's own definition, and a rev. 3 rollout stream without its
+	// republish, move nothing foreign.
+	for _, want := range events.StreamConfigs(1) {
+		old := want
+		old.RePublish = nil
+		if f := append(events.ForeignFlows(want, want), events.ForeignFlows(old, want)...); len(f) > 0 {
+			t.Errorf("%s: ForeignFlows = %v; want none", want.Name, f)
 		}
 	}
 }

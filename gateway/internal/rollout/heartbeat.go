@@ -22,8 +22,11 @@ const DefaultWatchedAgainAfter = 30 * time.Second
 // percent serves primary only, and those above keep their share, until
 // heartbeats have been back for WatchedAgainAfter. A heartbeat counts
 // when Signers allows its signer to author analyzer events (any
-// heartbeat when Signers is empty, as rollout events then are) and its
-// time is within After of this gateway's clock.
+// heartbeat when Signers is empty, as rollout events then are), its
+// time is within After of this gateway's clock, and it is newer than
+// every heartbeat of its holder before it: a copy of a signed heartbeat
+// (a gateway identity can make the server deliver one it stored, through
+// a reply subject) never counts twice, so it cannot stretch a silence.
 type Watchdog struct {
 	Table     *Table
 	Signers   events.Signers
@@ -40,7 +43,15 @@ type Watchdog struct {
 	lastBeat  time.Time // monotonic: the last valid heartbeat (or the start)
 	backSince time.Time // first valid heartbeat since the hold began; zero: none
 	ignored   uint64
+	// newest is the time of each holder's newest counted heartbeat, at
+	// most maxHolders of them (the newest kept).
+	newest map[string]time.Time
 }
+
+// maxHolders bounds the holders whose newest heartbeat a Watchdog keeps:
+// one analyzer holds the lease at a time, and a few have taken over
+// within the After that a heartbeat's time may lag.
+const maxHolders = 16
 
 // Run subscribes to heartbeats and checks for their absence until ctx
 // ends. It returns an error only when it cannot subscribe.
@@ -80,42 +91,64 @@ func (w *Watchdog) Run(ctx context.Context, nc *nats.Conn) error {
 
 // beat takes one heartbeat received at now.
 func (w *Watchdog) beat(h nats.Header, data []byte, now time.Time) {
-	if why := w.refuse(h, data, now); why != "" {
-		w.mu.Lock()
+	hb, why := w.refuse(h, data, now)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if why == "" {
+		why = w.replayed(hb)
+	}
+	if why != "" {
 		w.ignored++
-		n := w.ignored
-		w.mu.Unlock()
-		if n == 1 || n%100 == 0 {
+		if n := w.ignored; n == 1 || n%100 == 0 {
 			w.Log.Warn("ignoring a heartbeat", "why", why, "ignored", n)
 		}
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.Table.Unwatched() && (w.backSince.IsZero() || now.Sub(w.lastBeat) > w.WatchedAgainAfter) {
 		w.backSince = now // heartbeats are back (again)
 	}
 	w.lastBeat = now
 }
 
-// refuse says why a heartbeat does not count, or "".
-func (w *Watchdog) refuse(h nats.Header, data []byte, now time.Time) string {
+// refuse decodes a heartbeat and says why it does not count, or "".
+func (w *Watchdog) refuse(h nats.Header, data []byte, now time.Time) (hb events.Heartbeat, why string) {
 	if w.Signers.Required() {
 		signer, err := events.VerifySignature(h, data)
 		if err != nil {
-			return err.Error()
+			return hb, err.Error()
 		}
 		if !w.Signers.May(events.ActorAnalyzer, signer) {
-			return "signer " + signer + " is not listed in nats.rollout_signers.analyzer"
+			return hb, "signer " + signer + " is not listed in nats.rollout_signers.analyzer"
 		}
 	}
-	var hb events.Heartbeat
 	if err := json.Unmarshal(data, &hb); err != nil || hb.Holder == "" {
-		return "not a heartbeat"
+		return hb, "not a heartbeat"
 	}
 	if d := now.Sub(hb.Time); d > w.After || d < -w.After {
-		return "its time is more than gray_unwatched_after from this gateway's clock"
+		return hb, "its time is more than gray_unwatched_after from this gateway's clock"
 	}
+	return hb, ""
+}
+
+// replayed says why hb is not newer than its holder's newest counted
+// heartbeat, or "" after recording it as the newest. w.mu is held.
+func (w *Watchdog) replayed(hb events.Heartbeat) string {
+	if last, ok := w.newest[hb.Holder]; ok && !hb.Time.After(last) {
+		return "not newer than the last heartbeat of " + hb.Holder + " (a copy)"
+	}
+	if w.newest == nil {
+		w.newest = make(map[string]time.Time)
+	}
+	if _, ok := w.newest[hb.Holder]; !ok && len(w.newest) >= maxHolders {
+		var oldest string // holders are never ""
+		for holder, t := range w.newest {
+			if oldest == "" || t.Before(w.newest[oldest]) {
+				oldest = holder
+			}
+		}
+		delete(w.newest, oldest)
+	}
+	w.newest[hb.Holder] = hb.Time
 	return ""
 }
 

@@ -82,3 +82,55 @@ func TestWatchdogHoldsUnwatchedGrays(t *testing.T) {
 		t.Errorf("gauge went %v; want [true false]", gauge)
 	}
 }
+
+// TestWatchdogCountsAHeartbeatOnce: a copy of a valid signed heartbeat —
+// what a gateway identity can have the server deliver on
+// graygate.heartbeat through a reply subject — does not count again, so
+// sending copies of the analyzer's last heartbeat after it fell silent
+// does not put the hold off; a heartbeat older than its holder's newest
+// does not count either, and another holder's does (a takeover).
+func TestWatchdogCountsAHeartbeatOnce(t *testing.T) {
+	nc, _ := testenv.Connect(t, testenv.StartNATS(t).URL)
+	analyzer, _ := nkeys.CreateUser()
+	pub, _ := analyzer.PublicKey()
+	table := NewTable([]string{"small"})
+	table.Set(New("small", 10, Active, 1, events.ActorAdmin, "r", time.Now()))
+	const after = 400 * time.Millisecond
+	w := &Watchdog{Table: table, Signers: events.NewSigners([]string{pub}, nil, nil), After: after, HoldAbove: 10}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, nc) }()
+	defer func() { cancel(); <-done }()
+
+	signed := func(holder string, at time.Time) *nats.Msg {
+		body, _ := json.Marshal(events.Heartbeat{Holder: holder, Time: at.UTC()})
+		h, _ := events.Sign(analyzer, body)
+		return &nats.Msg{Subject: events.SubjectHeartbeat, Data: body, Header: h}
+	}
+	time.Sleep(50 * time.Millisecond) // the subscription is in place
+	var last *nats.Msg
+	for range 6 {
+		last = signed("analyzer/a", time.Now())
+		testenv.Must(t, nc.PublishMsg(last))
+		time.Sleep(50 * time.Millisecond)
+	}
+	silent := time.Now() // the analyzer's last heartbeat
+	for time.Since(silent) < after+200*time.Millisecond {
+		testenv.Must(t, nc.PublishMsg(last)) // its copies
+		testenv.Must(t, nc.PublishMsg(signed("analyzer/a", silent.Add(-100*time.Millisecond))))
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !table.Unwatched() {
+		t.Fatalf("%v after the analyzer's last heartbeat, with copies of it since, the gray is watched; want it held after %v", time.Since(silent), after)
+	}
+	for range 4 {
+		testenv.Must(t, nc.PublishMsg(signed("analyzer/b", time.Now())))
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.mu.Lock()
+	silence := time.Since(w.lastBeat)
+	w.mu.Unlock()
+	if silence > 100*time.Millisecond {
+		t.Errorf("another holder's heartbeats did not count (silent for %v)", silence)
+	}
+}
