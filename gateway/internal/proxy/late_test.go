@@ -209,3 +209,22 @@ func TestEarlyUpstreamErrorHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestLateUpstreamErrorNamesTheReplica: on a pool, the request event of a
+// stream whose late answer was an error names the replica that answered
+// it (SPEC §6.7: request events carry replica), as every other does.
+func TestLateUpstreamErrorNamesTheReplica(t *testing.T) {
+	a, b := testenv.StartMock(t), testenv.StartMock(t)
+	g, _, _, _, evs := pairGateway(t, poolConfig([]string{a.URL, b.URL}, 50))
+	for _, ep := range lateEndpoints {
+		evs.take()
+		resp, out := postPath(t, g.url, ep.path, ep.body, "x-mock-status", "429", "x-mock-latency", "1100ms")
+		if resp.StatusCode != 200 || !strings.HasPrefix(string(out), ": keep-alive\n") {
+			t.Fatalf("%s: status %d, stream %q; want the late error after a keep-alive", ep.name, resp.StatusCode, out)
+		}
+		rc := waitRequestEvent(t, evs)
+		if rc.Status != 429 || (rc.Replica != hostOf(a.URL) && rc.Replica != hostOf(b.URL)) {
+			t.Errorf("%s: request event status %d replica %q; want 429 from %s or %s", ep.name, rc.Status, rc.Replica, hostOf(a.URL), hostOf(b.URL))
+		}
+	}
+}
