@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -262,4 +264,58 @@ func TestDiscoveredPoolWithNoReplica(t *testing.T) {
 			}
 		}
 	})
+}
+
+// prefixDecisions reads graygate_balance_decisions_total of qwen's
+// primary pool by result (prefix_hit, prefix_miss, …).
+func prefixDecisions(t *testing.T, g gw) map[string]int {
+	t.Helper()
+	resp, err := http.Get(g.admin + "/metrics")
+	testenv.Must(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	testenv.Must(t, err)
+	out := map[string]int{}
+	re := regexp.MustCompile(`(?m)^graygate_balance_decisions_total\{deployment="qwen",arm="primary",policy="prefix",result="(\w+)"\} (\d+)$`)
+	for _, m := range re.FindAllSubmatch(b, -1) {
+		out[string(m[1])], _ = strconv.Atoi(string(m[2]))
+	}
+	return out
+}
+
+// TestPrefixChainIsWhatTheEngineSees: the prefix policy follows a request
+// to the replica that served its prefix only when the engine could reuse
+// its cache (SPEC §6.7): the chain is seeded with cache_salt, so the same
+// messages under another salt are a miss; on /v1/responses it covers
+// instructions then input, so the same input under other instructions is
+// a miss, and the same instructions and input a hit.
+func TestPrefixChainIsWhatTheEngineSees(t *testing.T) {
+	var urls []string
+	for range 4 {
+		urls = append(urls, startReplica(t, 200, 0).url)
+	}
+	cfg := poolConfig(urls, 50)
+	cfg.Deployments["qwen"].Primary.Balance = config.BalancePrefix
+	g := startGateway(t, cfg)
+	long := strings.Repeat("The same long conversation, turn after turn. ", 60) // ~2.7 KB: 10 blocks of 256 bytes
+
+	for _, step := range []struct {
+		path, body, want string
+	}{
+		{"/v1/chat/completions", `{"model":"agent-chat","cache_salt":"tenant-a","messages":[{"role":"user","content":"` + long + `"}]}`, "prefix_miss"},
+		{"/v1/chat/completions", `{"model":"agent-chat","cache_salt":"tenant-a","messages":[{"role":"user","content":"` + long + `"}]}`, "prefix_hit"},
+		{"/v1/chat/completions", `{"model":"agent-chat","cache_salt":"tenant-b","messages":[{"role":"user","content":"` + long + `"}]}`, "prefix_miss"},
+		{"/v1/responses", `{"model":"agent-chat","store":false,"instructions":"Answer briefly.","input":"` + long + `"}`, "prefix_miss"},
+		{"/v1/responses", `{"model":"agent-chat","store":false,"instructions":"Answer briefly.","input":"` + long + `"}`, "prefix_hit"},
+		{"/v1/responses", `{"model":"agent-chat","store":false,"instructions":"Answer at length.","input":"` + long + `"}`, "prefix_miss"},
+	} {
+		before := prefixDecisions(t, g)
+		if resp, out := postPath(t, g.url, step.path, step.body); resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d: %s", step.path, resp.StatusCode, out)
+		}
+		after := prefixDecisions(t, g)
+		if after[step.want] != before[step.want]+1 {
+			t.Errorf("%s %.60s…: decisions %v → %v; want one more %s", step.path, step.body, before, after, step.want)
+		}
+	}
 }

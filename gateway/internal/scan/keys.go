@@ -56,6 +56,8 @@ func (s *scanner) classifyKey(start, end int) (key, Param) {
 		return keyTools, 0
 	case "prompt", "input":
 		return keyPrompt, 0
+	case "cache_salt":
+		return keyCacheSalt, 0
 	}
 	for i, n := range paramNames {
 		if string(name) == n {

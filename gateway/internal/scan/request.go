@@ -110,6 +110,9 @@ type Request struct {
 	StreamOptions Member `key:"stream_options"`
 	Messages      Member `key:"messages"`
 	Tools         Member `key:"tools"`
+	// CacheSalt is vLLM's cache_salt: requests with different salts share
+	// no prefix cache (SPEC §6.7 seeds the prefix chain with it).
+	CacheSalt Member `key:"cache_salt"`
 
 	// IncludeUsage is true when stream_options.include_usage is JSON true.
 	IncludeUsage bool

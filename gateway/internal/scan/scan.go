@@ -28,6 +28,7 @@ const (
 	keyMessages
 	keyTools
 	keyPrompt // completions' prompt, embeddings' input: text measured
+	keyCacheSalt
 
 	// Keys of a Responses API body (ScanResponses only).
 	keyInput // responses' input: a string or an array of items

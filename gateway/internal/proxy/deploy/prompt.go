@@ -113,6 +113,16 @@ func (p *Prompt) EditInstructions(r *scan.Request, e *scan.Edits) {
 	}
 }
 
+// AddedInstructions is the instructions value (a JSON string) that
+// EditInstructions adds to a responses body without one; "" when it adds
+// none.
+func (p *Prompt) AddedInstructions(r *scan.Request) string {
+	if p == nil || r.Instructions.Present() {
+		return ""
+	}
+	return p.quoted
+}
+
 // GrayMayServe reports whether a request of endpoint ep may go to the
 // deployment's gray arm: a Responses API request holds state at the
 // upstream that answers it (store defaults to true) or names state one

@@ -55,8 +55,13 @@ type Request struct {
 	fwd      []byte     // forwarded body
 	armEdits scan.Edits // the serving arm's own edits (model, prompt)
 	fwdMask  uint16     // the parameters the arm set in fwd (ForwardBody)
-	hdrs     []Header
-	hbuf     []byte // backing store of hdrs
+	// addedInstr is the instructions value the arm's prompt added to a
+	// responses body that had none (ForwardBody); engine holds a
+	// responses request's instructions then input (EngineInput).
+	addedInstr string
+	engine     []byte
+	hdrs       []Header
+	hbuf       []byte // backing store of hdrs
 }
 
 // Header is a header as spans into the buffer that holds it.
@@ -85,7 +90,7 @@ func (r *Request) Release(maxPooled int) {
 		}
 		return b
 	}
-	r.own, r.fwd, r.hbuf = drop(r.own), drop(r.fwd), drop(r.hbuf)
+	r.own, r.fwd, r.hbuf, r.engine = drop(r.own), drop(r.fwd), drop(r.hbuf), drop(r.engine)
 }
 
 // completionsMaxTokens is the legacy completions API's default max_tokens,
@@ -114,6 +119,7 @@ func (x *Request) ForwardBody(a *deploy.Arm) []byte {
 		mask = a.ParamMask
 	case upstream.Responses:
 		a.Prompt.EditInstructions(&x.Scan, &x.armEdits)
+		x.addedInstr = a.Prompt.AddedInstructions(&x.Scan)
 		a.ParamEdits(&x.Scan, &x.armEdits, ResponsesParams)
 		mask = a.ParamMask & ResponsesParams
 	}
@@ -124,14 +130,29 @@ func (x *Request) ForwardBody(a *deploy.Arm) []byte {
 
 // EngineInput returns what the arm's engine sees first in the body
 // ForwardBody wrote last (SPEC §6.7 prefix): the raw bytes of the
-// messages value as sent, after the arm's prompt edits (chat), of
-// prompt (completions), of input (responses); nil when the body has none.
-// It is a slice of the forwarded body.
+// messages value as sent, after the arm's prompt edits (chat), of prompt
+// (completions), of instructions then input (responses); nil when the
+// body has none. It is a slice of the forwarded body, or for a responses
+// body with instructions a copy of both values in x's own buffer.
 func (x *Request) EngineInput() []byte {
-	v := x.Scan.Messages
-	if x.EP != upstream.Chat {
-		v = x.Scan.Prompt
+	switch x.EP {
+	case upstream.Chat:
+		return x.forwarded(x.Scan.Messages)
+	case upstream.Responses:
+		in, instr := x.forwarded(x.Scan.Prompt), x.forwarded(x.Scan.Instructions)
+		if instr == nil && x.addedInstr == "" {
+			return in
+		}
+		// addedInstr is "" when the body has its own instructions.
+		x.engine = append(append(append(x.engine[:0], instr...), x.addedInstr...), in...)
+		return x.engine
 	}
+	return x.forwarded(x.Scan.Prompt)
+}
+
+// forwarded returns the bytes of v's value in the body ForwardBody wrote
+// last; nil when v is absent.
+func (x *Request) forwarded(v scan.Member) []byte {
 	if !v.Present() {
 		return nil
 	}
@@ -141,6 +162,15 @@ func (x *Request) EngineInput() []byte {
 		return nil
 	}
 	return x.fwd[start:end]
+}
+
+// CacheSalt returns the raw cache_salt value of the client's body (nil:
+// none): requests with different salts share no engine cache.
+func (x *Request) CacheSalt() []byte {
+	if !x.Scan.CacheSalt.Present() {
+		return nil
+	}
+	return x.Body[x.Scan.CacheSalt.Value.Start:x.Scan.CacheSalt.Value.End]
 }
 
 // Tools returns the raw tools value of the client's body (nil: none).

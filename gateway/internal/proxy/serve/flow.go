@@ -193,7 +193,7 @@ func (x *Exchange) send(ctx context.Context, a *deploy.Arm, name events.Arm, req
 	x.hint = pool.Hint{Embeddings: x.EP == upstream.Embeddings, Tokens: int64(len(req.Body)+3) / 4}
 	if a.Pool.Policy == config.BalancePrefix && !x.hint.Embeddings {
 		blocks := a.Pool.Config().Prefix.BlockBytes
-		x.chain = prefix.Chain(x.chain[:0], prefix.Seed(a.Model, x.Tools(), nil), x.EngineInput(), blocks)
+		x.chain = prefix.Chain(x.chain[:0], prefix.Seed(a.Model, x.Tools(), x.CacheSalt()), x.EngineInput(), blocks)
 		x.hint.Chain, x.hint.BlockTokens = x.chain, int64(blocks/4)
 	}
 	if x.EP == upstream.Responses {
