@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -145,5 +146,34 @@ func TestDiscoveryChangesMembers(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := len(p.Serving()); n != 2 {
 		t.Fatalf("%d serving after an empty answer, want the last 2", n)
+	}
+}
+
+// TestMembersAreBounded: a discovery that finds more replicas than a
+// pool may hold (config.MaxEndpoints, which bounds the replica label of
+// every per-replica series) keeps that many, the first in sorted order,
+// whatever order the answer had.
+func TestMembersAreBounded(t *testing.T) {
+	u := upstreamOf(config.BalanceRoundRobin)
+	u.Endpoints = nil
+	u.Discovery = &config.Discovery{DNS: poolName, Port: 8000, Scheme: "http", Refresh: time.Minute}
+	p, err := pool.New("dep", "primary", u, pool.Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls, want []string
+	for i := config.MaxEndpoints + 9; i >= 0; i-- { // reverse order
+		urls = append(urls, fmt.Sprintf("http://10.0.%d.%d:8000", i/256, i%256))
+	}
+	for _, raw := range slices.Sorted(slices.Values(urls))[:config.MaxEndpoints] {
+		want = append(want, strings.TrimPrefix(raw, "http://"))
+	}
+	if err := p.SetMembers(urls); err != nil {
+		t.Fatal(err)
+	}
+	got := names(p.Members())
+	slices.Sort(want)
+	if len(got) != config.MaxEndpoints || !slices.Equal(got, want) {
+		t.Errorf("%d members (%v … ); want the %d first in sorted order", len(got), got[:3], config.MaxEndpoints)
 	}
 }

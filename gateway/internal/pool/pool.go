@@ -164,12 +164,19 @@ func (p *Pool) Config() *config.Upstream { return &p.cfg }
 // SetMembers makes urls the pool's replicas: new ones join healthy, ones
 // no longer listed drain (no new request; they leave when their last
 // request ends). An empty list keeps the current set (a discovery that
-// returned nothing).
+// returned nothing); of a list longer than config.MaxEndpoints, the first
+// that many in sorted order are kept (a DNS answer is outside input, and
+// each replica has its own metric series).
 func (p *Pool) SetMembers(urls []string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(urls) == 0 && len(p.members) > 0 {
 		return nil
+	}
+	if len(urls) > config.MaxEndpoints {
+		p.log.Warn("too many replicas discovered: keeping the first in sorted order",
+			"deployment", p.Deployment, "arm", p.Arm, "found", len(urls), "kept", config.MaxEndpoints)
+		urls = slices.Sorted(slices.Values(urls))[:config.MaxEndpoints]
 	}
 	want := make(map[string]string, len(urls))
 	for _, raw := range urls {
