@@ -153,6 +153,10 @@ func TestLateUpstreamErrorDefaults(t *testing.T) {
 		{403, "forbidden here", "invalid_request_error", "upstream_403", 403, events.ErrorUpstreamStatus, "forbidden here", ""},
 		{400, `{"error":{"message":"bad max_tokens","type":"invalid_request_error","param":"max_tokens","code":null}}`,
 			"invalid_request_error", "upstream_400", 400, events.ErrorUpstreamStatus, "bad max_tokens", "max_tokens"},
+		// A 4xx is never the gateway's server_error/upstream_error, even
+		// where the upstream's own object says so.
+		{409, `{"error":{"message":"conflict","type":"server_error","code":"upstream_error"}}`,
+			"invalid_request_error", "upstream_409", 409, events.ErrorUpstreamStatus, "conflict", ""},
 		{503, `{"error":{"message":"overloaded","type":"server_error","code":"overloaded"}}`,
 			"server_error", "upstream_error", 502, events.ErrorUpstreamStatus, "answered 503: overloaded", ""},
 	}

@@ -98,8 +98,13 @@ func upstreamStatusError(armName events.Arm, status int, body []byte) *apierr.Er
 		e.Type = "rate_limit_error"
 	}
 	if own, ok := upstreamErrorObject(body); ok {
-		e.Type = firstNonEmpty(own.Type, e.Type)
-		e.Code = firstNonEmpty(own.code(), e.Code)
+		// Never the gateway's own 502 pair, whatever the upstream calls it.
+		if own.Type != "server_error" {
+			e.Type = firstNonEmpty(own.Type, e.Type)
+		}
+		if c := own.code(); c != "upstream_error" {
+			e.Code = firstNonEmpty(c, e.Code)
+		}
 		e.Msg = firstNonEmpty(own.Message, e.Msg)
 		e.Param = own.param()
 	} else if len(body) > 0 {
