@@ -20,17 +20,24 @@ import (
 // qwen's arm from the admin listener; -1 when the series is missing.
 func upstreamConnections(t *testing.T, g gw, arm string) int {
 	t.Helper()
-	resp, err := http.Get(g.admin + "/metrics")
-	testenv.Must(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	testenv.Must(t, err)
+	b := adminMetrics(t, g)
 	m := regexp.MustCompile(`(?m)^graygate_upstream_connections\{deployment="qwen",arm="` + arm + `"\} (\d+)$`).FindSubmatch(b)
 	if m == nil {
 		return -1
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	return n
+}
+
+// adminMetrics reads the Prometheus text of the gateway's admin /metrics.
+func adminMetrics(t *testing.T, g gw) []byte {
+	t.Helper()
+	resp, err := http.Get(g.admin + "/metrics")
+	testenv.Must(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	testenv.Must(t, err)
+	return b
 }
 
 // TestPrimaryMaxConnections sends more concurrent requests than the
@@ -98,11 +105,7 @@ func TestPrimaryMaxConnections(t *testing.T) {
 // arm; 0 when the series is missing (no refusal yet).
 func upstreamBusy(t *testing.T, g gw, arm string) int {
 	t.Helper()
-	resp, err := http.Get(g.admin + "/metrics")
-	testenv.Must(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	testenv.Must(t, err)
+	b := adminMetrics(t, g)
 	m := regexp.MustCompile(`(?m)^graygate_upstream_busy_total\{deployment="qwen",arm="` + arm + `"\} (\d+)$`).FindSubmatch(b)
 	if m == nil {
 		return 0

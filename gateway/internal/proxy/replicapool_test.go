@@ -270,11 +270,7 @@ func TestDiscoveredPoolWithNoReplica(t *testing.T) {
 // primary pool by result (prefix_hit, prefix_miss, …).
 func prefixDecisions(t *testing.T, g gw) map[string]int {
 	t.Helper()
-	resp, err := http.Get(g.admin + "/metrics")
-	testenv.Must(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	testenv.Must(t, err)
+	b := adminMetrics(t, g)
 	out := map[string]int{}
 	re := regexp.MustCompile(`(?m)^graygate_balance_decisions_total\{deployment="qwen",arm="primary",policy="prefix",result="(\w+)"\} (\d+)$`)
 	for _, m := range re.FindAllSubmatch(b, -1) {
