@@ -56,6 +56,13 @@ type Measure struct {
 	SchemaValid      Tri
 }
 
+// Restart forgets what m measured of an answer the gateway will not
+// relay, keeping the replica the attempt went to (events name it
+// whatever became of the answer), and sets its Latency.
+func (m *Measure) Restart(latency time.Duration) {
+	*m = Measure{Latency: latency, Replica: m.Replica}
+}
+
 // Ended returns how the attempt m describes ended (SPEC §7 "Attempt
 // outcomes"). Where the measure no longer holds what decides it (an I/O
 // error, an upstream status replaced by the gateway's 502), Classify

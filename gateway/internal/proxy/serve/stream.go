@@ -206,7 +206,8 @@ func (s *Flow) notObserved(x *Exchange, a *attempt.Attempt) []filter.FieldError 
 	x.ans, _ = a.Resp.ReadAll(x.ans[:0], 64<<10)
 	f := a.Failure()
 	a.Close()
-	a.Measure = attempt.Measure{Status: a.Status, Latency: a.Since(), Replica: a.Measure.Replica}
+	a.Measure.Restart(a.Since())
+	a.Measure.Status = a.Status
 	f.Gray(&a.Measure)
 	return []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(a.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
 }
@@ -253,7 +254,7 @@ func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, done <-chan source) *sou
 		body, _ := src.Resp.ReadAll(nil, 64<<10)
 		f := src.Failure()
 		src.Close()
-		src.Measure = attempt.Measure{Latency: src.Since(), Replica: src.Measure.Replica}
+		src.Measure.Restart(src.Since())
 		e := s.fail(x, events.ArmPrimary, f, body, &src.Measure)
 		s.failStream(r, x, e)
 		s.complete(x, &src.Attempt, src.gray)
@@ -275,7 +276,9 @@ func (s *Flow) abandon(x *Exchange, src source) {
 		s.settle(x, src.gray)
 		s.attempted(x, events.ArmGray, x.Deployment.Gray, src.gray)
 	}
-	m := attempt.Measure{ErrorType: events.ErrorCallerCancelled, Outcome: events.OutcomeCancelled, Latency: src.Since(), Replica: src.Measure.Replica}
+	m := src.Measure
+	m.Restart(src.Since())
+	m.ErrorType, m.Outcome = events.ErrorCallerCancelled, events.OutcomeCancelled
 	s.attempted(x, src.Name, src.Arm, &m)
 }
 
