@@ -45,6 +45,7 @@ deployments:
       response_schema: schemas/contracts/agent-action.schema.json
 analyzer:
   listen: {{ANALYZER}}
+  spool_dir: {{ANALYZER_SPOOL}}
   interval: 1s
   window: 2m
 `
@@ -76,7 +77,8 @@ func startJudgmentRouted(t *testing.T, signals string, percent int, primaryFlags
 	ns := testenv.StartNATS(t)
 	primary, gray := testenv.StartMock(t, primaryFlags...), testenv.StartMock(t, grayFlags...)
 	cfg := strings.NewReplacer("{{NATS}}", ns.URL, "{{PRIMARY}}", primary.URL, "{{GRAY}}", gray.URL,
-		"{{SPOOL}}", t.TempDir(), "{{SIGNALS}}", signals, "{{PERCENT}}", fmt.Sprint(percent), "{{ANALYZER}}", testenv.FreeAddr(t)).Replace(judgmentConfig)
+		"{{SPOOL}}", t.TempDir(), "{{SIGNALS}}", signals, "{{PERCENT}}", fmt.Sprint(percent), "{{ANALYZER}}", testenv.FreeAddr(t),
+		"{{ANALYZER_SPOOL}}", t.TempDir()).Replace(judgmentConfig)
 	for _, line := range analyzer {
 		cfg += "  " + line + "\n"
 	}

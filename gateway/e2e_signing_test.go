@@ -521,7 +521,7 @@ func TestE2EAnalyzerSignsItsActs(t *testing.T) {
 	signerList := signers([]key{e.analyzer}, e.gw1)
 	e.tmpl = strings.Replace(signedConfig, "rollout: {percentage: 0}\n  big:",
 		"rollout: {percentage: 100, response_schema: schemas/contracts/agent-action.schema.json}\n  big:", 1) +
-		"analyzer:\n  listen: " + testenv.FreeAddr(t) + "\n  interval: 300ms\n  window: 2m\n  signing_key_file: " + e.analyzer.file + "\n"
+		"analyzer:\n  listen: " + testenv.FreeAddr(t) + "\n  interval: 300ms\n  window: 2m\n  signing_key_file: " + e.analyzer.file + "\n  spool_dir: " + t.TempDir() + "\n"
 	cfg := strings.NewReplacer("{{NATS}}", e.nats, "{{PRIMARY}}", e.primary, "{{GRAY}}", e.gray,
 		"{{SPOOL}}", t.TempDir(), "{{SIGNERS}}", signerList, "{{KEY}}", e.gw1.file, "{{UNWATCHED}}", e.unwatched,
 		"{{LISTEN}}", testenv.FreeAddr(t), "{{ADMIN}}", testenv.FreeAddr(t)).Replace(e.tmpl)

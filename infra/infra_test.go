@@ -1040,6 +1040,7 @@ deployments:
       timeout: 2s
 analyzer:
   listen: 127.0.0.1:%[8]d
+  spool_dir: %[4]s-analyzer
   interval: 500ms
   window: 1m
   min_requests: 1

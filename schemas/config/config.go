@@ -420,6 +420,13 @@ type Analyzer struct {
 	// when nats.rollout_signers is set.
 	SigningKeyFile string `yaml:"signing_key_file"`
 	SigningSeed    Secret `yaml:"-"` // read from SigningKeyFile by the analyzer
+	// SpoolDir holds the evaluation events the event log has not stored
+	// yet (a stream without a leader, NATS away), on disk so that a crash
+	// loses none (SPEC §11 rev. 4: "spooled like the gateway's events");
+	// each running analyzer takes a numbered slot below it. Default
+	// .data/analyzer-spool, bounded by SpoolMaxBytes (default 256MiB).
+	SpoolDir      string `yaml:"spool_dir"`
+	SpoolMaxBytes Size   `yaml:"spool_max_bytes"`
 }
 
 // Gates are the thresholds of the hard metrics (SPEC §9).

@@ -69,6 +69,7 @@ func TestDefaults(t *testing.T) {
 					Gates: Gates{TokenInflationMax: 0.30, TTFTP99Max: 3 * time.Second, TTFTP99RatioMax: 1.5, LatencyP99RatioMax: 1.5,
 						ToolLoopRatioMax: 0.05, GrayErrorRateMax: 0.05,
 						LatencyP99MinIncrease: 50 * time.Millisecond, TTFTP99MinIncrease: 50 * time.Millisecond},
+					SpoolDir: ".data/analyzer-spool", SpoolMaxBytes: 256 << 20,
 				},
 				Collector: Collector{
 					Listen: "127.0.0.1:8082", BatchSize: 500, FlushInterval: 200 * time.Millisecond,

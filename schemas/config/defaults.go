@@ -122,6 +122,8 @@ func (a *Analyzer) setDefaults() {
 	a.WriteTimeout = 30 * time.Second
 	a.IdleTimeout = 120 * time.Second
 	a.LeaseTTL = 10 * time.Second
+	a.SpoolDir = ".data/analyzer-spool"
+	a.SpoolMaxBytes = 256 << 20
 	a.Gates = Gates{
 		TokenInflationMax:    0.30,
 		SchemaFailureRateMax: 0,

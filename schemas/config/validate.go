@@ -325,6 +325,10 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 	d.positiveDuration("analyzer.write_timeout", a.WriteTimeout)
 	d.positiveDuration("analyzer.idle_timeout", a.IdleTimeout)
 	d.positiveDuration("analyzer.lease_ttl", a.LeaseTTL)
+	d.positiveSize("analyzer.spool_max_bytes", a.SpoolMaxBytes)
+	if a.SpoolDir == "" {
+		d.errorf("analyzer.spool_dir", nil, "must not be empty")
+	}
 	g := a.Gates
 	for _, gate := range []struct {
 		key string

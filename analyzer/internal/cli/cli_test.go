@@ -93,6 +93,12 @@ func TestServeNeedsTheEventLog(t *testing.T) {
 // listen evaluating every 200ms over a 5-minute window.
 func writeConfig(t *testing.T, natsURL, listen string) string {
 	t.Helper()
+	return writeConfigSpool(t, natsURL, listen, t.TempDir())
+}
+
+// writeConfigSpool is writeConfig with analyzer.spool_dir spool.
+func writeConfigSpool(t *testing.T, natsURL, listen, spool string) string {
+	t.Helper()
 	cfg := fmt.Sprintf(`nats:
   url: %q
 routing:
@@ -112,7 +118,8 @@ analyzer:
   interval: 200ms
   window: 5m
   min_requests: 50
-`, natsURL, listen)
+  spool_dir: %s
+`, natsURL, listen, spool)
 	path := filepath.Join(t.TempDir(), "graygate.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

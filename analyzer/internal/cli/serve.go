@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,10 +23,14 @@ import (
 	"github.com/graygate/graygate/analyzer/internal/lease"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/spool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 )
+
+// spoolSlots is how many analyzers may share one analyzer.spool_dir.
+const spoolSlots = 16
 
 // ErrNoEventLog is returned by serve when nats.url is empty: the analyzer
 // works only on the event log.
@@ -49,6 +55,13 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		return fmt.Errorf("analyzer.listen: %w", err)
 	}
 	defer ln.Close()
+	// Evaluations the log has not stored wait on disk (SPEC §11 rev. 4);
+	// analyzers sharing a working directory each take a slot.
+	sp, slot, err := spool.OpenFree(cfg.Analyzer.SpoolDir, spoolSlots, int64(cfg.Analyzer.SpoolMaxBytes), log)
+	if err != nil {
+		return fmt.Errorf("analyzer.spool_dir: %w", err)
+	}
+	defer sp.Close()
 	host, _ := os.Hostname()
 	if consumer == "" {
 		consumer = consumerName(host, ln.Addr())
@@ -96,13 +109,14 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		Connected:   nc.IsConnected,
 		Signers:     events.NewSigners(rs.Analyzer, rs.Admin, rs.Config),
 		SigningKey:  key,
+		Spool:       sp,
 	}, js, nil)
 
 	g, ctx := errgroup.WithContext(ctx)
 	handler := api.Handler(eng, set, engine.Help, nc.IsConnected)
 	timeouts := api.Timeouts{Read: cfg.Analyzer.ReadTimeout, Write: cfg.Analyzer.WriteTimeout, Idle: cfg.Analyzer.IdleTimeout}
 	g.Go(func() error { return api.Serve(ctx, ln, handler, log, timeouts) })
-	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s)\n", ln.Addr(), consumer)
+	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s, spool %s)\n", ln.Addr(), consumer, filepath.Join(cfg.Analyzer.SpoolDir, strconv.Itoa(slot)))
 	g.Go(func() error {
 		// Streams and the lease bucket need NATS: wait for it, retrying,
 		// while /healthz already answers and /readyz says why not ready.

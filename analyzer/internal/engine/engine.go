@@ -22,6 +22,7 @@ import (
 	"github.com/graygate/graygate/analyzer/internal/window"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/spool"
 	"github.com/graygate/graygate/schemas/tick"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -110,6 +111,9 @@ type Config struct {
 	Signers events.Signers
 	// SigningKey signs the rollout events the engine appends; nil: unsigned.
 	SigningKey nkeys.KeyPair
+	// Spool keeps on disk the evaluation events the log has not stored
+	// yet (analyzer.spool_dir); nil keeps them in memory.
+	Spool *spool.Spool
 }
 
 // Engine evaluates gates and acts on them. Create it with New, run it with
@@ -255,7 +259,7 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 	e.rollouts.OnApply(e.epochs.Rollout)
 	e.rollouts.Verify(cfg.Signers)
 	e.m = newEngineMetrics(cfg.Metrics, e)
-	e.outbox = newOutbox(js, cfg.Metrics)
+	e.outbox = newOutbox(js, cfg.Metrics, cfg.Spool)
 	return e
 }
 

@@ -3,18 +3,21 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/spool"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// MaxQueuedAnalyses bounds the evaluations waiting to be stored: at one per
-// deployment every 5 s, 10,000 hold a deployment's for 14 hours. When full,
-// the oldest is dropped and counted.
+// MaxQueuedAnalyses bounds the evaluations waiting in memory, where there
+// is no spool (tests, benchmarks): at one per deployment every 5 s, 10,000
+// hold a deployment's for 14 hours. When full, the oldest is dropped and
+// counted. A spool is bounded by analyzer.spool_max_bytes instead.
 const MaxQueuedAnalyses = 10000
 
 // Retry pauses of the outbox: from minRetry, doubling to maxRetry while
@@ -27,17 +30,18 @@ const (
 // outbox holds evaluation events (graygate.analysis.*) that could not be
 // stored yet — a stream without a leader, NATS away — and sends them
 // again, in order and with their original ids, until the log stores them
-// (SPEC §11 rev. 4: never dropped); JetStream's duplicate window drops a
-// copy of one that was stored although its acknowledgement was lost. It
-// lives in memory: a graceful stop tries for flushGrace to send what it
-// holds; a crash loses it (the analyzer re-evaluates at once on restart;
-// the gateway's disk spool is internal to the gateway).
+// (SPEC §11 rev. 4: never dropped, spooled like the gateway's events);
+// JetStream's duplicate window drops a copy of one that was stored
+// although its acknowledgement was lost. With a spool (analyzer serve:
+// analyzer.spool_dir) they wait on disk, so a crash loses none: the
+// analyzer that next opens the spool's slot sends them. Without one they
+// wait in memory, and a graceful stop tries for flushGrace to send them.
 type outbox struct {
 	js      jetstream.JetStream
 	timeout time.Duration
 
 	mu      sync.Mutex
-	queue   []queued
+	q       queue
 	wake    chan struct{}
 	depth   *metrics.Gauge
 	dropped *metrics.Counter
@@ -50,12 +54,25 @@ type queued struct {
 	data        []byte
 }
 
-func newOutbox(js jetstream.JetStream, set *metrics.Set) *outbox {
-	o := &outbox{js: js, timeout: 5 * time.Second, wake: make(chan struct{}, 1)}
+// queue keeps, oldest first, the events the log has not stored. head
+// returns the oldest not taken off; pop takes it off once stored; retry
+// makes head return the oldest again after a failed send. add reports how
+// many older events it dropped to make room.
+type queue interface {
+	add(q queued) (dropped uint64, err error)
+	head() (queued, bool, error)
+	pop() error
+	retry()
+	len() int
+}
+
+func newOutbox(js jetstream.JetStream, set *metrics.Set, sp *spool.Spool) *outbox {
+	o := &outbox{js: js, timeout: 5 * time.Second, wake: make(chan struct{}, 1), q: &memoryQueue{}}
+	if sp != nil {
+		o.q = &spoolQueue{sp: sp}
+	}
 	o.depth = set.GetOrCreateGauge("graygate_analyzer_analysis_queued", func() float64 {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		return float64(len(o.queue))
+		return float64(o.Len())
 	})
 	o.dropped = set.GetOrCreateCounter(`graygate_analyzer_analysis_dropped_total`)
 	o.resent = set.GetOrCreateCounter(`graygate_analyzer_analysis_resent_total`)
@@ -79,34 +96,33 @@ func encodeEvent(source string, d events.Data, at time.Time) (queued, error) {
 // log does not store it, it queues q behind the others. It reports
 // whether q was stored now.
 func (o *outbox) send(ctx context.Context, q queued) (bool, error) {
-	o.mu.Lock()
-	waiting := len(o.queue) > 0
-	o.mu.Unlock()
-	if !waiting {
+	if o.Len() == 0 {
 		err := o.publish(ctx, q)
 		if err == nil {
 			return true, nil
 		}
-		o.push(q)
+		if qerr := o.push(q); qerr != nil {
+			return false, errors.Join(err, qerr)
+		}
 		return false, err
 	}
-	o.push(q)
-	return false, nil
+	return false, o.push(q)
 }
 
-func (o *outbox) push(q queued) {
+func (o *outbox) push(q queued) error {
 	o.mu.Lock()
-	if len(o.queue) >= MaxQueuedAnalyses {
-		o.queue[0] = queued{}
-		o.queue = o.queue[1:]
-		o.dropped.Inc()
-	}
-	o.queue = append(o.queue, q)
+	dropped, err := o.q.add(q)
 	o.mu.Unlock()
+	o.dropped.Add(int(dropped))
+	if err != nil {
+		o.dropped.Inc()
+		return fmt.Errorf("queue %s: %w", q.subject, err)
+	}
 	select {
 	case o.wake <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
 func (o *outbox) publish(ctx context.Context, q queued) error {
@@ -126,8 +142,8 @@ func (o *outbox) Run(ctx context.Context, failed func(error)) {
 	defer o.flush()
 	wait := minRetry
 	for {
-		head, ok := o.head()
-		if !ok {
+		head, ok, err := o.head()
+		if err == nil && !ok {
 			select {
 			case <-ctx.Done():
 				return
@@ -135,7 +151,11 @@ func (o *outbox) Run(ctx context.Context, failed func(error)) {
 			}
 			continue
 		}
-		if err := o.publish(ctx, head); err != nil {
+		if err == nil {
+			err = o.publish(ctx, head)
+		}
+		if err != nil {
+			o.retry()
 			if ctx.Err() != nil {
 				return
 			}
@@ -150,7 +170,7 @@ func (o *outbox) Run(ctx context.Context, failed func(error)) {
 		}
 		wait = minRetry
 		o.resent.Inc()
-		o.pop(head.id)
+		o.pop()
 	}
 }
 
@@ -163,37 +183,105 @@ func (o *outbox) flush() {
 	ctx, cancel := context.WithTimeout(context.Background(), flushGrace)
 	defer cancel()
 	for {
-		head, ok := o.head()
-		if !ok || o.publish(ctx, head) != nil {
+		head, ok, err := o.head()
+		if err != nil || !ok || o.publish(ctx, head) != nil {
+			o.retry()
 			return
 		}
 		o.resent.Inc()
-		o.pop(head.id)
+		o.pop()
 	}
 }
 
-func (o *outbox) head() (queued, bool) {
+func (o *outbox) head() (queued, bool, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.queue) == 0 {
-		return queued{}, false
-	}
-	return o.queue[0], true
+	return o.q.head()
 }
 
-// pop removes the oldest event when it is id.
-func (o *outbox) pop(id string) {
+func (o *outbox) pop() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.queue) > 0 && o.queue[0].id == id {
-		o.queue[0] = queued{}
-		o.queue = o.queue[1:]
-	}
+	_ = o.q.pop() // a spool that cannot save its cursor sends the event again: JetStream drops the copy
+}
+
+func (o *outbox) retry() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.q.retry()
 }
 
 // Len returns how many events wait.
 func (o *outbox) Len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.queue)
+	return o.q.len()
+}
+
+// memoryQueue is a queue in memory, of at most MaxQueuedAnalyses.
+type memoryQueue struct{ q []queued }
+
+func (m *memoryQueue) add(q queued) (uint64, error) {
+	var dropped uint64
+	if len(m.q) >= MaxQueuedAnalyses {
+		m.q[0] = queued{}
+		m.q = m.q[1:]
+		dropped = 1
+	}
+	m.q = append(m.q, q)
+	return dropped, nil
+}
+
+func (m *memoryQueue) head() (queued, bool, error) {
+	if len(m.q) == 0 {
+		return queued{}, false, nil
+	}
+	return m.q[0], true, nil
+}
+
+func (m *memoryQueue) pop() error {
+	if len(m.q) > 0 {
+		m.q[0] = queued{}
+		m.q = m.q[1:]
+	}
+	return nil
+}
+
+func (m *memoryQueue) retry()   {}
+func (m *memoryQueue) len() int { return len(m.q) }
+
+// spoolQueue is a queue on disk: the spool's records, acknowledged once
+// stored.
+type spoolQueue struct {
+	sp      *spool.Spool
+	mark    spool.Mark // of the record head returned last
+	dropped uint64     // the spool's count of dropped records, as last read
+}
+
+func (s *spoolQueue) add(q queued) (uint64, error) {
+	err := s.sp.Append(spool.Record{Subject: q.subject, ID: q.id, Data: q.data})
+	d := s.sp.Stats().Dropped[0]
+	dropped := d - s.dropped
+	s.dropped = d
+	return dropped, err
+}
+
+func (s *spoolQueue) head() (queued, bool, error) {
+	r, m, err := s.sp.Next()
+	if errors.Is(err, spool.ErrEmpty) {
+		return queued{}, false, nil
+	}
+	if err != nil {
+		return queued{}, false, err
+	}
+	s.mark = m
+	return queued{subject: r.Subject, id: r.ID, data: r.Data}, true, nil
+}
+
+func (s *spoolQueue) pop() error { return s.sp.Ack(s.mark) }
+func (s *spoolQueue) retry()     { s.sp.Rewind() }
+
+func (s *spoolQueue) len() int {
+	n, _ := s.sp.Depth()
+	return int(n)
 }

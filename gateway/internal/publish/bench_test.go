@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graygate/graygate/gateway/internal/spool"
+	"github.com/graygate/graygate/schemas/spool"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 

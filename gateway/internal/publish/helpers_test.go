@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/graygate/graygate/gateway/internal/spool"
 	schema "github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/spool"
 )
 
 // testLog logs to the test output when -v and GRAYGATE_TEST_LOG are set.

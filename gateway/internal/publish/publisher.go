@@ -57,9 +57,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/graygate/graygate/gateway/internal/spool"
 	"github.com/graygate/graygate/gateway/internal/telemetry"
 	schema "github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/spool"
 )
 
 // Options tune a Publisher. Zero values take the defaults.

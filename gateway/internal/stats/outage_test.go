@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/graygate/graygate/gateway/internal/publish"
-	"github.com/graygate/graygate/gateway/internal/spool"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/spool"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 

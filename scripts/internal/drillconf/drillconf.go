@@ -69,6 +69,7 @@ deployments:
       response_schema: {{.Schema}}
 analyzer:
   listen: {{.Analyzer}}
+  spool_dir: {{.Spool}}-analyzer
 {{with .LeaseTTL}}  lease_ttl: {{.}}
 {{end}}{{with .AnalyzerSigningKeyFile}}  signing_key_file: {{.}}
 {{end}}  interval: 1s

@@ -1,7 +1,8 @@
 // Package spool is an on-disk, bounded, crash-safe FIFO of encoded events:
-// the buffer the gateway's event publisher falls back to while the event
-// log is unreachable, and drains, in order and with the original event ids,
-// once it is back — also after a restart.
+// the buffer the gateway's event publisher and the analyzer's evaluation
+// outbox fall back to while the event log does not store what they send,
+// and drain, in order and with the original event ids, once it does — also
+// after a restart.
 //
 // # Layout
 //

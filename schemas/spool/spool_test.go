@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -580,4 +581,32 @@ func diskBytes(t *testing.T, dir string) int64 {
 		n += fi.Size()
 	}
 	return n
+}
+
+// Every running process takes a slot of its own; a slot given back is
+// taken again, with what it holds.
+func TestOpenFree(t *testing.T) {
+	root := t.TempDir()
+	a, i, err := OpenFree(root, 2, 4096, nil)
+	if err != nil || i != 0 {
+		t.Fatalf("first OpenFree = slot %d, %v; want slot 0", i, err)
+	}
+	b, j, err := OpenFree(root, 2, 4096, nil)
+	if err != nil || j != 1 {
+		t.Fatalf("second OpenFree = slot %d, %v; want slot 1", j, err)
+	}
+	if _, _, err := OpenFree(root, 2, 4096, nil); err == nil || !strings.Contains(err.Error(), "all 2 slots are in use") {
+		t.Errorf("third OpenFree = %v; want every slot in use", err)
+	}
+	appendN(t, a, 0, 3, 10)
+	a.Close()
+	c, k, err := OpenFree(root, 2, 4096, nil)
+	if err != nil || k != 0 {
+		t.Fatalf("OpenFree after a close = slot %d, %v; want slot 0 again", k, err)
+	}
+	if got := ids(drain(t, c, true)); !slices.Equal(got, wantIDs(0, 3)) {
+		t.Errorf("slot 0 holds %v; want %v", got, wantIDs(0, 3))
+	}
+	b.Close()
+	c.Close()
 }

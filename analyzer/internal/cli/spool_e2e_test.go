@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/scripts/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// An evaluation the event log could not store survives the analyzer's
+// crash (SPEC §11 rev. 4: spooled like the gateway's events, never
+// dropped): analyzer a evaluates while GRAYGATE_ANALYSIS is gone, is
+// killed (SIGKILL), and b, started on the same analyzer.spool_dir once
+// the stream is back, stores what a had queued, each event once.
+func TestE2EEvaluationsSurviveACrash(t *testing.T) {
+	const dep = "qwen-32k"
+	bin := testenv.Binary(t, "./analyzer")
+	url := testenv.StartNATS(t).URL
+	_, js := testenv.Connect(t, url)
+	testenv.Streams(t, js)
+	testenv.Publish(t, js, events.TypeRolloutChanged, &events.RolloutChanged{
+		Deployment: dep, Percentage: 10, Status: events.StatusActive, Reason: "config", Actor: events.ActorConfig,
+	}, time.Now().Add(-time.Hour), "", false)
+	spool := t.TempDir()
+	start := func() (*testenv.Process, string) {
+		addr := testenv.FreeAddr(t)
+		p, line := testenv.Start(t, bin, []string{"NATS_URL="}, "analyzer listening on", "serve", "--config", writeConfigSpool(t, url, addr, spool))
+		if !strings.Contains(line, "spool "+spool+"/0") {
+			t.Errorf("first line %q; want the spool's slot 0", line)
+		}
+		testenv.WaitFor(t, 20*time.Second, "analyzer ready", func() bool { return getReadyz(addr).code == http.StatusOK })
+		return p, addr
+	}
+
+	a, addr := start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := js.DeleteStream(ctx, events.StreamAnalysis); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Second)
+	testenv.Publish(t, js, events.TypeStatsInterval, &events.StatsInterval{Deployment: dep, Gateway: "gw-1/aa",
+		IntervalStart: now.Add(-time.Second), IntervalSeconds: 1,
+		Arms: []events.ArmStats{arm(events.ArmPrimary, 60, 0), arm(events.ArmGray, 5, 0)}}, now, "", false)
+	var queued int
+	testenv.WaitFor(t, 20*time.Second, "evaluations queued", func() bool {
+		queued = int(metricValue(t, addr, "graygate_analyzer_analysis_queued"))
+		return queued >= 3
+	})
+	if err := syscall.Kill(a.Cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Cmd.Wait()
+	killed := time.Now()
+	testenv.Streams(t, js)
+
+	start()
+	var before map[string]int
+	testenv.WaitFor(t, 20*time.Second, "a's evaluations stored", func() bool {
+		before = analysisIDsBefore(t, js, dep, killed)
+		return len(before) >= queued
+	})
+	time.Sleep(time.Second) // a copy sent late would be stored by now
+	for id, n := range analysisIDsBefore(t, js, dep, killed) {
+		if n != 1 {
+			t.Errorf("evaluation %s stored %d times; want once", id, n)
+		}
+	}
+}
+
+// analysisIDsBefore counts, by event id, the evaluations of dep stored
+// with a time before t.
+func analysisIDsBefore(t *testing.T, js jetstream.JetStream, dep string, before time.Time) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, events.StreamAnalysis)
+	if err != nil {
+		return nil
+	}
+	ids := map[string]int{}
+	for seq := uint64(1); ; seq++ {
+		msg, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			return ids
+		}
+		if msg.Subject != events.AnalysisSubject(dep) {
+			continue
+		}
+		env, err := events.Decode(msg.Data)
+		if err != nil {
+			t.Fatalf("analysis event %d: %v", seq, err)
+		}
+		if env.Time.Before(before) {
+			ids[env.ID]++
+		}
+	}
+}
+
+// metricValue reads one unlabelled series from addr's /metrics (0 when
+// absent).
+func metricValue(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
