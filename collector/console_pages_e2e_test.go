@@ -367,7 +367,7 @@ func TestE2EConsolePages(t *testing.T) {
 			re(`watching\s+latency_p99_ratio \(streamed\): needs ~1,800 more gray requests; token_inflation: needs ~5,400 more gray requests`),
 			re(`next 10 % after a 10m hold, which starts once every gate passes on the epoch`),
 			re(fx.held + `.*held.*hold over the weekend: billing freeze.*next held by admin:alice`),
-			re(`next 100 % after the 24h soak: 17h1\dm left`),
+			re(`next 100 % after the 24 h soak: 17h1\dm left`),
 			re(`last change admin \(alice\) held`),
 		}},
 		{"deployment", "/deployments/" + fx.steps, []*regexp.Regexp{

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -24,8 +25,8 @@ import (
 // admin token, so the rollout event records actor admin and the operator.
 // A change made meanwhile is a 409 the page explains; nothing is retried.
 
-// maxReasonBytes caps an action's reason.
-const maxReasonBytes = 1000
+// maxReasonBytes caps an action's reason: the rollout log's own bound (SPEC §11).
+const maxReasonBytes = events.MaxReasonBytes
 
 // actionsView is what the deployment page's forms need.
 type actionsView struct {
@@ -53,10 +54,34 @@ func (s *Console) actionsFor(c *fiber.Ctx, sum store.RolloutSummary) *actionsVie
 	}
 	v := &actionsView{Deployment: sum.Deployment, Operator: sess.operator(), CSRF: sess.csrf(),
 		Revision: sum.Last.StreamSequence, Status: sum.Last.Status, Percentage: sum.Last.Percentage, Held: sum.Held()}
+	v.Revision = s.liveRevision(c, sess, v)
 	if v.Status == string(events.StatusActive) {
 		v.Next, v.HasNext = s.promotion.StepAbove(v.Percentage)
 	}
 	return v
+}
+
+// liveTimeout bounds the page's question to the gateway in liveRevision.
+const liveTimeout = time.Second
+
+// liveRevision is the revision the forms send: the gateway's own when
+// the rollout it holds is the one the page shows (status, percentage,
+// hold), else the stored one. They differ when the rollout subject holds
+// messages the collector does not store (a forged or unsigned one, SPEC
+// §7 rev. 4): each moves the gateway's revision but changes nothing, and
+// with the stored revision every action would be a conflict. When the
+// gateway holds another state (a change the collector has not stored
+// yet), or does not answer within liveTimeout, the stored revision
+// stands and a change made meanwhile is a conflict, as it should be.
+func (s *Console) liveRevision(c *fiber.Ctx, sess *session, v *actionsView) uint64 {
+	ctx, cancel := context.WithTimeout(c.UserContext(), liveTimeout)
+	defer cancel()
+	e, ok, err := s.admin.rollout(ctx, sess.token, v.Deployment)
+	if err != nil || !ok || e.Revision <= v.Revision ||
+		string(e.Status) != v.Status || e.Percentage != v.Percentage || e.Hold != v.Held {
+		return v.Revision
+	}
+	return e.Revision
 }
 
 // actionResult is the page an action answers with.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // fakeGateway is the admin API as the console calls it: whoami per
@@ -25,6 +26,8 @@ type fakeGateway struct {
 	revision uint64
 	bodies   []map[string]any
 	lastBy   string
+	// shownPct is the percentage GET answers with (0: 5, the stored one).
+	shownPct float64
 }
 
 func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,8 +43,12 @@ func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/admin/whoami":
 		json.NewEncoder(w).Encode(map[string]string{"operator": op})
 	case r.Method == http.MethodGet && r.URL.Path == "/admin/rollouts":
+		pct := g.shownPct
+		if pct == 0 {
+			pct = 5
+		}
 		json.NewEncoder(w).Encode(map[string]any{"rollouts": []map[string]any{{"deployment": "qwen-32k", "revision": g.revision,
-			"status": "active", "percentage": 5, "actor": "admin", "operator": g.lastBy, "reason": "meanwhile"}}})
+			"status": "active", "percentage": pct, "actor": "admin", "operator": g.lastBy, "reason": "meanwhile"}}})
 	case r.Method == http.MethodPut && r.URL.Path == "/admin/rollouts/qwen-32k":
 		var body map[string]any
 		json.NewDecoder(r.Body).Decode(&body)
@@ -116,7 +123,8 @@ func TestOperatorActions(t *testing.T) {
 		{url.Values{"action": {"promote"}, "percentage": {"10"}, "reason": {"gates pass"}}, map[string]any{"percentage": 10.0, "reason": "gates pass", "expected_revision": 7.0}},
 		{url.Values{"action": {"set"}, "percentage": {"12.5"}, "reason": {"a bit more"}}, map[string]any{"percentage": 12.5, "reason": "a bit more", "expected_revision": 8.0}},
 		{url.Values{"action": {"hold"}, "reason": {"weekend"}}, map[string]any{"hold": true, "reason": "weekend", "expected_revision": 9.0}},
-		{url.Values{"action": {"release"}, "reason": {"monday"}}, map[string]any{"hold": false, "reason": "monday", "expected_revision": 10.0}},
+		// A reason of the rollout log's whole 1 KiB (SPEC §11).
+		{url.Values{"action": {"release"}, "reason": {strings.Repeat("m", events.MaxReasonBytes)}}, map[string]any{"hold": false, "reason": strings.Repeat("m", events.MaxReasonBytes), "expected_revision": 10.0}},
 		{url.Values{"action": {"rollback"}, "reason": {"looks bad"}}, map[string]any{"status": "rolled_back", "reason": "looks bad", "expected_revision": 11.0}},
 		{url.Values{"action": {"resume"}, "percentage": {"1"}, "reason": {"fixed"}}, map[string]any{"status": "active", "percentage": 1.0, "reason": "fixed", "expected_revision": 12.0}},
 	} {
@@ -155,6 +163,7 @@ func TestOperatorActions(t *testing.T) {
 		"step":       {"action": {"promote"}, "reason": {"x"}, "revision": {"15"}, "percentage": {"7"}},
 		"action":     {"action": {"delete"}, "reason": {"x"}, "revision": {"15"}},
 		"bidi":       {"action": {"hold"}, "reason": {"a\u202eb"}, "revision": {"15"}},
+		"long":       {"action": {"hold"}, "reason": {strings.Repeat("x", events.MaxReasonBytes+1)}, "revision": {"15"}},
 	} {
 		form.Set("csrf", csrf)
 		if resp, page := post(alice, form); resp.StatusCode != http.StatusBadRequest {
@@ -262,5 +271,39 @@ func TestAdminAnswerCap(t *testing.T) {
 			t.Errorf("whoami answering %d bytes: sign-in = %d, %d sessions; want %d:\n%s", tc.size, resp.StatusCode, st.len(), tc.want, page)
 		}
 		srv.Close()
+	}
+}
+
+// TestFormRevisionFollowsTheGateway: messages on the rollout subject that
+// the collector does not store (forged, unsigned) move the gateway's
+// revision without a change; the forms send the gateway's revision when
+// its rollout is the one the page shows, so an action is not a conflict
+// for ever; when the gateway holds another state, the stored revision
+// stands and the action is a conflict.
+func TestFormRevisionFollowsTheGateway(t *testing.T) {
+	now := fakeTime
+	gw := &fakeGateway{tokens: map[string]string{"alice-token-0123456789": "alice"}, revision: 9} // stored: 7
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	opts := Options{Token: "api-token", AdminURL: srv.URL + "/", SessionKey: bytes.Repeat([]byte{9}, 32),
+		Promotion: &config.Promotion{Steps: []float64{1, 2, 5, 10, 25, 50, 100}}}
+	app := testAppWith(t, opts, newMemSessions(), &now)
+	alice := newClient(t, app)
+	alice.login("alice-token-0123456789")
+	_, body := alice.get("/deployments/qwen-32k")
+	if !strings.Contains(body, `name="revision" value="9"`) {
+		t.Fatalf("the gateway holds the shown rollout at revision 9; the forms lack it:\n%s", body)
+	}
+	resp, page := alice.post("/deployments/qwen-32k/actions", url.Values{"csrf": {alice.csrf(body)}, "action": {"hold"}, "reason": {"r"}, "revision": {"9"}})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `revision <b class="rev">10</b>`) {
+		t.Errorf("hold at the gateway's revision = %d; want 200 and revision 10:\n%s", resp.StatusCode, page)
+	}
+
+	gw.mu.Lock()
+	gw.shownPct = 50 // a change the collector has not stored
+	gw.mu.Unlock()
+	_, body = alice.get("/deployments/qwen-32k")
+	if !strings.Contains(body, `name="revision" value="7"`) {
+		t.Errorf("the gateway holds another state; the forms should keep the stored revision 7:\n%s", body)
 	}
 }

@@ -348,11 +348,19 @@ func (s *Console) login(c *fiber.Ctx) error {
 		s.log.Debug("console sign-in refused: too many wrong tokens", "source", src, "retry_after_s", secs)
 		return refuse(fiber.StatusTooManyRequests, "Too many sign-in attempts with a wrong token: try again in "+strconv.Itoa(secs)+" s.")
 	}
+	wrongToken := false
+	defer func() {
+		if wrongToken {
+			s.limits.failed(src, prefix, s.now())
+		} else {
+			s.limits.passed(src, prefix)
+		}
+	}()
 	if s.checkToken(token) {
 		return s.signIn(c, next, "", "")
 	}
 	wrong := func(msg string) error {
-		s.limits.failed(src, prefix, now)
+		wrongToken = true
 		s.log.Warn("console sign-in refused: wrong token", "source", src)
 		return refuse(fiber.StatusUnauthorized, msg)
 	}

@@ -42,12 +42,16 @@ func (fakeReader) Rollouts(context.Context, string) ([]store.RolloutSummary, err
 		EpochStart: fakeTime.Add(-2 * time.Hour), StepStart: fakeTime.Add(-time.Hour),
 		Latest: &store.Evaluation{OccurredAt: fakeTime, WindowStart: fakeTime.Add(-5 * time.Minute), WindowSeconds: 300,
 			Verdict: "pass", Gates: []events.GateResult{{Gate: "schema_failure_rate", Estimate: ptr(0.01), Bound: ptr(0.0),
-				Threshold: 0.05, Verdict: "pass"}}},
+				Threshold: 0.05, Verdict: "pass"}, {Gate: "latency_p99_ratio", Threshold: 1.5, Verdict: "inconclusive",
+				Why: "bound in the overflow \u202egnp.exe"}}},
 	}}, nil
 }
 
 func (fakeReader) ReplicaViews(context.Context, string, time.Time) ([]store.ReplicaView, error) {
-	return []store.ReplicaView{}, nil
+	return []store.ReplicaView{{Gateway: "gw-1", Deployment: "qwen-32k", Time: fakeTime, Parts: 1, PartsReceived: 1,
+		Arms: []events.ArmReplicas{{Arm: events.ArmGray, Balance: events.BalanceRoundRobin, Replicas: []events.ReplicaStatus{
+			{Replica: "10.0.0.7:8000\u202eevil", State: events.ReplicaEjected, EjectedUntil: ptr(fakeTime.Add(time.Minute))},
+			{Replica: "10.0.0.8:8000", State: events.ReplicaHealthy}}}}}}, nil
 }
 
 func (fakeReader) Arms(context.Context, string, time.Time) ([]store.ArmIdentity, error) {
@@ -585,8 +589,8 @@ func TestConsoleAuth(t *testing.T) {
 		}
 		shown := map[string][]string{
 			"/samples/" + fakeSampleID.String(): {`gnp.exe`, `action\u202e`, `\u2067here\u2069`, `k\u202e`, `\u0085`},
-			"/deployments/qwen-32k":             {`by hand \u202egnp.exe`},
-			"/":                                 {`secret-rollout-reason \u202egnp.exe`},
+			"/deployments/qwen-32k":             {`by hand \u202egnp.exe`, `10.0.0.7:8000\u202eevil`, `overflow \u202egnp.exe`},
+			"/":                                 {`secret-rollout-reason \u202egnp.exe`, `10.0.0.7:8000\u202eevil`, `overflow \u202egnp.exe`},
 			"/dead-letters":                     {`22P05 \u202e`, `graygate.x\u202e`, `not json \u202e\x1b[2J`},
 		}
 		for _, want := range shown[path] {

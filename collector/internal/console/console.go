@@ -377,8 +377,15 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return strings.Join(parts, ", ") + " %"
 		},
-		"secs":    func(seconds float64) string { return span(time.Duration(seconds * float64(time.Second))) },
-		"join":    func(s []string) string { return strings.Join(s, ", ") },
+		"secs": func(seconds float64) string { return span(time.Duration(seconds * float64(time.Second))) },
+		// join lists names from events (replicas), each escaped.
+		"join": func(s []string) string {
+			shown := make([]string, len(s))
+			for i, v := range s {
+				shown[i] = text.Escape(v)
+			}
+			return strings.Join(shown, ", ")
+		},
 		"percent": func(share float64) float64 { return share * 100 },
 		"who":     who,
 		"by":      by,

@@ -196,13 +196,13 @@ func viewGate(g events.GateResult) gateView {
 	case g.Verdict == events.VerdictPass || g.Verdict == events.VerdictFail || g.Verdict == events.VerdictNotApplicable:
 		v.Needs = "decided"
 	case g.NeedsGray == nil && g.Why != "":
-		v.Needs = "cannot decide: " + g.Why
+		v.Needs = "cannot decide: " + text.Escape(g.Why)
 	case g.NeedsGray == nil || math.IsInf(*g.NeedsGray, 1):
 		v.Needs = "cannot decide yet"
 	default:
 		v.Needs = "~" + thousands(int64(math.Ceil(*g.NeedsGray))) + " more gray requests"
 		if g.Why != "" {
-			v.Needs += ": " + g.Why
+			v.Needs += ": " + text.Escape(g.Why)
 		}
 	}
 	v.Sentence = sentence(g, info, v)

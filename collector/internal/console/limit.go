@@ -15,7 +15,11 @@ import (
 // tokens holds nothing but bounded map entries. Over a minute at most
 // maxFailures wrong tokens count per source and per token prefix; the
 // next attempt is refused until the oldest of them is a minute old.
-// Refused attempts are not checked against any token.
+// Refused attempts are not checked against any token. One attempt per
+// source and per token prefix is checked at a time (another is refused
+// for failDelay while it is): otherwise attempts sent together would all
+// pass allow before the first failure is recorded, past the minute's
+// limit.
 const (
 	failDelay   = time.Second
 	maxFailures = 5
@@ -34,10 +38,11 @@ const (
 
 // failures is one key's recent wrong tokens.
 type failures struct {
-	at    [maxFailures]time.Time // ring: the newest maxFailures failures
-	n     int                    // failures recorded (at most maxFailures)
-	next  int                    // ring position of the next failure
-	until time.Time              // refused before this
+	at      [maxFailures]time.Time // ring: the newest maxFailures failures
+	n       int                    // failures recorded (at most maxFailures)
+	next    int                    // ring position of the next failure
+	until   time.Time              // refused before this
+	pending int                    // attempts allowed and not yet ended (0 or 1)
 }
 
 // record adds a failure at now and moves until.
@@ -60,7 +65,7 @@ func (f *failures) record(now time.Time) {
 // minute's limit.
 func (f *failures) dead(now time.Time) bool {
 	newest := f.at[(f.next+maxFailures-1)%maxFailures]
-	return !now.Before(f.until) && now.Sub(newest) >= failWindow
+	return f.pending == 0 && !now.Before(f.until) && now.Sub(newest) >= failWindow
 }
 
 // limitMap is one of the limiter's maps with its cap.
@@ -98,35 +103,46 @@ func newLimiter() *limiter {
 }
 
 // allow reports whether an attempt from source with a token of prefix key
-// may be checked now, or how long to wait.
+// may be checked now, or how long to wait. An allowed attempt is in
+// flight until failed or passed ends it.
 func (l *limiter) allow(source, prefix string, now time.Time) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var wait time.Duration
-	for _, k := range []struct {
-		lm  *limitMap
-		key string
-	}{{&l.sources, source}, {&l.prefixes, prefix}} {
+	keys := l.keys(source, prefix)
+	var fs [2]*failures
+	for i, k := range keys {
 		f := k.lm.m[k.key]
 		switch {
-		case f != nil && now.Before(f.until):
-			wait = max(wait, f.until.Sub(now))
 		case f == nil && !k.lm.room(now):
 			// Full of live entries: refuse what it cannot track.
 			wait = max(wait, failWindow)
+		case f != nil && now.Before(f.until):
+			wait = max(wait, f.until.Sub(now))
+		case f != nil && f.pending > 0:
+			wait = max(wait, failDelay)
 		}
+		fs[i] = f
 	}
-	return wait, wait == 0
+	if wait > 0 {
+		return wait, false
+	}
+	for i, k := range keys {
+		if fs[i] == nil {
+			fs[i] = &failures{}
+			k.lm.m[k.key] = fs[i]
+		}
+		fs[i].pending++
+	}
+	return 0, true
 }
 
-// failed records a wrong token from source with prefix key at now.
+// failed records a wrong token from source with prefix key at now, and
+// ends the attempt allow let through, if any.
 func (l *limiter) failed(source, prefix string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, k := range []struct {
-		lm  *limitMap
-		key string
-	}{{&l.sources, source}, {&l.prefixes, prefix}} {
+	for _, k := range l.keys(source, prefix) {
 		f := k.lm.m[k.key]
 		if f == nil {
 			if !k.lm.room(now) {
@@ -135,8 +151,30 @@ func (l *limiter) failed(source, prefix string, now time.Time) {
 			f = &failures{}
 			k.lm.m[k.key] = f
 		}
+		f.pending = max(f.pending-1, 0)
 		f.record(now)
 	}
+}
+
+// passed ends an attempt allow let through that was not a wrong token.
+func (l *limiter) passed(source, prefix string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range l.keys(source, prefix) {
+		if f := k.lm.m[k.key]; f != nil {
+			f.pending = max(f.pending-1, 0)
+		}
+	}
+}
+
+// limitKey is one of an attempt's two keys with its map.
+type limitKey struct {
+	lm  *limitMap
+	key string
+}
+
+func (l *limiter) keys(source, prefix string) [2]limitKey {
+	return [2]limitKey{{&l.sources, source}, {&l.prefixes, prefix}}
 }
 
 // entries returns the sizes of the limiter's maps (tests).

@@ -35,6 +35,7 @@ func TestLimiterRing(t *testing.T) {
 	if _, ok := l.allow("other-source", "other-prefix", now); !ok {
 		t.Error("an unrelated source and prefix are refused")
 	}
+	l.passed("other-source", "other-prefix")
 	now = fakeTime.Add(failWindow)
 	if wait, ok := l.allow("src", "p", now); !ok {
 		t.Errorf("a minute after the first failure: refused for %v; want allowed", wait)
@@ -65,11 +66,52 @@ func TestLimiterCap(t *testing.T) {
 	if _, ok := l.allow("src-1", "p-1", now.Add(2*time.Second)); !ok {
 		t.Error("a held key past its delay is refused while full")
 	}
+	l.passed("src-1", "p-1")
 	if _, ok := l.allow("new-source", "new-prefix", now.Add(failWindow)); !ok {
 		t.Error("a minute later (every entry dead) a new key is still refused")
 	}
-	if s, p := l.entries(); s != 0 || p != 0 {
-		t.Errorf("after the sweep entries = %d, %d; want 0", s, p)
+	if s, p := l.entries(); s != 1 || p != 1 {
+		t.Errorf("after the sweep entries = %d, %d; want 1 each: the attempt in flight", s, p)
+	}
+}
+
+// TestLimiterOneAttemptAtATime: while an attempt is being checked, another
+// from its source or with its prefix is refused, so attempts sent
+// together cannot all pass before the first failure is recorded (SPEC §8
+// rev. 4: at most 5 wrong tokens a minute).
+func TestLimiterOneAttemptAtATime(t *testing.T) {
+	l := newLimiter()
+	now := fakeTime
+	if _, ok := l.allow("src", "p", now); !ok {
+		t.Fatal("first attempt refused")
+	}
+	for _, k := range [][2]string{{"src", "other"}, {"other", "p"}} {
+		if wait, ok := l.allow(k[0], k[1], now); ok || wait != failDelay {
+			t.Errorf("allow(%q, %q) while one is checked = %v, %v; want refused for %v", k[0], k[1], wait, ok, failDelay)
+		}
+	}
+	l.passed("src", "p")
+	if _, ok := l.allow("src", "other", now); !ok {
+		t.Error("refused after the first attempt passed")
+	}
+	l.failed("src", "other", now)
+	// Twenty at once, a failDelay apart: never more than five checked.
+	checked := 0
+	for i := range 20 {
+		at := now.Add(time.Duration(i+1) * failDelay)
+		var ok [20]bool
+		for j := range ok {
+			_, ok[j] = l.allow("src", "p"+strconv.Itoa(j), at)
+		}
+		for j, o := range ok {
+			if o {
+				checked++
+				l.failed("src", "p"+strconv.Itoa(j), at)
+			}
+		}
+	}
+	if checked != maxFailures-1 { // one failure of the source's five came before
+		t.Errorf("%d wrong tokens checked within the minute; want %d", checked, maxFailures-1)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/text"
 )
 
 // Overall verdicts of a deployment (SPEC §8 rev. 4).
@@ -52,7 +53,7 @@ func verdictOf(s store.RolloutSummary, now time.Time) overall {
 			case events.VerdictInconclusive:
 				need := "cannot decide yet"
 				if g.NeedsGray == nil && g.Why != "" {
-					need = "cannot decide: " + g.Why
+					need = "cannot decide: " + text.Escape(g.Why)
 				}
 				if g.NeedsGray != nil && !math.IsInf(*g.NeedsGray, 1) {
 					need = "needs ~" + thousands(int64(math.Ceil(*g.NeedsGray))) + " more gray requests"
@@ -131,7 +132,7 @@ func nextStep(s store.RolloutSummary, v overall, now time.Time) string {
 		soak := time.Duration(rule.MinSoakSeconds * float64(time.Second))
 		if ep := e.Epoch; ep != nil && ep.MinPercentage < rule.MinPercentage {
 			return fmt.Sprintf("%s needs the %s soak at ≥ %s: this epoch went down to %s, so only a new epoch can soak",
-				pctText(next), span(soak), pctText(rule.MinPercentage), pctText(ep.MinPercentage))
+				pctText(next), soakText(soak), pctText(rule.MinPercentage), pctText(ep.MinPercentage))
 		}
 		var start time.Time
 		if e.Epoch != nil {
@@ -140,7 +141,7 @@ func nextStep(s store.RolloutSummary, v overall, now time.Time) string {
 			start = s.EpochStart
 		}
 		if left := soak - now.Sub(start); !start.IsZero() && left > 0 && (!holdRun || left >= holdLeft) {
-			return fmt.Sprintf("%s after the %s soak: %s left", pctText(next), span(soak), span(left))
+			return fmt.Sprintf("%s after the %s soak: %s left", pctText(next), soakText(soak), span(left))
 		}
 	}
 	if !holdRun {
@@ -150,6 +151,15 @@ func nextStep(s store.RolloutSummary, v overall, now time.Time) string {
 		return fmt.Sprintf("%s at the next evaluation (the %s hold is done)", pctText(next), span(hold))
 	}
 	return fmt.Sprintf("%s in %s of %s hold", pctText(next), span(holdLeft), span(hold))
+}
+
+// soakText writes the configured soak as the SPEC's example does ("the 24
+// h soak"): whole hours as "24 h", anything else as span does.
+func soakText(d time.Duration) string {
+	if d >= time.Hour && d%time.Hour == 0 {
+		return fmt.Sprintf("%d h", d/time.Hour)
+	}
+	return span(d)
 }
 
 // holder names who held a rollout: "admin:alice", or the actor for the

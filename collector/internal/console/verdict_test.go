@@ -95,13 +95,13 @@ func TestNextStep(t *testing.T) {
 		{"soak left before 100", with(50, func(s *store.RolloutSummary) {
 			passing(time.Hour)(s)
 			s.Latest.Epoch.Start = vnow.Add(-(6*time.Hour + 48*time.Minute))
-		}), "100 % after the 24h soak: 17h12m left"},
+		}), "100 % after the 24 h soak: 17h12m left"},
 		{"soak done, hold left", with(50, func(s *store.RolloutSummary) {
 			passing(2 * time.Minute)(s)
 			s.Latest.Epoch.Start = vnow.Add(-30 * time.Hour)
 		}), "100 % in 8m of 10m hold"},
 		{"epoch below min_percentage", with(50, func(s *store.RolloutSummary) { s.Latest.Epoch.MinPercentage = 0.5 }),
-			"100 % needs the 24h soak at ≥ 1 %: this epoch went down to 0.5 %, so only a new epoch can soak"},
+			"100 % needs the 24 h soak at ≥ 1 %: this epoch went down to 0.5 %, so only a new epoch can soak"},
 		{"held", with(5, func(s *store.RolloutSummary) {
 			s.HoldEvent = &store.RolloutEvent{Actor: "admin", Operator: "alice", Hold: ptr(true)}
 		}), "held by admin:alice: no promotion until released (a failing gate still rolls back)"},
