@@ -190,13 +190,14 @@ func compare(t *testing.T, root, s *schemaObject, typ reflect.Type, path string)
 	}
 }
 
-// jsonFields lists a struct's JSON names; only those without omitempty
-// when requiredOnly.
+// jsonFields lists a struct's JSON names; when requiredOnly, only those
+// the schema requires: not omitempty, and not tagged schema:"optional"
+// (always written, but an older writer's event lacks them).
 func jsonFields(typ reflect.Type, requiredOnly bool) []string {
 	var out []string
 	for i := range typ.NumField() {
 		name, opts, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		if name == "" || name == "-" || requiredOnly && strings.Contains(opts, "omitempty") {
+		if name == "" || name == "-" || requiredOnly && (strings.Contains(opts, "omitempty") || typ.Field(i).Tag.Get("schema") == "optional") {
 			continue
 		}
 		out = append(out, name)

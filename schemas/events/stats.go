@@ -44,15 +44,16 @@ type ArmStats struct {
 	// Band is the first context band (SPEC §5) the attempts' request
 	// matched, in config order: a band name ([A-Za-z0-9_-]+, at most
 	// MaxBandLen bytes), or "" when it matched none or no bands are
-	// configured. (rev. 4) Left out when "": a statistic of an older
-	// gateway, which did not write it, reads as band "".
-	Band string `json:"band,omitempty"`
+	// configured. (rev. 4) Always written; a statistic of an older
+	// gateway, which did not write it, reads as band "" (so the JSON
+	// Schema does not require it: schema:"optional").
+	Band string `json:"band" schema:"optional"`
 	// Cached is true for attempts whose engine reported at least half of
 	// the prompt's tokens as cached (usage.prompt_tokens_details.
 	// cached_tokens ≥ prompt_tokens/2, prompt_tokens > 0), false when it
-	// reported fewer or nothing. (rev. 4) Left out when false: a
-	// statistic of an older gateway reads as not cached.
-	Cached bool `json:"cached,omitempty"`
+	// reported fewer or nothing. (rev. 4) Always written; a statistic of
+	// an older gateway, without it, reads as not cached.
+	Cached bool `json:"cached" schema:"optional"`
 	// ArmPromptVersion and ArmPromptHash name the arm's prompt (SPEC §6.6),
 	// "" when it has none; the hash is 64 lowercase hex digits.
 	ArmPromptVersion string `json:"arm_prompt_version"`
