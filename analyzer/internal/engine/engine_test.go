@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -933,5 +934,18 @@ func TestRollbackReason(t *testing.T) {
 		if !strings.HasPrefix(got, c.want) || (c.r.Gate == events.GateTTFTP99 && strings.Contains(got, "primary")) {
 			t.Errorf("rollbackReason(%s) = %q; want %q", c.r.Gate, got, c.want)
 		}
+	}
+}
+
+// A deployment not evaluated yet has no gate in the status, rather than
+// null (a client looping over "gates" needs no special case).
+func TestStatusBeforeTheFirstEvaluation(t *testing.T) {
+	e := New(Config{Analyzer: exampleAnalyzer(), Deployments: []Deployment{{Name: dep}}}, nil, nil)
+	b, err := json.Marshal(e.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"deployment":"`+dep+`"`) || !strings.Contains(string(b), `"gates":[]`) {
+		t.Errorf("status before an evaluation = %s; want the deployment with \"gates\":[]", b)
 	}
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"slices"
 	"time"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // Status is the analyzer's live state, served as GET /v1/status.
@@ -89,6 +91,9 @@ func (e *Engine) Status() Status {
 		ds := e.state[d]
 		ev := ds.last
 		ev.Deployment = d
+		if ev.Gates == nil { // not evaluated yet: no gate, rather than null
+			ev.Gates = []events.GateResult{}
+		}
 		ev.Rollout = nil
 		if st, ok := e.rollouts.Get(d); ok { // the state now, not at the evaluation
 			ev.Rollout = &st
