@@ -29,6 +29,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	confidence := fs.Float64("confidence", o.Gate.Confidence, "the gates' confidence (0.9 calibrates: the false-rollback rate must stay within 1 − confidence)")
 	streamed := fs.Float64("streamed", o.StreamShare, "share of streamed requests where the scenario does not set its own (1: streamed chat only, one class, as SPEC §12's promotion target)")
 	latencySigma := fs.Float64("latency-sigma", 0, "σ of both arms' lognormal latency in the healthy world (default 0.75; 0.6 puts the p99 at half the 2.5 s rollout timeout, as SPEC §12's promotion target assumes)")
+	difference := fs.String("difference", "split", "gates 4 and 5 on the epoch: split (the analyzer's: gray's tuned sequence minus primary's bound) or joint (the two-sample test on the pair of shares), to compare their sample costs")
 	workers := fs.Int("workers", 0, "parallel workers (default: GOMAXPROCS)")
 	progress := fs.Bool("progress", false, "print progress to stderr every 10 s")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -56,6 +57,13 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	o.FirstRun, o.Gate.Confidence, o.StreamShare, o.LatencySigma = *firstRun, *confidence, *streamed, *latencySigma
 	if o.Days <= 0 || o.Runs < 0 || o.BreakRuns < 0 || o.Workers < 0 || o.FirstRun < 0 {
 		return fmt.Errorf("simulate: --days must be positive, --runs, --break-runs, --first-run and --workers not negative")
+	}
+	switch *difference {
+	case "split":
+	case "joint":
+		o.Gate.JointDifference = true
+	default:
+		return fmt.Errorf("simulate: --difference must be split or joint, not %q", *difference)
 	}
 	if !(o.LatencySigma >= 0 && o.LatencySigma <= 3) {
 		return fmt.Errorf("simulate: --latency-sigma must be from 0 (the default world's) to 3, not %g", o.LatencySigma)

@@ -69,7 +69,7 @@ func TestSimulateBadFlags(t *testing.T) {
 		{"simulate", "--rates", "x"}, {"simulate", "--rates", "-1"}, {"simulate", "extra"},
 		{"simulate", "--scenarios", "nope"}, {"simulate", "--days", "0"}, {"simulate", "--break-rates", ""},
 		{"simulate", "--confidence", "0.3"}, {"simulate", "--confidence", "1"}, {"simulate", "--first-run", "-1"},
-		{"simulate", "--latency-sigma", "-1"}, {"simulate", "--latency-sigma", "4"},
+		{"simulate", "--latency-sigma", "-1"}, {"simulate", "--difference", "both"}, {"simulate", "--latency-sigma", "4"},
 		{"simulate", "--streamed", "1.5"}, {"simulate", "--streamed", "-0.1"}, {"simulate", "--streamed", "NaN"},
 	} {
 		var out, errb bytes.Buffer

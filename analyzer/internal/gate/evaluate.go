@@ -503,6 +503,9 @@ func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, alpha 
 	var gl, gu, pl, pu float64
 	switch {
 	case !(a > 0):
+	case e.sp.seq && e.c.JointDifference:
+		gl, gu = e.jointBounds(r.Threshold, xg, ng, xp, np, alpha, failSide, passSide, reported)
+		pl, pu = 0, 0
 	case e.sp.seq:
 		// The epoch: the fail side is gray's tuned sequence minus
 		// primary's upper bound (shares fixed in advance, see
@@ -525,6 +528,34 @@ func (e *evaluator) difference(r events.GateResult, xg, ng, xp, np int64, alpha 
 	}
 	judge(&r, gl-pu, gu-pl, a > 0 && failSide, a > 0 && passSide, floor)
 	return r
+}
+
+// jointBounds returns the bounds of the difference on the epoch from the
+// two-sample test of joint.go, both sides at alpha: reported (searched
+// for) in a full look; in a look for verdicts alone the fail side's bound
+// only when it fails, and the threshold itself for a pass (−∞ and +∞ when
+// neither).
+func (e *evaluator) jointBounds(thr float64, xg, ng, xp, np int64, alpha float64, failSide, passSide, reported bool) (lower, upper float64) {
+	lower, upper = math.Inf(-1), math.Inf(1)
+	if failSide {
+		fails := jointFails(xg, ng, xp, np, thr, alpha)
+		if fails || reported {
+			lower = jointLower(xg, ng, xp, np, alpha)
+		}
+		if fails { // the verdict is the test's at the threshold, whatever the search's precision
+			lower = max(lower, math.Nextafter(thr, 2))
+		}
+	}
+	if passSide {
+		passes := jointPasses(xg, ng, xp, np, thr, alpha)
+		if reported {
+			upper = jointUpper(xg, ng, xp, np, alpha)
+		}
+		if passes {
+			upper = min(upper, thr)
+		}
+	}
+	return lower, upper
 }
 
 // limit returns the censoring limit of a stream class in milliseconds, 0

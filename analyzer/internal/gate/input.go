@@ -63,6 +63,13 @@ type Config struct {
 	// 0: the gray's max_duration in stream_validation observe (SPEC §9
 	// rev. 3), where primary's late headers count as timeouts for gate 5.
 	StreamLimit time.Duration
+	// JointDifference makes gates 4 and 5 on the epoch the two-sample
+	// test of joint.go instead of the split one (gray's tuned sequence
+	// minus primary's bound). The simulator sets it to compare their
+	// sample costs (analyzer simulate --difference joint); the analyzer
+	// never does: with primary at 19 times gray's attempts, as in a
+	// canary, the split test decides with fewer gray attempts.
+	JointDifference bool
 }
 
 // ConfigOf returns the gate configuration of an analyzer section and a
