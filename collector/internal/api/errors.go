@@ -41,6 +41,10 @@ var (
 // cause logged, never shown.
 func errorHandler(log *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
+		// Also for what fasthttp refuses before any handler runs (a
+		// body over the limit: 413), so the middleware never set them.
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 		var e *Error
 		var fe *fiber.Error
 		fault, pe := store.Classify(err)

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -506,6 +507,20 @@ func TestNoStoreNoSniff(t *testing.T) {
 		t.Fatalf("GET /v1/samples with the token = %v, %v", resp, err)
 	}
 	check("GET /v1/samples with the token", resp)
+	// A body over the listener's limit is refused before any handler
+	// (by fasthttp, on a real connection).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go c.app.Listener(ln)
+	defer c.app.Shutdown()
+	resp, err = http.Post("http://"+ln.Addr().String()+"/login", "application/x-www-form-urlencoded", strings.NewReader(strings.Repeat("x", 100<<10)))
+	if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("POST of 100 KiB = %v, %v; want 413", resp, err)
+	}
+	resp.Body.Close()
+	check("POST of 100 KiB", resp)
 }
 
 func TestConsoleAuth(t *testing.T) {
