@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 )
@@ -305,5 +307,48 @@ func TestFormRevisionFollowsTheGateway(t *testing.T) {
 	_, body = alice.get("/deployments/qwen-32k")
 	if !strings.Contains(body, `name="revision" value="7"`) {
 		t.Errorf("the gateway holds another state; the forms should keep the stored revision 7:\n%s", body)
+	}
+}
+
+// statusReader is fakeReader with the deployment's last rollout event in
+// another status.
+type statusReader struct {
+	fakeReader
+	status string
+}
+
+func (r statusReader) Rollouts(ctx context.Context, dep string) ([]store.RolloutSummary, error) {
+	s, err := r.fakeReader.Rollouts(ctx, dep)
+	for i := range s {
+		s[i].Last.Status = r.status
+	}
+	return s, err
+}
+
+// TestFormsByStatus: the forms offered follow the rollout's status — a
+// gray in testing can be rolled back (and resumed), a rolled-back one
+// only resumed; hold in every status.
+func TestFormsByStatus(t *testing.T) {
+	now := fakeTime
+	gw := &fakeGateway{tokens: map[string]string{"alice-token-0123456789": "alice"}, revision: 7}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	for status, want := range map[string]string{
+		"active":      "promote set rollback hold",
+		"testing":     "rollback resume hold",
+		"rolled_back": "resume hold",
+	} {
+		opts := Options{Token: "api-token", AdminURL: srv.URL + "/", SessionKey: bytes.Repeat([]byte{9}, 32),
+			Promotion: &config.Promotion{Steps: []float64{1, 2, 5, 10, 25, 50, 100}}}
+		alice := newClient(t, testAppOn(t, statusReader{status: status}, opts, newMemSessions(), &now))
+		alice.login("alice-token-0123456789")
+		_, body := alice.get("/deployments/qwen-32k")
+		var forms []string
+		for _, m := range formAction.FindAllStringSubmatch(body, -1) {
+			forms = append(forms, m[1])
+		}
+		if got := strings.Join(forms, " "); got != want {
+			t.Errorf("%s: forms %q; want %q", status, got, want)
+		}
 	}
 }

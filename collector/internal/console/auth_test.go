@@ -175,9 +175,15 @@ func testApp(t *testing.T, token string, now *time.Time) *fiber.App {
 // apps as Postgres is between replicas).
 func testAppWith(t *testing.T, opts Options, st *memSessions, now *time.Time) *fiber.App {
 	t.Helper()
+	return testAppOn(t, fakeReader{}, opts, st, now)
+}
+
+// testAppOn is testAppWith with the console reading r.
+func testAppOn(t *testing.T, r Reader, opts Options, st *memSessions, now *time.Time) *fiber.App {
+	t.Helper()
 	clock := func() time.Time { return *now }
 	opts.Now, opts.Sessions = clock, st
-	con, err := New(fakeReader{}, opts)
+	con, err := New(r, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
