@@ -88,8 +88,9 @@ func parseProxy(s string) (netip.Prefix, bool) {
 }
 
 // sessionKey reads the session key file (key p): 32 raw bytes, or 64 hex
-// digits and an optional final newline, in a regular file no group or
-// other may read.
+// digits and an optional final newline. A file group or others may read
+// or write is read, with a warning to chmod it (refusing it would stop
+// the collector over a file mode, as no other secret file does).
 func (d *decoder) sessionKey(p, name, dir string) ([]byte, bool) {
 	file, err := findFile(name, dir)
 	if err != nil {
@@ -105,8 +106,7 @@ func (d *decoder) sessionKey(p, name, dir string) ([]byte, bool) {
 		d.errorf(p, nil, "%s: %v", name, err)
 		return nil, false
 	} else if info&0o077 != 0 {
-		d.errorf(p, nil, "%s is readable or writable by group or others (mode %04o): chmod 600 it", name, info&0o777)
-		return nil, false
+		d.warnf(p, nil, "%s is readable or writable by group or others (mode %04o): chmod 600 it", name, info&0o777)
 	}
 	switch {
 	case len(data) == SessionKeyBytes:

@@ -28,8 +28,8 @@ func TestSessionKeyFile(t *testing.T) {
 		{"one byte short", key[:31], 0o600, "must hold exactly 32 bytes"},
 		{"one byte more", append(bytes.Clone(key), 'x'), 0o600, "must hold exactly 32 bytes"},
 		{"not hex", bytes.Repeat([]byte("zz"), 32), 0o600, "must hold exactly 32 bytes"},
-		{"group readable", key, 0o640, "readable or writable by group or others (mode 0640)"},
-		{"world readable", key, 0o604, "(mode 0604)"},
+		{"group readable", key, 0o640, "warn: readable or writable by group or others (mode 0640)"},
+		{"world readable", key, 0o604, "warn: (mode 0604)"},
 		{"empty", nil, 0o600, "holds 0 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,13 +42,20 @@ func TestSessionKeyFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			doc := "collector:\n  console:\n    session_key_file: session.key\n"
-			cfg, _, err := Parse([]byte(doc), dir, lookup(nil))
-			if tc.want == "" {
+			cfg, warnings, err := Parse([]byte(doc), dir, lookup(nil))
+			if warn, ok := strings.CutPrefix(tc.want, "warn: "); tc.want == "" || ok {
 				if err != nil {
 					t.Fatalf("Parse: %v", err)
 				}
 				if got := cfg.Collector.Console.SessionKey.Reveal(); got != string(key) {
 					t.Errorf("SessionKey = %x; want %x", got, key)
+				}
+				var all []string
+				for _, w := range warnings {
+					all = append(all, w.String())
+				}
+				if got := strings.Join(all, "\n"); ok != strings.Contains(got, "collector.console.session_key_file: ") || ok && !strings.Contains(got, warn) {
+					t.Errorf("warnings %q; want one naming the key and %q: %v", got, warn, ok)
 				}
 				return
 			}
