@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +34,14 @@ import (
 // spoolSlots is how many analyzers may share one analyzer.spool_dir.
 const spoolSlots = 16
 
+// logKey names the event log an analyzer publishes to, as a directory:
+// "log-" and 12 hex digits of a hash of the NATS URL (without
+// credentials) and API prefix.
+func logKey(n *config.NATS) string {
+	sum := sha256.Sum256([]byte(n.RedactedURL() + "\n" + n.APIPrefix))
+	return "log-" + hex.EncodeToString(sum[:6])
+}
+
 // ErrNoEventLog is returned by serve when nats.url is empty: the analyzer
 // works only on the event log.
 var ErrNoEventLog = errors.New("nats.url is empty (and NATS_URL unset): the analyzer needs the event log")
@@ -55,9 +65,12 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		return fmt.Errorf("analyzer.listen: %w", err)
 	}
 	defer ln.Close()
-	// Evaluations the log has not stored wait on disk (SPEC §11 rev. 4);
+	// Evaluations the log has not stored wait on disk (SPEC §11 rev. 4),
+	// below a directory of the event log they are for, so that an
+	// analyzer pointed at another NATS never sends it another log's;
 	// analyzers sharing a working directory each take a slot.
-	sp, slot, err := spool.OpenFree(cfg.Analyzer.SpoolDir, spoolSlots, int64(cfg.Analyzer.SpoolMaxBytes), log)
+	spoolRoot := filepath.Join(cfg.Analyzer.SpoolDir, logKey(&cfg.NATS))
+	sp, slot, err := spool.OpenFree(spoolRoot, spoolSlots, int64(cfg.Analyzer.SpoolMaxBytes), log)
 	if err != nil {
 		return fmt.Errorf("analyzer.spool_dir: %w", err)
 	}
@@ -116,7 +129,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	handler := api.Handler(eng, set, engine.Help, nc.IsConnected)
 	timeouts := api.Timeouts{Read: cfg.Analyzer.ReadTimeout, Write: cfg.Analyzer.WriteTimeout, Idle: cfg.Analyzer.IdleTimeout}
 	g.Go(func() error { return api.Serve(ctx, ln, handler, log, timeouts) })
-	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s, spool %s)\n", ln.Addr(), consumer, filepath.Join(cfg.Analyzer.SpoolDir, strconv.Itoa(slot)))
+	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s, spool %s)\n", ln.Addr(), consumer, filepath.Join(spoolRoot, strconv.Itoa(slot)))
 	g.Go(func() error {
 		// Streams and the lease bucket need NATS: wait for it, retrying,
 		// while /healthz already answers and /readyz says why not ready.

@@ -30,17 +30,17 @@ func TestE2EEvaluationsSurviveACrash(t *testing.T) {
 		Deployment: dep, Percentage: 10, Status: events.StatusActive, Reason: "config", Actor: events.ActorConfig,
 	}, time.Now().Add(-time.Hour), "", false)
 	spool := t.TempDir()
-	start := func() (*testenv.Process, string) {
+	start := func(url string) (*testenv.Process, string) {
 		addr := testenv.FreeAddr(t)
 		p, line := testenv.Start(t, bin, []string{"NATS_URL="}, "analyzer listening on", "serve", "--config", writeConfigSpool(t, url, addr, spool))
-		if !strings.Contains(line, "spool "+spool+"/0") {
-			t.Errorf("first line %q; want the spool's slot 0", line)
+		if !strings.Contains(line, "spool "+spool+"/log-") || !strings.HasSuffix(line, "/0)") {
+			t.Errorf("first line %q; want slot 0 of the event log's directory in the spool", line)
 		}
 		testenv.WaitFor(t, 20*time.Second, "analyzer ready", func() bool { return getReadyz(addr).code == http.StatusOK })
 		return p, addr
 	}
 
-	a, addr := start()
+	a, addr := start(url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := js.DeleteStream(ctx, events.StreamAnalysis); err != nil {
@@ -60,9 +60,20 @@ func TestE2EEvaluationsSurviveACrash(t *testing.T) {
 	}
 	_ = a.Cmd.Wait()
 	killed := time.Now()
-	testenv.Streams(t, js)
 
-	start()
+	// An analyzer on another event log, sharing the spool directory,
+	// sends none of them there.
+	other := testenv.StartNATS(t).URL
+	_, ojs := testenv.Connect(t, other)
+	testenv.Streams(t, ojs)
+	start(other)
+	time.Sleep(time.Second)
+	if got := analysisIDsBefore(t, ojs, dep, killed); len(got) > 0 {
+		t.Errorf("another event log got %d of a's evaluations", len(got))
+	}
+
+	testenv.Streams(t, js)
+	start(url)
 	var before map[string]int
 	testenv.WaitFor(t, 20*time.Second, "a's evaluations stored", func() bool {
 		before = analysisIDsBefore(t, js, dep, killed)
