@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -30,9 +31,12 @@ type fakeGateway struct {
 	lastBy   string
 	// shownPct is the percentage GET answers with (0: 5, the stored one).
 	shownPct float64
+	// slow delays every answer (set before serving).
+	slow time.Duration
 }
 
 func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	time.Sleep(g.slow)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	op, ok := g.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
@@ -350,5 +354,51 @@ func TestFormsByStatus(t *testing.T) {
 		if got := strings.Join(forms, " "); got != want {
 			t.Errorf("%s: forms %q; want %q", status, got, want)
 		}
+	}
+}
+
+// TestParallelWrongTokens: twenty sign-ins with wrong tokens sent at once
+// from one source, while the gateway takes its time to say who a token
+// is: one is checked (401), the others refused (429) — attempts sent
+// together do not all pass before the first failure counts (SPEC §8
+// rev. 4: at most 5 wrong tokens a minute).
+func TestParallelWrongTokens(t *testing.T) {
+	now := fakeTime
+	gw := &fakeGateway{tokens: map[string]string{}, slow: 200 * time.Millisecond}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	opts := Options{Token: "api-token", AdminURL: srv.URL + "/", SessionKey: bytes.Repeat([]byte{9}, 32)}
+	app := testAppWith(t, opts, newMemSessions(), &now)
+	const n = 20
+	var clients [n]*client
+	var forms [n]url.Values
+	for i := range clients {
+		clients[i] = newClient(t, app)
+		_, body := clients[i].get("/login")
+		forms[i] = url.Values{"csrf": {clients[i].csrf(body)}, "token": {fmt.Sprintf("wrong-token-%02d-0123456789", i)}}
+	}
+	var wg sync.WaitGroup
+	var codes [n]int
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(forms[i].Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for _, c := range clients[i].cookies {
+				req.AddCookie(c)
+			}
+			if resp, err := app.Test(req, -1); err == nil {
+				codes[i] = resp.StatusCode
+			}
+		}()
+	}
+	wg.Wait()
+	count := map[int]int{}
+	for _, c := range codes {
+		count[c]++
+	}
+	if count[http.StatusUnauthorized] != 1 || count[http.StatusTooManyRequests] != n-1 {
+		t.Errorf("%d wrong tokens at once: answers %v; want one 401 and %d 429", n, count, n-1)
 	}
 }
