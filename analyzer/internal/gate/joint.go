@@ -205,18 +205,11 @@ func cleared(lo, hi, thr float64, bound func(a, b float64) float64, inside func(
 // within jointBoundTol), −1 when it fails at no d.
 func jointLower(xg, ng, xp, np int64, a float64) float64 {
 	hg, hp := float64(xg)/float64(max(ng, 1)), float64(xp)/float64(max(np, 1))
-	lo, hi := -1.0, hg-hp
-	if !jointFails(xg, ng, xp, np, lo, a) {
+	fails := func(d float64) bool { return jointFails(xg, ng, xp, np, d, a) }
+	if !fails(-1) {
 		return -1
 	}
-	for hi-lo > jointBoundTol {
-		m := lo + (hi-lo)/2
-		if jointFails(xg, ng, xp, np, m, a) {
-			lo = m
-		} else {
-			hi = m
-		}
-	}
+	lo, _ := bisect(-1, hg-hp, fails)
 	return lo
 }
 
@@ -225,19 +218,25 @@ func jointLower(xg, ng, xp, np int64, a float64) float64 {
 // within jointBoundTol), 1 when it passes at none.
 func jointUpper(xg, ng, xp, np int64, a float64) float64 {
 	hg, hp := float64(xg)/float64(max(ng, 1)), float64(xp)/float64(max(np, 1))
-	lo, hi := hg-hp, 1.0
-	if !jointPasses(xg, ng, xp, np, hi, a) {
+	fallsShort := func(d float64) bool { return !jointPasses(xg, ng, xp, np, d, a) }
+	if fallsShort(1) {
 		return 1
 	}
+	_, hi := bisect(hg-hp, 1, fallsShort)
+	return hi
+}
+
+// bisect narrows [lo, hi] to within jointBoundTol around where below,
+// true at lo and false at hi, changes.
+func bisect(lo, hi float64, below func(d float64) bool) (float64, float64) {
 	for hi-lo > jointBoundTol {
-		m := lo + (hi-lo)/2
-		if jointPasses(xg, ng, xp, np, m, a) {
-			hi = m
-		} else {
+		if m := lo + (hi-lo)/2; below(m) {
 			lo = m
+		} else {
+			hi = m
 		}
 	}
-	return hi
+	return lo, hi
 }
 
 // jointBoundTol is the precision of the bounds jointLower and jointUpper

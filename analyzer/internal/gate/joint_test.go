@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/graygate/graygate/schemas/events"
 )
 
 // TestJointDifferenceHoldsItsError: with the true shares on the margin
@@ -108,5 +110,49 @@ func TestJointDifferenceCosts(t *testing.T) {
 	down := first(19, 1, jointFailsAt)
 	if down > 10 {
 		t.Errorf("gray down: the two-sample test fails at %d attempts; want at most 10", down)
+	}
+}
+
+// TestJointVerdictsAgree: with Config.JointDifference, a look for
+// verdicts alone and a fail-only look give the full look's verdict, and
+// the full look's bounds agree with it (the lower bound past the
+// threshold exactly when it fails, the upper within it when it passes).
+func TestJointVerdictsAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(95, 97))
+	c := defaults
+	c.JointDifference = true
+	fails, passes := 0, 0
+	for range 400 {
+		ng := int64(math.Exp(r.Float64() * math.Log(1e6)))
+		np := ng * int64(1+r.IntN(20))
+		pp := 0.001 + 0.1*r.Float64()
+		pg := min(max(pp+0.1*r.Float64()-0.02, 0), 1)
+		xg, xp := int64(math.Round(pg*float64(ng))), int64(math.Round(pp*float64(np)))
+		res := events.GateResult{Gate: events.GateGrayErrorRate, Threshold: 0.05}
+		full := evaluator{c: c, sp: spend{seq: true}}
+		f := full.difference(res, xg, ng, xp, np, 1e-3, false)
+		quick := evaluator{c: c, sp: spend{seq: true, verdictsOnly: true}}
+		early := evaluator{c: c, sp: spend{seq: true, failOnly: true}}
+		if o := quick.difference(res, xg, ng, xp, np, 1e-3, false); o.Verdict != f.Verdict {
+			t.Fatalf("%d/%d vs %d/%d: verdict %s, %s with VerdictsOnly", xg, ng, xp, np, f.Verdict, o.Verdict)
+		}
+		if e := early.difference(res, xg, ng, xp, np, 1e-3, false); (e.Verdict == events.VerdictFail) != (f.Verdict == events.VerdictFail) {
+			t.Fatalf("%d/%d vs %d/%d: verdict %s, %s fail-only", xg, ng, xp, np, f.Verdict, e.Verdict)
+		}
+		switch f.Verdict {
+		case events.VerdictFail:
+			fails++
+			if f.Bound == nil || *f.Bound <= 0.05 {
+				t.Errorf("%d/%d vs %d/%d fails with bound %v", xg, ng, xp, np, f.Bound)
+			}
+		case events.VerdictPass:
+			passes++
+			if f.Bound == nil || *f.Bound > 0.05 {
+				t.Errorf("%d/%d vs %d/%d passes with bound %v", xg, ng, xp, np, f.Bound)
+			}
+		}
+	}
+	if fails < 30 || passes < 30 {
+		t.Errorf("%d of 400 looks failed and %d passed; want both sides well covered", fails, passes)
 	}
 }
