@@ -129,7 +129,8 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	handler := api.Handler(eng, set, engine.Help, nc.IsConnected)
 	timeouts := api.Timeouts{Read: cfg.Analyzer.ReadTimeout, Write: cfg.Analyzer.WriteTimeout, Idle: cfg.Analyzer.IdleTimeout}
 	g.Go(func() error { return api.Serve(ctx, ln, handler, log, timeouts) })
-	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s, spool %s)\n", ln.Addr(), consumer, filepath.Join(spoolRoot, strconv.Itoa(slot)))
+	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s)\n", ln.Addr(), consumer)
+	fmt.Fprintf(stdout, "analyzer spool %s\n", filepath.Join(spoolRoot, strconv.Itoa(slot)))
 	g.Go(func() error {
 		// Streams and the lease bucket need NATS: wait for it, retrying,
 		// while /healthz already answers and /readyz says why not ready.

@@ -32,8 +32,8 @@ func TestE2EEvaluationsSurviveACrash(t *testing.T) {
 	spool := t.TempDir()
 	start := func(url string) (*testenv.Process, string) {
 		addr := testenv.FreeAddr(t)
-		p, line := testenv.Start(t, bin, []string{"NATS_URL="}, "analyzer listening on", "serve", "--config", writeConfigSpool(t, url, addr, spool))
-		if !strings.Contains(line, "spool "+spool+"/log-") || !strings.HasSuffix(line, "/0)") {
+		p, line := testenv.Start(t, bin, []string{"NATS_URL="}, "analyzer spool ", "serve", "--config", writeConfigSpool(t, url, addr, spool))
+		if !strings.HasPrefix(line, "analyzer spool "+spool+"/log-") || !strings.HasSuffix(line, "/0") {
 			t.Errorf("first line %q; want slot 0 of the event log's directory in the spool", line)
 		}
 		testenv.WaitFor(t, 20*time.Second, "analyzer ready", func() bool { return getReadyz(addr).code == http.StatusOK })
