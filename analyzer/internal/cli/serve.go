@@ -68,13 +68,19 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	// Evaluations the log has not stored wait on disk (SPEC §11 rev. 4),
 	// below a directory of the event log they are for, so that an
 	// analyzer pointed at another NATS never sends it another log's;
-	// analyzers sharing a working directory each take a slot.
+	// analyzers sharing a working directory each take a slot. Judging and
+	// rolling back matter more than these events: an analyzer that cannot
+	// open its spool keeps them in memory, and says so.
 	spoolRoot := filepath.Join(cfg.Analyzer.SpoolDir, logKey(&cfg.NATS))
+	spoolAt := "memory (analyzer.spool_dir unusable)"
 	sp, slot, err := spool.OpenFree(spoolRoot, spoolSlots, int64(cfg.Analyzer.SpoolMaxBytes), log)
 	if err != nil {
-		return fmt.Errorf("analyzer.spool_dir: %w", err)
+		log.Error("analyzer.spool_dir cannot be used: evaluation events the event log does not store wait in memory, and a crash loses them", "error", err)
+		sp = nil
+	} else {
+		defer sp.Close()
+		spoolAt = filepath.Join(spoolRoot, strconv.Itoa(slot))
 	}
-	defer sp.Close()
 	host, _ := os.Hostname()
 	if consumer == "" {
 		consumer = consumerName(host, ln.Addr())
@@ -130,7 +136,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 	timeouts := api.Timeouts{Read: cfg.Analyzer.ReadTimeout, Write: cfg.Analyzer.WriteTimeout, Idle: cfg.Analyzer.IdleTimeout}
 	g.Go(func() error { return api.Serve(ctx, ln, handler, log, timeouts) })
 	fmt.Fprintf(stdout, "analyzer listening on %s (consumer %s)\n", ln.Addr(), consumer)
-	fmt.Fprintf(stdout, "analyzer spool %s\n", filepath.Join(spoolRoot, strconv.Itoa(slot)))
+	fmt.Fprintf(stdout, "analyzer spool %s\n", spoolAt)
 	g.Go(func() error {
 		// Streams and the lease bucket need NATS: wait for it, retrying,
 		// while /healthz already answers and /readyz says why not ready.

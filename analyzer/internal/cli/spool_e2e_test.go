@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -84,6 +86,28 @@ func TestE2EEvaluationsSurviveACrash(t *testing.T) {
 		if n != 1 {
 			t.Errorf("evaluation %s stored %d times; want once", id, n)
 		}
+	}
+}
+
+// An analyzer whose spool_dir cannot be used still judges: it keeps the
+// events the log does not store in memory and says so.
+func TestE2ESpoolUnusable(t *testing.T) {
+	bin := testenv.Binary(t, "./analyzer")
+	url := testenv.StartNATS(t).URL
+	_, js := testenv.Connect(t, url)
+	testenv.Streams(t, js)
+	file := filepath.Join(t.TempDir(), "not-a-directory")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := testenv.FreeAddr(t)
+	p, line := testenv.Start(t, bin, []string{"NATS_URL="}, "analyzer spool ", "serve", "--config", writeConfigSpool(t, url, addr, file))
+	if !strings.HasPrefix(line, "analyzer spool memory") {
+		t.Errorf("spool line %q; want memory", line)
+	}
+	testenv.WaitFor(t, 20*time.Second, "analyzer ready", func() bool { return getReadyz(addr).code == http.StatusOK })
+	if !strings.Contains(p.Stderr(), "analyzer.spool_dir cannot be used") {
+		t.Errorf("stderr says nothing of the spool:\n%s", p.Stderr())
 	}
 }
 
