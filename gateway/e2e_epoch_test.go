@@ -166,8 +166,9 @@ func lastEvaluation(t *testing.T, j *judgment) string {
 // 3 never rolled it back). SPEC §9 rev. 4's ladder of quantiles does, on a
 // quantile below the p99 that the rollback reason names, within 5,000
 // gray requests (SPEC §12 rev. 4) — through the real binaries, at 10 gray
-// requests a second, non-streamed.
+// requests a second, non-streamed. About 40 s: task e2e runs it.
 func TestE2ELatencyPastTheLimitRollsBack(t *testing.T) {
+	t.Parallel() // in task e2e, beside the other long runs
 	common := []string{"--completion-tokens", "20", "--spread", "0.75"}
 	j := startJudgment(t, 20, append([]string{"--latency", "300ms"}, common...), append([]string{"--latency", "750ms"}, common...))
 	j.streamEvery = 1 << 40 // none streamed

@@ -132,11 +132,18 @@ func (s *Server) writeCompletion(ctx context.Context, w http.ResponseWriter, a *
 	if a.set.Content == contentInvalidJSON && a.gen != nil {
 		body = full[:len(full)/2]
 	}
+	return writeBody(ctx, w, a.set, a.set.Status, body)
+}
+
+// writeBody writes one whole JSON answer with status, or, with
+// drop-after, half of it before cutting the connection (errDropped);
+// errClientGone when the client went away.
+func writeBody(ctx context.Context, w http.ResponseWriter, set *Settings, status int, body []byte) error {
 	h := w.Header()
 	h["Content-Type"] = jsonType
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(a.set.Status)
-	if a.set.DropAfter >= 0 {
+	w.WriteHeader(status)
+	if set.DropAfter >= 0 {
 		_, _ = w.Write(body[:len(body)/2])
 		abort(http.NewResponseController(w))
 		return errDropped

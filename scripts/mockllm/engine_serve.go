@@ -17,10 +17,7 @@ import (
 
 // engineRequest is the part of a chat or completions body the engine reads.
 type engineRequest struct {
-	Model               string          `json:"model"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *streamOptions  `json:"stream_options"`
-	Messages            []chatMessage   `json:"messages"`
+	chatRequest
 	Prompt              json.RawMessage `json:"prompt"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
@@ -221,19 +218,7 @@ func (s *Server) writeEngineCompletion(ctx context.Context, w http.ResponseWrite
 	if a.set.Content == contentInvalidJSON {
 		b = b[:len(b)/2]
 	}
-	h := w.Header()
-	h["Content-Type"] = jsonType
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	if a.set.DropAfter >= 0 {
-		_, _ = w.Write(b[:len(b)/2])
-		abort(http.NewResponseController(w))
-		return errDropped
-	}
-	if _, err := w.Write(b); err != nil || ctx.Err() != nil {
-		return errClientGone
-	}
-	return nil
+	return writeBody(ctx, w, a.set, http.StatusOK, b)
 }
 
 // engineStream writes an engine answer as server-sent events: nothing but

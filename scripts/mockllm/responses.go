@@ -97,30 +97,14 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		if set.Content == contentInvalidJSON {
 			out = out[:len(out)/2]
 		}
-		w.Header().Set("Content-Type", "application/json")
-		if set.DropAfter >= 0 {
-			w.Header().Set("Content-Length", strconv.Itoa(len(out)))
-			_, _ = w.Write(out[:len(out)/2])
-			abort(http.NewResponseController(w))
-			s.stats.dropped.Add(1)
-			return
-		}
-		_, _ = w.Write(out)
-		s.stats.completed.Add(1)
+		s.ended(w, writeBody(r.Context(), w, &set, http.StatusOK, out))
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	st := responseStream{w: w, rc: http.NewResponseController(w), r: r, set: &set}
-	switch err := a.stream(&st); err {
-	case errDropped:
-		s.stats.dropped.Add(1)
-	case errClientGone:
-		s.stats.cancelled.Add(1)
-	default:
-		s.stats.completed.Add(1)
-	}
+	s.ended(w, a.stream(&st))
 }
 
 // responseAnswer is one answer of the Responses API.

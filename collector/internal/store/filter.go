@@ -27,23 +27,34 @@ func ParseSampleFilter(q map[string]string, now time.Time) (SampleFilter, error)
 	if _, ok := q["arm"]; ok && f.Arm != string(events.ArmGray) && f.Arm != string(events.ArmShadow) {
 		return f, paramError("arm", "want gray or shadow")
 	}
-	var err error
-	if v, ok := q["since"]; ok {
-		if f.Since, err = ParseTime("since", v, now); err != nil {
-			return f, err
+	return f, parseRange(q, now, &f.Since, &f.Until, &f.Limit)
+}
+
+// parseRange reads the since, until (unless until is nil: a list
+// without that filter) and limit parameters present in q.
+func parseRange(q map[string]string, now time.Time, since, until *time.Time, limit *int) error {
+	for _, p := range [...]struct {
+		name string
+		dst  *time.Time
+	}{{"since", since}, {"until", until}} {
+		v, ok := q[p.name]
+		if !ok || p.dst == nil {
+			continue
 		}
-	}
-	if v, ok := q["until"]; ok {
-		if f.Until, err = ParseTime("until", v, now); err != nil {
-			return f, err
+		t, err := ParseTime(p.name, v, now)
+		if err != nil {
+			return err
 		}
+		*p.dst = t
 	}
 	if v, ok := q["limit"]; ok {
-		if f.Limit, err = ParseLimit(v); err != nil {
-			return f, err
+		n, err := ParseLimit(v)
+		if err != nil {
+			return err
 		}
+		*limit = n
 	}
-	return f, nil
+	return nil
 }
 
 // ParseTime reads param's value v: an RFC 3339 time, a time without a

@@ -198,13 +198,9 @@ func (r *Reader) ListSamples(ctx context.Context, f SampleFilter) (SamplePage, e
 	if err := w.time("until", "occurred_at < ?", f.Until); err != nil {
 		return SamplePage{}, err
 	}
-	var page SamplePage
-	page.Samples, page.NextCursor, err = newestFirst(ctx, r, "list samples", `SELECT `+summaryColumns+` FROM samples`,
+	items, next, err := newestFirst(ctx, r, "list samples", `SELECT `+summaryColumns+` FROM samples`,
 		w.where, w.args, f.Cursor, limit, collectSummaries, func(s SampleSummary) (time.Time, string) { return s.OccurredAt, s.EventID })
-	if err != nil {
-		return SamplePage{}, err
-	}
-	return page, nil
+	return SamplePage{Samples: items, NextCursor: next}, err
 }
 
 // Sample returns the sample with event id id, or ErrNotFound.

@@ -138,13 +138,9 @@ func (r *Reader) ListRequests(ctx context.Context, f RequestFilter) (RequestPage
 	if err := w.time("since", "occurred_at >= ?", f.Since); err != nil {
 		return RequestPage{}, err
 	}
-	var page RequestPage
-	page.Requests, page.NextCursor, err = newestFirst(ctx, r, "list requests", `SELECT `+requestColumns+` FROM requests`,
+	items, next, err := newestFirst(ctx, r, "list requests", `SELECT `+requestColumns+` FROM requests`,
 		w.where, w.args, f.Cursor, limit, collectRequests, func(q Request) (time.Time, string) { return q.OccurredAt, q.EventID })
-	if err != nil {
-		return RequestPage{}, err
-	}
-	return page, nil
+	return RequestPage{Requests: items, NextCursor: next}, err
 }
 
 // Request returns the stored request with event id id, or ErrNotFound.
@@ -208,18 +204,7 @@ func ParseRequestFilter(q map[string]string, now time.Time) (RequestFilter, erro
 	if _, ok := q["outcome"]; ok && !validOutcome(f.Outcome) {
 		return f, paramError("outcome", "want ok, failed or an error type ("+strings.Join(RequestOutcomes()[2:], ", ")+")")
 	}
-	var err error
-	if v, ok := q["since"]; ok {
-		if f.Since, err = ParseTime("since", v, now); err != nil {
-			return f, err
-		}
-	}
-	if v, ok := q["limit"]; ok {
-		if f.Limit, err = ParseLimit(v); err != nil {
-			return f, err
-		}
-	}
-	return f, nil
+	return f, parseRange(q, now, &f.Since, nil, &f.Limit)
 }
 
 func validOutcome(s string) bool {
