@@ -243,14 +243,8 @@ func startSystem(ctx context.Context, l layout, o soakOptions) (*system, error) 
 			url: "http://" + addrs[fmt.Sprintf("G%d", i+1)], admin: admin})
 	}
 	order := append(slices.Clone(s.nats), s.mocks[0], s.mocks[1], s.coll, s.gateways[0].proc, s.gateways[1].proc, s.analyzer)
-	for _, p := range order {
-		if err := p.Start(ctx); err != nil {
-			return s, err
-		}
-		s.started = append(s.started, p)
-		logf("soak: %s running (pid %d)", p.Name, p.Pid())
-	}
-	return s, nil
+	s.started, err = process.StartAll(ctx, s.started, order, func(format string, args ...any) { logf("soak: "+format, args...) })
+	return s, err
 }
 
 // natsNodes prepares the drill's NATS: one nats-server, or with

@@ -207,14 +207,8 @@ func startSystem(ctx context.Context, root string, o options) (*system, error) {
 	for _, a := range s.analyzers {
 		order = append(order, a.proc)
 	}
-	for _, p := range order {
-		if err := p.Start(ctx); err != nil {
-			return s, err
-		}
-		s.started = append(s.started, p)
-		logf("%s running (pid %d)", p.Name, p.Pid())
-	}
-	return s, nil
+	s.started, err = process.StartAll(ctx, s.started, order, logf)
+	return s, err
 }
 
 // shutdown ends every process the drill started: the services, then the

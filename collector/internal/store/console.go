@@ -115,14 +115,10 @@ func (r *Reader) Rollouts(ctx context.Context, deployment string) ([]RolloutSumm
 // lastHold returns deployment's last rollout event that held or released
 // it, in the order of the fold (stream sequence), nil when none did.
 func (r *Reader) lastHold(ctx context.Context, deployment string) (*RolloutEvent, error) {
-	rows, err := r.pool.Query(ctx, `SELECT `+rolloutColumns+` FROM rollout_events
+	evs, err := queryRows(ctx, r, "hold of "+deployment, collectRollouts, `SELECT `+rolloutColumns+` FROM rollout_events
 		WHERE deployment = $1 AND hold IS NOT NULL ORDER BY stream_seq DESC, occurred_at DESC LIMIT 1`, deployment)
 	if err != nil {
-		return nil, fmt.Errorf("hold of %s: %w", deployment, err)
-	}
-	evs, err := collectRollouts(rows, nil)
-	if err != nil {
-		return nil, fmt.Errorf("hold of %s: %w", deployment, err)
+		return nil, err
 	}
 	if len(evs) == 0 {
 		return nil, nil
@@ -318,25 +314,18 @@ func (r *Reader) ArmSeries(ctx context.Context, deployment string, since, until 
 // the last event before since (nil when none): the state the range
 // starts in.
 func (r *Reader) RolloutEvents(ctx context.Context, deployment string, since, until time.Time, limit int) ([]RolloutEvent, *RolloutEvent, error) {
-	rows, err := r.pool.Query(ctx, `SELECT * FROM (SELECT `+rolloutColumns+` FROM rollout_events
+	what := "rollout events of " + deployment
+	in, err := queryRows(ctx, r, what, collectRollouts, `SELECT * FROM (SELECT `+rolloutColumns+` FROM rollout_events
 		WHERE deployment = $1 AND occurred_at >= $2 AND occurred_at < $3
 		ORDER BY stream_seq DESC, occurred_at DESC LIMIT $4) AS newest ORDER BY stream_seq, occurred_at`,
 		deployment, since, until, limit)
 	if err != nil {
-		return nil, nil, fmt.Errorf("rollout events of %s: %w", deployment, err)
+		return nil, nil, err
 	}
-	in, err := collectRollouts(rows, nil)
+	before, err := queryRows(ctx, r, what, collectRollouts, `SELECT `+rolloutColumns+` FROM rollout_events
+		WHERE deployment = $1 AND occurred_at < $2 ORDER BY stream_seq DESC, occurred_at DESC LIMIT 1`, deployment, since)
 	if err != nil {
-		return nil, nil, fmt.Errorf("rollout events of %s: %w", deployment, err)
-	}
-	rows, err = r.pool.Query(ctx, `SELECT `+rolloutColumns+` FROM rollout_events WHERE deployment = $1 AND occurred_at < $2
-		ORDER BY stream_seq DESC, occurred_at DESC LIMIT 1`, deployment, since)
-	if err != nil {
-		return nil, nil, fmt.Errorf("rollout events of %s: %w", deployment, err)
-	}
-	before, err := collectRollouts(rows, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("rollout events of %s: %w", deployment, err)
+		return nil, nil, err
 	}
 	if len(before) == 0 {
 		return in, nil, nil

@@ -248,14 +248,20 @@ func (r *Reader) Sample(ctx context.Context, id uuid.UUID) (Sample, error) {
 // SamplesByRequest returns the samples of a request id, newest first (a
 // request has one per failed gray attempt; shadow copies share the id).
 func (r *Reader) SamplesByRequest(ctx context.Context, requestID string) ([]SampleSummary, error) {
-	var out []SampleSummary
-	rows, err := r.pool.Query(ctx, `SELECT `+summaryColumns+` FROM samples WHERE request_id = $1
-		ORDER BY occurred_at DESC, event_id DESC LIMIT $2`, requestID, MaxPage)
+	return queryRows(ctx, r, fmt.Sprintf("samples of request %q", requestID), collectSummaries, `SELECT `+summaryColumns+
+		` FROM samples WHERE request_id = $1 ORDER BY occurred_at DESC, event_id DESC LIMIT $2`, requestID, MaxPage)
+}
+
+// queryRows runs the query q with args and reads its rows with collect
+// (nil and the error, wrapped in what, when either fails).
+func queryRows[T any](ctx context.Context, r *Reader, what string, collect func(pgx.Rows, []T) ([]T, error), q string, args ...any) ([]T, error) {
+	rows, err := r.pool.Query(ctx, q, args...)
+	var out []T
 	if err == nil {
-		out, err = collectSummaries(rows, out)
+		out, err = collect(rows, out)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("samples of request %q: %w", requestID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
@@ -336,13 +342,12 @@ func newestFirst[T any](ctx context.Context, r *Reader, what, q string, where []
 	}
 	args = append(args, limit+1)
 	q += fmt.Sprintf(` ORDER BY occurred_at DESC, event_id DESC LIMIT $%d`, len(args))
-	out := []T{}
-	rows, err := r.pool.Query(ctx, q, args...)
-	if err == nil {
-		out, err = collect(rows, out)
-	}
+	out, err := queryRows(ctx, r, what, collect, q, args...)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", what, err)
+		return nil, "", err
+	}
+	if out == nil {
+		out = []T{} // a page lists its rows, [] when there are none
 	}
 	next := ""
 	if len(out) > limit {

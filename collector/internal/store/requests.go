@@ -145,14 +145,10 @@ func (r *Reader) ListRequests(ctx context.Context, f RequestFilter) (RequestPage
 
 // Request returns the stored request with event id id, or ErrNotFound.
 func (r *Reader) Request(ctx context.Context, id uuid.UUID) (Request, error) {
-	rows, err := r.pool.Query(ctx, `SELECT `+requestColumns+` FROM requests WHERE event_id = $1
-		ORDER BY occurred_at DESC LIMIT 1`, pgtype.UUID{Bytes: id, Valid: true})
-	var out []Request
-	if err == nil {
-		out, err = collectRequests(rows, out)
-	}
+	out, err := queryRows(ctx, r, "read request "+id.String(), collectRequests, `SELECT `+requestColumns+
+		` FROM requests WHERE event_id = $1 ORDER BY occurred_at DESC LIMIT 1`, pgtype.UUID{Bytes: id, Valid: true})
 	if err != nil {
-		return Request{}, fmt.Errorf("read request %s: %w", id, err)
+		return Request{}, err
 	}
 	if len(out) == 0 {
 		return Request{}, fmt.Errorf("request %s: %w", id, ErrNotFound)
@@ -163,16 +159,8 @@ func (r *Reader) Request(ctx context.Context, id uuid.UUID) (Request, error) {
 // RequestsByID returns the stored events of a request id, newest first: a
 // request has one, or two in shadow mode (arm primary and arm shadow).
 func (r *Reader) RequestsByID(ctx context.Context, requestID string) ([]Request, error) {
-	var out []Request
-	rows, err := r.pool.Query(ctx, `SELECT `+requestColumns+` FROM requests WHERE request_id = $1
-		ORDER BY occurred_at DESC, event_id DESC LIMIT $2`, requestID, MaxPage)
-	if err == nil {
-		out, err = collectRequests(rows, out)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("requests of id %q: %w", requestID, err)
-	}
-	return out, nil
+	return queryRows(ctx, r, fmt.Sprintf("requests of id %q", requestID), collectRequests, `SELECT `+requestColumns+
+		` FROM requests WHERE request_id = $1 ORDER BY occurred_at DESC, event_id DESC LIMIT $2`, requestID, MaxPage)
 }
 
 // AnyRequests reports whether the request log holds any request at all,

@@ -31,6 +31,23 @@ type Child struct {
 	stopped bool // SIGSTOPped and not continued yet
 }
 
+// StartAll starts each of order in turn, each once the one before is
+// ready, and returns started with those that did start appended (in
+// start order, for the caller to end in reverse however StartAll ended);
+// logf, when not nil, is told of each.
+func StartAll(ctx context.Context, started, order []*Child, logf func(format string, args ...any)) ([]*Child, error) {
+	for _, p := range order {
+		if err := p.Start(ctx); err != nil {
+			return started, err
+		}
+		started = append(started, p)
+		if logf != nil {
+			logf("%s running (pid %d)", p.Name, p.Pid())
+		}
+	}
+	return started, nil
+}
+
 // Start runs the process and waits up to a minute for Ready.
 func (p *Child) Start(ctx context.Context) error {
 	cmd := exec.Command(p.Bin, p.Args...)
