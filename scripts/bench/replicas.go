@@ -18,6 +18,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/graygate/graygate/scripts/internal/process"
 )
 
 // The replica-balancing benchmark (SPEC §12 rev. 4 "balancing on a real
@@ -516,7 +518,6 @@ func startEngines(ctx context.Context, dir, bin string, n int, kvCacheTokens int
 	for i := range fallback {
 		fallback[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(base+i))
 	}
-	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if c.exited() {
@@ -529,7 +530,7 @@ func startEngines(ctx context.Context, dir, bin string, n int, kvCacheTokens int
 		}
 		if len(addrs) >= n {
 			addrs = addrs[:n]
-			if err := waitHealthy(ctx, client, addrs, deadline.Add(10*time.Second)); err != nil {
+			if err := waitHealthy(ctx, addrs, deadline.Add(10*time.Second)); err != nil {
 				c.stop()
 				return nil, nil, c.failure(err)
 			}
@@ -545,29 +546,10 @@ func startEngines(ctx context.Context, dir, bin string, n int, kvCacheTokens int
 }
 
 // waitHealthy polls GET /health of each address until it answers 200.
-func waitHealthy(ctx context.Context, client *http.Client, addrs []string, deadline time.Time) error {
+func waitHealthy(ctx context.Context, addrs []string, deadline time.Time) error {
 	for _, a := range addrs {
-		for {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a+"/health", nil)
-			if err != nil {
-				return err
-			}
-			resp, err := client.Do(req)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-				err = fmt.Errorf("status %d", resp.StatusCode)
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("replica %s: GET /health: %v", a, err)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
+		if err := process.AwaitReady(ctx, "replica "+a, "", process.HTTPReady("http://"+a+"/health"), nil, time.Until(deadline)); err != nil {
+			return err
 		}
 	}
 	return nil

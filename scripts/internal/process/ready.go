@@ -52,7 +52,8 @@ func HTTPReady(url string) Ready {
 // nil. It blocks until then, or until done is closed (the process ended: an
 // error wrapping ErrExited, with the last lines of the log at logPath), ctx
 // ends (ctx's error) or timeout has passed (an error with ready's last one).
-// name is the process's name in these errors.
+// name is the process's name in these errors; done may be nil and logPath
+// "" for a process the caller does not own.
 func AwaitReady(ctx context.Context, name, logPath string, ready Ready, done <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -68,6 +69,9 @@ func AwaitReady(ctx context.Context, name, logPath string, ready Ready, done <-c
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
+			if logPath == "" {
+				return fmt.Errorf("%s not ready after %s: %v", name, shortDuration(timeout), err)
+			}
 			return fmt.Errorf("%s not ready after %s: %v; see %s", name, shortDuration(timeout), err, logPath)
 		}
 	}
