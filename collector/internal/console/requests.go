@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 
@@ -100,14 +101,7 @@ type requestPage struct {
 // request is GET /requests/{event_id}: one request's fields, the other
 // events of its request id and its samples.
 func (s *Console) request(c *fiber.Ctx) error {
-	if err := onlyParams(c); err != nil {
-		return err
-	}
-	id, err := eventID(c)
-	if err != nil {
-		return err
-	}
-	q, err := s.r.Request(c.UserContext(), id)
+	q, err := byEventID(c, s.r.Request)
 	if err != nil {
 		return err
 	}
@@ -126,6 +120,21 @@ func (s *Console) request(c *fiber.Ctx) error {
 		return err
 	}
 	return s.render(c, fiber.StatusOK, "request", p)
+}
+
+// byEventID reads what read stores under the page's event id, on a page
+// that takes no query parameter.
+func byEventID[T any](c *fiber.Ctx, read func(context.Context, uuid.UUID) (T, error)) (T, error) {
+	if err := onlyParams(c); err != nil {
+		var zero T
+		return zero, err
+	}
+	id, err := eventID(c)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return read(c.UserContext(), id)
 }
 
 // eventID reads the page's event id, a UUID in its canonical form.

@@ -111,14 +111,7 @@ type samplePage struct {
 // request, its errors and its payload with the fields they name
 // highlighted — for schema_violation_both, primary's answer beside it.
 func (s *Console) sample(c *fiber.Ctx) error {
-	if err := onlyParams(c); err != nil {
-		return err
-	}
-	id, err := eventID(c)
-	if err != nil {
-		return err
-	}
-	sm, err := s.r.Sample(c.UserContext(), id)
+	sm, err := byEventID(c, s.r.Sample)
 	if err != nil {
 		return err
 	}
