@@ -141,6 +141,9 @@ func (d *decoder) applyEnv(c *Config) {
 	if v := env(EnvNATSCreds); v != "" {
 		c.NATS.CredsFile = v
 	}
+	if d.svc == ForAnalyzerStatus {
+		return // it asks the analyzer over HTTP: no NATS password
+	}
 	d.natsPassword(&c.NATS)
 	if d.svc.collector() {
 		if v := env(EnvDatabaseURL); v != "" {

@@ -29,6 +29,12 @@ const (
 	// gray arm and their rollout. Never an upstream key, prompt or schema
 	// file, nor DATABASE_URL.
 	ForAnalyzer
+	// ForAnalyzerStatus: what `analyzer status --config` reads, the
+	// analyzer's listen address (SPEC §2: a service resolves only what it
+	// uses). No secret and no file: an operator asks a running analyzer
+	// without its signing key, the NATS password or any other service's
+	// variables.
+	ForAnalyzerStatus
 )
 
 // String names the service.
@@ -40,6 +46,8 @@ func (s Service) String() string {
 		return "collector"
 	case ForAnalyzer:
 		return "analyzer"
+	case ForAnalyzerStatus:
+		return "analyzer status"
 	}
 	return "all services"
 }
@@ -47,6 +55,9 @@ func (s Service) String() string {
 // reads reports whether the service reads the key path (and so expands its
 // `${VAR}` references).
 func (s Service) reads(path string) bool {
+	if s == ForAnalyzerStatus {
+		return path == "analyzer.listen"
+	}
 	section, rest, _ := strings.Cut(path, ".")
 	if i := strings.IndexByte(section, '['); i >= 0 {
 		section = section[:i]

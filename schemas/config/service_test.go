@@ -58,6 +58,7 @@ func TestEachServiceResolvesOnlyItsOwn(t *testing.T) {
 			[]string{"PRIMARY_KEY", "GRAY_KEY"}},
 		{"every service needs its NATS password", ForAnalyzer, map[string]string{"NATS_USER": "svc", "ANALYZER_INTERVAL": "5s"},
 			[]string{"nats.password_env: variable NATS_PASSWORD is unset"}},
+		{"analyzer status needs no variable but analyzer.listen's", ForAnalyzerStatus, map[string]string{}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -65,6 +66,12 @@ func TestEachServiceResolvesOnlyItsOwn(t *testing.T) {
 			if len(c.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("Parse(%s) = %v; want no error", c.svc, err)
+				}
+				if c.svc == ForAnalyzerStatus {
+					if cfg.NATS.Password.Reveal() != "" {
+						t.Errorf("analyzer status resolved the NATS password")
+					}
+					return
 				}
 				if cfg.NATS.Password.Reveal() != "pw" || cfg.NATS.User != "svc" {
 					t.Errorf("NATS identity = %q/%q; want svc/pw", cfg.NATS.User, cfg.NATS.Password.Reveal())

@@ -104,4 +104,10 @@ func TestRolloutSigners(t *testing.T) {
 	if _, _, err := Parse([]byte(signers+"gateway: {rollout_signing_key_file: "+gwFile+"}\n"), "testdata", nil, ForGateway); err != nil {
 		t.Errorf("the gateway with its key only: %v", err)
 	}
+	// `analyzer status` reads the analyzer's section for its listen
+	// address, never its key (an operator need not be able to read it).
+	cfg, _, err := Parse([]byte(signers+"analyzer: {listen: 127.0.0.1:7070, signing_key_file: /no/such/seed}\n"), "testdata", nil, ForAnalyzerStatus)
+	if err != nil || cfg.Analyzer.Listen != "127.0.0.1:7070" || cfg.Analyzer.SigningSeed != "" {
+		t.Errorf("analyzer status with an unreadable key: %v", err)
+	}
 }
