@@ -141,8 +141,14 @@ func (d *decoder) applyEnv(c *Config) {
 	if v := env(EnvNATSCreds); v != "" {
 		c.NATS.CredsFile = v
 	}
-	if d.svc == ForAnalyzerStatus {
+	switch d.svc {
+	case ForAnalyzerStatus:
 		return // it asks the analyzer over HTTP: no NATS password
+	case ForPostgres:
+		if v := env(EnvDatabaseURL); v != "" {
+			c.Postgres.URL = Secret(v)
+		}
+		return // Postgres alone
 	}
 	d.natsPassword(&c.NATS)
 	if d.svc.collector() {

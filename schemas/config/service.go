@@ -35,6 +35,11 @@ const (
 	// without its signing key, the NATS password or any other service's
 	// variables.
 	ForAnalyzerStatus
+	// ForPostgres: what the collector's commands that read or migrate
+	// Postgres directly read (`collector migrate`, `samples`,
+	// `deadletters`, `rollouts`): postgres.url and DATABASE_URL. Not the
+	// NATS password, the API token or the console's session key.
+	ForPostgres
 )
 
 // String names the service.
@@ -48,6 +53,8 @@ func (s Service) String() string {
 		return "analyzer"
 	case ForAnalyzerStatus:
 		return "analyzer status"
+	case ForPostgres:
+		return "collector (Postgres only)"
 	}
 	return "all services"
 }
@@ -55,8 +62,11 @@ func (s Service) String() string {
 // reads reports whether the service reads the key path (and so expands its
 // `${VAR}` references).
 func (s Service) reads(path string) bool {
-	if s == ForAnalyzerStatus {
+	switch s {
+	case ForAnalyzerStatus:
 		return path == "analyzer.listen"
+	case ForPostgres:
+		return path == "postgres" || strings.HasPrefix(path, "postgres.")
 	}
 	section, rest, _ := strings.Cut(path, ".")
 	if i := strings.IndexByte(section, '['); i >= 0 {

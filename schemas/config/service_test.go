@@ -59,6 +59,9 @@ func TestEachServiceResolvesOnlyItsOwn(t *testing.T) {
 		{"every service needs its NATS password", ForAnalyzer, map[string]string{"NATS_USER": "svc", "ANALYZER_INTERVAL": "5s"},
 			[]string{"nats.password_env: variable NATS_PASSWORD is unset"}},
 		{"analyzer status needs no variable but analyzer.listen's", ForAnalyzerStatus, map[string]string{}, nil},
+		{"the collector's Postgres commands need the database URL alone", ForPostgres,
+			map[string]string{"DATABASE_URL_FROM_FILE": "postgres://db/x"}, nil},
+		{"and they need it", ForPostgres, map[string]string{}, []string{"DATABASE_URL_FROM_FILE"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -67,9 +70,12 @@ func TestEachServiceResolvesOnlyItsOwn(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Parse(%s) = %v; want no error", c.svc, err)
 				}
-				if c.svc == ForAnalyzerStatus {
-					if cfg.NATS.Password.Reveal() != "" {
-						t.Errorf("analyzer status resolved the NATS password")
+				if c.svc == ForAnalyzerStatus || c.svc == ForPostgres {
+					if cfg.NATS.Password.Reveal() != "" || cfg.Collector.APIToken.Reveal() != "${API}" {
+						t.Errorf("%s resolved the NATS password or the API token", c.svc)
+					}
+					if c.svc == ForPostgres && cfg.Postgres.URL.Reveal() != "postgres://db/x" {
+						t.Errorf("postgres.url = %q; want the variable's", cfg.Postgres.URL.Reveal())
 					}
 					return
 				}

@@ -121,7 +121,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-	cfg, err := loadConfig(*path, explicit, stderr)
+	svc := config.ForPostgres // every command but serve reads Postgres alone
+	if cmd == "serve" {
+		svc = config.ForCollector
+	}
+	cfg, err := loadConfig(*path, explicit, svc, stderr)
 	if err != nil {
 		return err
 	}
@@ -205,19 +209,19 @@ func storeNote(cfg *config.Config, path string, explicit bool) string {
 	return "collector: reading Postgres at " + config.RedactURL(cfg.Postgres.URL.Reveal()) + ", from " + from
 }
 
-// loadConfig reads the file at path. When path is the default and absent,
+// loadConfig reads the file at path for svc. When path is the default and absent,
 // it uses the defaults and the environment, so `collector samples` works
 // with only DATABASE_URL set.
-func loadConfig(path string, explicit bool, stderr io.Writer) (*config.Config, error) {
+func loadConfig(path string, explicit bool, svc config.Service, stderr io.Writer) (*config.Config, error) {
 	var (
 		cfg      *config.Config
 		warnings []config.Warning
 		err      error
 	)
 	if _, statErr := os.Stat(path); !explicit && errors.Is(statErr, os.ErrNotExist) {
-		cfg, warnings, err = config.Parse(nil, ".", os.LookupEnv, config.ForCollector)
+		cfg, warnings, err = config.Parse(nil, ".", os.LookupEnv, svc)
 	} else {
-		cfg, warnings, err = config.Load(path, config.ForCollector)
+		cfg, warnings, err = config.Load(path, svc)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)

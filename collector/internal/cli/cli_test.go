@@ -193,3 +193,30 @@ func TestReadingCommandsSayWhichPostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresCommandsResolvePostgresAlone: the commands that read or
+// migrate Postgres directly resolve postgres.url and DATABASE_URL and
+// nothing else (SPEC §2): not the NATS password, the API token or the
+// console's session key, which an operator running them may not have.
+func TestPostgresCommandsResolvePostgresAlone(t *testing.T) {
+	seed(t)
+	cfg := filepath.Join(t.TempDir(), "graygate.yaml")
+	doc := `nats:
+  url: nats://127.0.0.1:4222
+  user: collector
+  password_env: GRAYGATE_TEST_UNSET_NATS_PASSWORD
+collector:
+  api_token: ${GRAYGATE_TEST_UNSET_API_TOKEN}
+  console:
+    session_key_file: /no/such/session.key
+`
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"migrate"}, {"samples", "list"}, {"rollouts", "history", "qwen-32k"}, {"deadletters", "list"}} {
+		var out, errOut bytes.Buffer
+		if err := cli.Run(context.Background(), append(args, "--config", cfg), &out, &errOut); err != nil {
+			t.Errorf("collector %s with the NATS password, API token and session key unresolvable: %v\n%s", strings.Join(args, " "), err, errOut.String())
+		}
+	}
+}
