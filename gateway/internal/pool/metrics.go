@@ -31,11 +31,11 @@ func newPoolMetrics(p *Pool, set *metrics.Set) *poolMetrics {
 	if p.single {
 		return m
 	}
-	for i := range numResults {
+	// SPEC §6.7's results only: a round robin or least-loaded pick that
+	// was not a retry counts in graygate_balance_decision_seconds_count
+	// alone.
+	for i := resultNone + 1; i < numResults; i++ {
 		name := resultNames[i]
-		if name == "" {
-			name = "chosen"
-		}
 		m.decisions[i] = set.GetOrCreateCounter(`graygate_balance_decisions_total{` + m.labels + `,policy="` + p.Policy + `",result="` + name + `"}`)
 	}
 	m.decideSecs = set.GetOrCreateFloatCounter(`graygate_balance_decision_seconds_sum{` + m.labels + `}`)
@@ -51,7 +51,9 @@ func newPoolMetrics(p *Pool, set *metrics.Set) *poolMetrics {
 var matchBuckets = []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
 
 func (m *poolMetrics) decided(result int, took time.Duration) {
-	m.decisions[result].Inc()
+	if c := m.decisions[result]; c != nil {
+		c.Inc()
+	}
 	m.decideSecs.Add(took.Seconds())
 	m.decideN.Inc()
 }

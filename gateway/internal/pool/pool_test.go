@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -692,6 +693,33 @@ func TestPrefixShortMatchWeighsItsQueue(t *testing.T) {
 			if tc.follow && h.Uncached != 640-4*64 {
 				t.Errorf("Uncached = %d, want %d", h.Uncached, 640-4*64)
 			}
+		}
+	}
+}
+
+// TestDecisionResultsAreTheSpecs: graygate_balance_decisions_total has
+// only SPEC §6.7's results; a round-robin or least-loaded pick counts in
+// the decision time's count alone.
+func TestDecisionResultsAreTheSpecs(t *testing.T) {
+	for _, policy := range []string{config.BalanceRoundRobin, config.BalanceLeastLoaded, config.BalancePrefix} {
+		set := metrics.NewSet()
+		p := newPool(t, upstreamOf(policy, fakeURLs(3)...), set)
+		for range 5 {
+			served(send(p, &pool.Hint{Chain: chain(rand.New(rand.NewPCG(1, 2)), 4)}))
+		}
+		page := scrape(set)
+		for _, line := range strings.Split(grep(page, "graygate_balance_decisions_total"), "\n") {
+			if line == "" {
+				continue
+			}
+			_, result, _ := strings.Cut(line, `result="`)
+			result, _, _ = strings.Cut(result, `"`)
+			if !slices.Contains([]string{"prefix_hit", "prefix_miss", "overloaded", "retry"}, result) {
+				t.Errorf("%s: %s; want a result of SPEC §6.7", policy, line)
+			}
+		}
+		if !strings.Contains(page, "graygate_balance_decision_seconds_count{") || !strings.Contains(grep(page, "graygate_balance_decision_seconds_count"), " 5\n") {
+			t.Errorf("%s: decision count %q; want 5", policy, grep(page, "graygate_balance_decision_seconds_count"))
 		}
 	}
 }
