@@ -86,6 +86,9 @@ func New(r Reader, opts Options) *Server {
 		IdleTimeout:           orDefault(opts.IdleTimeout, 120*time.Second),
 		BodyLimit:             64 << 10, // every route is a GET
 	})
+	// The console answers a wrong token after a delay on a hijacked
+	// connection, which the server must leave open (console/delay.go).
+	s.app.Server().KeepHijackedConns = true
 	// Every answer, the console's too, is kept from caches and from
 	// content sniffing (SPEC §8 rev. 4).
 	s.app.Use(func(c *fiber.Ctx) error {

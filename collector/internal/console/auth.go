@@ -362,7 +362,11 @@ func (s *Console) login(c *fiber.Ctx) error {
 	wrong := func(msg string) error {
 		wrongToken = true
 		s.log.Warn("console sign-in refused: wrong token", "source", src)
-		return refuse(fiber.StatusUnauthorized, msg)
+		if err := refuse(fiber.StatusUnauthorized, msg); err != nil {
+			return err
+		}
+		s.delay.later(c, failDelay)
+		return nil
 	}
 	if s.admin == nil || s.sealer == nil {
 		return wrong("That is not the collector's API token (operators cannot sign in here: " + s.loginPage(c, next, "").Why + ").")

@@ -183,6 +183,7 @@ func testAppOn(t *testing.T, r Reader, opts Options, st *memSessions, now *time.
 	t.Helper()
 	clock := func() time.Time { return *now }
 	opts.Now, opts.Sessions = clock, st
+	opts.AnswerAtOnce = true // app.Test cannot wait for a delayed answer (delay_test.go does)
 	con, err := New(r, opts)
 	if err != nil {
 		t.Fatal(err)

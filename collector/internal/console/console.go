@@ -107,6 +107,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger (nil: discarded). No token is ever logged.
 	Logger *slog.Logger
+	// AnswerAtOnce answers a wrong token without its delay (delay.go):
+	// for tests through fiber's app.Test, which cannot wait for a
+	// connection the handler let go of. Never in a served console.
+	AnswerAtOnce bool
 }
 
 // Console is the operator's console. It serves nothing until Register.
@@ -120,6 +124,7 @@ type Console struct {
 	proxies   []netip.Prefix
 	promotion *config.Promotion
 	limits    *limiter
+	delay     *delayer
 	now       func() time.Time
 	log       *slog.Logger
 	pages     map[string]*template.Template
@@ -138,7 +143,8 @@ func New(r Reader, opts Options) (*Console, error) {
 	}
 	s := &Console{r: r, sessions: opts.Sessions, token: opts.Token, tokenHash: sha256.Sum256([]byte(opts.Token)),
 		proxies: opts.TrustedProxies, promotion: opts.Promotion, limits: newLimiter(),
-		now: opts.Now, log: opts.Logger, pages: map[string]*template.Template{}}
+		delay: &delayer{off: opts.AnswerAtOnce},
+		now:   opts.Now, log: opts.Logger, pages: map[string]*template.Template{}}
 	if opts.AdminURL != "" {
 		hc := opts.Client
 		if hc == nil {

@@ -8,11 +8,13 @@ import (
 	"time"
 )
 
-// The login limits (SPEC §8 rev. 4). A wrong token is answered at once,
-// and then its source and its token prefix are refused (429 with
-// Retry-After) for failDelay: the delay before the next guess is a
-// timestamp in a map, not a sleeping goroutine, so a flood of wrong
-// tokens holds nothing but bounded map entries. Over a minute at most
+// The login limits (SPEC §8 rev. 4). A wrong token is answered after
+// failDelay, on a connection handed to a timer (delay.go), and its
+// source and its token prefix are refused (429 with Retry-After) for the
+// same failDelay: a client that waits for its answers guesses once a
+// second, and one that does not is refused; the refusal is a timestamp
+// in a map, not a sleeping goroutine, so a flood of wrong tokens holds
+// nothing but bounded map entries. Over a minute at most
 // maxFailures wrong tokens count per source and per token prefix; the
 // next attempt is refused until the oldest of them is a minute old.
 // Refused attempts are not checked against any token. One attempt per
