@@ -192,6 +192,28 @@ func TestAttemptStatistics(t *testing.T) {
 	}
 }
 
+// TestNoTTFTWithoutAFirstByte: a gray attempt that timed out before its
+// first byte, streamed or not, has no TTFT; graygate_upstream_ttft_seconds
+// is not fed a zero for it (SPEC §6.4: TTFT is the first content token,
+// or the first byte).
+func TestNoTTFTWithoutAFirstByte(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t)
+	g, _, _, rec := statsGateway(t, grayConfig(t, primary.URL, gray.URL, 0))
+	gray.Configure(t, map[string]any{"hang": true})
+	force := []string{"X-Gray-Rollout", "true", "Authorization", "Bearer " + testerToken}
+	post(t, g.url, chatBody, force...)
+	post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`, force...)
+	rec.waitRecords(t, 2)
+	m := string(adminMetrics(t, g))
+	if strings.Contains(m, `graygate_upstream_ttft_seconds_count{deployment="qwen",arm="gray"`) {
+		t.Errorf("gray attempts that timed out before their first byte have a TTFT:\n%s", grepLines(m, "graygate_upstream_ttft_seconds_count"))
+	}
+	if !strings.Contains(m, `graygate_upstream_ttft_seconds_count{deployment="qwen",arm="fallback",stream="true"} 1`) {
+		t.Errorf("primary's streamed fallback has no TTFT:\n%s", grepLines(m, "graygate_upstream_ttft_seconds_count"))
+	}
+}
+
 func TestShadowStatistics(t *testing.T) {
 	primary := testenv.StartMock(t)
 	gray := testenv.StartMock(t)

@@ -166,8 +166,13 @@ func (m *Metrics) Request(route, deployment string, arm events.Arm, status int, 
 
 // TTFT records an upstream's time to first token; stream says whether the
 // request streamed (a streamed and a buffered answer's first byte are not
-// the same measure).
+// the same measure). d ≤ 0 is an attempt that ended before its first
+// byte or token (refused, timed out, broken off): it has no TTFT and is
+// not recorded, or it would pull the histogram's quantiles to zero.
 func (m *Metrics) TTFT(deployment string, arm events.Arm, stream bool, d time.Duration) {
+	if d <= 0 {
+		return
+	}
 	k := ttftKey{deployment, string(arm), stream}
 	h, ok := m.ttfts.Load(k)
 	if !ok {
