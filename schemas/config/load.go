@@ -142,7 +142,7 @@ func (d *decoder) applyEnv(c *Config) {
 		c.NATS.CredsFile = v
 	}
 	switch d.svc {
-	case ForAnalyzerStatus:
+	case ForAnalyzerTools:
 		return // it asks the analyzer over HTTP: no NATS password
 	case ForPostgres:
 		if v := env(EnvDatabaseURL); v != "" {

@@ -29,12 +29,13 @@ const (
 	// gray arm and their rollout. Never an upstream key, prompt or schema
 	// file, nor DATABASE_URL.
 	ForAnalyzer
-	// ForAnalyzerStatus: what `analyzer status --config` reads, the
-	// analyzer's listen address (SPEC §2: a service resolves only what it
-	// uses). No secret and no file: an operator asks a running analyzer
-	// without its signing key, the NATS password or any other service's
-	// variables.
-	ForAnalyzerStatus
+	// ForAnalyzerTools: what the analyzer's tools read, `analyzer status
+	// --config` (analyzer.listen) and `analyzer simulate --config` (the
+	// gates, confidence, interval, window and promotion): the analyzer
+	// section with its own variables (SPEC §2: a service resolves only what
+	// it uses). No secret and no file: not the signing key, not the NATS
+	// password, no other section's variable.
+	ForAnalyzerTools
 	// ForPostgres: what the collector's commands that read or migrate
 	// Postgres directly read (`collector migrate`, `samples`,
 	// `deadletters`, `rollouts`): postgres.url and DATABASE_URL. Not the
@@ -51,8 +52,8 @@ func (s Service) String() string {
 		return "collector"
 	case ForAnalyzer:
 		return "analyzer"
-	case ForAnalyzerStatus:
-		return "analyzer status"
+	case ForAnalyzerTools:
+		return "analyzer tools"
 	case ForPostgres:
 		return "collector (Postgres only)"
 	}
@@ -63,8 +64,8 @@ func (s Service) String() string {
 // `${VAR}` references).
 func (s Service) reads(path string) bool {
 	switch s {
-	case ForAnalyzerStatus:
-		return path == "analyzer.listen"
+	case ForAnalyzerTools:
+		return path == "analyzer" || strings.HasPrefix(path, "analyzer.")
 	case ForPostgres:
 		return path == "postgres" || strings.HasPrefix(path, "postgres.")
 	}

@@ -58,7 +58,8 @@ func TestEachServiceResolvesOnlyItsOwn(t *testing.T) {
 			[]string{"PRIMARY_KEY", "GRAY_KEY"}},
 		{"every service needs its NATS password", ForAnalyzer, map[string]string{"NATS_USER": "svc", "ANALYZER_INTERVAL": "5s"},
 			[]string{"nats.password_env: variable NATS_PASSWORD is unset"}},
-		{"analyzer status needs no variable but analyzer.listen's", ForAnalyzerStatus, map[string]string{}, nil},
+		{"the analyzer's tools need no secret", ForAnalyzerTools, map[string]string{"ANALYZER_INTERVAL": "5s"}, nil},
+		{"and expand the analyzer's own keys", ForAnalyzerTools, map[string]string{}, []string{"ANALYZER_INTERVAL"}},
 		{"the collector's Postgres commands need the database URL alone", ForPostgres,
 			map[string]string{"DATABASE_URL_FROM_FILE": "postgres://db/x"}, nil},
 		{"and they need it", ForPostgres, map[string]string{}, []string{"DATABASE_URL_FROM_FILE"}},
@@ -70,7 +71,7 @@ func TestEachServiceResolvesOnlyItsOwn(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Parse(%s) = %v; want no error", c.svc, err)
 				}
-				if c.svc == ForAnalyzerStatus || c.svc == ForPostgres {
+				if c.svc == ForAnalyzerTools || c.svc == ForPostgres {
 					if cfg.NATS.Password.Reveal() != "" || cfg.Collector.APIToken.Reveal() != "${API}" {
 						t.Errorf("%s resolved the NATS password or the API token", c.svc)
 					}

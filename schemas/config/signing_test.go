@@ -106,7 +106,7 @@ func TestRolloutSigners(t *testing.T) {
 	}
 	// `analyzer status` reads the analyzer's section for its listen
 	// address, never its key (an operator need not be able to read it).
-	cfg, _, err := Parse([]byte(signers+"analyzer: {listen: 127.0.0.1:7070, signing_key_file: /no/such/seed}\n"), "testdata", nil, ForAnalyzerStatus)
+	cfg, _, err := Parse([]byte(signers+"analyzer: {listen: 127.0.0.1:7070, signing_key_file: /no/such/seed}\n"), "testdata", nil, ForAnalyzerTools)
 	if err != nil || cfg.Analyzer.Listen != "127.0.0.1:7070" || cfg.Analyzer.SigningSeed != "" {
 		t.Errorf("analyzer status with an unreadable key: %v", err)
 	}

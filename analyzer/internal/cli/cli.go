@@ -24,7 +24,8 @@ commands:
            [--days N] [--rates 0.1,1,10,100,1000] [--seed S] [--runs R] [--edge] [--json]
 
 flags (after the command):
-  --config FILE      configuration file (default graygate.yaml)
+  --config FILE      configuration file (default graygate.yaml; simulate:
+                     only when given, its analyzer section judges)
   --log-level LEVEL  debug | info | warn | error (default info; serve only)
   --consumer NAME    consumer name on GRAYGATE_STATS, one per analyzer process
                      (serve only; default graygate_analyzer_<host>_<listen port>;

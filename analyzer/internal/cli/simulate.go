@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/graygate/graygate/analyzer/internal/gate"
 	"github.com/graygate/graygate/analyzer/internal/sim"
+	"github.com/graygate/graygate/schemas/config"
 )
 
 // simulate runs `analyzer simulate [--days N] [--rates 0.1,1,10,100,1000]
@@ -34,8 +37,29 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	progress := fs.Bool("progress", false, "print progress to stderr every 10 s")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	add := fs.String("add", "", "simulate nothing: sum the --json reports of these files (comma-separated parts of one simulation) and print the sum")
+	cfgPath := fs.String("config", "", "a configuration file whose analyzer section (gates, confidence, min_requests, interval, window, promotion) the simulated analyzer uses; default: SPEC §12's (the simulated world keeps its 2.5 s rollout timeout)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
+	}
+	if *cfgPath != "" {
+		cfg, _, err := config.Load(*cfgPath, config.ForAnalyzerTools)
+		if err != nil {
+			return fmt.Errorf("%s:\n%w", *cfgPath, err)
+		}
+		a := cfg.Analyzer
+		o.Gate = gate.ConfigOf(a, o.Gate.Timeout)
+		o.Window = a.Window
+		if a.Promotion != nil {
+			o.Promotion = *a.Promotion
+		}
+		explicit := false
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "confidence" })
+		if !explicit {
+			*confidence = a.Confidence
+		}
 	}
 	if *add != "" {
 		return addReports(*add, *asJSON, stdout)

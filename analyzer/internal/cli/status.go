@@ -24,7 +24,7 @@ import (
 // status asks a running analyzer for GET /v1/status and prints it.
 func status(ctx context.Context, path, addr string, asJSON bool, out io.Writer) error {
 	if addr == "" {
-		cfg, _, err := config.Load(path, config.ForAnalyzerStatus)
+		cfg, _, err := config.Load(path, config.ForAnalyzerTools)
 		if err != nil {
 			return fmt.Errorf("%s:\n%w (or give --addr)", path, err)
 		}

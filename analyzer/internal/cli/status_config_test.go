@@ -45,9 +45,10 @@ func TestStatusReadsOnlyTheListenAddress(t *testing.T) {
   rollout_signers: {analyzer: [%s]}
 postgres:
   url: ${GRAYGATE_TEST_UNSET_DATABASE_URL}
+collector:
+  api_token: ${GRAYGATE_TEST_UNSET_API_TOKEN}
 analyzer:
   listen: %s
-  interval: ${GRAYGATE_TEST_UNSET_INTERVAL}
   signing_key_file: %s
 `, pub, ln.Addr(), filepath.Join(t.TempDir(), "no-such-seed"))
 	path := filepath.Join(t.TempDir(), "graygate.yaml")
@@ -56,7 +57,7 @@ analyzer:
 	}
 	var out strings.Builder
 	if err := Run(context.Background(), []string{"status", "--config", path, "--json"}, &out, io.Discard); err != nil {
-		t.Fatalf("analyzer status --config with the key, password and interval unresolvable: %v", err)
+		t.Fatalf("analyzer status --config with the key, the NATS password and other sections' variables unresolvable: %v", err)
 	}
 	if !strings.Contains(out.String(), `"role":"leader"`) {
 		t.Errorf("status printed %q; want the analyzer's answer", out.String())
