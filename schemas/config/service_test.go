@@ -19,7 +19,8 @@ gateway:
 deployments:
   d:
     primary: {url: "${PRIMARY_URL}", model: m, api_key_env: PRIMARY_KEY}
-    gray: {url: http://gray:9000, model: m2, api_key_env: GRAY_KEY}
+    gray: {url: https://gray:9000, model: m2, api_key_env: GRAY_KEY,
+           prompt: {version: v1, system_file: does/not/exist.txt}, tls: {ca_file: does/not/exist.pem}}
     rollout: {percentage: 5, response_schema: does/not/exist.json}
 routing:
   routes: [{model: m, candidates: [{deployment: d}]}]
@@ -53,7 +54,8 @@ func TestEachServiceResolvesOnlyItsOwn(t *testing.T) {
 		{"analyzer needs none of the others' secrets", ForAnalyzer, with("ANALYZER_INTERVAL", "5s"), nil},
 		{"analyzer still expands its own keys", ForAnalyzer, with(), []string{"ANALYZER_INTERVAL"}},
 		{"gateway never needs DATABASE_URL", ForGateway,
-			with("ADMIN", "a", "PRIMARY_URL", "http://p:1", "PRIMARY_KEY", "k", "GRAY_KEY", "g"), []string{"response_schema"}},
+			with("ADMIN", "a", "PRIMARY_URL", "http://p:1", "PRIMARY_KEY", "k", "GRAY_KEY", "g"),
+			[]string{"response_schema", "gray.prompt.system_file", "gray.tls.ca_file"}},
 		{"gateway needs its upstream keys", ForGateway, with("ADMIN", "a", "PRIMARY_URL", "http://p:1"),
 			[]string{"PRIMARY_KEY", "GRAY_KEY"}},
 		{"every service needs its NATS password", ForAnalyzer, map[string]string{"NATS_USER": "svc", "ANALYZER_INTERVAL": "5s"},

@@ -175,9 +175,14 @@ func (d *decoder) validateUpstream(p string, u *Upstream, dir string, gray bool)
 			d.errorf(p+".url", nil, "%s", why)
 		}
 	}
-	d.validateTLS(p, u, dir)
-	if u.Prompt != nil {
-		d.validatePrompt(p, u.Prompt, dir)
+	// An upstream's TLS and prompt files are the gateway's alone (SPEC §2:
+	// the collector and the analyzer never need a prompt file); the
+	// others take the keys as written.
+	if d.svc.gateway() {
+		d.validateTLS(p, u, dir)
+		if u.Prompt != nil {
+			d.validatePrompt(p, u.Prompt, dir)
+		}
 	}
 	if u.Model == "" && !sameUpstream && !d.failed[p+".model"] {
 		d.errorf(p+".model", nil, "an upstream needs the model name it serves")
