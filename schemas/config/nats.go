@@ -113,3 +113,31 @@ func checkAPIPrefix(p string) error {
 	}
 	return nil
 }
+
+// CheckFiles reads the files the NATS identity and TLS name (nkey seed,
+// creds, CA, client certificate) as the first connection would, so that
+// `gateway validate` refuses what `gateway serve` would fail on (SPEC §2:
+// a config validate accepts always serves). Errors never show a secret.
+func (n *NATS) CheckFiles() error {
+	opts, err := n.ConnectOptions()
+	if err != nil {
+		return err
+	}
+	o := nats.GetDefaultOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return fmt.Errorf("nats.tls: %w", redactErr(err))
+		}
+	}
+	if o.UserJWT != nil {
+		if _, err := o.UserJWT(); err != nil {
+			return fmt.Errorf("nats.creds_file: %w", redactErr(err))
+		}
+	}
+	if o.SignatureCB != nil {
+		if _, err := o.SignatureCB([]byte("graygate validate")); err != nil {
+			return fmt.Errorf("nats.creds_file: %w", redactErr(err))
+		}
+	}
+	return nil
+}

@@ -93,6 +93,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func validate(path string, out io.Writer) error {
 	cfg, warnings, err := config.Load(path, config.ForGateway)
+	if err == nil {
+		err = serveChecks(cfg)
+	}
 	for _, w := range warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
@@ -104,6 +107,20 @@ func validate(path string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "%s: OK (%d routes, %d deployments, %d context bands, %d warnings)\n",
 		path, len(cfg.Routing.Routes), len(cfg.Deployments), len(cfg.Routing.Signals.Context), len(warnings))
+	return nil
+}
+
+// serveChecks is what `gateway serve` checks past config.Load before it
+// listens (SPEC §2: a config validate accepts always serves): the
+// server's construction (response schemas compiled, pools, routes) and
+// the NATS identity and TLS files.
+func serveChecks(cfg *config.Config) error {
+	if _, err := proxy.New(cfg, slog.New(slog.DiscardHandler), proxy.WithTelemetry(telemetry.New())); err != nil {
+		return err
+	}
+	if cfg.NATS.URL != "" {
+		return cfg.NATS.CheckFiles()
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,40 @@ func TestValidateEndpointPathURL(t *testing.T) {
 	want := "deployments.d.primary.url: upstream url http://127.0.0.1:9/v1/chat/completions ends in an endpoint path; use the base URL http://127.0.0.1:9/v1"
 	if !strings.Contains(out.String()+errs.String(), want) {
 		t.Errorf("validate said:\n%s%s\nwant a line %q", out.String(), errs.String(), want)
+	}
+}
+
+// TestValidateRefusesWhatServeRefuses: `gateway validate` checks what
+// `gateway serve` checks past loading (SPEC §2: a config validate accepts
+// always serves): a response schema that compiles but that the gateway's
+// contract cannot use (a $ref cycle), and a NATS nkey seed file or CA
+// that is not there.
+func TestValidateRefusesWhatServeRefuses(t *testing.T) {
+	t.Setenv("GRAYGATE_CLIENT_TOKENS", "a")
+	dir := t.TempDir()
+	schema := filepath.Join(dir, "cycle.json")
+	if err := os.WriteFile(schema, []byte(`{"allOf":[{"$ref":"#"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withGray := "    gray: {url: http://127.0.0.1:10, model: m2}\n    rollout: {percentage: 5, response_schema: " + schema + "}\n"
+	for _, c := range []struct {
+		name, old, new, want string
+	}{
+		{"a $ref cycle", "    primary: {url: http://127.0.0.1:9, model: m}\n", "    primary: {url: http://127.0.0.1:9, model: m}\n" + withGray, "response_schema"},
+		{"a missing nkey seed", `nats: {url: ""}`, `nats: {url: "nats://127.0.0.1:1", nkey_seed_file: ` + filepath.Join(dir, "none.nk") + `}`, "nats.nkey_seed_file"},
+		{"a missing NATS CA", `nats: {url: ""}`, `nats: {url: "tls://127.0.0.1:1", tls: {ca_file: ` + filepath.Join(dir, "none.pem") + `}}`, "rootCA"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeConfig(t, "")
+			b, _ := os.ReadFile(path)
+			b = bytes.Replace(b, []byte(c.old), []byte(c.new), 1)
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errs bytes.Buffer
+			if err := Run(context.Background(), []string{"validate", "--config", path}, &out, &errs); err == nil || !strings.Contains(out.String(), c.want) {
+				t.Errorf("validate = %v:\n%s\nwant it refused, naming %q", err, out.String(), c.want)
+			}
+		})
 	}
 }
