@@ -139,7 +139,10 @@ func (d *decoder) applyEnv(c *Config) {
 		c.NATS.URL = v
 	}
 	if v := env(EnvNATSCreds); v != "" {
+		// It overrides the file's identity, whichever kind that is (SPEC
+		// §2: NATS_CREDS overrides), rather than adding a second one.
 		c.NATS.CredsFile = v
+		c.NATS.User, c.NATS.PasswordEnv, c.NATS.NKeySeedFile = "", "", ""
 	}
 	switch d.svc {
 	case ForAnalyzerTools:

@@ -169,7 +169,8 @@ func TestNATSIdentity(t *testing.T) {
 		{"user and password", "user: gw\n  password_env: PW", map[string]string{"PW": "x"}, ""},
 		{"user without password", "user: gw", nil, "password_env"},
 		{"two kinds", "user: gw\n  password_env: PW\n  nkey_seed_file: /s.nk", map[string]string{"PW": "x"}, "at most one NATS identity"},
-		{"NATS_CREDS overrides creds_file and counts as one kind", "nkey_seed_file: /s.nk", map[string]string{"NATS_CREDS": "/c.creds"}, "at most one NATS identity"},
+		{"NATS_CREDS overrides an nkey seed", "nkey_seed_file: /s.nk", map[string]string{"NATS_CREDS": "/c.creds"}, ""},
+		{"NATS_CREDS overrides a user", "user: gw\n  password_env: PW", map[string]string{"NATS_CREDS": "/c.creds"}, ""},
 		{"cert without key", "tls: {cert_file: /c.pem}", nil, "cert_file and key_file"},
 	}
 	for _, c := range cases {
@@ -183,6 +184,10 @@ func TestNATSIdentity(t *testing.T) {
 	cfg, _, err := Parse([]byte("nats: {creds_file: /file.creds}\n"), t.TempDir(), lookup(map[string]string{"NATS_CREDS": "/env.creds"}), ForCollector)
 	if err != nil || cfg.NATS.CredsFile != "/env.creds" {
 		t.Errorf("NATS_CREDS: creds_file = %v, %v; want /env.creds", cfg, err)
+	}
+	cfg, _, err = Parse([]byte("nats: {user: gw, password_env: PW}\n"), t.TempDir(), lookup(map[string]string{"NATS_CREDS": "/env.creds"}), ForCollector)
+	if err != nil || cfg.NATS.CredsFile != "/env.creds" || cfg.NATS.User != "" || cfg.NATS.Password.Reveal() != "" {
+		t.Errorf("NATS_CREDS over a user: %+v, %v; want the creds alone", cfg.NATS, err)
 	}
 }
 
