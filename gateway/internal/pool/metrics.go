@@ -23,6 +23,20 @@ type poolMetrics struct {
 	scrapes    *metrics.Counter
 }
 
+// Help is the # HELP text of the pools' families (SPEC §6.7 "What is
+// seen", §10), for the /metrics that serves their set.
+var Help = map[string]string{
+	"graygate_upstream_requests_total":        "Attempts on a replica by deployment, arm, replica and outcome (ok, 5xx, unreachable, timeout, cancelled, busy).",
+	"graygate_upstream_in_flight":             "This gateway's requests on a replica now, by deployment, arm and replica.",
+	"graygate_replica_state":                  "1 for a replica's current state (healthy, unhealthy, ejected, draining), 0 for the others, by deployment, arm and replica.",
+	"graygate_balance_decisions_total":        "Balancing decisions by deployment, arm, policy and result (prefix_hit, prefix_miss, overloaded, retry).",
+	"graygate_balance_prefix_match_blocks":    "The prefix a prefix-policy decision found held, in blocks, by deployment and arm.",
+	"graygate_balance_decision_seconds_sum":   "Time spent choosing replicas, by deployment and arm (with _count: the mean decision).",
+	"graygate_balance_decision_seconds_count": "Replica choices made, by deployment and arm.",
+	"graygate_discovery_errors_total":         "DNS resolutions of a discovered pool that failed or found nothing, by deployment and arm.",
+	"graygate_engine_scrape_errors_total":     "Engine metric scrapes of a pool's replicas that failed, by deployment and arm.",
+}
+
 func newPoolMetrics(p *Pool, set *metrics.Set) *poolMetrics {
 	if set == nil {
 		set = metrics.NewSet()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/pool"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
@@ -312,6 +313,13 @@ func TestPrefixChainIsWhatTheEngineSees(t *testing.T) {
 		after := prefixDecisions(t, g)
 		if after[step.want] != before[step.want]+1 {
 			t.Errorf("%s %.60s…: decisions %v → %v; want one more %s", step.path, step.body, before, after, step.want)
+		}
+	}
+	// Every pool family has its # HELP text (SPEC §10).
+	page := string(adminMetrics(t, g))
+	for family := range pool.Help {
+		if !strings.Contains(page, "# HELP "+family+" "+pool.Help[family][:20]) {
+			t.Errorf("/metrics lacks the # HELP text of %s", family)
 		}
 	}
 }

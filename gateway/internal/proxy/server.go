@@ -28,6 +28,7 @@ import (
 	"github.com/graygate/graygate/gateway/internal/bands"
 	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/proxy/admin"
+	"github.com/graygate/graygate/gateway/internal/pool"
 	"github.com/graygate/graygate/gateway/internal/proxy/deploy"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
@@ -222,6 +223,9 @@ func (s *Server) Rollouts() *rollout.Table { return s.rollouts }
 // watchArm feeds the metrics of the deployment's arm a: its open
 // connections, over every replica of its pool.
 func (s *Server) watchArm(deployment string, armName events.Arm, a *deploy.Arm) {
+	for family, text := range pool.Help {
+		s.tel.Describe(family, text)
+	}
 	s.tel.Describe("graygate_upstream_connections", "Connections open to an upstream (in use and idle), by deployment and arm; at most the upstream's max_connections per replica.")
 	s.tel.Set().GetOrCreateGauge(`graygate_upstream_connections{deployment="`+deployment+`",arm="`+string(armName)+`"}`, func() float64 {
 		return float64(a.Pool.Open())

@@ -13,7 +13,7 @@ var grayHelp = map[string]string{
 	"graygate_shadow_dropped_total":  "Shadow copies dropped because shadow_concurrency copies were in flight, by deployment.",
 	"graygate_shadow_requests_total": "Shadow copies sent to gray, by deployment.",
 	"graygate_rollout_percentage":    "Current gray share in percent, by deployment.",
-	"graygate_rollout_status":        "1 for the deployment's current rollout status (active, rolled_back, unknown).",
+	"graygate_rollout_status":        "1 for the deployment's current rollout status (active, rolled_back, testing; unknown until the rollout log holds a valid event), 0 for the others.",
 	"graygate_samples_total":         "Failed gray payloads sampled, by deployment and reason.",
 }
 
