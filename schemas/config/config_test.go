@@ -5,8 +5,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current output")
@@ -119,5 +121,35 @@ func TestBadFiles(t *testing.T) {
 			}
 			golden(t, file+".errors", err.Error()+"\n")
 		})
+	}
+}
+
+// TestPromotionDefaults: a promotion block promotes along SPEC §2's
+// values where it names none (steps 1, 2, 5, 10, 25, 50, 100, hold 10m,
+// min_soak 24h, min_percentage 1); what it names replaces them, and an
+// explicit empty list or zero hold is still refused.
+func TestPromotionDefaults(t *testing.T) {
+	cfg, _, err := Parse([]byte("analyzer:\n  promotion: {}\n"), t.TempDir(), lookup(nil), ForAnalyzer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Analyzer.Promotion
+	if p == nil || !slices.Equal(p.Steps, []float64{1, 2, 5, 10, 25, 50, 100}) || p.Hold != 10*time.Minute || p.MinSoak != 24*time.Hour || p.MinPercentage != 1 {
+		t.Errorf("promotion: {} = %+v; want SPEC §2's steps, hold, min_soak and min_percentage", p)
+	}
+	cfg, _, err = Parse([]byte("analyzer:\n  promotion: {steps: [10, 100], hold: 1m}\n"), t.TempDir(), lookup(nil), ForAnalyzer)
+	if err != nil || !slices.Equal(cfg.Analyzer.Promotion.Steps, []float64{10, 100}) || cfg.Analyzer.Promotion.Hold != time.Minute {
+		t.Errorf("named steps and hold: %+v, %v; want them", cfg.Analyzer.Promotion, err)
+	}
+	if cfg, _, _ := Parse([]byte("analyzer: {}\n"), t.TempDir(), lookup(nil), ForAnalyzer); cfg == nil || cfg.Analyzer.Promotion != nil {
+		t.Errorf("no promotion block: promotion %+v; want none (no progressive rollout)", cfg.Analyzer.Promotion)
+	}
+	for doc, want := range map[string]string{
+		"analyzer:\n  promotion: {steps: []}\n": "analyzer.promotion.steps",
+		"analyzer:\n  promotion: {hold: 0s}\n":  "analyzer.promotion.hold",
+	} {
+		if _, _, err := Parse([]byte(doc), t.TempDir(), lookup(nil), ForAnalyzer); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v; want an error naming %s", doc, err, want)
+		}
 	}
 }

@@ -149,7 +149,11 @@ func (c *Collector) setDefaults() {
 	c.IdleTimeout = 120 * time.Second
 }
 
+// setDefaults fills a promotion block with SPEC §2's values: a block that
+// names none of them (`promotion: {}`) promotes along them.
 func (p *Promotion) setDefaults() {
+	p.Steps = []float64{1, 2, 5, 10, 25, 50, 100}
+	p.Hold = 10 * time.Minute
 	p.MinSoak = 24 * time.Hour
 	p.MinPercentage = 1
 }
