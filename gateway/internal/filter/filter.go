@@ -107,8 +107,10 @@ func New(schemaJSON []byte, target string) (*Filter, error) {
 func (f *Filter) HasSchema() bool { return f.schema != nil }
 
 // Check judges a 2xx answer whose body scanned into a (for the content
-// target, contents are the decoded message contents). It returns OK, or
-// the reason and the validation errors.
+// target, contents are the decoded message contents, by choice; a nil one
+// is a choice that sent no content, such as one that calls tools, and is
+// not checked: SPEC §6.2). It returns OK, or the reason and the
+// validation errors.
 func (f *Filter) Check(body []byte, contents [][]byte) (events.SampleReason, []FieldError) {
 	if f.schema == nil {
 		return OK, nil
@@ -117,6 +119,9 @@ func (f *Filter) Check(body []byte, contents [][]byte) (events.SampleReason, []F
 		return f.validate(body, "")
 	}
 	for i, c := range contents {
+		if c == nil {
+			continue
+		}
 		if !scan.Valid(c) {
 			return events.ReasonInvalidJSON, []FieldError{{Field: f.contentName(i), Description: "content is not valid JSON"}}
 		}

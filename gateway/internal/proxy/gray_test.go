@@ -3,10 +3,12 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -514,4 +516,52 @@ func shadowDrops(t *testing.T, g gw) int {
 		}
 	}
 	return 0
+}
+
+// TestToolCallingChoiceIsNotChecked: with n=2, a choice that calls a tool
+// (content null) beside one whose content holds the contract is a gray
+// answer that passes (SPEC §6.2: a choice whose content is null because
+// it calls tools is not checked), buffered and streamed; before, the
+// tool-calling choice was judged as empty content, invalid_json.
+func TestToolCallingChoiceIsNotChecked(t *testing.T) {
+	const content = `{\"action\":\"answer\",\"parameters\":{\"text\":\"hi\"},\"confidence_score\":0.9}`
+	gray := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		call := `{"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{}"}}`
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, ev := range []string{
+				`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,` + call[1:] + `]},"finish_reason":null}]}`,
+				`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":1,"delta":{"role":"assistant","content":"` + content + `"},"finish_reason":null}]}`,
+				`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"},{"index":1,"delta":{},"finish_reason":"stop"}]}`,
+			} {
+				fmt.Fprintf(w, "data: %s\n\n", ev)
+			}
+			fmt.Fprint(w, "data: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[`+
+			`{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[`+call+`]},"finish_reason":"tool_calls"},`+
+			`{"index":1,"message":{"role":"assistant","content":"`+content+`"},"finish_reason":"stop"}],`+
+			`"usage":{"prompt_tokens":5,"completion_tokens":9,"total_tokens":14}}`)
+	}))
+	t.Cleanup(gray.Close)
+	primary := testenv.StartMock(t)
+	g, rec := startObserved(t, grayConfig(t, primary.URL, gray.URL, 0))
+	force := []string{"X-Gray-Rollout", "true", "Authorization", "Bearer " + testerToken}
+	for _, body := range []string{
+		`{"model":"agent-chat","n":2,"messages":[{"role":"user","content":"hello"}]}`,
+		`{"model":"agent-chat","n":2,"stream":true,"messages":[{"role":"user","content":"hello"}]}`,
+	} {
+		resp, out := post(t, g.url, body, force...)
+		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != "gray" {
+			t.Errorf("%s: status %d, arm %q; want gray's answer:\n%s", body, resp.StatusCode, resp.Header.Get("x-gateway-arm"), out)
+		}
+	}
+	for _, r := range rec.waitRecords(t, 2) {
+		if r.Arm != events.ArmGray {
+			t.Errorf("record arm %q (gray attempt %+v); want gray", r.Arm, r.Gray)
+		}
+	}
 }

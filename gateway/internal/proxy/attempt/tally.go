@@ -109,15 +109,26 @@ func (t *Tally) Add(b []byte, a *scan.Answer) {
 			for len(t.Contents) <= c.Choice {
 				// The buffer a choice had in an earlier answer is
 				// reused (reset emptied it): appending nil would
-				// make Unquote grow a new one for every answer.
+				// make Unquote grow a new one for every answer. A
+				// choice below this one that has sent no content yet
+				// is nil: it may have none (a choice that calls tools),
+				// and the contract does not check it (filter.Check).
 				if n := len(t.Contents); n < cap(t.Contents) {
 					t.Contents = t.Contents[:n+1]
-					t.Contents[n] = t.Contents[n][:0]
+					if n < c.Choice {
+						t.Contents[n] = nil
+					} else {
+						t.Contents[n] = t.Contents[n][:0]
+					}
 				} else {
 					t.Contents = append(t.Contents, nil)
 				}
 			}
-			t.Contents[c.Choice], _ = scan.Unquote(t.Contents[c.Choice], b[c.Text.Start:c.Text.End])
+			dst := t.Contents[c.Choice]
+			if dst == nil {
+				dst = []byte{} // a content, even an empty one, is not nil
+			}
+			t.Contents[c.Choice], _ = scan.Unquote(dst, b[c.Text.Start:c.Text.End])
 		}
 	}
 	for _, c := range a.Calls {
