@@ -435,3 +435,40 @@ func TestCancelledAttempts(t *testing.T) {
 		})
 	}
 }
+
+// TestShadowCopyWhenPrimaryFails: the shadow copy goes whatever primary
+// answered (SPEC §6.3: a copy for the rollout percentage of requests):
+// a primary 500, a primary that times out, and a streamed request whose
+// primary answers 500 without a stream each still send gray its copy,
+// which is judged unpaired (schema_violation, not _both).
+func TestShadowCopyWhenPrimaryFails(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t)
+	cfg := grayConfig(t, primary.URL, gray.URL, 100)
+	cfg.Deployments["qwen"].Rollout.Mode = config.ModeShadow
+	cfg.Deployments["qwen"].Primary.Timeout = 400 * time.Millisecond
+	g, agg, sk, rec := statsGateway(t, cfg)
+	gray.Configure(t, map[string]any{"content": "schema-break"})
+	const stream = `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	for _, c := range []struct {
+		name, body string
+		primary    map[string]any
+		want       string
+	}{
+		{"primary 500", chatBody, map[string]any{"status": 500}, "primary/false:upstream_5xx=1 shadow/false:schema_violation=1"},
+		{"primary timeout", chatBody, map[string]any{"hang": true}, "primary/false:timeout=1 shadow/false:schema_violation=1"},
+		{"streamed, primary 500", stream, map[string]any{"status": 500}, "primary/true:upstream_5xx=1 shadow/true:schema_violation=1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			primary.Configure(t, map[string]any{"status": nil, "hang": nil})
+			primary.Configure(t, c.primary)
+			rec.reset()
+			flushArms(t, agg, sk)
+			post(t, g.url, c.body)
+			rec.waitRecords(t, 2) // primary's and the shadow copy's
+			if got := outcomesOf(flushArms(t, agg, sk)); got != c.want {
+				t.Errorf("outcomes %s; want %s", got, c.want)
+			}
+		})
+	}
+}

@@ -33,14 +33,16 @@ func (s *Flow) Forward(c *fiber.Ctx, x *Exchange) error {
 	}
 	a := x.send(ctx, x.Deployment.Primary, name, x.to(x.Deployment.Primary))
 	if a.Err != nil {
-		return s.unanswered(x, &a, gray)
+		e := s.unanswered(x, &a, gray)
+		s.mirrorIf(x, &a.Measure)
+		return e
 	}
 	defer a.Close()
 	e := s.relayBuffered(c, x, &a)
 	s.complete(x, &a, gray)
-	if x.Shadow && e == nil {
-		s.mirror(x, &a.Measure)
-	}
+	// The shadow copy goes whatever primary answered (SPEC §6.3: for the
+	// rollout percentage of requests); a failed primary is no pair for it.
+	s.mirrorIf(x, &a.Measure)
 	if e != nil {
 		return e
 	}

@@ -198,10 +198,21 @@ func keepForShadow(x, y *Exchange, m *attempt.Measure, stream bool) {
 	}
 	p.primaryOK = true
 	for i, c := range x.tally.Contents {
-		if i < len(p.contents) {
-			p.contents[i] = append(p.contents[i][:0], c...)
-		} else {
-			p.contents = append(p.contents, append([]byte(nil), c...))
+		switch {
+		case c == nil: // a choice with no content is not judged (filter.Check)
+			if i < len(p.contents) {
+				p.contents[i] = nil
+			} else {
+				p.contents = append(p.contents, nil)
+			}
+		case i < len(p.contents):
+			dst := p.contents[i][:0]
+			if dst == nil {
+				dst = []byte{} // a content, even an empty one, is not nil
+			}
+			p.contents[i] = append(dst, c...)
+		default:
+			p.contents = append(p.contents, append([]byte{}, c...))
 		}
 	}
 	p.contents = p.contents[:len(x.tally.Contents)]

@@ -220,13 +220,16 @@ func (s *Flow) notObserved(x *Exchange, a *attempt.Attempt) []filter.FieldError 
 func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, src *source) error {
 	switch {
 	case src.Err != nil:
-		return s.unanswered(x, &src.Attempt, src.gray)
+		e := s.unanswered(x, &src.Attempt, src.gray)
+		s.mirrorIf(x, &src.Measure)
+		return e
 	case src.replay || src.Streams():
 		return nil
 	}
 	defer src.Close() // and src.Resp is nil: nothing is left to stream
 	e := s.relayBuffered(c, x, &src.Attempt)
 	s.complete(x, &src.Attempt, src.gray)
+	s.mirrorIf(x, &src.Measure)
 	if e != nil {
 		return e
 	}
@@ -247,6 +250,7 @@ func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, done <-chan source) *sou
 	switch {
 	case src.Err != nil:
 		s.failStream(r, x, s.unanswered(x, &src.Attempt, src.gray))
+		s.mirrorIf(x, &src.Measure)
 		return nil
 	case !src.replay && !src.Streams():
 		// A late answer that is not the stream: a 4xx keeps its meaning
@@ -258,6 +262,7 @@ func (s *Flow) awaitSource(r *relay.Relay, x *Exchange, done <-chan source) *sou
 		e := s.fail(x, events.ArmPrimary, f, body, &src.Measure)
 		s.failStream(r, x, e)
 		s.complete(x, &src.Attempt, src.gray)
+		s.mirrorIf(x, &src.Measure)
 		return nil
 	}
 	return &src
@@ -315,7 +320,9 @@ func (s *Flow) writeStream(r *relay.Relay, x *Exchange, src *source) {
 }
 
 // mirrorIf sends the shadow copy of a request that asked for one
-// (mirror), primary's measure beside it.
+// (mirror), primary's measure beside it: after primary's answer, whatever
+// it was, also a failure (SPEC §6.3: a copy for the rollout percentage of
+// requests).
 func (s *Flow) mirrorIf(x *Exchange, primary *attempt.Measure) {
 	if x.Shadow {
 		s.mirror(x, primary)
