@@ -565,3 +565,56 @@ func TestToolCallingChoiceIsNotChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestObservedFailuresAreSampled: in observe mode a gray stream is
+// validated after it went to the client, and every failure is sampled
+// (SPEC §6.2: failures are sampled but cannot fall back): an event whose
+// data is not JSON (invalid_json), and a stream that broke off after it
+// began (upstream_error), not only a schema violation.
+func TestObservedFailuresAreSampled(t *testing.T) {
+	primary := testenv.StartMock(t)
+	for _, c := range []struct {
+		name   string
+		events []string
+		drop   bool
+		reason events.SampleReason
+	}{
+		{"an event that is not JSON", []string{contentEvent(200), "data: not-json\n\n", "data: [DONE]\n\n"}, false, events.ReasonInvalidJSON},
+		{"a stream broken off", []string{contentEvent(200)}, true, events.ReasonUpstreamError},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gray := startHostile(t, func(w http.ResponseWriter, r *http.Request) {
+				sseHeaders(w)
+				for _, ev := range c.events {
+					flushOut(w, ev)
+				}
+				if c.drop {
+					if hj, ok := w.(http.Hijacker); ok {
+						if conn, _, err := hj.Hijack(); err == nil {
+							conn.Close()
+						}
+					}
+				}
+			})
+			cfg := grayConfig(t, primary.URL, gray.url, 0)
+			d := cfg.Deployments["qwen"]
+			d.Rollout.SchemaJSON = nil
+			d.Rollout.StreamValidation = config.StreamObserve
+			g, rec := startObserved(t, cfg)
+			resp, _ := post(t, g.url, streamBody, "X-Gray-Rollout", "true", "Authorization", "Bearer "+testerToken)
+			if resp.Header.Get("x-gateway-arm") != "gray" {
+				t.Fatalf("arm %q; want gray's stream passed through", resp.Header.Get("x-gateway-arm"))
+			}
+			rec.waitRecords(t, 1)
+			var samples []record.Sample
+			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if _, _, samples = rec.snapshot(); len(samples) > 0 {
+					break
+				}
+			}
+			if len(samples) != 1 || samples[0].Reason != c.reason || !bytes.Contains(samples[0].Payload, []byte("data: ")) {
+				t.Errorf("samples %+v; want one %s with the stream as it came", samples, c.reason)
+			}
+		})
+	}
+}

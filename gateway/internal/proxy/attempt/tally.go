@@ -38,6 +38,9 @@ type Tally struct {
 	// truncated: some chunk or the answer said the client's token limit
 	// cut it.
 	Truncated bool
+	// Invalid: an event of an observed stream whose data is not a JSON
+	// object (it went to the client; the attempt is invalid_json).
+	Invalid bool
 }
 
 type callKey struct{ choice, index int }
@@ -54,7 +57,7 @@ func (t *Tally) Reset(keepContent bool) {
 	t.KeepContent = keepContent
 	t.Over = nil
 	t.Seq, t.End = 0, scan.EventOther
-	t.Truncated = false
+	t.Truncated, t.Invalid = false, false
 	for i := range t.Contents {
 		t.Contents[i] = t.Contents[i][:0]
 	}

@@ -289,7 +289,6 @@ func (s *Flow) abandon(x *Exchange, src source) {
 
 // writeStream relays the source to the client and records the request.
 func (s *Flow) writeStream(r *relay.Relay, x *Exchange, src *source) {
-	d := x.Deployment
 	if src.replay {
 		if !relay.Replay(r, x.ans, !x.Scan.IncludeUsage && x.EP != upstream.Responses) {
 			// The client left during the replay; gray's attempt had
@@ -307,16 +306,57 @@ func (s *Flow) writeStream(r *relay.Relay, x *Exchange, src *source) {
 	x.pair.capture = capture
 	x.tally.Reset(src.observe || capture)
 	s.pipe(r, x, src)
-	if src.observe && src.ErrorType == events.ErrorNone {
-		if r, errs := src.Judge(d.FilterFor(x.EP), nil, x.tally.Contents); r != filter.OK {
-			// Too late to fall back: the client has the answer. Keep
-			// the evidence.
+	if src.observe {
+		// Too late to fall back: the client has the answer. What failed
+		// is sampled with the stream as it came (SPEC §6.2: failures are
+		// sampled but cannot fall back).
+		if errs := s.observedFailure(x, src); errs != nil {
 			x.ans = append(x.ans[:0], x.tally.Raw...)
 			s.sample(x, &src.Attempt, errs)
 		}
 	}
 	s.complete(x, &src.Attempt, src.gray)
 	s.mirrorIf(x, &src.Measure)
+}
+
+// observedFailure judges an observed gray stream once it has ended and
+// returns what was wrong (nil when it passed, or when the client left):
+// an event that was not JSON, the contract, or a stream that broke off
+// (timed out, cut, capped), whose reason it records.
+func (s *Flow) observedFailure(x *Exchange, src *source) []filter.FieldError {
+	m := &src.Measure
+	switch m.ErrorType {
+	case events.ErrorNone:
+	case events.ErrorCallerCancelled:
+		return nil
+	default:
+		if m.Reason == "" {
+			m.Reason = reasonOf(m.ErrorType)
+		}
+		return []filter.FieldError{{Field: "(stream)", Description: "gray's stream failed after it began: " + string(m.ErrorType)}}
+	}
+	if x.tally.Invalid {
+		m.Reason, m.ErrorType = events.ReasonInvalidJSON, events.ErrorUpstreamInvalidJSON
+		return []filter.FieldError{{Field: "(stream)", Description: "gray sent an event whose data is not a JSON object"}}
+	}
+	if r, errs := src.Judge(x.Deployment.FilterFor(x.EP), nil, x.tally.Contents); r != filter.OK {
+		return errs
+	}
+	return nil
+}
+
+// reasonOf is the sample reason of a gray attempt that failed with error
+// type e after its stream began.
+func reasonOf(e events.ErrorType) events.SampleReason {
+	switch e {
+	case events.ErrorUpstreamTimeout:
+		return events.ReasonTimeout
+	case events.ErrorUpstreamInvalidJSON:
+		return events.ReasonInvalidJSON
+	case events.ErrorUpstreamStatus:
+		return events.ReasonUpstreamStatus
+	}
+	return events.ReasonUpstreamError
 }
 
 // mirrorIf sends the shadow copy of a request that asked for one
@@ -381,6 +421,9 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) {
 			}
 			first := !m.Output
 			kind := x.takeEvent(ev, m, src.Sent)
+			if src.observe && kind == eventInvalid {
+				x.tally.Invalid = true
+			}
 			if x.tally.Over != nil {
 				capped = x.tally.Over
 				break
