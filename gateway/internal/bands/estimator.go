@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/graygate/graygate/gateway/internal/contract"
 	"github.com/graygate/graygate/gateway/internal/scan"
 )
 
@@ -191,12 +192,13 @@ func base(req *scan.Request, body []byte) int64 {
 
 // outputReserve is max_completion_tokens, else max_tokens, else the
 // endpoint's default (a responses body: max_output_tokens; completions:
-// 16; others 0, req.DefaultOutputReserve). Only a
-// JSON integer ≥ 0 (digits alone, no sign, fraction or exponent) counts as
-// a reserve; a member holding anything else (null, a string, -1, 1.5, 1e3)
-// counts as not given, so that null falls through to max_tokens as engines
-// read `max_completion_tokens or max_tokens`. Clients write token limits as
-// plain integers; a whole number spelt 1e3 or 1000.0 reserves nothing.
+// 16; others 0, req.DefaultOutputReserve). Each is read as the engine
+// (pydantic, lax mode) reads an int field (contract.ReadInt): 1000,
+// 1000.0, 1e3 and "1000" all reserve 1000, so that spelling a limit
+// otherwise cannot steer a request into a smaller window. A member the
+// engine would not read as a whole number ≥ 0 (null, -1, 1.5, "many")
+// counts as not given, so that null falls through to max_tokens as
+// engines read `max_completion_tokens or max_tokens`.
 func outputReserve(req *scan.Request, body []byte) int64 {
 	if n, ok := wholeTokens(req.MaxOutputTokens, body); ok { // responses (ScanResponses) only
 		return n
@@ -210,19 +212,38 @@ func outputReserve(req *scan.Request, body []byte) int64 {
 	return req.DefaultOutputReserve
 }
 
-// wholeTokens reads m's value as a JSON integer ≥ 0, saturating at
-// math.MaxInt64.
+// wholeTokens reads m's value as the engine reads an int field, when it
+// is a whole number ≥ 0; digits past the int64 range saturate at
+// math.MaxInt64 (no window holds them).
 func wholeTokens(m scan.Member, body []byte) (int64, bool) {
-	if m.Kind != scan.KindNumber || m.Value.Start < 0 || m.Value.End > len(body) || m.Value.Len() <= 0 {
+	if m.Value.Start < 0 || m.Value.End > len(body) || m.Value.Len() <= 0 {
 		return 0, false
 	}
+	switch m.Kind {
+	case scan.KindNumber, scan.KindString:
+	default:
+		return 0, false // null, booleans and containers reserve nothing
+	}
+	raw := body[m.Value.Start:m.Value.End]
+	if n, ok := digits(raw); ok {
+		return n, true
+	}
+	v := contract.ReadInt(m.Kind, raw)
+	if v.State != contract.Number || v.I < 0 {
+		return 0, false
+	}
+	return v.I, true
+}
+
+// digits reads raw as decimal digits alone, saturating at math.MaxInt64.
+func digits(raw []byte) (int64, bool) {
 	var n int64
-	for _, c := range body[m.Value.Start:m.Value.End] {
+	for _, c := range raw {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
 		if n > (math.MaxInt64-9)/10 {
-			n = math.MaxInt64 // keep reading: a later '.' still disqualifies
+			n = math.MaxInt64
 			continue
 		}
 		n = n*10 + int64(c-'0')

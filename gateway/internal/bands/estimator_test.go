@@ -81,11 +81,14 @@ func TestOutputReserve(t *testing.T) {
 		{"both, completion last", `,"max_tokens":100,"max_completion_tokens":50`, 55},
 		{"zero completion wins", `,"max_completion_tokens":0,"max_tokens":100`, 5},
 		{"null completion falls through", `,"max_completion_tokens":null,"max_tokens":100`, 105},
-		{"string completion falls through", `,"max_completion_tokens":"50","max_tokens":100`, 105},
+		// As the engine reads an int field (pydantic, lax): a numeric
+		// string, a whole float and an exponent reserve what they say.
+		{"string completion counts", `,"max_completion_tokens":"50","max_tokens":100`, 55},
+		{"non-numeric string completion falls through", `,"max_completion_tokens":"many","max_tokens":100`, 105},
 		{"negative completion falls through", `,"max_completion_tokens":-1,"max_tokens":100`, 105},
 		{"fraction completion falls through", `,"max_completion_tokens":1.5,"max_tokens":100`, 105},
-		{"exponent counts 0", `,"max_tokens":1e3`, 5},
-		{"whole fraction counts 0", `,"max_tokens":1000.0`, 5},
+		{"exponent counts", `,"max_tokens":1e3`, 1005},
+		{"whole fraction counts", `,"max_tokens":1000.0`, 1005},
 		{"negative counts 0", `,"max_tokens":-100`, 5},
 		{"boolean counts 0", `,"max_tokens":true`, 5},
 		{"huge saturates", `,"max_tokens":123456789012345678901234567890`, math.MaxInt64},

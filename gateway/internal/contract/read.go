@@ -52,7 +52,14 @@ const maxStringBytes = 64
 // Unusable. raw is the value as written in the body, quotes included for
 // strings. Read does not allocate unless a number literal overflows.
 func Read(p scan.Param, kind scan.Kind, raw []byte) Value {
-	isInt := p.IsInt()
+	return read(p.IsInt(), kind, raw)
+}
+
+// ReadInt is Read for an int field that is not a governed parameter, such
+// as a token limit (max_tokens): how the engine reads it, in I.
+func ReadInt(kind scan.Kind, raw []byte) Value { return read(true, kind, raw) }
+
+func read(isInt bool, kind scan.Kind, raw []byte) Value {
 	switch kind {
 	case scan.KindAbsent, scan.KindNull:
 		return Value{}
