@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,20 +19,14 @@ import (
 // an operator without the analyzer's signing key or NATS password, and
 // without any other service's variables, still gets the status.
 func TestStatusReadsOnlyTheListenAddress(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/status" {
 			http.NotFound(w, r)
 			return
 		}
 		_, _ = io.WriteString(w, `{"role":"leader","deployments":[]}`)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-
+	}))
+	t.Cleanup(srv.Close)
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +44,7 @@ collector:
 analyzer:
   listen: %s
   signing_key_file: %s
-`, pub, ln.Addr(), filepath.Join(t.TempDir(), "no-such-seed"))
+`, pub, srv.Listener.Addr(), filepath.Join(t.TempDir(), "no-such-seed"))
 	path := filepath.Join(t.TempDir(), "graygate.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
