@@ -144,20 +144,15 @@ func (d *decoder) applyEnv(c *Config) {
 		c.NATS.CredsFile = v
 		c.NATS.User, c.NATS.PasswordEnv, c.NATS.NKeySeedFile = "", "", ""
 	}
-	switch d.svc {
-	case ForAnalyzerTools:
-		return // it asks the analyzer over HTTP: no NATS password
-	case ForPostgres:
-		if v := env(EnvDatabaseURL); v != "" {
-			c.Postgres.URL = Secret(v)
-		}
-		return // Postgres alone
+	if d.svc.connects() {
+		d.natsPassword(&c.NATS)
 	}
-	d.natsPassword(&c.NATS)
-	if d.svc.collector() {
+	if d.svc.postgres() {
 		if v := env(EnvDatabaseURL); v != "" {
 			c.Postgres.URL = Secret(v)
 		}
+	}
+	if d.svc.collector() {
 		if v := env(EnvAPIToken); v != "" {
 			c.Collector.APIToken = Secret(v)
 		}

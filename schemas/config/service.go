@@ -107,6 +107,11 @@ func (s Service) reads(path string) bool {
 // resolves reports whether the service resolves a kind of secret or file.
 func (s Service) gateway() bool   { return s == ForAll || s == ForGateway }
 func (s Service) collector() bool { return s == ForAll || s == ForCollector }
+func (s Service) postgres() bool  { return s.collector() || s == ForPostgres }
+
+// connects reports whether the service connects to NATS (and so reads its
+// password): the analyzer's tools and the Postgres commands do not.
+func (s Service) connects() bool { return s != ForAnalyzerTools && s != ForPostgres }
 
 // IsLoopback reports whether a listen address binds loopback only:
 // localhost, 127.0.0.0/8 or ::1. An empty host, 0.0.0.0 and :: bind every

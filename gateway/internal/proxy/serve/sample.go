@@ -198,26 +198,27 @@ func keepForShadow(x, y *Exchange, m *attempt.Measure, stream bool) {
 	}
 	p.primaryOK = true
 	for i, c := range x.tally.Contents {
-		switch {
-		case c == nil: // a choice with no content is not judged (filter.Check)
-			if i < len(p.contents) {
-				p.contents[i] = nil
-			} else {
-				p.contents = append(p.contents, nil)
-			}
-		case i < len(p.contents):
-			dst := p.contents[i][:0]
-			if dst == nil {
-				dst = []byte{} // a content, even an empty one, is not nil
-			}
-			p.contents[i] = append(dst, c...)
-		default:
-			p.contents = append(p.contents, append([]byte{}, c...))
+		if i == len(p.contents) {
+			p.contents = append(p.contents, nil)
 		}
+		p.contents[i] = keepContent(p.contents[i], c)
 	}
 	p.contents = p.contents[:len(x.tally.Contents)]
 	p.raw = append(p.raw[:0], x.pair.raw...)
 	p.rawBytes = x.pair.rawBytes
+}
+
+// keepContent copies content c into dst's storage. A nil c, a choice
+// that sent no content, stays nil (filter.Check does not judge it); any
+// other, even an empty one, is not nil.
+func keepContent(dst, c []byte) []byte {
+	if c == nil {
+		return nil
+	}
+	if dst == nil {
+		dst = []byte{}
+	}
+	return append(dst[:0], c...)
 }
 
 // pairShadow judges the copy of primary's answer keepForShadow made,
