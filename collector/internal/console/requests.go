@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"fmt"
-	"net/url"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -22,12 +21,8 @@ var requestParams = []string{"deployment", "arm", "replica", "outcome", "since",
 
 type requestsPage struct {
 	page
-	Filter   map[string]string
+	listing
 	Requests []store.Request
-	// Next is the URL of the next page ("" on the last one); First the
-	// first page's.
-	Next, First string
-	Paged       bool
 	// Empty is set when the log holds no request at all (request_log
 	// off, or nothing logged yet), as opposed to a filter matching none.
 	Empty    bool
@@ -42,18 +37,10 @@ func (s *Console) requests(c *fiber.Ctx) error {
 	if err := onlyParams(c, requestParams...); err != nil {
 		return err
 	}
-	p := requestsPage{page: s.page(c, "Requests"), Filter: map[string]string{}, Arms: events.Arms,
-		Outcomes: store.RequestOutcomes()}
+	p := requestsPage{page: s.page(c, "Requests"), listing: readListing(c, requestParams),
+		Arms: events.Arms, Outcomes: store.RequestOutcomes()}
 	p.Nav = "requests"
-	given := map[string]string{}
-	for _, k := range requestParams {
-		p.Filter[k] = c.Query(k)
-		// An empty form field does not filter.
-		if v := p.Filter[k]; v != "" {
-			given[k] = v
-		}
-	}
-	f, err := store.ParseRequestFilter(given, s.now())
+	f, err := store.ParseRequestFilter(p.given(), s.now())
 	if err != nil {
 		return err
 	}
@@ -67,24 +54,14 @@ func (s *Console) requests(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p.Requests, p.Paged = page.Requests, f.Cursor != ""
+	p.Requests = page.Requests
+	p.link("/requests", requestParams, page.NextCursor)
 	if len(p.Requests) == 0 && !p.Paged {
 		found, err := s.r.AnyRequests(c.UserContext())
 		if err != nil {
 			return err
 		}
 		p.Empty = !found
-	}
-	q := url.Values{}
-	for _, k := range requestParams {
-		if v := p.Filter[k]; v != "" && k != "cursor" {
-			q.Set(k, v)
-		}
-	}
-	p.First = "/requests?" + q.Encode()
-	if page.NextCursor != "" {
-		q.Set("cursor", page.NextCursor)
-		p.Next = "/requests?" + q.Encode()
 	}
 	return s.render(c, fiber.StatusOK, "requests", p)
 }

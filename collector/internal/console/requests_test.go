@@ -44,9 +44,17 @@ func (r logReader) ListRequests(_ context.Context, f store.RequestFilter) (store
 		return store.RequestPage{}, store.ErrBadCursor
 	}
 	var out []store.Request
-	for _, q := range r.reqs {
+	for i, q := range r.reqs {
+		if f.Cursor != "" && q.EventID <= f.Cursor {
+			continue
+		}
 		if (f.Deployment == "" || q.Deployment == f.Deployment) && (f.Arm == "" || string(q.Arm) == f.Arm) {
 			out = append(out, q)
+		}
+		// A page of f.Limit with more to come names its last event as
+		// the cursor (r.reqs is in event id order).
+		if f.Limit > 0 && len(out) == f.Limit && i < len(r.reqs)-1 {
+			return store.RequestPage{Requests: out, NextCursor: q.EventID}, nil
 		}
 	}
 	return store.RequestPage{Requests: out}, nil
@@ -129,6 +137,19 @@ func TestRequestsPage(t *testing.T) {
 		Since: fakeTime.Add(-time.Hour), Limit: 5}
 	if resp.StatusCode != http.StatusOK || len(asked) != 1 || asked[0] != want {
 		t.Errorf("GET /requests with every filter = %d, asked %+v; want %+v", resp.StatusCode, asked, want)
+	}
+
+	// Pages: the first links to the next with the same filters and the
+	// cursor; the next links back to the first without it.
+	_, body = c.get("/requests?limit=1&since=1h&outcome=")
+	next := `/requests?cursor=` + fb.EventID + `&amp;limit=1&amp;since=1h`
+	if !strings.Contains(body, `<a class="next" href="`+next+`"`) || strings.Contains(body, "« newest") {
+		t.Errorf("first page of one: want a link to %s and none to the newest:\n%s", next, body)
+	}
+	_, body = c.get(strings.ReplaceAll(next, "&amp;", "&"))
+	if !strings.Contains(body, `data-event-id="`+failed.EventID+`"`) || strings.Contains(body, `data-event-id="`+fb.EventID+`"`) ||
+		!strings.Contains(body, `href="/requests?limit=1&amp;since=1h">« newest`) || strings.Contains(body, `class="next"`) {
+		t.Errorf("second (last) page: want the second request, a link to the first page and none to a next:\n%s", body)
 	}
 
 	for _, tc := range []struct{ query, want string }{

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -22,13 +21,9 @@ const samplesPageSize = 50
 
 type samplesPage struct {
 	page
-	Filter  map[string]string
+	listing
 	Samples []store.SampleSummary
-	// Next is the URL of the next page ("" on the last one); First the
-	// first page's.
-	Next, First string
-	Reasons     []events.SampleReason
-	Paged       bool
+	Reasons []events.SampleReason
 }
 
 var sampleParams = []string{"deployment", "reason", "arm", "since", "until", "limit", "cursor"}
@@ -39,13 +34,10 @@ func (s *Console) samples(c *fiber.Ctx) error {
 	if err := onlyParams(c, sampleParams...); err != nil {
 		return err
 	}
-	p := samplesPage{page: s.page(c, "Samples"), Filter: map[string]string{},
+	p := samplesPage{page: s.page(c, "Samples"), listing: readListing(c, sampleParams),
 		Reasons: events.SampleReasons}
 	p.Nav = "samples"
-	for _, k := range sampleParams {
-		p.Filter[k] = c.Query(k)
-	}
-	f, err := sampleFilter(p.Filter, s.now())
+	f, err := sampleFilter(p.given(), s.now())
 	if err != nil {
 		return err
 	}
@@ -53,31 +45,15 @@ func (s *Console) samples(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p.Samples, p.Paged = page.Samples, f.Cursor != ""
-	q := url.Values{}
-	for _, k := range sampleParams {
-		if v := p.Filter[k]; v != "" && k != "cursor" {
-			q.Set(k, v)
-		}
-	}
-	p.First = "/samples?" + q.Encode()
-	if page.NextCursor != "" {
-		q.Set("cursor", page.NextCursor)
-		p.Next = "/samples?" + q.Encode()
-	}
+	p.Samples = page.Samples
+	p.link("/samples", sampleParams, page.NextCursor)
 	return s.render(c, fiber.StatusOK, "samples", p)
 }
 
-// sampleFilter checks the filters as /v1/samples does (store.ParseSampleFilter),
-// except that an empty value does not filter (an empty form field), and
-// the page is samplesPageSize unless limit says otherwise.
-func sampleFilter(q map[string]string, now time.Time) (store.SampleFilter, error) {
-	given := map[string]string{}
-	for k, v := range q {
-		if v != "" {
-			given[k] = v
-		}
-	}
+// sampleFilter checks the given filters as /v1/samples does
+// (store.ParseSampleFilter); the page is samplesPageSize unless limit
+// says otherwise.
+func sampleFilter(given map[string]string, now time.Time) (store.SampleFilter, error) {
 	f, err := store.ParseSampleFilter(given, now)
 	if err != nil {
 		return f, err

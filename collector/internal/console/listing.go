@@ -1,0 +1,56 @@
+package console
+
+import (
+	"net/url"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// listing is what the paged lists (/requests, /samples) share: the
+// filter form's values and the links to the first and the next page.
+type listing struct {
+	// Filter holds each parameter as the form sent it ("" when absent).
+	Filter map[string]string
+	// Next is the URL of the next page ("" on the last one); First the
+	// first page's.
+	Next, First string
+	// Paged is set on every page but the first.
+	Paged bool
+}
+
+func readListing(c *fiber.Ctx, params []string) listing {
+	l := listing{Filter: make(map[string]string, len(params))}
+	for _, k := range params {
+		l.Filter[k] = c.Query(k)
+	}
+	l.Paged = l.Filter["cursor"] != ""
+	return l
+}
+
+// given is the filter without its empty values: an empty form field does
+// not filter.
+func (l *listing) given() map[string]string {
+	g := map[string]string{}
+	for k, v := range l.Filter {
+		if v != "" {
+			g[k] = v
+		}
+	}
+	return g
+}
+
+// link sets First and Next: path with the same filters, without a
+// cursor and with next (when there is a next page).
+func (l *listing) link(path string, params []string, next string) {
+	q := url.Values{}
+	for _, k := range params {
+		if v := l.Filter[k]; v != "" && k != "cursor" {
+			q.Set(k, v)
+		}
+	}
+	l.First = path + "?" + q.Encode()
+	if next != "" {
+		q.Set("cursor", next)
+		l.Next = path + "?" + q.Encode()
+	}
+}
