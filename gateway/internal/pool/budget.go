@@ -12,7 +12,8 @@ const retryWindow = 10 * time.Second
 
 // minRetries is the retries a window allows whatever its requests, so
 // that a fresh or quiet gateway can still step around one dead replica
-// (Envoy's retry budget keeps a minimum concurrency for the same reason).
+// (Envoy's retry budget keeps a minimum concurrency for the same reason);
+// a retry_budget of 0 allows none.
 const minRetries = 3
 
 // retryBudget allows a retry while the retries of the current window
@@ -31,6 +32,9 @@ func (b *retryBudget) request() { b.requests.Add(1) }
 
 // allow reports whether one more retry fits, and counts it when it does.
 func (b *retryBudget) allow(share float64, now time.Time) bool {
+	if share <= 0 {
+		return false
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	total := b.requests.Load()

@@ -124,21 +124,29 @@ func TestEveryReplicaRefuses(t *testing.T) {
 }
 
 // TestRetryBudget: retries stay within retry_budget of the arm's
-// requests over 10 s (beyond the three any window allows): with a
-// budget of 0, the fourth refused request fails without a retry.
+// requests over 10 s, beyond the three a window allows whatever its
+// traffic; a budget of 0 allows none.
 func TestRetryBudget(t *testing.T) {
-	var bodies atomic.Int64
-	srv := countingServer(t, &bodies)
-	a := poolArm(t, config.Upstream{Endpoints: []string{closedPort(t), srv.URL}, RetryBudget: 0})
-	failed := 0
-	for range 8 { // round robin: every other request starts on the refusing replica
-		at := Send(context.Background(), a, events.ArmPrimary, upstream.Request{Body: []byte(`{}`)}, nil)
-		if at.Err != nil {
-			failed++
+	for _, tc := range []struct {
+		budget         float64
+		failed, answer int
+	}{
+		{0.2, 1, 7}, // 4 refused first tries, 3 retries allowed
+		{0, 4, 4},   // no retry
+	} {
+		var bodies atomic.Int64
+		srv := countingServer(t, &bodies)
+		a := poolArm(t, config.Upstream{Endpoints: []string{closedPort(t), srv.URL}, RetryBudget: tc.budget})
+		failed := 0
+		for range 8 { // round robin: every other request starts on the refusing replica
+			at := Send(context.Background(), a, events.ArmPrimary, upstream.Request{Body: []byte(`{}`)}, nil)
+			if at.Err != nil {
+				failed++
+			}
+			at.Close()
 		}
-		at.Close()
-	}
-	if failed != 1 || bodies.Load() != 7 {
-		t.Errorf("%d of 8 failed, %d answered; want 1 failed (4 refused first tries, 3 retries allowed)", failed, bodies.Load())
+		if failed != tc.failed || bodies.Load() != int64(tc.answer) {
+			t.Errorf("retry_budget %v: %d of 8 failed, %d answered; want %d failed, %d answered", tc.budget, failed, bodies.Load(), tc.failed, tc.answer)
+		}
 	}
 }
