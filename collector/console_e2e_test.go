@@ -103,8 +103,7 @@ func publishConsoleFixture(t *testing.T, js jetstream.JetStream, now time.Time) 
 	f.samples++
 	bad := testenv.Sample(f.dep, 99, events.ReasonSchemaViolation, events.ArmGray, []byte(`{"a":2}`))
 	// A request id too long for Postgres to index (random letters do not
-	// compress under the 2704-byte btree limit: SQLSTATE 54000). (A NUL in
-	// a text is no refusal: it is stored as U+FFFD.)
+	// compress under the 2704-byte btree limit: SQLSTATE 54000).
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 	id := make([]byte, 3500)
 	testenv.Must(t, func() error { _, err := rand.Read(id); return err }())

@@ -273,41 +273,70 @@ func TestRefusalsAndDeadLetters(t *testing.T) {
 	}
 }
 
-// A NUL in a text of an event (a rollout reason an older gateway
-// accepted, a validation error's field, a statistic's gateway) is stored
-// with U+FFFD in its place, never refused: the rollout history has no
-// hole (SPEC §11 rev. 4). A written-out "\u0000" stays as written.
-func TestNULsAreStoredReplaced(t *testing.T) {
+// A NUL in a rollout event's text (a reason an older gateway accepted) is
+// stored with U+FFFD in its place: the rollout history has no hole (SPEC
+// §11 rev. 4). In any other event it is what Postgres refuses (SPEC §8: a
+// dead letter): a NUL in a sample's validation error field or in a
+// statistic's gateway fails the write with a poison error.
+func TestNULs(t *testing.T) {
 	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	w := store.NewWriter(pool, store.Options{})
 	rollout := testenv.Rollout("d", 1)
 	rollout.Reason = "schema\x00drift \u202e"
-	sample := testenv.Sample("d", 2, events.ReasonSchemaViolation, events.ArmGray, []byte("pay\x00load"))
-	sample.ValidationErrors[1].Field = "args\x00"
-	sample.ValidationErrors[0].Description = `written out: \u0000`
-	stats := testenv.Stats("d", "gw\x00/1", at)
-	batch := []store.Event{testenv.Event[store.Event](t, rollout, at, ""), testenv.Event[store.Event](t, sample, at, ""),
-		testenv.Event[store.Event](t, stats, at, "")}
-	res, err := w.Write(ctx, batch)
-	if err != nil || res.Inserted[events.TypeRolloutChanged] != 1 || res.Inserted[events.TypeSampleMalformed] != 1 || res.Inserted[events.TypeStatsInterval] != 1 {
-		t.Fatalf("Write(events with NULs) = %+v, %v; want each stored", res, err)
+	res, err := w.Write(ctx, []store.Event{testenv.Event[store.Event](t, rollout, at, "")})
+	if err != nil || res.Inserted[events.TypeRolloutChanged] != 1 {
+		t.Fatalf("Write(rollout event with a NUL) = %+v, %v; want it stored", res, err)
 	}
-	var reason, errs, gateway string
-	var payload []byte
+	var reason string
 	testenv.Must(t, pool.QueryRow(ctx, `SELECT reason FROM rollout_events`).Scan(&reason))
-	testenv.Must(t, pool.QueryRow(ctx, `SELECT validation_errors::text, payload FROM samples`).Scan(&errs, &payload))
-	testenv.Must(t, pool.QueryRow(ctx, `SELECT gateway FROM arm_stats`).Scan(&gateway))
 	if reason != "schema\uFFFDdrift \u202e" {
 		t.Errorf("stored reason %q; want the NUL as U+FFFD, the rest as sent", reason)
 	}
-	if !strings.Contains(errs, "\"args\uFFFD\"") || !strings.Contains(errs, `written out: \\u0000`) {
-		t.Errorf("stored validation errors %s; want args\uFFFD and the written-out \\u0000 kept", errs)
+
+	sample := testenv.Sample("d", 2, events.ReasonSchemaViolation, events.ArmGray, []byte("pay\x00load"))
+	sample.ValidationErrors[1].Field = "args\x00"
+	request := testenv.Request("d", 3)
+	request.RequestID = "req\x00"
+	for name, d := range map[string]events.Data{"sample": sample, "statistic": testenv.Stats("d", "gw\x00/1", at), "request": request} {
+		_, err := w.Write(ctx, []store.Event{testenv.Event[store.Event](t, d, at, "")})
+		if err == nil || !store.Poison(err) {
+			t.Errorf("Write(%s with a NUL) = %v; want a refusal of the data (a dead letter)", name, err)
+		}
 	}
-	if string(payload) != "pay\x00load" {
-		t.Errorf("stored payload %q; want its bytes as sent", payload)
+	// A payload is bytea: its NUL is no refusal.
+	clean := testenv.Sample("d", 4, events.ReasonSchemaViolation, events.ArmGray, []byte("pay\x00load"))
+	clean.ValidationErrors[0].Description = `written out: \u0000`
+	if res, err := w.Write(ctx, []store.Event{testenv.Event[store.Event](t, clean, at, "")}); err != nil || res.Inserted[events.TypeSampleMalformed] != 1 {
+		t.Fatalf("Write(sample with a NUL in its payload only) = %+v, %v; want it stored", res, err)
 	}
-	if gateway != "gw\uFFFD/1" {
-		t.Errorf("stored gateway %q; want gw\uFFFD/1", gateway)
+	var errs string
+	var payload []byte
+	testenv.Must(t, pool.QueryRow(ctx, `SELECT validation_errors::text, payload FROM samples`).Scan(&errs, &payload))
+	if string(payload) != "pay\x00load" || !strings.Contains(errs, `written out: \\u0000`) {
+		t.Errorf("stored payload %q, errors %s; want the payload's bytes and the written-out \\u0000 as sent", payload, errs)
+	}
+}
+
+// A value an integer column cannot hold is refused as Postgres refuses
+// one (SQLSTATE 22003: a dead letter), never stored wrapped: a request
+// with 2^32+1 tool calls is not stored as 1.
+func TestOutOfRangeRefused(t *testing.T) {
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	w := store.NewWriter(pool, store.Options{})
+	for _, set := range []func(*events.RequestCompleted){
+		func(r *events.RequestCompleted) { r.ToolCalls = 1<<32 + 1 },
+		func(r *events.RequestCompleted) { r.ToolSteps = 3_000_000_000 },
+	} {
+		r := testenv.Request("d", 1)
+		set(r)
+		_, err := w.Write(ctx, []store.Event{testenv.Event[store.Event](t, r, at, "")})
+		var pgErr *pgconn.PgError
+		if !store.Poison(err) || !errors.As(err, &pgErr) || pgErr.Code != "22003" {
+			t.Errorf("Write(tool_calls %d, tool_steps %d) = %v; want a refusal with SQLSTATE 22003", r.ToolCalls, r.ToolSteps, err)
+		}
+	}
+	if n := count(t, pool, "requests"); n != 0 {
+		t.Errorf("%d requests stored; want none", n)
 	}
 }
 

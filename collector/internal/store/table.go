@@ -1,14 +1,16 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/graygate/graygate/schemas/events"
@@ -27,6 +29,13 @@ type table struct {
 	// Writer's Mode (a table that keeps the latest per key, not every
 	// event) and returns how many it stored.
 	write func(ctx context.Context, tx pgx.Tx, rows [][]any) (int64, error)
+	// replaceNUL stores a NUL of a text as U+FFFD (see nulReplacement)
+	// instead of letting Postgres refuse the row.
+	replaceNUL bool
+	// fits, when set, refuses an event with a value its columns cannot
+	// hold, as Postgres would (a dead letter), where the row would
+	// otherwise carry it converted.
+	fits func(e Event) error
 }
 
 // common are the leading columns of every table.
@@ -64,6 +73,13 @@ var tables = []*table{
 			}
 			return append(v, nullString(r.Replica), r.CachedTokens, grayReplica, nullString(r.ArmPromptVersion),
 				nullString(r.ArmPromptHash), grayVersion, grayHash)
+		},
+		fits: func(e Event) error {
+			r := e.Data.(*events.RequestCompleted)
+			if err := int4("tool_calls", r.ToolCalls); err != nil {
+				return err
+			}
+			return int4("tool_steps", r.ToolSteps)
 		},
 	},
 	{
@@ -109,7 +125,7 @@ var tables = []*table{
 		},
 	},
 	{
-		name: "rollout_events", typ: events.TypeRolloutChanged,
+		name: "rollout_events", typ: events.TypeRolloutChanged, replaceNUL: true,
 		columns: append(common[:len(common):len(common)], "deployment", "percentage", "status", "reason", "actor",
 			"revision", "trigger_gate", "trigger_value", "trigger_bound", "trigger_stream", "trigger_threshold",
 			"trigger_window_seconds", "operator", "hold"),
@@ -214,6 +230,17 @@ func (e Event) OccurredAt() time.Time {
 	return e.Envelope.Time
 }
 
+// int4 refuses a value an integer column cannot hold with Postgres' own
+// error (SQLSTATE 22003, numeric_value_out_of_range), so that the event
+// becomes a dead letter (Poison) instead of being stored wrapped.
+func int4(column string, v int) error {
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return &pgconn.PgError{Severity: "ERROR", Code: "22003",
+			Message: fmt.Sprintf("%s %d is out of range for type integer (checked by the collector)", column, v)}
+	}
+	return nil
+}
+
 func nullString(s string) any {
 	if s == "" {
 		return nil
@@ -224,11 +251,12 @@ func nullString(s string) any {
 func (t *table) columnList() string { return strings.Join(t.columns, ", ") }
 
 // A NUL is the one character a Postgres text or jsonb value cannot hold
-// (SQLSTATE 22021, 22P05). An event holding one in a text (a reason an
-// older gateway accepted, a validation error's field) is stored with
-// U+FFFD in its place, never dead-lettered: a hole in the rollout history
-// is worse than a replaced character, and nothing else of the event is
-// changed. (Payloads are bytea and keep their bytes.)
+// (SQLSTATE 22021, 22P05). An event holding one is refused and kept as a
+// dead letter (SPEC §8), with one exception: a rollout event (a reason an
+// older gateway accepted) is stored with U+FFFD in place of each NUL of
+// its texts, because a hole in the rollout history is worse than a
+// replaced character and what is in the log is shown, escaped (SPEC §11
+// rev. 4). Nothing else of it is changed.
 const nulReplacement = "\uFFFD"
 
 // withoutNUL replaces the NULs of a row's text values (see nulReplacement).
@@ -242,28 +270,10 @@ func withoutNUL(row []any) []any {
 	return row
 }
 
-// jsonb encodes v for a jsonb column, each \u0000 escape (a NUL in one
-// of its strings) written as \ufffd (see nulReplacement).
+// jsonb encodes v, whose numbers Check made finite, for a jsonb column.
+// A NUL in one of its strings stays a \u0000 escape, which Postgres
+// refuses (a dead letter).
 func jsonb(v any) []byte {
 	b, _ := json.Marshal(v)
-	if !bytes.Contains(b, []byte(`\u0000`)) {
-		return b
-	}
-	out := make([]byte, 0, len(b))
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' || i+1 >= len(b) {
-			out = append(out, b[i])
-			continue
-		}
-		// An escape: \u0000 is replaced; any other (\\ included, so
-		// a written-out "\\u0000" stays) is copied whole.
-		if b[i+1] == 'u' && i+6 <= len(b) && string(b[i+2:i+6]) == "0000" {
-			out = append(out, `\ufffd`...)
-			i += 5
-			continue
-		}
-		out = append(out, b[i], b[i+1])
-		i++
-	}
-	return out
+	return b
 }

@@ -187,7 +187,14 @@ func (w *Writer) Write(ctx context.Context, batch []Event) (Result, error) {
 			slices.SortFunc(g, func(a, b Event) int { return strings.Compare(a.Envelope.ID, b.Envelope.ID) })
 			rows := make([][]any, len(g))
 			for j, e := range g {
-				rows[j] = withoutNUL(t.row(e, &w.opts))
+				if t.fits != nil {
+					if err := t.fits(e); err != nil {
+						return fmt.Errorf("event %s: %w", e.Envelope.ID, err)
+					}
+				}
+				if rows[j] = t.row(e, &w.opts); t.replaceNUL {
+					rows[j] = withoutNUL(rows[j])
+				}
 			}
 			var n int64
 			var err error
