@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/schemas/config"
@@ -141,7 +142,7 @@ func (o EventObserver) Sampled(s *Sample) {
 		ArmPromptVersion: s.ArmPromptVersion, ArmPromptHash: s.ArmPromptHash, Replica: s.Replica,
 	}
 	for _, e := range s.Errors {
-		ev.ValidationErrors = append(ev.ValidationErrors, events.ValidationError{Field: e.Field, Description: e.Description})
+		ev.ValidationErrors = append(ev.ValidationErrors, validationError(e))
 	}
 	ev.Status, _ = clampStatus(s.Status)
 	ev.SetPayload(s.Payload, 0)
@@ -150,10 +151,26 @@ func (o EventObserver) Sampled(s *Sample) {
 	if s.Outcome == events.OutcomeSchemaViolationBoth {
 		ev.PrimaryValidationErrors = make([]events.ValidationError, 0, len(s.PrimaryErrors))
 		for _, e := range s.PrimaryErrors {
-			ev.PrimaryValidationErrors = append(ev.PrimaryValidationErrors, events.ValidationError{Field: e.Field, Description: e.Description})
+			ev.PrimaryValidationErrors = append(ev.PrimaryValidationErrors, validationError(e))
 		}
 		ev.SetPrimaryPayload(s.PrimaryPayload, 0)
 		ev.PrimaryPayloadBytes, ev.PrimaryPayloadTruncated = int64(s.PrimaryPayloadBytes), s.PrimaryTruncated
 	}
 	o.P.Publish(ev)
+}
+
+// validationError is e as the event carries it. Its texts are the
+// gateway's words about the payload, and may quote a key of it: a NUL
+// there is written out as \u0000, which a collector can store (Postgres
+// refuses a NUL in a text, and the sample would be a dead letter). The
+// payload keeps its bytes.
+func validationError(e filter.FieldError) events.ValidationError {
+	return events.ValidationError{Field: writeOutNUL(e.Field), Description: writeOutNUL(e.Description)}
+}
+
+func writeOutNUL(s string) string {
+	if strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", `\u0000`)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/schemas/events"
@@ -78,5 +79,29 @@ func TestCompletedRespectsTheLog(t *testing.T) {
 	EventObserver{P: &p}.Completed(&Record{Arm: events.ArmPrimary, Measure: attempt.Measure{Status: 200}})
 	if len(p) != 0 {
 		t.Errorf("published %d events for a primary 200 under request_log gray; want none", len(p))
+	}
+}
+
+// TestSampleErrorsHoldNoNUL: a validation error quoting a payload key
+// that holds a NUL is published with the NUL written out as \u0000 (a
+// collector could not store the sample otherwise); the payload keeps its
+// bytes.
+func TestSampleErrorsHoldNoNUL(t *testing.T) {
+	var p published
+	payload := []byte("{\"a\x00b\":1}")
+	errs := []filter.FieldError{{Field: "a\x00b", Description: "Additional property a\x00b is not allowed"}}
+	EventObserver{P: &p}.Sampled(&Sample{RequestID: "r1", Deployment: "qwen", Arm: events.ArmGray, Reason: events.ReasonSchemaViolation,
+		Outcome: events.OutcomeSchemaViolationBoth, Errors: errs, Payload: payload, PayloadBytes: len(payload),
+		PrimaryErrors: errs, PrimaryPayload: payload, PrimaryPayloadBytes: len(payload)})
+	if len(p) != 1 {
+		t.Fatalf("published %d events; want 1", len(p))
+	}
+	ev := p[0].(*events.SampleMalformed)
+	want := events.ValidationError{Field: `a\u0000b`, Description: `Additional property a\u0000b is not allowed`}
+	if len(ev.ValidationErrors) != 1 || ev.ValidationErrors[0] != want || len(ev.PrimaryValidationErrors) != 1 || ev.PrimaryValidationErrors[0] != want {
+		t.Errorf("errors %q, primary's %q; want %q in both", ev.ValidationErrors, ev.PrimaryValidationErrors, want)
+	}
+	if ev.Payload != string(payload) {
+		t.Errorf("payload %q; want the bytes as received", ev.Payload)
 	}
 }
