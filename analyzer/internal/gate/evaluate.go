@@ -417,15 +417,17 @@ func failed(s *events.ArmStats) int64 {
 // measured latency lies past the class's censoring limit (what censor
 // moves into the overflow: slower than the gateway waits for gray, so a
 // timeout whether or not the gateway cut it), and, in streamed classes
-// censored at StreamLimit (stream_validation observe), the attempts whose
-// headers came after the rollout timeout (gray's are timeouts; primary's
-// count as such); at most the judged attempts.
+// censored past the rollout timeout (StreamLimit in stream_validation
+// observe), the attempts whose headers came after the timeout (gray's are
+// timeouts; primary's count as such); at most the judged attempts. Where
+// the censoring limit is the timeout itself (buffer), a late header's
+// answer came after the limit too and is counted once, as censored.
 func (e *evaluator) errorsOf(k Class, s *events.ArmStats) int64 {
 	x := failed(s)
 	if limit := e.limit(k.Stream); limit > 0 {
 		x += int64(censoredCount(&s.Latency, limit))
 	}
-	if k.Stream && e.c.StreamLimit > 0 {
+	if k.Stream && e.c.StreamLimit > e.c.Timeout {
 		x += s.LateHeaders
 	}
 	return min(x, judged(s))

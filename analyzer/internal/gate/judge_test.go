@@ -232,6 +232,39 @@ func TestObserveStreamsCensoredAlike(t *testing.T) {
 	}
 }
 
+// TestBufferedLateHeadersCountOnce: with stream_validation buffer the
+// analyzer gets StreamLimit = the rollout timeout (config's
+// StreamCensorLimit). A primary stream whose headers came after the
+// timeout also answered after it: it counts once as a timeout for gate 5
+// (its latency past the limit), not a second time as a late header.
+func TestBufferedLateHeadersCountOnce(t *testing.T) {
+	k := Class{Stream: true, Endpoint: events.EndpointChat}
+	r := rand.New(rand.NewPCG(7, 3))
+	arm := func(a events.Arm, n int, late float64) *events.ArmStats {
+		s := draw(r, a, with(healthy, n, func(t *traffic) { t.stream, t.errShare = true, 0.01 }))
+		s.LateHeaders = int64(late * float64(n))
+		s.Latency.Reset()
+		for i := range s.Requests {
+			ms := 300 * math.Exp(0.3*r.NormFloat64())
+			if i < s.LateHeaders {
+				ms = 3000 // headers at 2.6 s, the answer after
+			}
+			s.Latency.Add(ms)
+		}
+		return s
+	}
+	in := &Input{
+		Gray:    map[Class]*events.ArmStats{k: arm(events.ArmGray, 20000, 0)},
+		Primary: map[Class]*events.ArmStats{k: arm(events.ArmPrimary, 100000, 0.10)},
+	}
+	c := defaults
+	c.StreamLimit = c.Timeout
+	g := results(c.Judge(in, nil, day1))["gray_error_rate"]
+	if e := boundOr(g.Estimate); math.Abs(e-(-0.10)) > 0.02 {
+		t.Errorf("gray_error_rate estimate = %v; want about -0.10 (primary's 10 %% late streams counted once)", e)
+	}
+}
+
 // TestTTFTTimeoutsFailBothLayers: a gray whose first tokens miss the
 // limit on 4 % of streams fails ttft_p99 on the window and on the epoch,
 // censored at the rollout timeout or, in observe mode, at the gray's
