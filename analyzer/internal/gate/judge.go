@@ -67,8 +67,10 @@ func (c Config) Judge(win *Input, ep *Epoch, look Look) []events.GateResult {
 			}
 		}
 		r := combine(wr, er)
-		switch er.Verdict {
-		case events.VerdictInconclusive:
+		switch {
+		case r.Verdict == events.VerdictFail: // decided on the window
+			r.NeedsGray = ptr(0)
+		case er.Verdict == events.VerdictInconclusive:
 			if ep.Rebuilt && !look.VerdictsOnly {
 				r.NeedsGray, r.Why = c.needs(pooled, sp, er)
 			}

@@ -54,6 +54,8 @@ func TestJudgeLayers(t *testing.T) {
 			map[string]events.Verdict{"token_inflation": P, "schema_failure_rate": P, "gray_error_rate": P, "ttft_p99/stream": P,
 				"ttft_p99_ratio/stream": P, "latency_p99_ratio/plain": P, "latency_p99_ratio/stream": P, "tool_loop_ratio": P}},
 		{"a failing window fails whatever the epoch says", broken, epochOf(big), map[string]events.Verdict{"gray_error_rate": F, "tool_loop_ratio": P}},
+		{"a failing window early in an epoch fails (decided: needs no more)", broken,
+			epochOf(input(rand.New(rand.NewPCG(5, 5)), with(healthy, 20, nil), with(healthy, 380, nil))), map[string]events.Verdict{"gray_error_rate": F}},
 		{"an epoch being rebuilt passes nothing", small, func() *Epoch { e := epochOf(big); e.Rebuilt = false; return e }(),
 			map[string]events.Verdict{"gray_error_rate": I, "token_inflation": I, "ttft_p99/stream": I}},
 		{"an empty epoch is not applicable where the window is", &Input{}, &Epoch{Index: 1, Rebuilt: true},
@@ -85,8 +87,8 @@ func TestJudgeLayers(t *testing.T) {
 			}
 			if tt.ep != nil && tt.ep.Rebuilt {
 				for k, g := range got {
-					if g.Epoch.Verdict != events.VerdictInconclusive && (g.NeedsGray == nil || *g.NeedsGray != 0) {
-						t.Errorf("%s decided on the epoch (%s) with needs_gray %v; want 0", k, g.Epoch.Verdict, g.NeedsGray)
+					if (g.Epoch.Verdict != events.VerdictInconclusive || g.Verdict == events.VerdictFail) && (g.NeedsGray == nil || *g.NeedsGray != 0) {
+						t.Errorf("%s decided (%s, epoch %s) with needs_gray %v; want 0", k, g.Verdict, g.Epoch.Verdict, g.NeedsGray)
 					}
 				}
 			}
