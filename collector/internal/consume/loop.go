@@ -12,6 +12,7 @@ import (
 	"github.com/graygate/graygate/collector/internal/store"
 	"github.com/graygate/graygate/collector/internal/telemetry"
 	"github.com/graygate/graygate/schemas/events"
+	"github.com/graygate/graygate/schemas/rolloutlog"
 )
 
 // loop is the consumption state of one stream.
@@ -129,8 +130,12 @@ func (l *loop) decode(msg jetstream.Msg) (store.Event, bool) {
 	if md, mdErr := msg.Metadata(); mdErr == nil {
 		seq = md.Sequence.Stream
 	}
+	onRollout := l.stream == events.StreamRollout
 	if err != nil {
 		l.c.m.EventsInvalid(l.stream).Inc()
+		if onRollout {
+			l.c.m.RolloutInvalid(rolloutlog.ReasonUndecodable).Inc()
+		}
 		if termErr := msg.Term(); termErr != nil {
 			l.log.Debug("terminate invalid message", "err", termErr)
 		}
@@ -143,7 +148,10 @@ func (l *loop) decode(msg jetstream.Msg) (store.Event, bool) {
 		}
 		return store.Event{}, false
 	}
-	if _, ok := data.(*events.RolloutChanged); ok {
+	// Every message on a rollout subject is judged as every reader judges
+	// it (an event of another type there is undecodable), and a rollout
+	// event anywhere else.
+	if _, ok := data.(*events.RolloutChanged); ok || onRollout {
 		if v := l.c.checkRollout(msg, seq); !v.Valid() {
 			l.c.m.RolloutInvalid(v.Reason).Inc()
 			if termErr := msg.Term(); termErr != nil {

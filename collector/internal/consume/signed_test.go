@@ -20,7 +20,8 @@ import (
 // the rollout events every reader applies and refuses, counted by reason,
 // an analyzer event signed by a gateway's key, an unsigned one, and one
 // published again (SPEC §7 rev. 4) — so the history it keeps is the one
-// the gateways fold.
+// the gateways fold. Bytes that are no event and an event of another type
+// on a rollout subject are undecodable, counted as such, never stored.
 func TestRolloutSignatures(t *testing.T) {
 	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	_, js := testenv.SystemNATS(t)
@@ -63,6 +64,11 @@ func TestRolloutSignatures(t *testing.T) {
 	ack, err := js.PublishMsg(ctx, replay)
 	testenv.Must(t, err)
 	last = ack.Sequence
+	for _, body := range [][]byte{[]byte("not json"), eventBody(t, testenv.Request(dep, 1))} {
+		ack, err := js.Publish(ctx, events.RolloutSubject(dep), body)
+		testenv.Must(t, err)
+		last = ack.Sequence
+	}
 	send(analyzer, 10, last)
 
 	testenv.WaitFor(t, 10*time.Second, "the valid events stored", func() bool {
@@ -75,9 +81,22 @@ func TestRolloutSignatures(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM rollout_events WHERE deployment = $1`, dep); n != 2 {
 		t.Errorf("%d rollout events stored; want the analyzer's 2", n)
 	}
-	for _, reason := range []string{"signer", "signature", "replay"} {
-		if n := tel.RolloutInvalid(reason).Get(); n != 1 {
-			t.Errorf("graygate_rollout_invalid_events_total{reason=%q} = %d; want 1", reason, n)
+	if n := count(t, pool, `SELECT count(*) FROM requests WHERE deployment = $1`, dep); n != 0 {
+		t.Errorf("%d requests stored from a rollout subject; want none", n)
+	}
+	for reason, want := range map[string]uint64{"signer": 1, "signature": 1, "replay": 1, "undecodable": 2} {
+		if n := tel.RolloutInvalid(reason).Get(); n != want {
+			t.Errorf("graygate_rollout_invalid_events_total{reason=%q} = %d; want %d", reason, n, want)
 		}
 	}
+}
+
+// eventBody is d in its envelope, as a gateway publishes it.
+func eventBody(t *testing.T, d events.Data) []byte {
+	t.Helper()
+	env, err := events.NewEnvelope(d.EventType(), "test", d, time.Now(), "")
+	testenv.Must(t, err)
+	body, err := json.Marshal(env)
+	testenv.Must(t, err)
+	return body
 }
