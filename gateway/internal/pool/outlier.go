@@ -28,9 +28,10 @@ const (
 var outcomeNames = [numOutcomes]string{"ok", "5xx", "unreachable", "timeout", "cancelled", "busy"}
 
 // OutcomeOf classifies an attempt: err from Do (nil when headers came)
-// and the answer's status. gray is true for a gray attempt under its
-// rollout timeout: only the arm's own timeout ejects (SPEC §6.7), so a
-// gray attempt that ran out of rollout time counts as cancelled.
+// and the answer's status. gray is true for a gray attempt whose wait the
+// rollout timeout bounded before the arm's own timeout: only the arm's
+// own timeout ejects (SPEC §6.7), so a gray attempt that ran out of
+// rollout time counts as cancelled.
 func OutcomeOf(err error, status int, gray bool) Outcome {
 	switch {
 	case err == nil && status >= 500:

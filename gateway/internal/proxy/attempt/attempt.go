@@ -90,7 +90,7 @@ func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Re
 			break
 		}
 		r.Abandon(tokens)
-		r.Report(pool.OutcomeOf(a.Err, 0, gray), a.Err.Error())
+		r.Report(pool.OutcomeOf(a.Err, 0, gray && !ownTimeoutFirst(r.Client.Timeout, req, a.Sent)), a.Err.Error())
 		if p.Single() || n == maxTries || !errors.Is(a.Err, upstream.ErrNotSent) ||
 			time.Since(a.Sent) >= p.Config().ConnectTimeout || ctx.Err() != nil || !p.AllowRetry() {
 			break
@@ -102,6 +102,20 @@ func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Re
 	}
 	a.Status, a.ErrorType, a.Headers = a.Resp.Status, events.ErrorNone, time.Since(a.Sent)
 	return a
+}
+
+// ownTimeoutFirst reports whether the arm's own header timeout ends
+// before the rollout's limit on req (Until, HeaderTimeout): a gray timeout
+// is then the arm's, which ejects like primary's (SPEC §6.7), not the
+// rollout timeout cutting it short, which does not.
+func ownTimeoutFirst(own time.Duration, req upstream.Request, sent time.Time) bool {
+	if own <= 0 {
+		return false
+	}
+	if req.HeaderTimeout > 0 && req.HeaderTimeout <= own {
+		return false
+	}
+	return req.Until.IsZero() || own < req.Until.Sub(sent)
 }
 
 // Since is the time since the attempt was sent.

@@ -23,7 +23,10 @@ func arm(t *testing.T, url string) *deploy.Arm {
 // poolArm is an arm of upstream u, with test timeouts.
 func poolArm(t *testing.T, u config.Upstream) *deploy.Arm {
 	t.Helper()
-	u.Model, u.Timeout, u.ConnectTimeout, u.MaxDuration, u.StreamIdleTimeout = "m", 5*time.Second, time.Second, 5*time.Second, 5*time.Second
+	u.Model, u.ConnectTimeout, u.MaxDuration, u.StreamIdleTimeout = "m", time.Second, 5*time.Second, 5*time.Second
+	if u.Timeout == 0 {
+		u.Timeout = 5 * time.Second
+	}
 	if u.Balance == "" {
 		u.Balance = config.BalanceRoundRobin
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/graygate/graygate/gateway/internal/upstream"
 	"github.com/graygate/graygate/schemas/config"
@@ -148,5 +149,50 @@ func TestRetryBudget(t *testing.T) {
 		if failed != tc.failed || bodies.Load() != int64(tc.answer) {
 			t.Errorf("retry_budget %v: %d of 8 failed, %d answered; want %d failed, %d answered", tc.budget, failed, bodies.Load(), tc.failed, tc.answer)
 		}
+	}
+}
+
+// TestGrayTimeoutsThatEject: a gray replica that never sends headers is
+// ejected after consecutive_failures attempts when the gray's own timeout
+// cut them (shorter than the rollout timeout), never when the rollout
+// timeout did (SPEC §6.7: only the arm's timeout counts).
+func TestGrayTimeoutsThatEject(t *testing.T) {
+	stop := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(stop) }) // first: the handlers return
+	var bodies atomic.Int64
+	ok := countingServer(t, &bodies)
+	for _, tc := range []struct {
+		name          string
+		own, rollout  time.Duration
+		stream, eject bool
+	}{
+		{"own timeout first", 50 * time.Millisecond, time.Second, false, true},
+		{"own timeout first, streamed", 50 * time.Millisecond, time.Second, true, true},
+		{"rollout timeout first", 5 * time.Second, 50 * time.Millisecond, false, false},
+		{"rollout timeout first, streamed", 5 * time.Second, 50 * time.Millisecond, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := poolArm(t, config.Upstream{Endpoints: []string{hang.URL, ok.URL}, Timeout: tc.own})
+			for range 10 { // round robin: five attempts on the hanging replica
+				req := upstream.Request{Body: []byte(`{}`)}
+				if tc.stream {
+					req.HeaderTimeout = tc.rollout
+				} else {
+					req.Until = time.Now().Add(tc.rollout)
+				}
+				at := Send(context.Background(), a, events.ArmGray, req, nil)
+				at.Close()
+			}
+			if got := len(a.Pool.Serving()); (got == 1) != tc.eject {
+				t.Errorf("%d of 2 replicas serving; want the hanging one ejected: %v", got, tc.eject)
+			}
+		})
 	}
 }
