@@ -112,7 +112,8 @@ func TestRolloutChangesSerialize(t *testing.T) {
 // TestRolloutHold: PUT {"hold": true|false, "reason"} holds and releases a
 // rollout without touching its percentage or status (SPEC §3 rev. 4);
 // every entry shows the hold, which outlives other changes until it is
-// released; a hold sent with a percentage or without a reason is 400.
+// released; a hold sent with a percentage is 400, one without a reason
+// says what it did.
 func TestRolloutHold(t *testing.T) {
 	_, js := testenv.NATSServer(t)
 	mock := testenv.StartMock(t)
@@ -143,12 +144,19 @@ func TestRolloutHold(t *testing.T) {
 		{`{"hold": true, "reason": "watching the p99 over lunch"}`, 200, true},
 		{`{"percentage": 2, "reason": "less while held"}`, 200, true},
 		{`{"hold": true, "percentage": 10, "reason": "both"}`, 400, true},
-		{`{"hold": false}`, 400, true},
+		{`{"hold": false}`, 200, false},
+		{`{"hold": true}`, 200, true},
 		{`{"hold": false, "reason": "looks fine"}`, 200, false},
 	} {
 		code, _, body := putChange(t, client, g, c.body)
 		if code != c.code {
 			t.Fatalf("PUT %s = %d %s; want %d", c.body, code, body, c.code)
+		}
+		// Without a reason, the event says what was done, as for any
+		// other change through the API.
+		if want := map[string]string{`{"hold": false}`: "released", `{"hold": true}`: "held"}[c.body]; want != "" &&
+			!strings.Contains(body, `"reason":"`+want+` through the admin API"`) {
+			t.Errorf("PUT %s answered %s; want the reason %q", c.body, body, want+" through the admin API")
 		}
 		if code == 200 && holdOf(body) != c.hold {
 			t.Errorf("PUT %s answered hold %v; want %v", c.body, holdOf(body), c.hold)

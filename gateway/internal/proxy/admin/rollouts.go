@@ -86,8 +86,6 @@ func (a *API) putRollout(c *fiber.Ctx) error {
 	switch {
 	case ch.Hold != nil && (ch.Percentage != nil || ch.Status != nil):
 		return apierr.BadRequest("\"hold\" is changed on its own: send it without \"percentage\" or \"status\"")
-	case ch.Hold != nil && ch.Reason == "":
-		return apierr.BadRequest("a hold or release needs a \"reason\"")
 	case ch.Hold == nil && ch.Percentage == nil && ch.Status == nil:
 		return apierr.BadRequest("rollout change needs \"percentage\", \"status\", both, or \"hold\"")
 	}
@@ -263,7 +261,13 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 	// other change keeps the hold (the fold carries it).
 	ev := &events.RolloutChanged{Deployment: name, Percentage: pct, Status: events.RolloutStatus(status),
 		Reason: ch.Reason, Actor: events.ActorAdmin, Operator: ch.operator, Hold: ch.Hold}
-	if ev.Reason == "" {
+	switch {
+	case ev.Reason != "":
+	case ch.Hold != nil && *ch.Hold:
+		ev.Reason = "held through the admin API"
+	case ch.Hold != nil:
+		ev.Reason = "released through the admin API"
+	default:
 		ev.Reason = "changed through the admin API"
 	}
 	hold := cur.Hold
