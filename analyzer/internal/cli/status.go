@@ -196,8 +196,9 @@ func epochLine(ev engine.Evaluation) string {
 	return line
 }
 
-// layerCell writes one layer's verdict and bound: "pass 0.520s"; a ratio
-// gate that failed says at which quantile: "fail at p50 1.52x".
+// layerCell writes one layer's verdict, estimate, bound and gray
+// attempts: "pass est 2.00% bound 11.00% n 12,400"; a ratio gate that
+// failed says at which quantile: "fail at p50 est 2.01x bound 1.52x n …".
 func layerCell(g events.Gate, l *events.LayerResult) string {
 	if l == nil {
 		return "-"
@@ -206,10 +207,13 @@ func layerCell(g events.Gate, l *events.LayerResult) string {
 	if l.Quantile != nil {
 		cell += " at " + engine.QuantileName(*l.Quantile)
 	}
-	if l.Bound == nil {
-		return cell
+	if l.Estimate != nil {
+		cell += " est " + valueCell(g, l.Estimate, true)
 	}
-	return cell + " " + valueCell(g, l.Bound, true)
+	if l.Bound != nil {
+		cell += " bound " + valueCell(g, l.Bound, true)
+	}
+	return cell + " n " + engine.Thousands(l.GrayN)
 }
 
 // needsCell says how many more gray requests a gate undecided on the
