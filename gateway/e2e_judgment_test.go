@@ -213,6 +213,42 @@ func TestE2EGrayErrorsRollBack(t *testing.T) {
 	}
 }
 
+// TestE2EHangingGrayRollsBack: a gray that accepts every request and
+// never answers, at 10 gray requests a second, is rolled back within 50
+// gray attempts (SPEC §12 rev. 4): each attempt is a timeout at the
+// rollout timeout (2.5 s), which gate 5 counts as an error, and the
+// clients are answered by primary.
+func TestE2EHangingGrayRollsBack(t *testing.T) {
+	t.Parallel()
+	j := startJudgment(t, 50, []string{"--latency", "20ms"}, []string{"--hang"})
+	ctx, cancel := context.WithCancel(context.Background())
+	var arms map[string]int64
+	done := make(chan struct{})
+	go func() { arms = j.drive(ctx, t, 20); close(done) }() // 10 gray requests a second
+	start := time.Now()
+	testenv.WaitFor(t, 90*time.Second, "the analyzer to roll the hanging gray back", func() bool {
+		return rolloutOf(t, j.gw).Status == string(events.StatusRolledBack)
+	})
+	took := time.Since(start)
+	cancel()
+	<-done
+	rbs := j.analyzerRollbacks(t)
+	if len(rbs) != 1 || rbs[0].Trigger == nil || rbs[0].Trigger.Gate != events.GateGrayErrorRate {
+		t.Fatalf("analyzer rollbacks = %+v; want one, triggered by %s", rbs, events.GateGrayErrorRate)
+	}
+	t.Logf("rolled back %v after the first request: estimate %.3f, bound %.3f; clients saw %v",
+		took.Round(100*time.Millisecond), rbs[0].Trigger.Estimate, rbs[0].Trigger.Bound, arms)
+	for k, n := range arms {
+		if k == "gray" || strings.HasPrefix(k, "status") {
+			t.Errorf("%d answers %s; want every request answered 200 by primary", n, k)
+		}
+	}
+	// Every gray attempt fell back, those still waiting at the rollback too.
+	if fallbacks := arms["fallback"]; fallbacks > 50 {
+		t.Errorf("%d gray attempts before the rollback; a hanging gray at 10 gray requests/s must be rolled back within 50", fallbacks)
+	}
+}
+
 // TestE2EHealthyGrayIsNotRolledBack: a gray drawn from the same
 // distributions as primary (lognormal latency, TTFT and completion
 // tokens), at low traffic, runs for ten minutes through the real binaries
