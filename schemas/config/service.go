@@ -3,6 +3,7 @@ package config
 import (
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -138,13 +139,38 @@ func RedactURL(raw string) string {
 		if strings.Contains(raw, "@") {
 			return "<redacted>"
 		}
+		// A key=value connection string (host=… password=…).
+		return dsnPassword.ReplaceAllString(raw, "${1}redacted")
+	}
+	q := u.Query()
+	redacted := false
+	for k := range q {
+		if secretParam(k) {
+			q.Set(k, "redacted")
+			redacted = true
+		}
+	}
+	if u.User == nil && !redacted {
 		return raw
 	}
-	if u.User == nil {
-		return raw
+	if u.User != nil {
+		u.User = url.User("redacted")
 	}
-	u.User = url.User("redacted")
+	if redacted {
+		u.RawQuery = q.Encode()
+	}
 	return u.String()
+}
+
+// dsnPassword finds the value of a password key in a key=value
+// connection string: a word, or a quoted value with \' and \\ escapes.
+var dsnPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// secretParam reports whether a URL query parameter carries a secret
+// (Postgres' password and sslpassword, a token, a key).
+func secretParam(k string) bool {
+	k = strings.ToLower(k)
+	return strings.Contains(k, "password") || k == "token" || k == "key" || k == "api_key"
 }
 
 // RedactURLs replaces every URL with credentials in a text (an error

@@ -197,6 +197,12 @@ func TestRedactURL(t *testing.T) {
 		"http://token@host/v1":            "http://redacted@host/v1",
 		"http://host:9000/v1":             "http://host:9000/v1",
 		"not a url user:pw@x":             "<redacted>",
+		"postgres://127.0.0.1:1/x?user=u&password=s3cret&sslmode=disable": "postgres://127.0.0.1:1/x?password=redacted&sslmode=disable&user=u",
+		"postgres://u:pw@h/x?sslpassword=s3cret":                          "postgres://redacted@h/x?sslpassword=redacted",
+		"host=h user=u password=s3cret dbname=x":                          "host=h user=u password=redacted dbname=x",
+		"host=h password='s3 \\'cret' dbname=x":                           "host=h password=redacted dbname=x",
+		"host=h PASSWORD = s3cret":                                        "host=h PASSWORD = redacted",
+		"host=h user=u dbname=x":                                          "host=h user=u dbname=x",
 	} {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q; want %q", in, got, want)
