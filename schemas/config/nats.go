@@ -117,16 +117,29 @@ func checkAPIPrefix(p string) error {
 // CheckFiles reads the files the NATS identity and TLS name (nkey seed,
 // creds, CA, client certificate) as the first connection would, so that
 // `gateway validate` refuses what `gateway serve` would fail on (SPEC §2:
-// a config validate accepts always serves). Errors never show a secret.
+// a config validate accepts always serves). Each error names its key and
+// never shows a secret. Load runs it for every service that connects.
 func (n *NATS) CheckFiles() error {
-	opts, err := n.ConnectOptions()
-	if err != nil {
-		return err
+	if n.NKeySeedFile != "" && n.User == "" {
+		if _, err := nats.NkeyOptionFromSeed(n.NKeySeedFile); err != nil {
+			return fmt.Errorf("nats.nkey_seed_file: %w", redactErr(err))
+		}
 	}
 	o := nats.GetDefaultOptions()
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return fmt.Errorf("nats.tls: %w", redactErr(err))
+	for _, f := range []struct {
+		key string
+		opt nats.Option
+		set bool
+	}{
+		{"nats.creds_file", nats.UserCredentials(n.CredsFile), n.CredsFile != "" && n.User == "" && n.NKeySeedFile == ""},
+		{"nats.tls.ca_file", nats.RootCAs(n.TLS.CAFile), n.TLS.CAFile != ""},
+		{"nats.tls.cert_file", nats.ClientCert(n.TLS.CertFile, n.TLS.KeyFile), n.TLS.CertFile != ""},
+	} {
+		if !f.set {
+			continue
+		}
+		if err := f.opt(&o); err != nil {
+			return fmt.Errorf("%s: %w", f.key, redactErr(err))
 		}
 	}
 	if o.UserJWT != nil {

@@ -160,6 +160,29 @@ func TestSecureByDefault(t *testing.T) {
 	}
 }
 
+// TestNATSFilesRead: CheckFiles reads the NATS identity and TLS files as
+// the first connection will, each error under its own key (a missing
+// creds file was reported as nats.tls).
+func TestNATSFilesRead(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		n   NATS
+		key string
+	}{
+		{NATS{CredsFile: dir + "/none.creds"}, "nats.creds_file: "},
+		{NATS{NKeySeedFile: dir + "/none.nk"}, "nats.nkey_seed_file: "},
+		{NATS{TLS: NATSTLS{CAFile: dir + "/none-ca.pem"}}, "nats.tls.ca_file: "},
+		{NATS{TLS: NATSTLS{CertFile: dir + "/c.pem", KeyFile: dir + "/k.pem"}}, "nats.tls.cert_file: "},
+	} {
+		if err := c.n.CheckFiles(); err == nil || !strings.HasPrefix(err.Error(), c.key) {
+			t.Errorf("CheckFiles(%+v) = %v; want an error under %q", c.n, err, c.key)
+		}
+	}
+	if err := (&NATS{}).CheckFiles(); err != nil {
+		t.Errorf("CheckFiles without files = %v", err)
+	}
+}
+
 func TestNATSIdentity(t *testing.T) {
 	cases := []struct {
 		name, nats string

@@ -1,12 +1,14 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/graygate/graygate/schemas/spool"
 	"github.com/graygate/graygate/schemas/text"
 )
 
@@ -52,7 +54,7 @@ func (d *decoder) validateGateway(g *Gateway) {
 		d.errorf("gateway.admin_listen", nil, "must differ from gateway.listen (%s)", g.Listen)
 	}
 	d.positiveSize("gateway.max_body_bytes", g.MaxBodyBytes)
-	d.positiveSize("gateway.spool_max_bytes", g.SpoolMaxBytes)
+	d.spoolSize("gateway.spool_max_bytes", g.SpoolMaxBytes)
 	d.positiveSize("gateway.sample_max_bytes", g.SampleMaxBytes)
 	if g.MaxToolSteps < 0 {
 		d.errorf("gateway.max_tool_steps", nil, "must not be negative (0 disables the limit), got %d", g.MaxToolSteps)
@@ -330,7 +332,7 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 	d.positiveDuration("analyzer.write_timeout", a.WriteTimeout)
 	d.positiveDuration("analyzer.idle_timeout", a.IdleTimeout)
 	d.positiveDuration("analyzer.lease_ttl", a.LeaseTTL)
-	d.positiveSize("analyzer.spool_max_bytes", a.SpoolMaxBytes)
+	d.spoolSize("analyzer.spool_max_bytes", a.SpoolMaxBytes)
 	if a.SpoolDir == "" {
 		d.errorf("analyzer.spool_dir", nil, "must not be empty")
 	}
@@ -434,6 +436,14 @@ func (d *decoder) positiveSize(p string, v Size) {
 	}
 }
 
+// spoolSize refuses a spool bound the spool cannot open with (SPEC §2:
+// what validate accepts serves).
+func (d *decoder) spoolSize(p string, v Size) {
+	if v < spool.MinBytes && !d.failed[p] {
+		d.errorf(p, nil, "must be at least %dB (what a spool of one record needs), got %s", spool.MinBytes, v)
+	}
+}
+
 // validateNATS checks the service's NATS identity (SPEC §7, rev. 2): at
 // most one of user with password_env, nkey_seed_file and creds_file, and
 // a TLS client certificate with its key.
@@ -465,9 +475,48 @@ func (d *decoder) validateNATS(n *NATS) {
 			d.errorf("nats.api_prefix", nil, "%v", err)
 		}
 	}
+	if err := checkNATSURL(n.URL); err != nil {
+		d.errorf("nats.url", nil, "%v", err)
+	}
 	if u, err := url.Parse(n.URL); n.URL != "" && err == nil && u.User != nil && len(kinds) > 0 {
 		d.errorf("nats.url", nil, "must not carry credentials when nats.%s is set", kinds[0])
 	}
+}
+
+// checkNATSURL reads raw ("" for none) as the NATS client does: servers
+// separated by commas, each a URL or host:port (nats:// then), and not
+// websocket and plain ones mixed. The client refuses at once what does
+// not parse (a port that is not a number), retrying nothing.
+func checkNATSURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	ws := -1
+	for i, s := range strings.Split(raw, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return fmt.Errorf("server %d of %q is empty", i+1, RedactURLs(raw))
+		}
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s
+		}
+		u, err := url.Parse(s)
+		if err != nil {
+			return fmt.Errorf("server %d is not a URL: %s", i+1, strings.TrimPrefix(RedactURLs(err.Error()), "parse "))
+		}
+		if u.Hostname() == "" {
+			return fmt.Errorf("server %d (%s) names no host", i+1, RedactURL(s))
+		}
+		isWS := 0
+		if u.Scheme == "ws" || u.Scheme == "wss" {
+			isWS = 1
+		}
+		if ws >= 0 && ws != isWS {
+			return fmt.Errorf("websocket (ws://, wss://) and other servers cannot be mixed")
+		}
+		ws = isWS
+	}
+	return nil
 }
 
 // validateClientAuth is secure by default (SPEC §11): /v1/* on a

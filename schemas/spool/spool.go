@@ -116,13 +116,17 @@ type Stats struct {
 	CorruptBytes uint64
 }
 
+// MinBytes is the smallest size bound Open accepts (a spool of one
+// record with a one-byte subject and id and no data).
+const MinBytes = headerSize + minBody + 2
+
 // Open opens the spool in dir, creating the directory when missing, and
 // resumes after the last acknowledged record. maxBytes bounds the size of
 // the segment files. It reads every segment once, to count records and find
 // damage, so it takes time proportional to what is spooled. A nil log
 // discards messages. The caller must Close the spool.
 func Open(dir string, maxBytes int64, log *slog.Logger) (*Spool, error) {
-	if maxBytes < headerSize+minBody+2 {
+	if maxBytes < MinBytes {
 		return nil, fmt.Errorf("open spool %s: size bound %d bytes is too small", dir, maxBytes)
 	}
 	if log == nil {
