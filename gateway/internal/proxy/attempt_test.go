@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,6 +212,42 @@ func TestNoTTFTWithoutAFirstByte(t *testing.T) {
 	}
 	if !strings.Contains(m, `graygate_upstream_ttft_seconds_count{deployment="qwen",arm="fallback",stream="true"} 1`) {
 		t.Errorf("primary's streamed fallback has no TTFT:\n%s", grepLines(m, "graygate_upstream_ttft_seconds_count"))
+	}
+}
+
+// TestReasoningStartsTTFT: a stream's TTFT ends at the first chunk with
+// output, reasoning_content included (SPEC §7): a reasoning model's first
+// thoughts at once and its answer 300 ms later has a TTFT of well under
+// 300 ms; a stream of thoughts alone has output and a TTFT.
+func TestReasoningStartsTTFT(t *testing.T) {
+	var answer atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		chunk := func(delta string) {
+			fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s}]}\n\n", delta)
+			fl.Flush()
+		}
+		chunk(`{"role":"assistant","content":""}`)
+		chunk(`{"reasoning_content":"Let me think"}`)
+		time.Sleep(300 * time.Millisecond)
+		if answer.Load() {
+			chunk(`{"content":"hello"}`)
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(up.Close)
+	g, _, _, rec := statsGateway(t, grayConfig(t, up.URL, up.URL, 0))
+	for _, withAnswer := range []bool{true, false} {
+		answer.Store(withAnswer)
+		rec.reset()
+		post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`)
+		r := rec.waitRecords(t, 1)[0]
+		if !r.Output || r.TTFT <= 0 || r.TTFT >= 250*time.Millisecond || r.Latency < 300*time.Millisecond {
+			t.Errorf("answer %v: output %v, TTFT %v, latency %v; want output, a TTFT at the reasoning (under 250 ms) and a latency past 300 ms",
+				withAnswer, r.Output, r.TTFT, r.Latency)
+		}
 	}
 }
 

@@ -21,6 +21,10 @@ type Answer struct {
 	Contents []Content
 	// ContentBytes is the decoded length of all content strings.
 	ContentBytes int64
+	// ReasoningBytes is the decoded length of a chat message's (or
+	// delta's) reasoning_content strings: output that starts TTFT (SPEC
+	// §7) and that the contract does not check.
+	ReasoningBytes int64
 	// Calls holds every element of every choice's tool_calls array.
 	Calls []ToolCall
 	// Truncated is true when the answer says the client's token limit cut
@@ -173,6 +177,8 @@ func (s *scanner) answerMessage(a *Answer) error {
 			err := s.skipString(&a.ContentBytes)
 			a.Contents = append(a.Contents, Content{Text: Span{start, s.i}})
 			return err
+		case s.peek() == '"' && s.keyIs(key, "reasoning_content"):
+			return s.skipString(&a.ReasoningBytes)
 		case s.peek() == '[' && s.keyIs(key, "tool_calls"):
 			pos := 0
 			return s.array(5, func() error {

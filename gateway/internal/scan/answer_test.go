@@ -24,6 +24,10 @@ func TestScanAnswer(t *testing.T) {
 	if err := ScanAnswer(chunk, &a); err != nil || len(a.Calls) != 1 || a.Calls[0].Index != 2 || a.HasUsage {
 		t.Errorf("chunk: %v %+v", err, a)
 	}
+	thought := []byte(`{"choices":[{"index":0,"delta":{"reasoning_content":"th\u00e9","content":null}}]}`)
+	if err := ScanAnswer(thought, &a); err != nil || a.ReasoningBytes != 4 || a.ContentBytes != 0 || len(a.Contents) != 0 {
+		t.Errorf("reasoning chunk: %v, reasoning %d bytes, content %d, contents %v; want 4, 0, none", err, a.ReasoningBytes, a.ContentBytes, a.Contents)
+	}
 	for _, bad := range []string{``, `[]`, `{"choices":[}`, `{"a":1} x`} {
 		if err := ScanAnswer([]byte(bad), &a); err == nil {
 			t.Errorf("ScanAnswer(%q) succeeded", bad)

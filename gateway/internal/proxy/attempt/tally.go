@@ -17,16 +17,19 @@ type Tally struct {
 	completion   int64
 	ContentBytes int64
 	argBytes     int64
-	calls        []callKey // distinct (choice, index) pairs seen
-	hasFirst     bool
-	firstKey     callKey // choice 0's first call
-	firstName    []byte  // decoded name of choice 0's first call
-	FirstArgs    []byte  // decoded arguments of choice 0's first call
-	KeepContent  bool
-	Contents     [][]byte // decoded content per choice (keepContent)
-	Produced     bool     // some content or tool call arrived (TTFT)
-	scratch      []byte
-	Raw          []byte // the stream as received (observe mode), for a sample
+	// reasoningBytes counts reasoning_content: generated tokens, for the
+	// estimate without usage.
+	reasoningBytes int64
+	calls          []callKey // distinct (choice, index) pairs seen
+	hasFirst       bool
+	firstKey       callKey // choice 0's first call
+	firstName      []byte  // decoded name of choice 0's first call
+	FirstArgs      []byte  // decoded arguments of choice 0's first call
+	KeepContent    bool
+	Contents       [][]byte // decoded content per choice (keepContent)
+	Produced       bool     // some content or tool call arrived (TTFT)
+	scratch        []byte
+	Raw            []byte // the stream as received (observe mode), for a sample
 	// maxArgs caps firstArgs (max_tool_arguments_bytes; 0: no cap); over is the
 	// cap error once firstArgs, or the number of calls, went past.
 	MaxArgs int
@@ -50,7 +53,7 @@ type callKey struct{ choice, index int }
 func (t *Tally) Reset(keepContent bool) {
 	t.hasUsage, t.prompt, t.completion = false, 0, 0
 	t.hasCached, t.cached = false, 0
-	t.ContentBytes, t.argBytes, t.Produced, t.hasFirst = 0, 0, false, false
+	t.ContentBytes, t.argBytes, t.reasoningBytes, t.Produced, t.hasFirst = 0, 0, 0, false, false
 	t.calls = t.calls[:0]
 	t.Raw = t.Raw[:0]
 	t.firstName, t.FirstArgs = t.firstName[:0], t.FirstArgs[:0]
@@ -101,7 +104,8 @@ func (t *Tally) Add(b []byte, a *scan.Answer) {
 	t.Usage(a)
 	t.Truncated = t.Truncated || a.Truncated
 	t.ContentBytes += a.ContentBytes
-	if a.ContentBytes > 0 {
+	t.reasoningBytes += a.ReasoningBytes
+	if a.ContentBytes > 0 || a.ReasoningBytes > 0 {
 		t.Produced = true
 	}
 	if t.KeepContent {
@@ -191,7 +195,7 @@ func (t *Tally) Fill(m *Measure, body []byte, req *scan.Request) {
 	if t.hasUsage {
 		m.PromptTokens, m.CompletionTokens = t.prompt, t.completion
 	} else {
-		m.CompletionTokens = (t.ContentBytes + t.argBytes + 3) / 4
+		m.CompletionTokens = (t.ContentBytes + t.reasoningBytes + t.argBytes + 3) / 4
 		m.UsageEstimated = true
 	}
 	m.Truncated = t.Truncated
