@@ -20,8 +20,10 @@
 package filter
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/graygate/graygate/gateway/internal/scan"
@@ -106,16 +108,21 @@ func New(schemaJSON []byte, target string) (*Filter, error) {
 // HasSchema reports whether a schema is checked (else only JSON validity).
 func (f *Filter) HasSchema() bool { return f.schema != nil }
 
-// Check judges a 2xx answer whose body scanned into a (for the content
-// target, contents are the decoded message contents, by choice; a nil one
-// is a choice that sent no content, such as one that calls tools, and is
-// not checked: SPEC §6.2). It returns OK, or the reason and the
-// validation errors.
+// Check judges a 2xx answer: body is the whole answer, nil for a stream;
+// contents are the decoded message contents, by choice (a nil one is a
+// choice that sent no content, such as one that calls tools, and is not
+// checked: SPEC §6.2). The body target validates body; a stream has no
+// single body, and is validated on the message it assembles to (SPEC
+// §6.2), as AssembledChat writes it. It returns OK, or the reason and
+// the validation errors.
 func (f *Filter) Check(body []byte, contents [][]byte) (events.SampleReason, []FieldError) {
 	if f.schema == nil {
 		return OK, nil
 	}
 	if f.target == TargetBody {
+		if body == nil {
+			body = AssembledChat(contents)
+		}
 		return f.validate(body, "")
 	}
 	for i, c := range contents {
@@ -165,4 +172,31 @@ func (f *Filter) validate(doc []byte, prefix string) (events.SampleReason, []Fie
 		errs = append(errs, FieldError{Field: e.Field(), Description: prefix + e.Description()})
 	}
 	return events.ReasonSchemaViolation, errs
+}
+
+// AssembledChat is the chat completion a stream of choices with these
+// contents assembles to, for a body target: {"object":
+// "chat.completion", "choices": [{"index", "message": {"role":
+// "assistant", "content"}}]}, a choice that sent no content (one that
+// calls tools) with content null. What the chunks carry beside the
+// contents (id, model, usage, tool calls) is not in it, so a body schema
+// that requires them refuses every stream.
+func AssembledChat(contents [][]byte) []byte {
+	b := []byte(`{"object":"chat.completion","choices":[`)
+	for i, c := range contents {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"message":{"role":"assistant","content":`...)
+		if c == nil {
+			b = append(b, "null"...)
+		} else {
+			q, _ := json.Marshal(string(c))
+			b = append(b, q...)
+		}
+		b = append(b, "}}"...)
+	}
+	return append(b, "]}"...)
 }

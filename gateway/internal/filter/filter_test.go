@@ -18,6 +18,15 @@ func readAgentSchema(t testing.TB) []byte {
 	return b
 }
 
+// chatBodySchema is a body target whose first choice's content must be
+// "ok".
+func chatBodySchema(t *testing.T) *Filter {
+	f, err := New([]byte(`{"type":"object","required":["object","choices"],"properties":{"object":{"const":"chat.completion"},`+
+		`"choices":{"type":"array","items":[{"required":["index","message"],"properties":{"message":{"properties":{"content":{"const":"ok"}}}}}]}}}`), TargetBody)
+	testenv.Must(t, err)
+	return f
+}
+
 func TestCheck(t *testing.T) {
 	content, err := New(agentSchema(t), TargetContent)
 	testenv.Must(t, err)
@@ -43,6 +52,11 @@ func TestCheck(t *testing.T) {
 		{"body target valid", body, `{"choices":[]}`, nil, OK, ""},
 		{"body target invalid", body, `{"id":"x"}`, nil, events.ReasonSchemaViolation, "(root)"},
 		{"no schema accepts any content", plain, `{}`, []string{"not json"}, OK, ""},
+		// A stream (no body): the body target judges the chat completion
+		// its contents assemble to.
+		{"body target, stream", body, "", []string{"prose, not JSON"}, OK, ""},
+		{"body target, stream, a schema on the content", chatBodySchema(t), "", []string{"prose"}, events.ReasonSchemaViolation, "choices.0.message.content"},
+		{"body target, stream, content as the schema wants", chatBodySchema(t), "", []string{"ok"}, OK, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -50,7 +64,11 @@ func TestCheck(t *testing.T) {
 			for _, s := range c.contents {
 				contents = append(contents, []byte(s))
 			}
-			got, errs := c.f.Check([]byte(c.body), contents)
+			var b []byte // nil: a stream
+			if c.body != "" {
+				b = []byte(c.body)
+			}
+			got, errs := c.f.Check(b, contents)
 			if got != c.want {
 				t.Fatalf("Check = %q %v; want %q", got, errs, c.want)
 			}

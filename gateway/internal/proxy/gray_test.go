@@ -247,6 +247,41 @@ func TestGrayObserveMode(t *testing.T) {
 	}
 }
 
+// TestBodyTargetStreams: with schema_target body, a buffer-mode stream is
+// validated on the chat completion it assembles to (SPEC §6.2): a gray
+// stream whose body holds is served; one whose content the body schema
+// refuses falls back. (Before, every stream was judged invalid_json.)
+func TestBodyTargetStreams(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t)
+	cfg := grayConfig(t, primary.URL, gray.URL, 100)
+	r := &cfg.Deployments["qwen"].Rollout
+	r.SchemaTarget = config.TargetBody
+	r.SchemaJSON = []byte(`{"type":"object","required":["choices"],"properties":{"choices":{"type":"array","minItems":1,` +
+		`"items":{"properties":{"message":{"properties":{"content":{"type":"string","pattern":"^\\{"}}}}}}}}`)
+	g, rec := startObserved(t, cfg)
+	const stream = `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	for _, c := range []struct {
+		content, arm string
+	}{
+		{"json", "gray"},     // content that starts with {
+		{"text", "fallback"}, // prose
+	} {
+		gray.Configure(t, map[string]any{"content": c.content})
+		rec.reset()
+		resp, out := post(t, g.url, stream)
+		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != c.arm {
+			t.Errorf("content %q: status %d arm %q; want %s:\n%s", c.content, resp.StatusCode, resp.Header.Get("x-gateway-arm"), c.arm, apierr.Clip(string(out), 300))
+		}
+		if c.arm == "fallback" {
+			rec.waitRecords(t, 1)
+			if _, _, samples := rec.snapshot(); len(samples) != 1 || samples[0].Reason != events.ReasonSchemaViolation {
+				t.Errorf("samples %+v; want one schema_violation", samples)
+			}
+		}
+	}
+}
+
 func TestGrayStickyShare(t *testing.T) {
 	primary := testenv.StartMock(t)
 	gray := testenv.StartMock(t)
