@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -279,6 +280,30 @@ func TestBodyTargetStreams(t *testing.T) {
 				t.Errorf("samples %+v; want one schema_violation", samples)
 			}
 		}
+	}
+}
+
+// TestClientLeavingIsNoGraySample: a client that leaves while gray is
+// still thinking cancels the attempt; that is no gray failure, and no
+// sample is published (SPEC §6.2).
+func TestClientLeavingIsNoGraySample(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t, "--latency", "2s")
+	cfg := grayConfig(t, primary.URL, gray.URL, 100)
+	cfg.Deployments["qwen"].Rollout.Timeout = 5 * time.Second
+	g, rec := startObserved(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(chatBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testerToken)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the client got an answer (%d) before it left", resp.StatusCode)
+	}
+	r := rec.waitRecords(t, 1)[0]
+	if _, _, samples := rec.snapshot(); len(samples) != 0 {
+		t.Errorf("samples %+v after the client left (record %s, gray %+v); want none", samples, r.Arm, r.Gray)
 	}
 }
 

@@ -33,7 +33,13 @@ import (
 
 // sample publishes a failed gray payload (x.ans) with its errors at once
 // (a failure that is not paired with primary's answer, hold).
+// An attempt the client's leaving cancelled is no gray failure (SPEC
+// §6.2 samples timeouts, connection errors, non-2xx, invalid JSON and
+// schema violations): it is not sampled.
 func (s *Flow) sample(x *Exchange, a *attempt.Attempt, errs []filter.FieldError) {
+	if a.Ended() == events.OutcomeCancelled {
+		return
+	}
 	smp := s.newSample(x, a, errs)
 	smp.Outcome = a.Ended()
 	s.publishSample(x, &smp)
