@@ -251,6 +251,32 @@ func TestReasoningStartsTTFT(t *testing.T) {
 	}
 }
 
+// TestNoOutputNoTTFT: a buffered gray stream that ends without output
+// (the role chunk, then [DONE]) records no TTFT, as primary's does (SPEC
+// §7); it was given its whole latency.
+func TestNoOutputNoTTFT(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		time.Sleep(50 * time.Millisecond)
+		fmt.Fprint(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(gray.Close)
+	cfg := grayConfig(t, primary.URL, gray.URL, 100)
+	cfg.Deployments["qwen"].Rollout.SchemaJSON = nil
+	g, _, _, rec := statsGateway(t, cfg)
+	post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`)
+	r := rec.waitRecords(t, 1)[0]
+	m := r.Measure
+	if r.Gray != nil {
+		m = *r.Gray
+	}
+	if m.Output || m.TTFT != 0 || m.Latency < 50*time.Millisecond {
+		t.Errorf("%s: output %v, TTFT %v, latency %v; want no output, no TTFT, a latency past 50 ms", r.Arm, m.Output, m.TTFT, m.Latency)
+	}
+}
+
 func TestShadowStatistics(t *testing.T) {
 	primary := testenv.StartMock(t)
 	gray := testenv.StartMock(t)

@@ -171,9 +171,7 @@ func readStream(resp interface {
 			return invalid, attempt.OverCap("an SSE event", l.event)
 		}
 		if errors.Is(rerr, io.EOF) {
-			if m.TTFT == 0 {
-				m.TTFT = time.Since(sent)
-			}
+			// A stream with no output has no TTFT (SPEC §7), as primary's.
 			return invalid, nil
 		}
 		if rerr != nil {
