@@ -156,7 +156,14 @@ func (t *Tally) Add(b []byte, a *scan.Answer) {
 			t.calls = append(t.calls, k)
 		}
 		if c.Arguments.End > c.Arguments.Start {
-			t.argBytes += int64(c.Arguments.End - c.Arguments.Start)
+			// The arguments as generated: the string decoded (a
+			// stream sends them a fragment, and two quotes, per token).
+			n := c.Arguments.End - c.Arguments.Start
+			if b[c.Arguments.Start] == '"' {
+				t.scratch = appendString(t.scratch[:0], b, c.Arguments)
+				n = len(t.scratch)
+			}
+			t.argBytes += int64(n)
 		}
 		if c.Choice == 0 {
 			if !t.hasFirst {
