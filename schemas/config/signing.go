@@ -72,10 +72,20 @@ func (d *decoder) warnShortTokens(c *Config) {
 	// The collector's token, also from `gateway validate` when the file
 	// holds it literally (the gateway leaves ${VAR} in collector keys
 	// unexpanded, and GRAYGATE_API_TOKEN is the collector's to read).
-	if t := c.Collector.APIToken; t != "" && (d.svc.collector() || !strings.Contains(string(t), "${")) {
-		if len(t) < MinTokenBytes {
-			d.warnf("collector.api_token", nil, "the API token (or %s) is shorter than %d bytes; a later revision refuses it", EnvAPIToken, MinTokenBytes)
+	t := c.Collector.APIToken
+	if !d.svc.collector() {
+		if strings.Contains(string(t), "${") {
+			t = ""
 		}
+		// For gateway validate (SPEC §3 rev. 4: any admin or API token)
+		// the variable, when set, is what the collector will use: its
+		// length alone is looked at, the token kept nowhere.
+		if v, _ := d.lookupEnv(EnvAPIToken); v != "" && d.svc == ForGateway {
+			t = Secret(v)
+		}
+	}
+	if t != "" && len(t) < MinTokenBytes {
+		d.warnf("collector.api_token", nil, "the API token (or %s) is shorter than %d bytes; a later revision refuses it", EnvAPIToken, MinTokenBytes)
 	}
 }
 

@@ -57,6 +57,15 @@ func TestAdminTokens(t *testing.T) {
 	if text := warningLines(warnings); !strings.Contains(text, "gateway.admin_token: the admin token") || !strings.Contains(text, "collector.api_token: the API token") || strings.Contains(text, "short}") {
 		t.Errorf("short shared tokens: warnings:\n%s", text)
 	}
+	// gateway validate warns about a short GRAYGATE_API_TOKEN too (SPEC
+	// §3 rev. 4), though the gateway never uses it.
+	_, ws, err := Parse([]byte("collector: {api_token: \"${GRAYGATE_API_TOKEN}\"}\n"), t.TempDir(), lookup(map[string]string{"GRAYGATE_API_TOKEN": "short"}), ForGateway)
+	if text := warningLines(ws); err != nil || !strings.Contains(text, "collector.api_token: the API token (or GRAYGATE_API_TOKEN) is shorter") || strings.Contains(text, "short ") {
+		t.Errorf("GRAYGATE_API_TOKEN=short, gateway: %v, warnings:\n%s", err, text)
+	}
+	if _, ws, _ := Parse([]byte("gateway: {}\n"), t.TempDir(), lookup(map[string]string{"GRAYGATE_API_TOKEN": long}), ForGateway); strings.Contains(warningLines(ws), "API token") {
+		t.Errorf("a long GRAYGATE_API_TOKEN warned: %s", warningLines(ws))
+	}
 }
 
 // TestRolloutSigners: every key of nats.rollout_signers is a public user
