@@ -33,7 +33,7 @@ flags (after the command):
   --addr HOST:PORT   analyzer to ask (status only; default analyzer.listen)
   --json             print GET /v1/status as JSON (status only)
 
-environment: NATS_URL overrides nats.url.
+environment: NATS_URL overrides nats.url, NATS_CREDS nats.creds_file.
 `
 
 // Run executes the command in args.

@@ -62,7 +62,7 @@ deadletters show flags:
   --json             JSON instead of text (the message base64-encoded)
   --raw              the message body alone, byte for byte (to fix and republish it)
 
-environment: DATABASE_URL, NATS_URL and GRAYGATE_API_TOKEN override the file.
+environment: DATABASE_URL, NATS_URL, NATS_CREDS and GRAYGATE_API_TOKEN override the file.
 ` + "`collector samples`, `deadletters` and `rollouts` read Postgres directly (postgres.url / DATABASE_URL).\n"
 
 // errUsage means the command line was wrong (usage was printed).

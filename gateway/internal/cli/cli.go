@@ -45,8 +45,8 @@ flags (after the command):
   --config FILE      configuration file (default graygate.yaml)
   --log-level LEVEL  debug | info | warn | error (default info; serve only)
 
-environment: NATS_URL, DATABASE_URL, GRAYGATE_ADMIN_TOKEN, GRAYGATE_API_TOKEN
-override the file.
+environment: NATS_URL, NATS_CREDS and GRAYGATE_ADMIN_TOKEN override the file
+(GRAYGATE_ADMIN_TOKENS holds the operators' tokens).
 `
 
 // ErrInvalidConfig is returned by validate when the file has errors (they
