@@ -182,13 +182,32 @@ func (j *judgment) read(t *testing.T, stream string) []events.Data {
 // gate 5) within 50 gray attempts (SPEC §12 rev. 4; measured 16–18), from
 // statistics alone, while every client is answered by primary.
 func TestE2EGrayErrorsRollBack(t *testing.T) {
-	j := startJudgment(t, 50, []string{"--latency", "20ms"}, []string{"--latency", "20ms", "--status", "500"})
+	downRollsBack(t, []string{"--latency", "20ms", "--status", "500"})
+}
+
+// TestE2EHangingGrayRollsBack: a gray that accepts every request and
+// never answers, at 10 gray requests a second, is rolled back within 50
+// gray attempts (SPEC §12 rev. 4; measured 36–44): each attempt is a
+// timeout at the rollout timeout (2.5 s), which gate 5 counts as an
+// error, and the clients are answered by primary.
+func TestE2EHangingGrayRollsBack(t *testing.T) {
+	t.Parallel()
+	downRollsBack(t, []string{"--hang"})
+}
+
+// downRollsBack runs a gray mock with grayFlags at 10 gray requests a
+// second until the analyzer rolls it back: by the gray-error gate, within
+// 50 gray attempts (every one of which fell back, those still waiting at
+// the rollback too), every client answered 200 by primary.
+func downRollsBack(t *testing.T, grayFlags []string) {
+	t.Helper()
+	j := startJudgment(t, 50, []string{"--latency", "20ms"}, grayFlags)
 	ctx, cancel := context.WithCancel(context.Background())
 	var arms map[string]int64
 	done := make(chan struct{})
 	go func() { arms = j.drive(ctx, t, 20); close(done) }() // 10 gray requests a second
 	start := time.Now()
-	testenv.WaitFor(t, 90*time.Second, "the analyzer to roll the failing gray back", func() bool {
+	testenv.WaitFor(t, 90*time.Second, "the analyzer to roll the gray back", func() bool {
 		return rolloutOf(t, j.gw).Status == string(events.StatusRolledBack)
 	})
 	took := time.Since(start)
@@ -200,52 +219,13 @@ func TestE2EGrayErrorsRollBack(t *testing.T) {
 	}
 	t.Logf("rolled back %v after the first request by %s: estimate %.3f, bound %.3f, threshold %.3f; clients saw %v",
 		took.Round(100*time.Millisecond), rbs[0].Trigger.Gate, rbs[0].Trigger.Estimate, rbs[0].Trigger.Bound, rbs[0].Trigger.Threshold, arms)
-	if arms["gray"] != 0 {
-		t.Errorf("%d answers came from the failing gray; want every one from primary", arms["gray"])
-	}
-	for k, n := range arms {
-		if strings.HasPrefix(k, "status") {
-			t.Errorf("%d answers with %s; want every request answered 200 by primary", n, k)
-		}
-	}
-	if fallbacks := arms["fallback"]; fallbacks > 50 {
-		t.Errorf("%d gray attempts before the rollback; a gray that is down at 10 gray requests/s must be rolled back within 50", fallbacks)
-	}
-}
-
-// TestE2EHangingGrayRollsBack: a gray that accepts every request and
-// never answers, at 10 gray requests a second, is rolled back within 50
-// gray attempts (SPEC §12 rev. 4): each attempt is a timeout at the
-// rollout timeout (2.5 s), which gate 5 counts as an error, and the
-// clients are answered by primary.
-func TestE2EHangingGrayRollsBack(t *testing.T) {
-	t.Parallel()
-	j := startJudgment(t, 50, []string{"--latency", "20ms"}, []string{"--hang"})
-	ctx, cancel := context.WithCancel(context.Background())
-	var arms map[string]int64
-	done := make(chan struct{})
-	go func() { arms = j.drive(ctx, t, 20); close(done) }() // 10 gray requests a second
-	start := time.Now()
-	testenv.WaitFor(t, 90*time.Second, "the analyzer to roll the hanging gray back", func() bool {
-		return rolloutOf(t, j.gw).Status == string(events.StatusRolledBack)
-	})
-	took := time.Since(start)
-	cancel()
-	<-done
-	rbs := j.analyzerRollbacks(t)
-	if len(rbs) != 1 || rbs[0].Trigger == nil || rbs[0].Trigger.Gate != events.GateGrayErrorRate {
-		t.Fatalf("analyzer rollbacks = %+v; want one, triggered by %s", rbs, events.GateGrayErrorRate)
-	}
-	t.Logf("rolled back %v after the first request: estimate %.3f, bound %.3f; clients saw %v",
-		took.Round(100*time.Millisecond), rbs[0].Trigger.Estimate, rbs[0].Trigger.Bound, arms)
 	for k, n := range arms {
 		if k == "gray" || strings.HasPrefix(k, "status") {
 			t.Errorf("%d answers %s; want every request answered 200 by primary", n, k)
 		}
 	}
-	// Every gray attempt fell back, those still waiting at the rollback too.
 	if fallbacks := arms["fallback"]; fallbacks > 50 {
-		t.Errorf("%d gray attempts before the rollback; a hanging gray at 10 gray requests/s must be rolled back within 50", fallbacks)
+		t.Errorf("%d gray attempts before the rollback; a gray that is down at 10 gray requests/s must be rolled back within 50", fallbacks)
 	}
 }
 
