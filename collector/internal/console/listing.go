@@ -54,3 +54,15 @@ func (l *listing) link(path string, params []string, next string) {
 		l.Next = path + "?" + q.Encode()
 	}
 }
+
+// pageBounds refuses a cursor no page link of this console holds, and
+// makes a limit not given the console's page size.
+func pageBounds(cursor string, limit *int, size int) error {
+	if len(cursor) > 64 {
+		return badParam("cursor", "not a cursor from this console (follow the page links)")
+	}
+	if *limit == 0 {
+		*limit = size
+	}
+	return nil
+}

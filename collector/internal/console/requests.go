@@ -44,11 +44,8 @@ func (s *Console) requests(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if len(f.Cursor) > 64 {
-		return badParam("cursor", "not a cursor from this console (follow the page links)")
-	}
-	if f.Limit == 0 {
-		f.Limit = requestsPageSize
+	if err := pageBounds(f.Cursor, &f.Limit, requestsPageSize); err != nil {
+		return err
 	}
 	page, err := s.r.ListRequests(c.UserContext(), f)
 	if err != nil {

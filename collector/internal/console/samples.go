@@ -58,13 +58,7 @@ func sampleFilter(given map[string]string, now time.Time) (store.SampleFilter, e
 	if err != nil {
 		return f, err
 	}
-	if len(f.Cursor) > 64 {
-		return f, badParam("cursor", "not a cursor from this console (follow the page links)")
-	}
-	if f.Limit == 0 {
-		f.Limit = samplesPageSize
-	}
-	return f, nil
+	return f, pageBounds(f.Cursor, &f.Limit, samplesPageSize)
 }
 
 type samplePage struct {
