@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -42,5 +43,32 @@ func TestLoad(t *testing.T) {
 	}
 	if _, _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Load(missing) = %v; want a not-exist error", err)
+	}
+}
+
+// TestSameListener: gateway.listen and admin_listen may not take the same
+// port, whatever spelling names the host (validate refuses what serve
+// cannot bind).
+func TestSameListener(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{"127.0.0.1:8080", "127.0.0.1:8080", true},
+		{"localhost:8080", "127.0.0.1:8080", true},
+		{"0.0.0.0:8080", "127.0.0.1:8080", true},
+		{":8080", "[::1]:8080", true},
+		{"[::1]:8080", "[0:0:0:0:0:0:0:1]:8080", true},
+		{"127.0.0.1:8080", "127.0.0.1:8081", false},
+		{"127.0.0.1:0", "127.0.0.1:0", false},
+		{"10.0.0.1:8080", "127.0.0.1:8080", false},
+	} {
+		if got := sameListener(c.a, c.b); got != c.same {
+			t.Errorf("sameListener(%q, %q) = %v; want %v", c.a, c.b, got, c.same)
+		}
+	}
+	lines := parseErrors(t, "gateway:\n  listen: localhost:8080\n  admin_listen: 127.0.0.1:8080\n", nil)
+	if got := strings.Join(lines, "\n"); !strings.Contains(got, "gateway.admin_listen: must differ from gateway.listen (localhost:8080)") {
+		t.Errorf("errors: %s", got)
 	}
 }

@@ -50,8 +50,8 @@ func (d *decoder) validate(c *Config, dir string) {
 func (d *decoder) validateGateway(g *Gateway) {
 	d.listen("gateway.listen", g.Listen)
 	d.listen("gateway.admin_listen", g.AdminListen)
-	if g.Listen != "" && g.Listen == g.AdminListen {
-		d.errorf("gateway.admin_listen", nil, "must differ from gateway.listen (%s)", g.Listen)
+	if !d.failed["gateway.listen"] && !d.failed["gateway.admin_listen"] && sameListener(g.Listen, g.AdminListen) {
+		d.errorf("gateway.admin_listen", nil, "must differ from gateway.listen (%s): both would bind the same port", g.Listen)
 	}
 	d.positiveSize("gateway.max_body_bytes", g.MaxBodyBytes)
 	d.spoolSize("gateway.spool_max_bytes", g.SpoolMaxBytes)
@@ -416,6 +416,31 @@ func (d *decoder) listen(p, addr string) {
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		d.errorf(p, nil, "invalid listen address %q: port must be a number in [0, 65535]", addr)
 	}
+}
+
+// sameListener reports whether listening on a and on b would take the
+// same port: the same port (not 0) on the same host, or on the
+// wildcard, which every host's port overlaps; localhost is the loopback.
+func sameListener(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" {
+		return false
+	}
+	norm := func(h string) string {
+		switch h {
+		case "", "0.0.0.0", "::":
+			return "*"
+		case "localhost":
+			return "127.0.0.1"
+		}
+		if ip := net.ParseIP(h); ip != nil {
+			return ip.String()
+		}
+		return h
+	}
+	na, nb := norm(ha), norm(hb)
+	return na == nb || na == "*" || nb == "*"
 }
 
 func (d *decoder) atLeastOne(p string, v int) {
