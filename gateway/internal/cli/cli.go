@@ -76,6 +76,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
+	if fs.NArg() > 0 {
+		// Flags after an argument would be ignored (--config lost).
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%s: unexpected arguments %q (the file goes with --config)", args[0], fs.Args())
+	}
 	switch args[0] {
 	case "validate":
 		return validate(*path, stdout)

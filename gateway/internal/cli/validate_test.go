@@ -66,3 +66,19 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateRefusesStrayArguments: `gateway validate other.yaml
+// --config F` would have checked graygate.yaml (flags stop at the first
+// argument); it is refused, naming the argument.
+func TestValidateRefusesStrayArguments(t *testing.T) {
+	t.Setenv("GRAYGATE_CLIENT_TOKENS", "a")
+	path := writeConfig(t, "")
+	var out, errs bytes.Buffer
+	err := Run(context.Background(), []string{"validate", "other.yaml", "--config", path}, &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), `unexpected arguments ["other.yaml" "--config"`) {
+		t.Errorf("validate other.yaml --config F = %v; want the stray arguments named", err)
+	}
+	if err := Run(context.Background(), []string{"validate", "--config", path}, &out, &errs); err != nil {
+		t.Errorf("validate --config F = %v:\n%s", err, out.String())
+	}
+}
