@@ -195,3 +195,25 @@ func TestServicesLeaveAHungServer(t *testing.T) {
 		t.Error("still on the hung server after 20 s")
 	}
 }
+
+// TestCheckNATSURL: nats.url is read as the NATS client reads it, and
+// what it would refuse at once is a config error naming the server.
+func TestCheckNATSURL(t *testing.T) {
+	for _, ok := range []string{"", "nats://127.0.0.1:4222", "tls://a:4222, tls://b:4222", "127.0.0.1:4222", "nats://u:p@h", "[::1]:4222", "ws://a:80,wss://b:443"} {
+		if err := checkNATSURL(ok); err != nil {
+			t.Errorf("checkNATSURL(%q) = %v; want it accepted", ok, err)
+		}
+	}
+	for in, want := range map[string]string{
+		"nats://host:notaport":              "server 1 is not a URL",
+		"nats://a:4222,,nats://b:4222":      "server 2 of",
+		"nats://a:4222, ws://b:80":          "cannot be mixed",
+		"nats://:4222":                      "names no host",
+		"nats://u:s3cret@a:4222,nats://b:x": "server 2 is not a URL",
+	} {
+		err := checkNATSURL(in)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("checkNATSURL(%q) = %v; want %q and no password", in, err, want)
+		}
+	}
+}
