@@ -1,10 +1,6 @@
 package bands
 
-import (
-	"strings"
-
-	"github.com/graygate/graygate/gateway/internal/telemetry"
-)
+import "github.com/graygate/graygate/gateway/internal/telemetry"
 
 // Metric families of this package (SPEC §10). Label values come from the
 // configuration only: band names and upstream model names.
@@ -19,11 +15,8 @@ func describe(tel *telemetry.Metrics) {
 	tel.Describe(bandMatchesFamily, "Requests whose token estimate matched a context band, by band.")
 }
 
-// labelEscaper escapes a label value for the Prometheus text format.
-// Band names cannot need it; upstream model names are free text.
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-// series returns family{label="value"} with value escaped.
+// series returns family{label="value"} with value escaped: band names
+// cannot need it; upstream model names are free text.
 func series(family, label, value string) string {
-	return family + "{" + label + `="` + labelEscaper.Replace(value) + `"}`
+	return family + "{" + label + `="` + telemetry.LabelValue(value) + `"}`
 }

@@ -14,6 +14,7 @@ package telemetry
 import (
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,15 @@ type ttftKey struct {
 // to minutes-long generations.
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
+// labelEscaper escapes a label value for the Prometheus text format.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// LabelValue escapes v for a label of a series name: route models and
+// upstream model names are free text in the configuration (a quote or a
+// backslash unescaped would make the series name invalid, and the metrics
+// library panics on one).
+func LabelValue(v string) string { return labelEscaper.Replace(v) }
+
 // Started counts a request as in flight until Finished.
 func (m *Metrics) Started() { m.inFlight.Add(1) }
 
@@ -154,7 +164,7 @@ func (m *Metrics) Request(route, deployment string, arm events.Arm, status int, 
 	k := requestKey{route, deployment, string(arm), status}
 	c, ok := m.requests.Load(k)
 	if !ok {
-		name := `graygate_requests_total{route="` + route + `",deployment="` + deployment +
+		name := `graygate_requests_total{route="` + LabelValue(route) + `",deployment="` + deployment +
 			`",arm="` + string(arm) + `",status="` + strconv.Itoa(status) + `"}`
 		c, _ = m.requests.LoadOrStore(k, m.set.GetOrCreateCounter(name))
 	}

@@ -2,9 +2,13 @@ package telemetry
 
 import (
 	"bytes"
+	"maps"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/graygate/graygate/gateway/internal/rollout"
 	"github.com/graygate/graygate/schemas/events"
@@ -82,5 +86,35 @@ func TestWritePrometheus(t *testing.T) {
 	m.SetUnwatched(true)
 	if got := text(m); !strings.Contains(got, `graygate_rollout_invalid_events_total{reason="signer"} 1`+"\n") || !strings.Contains(got, "graygate_gray_unwatched 1\n") {
 		t.Error("RolloutInvalid is not the served graygate_rollout_invalid_events_total")
+	}
+}
+
+// TestRouteLabelsEscaped: a route model is any non-empty string the
+// configuration names (SPEC §2), so a quote, a backslash or a newline in
+// it must not break the series name (the metrics library panics on an
+// invalid one) or the label value a Prometheus reader gets back.
+func TestRouteLabelsEscaped(t *testing.T) {
+	m := New()
+	routes := []string{`ev"il`, `back\`, "new\nline", `plain`}
+	for _, r := range routes {
+		m.Request(r, "qwen", events.ArmPrimary, 200, time.Millisecond)
+	}
+	m.Request(`ev"il`, "qwen", events.ArmPrimary, 200, time.Millisecond)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text(m)))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	got := map[string]float64{}
+	for _, s := range families["graygate_requests_total"].GetMetric() {
+		for _, l := range s.GetLabel() {
+			if l.GetName() == "route" {
+				got[l.GetValue()] = s.GetCounter().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{`ev"il`: 2, `back\`: 1, "new\nline": 1, "plain": 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("graygate_requests_total by route = %v; want %v", got, want)
 	}
 }
