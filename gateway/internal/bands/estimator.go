@@ -100,8 +100,10 @@ func NewEstimator(set *metrics.Set, models ...string) *Estimator {
 // Estimate returns the estimated tokens of the request req scanned from
 // body, with model's bytes-per-token divisor:
 //
-//	ceil(text_bytes / divisor) + 4 × messages + output_reserve
+//	ceil(text_bytes / divisor) + token_ids + 4 × messages + output_reserve
 //
+// where token_ids counts the ids of a pre-tokenized prompt (SPEC §3: a
+// token-id array counts its length, whatever the divisor).
 // The sum saturates at math.MaxInt64 instead of overflowing.
 func (e *Estimator) Estimate(model string, req *scan.Request, body []byte) int64 {
 	return e.lookup(model).estimate(req.TextBytes, base(req, body))
@@ -113,18 +115,19 @@ func (e *Estimator) BytesPerToken(model string) float64 {
 	return e.lookup(model).current()
 }
 
-// Observe learns from an answer of model that reported promptTokens for a
-// request of bodyBytes bytes carrying textBytes bytes of text in messages
-// messages. Bodies under MinSampleBodyBytes, answers without a positive
+// Observe learns from an answer of model that reported promptTokens for
+// the request req, whose body was bodyBytes bytes: the sample is
+// text_bytes / max(1, prompt_tokens − token_ids − 4 × messages). Bodies
+// under MinSampleBodyBytes or without text, answers without a positive
 // prompt_tokens and unconfigured models are ignored. Observe may block
 // briefly on other Observe calls for the same model, never on Estimate.
-func (e *Estimator) Observe(model string, textBytes int64, bodyBytes int, messages int, promptTokens int64) {
+func (e *Estimator) Observe(model string, req *scan.Request, bodyBytes int, promptTokens int64) {
 	r := e.models[model]
-	if r == nil || bodyBytes < MinSampleBodyBytes || promptTokens <= 0 {
+	if r == nil || bodyBytes < MinSampleBodyBytes || promptTokens <= 0 || req.TextBytes <= 0 {
 		return
 	}
-	textTokens := max(1, promptTokens-TokensPerMessage*int64(messages))
-	r.observe(float64(textBytes) / float64(textTokens))
+	textTokens := max(1, promptTokens-req.TokenIDs-TokensPerMessage*int64(max(req.MessageCount, 0)))
+	r.observe(float64(req.TextBytes) / float64(textTokens))
 }
 
 func (e *Estimator) lookup(model string) *ratio {
@@ -184,19 +187,20 @@ func (r *ratio) estimate(textBytes, base int64) int64 {
 	return addSat(r.textTokens(textBytes), base)
 }
 
-// base returns 4 × messages + output_reserve, the model-independent part
-// of the estimate.
+// base returns token_ids + 4 × messages + output_reserve, the
+// model-independent part of the estimate.
 func base(req *scan.Request, body []byte) int64 {
-	return addSat(TokensPerMessage*int64(max(req.MessageCount, 0)), outputReserve(req, body))
+	return addSat(addSat(max(req.TokenIDs, 0), TokensPerMessage*int64(max(req.MessageCount, 0))), outputReserve(req, body))
 }
 
 // outputReserve is max_completion_tokens, else max_tokens, else the
 // endpoint's default (a responses body: max_output_tokens; completions:
 // 16; others 0, req.DefaultOutputReserve). Each is read as the engine
 // (pydantic, lax mode) reads an int field (contract.ReadInt): 1000,
-// 1000.0, 1e3 and "1000" all reserve 1000, so that spelling a limit
-// otherwise cannot steer a request into a smaller window. A member the
-// engine would not read as a whole number ≥ 0 (null, -1, 1.5, "many")
+// 1000.0, 1e3 and "1000" all reserve 1000 (true 1, false 0), so that
+// spelling a limit otherwise cannot steer a request into a smaller window.
+// A member the engine would not read as a whole number ≥ 0 (null, -1,
+// 1.5, "many")
 // counts as not given, so that null falls through to max_tokens as
 // engines read `max_completion_tokens or max_tokens`.
 func outputReserve(req *scan.Request, body []byte) int64 {
@@ -220,9 +224,9 @@ func wholeTokens(m scan.Member, body []byte) (int64, bool) {
 		return 0, false
 	}
 	switch m.Kind {
-	case scan.KindNumber, scan.KindString:
+	case scan.KindNumber, scan.KindString, scan.KindTrue, scan.KindFalse:
 	default:
-		return 0, false // null, booleans and containers reserve nothing
+		return 0, false // null and containers reserve nothing
 	}
 	raw := body[m.Value.Start:m.Value.End]
 	if n, ok := digits(raw); ok {

@@ -90,7 +90,10 @@ func TestOutputReserve(t *testing.T) {
 		{"exponent counts", `,"max_tokens":1e3`, 1005},
 		{"whole fraction counts", `,"max_tokens":1000.0`, 1005},
 		{"negative counts 0", `,"max_tokens":-100`, 5},
-		{"boolean counts 0", `,"max_tokens":true`, 5},
+		// pydantic (lax) reads a boolean as an int: true is 1, false 0.
+		{"true counts 1", `,"max_tokens":true`, 6},
+		{"true completion counts 1", `,"max_completion_tokens":true,"max_tokens":100000`, 6},
+		{"false completion counts 0", `,"max_completion_tokens":false,"max_tokens":100000`, 5},
 		{"huge saturates", `,"max_tokens":123456789012345678901234567890`, math.MaxInt64},
 		{"huge fraction counts 0", `,"max_tokens":123456789012345678901234567890.5`, 5},
 	}
@@ -110,7 +113,7 @@ func TestOutputReserve(t *testing.T) {
 // counts bytesPerToken bytes per token.
 func sample(e *Estimator, model string, textBytes int64, bodyBytes int, bytesPerToken float64) {
 	tokens := int64(math.Ceil(float64(textBytes)/bytesPerToken)) + TokensPerMessage
-	e.Observe(model, textBytes, bodyBytes, 1, tokens)
+	e.Observe(model, textReq(textBytes, 1), bodyBytes, tokens)
 }
 
 // textBody returns a chat body with n messages of text totalling about
@@ -142,7 +145,7 @@ func TestLearningConverges(t *testing.T) {
 		body := textBody(5<<10+i*277, 1+i%7)
 		req := scanned(t, body)
 		prompt := int64(math.Ceil(float64(req.TextBytes)/bpt)) + TokensPerMessage*int64(req.MessageCount)
-		e.Observe("conv-model", req.TextBytes, len(body), req.MessageCount, prompt)
+		e.Observe("conv-model", req, len(body), prompt)
 	}
 	if got := e.BytesPerToken("conv-model"); math.Abs(got-bpt) > 0.01 {
 		t.Errorf("BytesPerToken after 200 samples of %v = %v; want within 0.01", bpt, got)
@@ -171,7 +174,7 @@ func TestLearningIgnores(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := NewEstimator(metrics.NewSet(), "ignore-model")
 			for range 3 * WarmupSamples {
-				e.Observe("ignore-model", 2000, tt.bodyBytes, 1, tt.prompt)
+				e.Observe("ignore-model", textReq(2000, 1), tt.bodyBytes, tt.prompt)
 			}
 			if got := e.BytesPerToken("ignore-model"); got != ColdDivisor {
 				t.Errorf("BytesPerToken = %v; want %v", got, ColdDivisor)
@@ -181,7 +184,7 @@ func TestLearningIgnores(t *testing.T) {
 	t.Run("body of exactly 4 KiB counts", func(t *testing.T) {
 		e := NewEstimator(metrics.NewSet(), "ignore-model")
 		for range WarmupSamples {
-			e.Observe("ignore-model", 2000, MinSampleBodyBytes, 1, 1000+TokensPerMessage)
+			e.Observe("ignore-model", textReq(2000, 1), MinSampleBodyBytes, 1000+TokensPerMessage)
 		}
 		if got := e.BytesPerToken("ignore-model"); got != 2 {
 			t.Errorf("BytesPerToken = %v; want 2", got)
@@ -191,7 +194,7 @@ func TestLearningIgnores(t *testing.T) {
 		set := metrics.NewSet()
 		e := NewEstimator(set, "ignore-model")
 		for range WarmupSamples {
-			e.Observe("stranger-model", 2000, MinSampleBodyBytes, 1, 1000)
+			e.Observe("stranger-model", textReq(2000, 1), MinSampleBodyBytes, 1000)
 		}
 		if got := e.BytesPerToken("stranger-model"); got != ColdDivisor {
 			t.Errorf("BytesPerToken(stranger) = %v; want %v", got, ColdDivisor)
@@ -213,7 +216,9 @@ func TestLearningClamp(t *testing.T) {
 	}{
 		{"ratio 40 clamps to 16", 40000, 1000 + TokensPerMessage, MaxBytesPerToken},
 		{"ratio 0.2 clamps to 1", 200, 1000 + TokensPerMessage, MinBytesPerToken},
-		{"no text clamps to 1", 0, 1000 + TokensPerMessage, MinBytesPerToken},
+		// A body without text (images, token ids) says nothing of the
+		// text's bytes per token: no sample.
+		{"no text is no sample", 0, 1000 + TokensPerMessage, ColdDivisor},
 		// prompt_tokens below the message overhead: max(1, ·) keeps the
 		// ratio finite, and the clamp bounds it.
 		{"tokens below overhead", 5000, 2, MaxBytesPerToken},
@@ -223,7 +228,7 @@ func TestLearningClamp(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := NewEstimator(metrics.NewSet(), "clamp-model")
 			for range WarmupSamples {
-				e.Observe("clamp-model", tt.textBytes, 8192, 1, tt.prompt)
+				e.Observe("clamp-model", textReq(tt.textBytes, 1), 8192, tt.prompt)
 			}
 			if got := e.BytesPerToken("clamp-model"); got != tt.want {
 				t.Errorf("BytesPerToken = %v; want %v", got, tt.want)
@@ -278,10 +283,10 @@ func TestLearningLeansConservative(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := NewEstimator(metrics.NewSet(), "lean-model")
 			for range WarmupSamples {
-				e.Observe("lean-model", 8000, 8192, 0, 2000)
+				e.Observe("lean-model", textReq(8000, 0), 8192, 2000)
 			}
 			for range 5 {
-				e.Observe("lean-model", int64(2000*tt.sample), 8192, 0, 2000)
+				e.Observe("lean-model", textReq(int64(2000*tt.sample), 0), 8192, 2000)
 			}
 			got := e.BytesPerToken("lean-model")
 			if math.Abs(got-tt.want) > 1e-9 {
@@ -327,7 +332,7 @@ func TestBytesPerTokenGauge(t *testing.T) {
 	set := metrics.NewSet()
 	e := NewEstimator(set, "gauge-model", `odd "model"\name`)
 	for range WarmupSamples {
-		e.Observe("gauge-model", 5000, 8192, 0, 2000)
+		e.Observe("gauge-model", textReq(5000, 0), 8192, 2000)
 	}
 	var buf bytes.Buffer
 	set.WritePrometheus(&buf)
@@ -386,5 +391,69 @@ func TestDefaultOutputReserve(t *testing.T) {
 		if got := e.Estimate("m", req, []byte(body)); got != tt.want {
 			t.Errorf("Estimate(%s) with a default reserve of 16 = %d; want %d", body, got, tt.want)
 		}
+	}
+}
+
+// textReq is a scanned request of textBytes bytes of text in messages
+// messages, for Observe.
+func textReq(textBytes int64, messages int) *scan.Request {
+	return &scan.Request{TextBytes: textBytes, MessageCount: messages}
+}
+
+// TestTokenIDPrompts: a pre-tokenized prompt counts its length (SPEC §3),
+// whatever the learned bytes per token, and its ids are not text to learn
+// from. Before, each id counted as 4 bytes of text, so once the ratio
+// had learned 2 a 1,000-id prompt was estimated at 2,000 tokens, and at
+// a ratio of 16 at 250 (let past a window it does not fit).
+func TestTokenIDPrompts(t *testing.T) {
+	ids := strings.TrimSuffix(strings.Repeat("1234,", 1000), ",")
+	tests := []struct {
+		name string
+		body string
+		want int64 // at any ratio
+	}{
+		{"token ids", `{"model":"m","prompt":[` + ids + `],"max_tokens":0}`, 1000},
+		{"batch of token-id prompts", `{"model":"m","prompt":[[` + ids + `],[1,2,3]],"max_tokens":0}`, 1003},
+		{"text and token ids", `{"model":"m","prompt":["` + strings.Repeat("a", 64) + `",[1,2,3]],"max_tokens":0}`, -1},
+	}
+	for _, ratio := range []float64{2, 4, 16} {
+		e := NewEstimator(metrics.NewSet(), "m")
+		if ratio != ColdDivisor {
+			for range WarmupSamples {
+				sample(e, "m", 8192, 8192, ratio)
+			}
+		}
+		if got := e.BytesPerToken("m"); got != ratio {
+			t.Fatalf("ratio %v not learned: %v", ratio, got)
+		}
+		for _, tt := range tests {
+			req := scanned(t, tt.body)
+			req.DefaultOutputReserve = 16 // completions' default, as the proxy sets it
+			want := tt.want
+			if want < 0 {
+				want = int64(math.Ceil(64/ratio)) + 3
+			}
+			if got := e.Estimate("m", req, []byte(tt.body)); got != want {
+				t.Errorf("ratio %v, %s: Estimate = %d; want %d", ratio, tt.name, got, want)
+			}
+		}
+	}
+
+	// An answer to ids alone teaches nothing; one to text and ids learns
+	// from the text's tokens only.
+	e := NewEstimator(metrics.NewSet(), "m")
+	idsOnly := scanned(t, `{"model":"m","prompt":[`+ids+`]}`)
+	for range WarmupSamples {
+		e.Observe("m", idsOnly, MinSampleBodyBytes, 1000)
+	}
+	if got := e.BytesPerToken("m"); got != ColdDivisor {
+		t.Errorf("after answers to token ids alone, BytesPerToken = %v; want %v (no sample)", got, ColdDivisor)
+	}
+	mixed := scanned(t, `{"model":"m","prompt":["`+strings.Repeat("a", 6000)+`",[`+ids+`]]}`)
+	for range WarmupSamples {
+		e.Observe("m", mixed, MinSampleBodyBytes, 1000+2000) // 6,000 bytes in 2,000 tokens
+	}
+	if got := e.BytesPerToken("m"); got != 3 {
+		t.Errorf("after answers to text and token ids, BytesPerToken = %v; want 3", got)
 	}
 }

@@ -52,9 +52,10 @@ type Selection struct {
 	// Matched is the bands Estimate matched, for x-vsr-matched-context.
 	Matched Set
 	// WindowEstimate is the estimate with the serving candidate's primary
-	// model ratio, the one checked against its context window; when the
-	// code is events.CodeContextLengthExceeded, the estimate of the candidate
-	// with the largest window, which is Window.
+	// model ratio, the one checked against its context window, Window.
+	// When the code is events.CodeContextLengthExceeded, WindowEstimate is
+	// 0 and Window the largest known window among the route's candidates
+	// (SPEC §5.4), whatever excluded them.
 	WindowEstimate int64
 	Window         int64
 	// Code is "", or events.CodeContextLengthExceeded or
@@ -168,9 +169,6 @@ func (rt *Route) Select(req *scan.Request, body []byte) Selection {
 			need = c.ratio.estimate(req.TextBytes, b)
 		}
 		if c.window > 0 && c.window < need {
-			if !tooSmall || c.window > sel.Window {
-				sel.Window, sel.WindowEstimate = c.window, need
-			}
 			tooSmall = true
 			continue
 		}
@@ -178,9 +176,12 @@ func (rt *Route) Select(req *scan.Request, body []byte) Selection {
 		return sel
 	}
 	if tooSmall {
+		for i := range rt.cands {
+			sel.Window = max(sel.Window, rt.cands[i].window)
+		}
 		sel.Code = string(events.CodeContextLengthExceeded)
-		sel.Detail = fmt.Sprintf("this request needs about %d tokens (estimate), more than the largest context window of its candidates (%d)",
-			sel.WindowEstimate, sel.Window)
+		sel.Detail = fmt.Sprintf("this request needs about %d tokens (estimate); no candidate that may serve it has a context window that large (the largest known window among the route's candidates: %d)",
+			sel.Estimate, sel.Window)
 		return sel
 	}
 	matched := "none"

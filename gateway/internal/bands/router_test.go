@@ -110,8 +110,8 @@ func TestSelect(t *testing.T) {
 		{name: "output reserve counts", route: "by-window", body: chat("by-window", 4, `,"max_completion_tokens":40000,"max_tokens":10`),
 			deployment: "qwen-128k", estimate: 40005, matched: "long_context", windowEst: 40005, window: 131072},
 		{name: "too large for every window", route: "by-window", body: chat("by-window", 2, maxTokens(140000)),
-			estimate: 140005, matched: "long_context", windowEst: 140005, window: 131072, code: string(events.CodeContextLengthExceeded),
-			detail: "this request needs about 140005 tokens (estimate), more than the largest context window of its candidates (131072)"},
+			estimate: 140005, matched: "long_context", window: 131072, code: string(events.CodeContextLengthExceeded),
+			detail: "this request needs about 140005 tokens (estimate); no candidate that may serve it has a context window that large (the largest known window among the route's candidates: 131072)"},
 		{name: "unknown window stays eligible", route: "unknown-window", body: chat("unknown-window", 2, maxTokens(5_000_000)),
 			deployment: "no-window", estimate: 5000005, matched: "long_context", windowEst: 5000005, window: 0},
 		{name: "every candidate excluded by context", route: "short-only", body: chat("short-only", 40000, ""),
@@ -121,20 +121,22 @@ func TestSelect(t *testing.T) {
 			deployment: "qwen-128k", estimate: 10004, matched: "long_context", windowEst: 10004, window: 131072},
 		{name: "context condition unmet, next candidate", route: "long-first", body: chat("long-first", 400, ""),
 			deployment: "qwen-32k", estimate: 104, matched: "short_context", windowEst: 104, window: 32768},
-		// The 128K candidate is out by its band: the message names the
-		// window that was actually too small.
+		// The 128K candidate is out by its band, the 32K one by its
+		// window: the message gives the largest known window among the
+		// route's candidates, as SPEC §5.4 says, whatever excluded it.
 		{name: "excluded by context and by window", route: "mixed", body: chat("mixed", 2, maxTokens(50000)),
-			estimate: 50005, matched: "long_context", windowEst: 50005, window: 32768, code: string(events.CodeContextLengthExceeded),
-			detail: "this request needs about 50005 tokens (estimate), more than the largest context window of its candidates (32768)"},
+			estimate: 50005, matched: "long_context", window: 131072, code: string(events.CodeContextLengthExceeded),
+			detail: "this request needs about 50005 tokens (estimate); no candidate that may serve it has a context window that large (the largest known window among the route's candidates: 131072)"},
 		// 200000 bytes: 100004 tokens with the dense ratio (over 64K, and
 		// matched as long), 25004 with the sparse one (fits 32K).
 		{name: "window checked with the candidate's ratio", route: "tokenizers", body: chat("tokenizers", 200000, ""),
 			deployment: "sparse-32k", estimate: 100004, matched: "long_context", windowEst: 25004, window: 32768},
 		// 400000 bytes: 200004 dense (64K window), 50004 sparse (32K): the
-		// message gives the larger window with its own estimate.
+		// message gives the estimate reported in events (the first
+		// candidate's ratio) and the larger window.
 		{name: "too large for both tokenizers", route: "tokenizers", body: chat("tokenizers", 400000, ""),
-			estimate: 200004, matched: "long_context", windowEst: 200004, window: 65536, code: string(events.CodeContextLengthExceeded),
-			detail: "this request needs about 200004 tokens (estimate), more than the largest context window of its candidates (65536)"},
+			estimate: 200004, matched: "long_context", window: 65536, code: string(events.CodeContextLengthExceeded),
+			detail: "this request needs about 200004 tokens (estimate); no candidate that may serve it has a context window that large (the largest known window among the route's candidates: 65536)"},
 		{name: "bands use the first candidate's ratio", route: "tokenizers", body: chat("tokenizers", 15000, ""),
 			deployment: "dense-64k", estimate: 7504, matched: "short_context", windowEst: 7504, window: 65536},
 	}

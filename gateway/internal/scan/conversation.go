@@ -58,13 +58,16 @@ func (s *scanner) messages(r *Request) (Kind, error) {
 	return KindArray, err
 }
 
-// message reads one message object (depth 3).
+// message reads one message object (depth 3). A repeated key counts
+// once, as its last occurrence: the engine's JSON reader keeps the last.
 func (s *scanner) message(r *Request) error {
 	assistant, system := false, false
 	var calls Span
 	nCalls := 0
 	start := s.i
 	var content Member
+	var contentBytes, callBytes int64
+	defer func() { r.msgBytes += contentBytes + callBytes }()
 	err := s.object(3, func(key Span) error {
 		switch {
 		case s.keyIs(key, "role"):
@@ -81,13 +84,14 @@ func (s *scanner) message(r *Request) error {
 			assistant, system = false, false
 		case s.keyIs(key, "content"):
 			v := s.i
+			contentBytes = 0
 			var err error
 			switch s.peek() {
 			case '"':
-				err = s.skipString(&r.msgBytes)
+				err = s.skipString(&contentBytes)
 				content = Member{Kind: KindString, Key: key, Value: Span{v, s.i}}
 			case '[':
-				err = s.contentParts(&r.msgBytes)
+				err = s.contentParts(&contentBytes)
 				content = Member{Kind: KindArray, Key: key, Value: Span{v, s.i}}
 			default:
 				var k Kind
@@ -96,9 +100,10 @@ func (s *scanner) message(r *Request) error {
 			}
 			return err
 		case s.keyIs(key, "tool_calls"):
+			callBytes = 0
 			if s.peek() == '[' {
 				start := s.i
-				n, err := s.toolCalls(r)
+				n, err := s.toolCalls(&callBytes)
 				calls, nCalls = Span{start, s.i}, n
 				return err
 			}
@@ -119,48 +124,66 @@ func (s *scanner) message(r *Request) error {
 }
 
 // contentParts reads an array of content parts (depth 4), adding the
-// decoded length of each part's "text" to n.
+// decoded length of each part's "text" (its last, if repeated) to n.
 func (s *scanner) contentParts(n *int64) error {
 	return s.array(4, func() error {
 		if s.peek() != '{' {
 			_, err := s.value(4, nil)
 			return err
 		}
-		return s.object(5, func(key Span) error {
-			if s.peek() == '"' && s.keyIs(key, "text") {
-				return s.skipString(n)
+		var text int64
+		err := s.object(5, func(key Span) error {
+			if s.keyIs(key, "text") {
+				text = 0
+				if s.peek() == '"' {
+					return s.skipString(&text)
+				}
 			}
 			_, err := s.value(5, nil)
 			return err
 		})
+		*n += text
+		return err
 	})
 }
 
-// toolCalls reads a tool_calls array (depth 4), counting each call's
-// arguments, and returns the number of calls.
-func (s *scanner) toolCalls(r *Request) (int, error) {
-	n := 0
+// toolCalls reads a tool_calls array (depth 4), adding each call's
+// decoded arguments (a repeated key: its last) to n, and returns the
+// number of calls.
+func (s *scanner) toolCalls(n *int64) (int, error) {
+	calls := 0
 	err := s.array(4, func() error {
-		n++
+		calls++
 		if s.peek() != '{' {
 			_, err := s.value(4, nil)
 			return err
 		}
-		return s.object(5, func(key Span) error {
-			if s.peek() != '{' || !s.keyIs(key, "function") {
+		var args int64
+		err := s.object(5, func(key Span) error {
+			if !s.keyIs(key, "function") {
+				_, err := s.value(5, nil)
+				return err
+			}
+			args = 0
+			if s.peek() != '{' {
 				_, err := s.value(5, nil)
 				return err
 			}
 			return s.object(6, func(key Span) error {
-				if s.peek() == '"' && s.keyIs(key, "arguments") {
-					return s.skipString(&r.msgBytes)
+				if s.keyIs(key, "arguments") {
+					args = 0
+					if s.peek() == '"' {
+						return s.skipString(&args)
+					}
 				}
 				_, err := s.value(6, nil)
 				return err
 			})
 		})
+		*n += args
+		return err
 	})
-	return n, err
+	return calls, err
 }
 
 // tools reads the top-level "tools" value, counting each definition's JSON

@@ -126,7 +126,11 @@ type Request struct {
 	// Conversation measurements (SPEC §5.3, §6.5).
 	MessageCount int   // elements of the messages array
 	TextBytes    int64 // UTF-8 bytes of string content, text parts, tool call arguments and tool definitions
-	ToolSteps    int   // assistant messages carrying a non-empty tool_calls array
+	// TokenIDs is the number of token ids in a pre-tokenized prompt
+	// (completions' "prompt", embeddings' "input"): tokens already, so
+	// the estimate adds them as they are, whatever the bytes per token.
+	TokenIDs  int64
+	ToolSteps int // assistant messages carrying a non-empty tool_calls array
 	// LastToolCalls is the tool_calls array of the last assistant message
 	// that has one (empty span when none), for repeated-call detection.
 	LastToolCalls Span

@@ -44,6 +44,10 @@ func (s *scanner) responsesInput(r *Request) (Kind, error) {
 // inputItem reads one input item (depth 3) and reports whether it is a
 // function_call.
 func (s *scanner) inputItem(r *Request) (call bool, err error) {
+	// Each counted key's bytes, so that a repeated key counts once, as
+	// its last occurrence (the engine's JSON reader keeps the last).
+	var content, arguments, output int64
+	defer func() { r.promptBytes += content + arguments + output }()
 	err = s.object(3, func(key Span) error {
 		switch {
 		case s.peek() == '"' && s.keyIs(key, "type"):
@@ -53,10 +57,23 @@ func (s *scanner) inputItem(r *Request) (call bool, err error) {
 			}
 			call = s.keyIs(Span{v, s.i}, "function_call")
 			return nil
-		case s.peek() == '"' && (s.keyIs(key, "content") || s.keyIs(key, "arguments") || s.keyIs(key, "output")):
-			return s.skipString(&r.promptBytes)
-		case s.peek() == '[' && s.keyIs(key, "content"):
-			return s.contentParts(&r.promptBytes)
+		case s.keyIs(key, "content"):
+			content = 0
+			switch s.peek() {
+			case '"':
+				return s.skipString(&content)
+			case '[':
+				return s.contentParts(&content)
+			}
+		case s.keyIs(key, "arguments"), s.keyIs(key, "output"):
+			n := &arguments
+			if s.keyIs(key, "output") {
+				n = &output
+			}
+			*n = 0
+			if s.peek() == '"' {
+				return s.skipString(n)
+			}
 		}
 		_, err := s.value(3, nil)
 		return err

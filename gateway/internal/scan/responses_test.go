@@ -32,6 +32,8 @@ func TestScanResponsesRequest(t *testing.T) {
 		{"null state names count as absent", `{"model":"m","input":"x","store":false,"previous_response_id":null,"conversation":null}`, 1, 1, 0, true, ""},
 		{"store true", `{"model":"m","input":"x","store":true}`, 1, 1, 0, false, ""},
 		{"chat keys are not read", `{"model":"m","messages":[{"role":"user","content":"abcdef"}],"prompt":"zz","input":"x"}`, 1, 1, 0, false, ""},
+		{"repeated keys in an item: the last counts", `{"model":"m","input":[{"role":"user","content":"aaaa","content":"b"},` +
+			`{"type":"function_call_output","output":"aaaa","output":"cc"}]}`, 1 + 2, 2, 0, false, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -184,15 +184,12 @@ func keySlots() (slots [numKeys]keySlot) {
 	return slots
 }
 
-// tokenIDBytes is what one token id of a pre-tokenized prompt counts
-// toward TextBytes: the estimator's default bytes per token.
-const tokenIDBytes = 4
-
 // promptText reads completions' "prompt" or embeddings' "input": a
 // string, an array of strings, a token-id array or an array of them.
-// Strings count their UTF-8 bytes; a token id counts tokenIDBytes.
+// Strings count their UTF-8 bytes toward TextBytes; token ids are counted
+// apart, in TokenIDs (SPEC §3: a token-id array counts its length).
 func (s *scanner) promptText(r *Request) (Kind, error) {
-	r.promptBytes = 0
+	r.promptBytes, r.TokenIDs = 0, 0
 	var elem func(depth int) error
 	elem = func(depth int) error {
 		switch s.peek() {
@@ -207,7 +204,7 @@ func (s *scanner) promptText(r *Request) (Kind, error) {
 		}
 		k, err := s.value(depth, nil)
 		if k == KindNumber {
-			r.promptBytes += tokenIDBytes
+			r.TokenIDs++
 		}
 		return err
 	}

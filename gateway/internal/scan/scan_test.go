@@ -139,6 +139,18 @@ func TestScanConversation(t *testing.T) {
 		{"tools", `{"tools":[{"type":"function"} , {"a":1}],"messages":[]}`, 0, int64(len(`{"type":"function"}`) + len(`{"a":1}`)), 0, ""},
 		{"repeated messages key: last wins", `{"messages":[{"content":"aaaa"}],"messages":[{"content":"b"}]}`, 1, 1, 0, ""},
 		{"messages not an array", `{"messages":"x"}`, 0, 0, 0, ""},
+		// The engine's JSON reader keeps a repeated key's last value: so
+		// does the estimate, inside a message, a part and a tool call.
+		{"repeated content: last counts", `{"messages":[{"role":"user","content":"aaaaaaaa","content":"bb"}]}`, 1, 2, 0, ""},
+		{"repeated content, last null", `{"messages":[{"content":"aaaaaaaa","content":null}]}`, 1, 0, 0, ""},
+		{"repeated content, string then parts", `{"messages":[{"content":"aaaaaaaa","content":[{"type":"text","text":"b"}]}]}`, 1, 1, 0, ""},
+		{"repeated text in a part", `{"messages":[{"content":[{"type":"text","text":"aaaa","text":"b"}]}]}`, 1, 1, 0, ""},
+		{"repeated arguments", `{"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"aaaa","arguments":"b"}}]}]}`, 1, 1, 1,
+			`[{"function":{"name":"f","arguments":"aaaa","arguments":"b"}}]`},
+		{"repeated function", `{"messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"aaaa"},"function":{"arguments":"b"}}]}]}`, 1, 1, 1,
+			`[{"function":{"arguments":"aaaa"},"function":{"arguments":"b"}}]`},
+		{"repeated tool_calls", `{"messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"aaaa"}}],"tool_calls":[{"function":{"arguments":"b"}}]}]}`, 1, 1, 1,
+			`[{"function":{"arguments":"b"}}]`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -56,7 +56,7 @@ func (s *Flow) complete(x *Exchange, a *attempt.Attempt, gray *attempt.Measure) 
 		s.settle(x, gray) // primary's answer has ended: the gray failure's outcome is known
 	}
 	if m.PromptTokens > 0 && !m.UsageEstimated {
-		s.router.Estimator().Observe(a.Arm.Model, x.Scan.TextBytes, len(x.Body), x.Scan.MessageCount, m.PromptTokens)
+		s.router.Estimator().Observe(a.Arm.Model, &x.Scan, len(x.Body), m.PromptTokens)
 	}
 	s.attempted(x, armName, a.Arm, m)
 	if gray != nil {
