@@ -32,6 +32,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -101,8 +102,10 @@ var (
 func parseOptions(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per run (whole seconds); with --replicas, the replay's arrival window (default 240s there)")
-	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up before each measured run (whole seconds)")
+	o.duration = 5 * time.Second
+	fs.Var(secondsFlag{&o.duration}, "duration", "measured time per run (whole seconds); with --replicas, the replay's arrival window (default 240s there); a bare number is seconds")
+	o.warmup = time.Second
+	fs.Var(secondsFlag{&o.warmup}, "warmup", "warm-up before each measured run, whole seconds (1 or 1s)")
 	fs.IntVar(&o.rounds, "rounds", 3, "measured runs per target and connection count, targets interleaved; the table shows their median")
 	quick := fs.Bool("quick", false, "short run: 2 rounds of 2s measured after 1s warm-up (about 2 minutes)")
 	conns := fs.String("conns", "1,4,32", "comma-separated connection counts")
@@ -115,18 +118,21 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON here (default .data/bench/bench.json under the repository; with --replicas bench-replicas.json, and a bare --json prints the JSON on stdout)")
 	fs.StringVar(&o.pngPath, "png", "", "write the chart here (default .data/bench/bench.png under the repository)")
 	fs.BoolVar(&o.strace, "strace", false, "also count system calls per request of nginx, the bare fiber pass-through and gw-s12 under strace -c -f at 32 connections")
-	fs.DurationVar(&o.straceDuration, "strace-duration", 3*time.Second, "load time per target under strace")
+	o.straceDuration = 3 * time.Second
+	fs.Var(secondsFlag{&o.straceDuration}, "strace-duration", "load time per target under strace (a bare number is seconds)")
 	fs.StringVar(&o.mockBin, "mock-bin", "", "use this mockllm binary instead of building ./scripts/mockllm")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "use this gateway binary instead of building ./gateway")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, logs) after the run")
 	fs.StringVar(&o.replot, "replot", "", "measure nothing: read this results JSON, print its report and draw its chart at --png")
 	fs.IntVar(&o.gomaxprocs, "gomaxprocs", 0, "GOMAXPROCS of the fiber pass-through and the gateways (not the mocks); 0: the Go runtime's default")
 	fs.BoolVar(&o.profile, "profile", false, "after the measured rounds, take a Go CPU profile of the bare fiber pass-through and gw-s12 under wrk at 32 connections and print where their CPU per request goes")
-	fs.DurationVar(&o.profileDuration, "profile-duration", 10*time.Second, "load time per target while profiling (whole seconds), after the warm-up")
+	o.profileDuration = 10 * time.Second
+	fs.Var(secondsFlag{&o.profileDuration}, "profile-duration", "load time per target while profiling, whole seconds (10 or 10s), after the warm-up")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "write the --profile profiles here (default: profile/ beside the --json file)")
 	fs.BoolVar(&o.streams, "streams", false, "instead of the 1 KB comparison: graygate, nginx (proxy_buffering off) and the mock directly under waves of concurrent 10-second streams (SPEC §12 rev. 3)")
 	levels := fs.String("stream-levels", "500,2000,5000,10000", "with --streams: comma-separated concurrent stream counts")
-	fs.DurationVar(&o.streamAfter, "stream-after", 120*time.Second, "with --streams: measure the proxies' RSS this long after their last wave (and 30s after)")
+	o.streamAfter = 120 * time.Second
+	fs.Var(secondsFlag{&o.streamAfter}, "stream-after", "with --streams: measure the proxies' RSS this long after their last wave (and 30s after); a bare number is seconds")
 	fs.BoolVar(&o.replicas, "replicas", false, "instead of the 1 KB comparison: replay a request trace through the gateway onto mockllm --engine replicas, once per balancing policy (SPEC §12 rev. 4)")
 	replicaOpts := replicaFlags(fs)
 	if err := fs.Parse(bareJSON(args)); err != nil {
@@ -192,6 +198,44 @@ func parseOptions(args []string) (options, error) {
 		return o, fmt.Errorf("--profile-duration %s: want at least 1s", o.profileDuration)
 	}
 	return o, nil
+}
+
+// secondsFlag is a duration flag that takes a bare number as seconds
+// ("20", "2.5", as the JSON's duration_s reads) and anything else as
+// time.ParseDuration does ("20s", "4m", "1m30s").
+type secondsFlag struct{ d *time.Duration }
+
+func (f secondsFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f secondsFlag) Set(s string) error {
+	d, err := parseSeconds(s)
+	if err != nil {
+		return err
+	}
+	*f.d = d
+	return nil
+}
+
+// parseSeconds reads a duration: a bare number is seconds, anything else
+// goes to time.ParseDuration.
+func parseSeconds(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !strings.ContainsAny(s, "xXpPiInN_") {
+		if math.IsNaN(f) || math.Abs(f) > math.MaxInt64/float64(time.Second) {
+			return 0, fmt.Errorf("%q: out of range", s)
+		}
+		return time.Duration(math.Round(f * float64(time.Second))), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want seconds (20, 2.5) or a Go duration (20s, 4m, 1m30s)", s)
+	}
+	return d, nil
 }
 
 // gatewayMode is one of the gateway's configurations: all have contract,

@@ -80,7 +80,8 @@ func replicaFlags(fs *flag.FlagSet) func(duration time.Duration) (replicaOptions
 	fs.StringVar(&o.trace, "trace", "", "with --replicas: the request trace, JSONL {timestamp, input_length, output_length, hash_ids} (default "+defaultTracePath+" from the checkout)")
 	fs.IntVar(&o.n, "replicas-n", 8, "with --replicas: engine replicas in the pool")
 	fs.Float64Var(&o.speed, "speed", 3, "with --replicas: replay at this multiple of the trace's speed")
-	fs.DurationVar(&o.wait, "wait", 120*time.Second, "with --replicas: after the arrival window, wait at most this long for the requests in flight")
+	o.wait = 120 * time.Second
+	fs.Var(secondsFlag{&o.wait}, "wait", "with --replicas: after the arrival window, wait at most this long for the requests in flight (a bare number is seconds)")
 	policies := fs.String("policies", strings.Join(allPolicies, ","), "with --replicas: comma-separated balancing policies, each run on fresh replicas")
 	fs.IntVar(&o.gateways, "gateways", 1, "with --replicas: gateways, each request sent to one drawn at random (for prefix.share)")
 	share := fs.Bool("share", false, "with --replicas: prefix.share: true (the gateways learn each other's placements over NATS); default: on with --gateways above 1")
@@ -160,6 +161,9 @@ func runReplicas(ctx context.Context, o options, root, dir string) error {
 	rows, err := loadTrace(ro.trace)
 	if err != nil {
 		return err
+	}
+	for _, w := range traceWarnings(rows) {
+		logf("warning: trace %s: %s", ro.trace, w)
 	}
 	window := replayWindow(rows, ro.speed, ro.duration)
 	logf("trace %s: %d requests, %d replayed (%s at %g×)", ro.trace, len(rows), len(window), ro.duration, ro.speed)

@@ -29,9 +29,9 @@ func smokeTrace() []traceRow {
 			convs[c] = append(convs[c], next)
 			next++
 		}
-		ids := append([]int64(nil), convs[c]...)
-		rows = append(rows, traceRow{Line: i + 1, Timestamp: int64(i) * 100, InputLength: 512*(len(ids)-1) + 100 + i,
-			OutputLength: 5 + i%7, HashIDs: ids})
+		blocks := ids(convs[c]...)
+		rows = append(rows, traceRow{Line: i + 1, Timestamp: float64(i) * 100, InputLength: 512*(len(blocks)-1) + 100 + i,
+			OutputLength: 5 + i%7, HashIDs: blocks})
 	}
 	return rows
 }

@@ -81,6 +81,60 @@ func TestParseReplicaOptions(t *testing.T) {
 	}
 }
 
+// TestDurationFlags: a bare number is seconds (as the JSON's duration_s
+// reads), anything else a Go duration, for --duration, --wait and the
+// other duration flags; the defaults stay.
+func TestDurationFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		get  func(options) time.Duration
+		want time.Duration
+	}{
+		{"--replicas --duration 20", func(o options) time.Duration { return o.rep.duration }, 20 * time.Second},
+		{"--replicas --duration=20", func(o options) time.Duration { return o.rep.duration }, 20 * time.Second},
+		{"--replicas --duration 2.5", func(o options) time.Duration { return o.rep.duration }, 2500 * time.Millisecond},
+		{"--replicas --duration 240s", func(o options) time.Duration { return o.rep.duration }, 240 * time.Second},
+		{"--replicas --duration 4m", func(o options) time.Duration { return o.rep.duration }, 4 * time.Minute},
+		{"--replicas --duration 1m30s", func(o options) time.Duration { return o.rep.duration }, 90 * time.Second},
+		{"--replicas", func(o options) time.Duration { return o.rep.duration }, 240 * time.Second},
+		{"--replicas --wait 30", func(o options) time.Duration { return o.rep.wait }, 30 * time.Second},
+		{"--replicas --wait 0", func(o options) time.Duration { return o.rep.wait }, 0},
+		{"--replicas --wait 2m", func(o options) time.Duration { return o.rep.wait }, 2 * time.Minute},
+		{"--replicas", func(o options) time.Duration { return o.rep.wait }, 120 * time.Second},
+		{"--duration 3", func(o options) time.Duration { return o.duration }, 3 * time.Second},
+		{"", func(o options) time.Duration { return o.duration }, 5 * time.Second},
+		{"--warmup 2", func(o options) time.Duration { return o.warmup }, 2 * time.Second},
+		{"", func(o options) time.Duration { return o.warmup }, time.Second},
+		{"--strace-duration 4", func(o options) time.Duration { return o.straceDuration }, 4 * time.Second},
+		{"--profile-duration 12", func(o options) time.Duration { return o.profileDuration }, 12 * time.Second},
+		{"", func(o options) time.Duration { return o.profileDuration }, 10 * time.Second},
+		{"--stream-after 60", func(o options) time.Duration { return o.streamAfter }, time.Minute},
+		{"", func(o options) time.Duration { return o.streamAfter }, 2 * time.Minute},
+	} {
+		o, err := parseOptions(strings.Fields(tc.args))
+		if err != nil {
+			t.Errorf("parseOptions(%q): %v", tc.args, err)
+			continue
+		}
+		if got := tc.get(o); got != tc.want {
+			t.Errorf("parseOptions(%q) = %s; want %s", tc.args, got, tc.want)
+		}
+	}
+	for _, bad := range []string{
+		"--replicas --duration abc",
+		"--replicas --duration 0",
+		"--replicas --duration -5",
+		"--replicas --wait -1",
+		"--replicas --duration 1e300",
+		"--replicas --duration NaN",
+		"--replicas --duration 0x10",
+	} {
+		if _, err := parseOptions(strings.Fields(bad)); err == nil {
+			t.Errorf("parseOptions(%q) succeeded", bad)
+		}
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	for _, tc := range []struct{ q, want float64 }{{0.5, 5}, {0.9, 9}, {0.99, 10}, {0.1, 1}, {0.01, 1}, {1, 10}} {
@@ -325,7 +379,7 @@ func TestReplay(t *testing.T) {
 	defer srv.Close()
 	rows := []traceRow{}
 	for i, id := range []int64{1, 2, 500, 901, 902, 903, 904, 3} {
-		rows = append(rows, traceRow{Timestamp: int64(i) * 100, InputLength: 10, OutputLength: 5, HashIDs: []int64{id}})
+		rows = append(rows, traceRow{Timestamp: float64(i) * 100, InputLength: 10, OutputLength: 5, HashIDs: ids(id)})
 	}
 	start := time.Now()
 	res := replay(context.Background(), replayClient(), replayPlan{rows: rows, urls: []string{srv.URL + chatPath}, speed: 2,
@@ -340,7 +394,7 @@ func TestReplay(t *testing.T) {
 			got = r.err.Error()
 		}
 		if want[i] == "" && got != "" || !strings.HasPrefix(got, want[i]) {
-			t.Errorf("request %d (id %d): error %q; want %q", i, rows[i].HashIDs[0], got, want[i])
+			t.Errorf("request %d (id %s): error %q; want %q", i, rows[i].HashIDs[0], got, want[i])
 		}
 		if want[i] == "" && (r.ttft < 20*time.Millisecond || r.ttft > time.Second) {
 			t.Errorf("request %d: TTFT %s; want about 20ms (the first non-empty content)", i, r.ttft)

@@ -1,12 +1,19 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/graygate/graygate/scripts/internal/repo"
@@ -30,7 +37,7 @@ func TestReadTrace(t *testing.T) {
 	if want := []int{3, 1, 4}; !equalInts(lines, want) {
 		t.Errorf("readTrace lines in order = %v; want %v", lines, want)
 	}
-	if r := rows[2]; r.Timestamp != 2000 || r.InputLength != 1025 || r.OutputLength != 7 || len(r.HashIDs) != 3 {
+	if r := rows[2]; r.Timestamp != 2000 || r.InputLength != 1025 || r.OutputLength != 7 || !slices.Equal(r.HashIDs, ids(1, 2, 3)) {
 		t.Errorf("row of line 4 = %+v", r)
 	}
 	if got := rows[2].blockTokens(2); got != 1 {
@@ -44,24 +51,30 @@ func TestReadTrace(t *testing.T) {
 	for _, tc := range []struct {
 		name, line, want string
 	}{
-		{"not JSON", `{"timestamp": 0,`, "line 2: not a trace row"},
+		{"not JSON", `{"timestamp": 0,`, "line 2: " + traceRowShape},
 		{"no timestamp", `{"input_length": 10, "output_length": 5, "hash_ids": [1]}`, "line 2: no timestamp"},
+		{"null timestamp", `{"timestamp": null, "input_length": 10, "output_length": 5, "hash_ids": [1]}`, "line 2: no timestamp"},
 		{"no input_length", `{"timestamp": 0, "output_length": 5, "hash_ids": [1]}`, "line 2: no input_length"},
 		{"no output_length", `{"timestamp": 0, "input_length": 10, "hash_ids": [1]}`, "line 2: no output_length"},
-		{"no hash_ids", `{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": []}`, "line 2: no hash_ids"},
-		{"string id", `{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": ["a"]}`, "line 2: not a trace row"},
-		{"fractional length", `{"timestamp": 0, "input_length": 10.5, "output_length": 5, "hash_ids": [1]}`, "line 2: not a trace row"},
-		{"negative timestamp", `{"timestamp": -1, "input_length": 10, "output_length": 5, "hash_ids": [1]}`, "line 2: timestamp -1 is negative"},
-		{"zero output", `{"timestamp": 0, "input_length": 10, "output_length": 0, "hash_ids": [1]}`, "line 2: output_length 0"},
-		{"input beyond its blocks", `{"timestamp": 0, "input_length": 1025, "output_length": 5, "hash_ids": [1, 2]}`, "line 2: input_length 1025 does not fit 2 blocks"},
-		{"input short of its blocks", `{"timestamp": 0, "input_length": 512, "output_length": 5, "hash_ids": [1, 2]}`, "line 2: input_length 512 does not fit 2 blocks"},
+		{"string timestamp", `{"timestamp": "0", "input_length": 10, "output_length": 5, "hash_ids": [1]}`, `line 2: timestamp "0": want a number`},
+		{"string id", `{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": ["a"]}`, `line 2: hash_ids[0] "a": want an integer`},
+		{"fractional id", `{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1, 2.5]}`, `line 2: hash_ids[1] 2.5: want an integer`},
+		{"ids not an array", `{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": 7}`, `line 2: hash_ids 7: want an array of integers`},
+		{"fractional length", `{"timestamp": 0, "input_length": 10.5, "output_length": 5, "hash_ids": [1]}`, "line 2: input_length 10.5: want a whole number of tokens"},
+		{"negative length", `{"timestamp": 0, "input_length": -1, "output_length": 5, "hash_ids": [1]}`, "line 2: input_length -1: want 0 or more"},
 		{"two values", `{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]} {}`, "line 2: more than one JSON value"},
-		{"array", `[1]`, "line 2: not a trace row"},
+		{"array", `[1]`, "line 2: " + traceRowShape},
+		{"string", `"row"`, "line 2: " + traceRowShape},
+		{"null", `null`, "line 2: " + traceRowShape},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := readTrace(strings.NewReader(ok + tc.line + "\n" + ok))
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Errorf("readTrace(%s) error = %v; want one starting %q", tc.line, err, tc.want)
+			}
+			// Plain messages, no dump of Go types.
+			if err != nil && (strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "int64") || strings.Contains(err.Error(), "unmarshal")) {
+				t.Errorf("readTrace(%s) error = %v; want a plain message", tc.line, err)
 			}
 		})
 	}
@@ -70,6 +83,140 @@ func TestReadTrace(t *testing.T) {
 	}
 	if _, err := loadTrace(filepath.Join(t.TempDir(), "absent.jsonl")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("loadTrace(absent) error = %v; want not exist", err)
+	}
+}
+
+// ids makes block ids of integers.
+func ids(ns ...int64) []blockID {
+	var out []blockID
+	for _, n := range ns {
+		out = append(out, blockID(strconv.FormatInt(n, 10)))
+	}
+	return out
+}
+
+// TestReadTraceLenient: rows of other traces in the same format that do
+// not follow it to the letter replay rather than refuse the whole trace.
+func TestReadTraceLenient(t *testing.T) {
+	ok := `{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]}` + "\n"
+	for _, tc := range []struct {
+		name, line string
+		want       traceRow // Line is not compared
+	}{
+		{"no hash_ids", `{"timestamp": 5, "input_length": 700, "output_length": 3}`,
+			traceRow{Timestamp: 5, InputLength: 700, OutputLength: 3}},
+		{"null hash_ids", `{"timestamp": 5, "input_length": 700, "output_length": 3, "hash_ids": null}`,
+			traceRow{Timestamp: 5, InputLength: 700, OutputLength: 3}},
+		{"empty hash_ids", `{"timestamp": 5, "input_length": 700, "output_length": 3, "hash_ids": []}`,
+			traceRow{Timestamp: 5, InputLength: 700, OutputLength: 3}},
+		{"no input", `{"timestamp": 5, "input_length": 0, "output_length": 3, "hash_ids": []}`,
+			traceRow{Timestamp: 5, InputLength: 0, OutputLength: 3}},
+		{"input beyond its blocks", `{"timestamp": 5, "input_length": 1025, "output_length": 3, "hash_ids": [1, 2]}`,
+			traceRow{Timestamp: 5, InputLength: 1025, OutputLength: 3, HashIDs: ids(1, 2)}},
+		{"input short of its blocks", `{"timestamp": 5, "input_length": 512, "output_length": 3, "hash_ids": [1, 2]}`,
+			traceRow{Timestamp: 5, InputLength: 512, OutputLength: 3, HashIDs: ids(1, 2)}},
+		{"fractional timestamp", `{"timestamp": 1234.56, "input_length": 10, "output_length": 3, "hash_ids": [1]}`,
+			traceRow{Timestamp: 1234.56, InputLength: 10, OutputLength: 3, HashIDs: ids(1)}},
+		{"exponent timestamp", `{"timestamp": 1.5E3, "input_length": 10, "output_length": 3, "hash_ids": [1]}`,
+			traceRow{Timestamp: 1500, InputLength: 10, OutputLength: 3, HashIDs: ids(1)}},
+		{"negative timestamp", `{"timestamp": -20, "input_length": 10, "output_length": 3, "hash_ids": [1]}`,
+			traceRow{Timestamp: -20, InputLength: 10, OutputLength: 3, HashIDs: ids(1)}},
+		{"whole lengths written as floats", `{"timestamp": 0, "input_length": 6e2, "output_length": 3.0, "hash_ids": [1, 2]}`,
+			traceRow{InputLength: 600, OutputLength: 3, HashIDs: ids(1, 2)}},
+		{"uint64 and wider ids, negative ids, -0", `{"timestamp": 0, "input_length": 2048, "output_length": 3, "hash_ids": [18446744073709551615, 123456789012345678901234567890, -9223372036854775808, -0]}`,
+			traceRow{InputLength: 2048, OutputLength: 3, HashIDs: []blockID{"18446744073709551615", "123456789012345678901234567890", "-9223372036854775808", "0"}}},
+		{"output below 1", `{"timestamp": 0, "input_length": 10, "output_length": 0, "hash_ids": [1]}`,
+			traceRow{InputLength: 10, OutputLength: 0, HashIDs: ids(1)}},
+		{"CRLF", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 3, \"hash_ids\": [1]}\r",
+			traceRow{InputLength: 10, OutputLength: 3, HashIDs: ids(1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, err := readTrace(strings.NewReader(ok + tc.line + "\n"))
+			if err != nil {
+				t.Fatalf("readTrace(%s): %v", tc.line, err)
+			}
+			var got traceRow
+			for _, r := range rows {
+				if r.Line == 2 {
+					got = r
+				}
+			}
+			got.Line = 0
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("readTrace(%s) row = %+v; want %+v", tc.line, got, tc.want)
+			}
+		})
+	}
+
+	// A byte-order mark before the first row is not part of it.
+	rows, err := readTrace(strings.NewReader("\xef\xbb\xbf" + ok + ok))
+	if err != nil || len(rows) != 2 {
+		t.Errorf("readTrace(BOM + 2 rows) = %d rows, %v; want 2", len(rows), err)
+	}
+	// Arrival is relative to the first row, whatever its sign or fraction.
+	rows, err = readTrace(strings.NewReader(strings.Join([]string{
+		`{"timestamp": -1000.5, "input_length": 10, "output_length": 3, "hash_ids": [1]}`,
+		`{"timestamp": 2e3, "input_length": 10, "output_length": 3, "hash_ids": [1]}`,
+		`{"timestamp": -2000.5, "input_length": 10, "output_length": 3, "hash_ids": [1]}`,
+	}, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []time.Duration
+	for _, r := range rows {
+		got = append(got, arrival(r, rows[0], 2))
+	}
+	if want := []time.Duration{0, 500 * time.Millisecond, 2000250 * time.Microsecond}; !slices.Equal(got, want) {
+		t.Errorf("arrivals at 2× = %v; want %v", got, want)
+	}
+}
+
+// TestTraceWarnings: the rows taken though off the format are counted in
+// one line per kind, not a line each.
+func TestTraceWarnings(t *testing.T) {
+	trace := strings.Join([]string{
+		`{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]}`,
+		`{"timestamp": 1, "input_length": 10, "output_length": 5}`,
+		`{"timestamp": 2, "input_length": 10, "output_length": 5, "hash_ids": null}`,
+		`{"timestamp": 3, "input_length": 10, "output_length": 5, "hash_ids": []}`,
+		`{"timestamp": 4, "input_length": 2000, "output_length": 5, "hash_ids": [1]}`,
+		`{"timestamp": 5, "input_length": 10, "output_length": 5, "hash_ids": [1, 2, 3]}`,
+		`{"timestamp": 6, "input_length": 10, "output_length": 0, "hash_ids": [1]}`,
+		`{"timestamp": 7, "input_length": 10, "output_length": 5}`,
+		`{"timestamp": 8, "input_length": 10, "output_length": 5}`,
+	}, "\n")
+	rows, err := readTrace(strings.NewReader(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := traceWarnings(rows)
+	if len(w) != 3 {
+		t.Fatalf("traceWarnings = %q; want 3 lines", w)
+	}
+	for i, want := range []string{"5 rows without hash_ids (lines 2, 3, 4, …)", "2 rows whose input_length does not fit their hash_ids as blocks of 512 tokens (lines 5, 6)", "1 row with output_length below 1 (line 7)"} {
+		if !strings.HasPrefix(w[i], want) {
+			t.Errorf("warning %d = %q; want one starting %q", i, w[i], want)
+		}
+	}
+	ok, _ := readTrace(strings.NewReader(`{"timestamp": 0, "input_length": 1025, "output_length": 5, "hash_ids": [1, 2, 3]}`))
+	if w := traceWarnings(ok); len(w) != 0 {
+		t.Errorf("traceWarnings of a row in the format = %q; want none", w)
+	}
+}
+
+// TestReadTraceErrorLine: a read error names the file's line it stopped
+// at, blank lines counted, and a directory is refused plainly.
+func TestReadTraceErrorLine(t *testing.T) {
+	rows := `{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]}` + "\n\n" +
+		`{"timestamp": 1, "input_length": 10, "output_length": 5, "hash_ids": [1]}` + "\n"
+	_, err := readTrace(io.MultiReader(strings.NewReader(rows), iotest.ErrReader(errors.New("disk on fire"))))
+	if err == nil || err.Error() != "line 4: disk on fire" {
+		t.Errorf("readTrace(3 lines, then a read error) error = %v; want line 4: disk on fire", err)
+	}
+	dir := t.TempDir()
+	_, err = loadTrace(dir)
+	if err == nil || !strings.Contains(err.Error(), dir+" is a directory") {
+		t.Errorf("loadTrace(a directory) error = %v; want one saying it is a directory", err)
 	}
 }
 
@@ -87,7 +234,7 @@ func equalInts(a, b []int) bool {
 
 func TestReplayWindow(t *testing.T) {
 	var rows []traceRow
-	for _, ts := range []int64{1000, 1000, 2000, 4000, 7000, 7001, 9000} {
+	for _, ts := range []float64{1000, 1000, 2000, 4000, 7000, 7001, 9000} {
 		rows = append(rows, traceRow{Timestamp: ts})
 	}
 	for _, tc := range []struct {
@@ -111,8 +258,8 @@ func TestReplayWindow(t *testing.T) {
 }
 
 func TestBoundHitRatio(t *testing.T) {
-	row := func(input int, ids ...int64) traceRow {
-		return traceRow{InputLength: input, OutputLength: 1, HashIDs: ids}
+	row := func(input int, blocks ...int64) traceRow {
+		return traceRow{InputLength: input, OutputLength: 1, HashIDs: ids(blocks...)}
 	}
 	for _, tc := range []struct {
 		name           string
@@ -129,6 +276,19 @@ func TestBoundHitRatio(t *testing.T) {
 		// Two blocks of room: row 3 finds 1 evicted by 3 and 4.
 		{"least recently used out", []traceRow{row(1024, 1, 2), row(1024, 3, 4), row(1024, 1, 2)}, 1024, 0, 3072},
 		{"recent use keeps a block", []traceRow{row(512, 1), row(512, 2), row(512, 1), row(512, 3), row(512, 1)}, 1024, 1024, 2560},
+		// A row without blocks hits nothing and keeps nothing, but its
+		// tokens are replayed prompt tokens: the denominator has them.
+		{"a row without hash_ids counts in the denominator only",
+			[]traceRow{row(1024, 1, 2), row(700), row(1024, 1, 2)}, 1024, 1024, 1024 + 700 + 1024},
+		// input_length beyond the blocks: the content is the blocks, 512
+		// tokens each, and the bound counts those.
+		{"input beyond the blocks counts what they hold",
+			[]traceRow{row(2000, 1), row(2000, 1)}, 0, 512, 1024},
+		// input_length short of the blocks: the blocks past its tokens are
+		// not in the content, so neither hit nor kept.
+		{"blocks past input_length are not in the prompt",
+			[]traceRow{row(600, 1, 2, 3), row(1536, 1, 2, 3)}, 0, 1024, 600 + 1536},
+		{"no input", []traceRow{row(0, 1), row(512, 1)}, 0, 0, 512},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := boundHitRatio(tc.rows, tc.capacityTokens)
@@ -183,5 +343,23 @@ func TestBoundHitRatioOnShippedTrace(t *testing.T) {
 	}
 	if math.Abs(unbounded.Ratio-0.29) > 0.005 {
 		t.Errorf("unbounded hit ratio of the first 720 s = %.4f; SPEC §12 says 0.29", unbounded.Ratio)
+	}
+	// The figures and the request bodies of the first 720 s, as they were
+	// before the reader took rows off the format: the shipped trace's
+	// replay is unchanged by it.
+	if bounded.HitTokens != 7405568 || bounded.PromptTokens != 29518655 || unbounded.HitTokens != 8649243 || bounded.DistinctBlocks != 41786 {
+		t.Errorf("bound of the first 720 s = %d/%d (unbounded %d hit), %d blocks; want 7405568/29518655 (8649243), 41786",
+			bounded.HitTokens, bounded.PromptTokens, unbounded.HitTokens, bounded.DistinctBlocks)
+	}
+	if w := traceWarnings(rows); len(w) != 0 {
+		t.Errorf("traceWarnings(shipped trace) = %q; want none", w)
+	}
+	p := newPromptWriter(blockCacheSize)
+	h := sha256.New()
+	for _, r := range window {
+		h.Write(p.body(r))
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != "d6c2b5c748841306ce7530ebe9e04dd84cf2e8cd041a7ae33dab6fc925be06fe" {
+		t.Errorf("SHA-256 of the first 720 s's request bodies = %s; want d6c2b5c7… as before", got)
 	}
 }
