@@ -67,9 +67,15 @@ var errUnauthorized = &apierr.Error{Status: fiber.StatusUnauthorized, Code: apie
 
 // clientErrorHandler is the client listener's error handler: a body
 // refused because its request had no valid token is a 401, not a 413.
+// fasthttp's refusal of a body while reading it (the one *fiber.Error
+// 413: admit returns its own) comes before any handler, so it is counted
+// here as a request the gateway answered itself; proxy counts the rest.
 func (s *Server) clientErrorHandler(c *fiber.Ctx, err error) error {
-	if apierr.TooLarge(err) && !s.authenticate(&c.Request().Header).ok {
-		err = errUnauthorized
+	if apierr.TooLarge(err) {
+		if !s.authenticate(&c.Request().Header).ok {
+			err = errUnauthorized
+		}
+		s.tel.Request("", "", "", apierr.As(err).Status, 0)
 	}
 	return apierr.Write(c, s.log, err)
 }

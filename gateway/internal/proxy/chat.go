@@ -42,6 +42,7 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 	x := s.flow.Get()
 	x.Call = request.Call{Start: time.Now(), ID: request.ID(c), Endpoint: name}
 	if err := s.admit(c, x, ep); err != nil {
+		s.refused(x, err)
 		s.flow.Put(x)
 		return err
 	}
@@ -54,6 +55,21 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 	s.tel.Started()
 	defer s.tel.Finished()
 	return s.flow.Forward(c, x)
+}
+
+// refused counts a request the gateway answered itself, before any
+// upstream (401, 413, 400 bad_request, 404 model_not_found, the policy's
+// 400s): graygate_requests_total with the route and deployment when they
+// were known, no arm, and the status the client gets.
+func (s *Server) refused(x *serve.Exchange, err error) {
+	route, dep := "", ""
+	if x.Route != nil {
+		route = x.Route.Name
+	}
+	if x.Deployment != nil {
+		dep = x.Deployment.Name
+	}
+	s.tel.Request(route, dep, "", apierr.As(err).Status, time.Since(x.Start))
 }
 
 // admit authorizes the request, checks its body's size and encoding, and
@@ -69,7 +85,7 @@ func (s *Server) admit(c *fiber.Ctx, x *serve.Exchange, ep upstream.Endpoint) er
 		return err
 	}
 	if len(c.Request().Body()) > int(s.cfg.Gateway.MaxBodyBytes) {
-		return fiber.ErrRequestEntityTooLarge
+		return apierr.As(fiber.ErrRequestEntityTooLarge) // not a *fiber.Error: see clientErrorHandler
 	}
 	if ce := c.Request().Header.ContentEncoding(); len(ce) > 0 && !bytes.EqualFold(ce, []byte("identity")) {
 		return apierr.BadRequest("compressed request bodies are not accepted (Content-Encoding: %s)", apierr.Clip(string(ce), 20))

@@ -449,9 +449,32 @@ func TestModelsAndAuth(t *testing.T) {
 			t.Errorf("GET %s with %q = %d %s; want %d", c.path, c.token, code, b, c.want)
 		}
 	}
-	if _, b := get(g.admin+"/metrics", ""); !strings.Contains(b, `graygate_requests_total{route="agent-chat",deployment="qwen",arm="primary",status="200"}`) ||
+	resp, _ = post(t, g.url, `{"model":"nope","messages":[]}`, "Authorization", "Bearer tok-a")
+	if resp.StatusCode != 404 {
+		t.Errorf("unknown model: %d; want 404", resp.StatusCode)
+	}
+	resp, _ = post(t, g.url, `{"model":`, "Authorization", "Bearer tok-a")
+	if resp.StatusCode != 400 {
+		t.Errorf("not JSON: %d; want 400", resp.StatusCode)
+	}
+	_, b := get(g.admin+"/metrics", "")
+	if !strings.Contains(b, `graygate_requests_total{route="agent-chat",deployment="qwen",arm="primary",status="200"}`) ||
 		!strings.Contains(b, "graygate_request_duration_seconds_bucket{") || !strings.Contains(b, "# HELP graygate_requests_total ") {
 		t.Errorf("/metrics lacks the request series:\n%s", b)
+	}
+	// Requests the gateway answered itself count too (SPEC §10: requests
+	// by route, deployment, arm and status), with no arm.
+	for _, want := range []string{
+		`graygate_requests_total{route="",deployment="",arm="",status="401"} 2` + "\n",
+		`graygate_requests_total{route="",deployment="",arm="",status="404"} 1` + "\n",
+		`graygate_requests_total{route="",deployment="",arm="",status="400"} 1` + "\n",
+	} {
+		if !strings.Contains(b, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, b)
+		}
+	}
+	if strings.Contains(b, `graygate_request_duration_seconds_bucket{deployment="",`) || strings.Contains(b, `arm="",le=`) {
+		t.Errorf("a refused request was timed as an upstream answer:\n%s", b)
 	}
 }
 

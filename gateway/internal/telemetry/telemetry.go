@@ -29,7 +29,7 @@ import (
 // help is the text of each family's # HELP line; the packages that define
 // families of their own add theirs with Describe.
 var help = map[string]string{
-	"graygate_requests_total":                     "Proxied requests by route, deployment, arm and HTTP status.",
+	"graygate_requests_total":                     "Requests by route, deployment, arm and HTTP status; arm, and route or deployment when not yet known, empty for a request the gateway answered itself before any upstream.",
 	"graygate_request_duration_seconds":           "Time from request received to response complete, by deployment and arm.",
 	"graygate_upstream_ttft_seconds":              "Upstream time to first token (first content chunk of a stream, first response byte otherwise), by deployment, arm and stream (true, false).",
 	"graygate_requests_in_flight":                 "Client requests being served.",
@@ -159,7 +159,9 @@ func (m *Metrics) Started() { m.inFlight.Add(1) }
 // Finished ends an in-flight request.
 func (m *Metrics) Finished() { m.inFlight.Add(-1) }
 
-// Request records one proxied request's outcome.
+// Request records one request's outcome: proxied (arm set), or answered
+// by the gateway itself (arm "", route and deployment "" when not yet
+// known), which is counted but not timed.
 func (m *Metrics) Request(route, deployment string, arm events.Arm, status int, d time.Duration) {
 	k := requestKey{route, deployment, string(arm), status}
 	c, ok := m.requests.Load(k)
@@ -169,7 +171,7 @@ func (m *Metrics) Request(route, deployment string, arm events.Arm, status int, 
 		c, _ = m.requests.LoadOrStore(k, m.set.GetOrCreateCounter(name))
 	}
 	c.(*metrics.Counter).Inc()
-	if deployment != "" {
+	if deployment != "" && arm != "" {
 		m.histogram(&m.durations, "graygate_request_duration_seconds", deployment, string(arm)).Update(d.Seconds())
 	}
 }
