@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,5 +51,45 @@ func TestDevConfigIsSigned(t *testing.T) {
 		if svc == config.ForGateway && cfg.Gateway.RolloutSigningSeed == "" || svc == config.ForAnalyzer && cfg.Analyzer.SigningSeed == "" {
 			t.Errorf("%s: no signing seed read", svc)
 		}
+	}
+}
+
+// TestServiceEnvHoldsOnlyItsSecrets: devenv puts every identity's NATS
+// password and DATABASE_URL in .data/env; a service started from it gets
+// only its own password (natsIdentityEnv) and, for the collector alone,
+// the database (SPEC §2: a service holds only the secrets it uses).
+func TestServiceEnvHoldsOnlyItsSecrets(t *testing.T) {
+	environ := []string{"PATH=/bin", "NATS_URL=tls://127.0.0.1:4222", "DATABASE_URL=postgres://x",
+		"NATS_GATEWAY_PASSWORD=pg", "NATS_ANALYZER_PASSWORD=pa", "NATS_COLLECTOR_PASSWORD=pc"}
+	env := &envFile{values: map[string]string{}}
+	env.set("NATS_GATEWAY_PASSWORD", "pg")
+	env.set("NATS_ANALYZER_PASSWORD", "pa")
+	env.set("NATS_COLLECTOR_PASSWORD", "pc")
+	want := map[string][]string{
+		"gateway":      {"PATH=/bin", "NATS_URL=tls://127.0.0.1:4222", "GRAYGATE_NATS_USER=gateway", "GRAYGATE_NATS_PASSWORD=pg"},
+		"analyzer":     {"PATH=/bin", "NATS_URL=tls://127.0.0.1:4222", "GRAYGATE_NATS_USER=analyzer", "GRAYGATE_NATS_PASSWORD=pa"},
+		"collector":    {"PATH=/bin", "NATS_URL=tls://127.0.0.1:4222", "DATABASE_URL=postgres://x", "GRAYGATE_NATS_USER=collector", "GRAYGATE_NATS_PASSWORD=pc"},
+		"mock-primary": {"PATH=/bin", "NATS_URL=tls://127.0.0.1:4222"},
+	}
+	seen := 0
+	for _, s := range services() {
+		w, ok := want[s.name]
+		if !ok {
+			continue
+		}
+		seen++
+		got := serviceEnv(environ, s)
+		if s.natsUser != "" {
+			var err error
+			if got, err = natsIdentityEnv(got, env, s.natsUser); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("%s's environment = %q; want %q", s.name, got, w)
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("checked %d services; want %d", seen, len(want))
 	}
 }

@@ -86,7 +86,7 @@ func startServices(ctx context.Context, l layout) error {
 	}
 	var errs []error
 	for _, s := range services() {
-		senv := environ
+		senv := serviceEnv(environ, s)
 		if s.natsUser != "" {
 			if senv, err = natsIdentityEnv(environ, env, s.natsUser); err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
@@ -102,6 +102,28 @@ func startServices(ctx context.Context, l layout) error {
 	}
 	logf("services: logs in %s; stop everything with `go run ./scripts/devenv down`", l.rel(l.logDir))
 	return nil
+}
+
+// serviceEnv is environ without the secrets s does not use (SPEC §2: a
+// service holds only the secrets it uses): no service gets the NATS
+// identities' passwords (natsIdentityEnv gives one its own), and only
+// the collector gets DATABASE_URL.
+func serviceEnv(environ []string, s service) []string {
+	secret := func(name string) bool {
+		for _, id := range natsIdentities {
+			if name == id.passwordEnv {
+				return true
+			}
+		}
+		return name == "DATABASE_URL" && s.name != "collector"
+	}
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if name, _, _ := strings.Cut(kv, "="); !secret(name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // natsIdentityEnv adds to environ the variables graygate.yaml of this
