@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bytes"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -36,7 +38,8 @@ func (s *Server) responses(c *fiber.Ctx) error {
 }
 
 // proxy serves one request of endpoint ep.
-func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint) error {
+func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint) (err error) {
+	defer s.recoverPanic(&err)
 	// The call lives in the pooled exchange: a request allocates nothing
 	// of its own for it.
 	x := s.flow.Get()
@@ -55,6 +58,18 @@ func (s *Server) proxy(c *fiber.Ctx, ep upstream.Endpoint, name events.Endpoint)
 	s.tel.Started()
 	defer s.tel.Finished()
 	return s.flow.Forward(c, x)
+}
+
+// recoverPanic, deferred by a handler, turns a panic while serving one
+// request into a 500 internal_error for that request, logged with its
+// stack and counted (graygate_panics_total), instead of the end of the
+// process and of every stream it relays.
+func (s *Server) recoverPanic(err *error) {
+	if r := recover(); r != nil {
+		s.tel.Panicked()
+		s.log.Error("panic serving a request (a bug): answered 500", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		*err = apierr.As(fmt.Errorf("panic: %v", r))
+	}
 }
 
 // refused counts a request the gateway answered itself, before any

@@ -41,6 +41,7 @@ var help = map[string]string{
 	"graygate_upstream_busy_total":                "Requests refused 503 upstream_busy (or gray attempts fallen back) because the upstream's max_connections were open and busy past connect_timeout, by deployment and arm.",
 	"graygate_rollout_invalid_events_total":       "Messages on rollout subjects that were not valid rollout events, by reason (undecodable, deployment, signature, signer, replay): each moved the revision and changed nothing else.",
 	"graygate_rollout_no_valid_event":             "Deployments whose rollout subject holds messages but no valid rollout event: served primary only.",
+	"graygate_panics_total":                       "Panics recovered while serving a request (a bug: the request got a 500 or its stream ended, the process served on); the log has the stack.",
 	"graygate_gray_unwatched":                     "1 while no analyzer heartbeat has been seen for gateway.gray_unwatched_after (grays at or below unwatched_hold_above serve primary only), else 0.",
 }
 
@@ -64,6 +65,7 @@ type Metrics struct {
 	shadowDrop sync.Map // deployment → *metrics.Counter
 	inFlight   atomic.Int64
 	openFiles  atomic.Uint64
+	panics     *metrics.Counter
 
 	rolloutMu sync.Mutex
 	rollouts  map[string]rollout.State
@@ -89,6 +91,7 @@ func New() *Metrics {
 		}
 	}
 	m.set.NewGauge("graygate_requests_in_flight", func() float64 { return float64(m.inFlight.Load()) })
+	m.panics = m.set.NewCounter("graygate_panics_total")
 	m.RolloutInvalid = rolloutlog.NewCounters(m.set)
 	m.set.NewGauge("graygate_gray_unwatched", func() float64 {
 		if m.unwatched.Load() {
@@ -152,6 +155,9 @@ var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 // backslash unescaped would make the series name invalid, and the metrics
 // library panics on one).
 func LabelValue(v string) string { return labelEscaper.Replace(v) }
+
+// Panicked counts a panic recovered while serving a request.
+func (m *Metrics) Panicked() { m.panics.Inc() }
 
 // Started counts a request as in flight until Finished.
 func (m *Metrics) Started() { m.inFlight.Add(1) }

@@ -3,8 +3,10 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"runtime/debug"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -99,12 +101,13 @@ type sseBody struct {
 func (b *sseBody) SupportsBodyWriteTo() bool { return true }
 
 // WriteTo relays the stream to w, each write one flushed chunk.
-func (b *sseBody) WriteTo(w io.Writer) (int64, error) {
+func (b *sseBody) WriteTo(w io.Writer) (_ int64, err error) {
 	if b.ran {
 		return 0, nil
 	}
 	b.ran = true
 	s, x := b.s, b.x
+	defer s.recoverStream(&err)
 	defer s.tel.Finished()
 	defer s.Put(x)
 	defer b.cancel()
@@ -121,6 +124,18 @@ func (b *sseBody) WriteTo(w io.Writer) (int64, error) {
 	}
 	s.writeStream(r, x, src)
 	return r.Sent(), nil
+}
+
+// recoverStream, deferred by WriteTo, ends a stream whose relay panicked
+// (a bug) there, logged with its stack and counted, instead of ending the
+// process and every other stream with it: WriteTo returns an error, so
+// fasthttp closes the client's connection (the stream has no [DONE]).
+func (s *Flow) recoverStream(err *error) {
+	if r := recover(); r != nil {
+		s.tel.Panicked()
+		s.log.Error("panic relaying a stream (a bug): stream ended", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		*err = fmt.Errorf("proxy: stream relay panicked: %v", r)
+	}
 }
 
 // Read is never called: fasthttp writes a body stream that supports
