@@ -156,12 +156,12 @@ func TestShippedNATSLimits(t *testing.T) {
 	})
 
 	t.Run("every stream has its max_bytes", func(t *testing.T) {
-		an := n.service(t, "analyzer")
-		if err := events.EnsureStreams(ctxT(t, 5*time.Second), an.js, 1, nil); err != nil {
+		col := n.service(t, "collector") // its own streams are all five
+		if err := events.EnsureStreams(ctxT(t, 5*time.Second), col.js, 1, nil, ownStreams["collector"]...); err != nil {
 			t.Fatal(err)
 		}
 		for _, want := range events.StreamConfigs(1) {
-			s, err := an.js.Stream(ctxT(t, 2*time.Second), want.Name)
+			s, err := col.js.Stream(ctxT(t, 2*time.Second), want.Name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,7 +237,7 @@ func TestDevCertificatesFormTheCluster(t *testing.T) {
 	c := srv.secure().service(t, "gateway")
 	var ensureErr error
 	for range 30 {
-		if ensureErr = events.EnsureStreams(ctxT(t, 5*time.Second), c.js, 3, nil); ensureErr == nil {
+		if ensureErr = events.EnsureStreams(ctxT(t, 5*time.Second), c.js, 3, nil, ownStreams["gateway"]...); ensureErr == nil {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)

@@ -272,9 +272,10 @@ func TestShippedNATSPermissions(t *testing.T) {
 	}
 
 	gw, an, col := n.service(t, "gateway"), n.service(t, "analyzer"), n.service(t, "collector")
-	// Every service makes sure the streams exist at start.
+	// Every service makes sure its own streams exist at start
+	// (create_test.go: and no other).
 	for name, c := range map[string]*conn{"gateway": gw, "analyzer": an, "collector": col} {
-		if err := events.EnsureStreams(ctxT(t, 5*time.Second), c.js, 1, nil); err != nil {
+		if err := events.EnsureStreams(ctxT(t, 5*time.Second), c.js, 1, nil, ownStreams[name]...); err != nil {
 			t.Fatalf("%s: EnsureStreams: %v", name, err)
 		}
 	}

@@ -299,7 +299,14 @@ func attack(t *testing.T, srv *shippedServer, confPath, apiPrefix string) attack
 	replicas := len(srv.urls)
 	var err error
 	for i := 0; ; i++ { // a cluster elects its JetStream leader first
-		if err = events.EnsureStreams(ctxT(t, 5*time.Second), an.js, replicas, nil); err == nil || i == 20 {
+		// Each service its own streams, as they start.
+		for _, name := range []string{"gateway", "analyzer", "collector"} {
+			if err = events.EnsureStreams(ctxT(t, 5*time.Second), conns[name].js, replicas, nil, ownStreams[name]...); err != nil {
+				err = fmt.Errorf("the %s's streams: %w", name, err)
+				break
+			}
+		}
+		if err == nil || i == 20 {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)

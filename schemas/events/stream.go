@@ -81,23 +81,104 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{ev, st, ro, an, po}
 }
 
-// EnsureStreams creates each of the five streams that does not exist yet,
-// with StreamConfigs(replicas). An existing stream is never changed: when
-// its subjects (or retention, storage, age, per-subject or duplicate-window
-// limits) differ from this package's, a warning naming the differences is
-// logged and the stream is used as it is — operators may manage streams by
-// hand (infra/nats). It blocks for at most a few JetStream API round trips;
-// without a deadline on ctx, each call gets 5 seconds.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int, logger *slog.Logger) error {
+// StreamNames names the five streams, in StreamConfigs' order.
+func StreamNames() []string {
+	return []string{StreamEvents, StreamStats, StreamRollout, StreamAnalysis, StreamPools}
+}
+
+// streamConfigs returns StreamConfigs(replicas) of the named streams, in
+// the order named; none named: all five. A name that is not one of the
+// five is an error.
+func streamConfigs(replicas int, names []string) ([]jetstream.StreamConfig, error) {
+	all := StreamConfigs(replicas)
+	if len(names) == 0 {
+		return all, nil
+	}
+	out := make([]jetstream.StreamConfig, 0, len(names))
+	for _, name := range names {
+		i := slices.IndexFunc(all, func(c jetstream.StreamConfig) bool { return c.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("events: no graygate stream %q (want one of %v)", name, StreamNames())
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// EnsureStreams creates each of the named streams that does not exist
+// yet, with its StreamConfigs(replicas) configuration. A service names
+// its own streams — those it publishes into or reads — and nothing else:
+// its NATS identity may create only those (SPEC §7 "Who may write";
+// infra/nats/accounts.conf imports STREAM.INFO and STREAM.CREATE per
+// stream and identity), since a create request carries a whole
+// configuration, republish, sources and mirror included. With no name it
+// ensures all five (tests and tools on a server without accounts).
+//
+// An existing stream is never changed: when its subjects (or retention,
+// storage, age, per-subject or duplicate-window limits) differ from this
+// package's, a warning naming the differences is logged and the stream is
+// used as it is — operators may manage streams by hand (infra/nats). One
+// that moves messages beyond its definition (ForeignFlows) is refused
+// with ErrForeignStream. It blocks for at most a few JetStream API round
+// trips per stream; without a deadline on ctx, each stream gets 5
+// seconds.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int, logger *slog.Logger, streams ...string) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	for _, want := range StreamConfigs(replicas) {
+	wants, err := streamConfigs(replicas, streams)
+	if err != nil {
+		return err
+	}
+	for _, want := range wants {
 		if err := ensureStream(ctx, js, want, logger); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// CheckStreams reads the configuration of each named stream (none named:
+// all five) and returns an error wrapping ErrForeignStream for the first
+// that moves messages beyond graygate's definition (ForeignFlows). It
+// creates nothing: a service checks with it the streams it does not use
+// but whose foreign flows could reach what it owns (the analyzer: a
+// stream another identity created with a republish into its lease
+// bucket). missing names the streams that do not exist yet; as no service
+// identity may update a stream, one found clean stays clean, and only a
+// missing one is worth checking again. Without a deadline on ctx, each
+// stream gets 5 seconds.
+func CheckStreams(ctx context.Context, js jetstream.JetStream, streams ...string) (missing []string, err error) {
+	wants, err := streamConfigs(1, streams)
+	if err != nil {
+		return nil, err
+	}
+	for _, want := range wants {
+		found, err := checkStream(ctx, js, want)
+		if err != nil {
+			return missing, err
+		}
+		if !found {
+			missing = append(missing, want.Name)
+		}
+	}
+	return missing, nil
+}
+
+func checkStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (found bool, err error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check stream %s: %w", want.Name, err)
+	}
+	return true, refuseForeign(s.CachedInfo().Config, want)
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, logger *slog.Logger) error {
@@ -120,17 +201,27 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	if err != nil {
 		return fmt.Errorf("ensure stream %s: %w", want.Name, err)
 	}
-	if foreign := ForeignFlows(s.CachedInfo().Config, want); len(foreign) > 0 {
-		return fmt.Errorf("stream %s %s, which graygate's definition does not: "+
-			"whoever created it can so move messages where it may not publish (SPEC §11 rev. 4); "+
-			"delete the stream (nats stream rm %s) and start the services again: %w",
-			want.Name, strings.Join(foreign, " and "), want.Name, ErrForeignStream)
+	if err := refuseForeign(s.CachedInfo().Config, want); err != nil {
+		return err
 	}
 	if diffs := StreamDiff(s.CachedInfo().Config, want); len(diffs) > 0 {
 		logger.Warn("existing stream differs from graygate's definition; leaving it as it is",
 			"stream", want.Name, "differences", diffs)
 	}
 	return nil
+}
+
+// refuseForeign returns an error wrapping ErrForeignStream when got moves
+// messages beyond want (ForeignFlows).
+func refuseForeign(got, want jetstream.StreamConfig) error {
+	foreign := ForeignFlows(got, want)
+	if len(foreign) == 0 {
+		return nil
+	}
+	return fmt.Errorf("stream %s %s, which graygate's definition does not: "+
+		"whoever created it can so move messages where it may not publish (SPEC §11 rev. 4); "+
+		"delete the stream (nats stream rm %s), then create it from infra/nats/%s.json or start the services again: %w",
+		want.Name, strings.Join(foreign, " and "), want.Name, want.Name, ErrForeignStream)
 }
 
 // StreamDiff lists how got differs from want in what graygate relies on:
@@ -178,10 +269,11 @@ var ErrForeignStream = errors.New("stream with a foreign configuration")
 // that want does not have (a stream's stored messages published again
 // on any subject, a KV bucket's included, with the server's rights),
 // and sources or a mirror (another stream's messages copied in). Each
-// identity may create its missing streams, and a create request carries
-// the whole configuration: such a stream is the one way left to write
-// into a stream or bucket through the server. A stream with no republish
-// where want has one (made by rev. 3) moves nothing and is not listed.
+// identity may create its own streams when missing (EnsureStreams), and a
+// create request carries the whole configuration: such a stream is the
+// one way left to write into a stream or bucket through the server. A
+// stream with no republish where want has one (made by rev. 3) moves
+// nothing and is not listed.
 func ForeignFlows(got, want jetstream.StreamConfig) []string {
 	var f []string
 	if got.RePublish != nil && !reflect.DeepEqual(got.RePublish, want.RePublish) {

@@ -151,6 +151,81 @@ func TestEnsureStreams(t *testing.T) {
 	}
 }
 
+// TestEnsureStreamsOnlyTheNamed: a service ensures its own streams and
+// no other (SPEC §7 "Who may write": its identity may create only those);
+// no name means all five, a name that is not graygate's is refused.
+func TestEnsureStreamsOnlyTheNamed(t *testing.T) {
+	js := startServer(t)
+	ctx := context.Background()
+	if err := events.EnsureStreams(ctx, js, 1, nil, events.StreamRollout, events.StreamAnalysis); err != nil {
+		t.Fatalf("EnsureStreams(rollout, analysis): %v", err)
+	}
+	for _, name := range events.StreamNames() {
+		_, err := js.Stream(ctx, name)
+		if named := name == events.StreamRollout || name == events.StreamAnalysis; named != (err == nil) {
+			t.Errorf("stream %s after EnsureStreams(rollout, analysis): %v; want it to exist: %v", name, err, named)
+		}
+	}
+	if err := events.EnsureStreams(ctx, js, 1, nil, events.StreamPools, "KV_graygate_analyzer"); err == nil || !strings.Contains(err.Error(), "KV_graygate_analyzer") {
+		t.Errorf("EnsureStreams(a name that is not graygate's) = %v; want an error naming it", err)
+	}
+	if _, err := js.Stream(ctx, events.StreamPools); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("GRAYGATE_POOLS after a refused EnsureStreams: %v; want none created", err)
+	}
+	if err := events.EnsureStreams(ctx, js, 1, nil); err != nil {
+		t.Fatalf("EnsureStreams(): %v", err)
+	}
+	for _, name := range events.StreamNames() {
+		if _, err := js.Stream(ctx, name); err != nil {
+			t.Errorf("stream %s after EnsureStreams(): %v", name, err)
+		}
+	}
+	if got, want := len(events.StreamNames()), len(events.StreamConfigs(1)); got != want {
+		t.Errorf("StreamNames has %d names; StreamConfigs %d", got, want)
+	}
+}
+
+// TestCheckStreams: a service checks, without creating them, the streams
+// it does not use but whose foreign flows could write what it owns (the
+// analyzer: GRAYGATE_EVENTS and GRAYGATE_POOLS, made by the gateway or
+// the collector, with a republish into its lease bucket).
+func TestCheckStreams(t *testing.T) {
+	js := startServer(t)
+	ctx := context.Background()
+	missing, err := events.CheckStreams(ctx, js, events.StreamEvents, events.StreamPools)
+	if err != nil || !reflect.DeepEqual(missing, []string{events.StreamEvents, events.StreamPools}) {
+		t.Fatalf("CheckStreams on an empty server = %v, %v; want both missing", missing, err)
+	}
+	for _, name := range events.StreamNames() {
+		if _, err := js.Stream(ctx, name); err == nil {
+			t.Errorf("CheckStreams created %s", name)
+		}
+	}
+	if err := events.EnsureStreams(ctx, js, 1, nil, events.StreamEvents); err != nil {
+		t.Fatal(err)
+	}
+	var pools jetstream.StreamConfig
+	for _, c := range events.StreamConfigs(1) {
+		if c.Name == events.StreamPools {
+			pools = c
+		}
+	}
+	pools.RePublish = &jetstream.RePublish{Source: events.ReplicasSubject("qwen"), Destination: "$KV.graygate_analyzer.leader"}
+	if _, err := js.CreateStream(ctx, pools); err != nil {
+		t.Fatal(err)
+	}
+	missing, err = events.CheckStreams(ctx, js, events.StreamEvents, events.StreamPools)
+	if !errors.Is(err, events.ErrForeignStream) || !strings.Contains(err.Error(), events.StreamPools+" republishes") || len(missing) != 0 {
+		t.Errorf("CheckStreams beside a GRAYGATE_POOLS that republishes into the lease = %v, %v; want ErrForeignStream naming it", missing, err)
+	}
+	if missing, err := events.CheckStreams(ctx, js, events.StreamEvents); err != nil || len(missing) != 0 {
+		t.Errorf("CheckStreams(graygate's GRAYGATE_EVENTS) = %v, %v; want nothing", missing, err)
+	}
+	if _, err := events.CheckStreams(ctx, js, "GRAYGATE_OTHER"); err == nil {
+		t.Error("CheckStreams of a name that is not graygate's succeeded")
+	}
+}
+
 func TestStreamDiff(t *testing.T) {
 	want := events.StreamConfigs(3)[0]
 	same := want
@@ -263,6 +338,14 @@ func TestEnsureStreamsRefusesForeignFlows(t *testing.T) {
 			err := events.EnsureStreams(ctx, js, 1, nil)
 			if !errors.Is(err, events.ErrForeignStream) || !strings.Contains(err.Error(), analysis.Name+" "+tt.want) {
 				t.Fatalf("EnsureStreams: %v; want ErrForeignStream naming %s %s", err, analysis.Name, tt.want)
+			}
+			// As the service that owns it names it, and as one that
+			// only checks it.
+			if err := events.EnsureStreams(ctx, js, 1, nil, analysis.Name); !errors.Is(err, events.ErrForeignStream) {
+				t.Errorf("EnsureStreams(%s): %v; want ErrForeignStream", analysis.Name, err)
+			}
+			if _, err := events.CheckStreams(ctx, js, analysis.Name); !errors.Is(err, events.ErrForeignStream) {
+				t.Errorf("CheckStreams(%s): %v; want ErrForeignStream", analysis.Name, err)
 			}
 		})
 	}

@@ -109,7 +109,7 @@ func Streams(t testing.TB, js jetstream.JetStream) {
 func ensureStreams(js jetstream.JetStream) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return events.EnsureStreams(ctx, js, 1, nil)
+	return events.EnsureStreams(ctx, js, 1, nil, events.StreamNames()...)
 }
 
 // NATSServer starts a private in-process NATS server (StartNATS), creates

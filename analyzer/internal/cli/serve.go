@@ -27,6 +27,7 @@ import (
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/schemas/spool"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 )
@@ -141,11 +142,15 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		// Streams and the lease bucket need NATS: wait for it, retrying,
 		// while /healthz already answers and /readyz says why not ready.
 		var l *lease.Lease
+		var unseen []string // foreign streams not there yet
 		err := retry(ctx, log, "prepare the event log", func(ctx context.Context) error {
-			if err := events.EnsureStreams(ctx, js, cfg.NATS.Replicas, log); err != nil {
+			if err := events.EnsureStreams(ctx, js, cfg.NATS.Replicas, log, analyzerStreams...); err != nil {
 				return err
 			}
 			var err error
+			if unseen, err = events.CheckStreams(ctx, js, foreignStreams...); err != nil {
+				return err
+			}
 			l, err = lease.Open(ctx, js, lease.Config{Holder: holder, TTL: cfg.Analyzer.LeaseTTL, Replicas: cfg.NATS.Replicas, Logger: log})
 			return err
 		})
@@ -155,6 +160,7 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		eng.SetLeader(l)
 		run, ctx := errgroup.WithContext(ctx)
 		run.Go(func() error { return l.Run(ctx) })
+		run.Go(func() error { return watchStreams(ctx, js, log, unseen, streamCheckEvery) })
 		run.Go(func() error { return eng.Run(ctx) })
 		hb := &heartbeat.Publisher{Conn: nc, Key: key, Holder: holder, Interval: cfg.Analyzer.Interval,
 			Leading: eng.Leading, Logger: log}
@@ -166,6 +172,58 @@ func serve(ctx context.Context, path, consumer string, stdout io.Writer, log *sl
 		log.Info("analyzer stopped")
 	}
 	return err
+}
+
+// analyzerStreams are the streams the analyzer publishes into
+// (GRAYGATE_ROLLOUT, GRAYGATE_ANALYSIS) or reads (GRAYGATE_STATS,
+// GRAYGATE_ROLLOUT): those it creates when missing, and the only ones its
+// identity may create (SPEC §7, infra/nats/accounts.conf).
+var analyzerStreams = []string{events.StreamStats, events.StreamRollout, events.StreamAnalysis}
+
+// foreignStreams are the streams the analyzer does not use, created by
+// other identities (the gateway, the collector). One created with a
+// republish into the analyzer's buckets would write its lease or its
+// checkpoints, so the analyzer checks them (their info only) at start
+// and refuses to run beside one that moves messages beyond its
+// definition (events.CheckStreams), and until each exists it checks
+// again every streamCheckEvery (watchStreams).
+var foreignStreams = []string{events.StreamEvents, events.StreamPools}
+
+// streamCheckEvery is how often watchStreams looks for a stream missing
+// at start.
+const streamCheckEvery = 10 * time.Second
+
+// watchStreams checks the named streams every interval until each
+// exists; a stream no service identity may update stays as it was
+// created, so once all are there and clean it returns nil. A stream that
+// moves messages beyond its definition ends it with an error wrapping
+// events.ErrForeignStream: the analyzer stops, and at its next start
+// refuses to run until the stream is replaced. Other errors are logged
+// and the check is tried again. It returns nil when ctx ends.
+func watchStreams(ctx context.Context, js jetstream.JetStream, log *slog.Logger, names []string, interval time.Duration) error {
+	for len(names) > 0 {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		missing, err := events.CheckStreams(cctx, js, names...)
+		cancel()
+		switch {
+		case errors.Is(err, events.ErrForeignStream):
+			log.Error("a stream moves messages beyond graygate's definition: stopping", "error", err)
+			return err
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Warn("check streams; retrying", "streams", names, "error", err)
+		default:
+			names = missing
+		}
+	}
+	return nil
 }
 
 // retry calls f until it succeeds or ctx ends (nil then), waiting a second

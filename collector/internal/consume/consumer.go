@@ -50,6 +50,17 @@ var Streams = []struct{ Stream, Suffix string }{
 	{events.StreamPools, "pools"},
 }
 
+// streamNames are the streams of Streams: those Run creates when missing
+// (events.EnsureStreams), as the collector's identity may (it reads them
+// all, SPEC §7; infra/nats/accounts.conf).
+func streamNames() []string {
+	names := make([]string, len(Streams))
+	for i, s := range Streams {
+		names[i] = s.Stream
+	}
+	return names
+}
+
 // Config tunes a Consumer.
 type Config struct {
 	// BatchSize is the most events per transaction (collector.batch_size).
@@ -223,7 +234,7 @@ func (c *Consumer) ConsumerConfig(suffix string) jetstream.ConsumerConfig {
 // returns nil after ctx ends, or the first error that stops a stream.
 func (c *Consumer) Run(ctx context.Context) error {
 	if err := c.retry(ctx, "ensure streams", func(ctx context.Context) error {
-		return events.EnsureStreams(ctx, c.js, c.cfg.Replicas, c.log)
+		return events.EnsureStreams(ctx, c.js, c.cfg.Replicas, c.log, streamNames()...)
 	}); err != nil {
 		return nil // ctx ended
 	}

@@ -79,7 +79,8 @@ type Options struct {
 	// ends before it spools what is left; default 5s. It is a hard bound:
 	// see Run.
 	ShutdownGrace time.Duration
-	// EnsureStreams makes Run create the event streams that are missing
+	// EnsureStreams makes Run create the streams the gateway's events go
+	// to (GRAYGATE_EVENTS, _STATS, _ROLLOUT, _POOLS) that are missing
 	// (schemas/events.EnsureStreams) once NATS is reachable, with
 	// Replicas replicas.
 	EnsureStreams bool
@@ -760,6 +761,12 @@ func (p *Publisher) logLimited(level slog.Level, msg string, args ...any) {
 	p.log.Log(context.Background(), level, msg, args...)
 }
 
+// streams are the streams the gateway's events are stored in (request,
+// rejection and sample events, statistics, rollout changes, replica
+// views): the ones Run ensures, and the only ones the gateway's identity
+// may create (SPEC §7, infra/nats/accounts.conf) — not GRAYGATE_ANALYSIS.
+var streams = []string{schema.StreamEvents, schema.StreamStats, schema.StreamRollout, schema.StreamPools}
+
 // ensureStreams creates the missing streams once NATS is reachable,
 // retrying until it succeeds or ctx ends.
 func (p *Publisher) ensureStreams(ctx context.Context) {
@@ -778,7 +785,7 @@ func (p *Publisher) ensureStreams(ctx context.Context) {
 			}
 			continue
 		}
-		err := schema.EnsureStreams(ctx, p.js, p.opts.Replicas, p.log)
+		err := schema.EnsureStreams(ctx, p.js, p.opts.Replicas, p.log, streams...)
 		if err == nil {
 			return
 		}

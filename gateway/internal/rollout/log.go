@@ -289,7 +289,9 @@ func (l *Log) forget() {
 func (l *Log) sync(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := events.EnsureStreams(cctx, l.js, l.replicas, l.log); err != nil {
+	// The rollout log is the one stream this reader uses; the gateway's
+	// publisher ensures those it stores events in.
+	if err := events.EnsureStreams(cctx, l.js, l.replicas, l.log, events.StreamRollout); err != nil {
 		return err
 	}
 	stream, err := l.js.Stream(cctx, events.StreamRollout)
