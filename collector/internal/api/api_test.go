@@ -81,6 +81,9 @@ func TestAuth(t *testing.T) {
 		{"prefix of the token", token, "/v1/samples", "Bearer s3cret", 401, "unauthorized"},
 		{"not bearer", token, "/v1/samples", "Basic " + token, 401, "unauthorized"},
 		{"right", token, "/v1/samples", "Bearer " + token, 200, ""},
+		{"scheme in lower case", token, "/v1/samples", "bearer " + token, 200, ""},
+		{"scheme in upper case", token, "/v1/samples", "BEARER " + token, 200, ""},
+		{"another scheme", token, "/v1/samples", "Basic " + token, 401, "unauthorized"},
 		{"history needs it too", token, "/v1/rollouts/d/history", "", 401, "unauthorized"},
 		{"replicas need it too", token, "/v1/replicas", "", 401, "unauthorized"},
 		{"replicas with it", token, "/v1/replicas?deployment=d", "Bearer " + token, 200, ""},
@@ -374,7 +377,9 @@ func TestSamplesAgainstPostgres(t *testing.T) {
 			if i == 2 { // a per-class gate: the stream class is kept
 				r.Trigger = &events.GateTrigger{Gate: events.GateTTFTP99, Stream: ptr(true), Estimate: 2.5, Bound: 2.1, Threshold: 2, WindowSeconds: 600}
 			}
-			hist = append(hist, testenv.Event[store.Event](t, r, now.Add(time.Duration(i)*time.Minute), ""))
+			e := testenv.Event[store.Event](t, r, now.Add(time.Duration(i)*time.Minute), "")
+			e.Sequence = uint64(10 + i) // the log's order, which the history follows
+			hist = append(hist, e)
 		}
 		hist = append(hist, testenv.Event[store.Event](t, testenv.Rollout("other", 9), now, ""))
 		if _, err := w.Write(ctx, hist); err != nil {
@@ -499,8 +504,12 @@ func TestTimesOutsideTheStoredRange(t *testing.T) {
 		{"/v1/samples?since=0001-01-01T00:00:00Z", ""},
 		{"/v1/samples?until=9999-12-31T23:59:59.999999Z", ""},
 		{"/v1/samples?since=2562047h", ""}, // the longest duration: 292 years ago
+		// The history's cursor holds a stream sequence where the others
+		// hold a time: any up to math.MaxInt64 is one.
 		{"/v1/rollouts/qwen-32k/history?cursor=" + cursorAt(year(-5000)), "cursor"},
-		{"/v1/rollouts/qwen-32k/history?cursor=" + cursorAt(math.MaxInt64), "cursor"},
+		{"/v1/rollouts/qwen-32k/history?cursor=" + cursorAt(-1), "cursor"},
+		{"/v1/rollouts/qwen-32k/history?cursor=abc", "cursor"},
+		{"/v1/rollouts/qwen-32k/history?cursor=" + cursorAt(math.MaxInt64), ""},
 		{"/v1/rollouts/qwen-32k/history?cursor=" + cursorAt(maxMicros), ""},
 	}
 	for _, tt := range tests {

@@ -153,7 +153,13 @@ func (s *Server) auth(c *fiber.Ctx) error {
 	if s.opts.Token == "" {
 		return errNoToken
 	}
-	got, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+	// The scheme is case-insensitive (RFC 9110 §11.1), as the gateway's.
+	h := c.Get(fiber.HeaderAuthorization)
+	ok := len(h) > 7 && strings.EqualFold(h[:7], "bearer ")
+	got := ""
+	if ok {
+		got = h[7:]
+	}
 	sum := sha256.Sum256([]byte(got))
 	if !ok || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
 		return errUnauthorized

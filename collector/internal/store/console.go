@@ -69,12 +69,12 @@ func (s RolloutSummary) Held() bool {
 // deployment when it is not "".
 func (r *Reader) Rollouts(ctx context.Context, deployment string) ([]RolloutSummary, error) {
 	rows, err := r.pool.Query(ctx, `WITH e AS (
-			SELECT deployment, occurred_at, status, percentage,
+			SELECT deployment, stream_seq, occurred_at, status, percentage,
 				lag(status) OVER w AS prev_status, lag(percentage) OVER w AS prev_percentage
 			FROM rollout_events WHERE $2 = '' OR deployment = $2 WINDOW w AS (PARTITION BY deployment ORDER BY stream_seq, occurred_at))
 		SELECT deployment,
-			max(occurred_at) FILTER (WHERE status IN ('active', 'testing') AND status IS DISTINCT FROM prev_status),
-			max(occurred_at) FILTER (WHERE status IS DISTINCT FROM prev_status OR percentage IS DISTINCT FROM prev_percentage)
+			(array_agg(occurred_at ORDER BY stream_seq DESC) FILTER (WHERE status IN ('active', 'testing') AND status IS DISTINCT FROM prev_status))[1],
+			(array_agg(occurred_at ORDER BY stream_seq DESC) FILTER (WHERE status IS DISTINCT FROM prev_status OR percentage IS DISTINCT FROM prev_percentage))[1]
 		FROM e GROUP BY deployment ORDER BY deployment LIMIT $1`, MaxPage, deployment)
 	if err != nil {
 		return nil, fmt.Errorf("list rollouts: %w", err)

@@ -197,3 +197,66 @@ func deref(b *bool) any {
 	}
 	return *b
 }
+
+// TestRolloutOrderIsTheLogs: the rollout state is the fold of the log
+// in its order (SPEC §7), so the history, the console's last event and
+// its epoch follow the stream sequence, not the authors' clocks: here
+// the analyzer's clock runs behind the gateway's, and its rollback,
+// appended last, is dated before the change it rolls back.
+func TestRolloutOrderIsTheLogs(t *testing.T) {
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	w := store.NewWriter(pool, store.Options{Mode: store.ModeInsert, Retention: 720 * time.Hour})
+	r := store.NewReader(pool)
+	dep := "skewed"
+	start := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	for i, c := range []struct {
+		ev *events.RolloutChanged
+		at time.Duration
+	}{
+		{&events.RolloutChanged{Percentage: 5, Status: events.StatusActive, Reason: "start", Actor: events.ActorAdmin}, 10 * time.Minute},
+		{&events.RolloutChanged{Percentage: 10, Status: events.StatusActive, Reason: "step", Actor: events.ActorAnalyzer}, 20 * time.Minute},
+		{&events.RolloutChanged{Percentage: 10, Status: events.StatusActive, Reason: "again", Actor: events.ActorAdmin}, 31 * time.Minute},
+		{&events.RolloutChanged{Percentage: 0, Status: events.StatusRolledBack, Reason: "gate", Actor: events.ActorAnalyzer}, 30 * time.Minute},
+		{&events.RolloutChanged{Percentage: 1, Status: events.StatusActive, Reason: "retry", Actor: events.ActorAdmin}, 29 * time.Minute},
+	} {
+		c.ev.Deployment, c.ev.Revision = dep, uint64(i)
+		e := testenv.Event[store.Event](t, c.ev, start.Add(c.at), "")
+		e.Sequence = uint64(i + 1)
+		if _, err := w.Write(ctx, []store.Event{e}); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+	}
+	var seqs []uint64
+	cursor := ""
+	for range 10 {
+		page, err := r.RolloutHistory(ctx, dep, 2, cursor)
+		if err != nil {
+			t.Fatalf("RolloutHistory: %v", err)
+		}
+		for _, e := range page.Events {
+			seqs = append(seqs, e.StreamSequence)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if want := []uint64{5, 4, 3, 2, 1}; !reflect.DeepEqual(seqs, want) {
+		t.Errorf("RolloutHistory, two a page: revisions %v; want %v (newest first in the log)", seqs, want)
+	}
+	sums, err := r.Rollouts(ctx, dep)
+	if err != nil || len(sums) != 1 {
+		t.Fatalf("Rollouts = %v, %v", sums, err)
+	}
+	s := sums[0]
+	if s.Last.StreamSequence != 5 || s.Last.Status != string(events.StatusActive) || s.Last.Percentage != 1 {
+		t.Errorf("Rollouts: last = revision %d, %s %v %%; want revision 5, active 1 %%", s.Last.StreamSequence, s.Last.Status, s.Last.Percentage)
+	}
+	// The epoch began with the retry (+29m), the last change to active
+	// in the log, though the change it follows is dated later.
+	if !s.EpochStart.Equal(start.Add(29*time.Minute)) || !s.StepStart.Equal(start.Add(29*time.Minute)) {
+		t.Errorf("Rollouts: epoch %v, step %v; want both at +29m", s.EpochStart.Sub(start), s.StepStart.Sub(start))
+	}
+	if _, err := r.RolloutHistory(ctx, dep, 2, "not-a-cursor"); err == nil {
+		t.Error("RolloutHistory with a bad cursor: no error")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -303,19 +304,38 @@ type RolloutPage struct {
 }
 
 // RolloutHistory returns a page of deployment's rollout events, newest
-// first, resuming after cursor; limit as in SampleFilter.
+// first in the order of the log (its stream sequence, the order the
+// state is folded in: SPEC §7), not of the authors' clocks, which may
+// disagree; resuming after cursor; limit as in SampleFilter.
 func (r *Reader) RolloutHistory(ctx context.Context, deployment string, limit int, cursor string) (RolloutPage, error) {
 	limit, err := pageSize(limit)
 	if err != nil {
 		return RolloutPage{}, err
 	}
-	q := `SELECT ` + rolloutColumns + ` FROM rollout_events`
-	var page RolloutPage
-	page.Events, page.NextCursor, err = newestFirst(ctx, r, "rollout history of "+deployment, q,
-		[]string{"deployment = $1"}, []any{deployment}, cursor, limit, collectRollouts,
-		func(e RolloutEvent) (time.Time, string) { return e.OccurredAt, e.EventID })
+	args := []any{deployment}
+	q := `SELECT ` + rolloutColumns + ` FROM rollout_events WHERE deployment = $1`
+	if cursor != "" {
+		seq, id, err := decodeSeqCursor(cursor)
+		if err != nil {
+			return RolloutPage{}, err
+		}
+		args = append(args, seq, id)
+		q += ` AND (stream_seq, event_id) < ($2, $3)`
+	}
+	args = append(args, limit+1)
+	q += fmt.Sprintf(` ORDER BY stream_seq DESC, event_id DESC LIMIT $%d`, len(args))
+	evs, err := queryRows(ctx, r, "rollout history of "+deployment, collectRollouts, q, args...)
 	if err != nil {
 		return RolloutPage{}, err
+	}
+	page := RolloutPage{Events: evs}
+	if page.Events == nil {
+		page.Events = []RolloutEvent{} // a page lists its rows, [] when there are none
+	}
+	if len(page.Events) > limit {
+		page.Events = page.Events[:limit]
+		last := page.Events[limit-1]
+		page.NextCursor = encodeSeqCursor(last.StreamSequence, uuid.MustParse(last.EventID))
 	}
 	return page, nil
 }
@@ -419,6 +439,36 @@ func encodeCursor(at time.Time, id uuid.UUID) string {
 	binary.BigEndian.PutUint64(b[:8], uint64(at.UnixMicro()))
 	copy(b[8:], id[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// encodeSeqCursor is the cursor of a page of the rollout log that ended
+// at the event id with stream sequence seq: as encodeCursor, with the
+// sequence in the time's place.
+func encodeSeqCursor(seq uint64, id uuid.UUID) string {
+	var b [24]byte
+	binary.BigEndian.PutUint64(b[:8], seq)
+	copy(b[8:], id[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// decodeSeqCursor reads a cursor of encodeSeqCursor; anything else is a
+// *ParamError naming "cursor".
+func decodeSeqCursor(s string) (int64, pgtype.UUID, error) {
+	if len(s) != cursorLen {
+		return 0, pgtype.UUID{}, &ParamError{Param: "cursor", Err: ErrBadCursor}
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 24 {
+		return 0, pgtype.UUID{}, &ParamError{Param: "cursor", Err: ErrBadCursor}
+	}
+	seq := binary.BigEndian.Uint64(b[:8])
+	if seq > math.MaxInt64 {
+		return 0, pgtype.UUID{}, &ParamError{Param: "cursor", Err: ErrBadCursor}
+	}
+	var id pgtype.UUID
+	copy(id.Bytes[:], b[8:])
+	id.Valid = true
+	return int64(seq), id, nil
 }
 
 // cursorLen is the length of every cursor encodeCursor makes.
