@@ -198,9 +198,9 @@ func TestUpRunsTheShippedNATS(t *testing.T) {
 		return js
 	}
 	gw, an, col := as("gateway"), as("analyzer"), as("collector")
-	// The gateway creates the missing streams at start, and stores
-	// statistics.
-	if err := events.EnsureStreams(ctx, gw, 1, nil); err != nil {
+	// The gateway creates the missing streams it uses at start (not
+	// GRAYGATE_ANALYSIS, which it may not create), and stores statistics.
+	if err := events.EnsureStreams(ctx, gw, 1, nil, events.StreamEvents, events.StreamStats, events.StreamRollout, events.StreamPools); err != nil {
 		t.Fatalf("EnsureStreams as the gateway: %v", err)
 	}
 	if _, err := gw.Publish(ctx, events.StatsSubject("qwen-32k"), []byte(`{"devenv":"test"}`)); err != nil {
