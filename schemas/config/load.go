@@ -166,6 +166,12 @@ func (d *decoder) applyEnv(c *Config) {
 	c.Gateway.ClientTokens = d.bearerTokens("gateway.client_tokens_env", c.Gateway.ClientTokensEnv)
 	c.Gateway.ForceTokens = d.bearerTokens("gateway.force_tokens_env", c.Gateway.ForceTokensEnv)
 	c.Gateway.AdminTokens = d.adminTokens("gateway.admin_tokens_env", c.Gateway.AdminTokensEnv)
+	for _, t := range c.Gateway.AdminTokens {
+		if c.Gateway.AdminToken != "" && t.Token == c.Gateway.AdminToken {
+			d.errorf("gateway.admin_tokens_env", nil, "variable %s: operator %s's token is the shared admin token (gateway.admin_token, %s), which is the operator \"\"; give the operator a token of their own",
+				c.Gateway.AdminTokensEnv, t.Name, EnvAdminToken)
+		}
+	}
 	for _, name := range c.DeploymentOrder {
 		dep := c.Deployments[name]
 		d.apiKey("deployments."+name+".primary.api_key_env", &dep.Primary)

@@ -23,6 +23,7 @@ const MinTokenBytes = 32
 func (d *decoder) adminTokens(p, name string) []OperatorToken {
 	var out []OperatorToken
 	seen := map[string]bool{}
+	owner := map[string]string{} // token → the operator it names
 	for i, entry := range d.envList(p, name) {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
@@ -40,8 +41,12 @@ func (d *decoder) adminTokens(p, name string) []OperatorToken {
 		case seen[op]:
 			d.errorf(p, nil, "variable %s: operator %s is listed twice", name, op)
 			continue
+		case owner[tok] != "":
+			// A token names one operator, or the record names the wrong one.
+			d.errorf(p, nil, "variable %s: operators %s and %s have the same token; each operator needs a token of their own", name, owner[tok], op)
+			continue
 		}
-		seen[op] = true
+		seen[op], owner[tok] = true, op
 		out = append(out, OperatorToken{Name: op, Token: Secret(tok)})
 	}
 	return out

@@ -46,12 +46,20 @@ func TestAdminTokens(t *testing.T) {
 		{"Alice=secret-value", `entry 0: operator name "Alice" is not [a-z0-9_.-]{1,32}`},
 		{strings.Repeat("a", 33) + "=secret-value", "is not [a-z0-9_.-]{1,32}"},
 		{"alice=secret-value,alice=other-secret", "operator alice is listed twice"},
+		// One token, two operators: the record would name the wrong one.
+		{"alice=secret-value,bob=secret-value", "operators alice and bob have the same token"},
 	} {
 		lines := parseErrors(t, "gateway: {}\n", map[string]string{"GRAYGATE_ADMIN_TOKENS": tt.value})
 		got := strings.Join(lines, "\n")
 		if !strings.Contains(got, "gateway.admin_tokens_env: variable GRAYGATE_ADMIN_TOKENS") || !strings.Contains(got, tt.want) || strings.Contains(got, "secret-value") {
 			t.Errorf("GRAYGATE_ADMIN_TOKENS=%q: %s; want %q and no token", tt.value, got, tt.want)
 		}
+	}
+	// The shared admin token is the operator "" (SPEC §3 rev. 4): an
+	// operator holding it would be named for the shared token's changes.
+	lines := parseErrors(t, "gateway: {admin_token: secret-value}\n", map[string]string{"GRAYGATE_ADMIN_TOKENS": "alice=secret-value"})
+	if got := strings.Join(lines, "\n"); !strings.Contains(got, "operator alice's token is the shared admin token") || strings.Contains(got, "secret-value") {
+		t.Errorf("an operator with the shared token: %s", got)
 	}
 	_, warnings = parseDoc(t, "gateway: {admin_token: short}\ncollector: {api_token: also-short}\n", nil)
 	if text := warningLines(warnings); !strings.Contains(text, "gateway.admin_token: the admin token") || !strings.Contains(text, "collector.api_token: the API token") || strings.Contains(text, "short}") {
