@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -166,6 +167,32 @@ func TestCompletionsReserveDefaultsTo16(t *testing.T) {
 		}
 		if c.want == 400 && resp.Header.Get("x-router-error-code") != "context_length_exceeded" {
 			t.Errorf("%s: code %q; want context_length_exceeded", c.body, resp.Header.Get("x-router-error-code"))
+		}
+	}
+}
+
+// TestRefusalParamByEndpoint: a context_length_exceeded refusal names the
+// key that holds each endpoint's text (chat's messages, completions'
+// prompt, embeddings' and responses' input), so that an SDK's error
+// points at what the caller sent.
+func TestRefusalParamByEndpoint(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Deployments["qwen"].ContextWindow = 16
+	g := startGateway(t, cfg)
+	for _, c := range []struct{ path, body, param string }{
+		{"/v1/chat/completions", `{"model":"agent-chat","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, "messages"},
+		{"/v1/completions", `{"model":"agent-chat","prompt":"hi","max_tokens":100}`, "prompt"},
+		{"/v1/embeddings", `{"model":"agent-chat","input":"` + strings.Repeat("a", 200) + `"}`, "input"},
+		{"/v1/responses", `{"model":"agent-chat","input":"hi","max_output_tokens":100}`, "input"},
+	} {
+		resp, out := postPath(t, g.url, c.path, c.body)
+		var e struct {
+			Error struct{ Param, Code string } `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(out), &e)
+		if resp.StatusCode != 400 || e.Error.Code != "context_length_exceeded" || e.Error.Param != c.param {
+			t.Errorf("%s: %d %s; want 400 context_length_exceeded with param %q", c.path, resp.StatusCode, out, c.param)
 		}
 	}
 }

@@ -115,10 +115,7 @@ func (in *Intake) Prepare(c *fiber.Ctx, x *Request) error {
 
 	if max := in.maxToolSteps; max > 0 && x.Scan.ToolSteps >= max {
 		msg := "the conversation already has " + strconv.Itoa(x.Scan.ToolSteps) + " tool steps; the limit is " + strconv.Itoa(max)
-		param := "messages"
-		if x.EP == upstream.Responses {
-			param = "input"
-		}
+		param := conversationParam(x.EP)
 		in.reject(k, apierr.CodeToolSteps, param, msg)
 		return &apierr.Error{Status: fiber.StatusBadRequest, Code: apierr.CodeToolSteps, Type: "invalid_request_error",
 			Param: param, Msg: msg}
@@ -141,12 +138,27 @@ func (in *Intake) selectDeployment(c *fiber.Ctx, x *Request) error {
 	k.Matched = in.matchedHeader(sel.Matched)
 	k.Band = sel.Matched.First()
 	if sel.Code != "" {
-		in.reject(k, sel.Code, "messages", sel.Detail)
+		param := conversationParam(x.EP)
+		in.reject(k, sel.Code, param, sel.Detail)
 		return &apierr.Error{Status: fiber.StatusBadRequest, Code: sel.Code, Type: "invalid_request_error",
-			Param: "messages", Msg: sel.Detail}
+			Param: param, Msg: sel.Detail}
 	}
 	k.Deployment = in.deployments[sel.Deployment]
 	return nil
+}
+
+// conversationParam is the body key that holds the text an endpoint's
+// requests are estimated and judged by, the param of a refusal for it:
+// chat's "messages", completions' "prompt", embeddings' and responses'
+// "input".
+func conversationParam(ep upstream.Endpoint) string {
+	switch ep {
+	case upstream.Completions:
+		return "prompt"
+	case upstream.Embeddings, upstream.Responses:
+		return "input"
+	}
+	return "messages"
 }
 
 // matchedHeader returns the x-vsr-matched-context value of a band set,
