@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -258,6 +259,8 @@ func TestProxyStreaming(t *testing.T) {
 		{"client did not ask for usage: chunk stripped", `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`, false},
 		{"client asked for usage: chunk kept", `{"model":"agent-chat","stream":true,"stream_options":{"include_usage":true},"messages":[]}`, true},
 		{"client said false: chunk stripped", `{"model":"agent-chat","stream":true,"stream_options":{"include_usage":false},"messages":[]}`, false},
+		{"client said false among other options", `{"model":"agent-chat","stream":true,"stream_options":{"include_usage" : false,"x":1},"messages":[]}`, false},
+		{"client said null", `{"model":"agent-chat","stream":true,"stream_options":{"include_usage":null},"messages":[]}`, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -288,9 +291,12 @@ func TestProxyStreaming(t *testing.T) {
 			if usage != c.wantUsage {
 				t.Errorf("usage chunk relayed = %v; want %v", usage, c.wantUsage)
 			}
+			// Asked once, in place of the client's own value (SPEC §3: the
+			// body is forwarded but for in-place edits): a strict upstream
+			// refuses a repeated key.
 			fwd := mock.Requests(t)
-			if last := fwd[len(fwd)-1].Body; !strings.Contains(last, `"include_usage":true}`) {
-				t.Errorf("forwarded body %s does not ask for usage", last)
+			if last := fwd[len(fwd)-1].Body; strings.Count(last, `"include_usage"`) != 1 || !regexp.MustCompile(`"include_usage"\s*:\s*true`).MatchString(last) {
+				t.Errorf("forwarded body %s does not ask for usage once", last)
 			}
 		})
 	}

@@ -204,15 +204,15 @@ func (s *scanner) tools(r *Request) (Kind, error) {
 
 // streamOptions reads the top-level "stream_options" value.
 func (s *scanner) streamOptions(r *Request) (Kind, error) {
+	r.IncludeUsage, r.IncludeUsageAt = false, Span{}
 	if s.peek() != '{' {
-		r.IncludeUsage = false
 		return s.value(1, nil)
 	}
-	r.IncludeUsage = false
 	err := s.object(2, func(key Span) error {
+		v := s.i
 		kind, err := s.value(2, nil)
 		if s.keyIs(key, "include_usage") {
-			r.IncludeUsage = kind == KindTrue
+			r.IncludeUsage, r.IncludeUsageAt = kind == KindTrue, Span{v, s.i}
 		}
 		return err
 	})

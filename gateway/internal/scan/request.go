@@ -114,8 +114,11 @@ type Request struct {
 	// no prefix cache (SPEC §6.7 seeds the prefix chain with it).
 	CacheSalt Member `key:"cache_salt"`
 
-	// IncludeUsage is true when stream_options.include_usage is JSON true.
-	IncludeUsage bool
+	// IncludeUsage is true when stream_options.include_usage is JSON true;
+	// IncludeUsageAt spans the value of its last include_usage key (empty
+	// when it has none), for an edit in place.
+	IncludeUsage   bool
+	IncludeUsageAt Span
 
 	// Close is the offset of the top-level object's closing brace, and
 	// Members the number of top-level members (to know whether an inserted

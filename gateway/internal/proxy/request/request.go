@@ -209,7 +209,13 @@ func askUsage(body []byte, r *scan.Request, e *scan.Edits) {
 		e.InsertRaw(r, `"stream_options":{"include_usage":true}`)
 		return
 	}
-	// Add the key last in the object, so it wins over an explicit false.
+	if at := r.IncludeUsageAt; at.Len() > 0 {
+		// In place (SPEC §3: the body is forwarded as received but for
+		// in-place edits), not a second key after it: a strict upstream
+		// refuses a repeated one.
+		e.Replace(at.Start, at.End, "true")
+		return
+	}
 	inner := bytes.TrimSpace(body[so.Value.Start+1 : so.Value.End-1])
 	if len(inner) == 0 {
 		e.Replace(so.Value.End-1, so.Value.End-1, `"include_usage":true`)
