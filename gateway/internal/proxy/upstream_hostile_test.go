@@ -404,3 +404,31 @@ func ownAnswer(id string) string {
 		"index": 0, "message": map[string]any{"role": "assistant", "content": strings.Repeat(id+" ", (600<<10)/(len(id)+1))}}}})
 	return string(b)
 }
+
+// TestJSONAnswerToAStream: an upstream that answers a stream request
+// with a 2xx JSON body (it ignored "stream") has answered garbage (SPEC
+// §3): 502 upstream_error, the same whether it answers at once or after
+// the gateway committed to the stream. Relayed as it was before headers,
+// the SDKs read an empty stream and no error.
+func TestJSONAnswerToAStream(t *testing.T) {
+	for _, delay := range []time.Duration{0, 1500 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			u := startHostile(t, func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(delay)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
+			})
+			g := startGateway(t, testConfig(u.url))
+			resp, body := post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			if delay == 0 {
+				if resp.StatusCode != 502 || resp.Header.Get("x-router-error-code") != apierr.CodeUpstreamError || !strings.Contains(string(body), "primary answered 200") {
+					t.Errorf("at once: %d %v %s; want 502 upstream_error naming the 200", resp.StatusCode, resp.Header, body)
+				}
+				return
+			}
+			if resp.StatusCode != 200 || !strings.Contains(string(body), `"code":"upstream_error"`) || !strings.Contains(string(body), "primary answered 200") {
+				t.Errorf("after the headers: %d %s; want the stream's error event upstream_error", resp.StatusCode, body)
+			}
+		})
+	}
+}

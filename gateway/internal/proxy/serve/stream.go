@@ -240,6 +240,18 @@ func (s *Flow) notAStream(c *fiber.Ctx, x *Exchange, src *source) error {
 		return e
 	case src.replay || src.Streams():
 		return nil
+	case src.Resp.Status >= 200 && src.Resp.Status < 300:
+		// A 2xx that is not the stream asked for: the gateway's 502
+		// upstream_error (SPEC §3: garbage), as when it comes after the
+		// headers (awaitSource); relayed, an SDK reads an empty stream.
+		body, _ := src.Resp.ReadAll(nil, 64<<10)
+		f := src.Failure()
+		src.Close()
+		src.Measure.Restart(src.Since())
+		e := s.fail(x, events.ArmPrimary, f, body, &src.Measure)
+		s.complete(x, &src.Attempt, src.gray)
+		s.mirrorIf(x, &src.Measure)
+		return e
 	}
 	defer src.Close() // and src.Resp is nil: nothing is left to stream
 	e := s.relayBuffered(c, x, &src.Attempt)
