@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/proxy/token"
 	"github.com/valyala/fasthttp"
 )
@@ -76,6 +77,11 @@ func (s *Server) clientErrorHandler(c *fiber.Ctx, err error) error {
 			err = errUnauthorized
 		}
 		s.tel.Request("", "", "", apierr.As(err).Status, 0)
+	}
+	// Every error answer carries x-request-id, also those given before
+	// a handler ran (a refused body, an unknown path or method).
+	if len(c.Response().Header.PeekBytes(request.HeaderRequestID)) == 0 {
+		c.Response().Header.SetCanonical(request.HeaderRequestID, []byte(request.ID(c)))
 	}
 	return apierr.Write(c, s.log, err)
 }

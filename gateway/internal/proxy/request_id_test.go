@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graygate/graygate/schemas/config"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
@@ -82,5 +83,40 @@ func TestRequestIDIsText(t *testing.T) {
 	}
 	if resp, _ := send("req-42"); resp.StatusCode != http.StatusOK || resp.Header.Get("x-request-id") != "req-42" {
 		t.Errorf("x-request-id req-42 = %d as %q; want 200 as req-42", resp.StatusCode, resp.Header.Get("x-request-id"))
+	}
+}
+
+// TestErrorsCarryTheRequestID: an error the gateway gives before any
+// handler ran (a body refused for want of a token, an unknown path or
+// method) carries x-request-id like every other answer: the client's
+// own, or a new one.
+func TestErrorsCarryTheRequestID(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Gateway.ClientTokens = []config.Secret{"tok-a"}
+	g := startGateway(t, cfg)
+	for _, c := range []struct {
+		method, path, id string
+		want             int
+	}{
+		{"POST", "/v1/chat/completions", "client-id-1", 401},
+		{"POST", "/v1/chat/completions", "", 401},
+		{"GET", "/v1/nothing-here", "client-id-2", 404},
+		{"DELETE", "/v1/chat/completions", "", 405},
+	} {
+		req, _ := http.NewRequest(c.method, g.url+c.path, strings.NewReader(chatBody))
+		if c.want != 401 {
+			req.Header.Set("Authorization", "Bearer tok-a")
+		}
+		if c.id != "" {
+			req.Header.Set("X-Request-Id", c.id)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		testenv.Must(t, err)
+		resp.Body.Close()
+		got := resp.Header.Get("x-request-id")
+		if resp.StatusCode != c.want || got == "" || c.id != "" && got != c.id {
+			t.Errorf("%s %s (x-request-id %q) = %d, x-request-id %q; want %d and the client's id or a new one", c.method, c.path, c.id, resp.StatusCode, got, c.want)
+		}
 	}
 }
