@@ -316,7 +316,7 @@ func (e *Engine) count(seq uint64, subject string, data []byte) {
 		return
 	}
 	now := e.cfg.Clock()
-	o, stale := e.epochs.Add(seq, env.ID, s, func() window.Outcome { return e.agg.Add(env.ID, s, now) })
+	o, stale := e.epochs.Add(seq, env.ID, s, now, func() window.Outcome { return e.agg.Add(env.ID, s, now) })
 	if stale {
 		e.m.outcome(outcomeStale)
 		return

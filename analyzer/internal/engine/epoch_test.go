@@ -413,3 +413,46 @@ func TestAnalysisEventCarriesPromotion(t *testing.T) {
 		t.Errorf("passing since %v; want the evaluation's time %v (every gate passed)", a.PassingSince, v.clk.Now())
 	}
 }
+
+// TestAClockAheadStartsNoEpochInTheFuture: a statistic from a gateway
+// whose clock runs ahead, carrying a new pair of fingerprints, must not
+// blind the analyzer. Beyond events.MaxStatsFuture it is skipped and
+// starts nothing (SPEC §7: never merged); within it, the new epoch starts
+// at now, not at the statistic's time. Before, either case started an
+// epoch in the future that every other statistic preceded: the window
+// and the epoch saw nothing, and a gray breaking its schema was never
+// rolled back.
+func TestAClockAheadStartsNoEpochInTheFuture(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		ahead   time.Duration
+		breaker string // the gray version that then breaks its schema
+	}{
+		{"a day ahead, skipped", 24 * time.Hour, grayV1},
+		{"four minutes ahead, the new version's epoch starts now", 4 * time.Minute, grayV2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := newEnv(t)
+			v.rollout(events.StatusActive, 10, time.Hour)
+			e := v.start(v.name("a"), holding(), nil)
+			v.publishStats(v.stat("gw-1", 20*time.Second, entry(events.ArmPrimary, 50, fp(primary)), entry(events.ArmGray, 4, fp(grayV1))))
+			v.waitRead(e.Engine, 1)
+			v.publishStats(v.stat("gw-ahead", -c.ahead, entry(events.ArmPrimary, 50, fp(primary)), entry(events.ArmGray, 4, fp(grayV2))))
+			v.waitRead(e.Engine, 2)
+			view, _ := e.epochs.View(v.dep)
+			if view.Epoch.Start.After(v.clk.Now()) {
+				t.Fatalf("epoch starts at %v, after now %v", view.Epoch.Start, v.clk.Now())
+			}
+			// The next seconds' statistics (the epoch that starts at now
+			// takes those of intervals from now on).
+			v.clk.Advance(5 * time.Second)
+			v.publishStats(v.stat("gw-1", 2*time.Second, entry(events.ArmPrimary, 50, fp(primary)),
+				func() events.ArmStats { a := schemaBroken(20); a.ArmFingerprint = c.breaker; return a }()))
+			v.waitRead(e.Engine, 3)
+			ev := e.Evaluate(context.Background())[0]
+			if ev.Action == nil || ev.Action.Kind != ActionRollback {
+				t.Fatalf("after the schema broke: verdict %s, window gray %d, epoch %+v, action %+v; want a rollback", ev.Verdict, ev.GrayRequests, ev.Epoch, ev.Action)
+			}
+		})
+	}
+}

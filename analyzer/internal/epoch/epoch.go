@@ -165,15 +165,18 @@ func (k *Keeper) Step(seq uint64, stored time.Time) bool {
 }
 
 // Add takes one statistic s (with event id id, at stream sequence seq)
-// of a deployment with a gray release, after its Check. When its arm
-// fingerprints are stale — another pair than the epoch's, seen within
+// of a deployment with a gray release, after its Check, at now. When its
+// arm fingerprints are stale — another pair than the epoch's, seen within
 // the window — it returns stale and the statistic goes nowhere; a pair
-// not seen within the window starts a new epoch at its interval_start.
+// not seen within the window starts a new epoch at its interval_start,
+// or at now if that is later (a gateway whose clock runs ahead must not
+// start an epoch the others' statistics all precede), unless the window
+// refuses the statistic as from the future (SPEC §7: never merged).
 // Otherwise toWindow merges it into the window and Add merges it into
 // the epoch — once: a statistic the window did not count (a duplicate,
 // or one older than the window outside the replay), one already in a
 // restored checkpoint, or one older than the epoch is not merged.
-func (k *Keeper) Add(seq uint64, id string, s *events.StatsInterval, toWindow func() window.Outcome) (o window.Outcome, stale bool) {
+func (k *Keeper) Add(seq uint64, id string, s *events.StatsInterval, now time.Time, toWindow func() window.Outcome) (o window.Outcome, stale bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	d := k.deps[s.Deployment]
@@ -186,14 +189,22 @@ func (k *Keeper) Add(seq uint64, id string, s *events.StatsInterval, toWindow fu
 	}
 	fresh := seq > e.seq
 	g, p := pairOf(s)
+	windowed := false
 	if !(e.gray.matches(g) && e.primary.matches(p)) {
 		switch {
 		case d.seenSince(g, p, s.IntervalStart.Add(-k.window)):
 			return 0, true
 		case fresh && !s.IntervalStart.Before(e.start):
+			if o, windowed = toWindow(), true; o == window.TooNew {
+				return o, false // from the future: it starts nothing
+			}
+			start := s.IntervalStart
+			if start.After(now) {
+				start = now
+			}
 			d.k++
-			e = &epoch{start: s.IntervalStart, index: d.k, gray: g, primary: p,
-				periods: []*period{newPeriod(s.IntervalStart, d.pct)}}
+			e = &epoch{start: start, index: d.k, gray: g, primary: p,
+				periods: []*period{newPeriod(start, d.pct)}}
 			d.cur = e
 		default:
 			// Older than the epoch, or in its checkpoint: only the
@@ -201,7 +212,9 @@ func (k *Keeper) Add(seq uint64, id string, s *events.StatsInterval, toWindow fu
 			return toWindow(), false
 		}
 	}
-	o = toWindow()
+	if !windowed {
+		o = toWindow()
+	}
 	dup := false
 	if !k.rebuilt && o == window.TooOld {
 		// Older than the window, which does not deduplicate it: the

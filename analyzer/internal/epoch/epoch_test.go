@@ -47,7 +47,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	}
 	for i, s := range stats {
 		a.Step(uint64(i+1), t0.Add(2*time.Hour))
-		if _, stale := a.Add(uint64(i+1), s.ID(), s, counted); stale {
+		if _, stale := a.Add(uint64(i+1), s.ID(), s, t0.Add(3*time.Hour), counted); stale {
 			t.Fatalf("statistic %d stale", i)
 		}
 	}
@@ -72,7 +72,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	}
 	// The replay meets the second statistic again: not merged twice.
 	r.Step(2, t0.Add(2*time.Hour))
-	r.Add(2, stats[1].ID(), stats[1], counted)
+	r.Add(2, stats[1].ID(), stats[1], t0.Add(3*time.Hour), counted)
 	r.ReplayDone()
 	want, _ := a.View("d")
 	got, _ := r.View("d")
