@@ -22,6 +22,12 @@ const (
 // labels of the per-replica metrics are bounded by it.
 const MaxEndpoints = 1024
 
+// MaxPrefixBlocks bounds the prefix index's blocks per replica
+// (cache_tokens × 4 / block_bytes): 16 Mi blocks, a cache far beyond any
+// engine's, so that a configuration cannot make the index's memory
+// unbounded.
+const MaxPrefixBlocks = 1 << 24
+
 // Discovery finds a pool's replicas in DNS: the A and AAAA records of
 // DNS, re-resolved every Refresh (a Kubernetes headless Service has one
 // record per ready pod).
@@ -169,6 +175,13 @@ func (d *decoder) validatePool(p string, u *Upstream) {
 	}
 	if u.Prefix.CacheTokens < 1 || u.Prefix.CacheTokens > 1<<40 {
 		d.errorf(pp+".cache_tokens", nil, "must be 1 or more tokens, got %d", u.Prefix.CacheTokens)
+	} else if u.Balance == BalancePrefix && u.Prefix.BlockBytes >= 16 {
+		// The index keeps cache_tokens × 4 / block_bytes blocks a replica
+		// (SPEC §6.7): at least one, and not more than MaxPrefixBlocks.
+		if n := u.Prefix.CacheTokens * 4 / int64(u.Prefix.BlockBytes); n < 1 || n > MaxPrefixBlocks {
+			d.errorf(pp+".cache_tokens", nil, "gives %d blocks of %d bytes (cache_tokens × 4 / block_bytes) a replica; the index keeps 1 to %d",
+				n, u.Prefix.BlockBytes, MaxPrefixBlocks)
+		}
 	}
 	if e := u.EngineMetrics; e != nil {
 		if e.Path == "" || e.Path[0] != '/' {
@@ -190,6 +203,10 @@ func (d *decoder) validatePool(p string, u *Upstream) {
 	d.atLeastOne(op+".consecutive_failures", u.Outlier.ConsecutiveFailures)
 	d.positiveDuration(op+".ejection", u.Outlier.Ejection)
 	d.positiveDuration(op+".max_ejection", u.Outlier.MaxEjection)
+	if u.Outlier.MaxEjection > 0 && u.Outlier.MaxEjection < u.Outlier.Ejection {
+		// Every ejection would silently last max_ejection.
+		d.errorf(op+".max_ejection", nil, "must be at least ejection (%v), got %v", u.Outlier.Ejection, u.Outlier.MaxEjection)
+	}
 	if u.Outlier.MaxEjectedPercent < 0 || u.Outlier.MaxEjectedPercent > 100 {
 		d.errorf(op+".max_ejected_percent", nil, "must be 0 to 100, got %d", u.Outlier.MaxEjectedPercent)
 	}

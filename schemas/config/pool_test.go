@@ -43,6 +43,15 @@ func TestPoolKeys(t *testing.T) {
 		{"min_match", "{model: m, endpoints: [http://b:1], prefix: {min_match: 1.5}}", "deployments.d.primary.prefix.min_match: must be a share from 0 to 1, got 1.5", nil},
 		{"load_factor", "{model: m, endpoints: [http://b:1], prefix: {load_factor: 0.5}}", "deployments.d.primary.prefix.load_factor: must be from 1 to 100", nil},
 		{"block_bytes", "{model: m, endpoints: [http://b:1], prefix: {block_bytes: 8}}", "deployments.d.primary.prefix.block_bytes: must be 16 to 1048576 bytes, got 8", nil},
+		// The index keeps cache_tokens × 4 / block_bytes blocks a replica:
+		// none, or past MaxPrefixBlocks, was a panic of validate and serve.
+		{"prefix index holds no block", "{model: m, endpoints: [http://b:1], balance: prefix, prefix: {block_bytes: 256, cache_tokens: 10}}",
+			"deployments.d.primary.prefix.cache_tokens: gives 0 blocks of 256 bytes (cache_tokens × 4 / block_bytes) a replica; the index keeps 1 to 16777216", nil},
+		{"prefix index too large", "{model: m, endpoints: [http://b:1], balance: prefix, prefix: {block_bytes: 256, cache_tokens: 1000000000000}}",
+			"deployments.d.primary.prefix.cache_tokens: gives 15625000000 blocks", nil},
+		{"a small cache without prefix", "{model: m, endpoints: [http://b:1], balance: round_robin, prefix: {block_bytes: 256, cache_tokens: 10}}", "", nil},
+		{"max_ejection below ejection", "{model: m, endpoints: [http://b:1], outlier: {ejection: 30s, max_ejection: 10s}}",
+			"deployments.d.primary.outlier.max_ejection: must be at least ejection (30s), got 10s", nil},
 		{"retry_budget", "{model: m, endpoints: [http://b:1], retry_budget: 2}", "deployments.d.primary.retry_budget: must be a share from 0 to 1, got 2", nil},
 		{"max_ejected_percent", "{model: m, endpoints: [http://b:1], outlier: {max_ejected_percent: 101}}", "deployments.d.primary.outlier.max_ejected_percent: must be 0 to 100, got 101", nil},
 		{"health path", "{model: m, endpoints: [http://b:1], health: {path: health}}", `deployments.d.primary.health.path: must be a path starting with /, got "health"`, nil},
