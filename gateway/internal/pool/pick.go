@@ -95,7 +95,7 @@ func (p *Pool) Pick(h *Hint, tried []*Replica) *Replica {
 	case len(s) == 1:
 		r = s[0]
 	case p.Policy == config.BalanceRoundRobin:
-		r = s[int(p.rr.Add(1)-1)%len(s)]
+		r = p.nextInTurn(all, s)
 	case p.Policy == config.BalancePrefix && h != nil && len(h.Chain) > 0 && !h.Embeddings:
 		r, result = p.prefixPick(s, h)
 	default:
@@ -148,6 +148,24 @@ func (r *Replica) full() bool {
 
 // candidates is s without tried and, when another has a free connection,
 // without the full ones.
+// nextInTurn is round robin's pick among s, a subset of the serving
+// replicas all: the turn goes round all of them, and one that may not
+// take this request (tried by a retry, or full while others are free)
+// passes its turn on. Turns counted over the shorter list instead
+// shifted the order at each retry: with a failing replica not yet
+// ejected, the others' shares went 45 / 178 / 177 in 400.
+func (p *Pool) nextInTurn(all, s []*Replica) *Replica {
+	if len(s) == len(all) {
+		return s[int(p.rr.Add(1)-1)%len(s)]
+	}
+	for range all {
+		if r := all[int(p.rr.Add(1)-1)%len(all)]; contains(s, r) {
+			return r
+		}
+	}
+	return s[0]
+}
+
 func (p *Pool) candidates(s, tried []*Replica) []*Replica {
 	out := make([]*Replica, 0, len(s))
 	free := 0

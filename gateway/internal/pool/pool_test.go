@@ -158,6 +158,31 @@ func TestRoundRobinSpreadsEvenly(t *testing.T) {
 	}
 }
 
+// TestRoundRobinRetriesKeepTheShares: with one replica of four failing
+// and not yet ejected, every request it gets retried elsewhere, the
+// other three still share the requests evenly.
+func TestRoundRobinRetriesKeepTheShares(t *testing.T) {
+	p := newPool(t, upstreamOf(config.BalanceRoundRobin, fakeURLs(4)...), nil)
+	bad := p.Members()[3]
+	counts := map[*pool.Replica]int{}
+	for range 400 {
+		r := p.Pick(&pool.Hint{}, nil)
+		if r == bad {
+			r = p.Pick(&pool.Hint{}, []*pool.Replica{bad})
+		}
+		counts[r]++
+		served(r)
+	}
+	for _, r := range p.Members()[:3] {
+		if n := counts[r]; n < 130 || n > 137 {
+			t.Errorf("%s: %d of 400; want about 133", r.Name, n)
+		}
+	}
+	if counts[bad] != 0 {
+		t.Errorf("the failing replica served %d", counts[bad])
+	}
+}
+
 func TestLeastLoadedPrefersLighter(t *testing.T) {
 	p := newPool(t, upstreamOf(config.BalanceLeastLoaded, fakeURLs(2)...), nil)
 	m := p.Members()
