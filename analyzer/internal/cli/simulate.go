@@ -79,8 +79,8 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	}
 	o.Days, o.Seed, o.Runs, o.BreakRuns, o.Workers = *days, *seed, *runs, *breakRuns, *workers
 	o.FirstRun, o.Gate.Confidence, o.StreamShare, o.LatencySigma = *firstRun, *confidence, *streamed, *latencySigma
-	if o.Days <= 0 || o.Runs < 0 || o.BreakRuns < 0 || o.Workers < 0 || o.FirstRun < 0 {
-		return fmt.Errorf("simulate: --days must be positive, --runs, --break-runs, --first-run and --workers not negative")
+	if !(o.Days > 0 && o.Days <= maxDays) || o.Runs < 0 || o.BreakRuns < 0 || o.Workers < 0 || o.FirstRun < 0 {
+		return fmt.Errorf("simulate: --days must be a positive number up to %d, --runs, --break-runs, --first-run and --workers not negative", maxDays)
 	}
 	switch *difference {
 	case "split":
@@ -110,12 +110,19 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	return rep.Print(stdout)
 }
 
+// maxDays and maxRate bound what a simulation may be asked (NaN and
+// infinity are not numbers it can run: NaN once spun for ever).
+const (
+	maxDays = 3650
+	maxRate = 1_000_000
+)
+
 func parseRates(flag, list string) ([]float64, error) {
 	var out []float64
 	for _, s := range strings.Split(list, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("simulate: %s: %q is not a positive number", flag, s)
+		if err != nil || !(v > 0 && v <= maxRate) {
+			return nil, fmt.Errorf("simulate: %s: %q is not a positive number up to %d", flag, s, maxRate)
 		}
 		out = append(out, v)
 	}

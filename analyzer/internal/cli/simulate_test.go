@@ -71,6 +71,9 @@ func TestSimulateBadFlags(t *testing.T) {
 		{"simulate", "--confidence", "0.3"}, {"simulate", "--confidence", "1"}, {"simulate", "--first-run", "-1"},
 		{"simulate", "--latency-sigma", "-1"}, {"simulate", "--difference", "both"}, {"simulate", "--latency-sigma", "4"},
 		{"simulate", "--streamed", "1.5"}, {"simulate", "--streamed", "-0.1"}, {"simulate", "--streamed", "NaN"},
+		// NaN spun for ever; +Inf is no rate or length either.
+		{"simulate", "--rates", "NaN"}, {"simulate", "--rates", "+Inf"}, {"simulate", "--break-rates", "NaN"},
+		{"simulate", "--days", "NaN"}, {"simulate", "--days", "Inf"}, {"simulate", "--days", "1e9"},
 	} {
 		var out, errb bytes.Buffer
 		if err := Run(context.Background(), bad, &out, &errb); err == nil {
