@@ -93,8 +93,14 @@ func writeTable(out io.Writer, s *engine.Status) error {
 		role = "leader (publishes)"
 	}
 	ready := "ready"
-	if !s.Ready {
+	switch {
+	case len(s.NotReady) > 0:
+		ready = "NOT READY (" + text.Escape(strings.Join(s.NotReady, "; ")) + ")"
+	case !s.Ready:
 		ready = "NOT READY (rebuilding the window or reading the rollout log)"
+	}
+	if s.LeaseVacantSeconds > 0 {
+		ready += fmt.Sprintf("; no analyzer has held the lease for %s", seconds(s.LeaseVacantSeconds))
 	}
 	fmt.Fprintf(out, "analyzer %s: %s, %s\n", text.Escape(s.Source), role, ready)
 	fmt.Fprintf(out, "window %s in %s buckets, every %s, min_requests %d; window rebuilt from %d statistics in %s\n",

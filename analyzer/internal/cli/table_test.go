@@ -89,6 +89,9 @@ func TestWriteTable(t *testing.T) {
 			Deployments: []engine.DeploymentStatus{{Evaluation: engine.Evaluation{Deployment: "qwen-32k"}}},
 		}},
 		{"no gray deployment", engine.Status{Ready: true, Source: "analyzer/node-3", WindowSeconds: 300, IntervalSeconds: 5, BucketSeconds: 1}},
+		// As /readyz answers: the lease vacant past 2 × lease_ttl.
+		{"lease vacant", engine.Status{Source: "analyzer/node-5", WindowSeconds: 300, IntervalSeconds: 5, BucketSeconds: 1,
+			NotReady: []string{engine.NotReadyNoLeaseHold}, LeaseVacantSeconds: 31}},
 		{"skipped revision", engine.Status{
 			Ready: true, Source: "analyzer/node-4", WindowSeconds: 300, IntervalSeconds: 5, BucketSeconds: 1, MinRequests: 50,
 			Deployments: []engine.DeploymentStatus{{Evaluation: engine.Evaluation{Deployment: "qwen-32k",

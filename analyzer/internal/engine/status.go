@@ -57,10 +57,13 @@ type DeploymentStatus struct {
 // a zero EvaluatedAt and no gates.
 func (e *Engine) Status() Status {
 	took, n := e.ReplayStats()
+	notReady := e.NotReady()
 	s := Status{
-		Ready:            e.Ready(),
+		// Ready as /readyz answers: a vacant lease, a consumer not
+		// consuming or not as declared make it false too.
+		Ready:            e.Ready() && len(notReady) == 0,
 		Leader:           e.Leading(),
-		NotReady:         e.NotReady(),
+		NotReady:         notReady,
 		Source:           e.cfg.Source,
 		Consumer:         e.cfg.Consumer,
 		WindowSeconds:    e.cfg.Analyzer.Window.Seconds(),
