@@ -36,7 +36,10 @@ const ConsumerInactiveThreshold = time.Minute
 const (
 	outcomeInvalid = "invalid"
 	outcomeUnknown = "unknown_deployment"
-	outcomeIgnored = "ignored"
+	// outcomeTooManyBands: a statistic some of whose entries were judged
+	// without their band (foldBands); counted beside its own outcome.
+	outcomeTooManyBands = "too_many_bands"
+	outcomeIgnored      = "ignored"
 	// outcomeStale: a statistic whose arm fingerprints are not the
 	// epoch's but were seen within the window (an old version still
 	// publishing during a rolling update): merged nowhere (SPEC §9 rev. 3).
@@ -45,7 +48,7 @@ const (
 
 var outcomes = []string{
 	window.Counted.String(), window.Duplicate.String(), window.TooOld.String(), window.TooNew.String(),
-	outcomeInvalid, outcomeUnknown, outcomeIgnored, outcomeStale,
+	outcomeInvalid, outcomeUnknown, outcomeIgnored, outcomeStale, outcomeTooManyBands,
 }
 
 // Consume merges statistics into the window and the epochs until ctx ends
@@ -315,6 +318,7 @@ func (e *Engine) count(seq uint64, subject string, data []byte) {
 		e.m.outcome(outcomeUnknown)
 		return
 	}
+	e.foldBands(s)
 	now := e.cfg.Clock()
 	o, stale := e.epochs.Add(seq, env.ID, s, now, func() window.Outcome { return e.agg.Add(env.ID, s, now) })
 	if stale {
@@ -324,6 +328,46 @@ func (e *Engine) count(seq uint64, subject string, data []byte) {
 	e.m.outcome(o.String())
 	if o == window.Counted && (graySchemaFailure(s) || grayErrorFailure(s)) {
 		e.markUrgent(d)
+	}
+}
+
+// MaxBands is the most context bands the analyzer keeps classes for per
+// deployment: as many as a gateway can match (its band sets are one
+// 64-bit word), so that no run of statistics naming new bands makes the
+// window's and the epoch's classes — their memory and the time to judge
+// them — grow without bound (SPEC §9: the cost grows with gateways and
+// deployments, not with requests).
+const MaxBands = 64
+
+// foldBands counts the entries of s whose band is past the first
+// MaxBands its deployment's statistics named in the band "" (the
+// pooled class every band is also judged in), and counts each such
+// statistic as outcome too_many_bands beside its own.
+func (e *Engine) foldBands(s *events.StatsInterval) {
+	e.bandsMu.Lock()
+	defer e.bandsMu.Unlock()
+	seen := e.bands[s.Deployment]
+	folded := false
+	for i := range s.Arms {
+		b := s.Arms[i].Band
+		if b == "" {
+			continue
+		}
+		if _, ok := seen[b]; ok {
+			continue
+		}
+		if seen == nil {
+			seen = map[string]struct{}{}
+			e.bands[s.Deployment] = seen
+		}
+		if len(seen) < MaxBands {
+			seen[b] = struct{}{}
+			continue
+		}
+		s.Arms[i].Band, folded = "", true
+	}
+	if folded {
+		e.m.outcome(outcomeTooManyBands)
 	}
 }
 

@@ -127,6 +127,10 @@ type Engine struct {
 	rollouts *rollout.Tracker
 	known    map[string]bool // deployments with a gray release
 	ignored  map[string]bool // the configuration's other deployments
+	// bands is, per deployment, the context bands its statistics have
+	// named, at most MaxBands (foldBands).
+	bandsMu sync.Mutex
+	bands   map[string]map[string]struct{}
 	m        *engineMetrics
 	// outbox sends again the evaluations the event log did not store.
 	outbox *outbox
@@ -238,6 +242,7 @@ func New(cfg Config, js jetstream.JetStream, leader Leader) *Engine {
 		rollouts:   rollout.NewTracker(),
 		known:      map[string]bool{},
 		ignored:    map[string]bool{},
+		bands:      map[string]map[string]struct{}{},
 		kick:       make(chan struct{}, 1),
 		urgent:     map[string]bool{},
 		replayed:   make(chan struct{}),

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -454,5 +455,41 @@ func TestAClockAheadStartsNoEpochInTheFuture(t *testing.T) {
 				t.Fatalf("after the schema broke: verdict %s, window gray %d, epoch %+v, action %+v; want a rollback", ev.Verdict, ev.GrayRequests, ev.Epoch, ev.Action)
 			}
 		})
+	}
+}
+
+// TestBandsAreBounded: statistics naming ever new context bands (no
+// gateway matches more than 64) do not grow the epoch's classes without
+// bound: past a deployment's first MaxBands bands an entry is judged in
+// band "" (the pooled class), and counted.
+func TestBandsAreBounded(t *testing.T) {
+	v := newEnv(t)
+	v.rollout(events.StatusActive, 10, time.Hour)
+	e := v.start(v.name("a"), holding(), nil)
+	const stats, per = 10, 30
+	for i := range stats {
+		var arms []events.ArmStats
+		for j := range per {
+			band := fmt.Sprintf("b%d", i*per+j)
+			set := func(a *events.ArmStats) { a.Band = band }
+			arms = append(arms, entry(events.ArmGray, 1, set), entry(events.ArmPrimary, 1, set))
+		}
+		v.publishStats(v.stat(fmt.Sprintf("gw-%d", i), 10*time.Second, arms...))
+	}
+	v.waitRead(e.Engine, stats)
+	view, _ := e.epochs.View(v.dep)
+	bands := map[string]bool{}
+	var gray int64
+	for _, p := range view.Epoch.Periods {
+		for k, s := range p.Gray {
+			bands[k.Band] = true
+			gray += s.Requests
+		}
+	}
+	if len(bands) != MaxBands+1 || !bands[""] || gray != stats*per {
+		t.Errorf("epoch: %d bands (\"\" among them: %v), %d gray requests; want %d and \"\", all %d requests kept", len(bands), bands[""], gray, MaxBands+1, stats*per)
+	}
+	if got := e.m.outcomes[outcomeTooManyBands].Get(); got != stats-2 {
+		t.Errorf("too_many_bands = %d; want %d (the statistics past the first 64 bands)", got, stats-2)
 	}
 }

@@ -23,7 +23,7 @@ var Help = map[string]string{
 	"graygate_analyzer_rollbacks_total":                "Rollback events this analyzer stored, per deployment and failing gate.",
 	"graygate_analyzer_promotions_total":               "Promotion events this analyzer stored, per deployment.",
 	"graygate_analyzer_publish_errors_total":           "Events that could not be published, by kind (analysis or rollout).",
-	"graygate_analyzer_events_total":                   "Statistics read, by outcome: counted, duplicate, too_old; skipped as bad input: invalid, future, unknown_deployment; ignored (a deployment without gray).",
+	"graygate_analyzer_events_total":                   "Statistics read, by outcome: counted, duplicate, too_old; skipped as bad input: invalid, future, unknown_deployment; ignored (a deployment without gray); stale_fingerprint (an old version's, merged nowhere); too_many_bands (also counted by its own outcome: entries past a deployment's first 64 bands judged in band \"\").",
 	"graygate_analyzer_replay_duration_seconds":        "Time it took to rebuild the window from the stream at start.",
 	"graygate_analyzer_lease_held":                     "1 while this analyzer holds the lease and may act (its last renewal less than lease_ttl/2 old), else 0.",
 	"graygate_analyzer_lease_vacant_seconds":           "How long no analyzer has held the lease as this analyzer sees it: the time since the last holder's entry lapsed (lease_ttl after its last renewal seen); 0 while one holds it. Past 2 x lease_ttl the analyzer logs an error and /readyz answers 503.",
