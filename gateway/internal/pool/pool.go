@@ -68,6 +68,10 @@ type Pool struct {
 	mu      sync.Mutex
 	members []*Replica // every replica, draining ones included
 	nextID  int32
+	// freeIDs are the IDs of replicas swept away, given to the next
+	// that join: a pool whose discovery churns through addresses keeps
+	// its IDs (and the snapshots' ids slices) as many as its replicas.
+	freeIDs []int32
 	byName  map[string]*Replica
 	log     *slog.Logger
 	onBusy  func()
@@ -201,8 +205,13 @@ func (p *Pool) SetMembers(urls []string) error {
 			return err
 		}
 		c.OnBusy = p.onBusy
-		r = &Replica{ID: p.nextID, Name: name, URL: raw, root: root, Client: c, pool: p}
-		p.nextID++
+		id := p.nextID
+		if n := len(p.freeIDs); n > 0 {
+			id, p.freeIDs = p.freeIDs[n-1], p.freeIDs[:n-1]
+		} else {
+			p.nextID++
+		}
+		r = &Replica{ID: id, Name: name, URL: raw, root: root, Client: c, pool: p}
 		p.members = append(p.members, r)
 		p.byName[name] = r
 		p.m.add(r)
@@ -244,6 +253,7 @@ func (p *Pool) sweepLocked() {
 				p.index.Drop(r.ID)
 			}
 			r.Client.CloseIdle()
+			p.freeIDs = append(p.freeIDs, r.ID)
 			continue
 		}
 		kept = append(kept, r)

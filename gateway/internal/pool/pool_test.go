@@ -504,6 +504,31 @@ func TestDrainingReplicaFinishesThenLeaves(t *testing.T) {
 	}
 }
 
+// TestChurnKeepsIDsFew: a discovery that churns through addresses (a
+// DNS answer is outside input) reuses the IDs of replicas that left, so
+// the IDs, and the serving snapshot's table of them, stay as many as
+// the replicas that are there at once, not as the addresses ever seen.
+func TestChurnKeepsIDsFew(t *testing.T) {
+	p := newPool(t, upstreamOf(config.BalanceRoundRobin, fakeURLs(3)...), nil)
+	for round := range 200 {
+		urls := make([]string, 3)
+		for i := range urls {
+			urls[i] = fmt.Sprintf("http://10.%d.%d.%d:8000", round/250, round%250, i+1)
+		}
+		if err := p.SetMembers(urls); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Members() {
+			if r.ID >= 6 {
+				t.Fatalf("round %d: replica %s has ID %d; want below 6 (3 leaving while 3 join)", round, r.Name, r.ID)
+			}
+		}
+		if n := len(p.Serving()); n != 3 {
+			t.Fatalf("round %d: %d serving; want 3", round, n)
+		}
+	}
+}
+
 func TestDrainingReplicaComesBack(t *testing.T) {
 	urls := fakeURLs(3)
 	p := newPool(t, upstreamOf(config.BalanceRoundRobin, urls...), nil)
