@@ -111,15 +111,7 @@ func (s *SampleMalformed) SetPrimaryPayload(raw []byte, max int) {
 func fitPayload(raw []byte, max int) (text, b64 string, truncated bool) {
 	kept := raw
 	if max > 0 && len(raw) > max {
-		kept = raw[:max]
-		truncated = true
-		// A cut inside a character leaves up to three bytes of it: drop them
-		// when that makes the kept bytes valid text.
-		for j := 1; j < utf8.UTFMax && j < len(kept) && !utf8.Valid(kept); j++ {
-			if utf8.Valid(kept[:len(kept)-j]) {
-				kept = kept[:len(kept)-j]
-			}
-		}
+		kept, truncated = TrimCutRune(raw[:max]), true
 	}
 	switch {
 	case len(kept) == 0:
@@ -129,6 +121,19 @@ func fitPayload(raw []byte, max int) (text, b64 string, truncated bool) {
 		b64 = base64.StdEncoding.EncodeToString(kept)
 	}
 	return text, b64, truncated
+}
+
+// TrimCutRune returns b, a prefix of some text, without the bytes of a
+// character its cut went through: a cut inside a character leaves up to
+// three bytes of it, dropped when that makes b valid UTF-8 (text stays
+// text; bytes that were not text are left as they are).
+func TrimCutRune(b []byte) []byte {
+	for j := 1; j < utf8.UTFMax && j < len(b) && !utf8.Valid(b); j++ {
+		if utf8.Valid(b[:len(b)-j]) {
+			return b[:len(b)-j]
+		}
+	}
+	return b
 }
 
 // RawPayload returns the payload bytes as they were kept: Payload's bytes,

@@ -72,7 +72,9 @@ func (s *Flow) fitPayload(raw []byte) (payload []byte, truncated bool) {
 	payload = raw
 	truncated = limit > 0 && len(payload) > limit
 	if truncated {
-		payload = payload[:limit]
+		// Not inside a character: a text cut there would be sent as
+		// base64 (SPEC §7: payload when valid UTF-8).
+		payload = events.TrimCutRune(payload[:limit])
 	}
 	return append([]byte(nil), payload...), truncated
 }
