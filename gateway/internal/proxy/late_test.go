@@ -232,3 +232,31 @@ func TestLateUpstreamErrorNamesTheReplica(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlyUpstreamErrorTypes: an upstream 4xx passed through before any
+// byte of the answer is recorded by its outcome (SPEC §7): a 400 the
+// client caused as caller_bad_request, a 429 or 408 (the outcome
+// upstream_5xx) as upstream_status, as when it comes late.
+func TestEarlyUpstreamErrorTypes(t *testing.T) {
+	mock := testenv.StartMock(t)
+	g, _, _, _, evs := pairGateway(t, testConfig(mock.URL))
+	for _, c := range []struct {
+		status int
+		want   events.ErrorType
+	}{{400, events.ErrorCallerBadRequest}, {404, events.ErrorCallerBadRequest}, {408, events.ErrorUpstreamStatus}, {429, events.ErrorUpstreamStatus}} {
+		for _, stream := range []bool{false, true} {
+			evs.take()
+			body := `{"model":"agent-chat","messages":[{"role":"user","content":"hi"}]}`
+			if stream {
+				body = `{"model":"agent-chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+			}
+			resp, _ := post(t, g.url, body, "x-mock-status", strconv.Itoa(c.status))
+			if resp.StatusCode != c.status {
+				t.Fatalf("%d stream=%v: the client got %d", c.status, stream, resp.StatusCode)
+			}
+			if rc := waitRequestEvent(t, evs); rc.Status != c.status || rc.ErrorType != c.want {
+				t.Errorf("%d stream=%v: request event status %d error_type %s; want %s", c.status, stream, rc.Status, rc.ErrorType, c.want)
+			}
+		}
+	}
+}

@@ -82,8 +82,13 @@ func (s *Flow) relayBuffered(c *fiber.Ctx, x *Exchange, a *attempt.Attempt) *api
 	case resp.Status >= 500 || resp.Status < 200 || (resp.Status >= 300 && resp.Status < 400):
 		return s.fail(x, events.ArmPrimary, attempt.Classify(resp.Status, nil), x.ans, m)
 	case resp.Status >= 400:
-		// The client caused it: pass it through unchanged.
+		// Passed through unchanged. A 4xx the client caused is
+		// caller_bad_request; a 408 or 429 is the outcome upstream_5xx,
+		// whose error_type is upstream_status (SPEC §7).
 		m.ErrorType = events.ErrorCallerBadRequest
+		if events.OutcomeOfStatus(resp.Status) == events.OutcomeUpstream5xx {
+			m.ErrorType = events.ErrorUpstreamStatus
+		}
 		s.sendBuffered(c, x, a, resp.Status)
 		return nil
 	}
