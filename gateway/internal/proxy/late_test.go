@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,5 +259,30 @@ func TestEarlyUpstreamErrorTypes(t *testing.T) {
 				t.Errorf("%d stream=%v: request event status %d error_type %s; want %s", c.status, stream, rc.Status, rc.ErrorType, c.want)
 			}
 		}
+	}
+}
+
+// TestClientLeftIsStatusZero: a buffered request whose client left before
+// any answer is recorded with status 0 (the schema's "0 when the client
+// left first") and caller_cancelled, not the 502 nobody received.
+func TestClientLeftIsStatusZero(t *testing.T) {
+	mock := testenv.StartMock(t)
+	g, _, _, _, evs := pairGateway(t, testConfig(mock.URL))
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(chatBody))
+	req.Header.Set("x-mock-latency", "3s")
+	if _, err := (&http.Client{Timeout: 300 * time.Millisecond}).Do(req); err == nil {
+		t.Fatal("the client got an answer; want its own timeout")
+	}
+	var rc *events.RequestCompleted
+	testenv.WaitFor(t, 5*time.Second, "the request event", func() bool {
+		for _, d := range evs.take() {
+			if r, ok := d.(*events.RequestCompleted); ok {
+				rc = r
+			}
+		}
+		return rc != nil
+	})
+	if rc.Status != 0 || rc.ErrorType != events.ErrorCallerCancelled {
+		t.Errorf("request event status %d error_type %s; want 0 caller_cancelled", rc.Status, rc.ErrorType)
 	}
 }

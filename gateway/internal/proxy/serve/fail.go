@@ -50,10 +50,14 @@ func (s *Flow) clientError(x *Exchange, armName events.Arm, f attempt.Failure, b
 }
 
 // fail is clientError for f, recorded in m, the attempt's measure: the
-// status the client got, f's error_type and outcome.
+// status the client got (0 when it left first: the attempt was cancelled
+// for it, and it got nothing), f's error_type and outcome.
 func (s *Flow) fail(x *Exchange, armName events.Arm, f attempt.Failure, body []byte, m *attempt.Measure) *apierr.Error {
 	e := s.clientError(x, armName, f, body)
 	m.Status, m.ErrorType, m.Outcome = e.Status, f.ErrorType, f.Outcome
+	if f.Outcome == events.OutcomeCancelled {
+		m.Status = 0
+	}
 	return e
 }
 
