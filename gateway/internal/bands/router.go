@@ -141,6 +141,12 @@ func (r *Router) Select(model string, req *scan.Request, body []byte) (sel Selec
 // Model returns the client model name the route serves.
 func (rt *Route) Model() string { return rt.model }
 
+// Estimate returns the request's token estimate as Select reports it:
+// with the route's first candidate's primary model ratio.
+func (rt *Route) Estimate(req *scan.Request, body []byte) int64 {
+	return rt.cands[0].ratio.estimate(req.TextBytes, base(req, body))
+}
+
 // Select picks the candidate that serves the request req scanned from
 // body, following SPEC §5.4: candidates are taken in order; one with
 // `context:` bands is eligible only if one of them matched; one whose

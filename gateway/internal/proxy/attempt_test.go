@@ -535,3 +535,28 @@ func TestShadowCopyWhenPrimaryFails(t *testing.T) {
 		})
 	}
 }
+
+// TestContractRejectionEstimate: a sampling_contract_violation event
+// carries the request's token estimate like every other rejection (SPEC
+// §7: estimated_tokens); it was 0, the contract being checked before the
+// estimate was made.
+func TestContractRejectionEstimate(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.SamplingContract = &config.SamplingContract{Conflict: config.ConflictReject, Params: map[string]config.ParamRule{
+		"temperature": {Pinned: true, Value: 0.7},
+	}}
+	sk := &sink{t: t}
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithObserver(record.EventObserver{P: sk}))
+	testenv.Must(t, err)
+	g := serveServer(t, s)
+	// 400 bytes of text and one message: 100 + 4 tokens, and 20 reserved.
+	body := `{"model":"agent-chat","temperature":0.2,"max_tokens":20,"messages":[{"role":"user","content":"` + strings.Repeat("a", 400) + `"}]}`
+	if resp, _ := post(t, g.url, body); resp.StatusCode != 400 {
+		t.Fatalf("status %d; want 400", resp.StatusCode)
+	}
+	evs := sk.take()
+	if r, ok := evs[0].(*events.RequestRejected); len(evs) != 1 || !ok || r.Code != events.CodeSamplingContractViolation || r.EstimatedTokens != 124 {
+		t.Errorf("events %+v; want one sampling_contract_violation with estimated_tokens 124", evs)
+	}
+}

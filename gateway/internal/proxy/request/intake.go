@@ -104,6 +104,9 @@ func (in *Intake) Prepare(c *fiber.Ctx, x *Request) error {
 		x.outcome.Count(in.tel.Set())
 		v := x.outcome.First()
 		msg := v.Message()
+		// The event's estimated_tokens (SPEC §7), as a window refusal
+		// would give it; only refusals pay for it here.
+		k.Estimate = k.Route.Bands.Estimate(&x.Scan, x.Body)
 		in.reject(k, apierr.CodeContract, v.Param.String(), msg)
 		return &apierr.Error{Status: fiber.StatusBadRequest, Code: apierr.CodeContract, Type: "invalid_request_error",
 			Param: v.Param.String(), Msg: msg}
