@@ -165,12 +165,18 @@ func CheckStreams(ctx context.Context, js jetstream.JetStream, streams ...string
 	return missing, nil
 }
 
-func checkStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (found bool, err error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
+// streamCallContext gives a stream call 5 seconds when ctx sets no
+// deadline.
+func streamCallContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
 	}
+	return context.WithTimeout(ctx, 5*time.Second)
+}
+
+func checkStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (found bool, err error) {
+	ctx, cancel := streamCallContext(ctx)
+	defer cancel()
 	s, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return false, nil
@@ -182,11 +188,8 @@ func checkStream(ctx context.Context, js jetstream.JetStream, want jetstream.Str
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, logger *slog.Logger) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-	}
+	ctx, cancel := streamCallContext(ctx)
+	defer cancel()
 	s, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, want)
