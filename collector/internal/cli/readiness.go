@@ -30,6 +30,31 @@ type readiness struct {
 	// pgFailing is when writes or pings to Postgres began to fail (zero
 	// while the last one succeeded).
 	pgFailing time.Time
+	// writes are when each write in progress began, by a number of its
+	// own: a write that hangs (a lock held, a stalled server) has not
+	// failed, but Postgres takes nothing meanwhile, pings or not.
+	writes    map[uint64]time.Time
+	nextWrite uint64
+}
+
+// writing records a write that begins at now and returns its number,
+// for written.
+func (r *readiness) writing(now time.Time) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.writes == nil {
+		r.writes = map[uint64]time.Time{}
+	}
+	r.nextWrite++
+	r.writes[r.nextWrite] = now
+	return r.nextWrite
+}
+
+// written records that write n ended.
+func (r *readiness) written(n uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.writes, n)
 }
 
 // held records whether cond holds now and returns for how long it has
@@ -74,14 +99,19 @@ func (r *readiness) postgres(err error, now time.Time) {
 	}
 }
 
-// postgresDown returns how long Postgres has refused writes and pings.
+// postgresDown returns how long Postgres has refused writes and pings,
+// or has kept a write waiting, whichever is longer.
 func (r *readiness) postgresDown(now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pgFailing.IsZero() {
-		return 0
+	var d time.Duration
+	if !r.pgFailing.IsZero() {
+		d = now.Sub(r.pgFailing)
 	}
-	return now.Sub(r.pgFailing)
+	for _, began := range r.writes {
+		d = max(d, now.Sub(began))
+	}
+	return d
 }
 
 // watchedStore records the outcome of every write in r: a refusal of the
@@ -92,6 +122,8 @@ type watchedStore struct {
 }
 
 func (w watchedStore) Write(ctx context.Context, batch []store.Event) (store.Result, error) {
+	n := w.r.writing(time.Now())
+	defer w.r.written(n)
 	res, err := w.Store.Write(ctx, batch)
 	if err == nil || !store.Poison(err) && ctx.Err() == nil {
 		w.r.postgres(err, time.Now())
