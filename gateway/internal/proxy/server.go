@@ -46,6 +46,8 @@ import (
 type Server struct {
 	cfg *config.Config
 	log *slog.Logger
+	// grace is how long in-flight requests may take to finish at shutdown.
+	grace time.Duration
 
 	routes       map[string]*deploy.Route
 	deployments  map[string]*deploy.Deployment
@@ -103,6 +105,10 @@ func WithRolloutLog(table *rollout.Table, l admin.RolloutLog) Option {
 // aggregator that publishes nothing, for the attempt and token metrics.
 func WithStats(a *stats.Aggregator) Option { return func(s *Server) { s.stats = a } }
 
+// WithShutdownGrace sets how long in-flight requests may take to finish
+// at shutdown (shutdownGrace by default; tests shorten it).
+func WithShutdownGrace(d time.Duration) Option { return func(s *Server) { s.grace = d } }
+
 // WithTelemetry makes the server count in m, the gateway's metrics, which
 // its /metrics serves; without it the server has a set of its own. An m
 // serves one Server.
@@ -115,6 +121,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Server, error) 
 	s := &Server{
 		cfg:          cfg,
 		log:          log,
+		grace:        shutdownGrace,
 		routes:       make(map[string]*deploy.Route),
 		deployments:  make(map[string]*deploy.Deployment),
 		clientTokens: token.NewSet(cfg.Gateway.ClientTokens, cfg.Gateway.ForceTokens),
@@ -342,7 +349,7 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 		<-ctx.Done()
 		s.ready.Store(false)
 		err := errors.Join(
-			s.client.ShutdownWithTimeout(shutdownGrace),
+			s.shutdownClient(),
 			s.admin.ShutdownWithTimeout(time.Second),
 		)
 		// fasthttp's Shutdown closes only the listeners its Serve has
@@ -362,8 +369,35 @@ func (s *Server) Serve(ctx context.Context, client, admin net.Listener) error {
 	return g.Wait()
 }
 
-// shutdownGrace is how long in-flight requests may take to finish at shutdown.
-const shutdownGrace = 30 * time.Second
+// shutdownGrace is how long in-flight requests may take to finish at
+// shutdown; haltGrace how long streams still open then may take to end
+// with their error event and be recorded.
+const (
+	shutdownGrace = 30 * time.Second
+	haltGrace     = 5 * time.Second
+)
+
+// shutdownClient stops the client listener: no new connection, idle ones
+// closed, in-flight requests given shutdownGrace to finish. Streams still
+// open then are halted (they end with the error event
+// gateway_shutting_down and their request events are recorded, before the
+// publisher stops) and given haltGrace; only a request still running
+// after that is an error of the stop.
+func (s *Server) shutdownClient() error {
+	err := s.client.ShutdownWithTimeout(s.grace)
+	if err == nil {
+		return nil
+	}
+	s.flow.HaltStreams()
+	for end := time.Now().Add(haltGrace); s.tel.InFlight() > 0 && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := s.tel.InFlight(); n > 0 {
+		return fmt.Errorf("%d requests still in flight %v after the shutdown began: %w", n, s.grace+haltGrace, err)
+	}
+	s.log.Info("streams still open after the shutdown grace ended with gateway_shutting_down", "grace", s.grace.String())
+	return nil
+}
 
 func (s *Server) models(c *fiber.Ctx) error {
 	if _, err := s.authorize(c); err != nil {

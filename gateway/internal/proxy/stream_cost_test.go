@@ -93,8 +93,15 @@ func TestStreamCost(t *testing.T) {
 	}
 	mem := func(m *runtime.MemStats) float64 { return float64(m.HeapInuse + m.StackInuse) }
 	kib := (mem(&after) - mem(&before)) / streams / 1024
-	if kib > 36 {
-		t.Errorf("%.1f KiB of heap and stacks per stream; want at most 36", kib)
+	limit := 36.0
+	if raceEnabled {
+		// The race detector's instrumentation grows a stream's
+		// goroutine stack from 8 to 16 KiB (measured: 36.5 KiB, 16.0
+		// of them stacks, the same code 28.6 without it).
+		limit += 8
+	}
+	if kib > limit {
+		t.Errorf("%.1f KiB of heap and stacks per stream; want at most %.0f", kib, limit)
 	}
 	t.Logf("%d streams: %.2f goroutines and %.1f KiB (heap + stacks) each: %.1f KiB heap, %.1f KiB stacks", streams, perStream, kib,
 		float64(after.HeapInuse-before.HeapInuse)/streams/1024, float64(after.StackInuse-before.StackInuse)/streams/1024)

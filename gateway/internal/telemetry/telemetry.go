@@ -165,6 +165,9 @@ func (m *Metrics) Started() { m.inFlight.Add(1) }
 // Finished ends an in-flight request.
 func (m *Metrics) Finished() { m.inFlight.Add(-1) }
 
+// InFlight returns the client requests being served.
+func (m *Metrics) InFlight() int64 { return m.inFlight.Load() }
+
 // Request records one request's outcome: proxied (arm set), or answered
 // by the gateway itself (arm "", route and deployment "" when not yet
 // known), which is counted but not timed.

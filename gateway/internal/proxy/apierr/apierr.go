@@ -33,6 +33,7 @@ const (
 	CodeMethodNotAllowed    = "method_not_allowed"
 	CodeUnsupportedEncoding = "unsupported_content_encoding"
 	CodeInternal            = "internal_error"
+	CodeShuttingDown        = "gateway_shutting_down" // a stream still open when the shutdown grace ran out
 )
 
 // Error is an answer the gateway gives in place of an upstream's. Msg is

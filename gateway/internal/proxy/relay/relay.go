@@ -57,6 +57,8 @@ type Relay struct {
 	writeTimeout time.Duration // the longest a write may block
 	gone         func()        // cancels the upstream request
 	left         atomic.Bool
+	stop         func() // cancels the upstream request, for Halt
+	halted       atomic.Bool
 	// tending is set while the keeper works on the relay in a goroutine
 	// of its own (a keep-alive), so that it never runs twice at once.
 	tending atomic.Bool
@@ -69,7 +71,7 @@ type Relay struct {
 // tests that drive a relay by hand); Close unregisters it. gone is called
 // at most once, from a failed write or from the keeper.
 func New(k *Keeper, w io.Writer, conn net.Conn, write time.Duration, gone func()) *Relay {
-	r := &Relay{w: w, conn: conn, writeTimeout: write, keeper: k, slot: -1}
+	r := &Relay{w: w, conn: conn, writeTimeout: write, keeper: k, slot: -1, stop: gone}
 	r.last.Store(time.Now().UnixNano())
 	r.gone = func() {
 		if r.left.CompareAndSwap(false, true) {
@@ -84,6 +86,18 @@ func New(k *Keeper, w io.Writer, conn net.Conn, write time.Duration, gone func()
 
 // Left reports whether the client left (or was cut).
 func (r *Relay) Left() bool { return r.left.Load() }
+
+// Halt cancels the stream's upstream request for the gateway's shutdown:
+// the client is still there, and the relay, seeing Halted, ends the
+// stream with an error event.
+func (r *Relay) Halt() {
+	if r.halted.CompareAndSwap(false, true) {
+		r.stop()
+	}
+}
+
+// Halted reports whether Halt ran.
+func (r *Relay) Halted() bool { return r.halted.Load() }
 
 // lock takes the writer; every write until unlock must end within the
 // write timeout, or the keeper cuts the client.
@@ -203,7 +217,8 @@ var KeepAliveComment = []byte(": keep-alive\n\n")
 // 10,000 streams reads two atomics each.
 type Keeper struct {
 	rounds
-	relays []*Relay
+	relays  []*Relay
+	halting bool // HaltAll ran: a stream that opens now is halted too (mu)
 }
 
 func (k *Keeper) add(r *Relay) {
@@ -213,7 +228,23 @@ func (k *Keeper) add(r *Relay) {
 	if k.starting() {
 		go k.run()
 	}
+	halting := k.halting
 	k.mu.Unlock()
+	if halting {
+		r.Halt()
+	}
+}
+
+// HaltAll halts every open stream, and every one that opens after: the
+// gateway is stopping and its grace for them is over.
+func (k *Keeper) HaltAll() {
+	k.mu.Lock()
+	k.halting = true
+	open := append([]*Relay(nil), k.relays...)
+	k.mu.Unlock()
+	for _, r := range open {
+		r.Halt()
+	}
 }
 
 func (k *Keeper) remove(r *Relay) {

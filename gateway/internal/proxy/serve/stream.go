@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/graygate/graygate/gateway/internal/filter"
+	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/relay"
 	"github.com/graygate/graygate/gateway/internal/upstream"
@@ -125,6 +126,16 @@ func (b *sseBody) WriteTo(w io.Writer) (_ int64, err error) {
 	s.writeStream(r, x, src)
 	return r.Sent(), nil
 }
+
+// errShuttingDown ends a stream the gateway's shutdown grace did not see
+// to its end (Flow.HaltStreams).
+var errShuttingDown = &apierr.Error{Status: fiber.StatusServiceUnavailable, Code: apierr.CodeShuttingDown, Type: "server_error",
+	Msg: "the gateway is shutting down and its grace for open streams is over; retry the request"}
+
+// HaltStreams ends every open stream, and every one that opens after,
+// with errShuttingDown, each recorded as usual: the gateway is stopping
+// and its grace for them is over.
+func (s *Flow) HaltStreams() { s.keeper.HaltAll() }
 
 // recoverStream, deferred by WriteTo, ends a stream whose relay panicked
 // (a bug) there, logged with its stack and counted, instead of ending the
@@ -491,6 +502,12 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) {
 			r.Unlock()
 			if r.Left() {
 				m.ErrorType = events.ErrorCallerCancelled
+				return
+			}
+			if r.Halted() {
+				// The gateway stops: the upstream was cut for it, not by it.
+				m.Status, m.ErrorType, m.Outcome = errShuttingDown.Status, events.ErrorGatewayInternal, events.OutcomeCancelled
+				s.failStream(r, x, errShuttingDown)
 				return
 			}
 			src.Resp.Abort() // a cap reached: stop the upstream
