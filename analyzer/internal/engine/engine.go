@@ -131,7 +131,7 @@ type Engine struct {
 	// named, at most MaxBands (foldBands).
 	bandsMu sync.Mutex
 	bands   map[string]map[string]struct{}
-	m        *engineMetrics
+	m       *engineMetrics
 	// outbox sends again the evaluations the event log did not store.
 	outbox *outbox
 
