@@ -74,8 +74,14 @@ func TestRolloutsHistory(t *testing.T) {
 	held := true
 	hold := &events.RolloutChanged{Deployment: "qwen-32k", Percentage: 5, Status: events.StatusActive, Reason: "freeze",
 		Actor: events.ActorAdmin, Operator: "alice", Hold: &held, Revision: 2}
-	if _, err := w.Write(context.Background(), []store.Event{testenv.Event[store.Event](t, hold, at.Add(-time.Minute), ""),
-		testenv.Event[store.Event](t, testenv.Rollout("qwen-32k", 3), at, ""), testenv.Event[store.Event](t, r, at.Add(time.Minute), "")}); err != nil {
+	// In the log's order, which the history follows (each with its
+	// stream sequence, as the consumer stores it).
+	evs := []store.Event{testenv.Event[store.Event](t, hold, at.Add(-time.Minute), ""),
+		testenv.Event[store.Event](t, testenv.Rollout("qwen-32k", 3), at, ""), testenv.Event[store.Event](t, r, at.Add(time.Minute), "")}
+	for i := range evs {
+		evs[i].Sequence = uint64(i + 1)
+	}
+	if _, err := w.Write(context.Background(), evs); err != nil {
 		t.Fatal(err)
 	}
 	out, err := run(t, "rollouts", "history", "qwen-32k")
