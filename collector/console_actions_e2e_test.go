@@ -217,8 +217,8 @@ analyzer:
 	}
 
 	// alice signs in with her admin token.
-	run("sign in", chromedp.Navigate(base+"/deployments/"+dep), chromedp.WaitVisible("#token"),
-		chromedp.SendKeys("#token", e2eAlice), chromedp.Click("form[action='/login'] button"), chromedp.WaitReady("form.logout"))
+	run("open the sign-in page", chromedp.Navigate(base+"/deployments/"+dep), chromedp.WaitVisible("#token"))
+	follow(t, ctx, "sign in", "form.logout", chromedp.SendKeys("#token", e2eAlice), chromedp.Click("form[action='/login'] button"))
 	if footer := eval(`document.querySelector('footer').innerText`); !strings.Contains(footer, "Signed in as operator alice") {
 		t.Fatalf("after alice's sign-in the footer says %q; the page:\n%s", footer, eval(`document.body.innerText`))
 	}
@@ -248,9 +248,8 @@ analyzer:
 		if a.percentage != "" {
 			acts = append(acts, chromedp.SetValue(sel+" input[name=percentage]", a.percentage))
 		}
-		acts = append(acts, chromedp.SendKeys(sel+" input[name=reason]", a.reason), chromedp.Click(sel+" button"),
-			chromedp.WaitVisible("section.action-result"))
-		run(a.form, acts...)
+		acts = append(acts, chromedp.SendKeys(sel+" input[name=reason]", a.reason), chromedp.Click(sel+" button"))
+		follow(t, ctx, a.form, "section.action-result", acts...)
 		done := eval(`document.querySelector('section.action-result').innerText`)
 		got, _ := strconv.ParseUint(eval(`(document.querySelector('p.done b.rev') || {}).textContent || ''`), 10, 64)
 		if got <= rev || !strings.Contains(done, "Done:") {
@@ -277,9 +276,8 @@ analyzer:
 	}
 	// The gateway's own view reads the event back from the log.
 	testenv.WaitFor(t, 10*time.Second, "the gateway to apply the change", func() bool { return gatewayEntryOf(t, gw, dep).Revision == moved.Revision })
-	run("stale set", chromedp.SetValue("form.act-set input[name=percentage]", "50"),
-		chromedp.SendKeys("form.act-set input[name=reason]", "from a stale page"), chromedp.Click("form.act-set button"),
-		chromedp.WaitVisible("section.action-result"))
+	follow(t, ctx, "stale set", "section.action-result", chromedp.SetValue("form.act-set input[name=percentage]", "50"),
+		chromedp.SendKeys("form.act-set input[name=reason]", "from a stale page"), chromedp.Click("form.act-set button"))
 	if txt := eval(`(document.querySelector('p.conflict') || {}).innerText || ''`); !strings.Contains(txt, fmt.Sprintf("changed meanwhile to revision %d by admin", moved.Revision)) ||
 		!strings.Contains(txt, fmt.Sprintf("showed revision %d", rev)) {
 		t.Errorf("a stale form shows %q; want the conflict naming revision %d", txt, moved.Revision)
@@ -316,7 +314,8 @@ analyzer:
 	}
 
 	// Logout ends it on both collectors.
-	run("logout", chromedp.Navigate(base+"/"), chromedp.WaitReady("footer"), chromedp.Click("form.logout button"), chromedp.WaitVisible("#token"))
+	run("open the overview", chromedp.Navigate(base+"/"), chromedp.WaitReady("footer"))
+	follow(t, ctx, "logout", "#token", chromedp.Click("form.logout button"))
 	for _, b := range []string{base, base2} {
 		if s := status(b + "/deployments/" + dep); s != http.StatusSeeOther {
 			t.Errorf("alice's old cookie after logout at %s = %d; want 303 to sign in", b, s)
@@ -324,7 +323,7 @@ analyzer:
 	}
 
 	// An API-token session: no forms, and a crafted POST is 403.
-	run("read-only sign in", chromedp.SendKeys("#token", e2eAPIToken), chromedp.Click("form[action='/login'] button"), chromedp.WaitReady("form.logout"))
+	follow(t, ctx, "read-only sign in", "form.logout", chromedp.SendKeys("#token", e2eAPIToken), chromedp.Click("form[action='/login'] button"))
 	run("read-only page", chromedp.Navigate(base+"/deployments/"+dep+"?refresh=0"), chromedp.WaitReady("footer"))
 	if n := eval(`String(document.querySelectorAll('form.act, section.actions').length)`); n != "0" {
 		t.Errorf("a read-only session sees %s action forms", n)

@@ -136,7 +136,6 @@ func must[T, U any](v T, _ U) T { return v }
 
 func ptr[T any](v T) *T { return &v }
 
-// browserLog collects what the pages wrote to the console and the
 // tab is a console browser test's page: ctx drives it, base is the
 // collector's URL, shots where pictures go, blog what the browser logged.
 type tab struct {
@@ -176,6 +175,32 @@ func (b tab) shot(name string) {
 	testenv.Must(b.t, os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644))
 }
 
+// follow runs acts, which make the page navigate (a click on a link or
+// a form's button), and waits until the next document has loaded with its
+// footer, or its selector sel when the next page has no footer. A query
+// made while the old document is being replaced fails with "Inspected
+// target navigated or closed", and a selector the old page also has is
+// found on the old page; so the old document is marked first, and the
+// next one is polled, errors in between ignored, until it is unmarked
+// and complete.
+func follow(t *testing.T, ctx context.Context, what, sel string, acts ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if sel == "" {
+		sel = "footer"
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.graygateOld = true`)); err != nil {
+		t.Fatalf("%s: mark the page: %v", what, err)
+	}
+	if err := chromedp.Do(ctx, acts...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	probe := fmt.Sprintf(`window.graygateOld !== true && document.readyState === 'complete' && document.querySelector(%q) !== null`, sel)
+	testenv.WaitFor(t, 20*time.Second, what+": the next page", func() bool {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](probe))
+		return err == nil && ok
+	})
+}
+
 // location is the page's path on the collector.
 func (b tab) location() string {
 	b.t.Helper()
@@ -186,6 +211,7 @@ func (b tab) location() string {
 	return strings.TrimPrefix(loc, b.base)
 }
 
+// browserLog collects what the pages wrote to the console and the
 // documents' response headers.
 type browserLog struct {
 	mu       sync.Mutex
@@ -331,8 +357,7 @@ func TestE2EConsoleBrowser(t *testing.T) {
 	shot("login")
 
 	// A wrong token is refused; the right one opens the page asked for.
-	testenv.Must(t, chromedp.Do(ctx, chromedp.SendKeys("#token", "wrong"), chromedp.Click("form[action='/login'] button"),
-		chromedp.WaitVisible(".error")))
+	follow(t, ctx, "a wrong token", ".error", chromedp.SendKeys("#token", "wrong"), chromedp.Click("form[action='/login'] button"))
 	// The refusal is a 401 page, which the browser logs as such; nothing else.
 	chromedp.Do(ctx, chromedp.Sleep(200*time.Millisecond))
 	for _, m := range blog.take() {
@@ -342,8 +367,7 @@ func TestE2EConsoleBrowser(t *testing.T) {
 	}
 	// A wrong token holds its source back for a second (SPEC §8 rev. 4).
 	chromedp.Do(ctx, chromedp.Sleep(1100*time.Millisecond))
-	testenv.Must(t, chromedp.Do(ctx, chromedp.SendKeys("#token", token), chromedp.Click("form[action='/login'] button"),
-		chromedp.WaitVisible("figure.chart")))
+	follow(t, ctx, "login", "figure.chart", chromedp.SendKeys("#token", token), chromedp.Click("form[action='/login'] button"))
 	if loc := location(); loc != "/deployments/"+fx.dep {
 		t.Errorf("after login at %s; want /deployments/%s", loc, fx.dep)
 	}
@@ -447,7 +471,7 @@ func TestE2EConsoleBrowser(t *testing.T) {
 			}
 			break
 		}
-		testenv.Must(t, chromedp.Do(ctx, chromedp.Click("a.next"), chromedp.WaitReady("footer")))
+		follow(t, ctx, "the next samples page", "", chromedp.Click("a.next"))
 		want, cursor = api(url.Values{"limit": {"3"}, "cursor": {cursor}})
 	}
 	if len(all) != fx.samples {
@@ -468,10 +492,11 @@ func TestE2EConsoleBrowser(t *testing.T) {
 	}
 	// The filter form fills the query string.
 	open("/samples")
-	testenv.Must(t, chromedp.Do(ctx, chromedp.SetValue("select[name=reason]", "invalid_json"), chromedp.SendKeys("input[name=deployment]", fx.dep),
-		chromedp.Click("form.filters button")))
-	testenv.WaitFor(t, 10*time.Second, "the filtered page", func() bool { return strings.Contains(location(), "reason=invalid_json") })
-	testenv.Must(t, chromedp.Do(ctx, chromedp.WaitReady("footer")))
+	follow(t, ctx, "the filter form", "", chromedp.SetValue("select[name=reason]", "invalid_json"), chromedp.SendKeys("input[name=deployment]", fx.dep),
+		chromedp.Click("form.filters button"))
+	if loc := location(); !strings.Contains(loc, "reason=invalid_json") {
+		t.Errorf("the filter form went to %s; want reason=invalid_json in the query", loc)
+	}
 	if got, want := rows(), must(api(url.Values{"deployment": {fx.dep}, "reason": {"invalid_json"}})); !slices.Equal(got, want) {
 		t.Errorf("the filter form gave %q; the API gives %q", got, want)
 	}
@@ -515,7 +540,7 @@ func TestE2EConsoleBrowser(t *testing.T) {
 	if status, _ := c.get(t, "/v1/samples", ""); status != http.StatusUnauthorized {
 		t.Errorf("GET /v1/samples without a bearer = %d; want 401", status)
 	}
-	testenv.Must(t, chromedp.Do(ctx, chromedp.Click("form.logout button"), chromedp.WaitVisible("#token")))
+	follow(t, ctx, "logout", "#token", chromedp.Click("form.logout button"))
 	open("/samples")
 	if loc := location(); !strings.HasPrefix(loc, "/login") {
 		t.Errorf("after logout /samples went to %s; want the login page", loc)

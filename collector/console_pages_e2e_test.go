@@ -346,8 +346,8 @@ func TestE2EConsolePages(t *testing.T) {
 	}
 
 	// Log in through the form (the login page is another page's work).
-	testenv.Must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/login"), chromedp.WaitVisible("#token"),
-		chromedp.SendKeys("#token", token), chromedp.Click("form[action='/login'] button"), chromedp.WaitReady("form.logout")))
+	testenv.Must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/login"), chromedp.WaitVisible("#token")))
+	follow(t, ctx, "login", "form.logout", chromedp.SendKeys("#token", token), chromedp.Click("form[action='/login'] button"))
 	blog.take()
 
 	// innerText is as drawn: the labels' text-transform upper-cases them.

@@ -158,8 +158,7 @@ func TestE2EConsoleRequests(t *testing.T) {
 	if loc := location(); !strings.HasPrefix(loc, "/login") {
 		t.Fatalf("unauthenticated /requests at %s; want the login page", loc)
 	}
-	testenv.Must(t, chromedp.Do(ctx, chromedp.SendKeys("#token", token), chromedp.Click("form[action='/login'] button"),
-		chromedp.WaitVisible("table.requests")))
+	follow(t, ctx, "login", "table.requests", chromedp.SendKeys("#token", token), chromedp.Click("form[action='/login'] button"))
 	if loc := location(); loc != "/requests" {
 		t.Errorf("after login at %s; want /requests", loc)
 	}
@@ -199,7 +198,7 @@ func TestE2EConsoleRequests(t *testing.T) {
 		if eval(`String(document.querySelector('a.next') === null)`) == "true" {
 			break
 		}
-		testenv.Must(t, chromedp.Do(ctx, chromedp.Click("a.next"), chromedp.WaitReady("footer")))
+		follow(t, ctx, "the next requests page", "", chromedp.Click("a.next"))
 	}
 	if want := newest(0, 1, 2, 3, 4, 5); !slices.Equal(all, want) {
 		t.Errorf("paging /requests?limit=2 gave %q; want %q", all, want)
@@ -208,10 +207,11 @@ func TestE2EConsoleRequests(t *testing.T) {
 
 	// The filter form fills the query string.
 	open("/requests")
-	testenv.Must(t, chromedp.Do(ctx, chromedp.SetValue("select[name=outcome]", "upstream_status"),
-		chromedp.SendKeys("input[name=deployment]", fx.dep), chromedp.Click("form.filters button")))
-	testenv.WaitFor(t, 10*time.Second, "the filtered page", func() bool { return strings.Contains(location(), "outcome=upstream_status") })
-	testenv.Must(t, chromedp.Do(ctx, chromedp.WaitReady("footer")))
+	follow(t, ctx, "the filter form", "", chromedp.SetValue("select[name=outcome]", "upstream_status"),
+		chromedp.SendKeys("input[name=deployment]", fx.dep), chromedp.Click("form.filters button"))
+	if loc := location(); !strings.Contains(loc, "outcome=upstream_status") {
+		t.Errorf("the filter form went to %s; want outcome=upstream_status in the query", loc)
+	}
 	if got := rows(); !slices.Equal(got, newest(2)) {
 		t.Errorf("the filter form gave %q; want the 502 %q", got, newest(2))
 	}
@@ -236,7 +236,7 @@ func TestE2EConsoleRequests(t *testing.T) {
 	noErrors("request")
 
 	// The schema_violation_both sample: its outcome, primary beside gray.
-	testenv.Must(t, chromedp.Do(ctx, chromedp.Click(`ul.related a[href^="/samples/"]`), chromedp.WaitVisible(".pair")))
+	follow(t, ctx, "the request's sample", ".pair", chromedp.Click(`ul.related a[href^="/samples/"]`))
 	if txt := eval(`document.querySelector('#outcome').innerText`); !strings.Contains(txt, "schema_violation_both") ||
 		!strings.Contains(txt, "broke it too") || !strings.Contains(txt, "fell back to primary") {
 		t.Errorf("the sample's outcome says:\n%s\nwant schema_violation_both and that the request fell back to primary", txt)

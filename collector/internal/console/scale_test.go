@@ -228,7 +228,13 @@ func TestOverviewAtScale(t *testing.T) {
 	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelT()
 	testenv.Must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/login"), chromedp.WaitVisible("#token"), chromedp.SendKeys("#token", token),
-		chromedp.Click("form[action='/login'] button"), chromedp.WaitReady("form.logout")))
+		chromedp.Click("form[action='/login'] button")))
+	// The sign-in navigates; a query during the swap of documents fails
+	// ("Inspected target navigated or closed"), so poll for the next one.
+	testenv.WaitFor(t, 20*time.Second, "the page after sign-in", func() bool {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState === 'complete' && document.querySelector('form.logout') !== null`))
+		return err == nil && ok
+	})
 	var paints []float64
 	for range 5 {
 		testenv.Must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/?refresh=0"), chromedp.WaitReady("footer")))
