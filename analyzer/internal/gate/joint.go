@@ -39,28 +39,6 @@ const jointMaxCells = 4000
 // jointTol is the width of pp below which an interval is not split.
 const jointTol = 1e-12
 
-// failMartingale is log E_g(p) of gray's fail-side mixture (seqFailLower)
-// for x successes in n, with its constants.
-type failMartingale struct {
-	x, n   int64
-	jm, tm float64
-	lw, lt float64
-}
-
-func newFailMartingale(x, n int64) failMartingale {
-	return failMartingale{x: x, n: n, jm: seqLogMixture(x, n),
-		tm: math.Log(seqExcessB) + logBeta(float64(x+1), float64(n-x+seqExcessB)),
-		lw: math.Log(seqJeffreysWeight), lt: math.Log1p(-seqJeffreysWeight)}
-}
-
-// at returns log E_g(p).
-func (f *failMartingale) at(p float64) float64 {
-	j := f.lw + seqLogE(f.jm, f.x, f.n, p)
-	tail, _ := logBinomTail(f.n+seqExcessB, f.x, p, 1-p, false)
-	t := f.lt + f.tm + tail - float64(f.x)*math.Log(p) - float64(f.n-f.x+seqExcessB)*math.Log1p(-p)
-	return logAdd(j, t)
-}
-
 // jeffreys is log E(p) of the Jeffreys mixture for x successes in n.
 type jeffreys struct {
 	x, n int64
@@ -85,13 +63,14 @@ func jointFails(xg, ng, xp, np int64, d, a float64) bool {
 	}
 	thr := math.Log(1 / a)
 	g, p := newFailMartingale(xg, ng), newJeffreys(xp, np)
-	// Up to xg/(ng + seqExcessB) both parts of gray's martingale fall as
-	// pg grows (their derivatives are negative there), so the least
-	// value over pg ≤ u is the value at u; past it, the Jeffreys part
-	// alone bounds it from below: log w + its value at the estimate.
-	knee := float64(xg) / float64(ng+seqExcessB)
+	// Up to gray's estimate xg/ng both parts of its martingale fall as pg
+	// grows (the tuned part everywhere, the Jeffreys part until the
+	// likelihood it divides by peaks), so the least value over pg ≤ u is
+	// the value at u; past it, the Jeffreys part alone bounds it from
+	// below: log w + its value at the estimate.
+	knee := hg
 	kneeV := g.at(knee)
-	floor := min(kneeV, g.lw+seqLogE(g.jm, xg, ng, hg))
+	floor := min(kneeV, math.Log(seqJeffreysWeight)+seqLogE(g.jm, xg, ng, hg))
 	best := func(u float64) (v float64, exact bool) { // the least log E_g over pg ≤ u, from below
 		switch {
 		case u < 0:
