@@ -35,6 +35,7 @@ func TestPoolKeys(t *testing.T) {
 		{"url and endpoints", "{model: m, url: http://a:1, endpoints: [http://b:1]}", "deployments.d.primary.url: url, endpoints and discovery are mutually exclusive", nil},
 		{"endpoints and discovery", "{model: m, endpoints: [http://b:1], discovery: {dns: x, port: 1}}", "mutually exclusive", nil},
 		{"nothing", "{model: m}", "deployments.d.primary.url: an upstream needs a url (or endpoints, or discovery)", nil},
+		{"empty endpoints", "{model: m, endpoints: []}", "deployments.d.primary.endpoints: is empty: list at least one replica address (or give url for one)", nil},
 		{"bad endpoint", "{model: m, endpoints: [http://b:1, 'ftp://c']}", "deployments.d.primary.endpoints[1]: must be an absolute http or https URL", nil},
 		{"duplicate endpoint", "{model: m, endpoints: [http://b:80, http://b]}", "deployments.d.primary.endpoints[1]: the same replica as endpoints[0] (b:80)", nil},
 		{"bad balance", "{model: m, endpoints: [http://b:1], balance: random}", `deployments.d.primary.balance: must be round_robin, least_loaded or prefix, got "random"`, nil},
@@ -115,4 +116,25 @@ func promptFile(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// TestGrayEmptyEndpoints: a gray with an empty endpoints list (a template
+// that rendered none) is refused, not read as "no upstream of its own",
+// which would send gray's traffic to primary's upstream.
+func TestGrayEmptyEndpoints(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "contract.json"), []byte(`{"type": "object"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := "deployments:\n  d:\n    primary: {url: http://p, model: m}\n" +
+		"    gray: {endpoints: []}\n    rollout: {response_schema: contract.json}\n"
+	_, _, err := Parse([]byte(doc), dir, nil)
+	if want := "deployments.d.gray.endpoints: is empty"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error = %v; want a line containing %q", err, want)
+	}
+	// Without the key, the gray uses primary's upstream (SPEC §6.6).
+	doc = strings.Replace(doc, "gray: {endpoints: []}", "gray: {params: {temperature: 0.2}}", 1)
+	if _, _, err := Parse([]byte(doc), dir, nil); err != nil {
+		t.Fatalf("a gray without an upstream of its own: %v", err)
+	}
 }

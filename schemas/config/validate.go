@@ -166,6 +166,11 @@ func (d *decoder) validateUpstream(p string, u *Upstream, dir string, gray bool)
 	}
 	switch {
 	case d.failed[p+".url"]:
+	case u.Endpoints != nil && len(u.Endpoints) == 0:
+		// An empty list (a template that rendered none) is a mistake,
+		// never "no upstream": on a gray it would quietly send gray's
+		// traffic to primary's upstream.
+		d.errorf(p+".endpoints", nil, "is empty: list at least one replica address (or give url for one)")
 	case sameUpstream:
 	case sources > 1:
 		d.errorf(p+".url", nil, "url, endpoints and discovery are mutually exclusive: set one")
