@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
+	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
 	"github.com/graygate/graygate/gateway/internal/proxy/request"
 	"github.com/graygate/graygate/gateway/internal/stats"
@@ -124,10 +125,31 @@ func TestPairedOutcomes(t *testing.T) {
 					t.Errorf("answer from %q; want primary's", m)
 				}
 			}
-			rec.waitRecords(t, 1)
+			r := rec.waitRecords(t, 1)[0]
 			arms := flushArms(t, agg, sk)
 			if got := outcomesOf(arms); got != c.want {
 				t.Errorf("outcomes %s; want %s", got, c.want)
+			}
+			// schema_valid: the answer the client got was checked when it
+			// was gray's, and on a fallback (primary's, held beside gray's
+			// failure), and says how it fared; gray's failed ones say
+			// false, invalid JSON as well as a schema violation.
+			wantTop := attempt.Unchecked
+			switch c.arm {
+			case "gray": // gray's answer, checked and held
+				wantTop = attempt.Yes
+			case "fallback":
+				wantTop = attempt.Yes
+				if c.primaryHas != "" && c.primaryField != "(finish_reason)" {
+					wantTop = attempt.No
+				}
+			}
+			if r.SchemaValid != wantTop || (c.reason != "" && (r.Gray == nil || r.Gray.SchemaValid != attempt.No)) {
+				gray := attempt.Unchecked
+				if r.Gray != nil {
+					gray = r.Gray.SchemaValid
+				}
+				t.Errorf("schema_valid %v, gray's %v; want %v and, with a failure, gray's No", r.SchemaValid, gray, wantTop)
 			}
 			_, _, samples := rec.snapshot()
 			if c.reason == "" {

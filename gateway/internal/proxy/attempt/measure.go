@@ -86,14 +86,23 @@ func (m *Measure) Ended() events.Outcome {
 // judged here.
 func (m *Measure) Judge(f *filter.Filter, body []byte, contents [][]byte) (events.SampleReason, []filter.FieldError) {
 	r, errs := f.Check(body, contents)
-	if f.HasSchema() {
-		m.SchemaValid = Yes
-		if r == events.ReasonSchemaViolation {
-			m.SchemaValid = No
-		}
-	}
+	m.Checked(f, r)
 	if r != filter.OK {
 		m.Reason = r
 	}
 	return r, errs
+}
+
+// Checked records in m what f's check of its answer found, r: with a
+// schema, SchemaValid is Yes when the answer held it and No when it did
+// not (invalid JSON, which no schema accepts, or a schema violation);
+// without one it stays Unchecked (schema_valid null: not checked).
+func (m *Measure) Checked(f *filter.Filter, r events.SampleReason) {
+	if !f.HasSchema() {
+		return
+	}
+	m.SchemaValid = Yes
+	if r != filter.OK {
+		m.SchemaValid = No
+	}
 }

@@ -128,7 +128,10 @@ func (s *Flow) judgePrimary(x *Exchange, body []byte, m *attempt.Measure) {
 	}
 	p := &x.pair
 	p.judged = true
-	p.broke, p.errs = judge(x.Deployment.FilterFor(x.EP), body, x.tally.Contents, m.Truncated)
+	f := x.Deployment.FilterFor(x.EP)
+	var r events.SampleReason
+	r, p.broke, p.errs = judge(f, body, x.tally.Contents, m.Truncated)
+	m.Checked(f, r) // the answer the client got was checked: schema_valid says how it fared
 	if body != nil {
 		p.raw = append(p.raw[:0], body...)
 		p.rawBytes = len(body)
@@ -136,17 +139,18 @@ func (s *Flow) judgePrimary(x *Exchange, body []byte, m *attempt.Measure) {
 }
 
 // judge checks primary's answer (a whole body, or for a stream nil and
-// the assembled contents) against f: broke is true when it fails the
-// contract or was cut by the client's token limit, and errs says why.
-func judge(f *filter.Filter, body []byte, contents [][]byte, truncated bool) (broke bool, errs []filter.FieldError) {
-	r, errs := f.Check(body, contents)
+// the assembled contents) against f: r is the check's result, broke is
+// true when it fails the contract or was cut by the client's token
+// limit, and errs says why.
+func judge(f *filter.Filter, body []byte, contents [][]byte, truncated bool) (r events.SampleReason, broke bool, errs []filter.FieldError) {
+	r, errs = f.Check(body, contents)
 	if r != filter.OK {
-		return true, errs
+		return r, true, errs
 	}
 	if truncated {
-		return true, []filter.FieldError{{Field: "(finish_reason)", Description: "primary's answer was cut by the client's token limit"}}
+		return r, true, []filter.FieldError{{Field: "(finish_reason)", Description: "primary's answer was cut by the client's token limit"}}
 	}
-	return false, nil
+	return r, false, nil
 }
 
 // keepRaw appends a read of primary's stream to the sample's copy, up to
@@ -244,11 +248,11 @@ func (s *Flow) pairShadow(y *Exchange) {
 		}
 		y.tally.Reset(true)
 		y.tally.Add(p.body, &y.answer)
-		p.broke, p.errs = judge(f, p.body, y.tally.Contents, p.truncated || y.tally.Truncated)
+		_, p.broke, p.errs = judge(f, p.body, y.tally.Contents, p.truncated || y.tally.Truncated)
 		p.raw = append(p.raw[:0], p.body...)
 		p.rawBytes = len(p.body)
 	} else {
-		p.broke, p.errs = judge(f, nil, p.contents, p.truncated)
+		_, p.broke, p.errs = judge(f, nil, p.contents, p.truncated)
 	}
 	p.judged = true
 }
