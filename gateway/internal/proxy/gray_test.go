@@ -246,6 +246,41 @@ func TestGrayObserveMode(t *testing.T) {
 	if r.SchemaValid != attempt.No || len(samples) != 1 || samples[0].Reason != events.ReasonSchemaViolation || !bytes.Contains(samples[0].Payload, []byte("data: ")) {
 		t.Errorf("record schema %v, samples %+v; want the failure sampled after the fact", r.SchemaValid, samples)
 	}
+	// The event's error_type derives from the attempt's outcome (SPEC §7),
+	// as for a buffered gray answer that broke the contract.
+	if r.ErrorType != events.ErrorUpstreamSchema {
+		t.Errorf("record error_type %q; want upstream_schema", r.ErrorType)
+	}
+}
+
+// TestObservedGrayStatusKept: in observe mode a gray that answers an
+// error status without an event stream falls back, and the record's gray
+// attempt and the sample keep that status (it was recorded as 0).
+func TestObservedGrayStatusKept(t *testing.T) {
+	primary := testenv.StartMock(t)
+	gray := testenv.StartMock(t)
+	cfg := grayConfig(t, primary.URL, gray.URL, 100)
+	cfg.Deployments["qwen"].Rollout.StreamValidation = config.StreamObserve
+	g, rec := startObserved(t, cfg)
+	for _, status := range []int{429, 503} {
+		gray.Configure(t, map[string]any{"status": status})
+		rec.reset()
+		resp, _ := post(t, g.url, `{"model":"agent-chat","stream":true,"messages":[]}`)
+		if resp.Header.Get("x-gateway-arm") != "fallback" {
+			t.Fatalf("gray %d: arm %q; want fallback", status, resp.Header.Get("x-gateway-arm"))
+		}
+		r := rec.waitRecords(t, 1)[0]
+		var samples []record.Sample
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && len(samples) == 0; time.Sleep(20 * time.Millisecond) {
+			_, _, samples = rec.snapshot()
+		}
+		if r.Gray == nil || r.Gray.Status != status {
+			t.Errorf("gray %d: the record's gray attempt %+v; want status %d", status, r.Gray, status)
+		}
+		if len(samples) != 1 || samples[0].Status != status || !strings.Contains(samples[0].Errors[0].Description, "gray answered "+strconv.Itoa(status)) {
+			t.Errorf("gray %d: samples %+v; want one with status %d", status, samples, status)
+		}
+	}
 }
 
 // TestBodyTargetStreams: with schema_target body, a buffer-mode stream is

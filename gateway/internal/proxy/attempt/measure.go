@@ -81,14 +81,18 @@ func (m *Measure) Ended() events.Outcome {
 // Judge checks a gray answer against the deployment's contract f: body
 // is the whole answer (nil for a stream, whose contents the tally
 // assembled). It records in m whether the schema held and, when the
-// answer broke the contract, why (m.Reason), and returns the reason and
+// answer broke the contract, why (m.Reason) and its error type
+// (upstream_invalid_json or upstream_schema), and returns the reason and
 // what was wrong. Buffered, replayed and observed gray answers are all
 // judged here.
 func (m *Measure) Judge(f *filter.Filter, body []byte, contents [][]byte) (events.SampleReason, []filter.FieldError) {
 	r, errs := f.Check(body, contents)
 	m.Checked(f, r)
 	if r != filter.OK {
-		m.Reason = r
+		m.Reason, m.ErrorType = r, events.ErrorUpstreamSchema
+		if r == events.ReasonInvalidJSON {
+			m.ErrorType = events.ErrorUpstreamInvalidJSON
+		}
 	}
 	return r, errs
 }

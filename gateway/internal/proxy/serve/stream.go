@@ -232,10 +232,11 @@ func (s *Flow) notObserved(x *Exchange, a *attempt.Attempt) []filter.FieldError 
 	x.ans, _ = a.Resp.ReadAll(x.ans[:0], 64<<10)
 	f := a.Failure()
 	a.Close()
+	status := a.Status // Restart zeroes it (Attempt embeds the Measure)
 	a.Measure.Restart(a.Since())
-	a.Measure.Status = a.Status
+	a.Measure.Status = status
 	f.Gray(&a.Measure)
-	return []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(a.Status) + " without an event stream: " + s.sampleReason(x.ans)}}
+	return []filter.FieldError{{Field: "(status)", Description: "gray answered " + itoa(status) + " without an event stream: " + s.sampleReason(x.ans)}}
 }
 
 // notAStream handles a source that will not stream before anything was
