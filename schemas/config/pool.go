@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -145,8 +146,8 @@ func (d *decoder) validatePool(p string, u *Upstream) {
 		dp := p + ".discovery"
 		if g.DNS == "" {
 			d.errorf(dp+".dns", nil, "discovery needs the dns name to resolve")
-		} else if _, err := url.Parse("http://" + g.DNS); err != nil || net.ParseIP(g.DNS) != nil {
-			d.errorf(dp+".dns", nil, "must be a DNS name, got %q", g.DNS)
+		} else if !dnsName(g.DNS) || net.ParseIP(g.DNS) != nil {
+			d.errorf(dp+".dns", nil, "must be a DNS name (labels of letters, digits, - and _, each 1-63 characters, 253 in all), got %q", g.DNS)
 		}
 		if g.Port < 1 || g.Port > 65535 {
 			d.errorf(dp+".port", nil, "must be a port 1-65535, got %d", g.Port)
@@ -231,4 +232,26 @@ func ReplicaAddr(raw string) string {
 		port = 443
 	}
 	return net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
+}
+
+// dnsName reports whether s is a DNS name a resolver can look up: labels
+// of letters, digits, '-' and '_' (service names such as _grpc), each 1
+// to 63 characters and not beginning or ending with '-', 253 characters
+// in all, with an optional final dot.
+func dnsName(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range []byte(label) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -40,6 +40,11 @@ func TestPoolKeys(t *testing.T) {
 		{"duplicate endpoint", "{model: m, endpoints: [http://b:80, http://b]}", "deployments.d.primary.endpoints[1]: the same replica as endpoints[0] (b:80)", nil},
 		{"bad balance", "{model: m, endpoints: [http://b:1], balance: random}", `deployments.d.primary.balance: must be round_robin, least_loaded or prefix, got "random"`, nil},
 		{"dns without port", "{model: m, discovery: {dns: x}}", "deployments.d.primary.discovery.port: must be a port 1-65535, got 0", nil},
+		{"dns not a name", "{model: m, discovery: {dns: 'a/b?c', port: 1}}", `deployments.d.primary.discovery.dns: must be a DNS name (labels of letters, digits, - and _, each 1-63 characters, 253 in all), got "a/b?c"`, nil},
+		{"dns empty label", "{model: m, discovery: {dns: 'a_b..c', port: 1}}", `deployments.d.primary.discovery.dns: must be a DNS name`, nil},
+		{"dns service name", "{model: m, discovery: {dns: _vllm._tcp.serving.svc.cluster.local., port: 1}}", "", nil},
+		{"endpoint port out of range", "{model: m, endpoints: [http://h:99999]}", "deployments.d.primary.endpoints[0]: port must be 1-65535, got 99999", nil},
+		{"url port out of range", "{model: m, url: http://127.0.0.1:99999}", "deployments.d.primary.url: port must be 1-65535, got 99999", nil},
 		{"dns scheme", "{model: m, discovery: {dns: x, port: 1, scheme: ftp}}", `deployments.d.primary.discovery.scheme: must be http or https, got "ftp"`, nil},
 		{"min_match", "{model: m, endpoints: [http://b:1], prefix: {min_match: 1.5}}", "deployments.d.primary.prefix.min_match: must be a share from 0 to 1, got 1.5", nil},
 		{"load_factor", "{model: m, endpoints: [http://b:1], prefix: {load_factor: 0.5}}", "deployments.d.primary.prefix.load_factor: must be from 1 to 100", nil},
@@ -136,5 +141,34 @@ func TestGrayEmptyEndpoints(t *testing.T) {
 	doc = strings.Replace(doc, "gray: {endpoints: []}", "gray: {params: {temperature: 0.2}}", 1)
 	if _, _, err := Parse([]byte(doc), dir, nil); err != nil {
 		t.Fatalf("a gray without an upstream of its own: %v", err)
+	}
+}
+
+// TestServeRefusalsAtLoad: what serve refused at start, validate refuses
+// (SPEC §2: a config validate accepts always serves): a lease_ttl whose
+// renewal ticker is 0 (a panic), a spool directory under a file.
+func TestServeRefusalsAtLoad(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "afile")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, doc, want string }{
+		{"lease_ttl 2ns", "analyzer: {lease_ttl: 2ns}\n", "analyzer.lease_ttl: must be at least 1s, got 2ns"},
+		{"lease_ttl 500ms", "analyzer: {lease_ttl: 500ms}\n", "analyzer.lease_ttl: must be at least 1s, got 500ms"},
+		{"gateway spool under a file", "gateway: {spool_dir: " + filepath.Join(file, "spool") + "}\n", "gateway.spool_dir: " + file + " is a file, not a directory"},
+		{"analyzer spool is a file", "analyzer: {spool_dir: " + file + "}\n", "analyzer.spool_dir: " + file + " is a file, not a directory"},
+		{"lease_ttl 1s, a spool to make", "analyzer: {lease_ttl: 1s, spool_dir: " + filepath.Join(dir, "new", "spool") + "}\n", ""},
+	} {
+		_, _, err := Parse([]byte(c.doc), dir, nil)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error = %v; want a line containing %q", c.name, err, c.want)
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -59,9 +61,7 @@ func (d *decoder) validateGateway(g *Gateway) {
 	if g.MaxToolSteps < 0 {
 		d.errorf("gateway.max_tool_steps", nil, "must not be negative (0 disables the limit), got %d", g.MaxToolSteps)
 	}
-	if g.SpoolDir == "" {
-		d.errorf("gateway.spool_dir", nil, "must not be empty")
-	}
+	d.spoolDir("gateway.spool_dir", g.SpoolDir)
 	d.positiveDuration("gateway.rollout_stale_after", g.RolloutStaleAfter)
 	if g.GrayUnwatchedAfter < 0 && !d.failed["gateway.gray_unwatched_after"] {
 		d.errorf("gateway.gray_unwatched_after", nil, "must not be negative (0: never hold an unwatched gray), got %s", g.GrayUnwatchedAfter)
@@ -219,6 +219,11 @@ func checkUpstreamURL(raw string) string {
 	if u.Host == "" || u.Hostname() == "" {
 		return "must be an absolute http or https URL with a host"
 	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "port must be 1-65535, got " + port
+		}
+	}
 	if u.Fragment != "" || u.RawQuery != "" {
 		return "must not have a query or a fragment"
 	}
@@ -336,11 +341,14 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 	d.positiveDuration("analyzer.read_timeout", a.ReadTimeout)
 	d.positiveDuration("analyzer.write_timeout", a.WriteTimeout)
 	d.positiveDuration("analyzer.idle_timeout", a.IdleTimeout)
-	d.positiveDuration("analyzer.lease_ttl", a.LeaseTTL)
-	d.spoolSize("analyzer.spool_max_bytes", a.SpoolMaxBytes)
-	if a.SpoolDir == "" {
-		d.errorf("analyzer.spool_dir", nil, "must not be empty")
+	if a.LeaseTTL < MinLeaseTTL && !d.failed["analyzer.lease_ttl"] {
+		// Renewed every lease_ttl/3 over the network and acted on within
+		// lease_ttl/2 of a renewal: below a second a round trip to NATS is
+		// a large share of it (and under 3ns the renewal ticker is 0).
+		d.errorf("analyzer.lease_ttl", nil, "must be at least %s, got %s", MinLeaseTTL, a.LeaseTTL)
 	}
+	d.spoolSize("analyzer.spool_max_bytes", a.SpoolMaxBytes)
+	d.spoolDir("analyzer.spool_dir", a.SpoolDir)
 	g := a.Gates
 	for _, gate := range []struct {
 		key string
@@ -451,6 +459,30 @@ func sameListener(a, b string) bool {
 func (d *decoder) atLeastOne(p string, v int) {
 	if v < 1 && !d.failed[p] {
 		d.errorf(p, nil, "must be at least 1, got %d", v)
+	}
+}
+
+// MinLeaseTTL is the shortest analyzer.lease_ttl.
+const MinLeaseTTL = time.Second
+
+// spoolDir refuses an empty spool directory, and one that cannot be
+// created where it is: the path, or the nearest of its parents that
+// exists, is a file (validate would pass what serve refuses at start).
+func (d *decoder) spoolDir(p, dir string) {
+	if dir == "" {
+		d.errorf(p, nil, "must not be empty")
+		return
+	}
+	for at := filepath.Clean(dir); ; at = filepath.Dir(at) {
+		if fi, err := os.Stat(at); err == nil {
+			if !fi.IsDir() {
+				d.errorf(p, nil, "%s is a file, not a directory: the spool cannot be made there", at)
+			}
+			return
+		}
+		if parent := filepath.Dir(at); parent == at {
+			return
+		}
 	}
 }
 

@@ -55,6 +55,10 @@ func TestRolloutRefusalsNameTheCommand(t *testing.T) {
 			"revision_conflict: deployment qwen changed since revision 1 (current revision 3): see `gateway rollout list`, then retry"},
 		{"an unknown deployment", []string{"rollback", "nope", "--reason", "x"}, ExitNotFound,
 			"(`gateway rollout list` shows the deployments with a gray)"},
+		// Not a refused change (1): bad usage, named (it was "json:
+		// unsupported value: NaN", exit 1).
+		{"a NaN percentage", []string{"set", "qwen", "--percentage", "NaN", "--reason", "x"}, ExitUsage, `invalid value "NaN" for flag -percentage: not a number`},
+		{"an infinite percentage", []string{"resume", "qwen", "--percentage", "-Inf", "--reason", "x"}, ExitUsage, `invalid value "-Inf" for flag -percentage: not a number`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errs bytes.Buffer

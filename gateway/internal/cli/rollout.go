@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -112,7 +113,7 @@ func rolloutCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	fset.StringVar(&f.config, "config", "graygate.yaml", "configuration file")
 	fset.Func("percentage", "gray share", func(s string) error {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil {
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("not a number: %q", s)
 		}
 		f.percentage, f.pctSet = v, true
