@@ -348,7 +348,11 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 		d.errorf("analyzer.lease_ttl", nil, "must be at least %s, got %s", MinLeaseTTL, a.LeaseTTL)
 	}
 	d.spoolSize("analyzer.spool_max_bytes", a.SpoolMaxBytes)
-	d.spoolDir("analyzer.spool_dir", a.SpoolDir)
+	if a.SpoolDir == "" {
+		// Not spoolDir's check of the place: an analyzer whose spool
+		// directory cannot be used serves with a spool in memory.
+		d.errorf("analyzer.spool_dir", nil, "must not be empty")
+	}
 	g := a.Gates
 	for _, gate := range []struct {
 		key string
@@ -465,8 +469,8 @@ func (d *decoder) atLeastOne(p string, v int) {
 // MinLeaseTTL is the shortest analyzer.lease_ttl.
 const MinLeaseTTL = time.Second
 
-// spoolDir refuses an empty spool directory, and one that cannot be
-// created where it is: the path, or the nearest of its parents that
+// spoolDir refuses an empty gateway spool directory, and one that cannot
+// be created where it is: the path, or the nearest of its parents that
 // exists, is a file (validate would pass what serve refuses at start).
 func (d *decoder) spoolDir(p, dir string) {
 	if dir == "" {

@@ -3,6 +3,7 @@ package gate
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/graygate/graygate/schemas/events"
@@ -101,4 +102,28 @@ func TestEpochPassNeeds(t *testing.T) {
 		t.Logf("%s: epoch %s on %d gray, passes from about %.0f", g.Gate, g.Epoch.Verdict, g.Epoch.GrayN, need)
 	}
 	t.Logf("every gate passes from about %.0f gray requests: %.1f h at 1 gray request/s, %.0f min at 10", most, most/3600, most/600)
+}
+
+// TestNeedsWithoutGrayAttempts: a gate of a class gray has not served yet
+// (streamed requests only on primary) is inconclusive, and says so
+// rather than that 10⁴ times the evidence would not decide it.
+func TestNeedsWithoutGrayAttempts(t *testing.T) {
+	r := rand.New(rand.NewPCG(71, 79))
+	plain := with(healthy, 3000, func(t *traffic) { t.latMs = 200 })
+	streamedP := with(healthy, 20000, func(t *traffic) { t.stream, t.latMs = true, 200 })
+	p := plain
+	p.n = 30000
+	in := &Input{
+		Gray: map[Class]*events.ArmStats{{Endpoint: events.EndpointChat}: draw(r, events.ArmGray, plain)},
+		Primary: map[Class]*events.ArmStats{
+			{Endpoint: events.EndpointChat}:               draw(r, events.ArmPrimary, p),
+			{Stream: true, Endpoint: events.EndpointChat}: draw(r, events.ArmPrimary, streamedP),
+		},
+	}
+	for _, g := range []events.Gate{events.GateTTFTP99, events.GateTTFTP99Ratio} {
+		res := resultOf(defaults.Judge(&Input{}, epochOf(in), day1), g, true)
+		if res.Verdict != events.VerdictInconclusive || res.NeedsGray != nil || !strings.Contains(res.Why, "gray has no attempts of this class") {
+			t.Errorf("%s (streamed): %s, needs_gray %v, why %q; want inconclusive, null, and that gray has no attempts of the class", g, res.Verdict, res.NeedsGray, res.Why)
+		}
+	}
 }

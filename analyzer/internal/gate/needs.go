@@ -151,6 +151,12 @@ func scaleArm(dst, src *events.ArmStats, s float64, parts int) {
 // estimate on its threshold, or one that even maxScale times the
 // evidence leaves undecided.
 func (c Config) needs(pooled *Input, sp spend, r events.GateResult) (*float64, string) {
+	if r.GrayN <= 0 {
+		// Nothing to scale: what it needs is known from gray's first
+		// attempts of the class (a deployment whose gray has had no
+		// streamed requests yet, say).
+		return nil, "gray has no attempts of this class on the epoch yet: what it needs is known once it has some"
+	}
 	share, why := c.censoredWhy(pooled, r)
 	if share >= 0.01 {
 		return nil, why
