@@ -711,7 +711,7 @@ const cacheMixSlack = 0.02
 // needs (the uncached class is a small share where caching works). Every
 // merged (stream, endpoint) must pass, at the classes' a each.
 func (e *evaluator) passOverCache(best *events.GateResult, stream *bool, a float64, test func(r *events.GateResult, k Class, a float64)) {
-	if !e.anyCached {
+	if !e.anyCached || e.slowerAtTheMedian(best.Gate, *stream) {
 		return
 	}
 	if e.uncachedToo == nil {
@@ -743,6 +743,57 @@ func (e *evaluator) passOverCache(best *events.GateResult, stream *bool, a float
 	if out.Verdict == events.VerdictPass {
 		*best = out
 	}
+}
+
+// slowerAtTheMedian reports whether a class of the stream class (an
+// endpoint, cached or not, pooled over bands) has gray's median past what
+// the gate allows of its p99: for a ratio gate, the ratio's threshold ×
+// primary's median; for ttft_p99, ttft_p99_max. A merge can hide such a
+// class under the other's attempts (an uncached class twice as slow that
+// is a small share of the traffic passed on the merge, SPEC §9 rev. 4
+// "never pool cached with uncached attempts"), so passOverCache never
+// passes over it: the class is judged on its own, and fails when its
+// attempts show it. The median, not the p99, so that a healthy class of a
+// few dozen attempts does not block it by chance.
+func (e *evaluator) slowerAtTheMedian(g events.Gate, stream bool) bool {
+	type side struct{ g, p histogram.Log }
+	byClass := map[Class]*side{}
+	at := func(k Class) *side {
+		k.Band = ""
+		s := byClass[k]
+		if s == nil {
+			s = &side{}
+			byClass[k] = s
+		}
+		return s
+	}
+	for k, s := range e.in.Gray {
+		if k.Stream == stream {
+			at(k).g.Merge(histogramOf(g, s))
+		}
+	}
+	for k, s := range e.in.Primary {
+		if k.Stream == stream {
+			at(k).p.Merge(histogramOf(g, s))
+		}
+	}
+	thr := e.c.Threshold(g)
+	for _, s := range byClass {
+		gm, ok := s.g.Quantile(0.5)
+		if !ok {
+			continue
+		}
+		if g == events.GateTTFTP99 {
+			if gm > thr*1000 { // the threshold in seconds, the values in ms
+				return true
+			}
+			continue
+		}
+		if pm, ok := s.p.Quantile(0.5); ok && gm > thr*pm {
+			return true
+		}
+	}
+	return false
 }
 
 // cachedShare returns the share of m's attempts in k's stream class and

@@ -242,10 +242,13 @@ func TestCachedPassTogether(t *testing.T) {
 	part := streamed(rand.New(rand.NewPCG(34, 9)))
 	c := defaults
 	c.Gates.TTFTP99RatioMax = 1.5
-	judge := func(grayCached, grayUncached int, grayTTFT float64) events.Verdict {
+	judgeAgainst := func(primaryCached, primaryUncached, grayCached, grayUncached int, grayTTFT float64) events.Verdict {
 		in := inputOf(part(events.ArmGray, grayCached, true, 80), part(events.ArmGray, grayUncached, false, grayTTFT),
-			part(events.ArmPrimary, 160000, true, 80), part(events.ArmPrimary, 40000, false, 400))
+			part(events.ArmPrimary, primaryCached, true, 80), part(events.ArmPrimary, primaryUncached, false, 400))
 		return resultOf(c.Evaluate(in), events.GateTTFTP99Ratio, true).Verdict
+	}
+	judge := func(grayCached, grayUncached int, grayTTFT float64) events.Verdict {
+		return judgeAgainst(160000, 40000, grayCached, grayUncached, grayTTFT)
 	}
 	// Gray: 5,000 attempts, 75 % cached (primary 80 %): the uncached
 	// class's 1,250 are too few to pass alone, the 5,000 together pass.
@@ -261,5 +264,19 @@ func TestCachedPassTogether(t *testing.T) {
 	}
 	if got := judge(3750, 1250, 1600); got != events.VerdictFail {
 		t.Errorf("gray's uncached TTFT ×4: %s; want fail (the merge never hides a failing class)", got)
+	}
+	// A class slower at its median than the ratio allows at the p99 is
+	// never passed over, even while it is too small to fail alone: gray's
+	// uncached TTFT twice primary's on 60 attempts among 20,060 (both
+	// arms 99.7 % cached) passed on the merge (found by an audit helper;
+	// 1.8× and 2.5× alike).
+	for _, slower := range []float64{1.8, 2, 2.5} {
+		if got := judgeAgainst(100000, 300, 20000, 60, 400*slower); got == events.VerdictPass {
+			t.Errorf("gray's uncached TTFT ×%g on 60 attempts: %s; want no pass", slower, got)
+		}
+	}
+	// A healthy small uncached class still passes on the merge.
+	if got := judgeAgainst(100000, 300, 20000, 60, 400); got != events.VerdictPass {
+		t.Errorf("a healthy uncached class of 60 attempts: %s; want pass on the attempts together", got)
 	}
 }
