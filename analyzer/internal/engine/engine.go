@@ -189,9 +189,10 @@ type deploymentState struct {
 	actedFrom uint64
 	acted     bool
 	lastAct   *Action
-	// errorsLooked is when gate 5 was last looked at (a regular or an
-	// early look): the next look spends the seconds since (gate.Look).
-	errorsLooked time.Time
+	// errorsLooked and schemaLooked are when gates 5 and 2 were last
+	// looked at (a regular or an early look): the next look spends the
+	// seconds since (gate.Look).
+	errorsLooked, schemaLooked time.Time
 }
 
 // New returns an engine over js. leader decides whether it may publish.

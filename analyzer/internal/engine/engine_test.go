@@ -304,7 +304,9 @@ func TestUrgentEvaluationActsOnGates2And5Only(t *testing.T) {
 // gate 5 makes its deployment urgent; the early look acts on
 // gray_error_rate; and each look of gate 5 spends the seconds since its
 // previous one — the first early look one second, a regular look 2 s
-// after it two, one after an interval of quiet the whole interval.
+// after it two, one after an interval of quiet the whole interval — and
+// so does each look of gate 2 (above threshold 0), which the same looks
+// judge.
 func TestEarlyGate5Look(t *testing.T) {
 	v := newEnv(t)
 	rev := v.rollout(events.StatusActive, 10, time.Hour)
@@ -313,18 +315,18 @@ func TestEarlyGate5Look(t *testing.T) {
 	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 50, nil), entry(events.ArmGray, 10, nil)))
 	v.waitRead(e.Engine, 1)
 	e.Evaluate(context.Background())
-	if got := e.gates.look(v.dep).ErrorSeconds(); got != 5 {
-		t.Errorf("the first regular look spends %v s of gate 5; want the interval, 5", got)
+	if l := e.gates.look(v.dep); l.ErrorSeconds() != 5 || l.SchemaSeconds() != 5 {
+		t.Errorf("the first regular look spends %v s of gate 5, %v s of gate 2; want the interval, 5", l.ErrorSeconds(), l.SchemaSeconds())
 	}
 	v.clk.Advance(2 * time.Second)
 	e.Evaluate(context.Background())
-	if got := e.gates.look(v.dep).ErrorSeconds(); got != 2 {
-		t.Errorf("a regular look 2 s after the last spends %v s of gate 5; want 2", got)
+	if l := e.gates.look(v.dep); l.ErrorSeconds() != 2 || l.SchemaSeconds() != 2 {
+		t.Errorf("a regular look 2 s after the last spends %v s of gate 5, %v s of gate 2; want 2", l.ErrorSeconds(), l.SchemaSeconds())
 	}
 	v.clk.Advance(time.Minute)
 	e.Evaluate(context.Background())
-	if got := e.gates.look(v.dep).ErrorSeconds(); got != 5 {
-		t.Errorf("a regular look after a minute spends %v s of gate 5; want at most the interval, 5", got)
+	if l := e.gates.look(v.dep); l.ErrorSeconds() != 5 || l.SchemaSeconds() != 5 {
+		t.Errorf("a regular look after a minute spends %v s of gate 5, %v s of gate 2; want at most the interval, 5", l.ErrorSeconds(), l.SchemaSeconds())
 	}
 
 	v.clk.Advance(1500 * time.Millisecond)
@@ -336,8 +338,8 @@ func TestEarlyGate5Look(t *testing.T) {
 	v.publishStats(v.stat("gw-1", 0, entry(events.ArmPrimary, 50, nil), down))
 	v.waitRead(e.Engine, 2)
 	evs := e.EvaluateUrgent(context.Background())
-	if look := e.gates.look(v.dep); look.Seconds != 0 || look.ErrorSeconds() != 1.5 {
-		t.Errorf("the early look: %+v, gate 5 spends %v s; want 0 for the others and 1.5 for gate 5", look, look.ErrorSeconds())
+	if look := e.gates.look(v.dep); look.Seconds != 0 || look.ErrorSeconds() != 1.5 || look.SchemaSeconds() != 1.5 {
+		t.Errorf("the early look: %+v, gate 5 spends %v s, gate 2 %v s; want 0 for the others and 1.5 for gates 5 and 2", look, look.ErrorSeconds(), look.SchemaSeconds())
 	}
 	if len(evs) != 1 || evs[0].Action == nil || evs[0].Action.Kind != ActionRollback {
 		t.Fatalf("early look = %+v; want a rollback", evs)

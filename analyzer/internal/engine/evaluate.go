@@ -147,11 +147,12 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 	if urgent {
 		// An early look: the other tests spend nothing here (their budget
 		// is counted in the regular looks) and cannot fail on the window;
-		// gate 2 spends its half-second share, gate 5 the seconds since
-		// its last look (gate.Look).
+		// gates 2 and 5 spend the seconds since their last look
+		// (gate.Look).
 		look.Seconds = 0
 	}
-	look = look.WithErrorSeconds(e.errorSeconds(d.Name, now, urgent))
+	errs, schema := e.sinceLooks(d.Name, now, urgent)
+	look = look.WithErrorSeconds(errs).WithSchemaSeconds(schema)
 	var ep *gate.Epoch
 	if hasEpoch {
 		ep = &view.Epoch
@@ -244,27 +245,31 @@ func earlyFailure(results []events.GateResult) (events.GateResult, bool) {
 	return events.GateResult{}, false
 }
 
-// errorSeconds returns what gate 5 spends at a look of d at now (SPEC §9
-// rev. 4): the seconds since its previous look, at most one interval (the
-// first look, and a regular look after a pause, spend one interval, as
-// every other test does); an early look with no look before it spends one
-// second, its least spacing. It records now as gate 5's last look.
-func (e *Engine) errorSeconds(d string, now time.Time, early bool) float64 {
+// sinceLooks returns what gates 5 and 2 spend at a look of d at now (SPEC
+// §9 rev. 4), and records now as their last look: for each, the seconds
+// since its previous look, at most one interval (the first look, and a
+// regular look after a pause, spend one interval, as every other test
+// does); an early look with no look before it spends one second, its
+// least spacing.
+func (e *Engine) sinceLooks(d string, now time.Time, early bool) (errs, schema float64) {
 	iv := e.cfg.Analyzer.Interval.Seconds()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ds := e.state[d]
-	s := iv
-	switch {
-	case !ds.errorsLooked.IsZero():
-		s = min(max(now.Sub(ds.errorsLooked).Seconds(), 0), iv)
-	case early:
-		s = min(urgentEvery.Seconds(), iv)
+	since := func(last *time.Time) float64 {
+		s := iv
+		switch {
+		case !last.IsZero():
+			s = min(max(now.Sub(*last).Seconds(), 0), iv)
+		case early:
+			s = min(urgentEvery.Seconds(), iv)
+		}
+		if now.After(*last) {
+			*last = now
+		}
+		return s
 	}
-	if now.After(ds.errorsLooked) {
-		ds.errorsLooked = now
-	}
-	return s
+	return since(&ds.errorsLooked), since(&ds.schemaLooked)
 }
 
 // decide publishes a rollback when a gate failed (the first that failure

@@ -15,11 +15,11 @@ import "math"
 // every test of every look keeps the whole rollout within α/2, however the
 // overlapping windows depend on each other.
 //
-// Gate 2 above threshold 0 is also judged at early looks, at most once a
-// second besides the regular ones: it spends half of one second's worth
-// at every look (of a regular look shorter than a second, half of its
-// Seconds), so a second's regular and early looks together stay within the
-// second's share.
+// Gates 2 (above threshold 0) and 5 are also judged at early looks, at
+// most once a second besides the regular ones: each of their looks spends
+// the seconds since that gate's previous look (SPEC §9 rev. 4), so a
+// second's regular and early looks together stay within the second's
+// share.
 //
 // The epoch's half is spent epoch by epoch: the k-th epoch since the
 // deployment last left rolled_back gets α/2 · 6/(π² k²), split among tests,
@@ -65,16 +65,13 @@ func (c Config) WindowAlpha(look Look) float64 {
 	return c.secondShare(look.Day) * max(look.Seconds, 0) / c.tests()
 }
 
-// SchemaWindowAlpha returns what gate 2, above threshold 0, spends at every
-// look on the window layer, regular or early: half of one second's share
-// of a test (half of Seconds' share for a regular look shorter than a
-// second), so that one regular and one early look a second fit in it.
+// SchemaWindowAlpha returns what gate 2, above threshold 0, spends at a
+// look on the window layer, regular or early: the seconds since its
+// previous look (Look.SchemaSeconds) of the day's share, divided among the
+// tests, as every test spends its Seconds — so gate 2's looks together
+// spend no more than the seconds they cover, whatever the mix.
 func (c Config) SchemaWindowAlpha(look Look) float64 {
-	s := 1.0
-	if look.Seconds > 0 && look.Seconds < 1 {
-		s = look.Seconds
-	}
-	return c.secondShare(look.Day) * s / 2 / c.tests()
+	return c.secondShare(look.Day) * look.SchemaSeconds() / c.tests()
 }
 
 // EpochAlpha returns the error probability one test may spend on the

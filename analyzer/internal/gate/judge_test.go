@@ -331,12 +331,20 @@ func TestWindowBudget(t *testing.T) {
 						t.Errorf("interval %v: day %d spends %v; want %v", iv, d, got, want)
 					}
 				}
-				// Gate 2 above 0: per second, the regular looks' spend plus
-				// one early look's, within the second's share of the test.
+				// Gate 2 above 0 (SPEC §9 rev. 4): a regular look spends the
+				// interval's share, as every test does; a look that comes
+				// s seconds after gate 2's previous one (an early look, or
+				// the regular look after it) spends s seconds' worth, so
+				// its looks together spend the seconds they cover.
 				if schema > 0 && (d == 1 || d == 7) {
-					perSecond := c.SchemaWindowAlpha(look)/iv.Seconds() + c.SchemaWindowAlpha(Look{Day: d})
-					if share := c.secondShare(d) / c.tests(); perSecond > share*(1+1e-12) {
-						t.Errorf("interval %v, day %d: gate 2 spends %v a second with early looks; want ≤ %v", iv, d, perSecond, share)
+					if got, want := c.SchemaWindowAlpha(look), c.WindowAlpha(look); math.Abs(got/want-1) > 1e-12 {
+						t.Errorf("interval %v, day %d: a regular look of gate 2 spends %v; want the interval's %v", iv, d, got, want)
+					}
+					share := c.secondShare(d) / c.tests()
+					for _, s := range []float64{0, 1, 2.5} {
+						if got := c.SchemaWindowAlpha(Look{Day: d}.WithSchemaSeconds(s)); math.Abs(got-s*share) > 1e-12*share {
+							t.Errorf("interval %v, day %d: a look %gs after the last spends %v; want %v", iv, d, s, got, s*share)
+						}
 					}
 				}
 			}

@@ -104,16 +104,16 @@ type Look struct {
 	// promise holds when the looks of a rollout spend no more seconds than
 	// the rollout has lasted (regular looks at least Seconds apart; an
 	// engine that looks late may pass the time since its previous look).
-	// An early gate-2 look (SPEC §9: at most once a second per deployment,
+	// An early look (SPEC §9: at most once a second per deployment,
 	// besides the regular ones) passes 0: the other tests spend nothing
-	// there and cannot fail on the window, gate 2 above threshold 0 spends
-	// its half-second share (Config.SchemaWindowAlpha), and the epoch's
-	// sequences hold at every look anyway.
+	// there and cannot fail on the window, gates 2 and 5 spend the seconds
+	// since their previous look (WithSchemaSeconds, WithErrorSeconds), and
+	// the epoch's sequences hold at every look anyway.
 	Seconds float64
-	// errorSeconds, when errorSet, is what gate 5 spends instead of
-	// Seconds (WithErrorSeconds).
-	errorSeconds float64
-	errorSet     bool
+	// errorSeconds and schemaSeconds, when set, are what gates 5 and 2
+	// spend instead of Seconds.
+	errorSeconds, schemaSeconds float64
+	errorSet, schemaSet         bool
 	// VerdictsOnly skips needs_gray and why, which only report, and the
 	// fail side of gates 4 and 5 while their estimate is not above the
 	// threshold (where it cannot fail; their bound is then not reported):
@@ -138,6 +138,22 @@ func (l Look) WithErrorSeconds(s float64) Look {
 func (l Look) ErrorSeconds() float64 {
 	if l.errorSet {
 		return l.errorSeconds
+	}
+	return max(l.Seconds, 0)
+}
+
+// WithSchemaSeconds returns l with gate 2 (above threshold 0) spending s
+// seconds' worth instead of Seconds: like WithErrorSeconds, the seconds
+// since gate 2's previous look, regular or early (SPEC §9 rev. 4).
+func (l Look) WithSchemaSeconds(s float64) Look {
+	l.schemaSeconds, l.schemaSet = max(s, 0), true
+	return l
+}
+
+// SchemaSeconds returns the seconds' worth gate 2 spends at l.
+func (l Look) SchemaSeconds() float64 {
+	if l.schemaSet {
+		return l.schemaSeconds
 	}
 	return max(l.Seconds, 0)
 }
