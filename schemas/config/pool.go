@@ -175,7 +175,7 @@ func (d *decoder) validatePool(p string, u *Upstream) {
 		d.errorf(pp+".load_factor", nil, "must be from 1 to 100, got %v", u.Prefix.LoadFactor)
 	}
 	if u.Prefix.CacheTokens < 1 || u.Prefix.CacheTokens > 1<<40 {
-		d.errorf(pp+".cache_tokens", nil, "must be 1 or more tokens, got %d", u.Prefix.CacheTokens)
+		d.errorf(pp+".cache_tokens", nil, "must be 1 to %d tokens, got %d", int64(1)<<40, u.Prefix.CacheTokens)
 	} else if u.Balance == BalancePrefix && u.Prefix.BlockBytes >= 16 {
 		// The index keeps cache_tokens × 4 / block_bytes blocks a replica
 		// (SPEC §6.7): at least one, and not more than MaxPrefixBlocks.

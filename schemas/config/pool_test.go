@@ -55,6 +55,8 @@ func TestPoolKeys(t *testing.T) {
 			"deployments.d.primary.prefix.cache_tokens: gives 0 blocks of 256 bytes (cache_tokens × 4 / block_bytes) a replica; the index keeps 1 to 16777216", nil},
 		{"prefix index too large", "{model: m, endpoints: [http://b:1], balance: prefix, prefix: {block_bytes: 256, cache_tokens: 1000000000000}}",
 			"deployments.d.primary.prefix.cache_tokens: gives 15625000000 blocks", nil},
+		{"cache_tokens past 2^40", "{model: m, endpoints: [http://b:1], prefix: {cache_tokens: 1099511627777}}",
+			"deployments.d.primary.prefix.cache_tokens: must be 1 to 1099511627776 tokens, got 1099511627777", nil},
 		{"a small cache without prefix", "{model: m, endpoints: [http://b:1], balance: round_robin, prefix: {block_bytes: 256, cache_tokens: 10}}", "", nil},
 		{"max_ejection below ejection", "{model: m, endpoints: [http://b:1], outlier: {ejection: 30s, max_ejection: 10s}}",
 			"deployments.d.primary.outlier.max_ejection: must be at least ejection (30s), got 10s", nil},
