@@ -175,3 +175,13 @@ func TestServeRefusalsAtLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestPromotionStepRefusedOnce: a step refused as it is read (NaN) is
+// one error, not a second "must be in (0, 100], got 0" for the zero it
+// left behind.
+func TestPromotionStepRefusedOnce(t *testing.T) {
+	_, _, err := Parse([]byte("analyzer: {promotion: {steps: [1, .nan, 100], hold: 10m}}\n"), t.TempDir(), nil)
+	if err == nil || strings.Count(err.Error(), "analyzer.promotion.steps[1]") != 1 {
+		t.Errorf("error = %v; want exactly one line on analyzer.promotion.steps[1]", err)
+	}
+}

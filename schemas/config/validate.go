@@ -387,6 +387,9 @@ func (d *decoder) validateAnalyzer(a *Analyzer) {
 		}
 		for i, s := range pr.Steps {
 			p := indexPath("analyzer.promotion.steps", i)
+			if d.failed[p] {
+				continue // refused as it was read (NaN, a string): said once
+			}
 			if s <= 0 || s > 100 {
 				d.errorf(p, nil, "must be in (0, 100], got %s", formatNumber(s))
 				continue
