@@ -110,10 +110,9 @@ type Look struct {
 	// since their previous look (WithSchemaSeconds, WithErrorSeconds), and
 	// the epoch's sequences hold at every look anyway.
 	Seconds float64
-	// errorSeconds and schemaSeconds, when set, are what gates 5 and 2
-	// spend instead of Seconds.
-	errorSeconds, schemaSeconds float64
-	errorSet, schemaSet         bool
+	// errors and schema, when set, are what gates 5 and 2 spend instead
+	// of Seconds.
+	errors, schema spent
 	// VerdictsOnly skips needs_gray and why, which only report, and the
 	// fail side of gates 4 and 5 while their estimate is not above the
 	// threshold (where it cannot fail; their bound is then not reported):
@@ -123,6 +122,20 @@ type Look struct {
 	VerdictsOnly bool
 }
 
+// spent is the seconds' worth one of gates 2 and 5 spends at a look,
+// when set (else the look's Seconds).
+type spent struct {
+	seconds float64
+	set     bool
+}
+
+func (s spent) or(seconds float64) float64 {
+	if s.set {
+		return s.seconds
+	}
+	return max(seconds, 0)
+}
+
 // WithErrorSeconds returns l with gate 5 spending s seconds' worth instead
 // of Seconds (SPEC §9 rev. 4, "Early gate-5 looks"): the seconds since
 // gate 5's previous look, regular or early, so that a second's looks of
@@ -130,33 +143,23 @@ type Look struct {
 // An early look passes Seconds 0 (the other tests spend nothing there) and
 // the seconds since gate 5 was last looked at.
 func (l Look) WithErrorSeconds(s float64) Look {
-	l.errorSeconds, l.errorSet = max(s, 0), true
+	l.errors = spent{max(s, 0), true}
 	return l
 }
 
 // ErrorSeconds returns the seconds' worth gate 5 spends at l.
-func (l Look) ErrorSeconds() float64 {
-	if l.errorSet {
-		return l.errorSeconds
-	}
-	return max(l.Seconds, 0)
-}
+func (l Look) ErrorSeconds() float64 { return l.errors.or(l.Seconds) }
 
 // WithSchemaSeconds returns l with gate 2 (above threshold 0) spending s
 // seconds' worth instead of Seconds: like WithErrorSeconds, the seconds
 // since gate 2's previous look, regular or early (SPEC §9 rev. 4).
 func (l Look) WithSchemaSeconds(s float64) Look {
-	l.schemaSeconds, l.schemaSet = max(s, 0), true
+	l.schema = spent{max(s, 0), true}
 	return l
 }
 
 // SchemaSeconds returns the seconds' worth gate 2 spends at l.
-func (l Look) SchemaSeconds() float64 {
-	if l.schemaSet {
-		return l.schemaSeconds
-	}
-	return max(l.Seconds, 0)
-}
+func (l Look) SchemaSeconds() float64 { return l.schema.or(l.Seconds) }
 
 // DayOf returns the day d (from 1) that now falls in for a rollout that
 // began at since: 1 during the first 24 hours, and so on.
