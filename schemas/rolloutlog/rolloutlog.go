@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -266,6 +267,16 @@ func (v Verifier) Check(deployment string, prev, seq uint64, h nats.Header, data
 	switch p := ev.PrevRevision; {
 	case p == nil:
 		return Verdict{Signer: signer, Reason: ReasonReplay, Note: "a signed rollout event without prev_revision"}
+	case h.Get(jetstream.ExpectedLastSubjSeqHeader) != strconv.FormatUint(*p, 10):
+		// Every append sets this header to the event's prev_revision, and
+		// the server stores the message only while the subject's last one
+		// is that revision; the header is kept with it. A copy published
+		// again (after the messages before it on the subject were pushed
+		// out, so that a reader starting now cannot know what preceded it)
+		// cannot carry a header the server would accept.
+		return Verdict{Signer: signer, Reason: ReasonReplay,
+			Note: fmt.Sprintf("a rollout event appended after revision %d not stored as its append asked (%s %q): replayed", *p,
+				jetstream.ExpectedLastSubjSeqHeader, clip(h.Get(jetstream.ExpectedLastSubjSeqHeader), 30))}
 	case prev == PrevUnknown && *p >= seq:
 		return Verdict{Signer: signer, Reason: ReasonReplay,
 			Note: fmt.Sprintf("a rollout event appended after revision %d stored at %d (replayed)", *p, seq)}

@@ -2,6 +2,7 @@ package rolloutlog
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 )
 
@@ -32,14 +34,31 @@ func signed(t *testing.T, kp nkeys.KeyPair, ev events.RolloutChanged, prev *uint
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(env)
-	if kp == nil {
-		return body, nats.Header{}
+	h := nats.Header{}
+	if kp != nil {
+		var err error
+		if h, err = events.Sign(kp, body); err != nil {
+			t.Fatal(err)
+		}
 	}
-	h, err := events.Sign(kp, body)
-	if err != nil {
-		t.Fatal(err)
+	if prev != nil { // as the server keeps it from the append
+		h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(*prev, 10))
 	}
 	return body, h
+}
+
+// withAppendHeader is m with its append header set to v ("": removed), as
+// a copy published again carries it.
+func withAppendHeader(m msg, v string) msg {
+	h := nats.Header{}
+	for k, vs := range m.h {
+		h[k] = vs
+	}
+	h.Del(jetstream.ExpectedLastSubjSeqHeader)
+	if v != "" {
+		h.Set(jetstream.ExpectedLastSubjSeqHeader, v)
+	}
+	return msg{m.body, h}
 }
 
 func u(v uint64) *uint64 { return &v }
@@ -76,6 +95,11 @@ func TestVerifierCheck(t *testing.T) {
 		{"another body's signature", msg{otherBody, good.h}, 7, 9, ReasonSignature, "does not verify", true},
 		{"a replay: prev is not the message before", good, 8, 9, ReasonReplay, "replayed", true},
 		{"a replay as the first retained, after itself", good, PrevUnknown, 7, ReasonReplay, "replayed", true},
+		// A copy published again after the messages before it were pushed
+		// out: the reader cannot know what preceded it, but the copy lacks
+		// the header the server checked at the append (it would refuse it).
+		{"a copy as the first retained, without the append header", withAppendHeader(good, ""), PrevUnknown, 9, ReasonReplay, "not stored as its append asked", true},
+		{"a copy whose append header is not its prev_revision", withAppendHeader(good, "8"), PrevUnknown, 9, ReasonReplay, "not stored as its append asked", true},
 		{"signed without prev_revision", pair(signed(t, analyzer, rollback, nil)), 7, 9, ReasonReplay, "without prev_revision", true},
 		{"another deployment's", pair(signed(t, analyzer, other, u(7))), 7, 9, ReasonDeployment, "deployment e", false},
 		{"not an event", msg{[]byte(`{"x":1}`), good.h}, 7, 9, ReasonUndecodable, "not a valid rollout event", false},

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/graygate/graygate/schemas/rolloutlog"
 	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 )
 
@@ -41,6 +43,9 @@ func TestFollowRefusesForgedActors(t *testing.T) {
 			m.Header, err = events.Sign(kp, body)
 			testenv.Must(t, err)
 		}
+		// Appended as every writer appends: the server stores it only
+		// while the subject's last message is prev (and keeps the header).
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(prev, 10))
 		_, err = js.PublishMsg(ctx, m)
 		testenv.Must(t, err)
 		return m
@@ -85,7 +90,19 @@ func TestFollowRefusesForgedActors(t *testing.T) {
 		{"a gateway's analyzer event", rolloutlog.ReasonSigner, func(prev uint64) { publish(gateway, promote(100), prev) }},
 		{"an unsigned analyzer event", rolloutlog.ReasonSignature, func(prev uint64) { publish(nil, promote(100), prev) }},
 		{"the analyzer's first event again", rolloutlog.ReasonReplay, func(uint64) {
-			_, err := js.PublishMsg(ctx, &nats.Msg{Subject: first.Subject, Data: first.Data, Header: first.Header})
+			// As it was appended, the server refuses it (the subject's last
+			// message is no longer revision 0); stored without the append's
+			// header, the readers refuse it.
+			if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: first.Subject, Data: first.Data, Header: first.Header}); err == nil {
+				t.Error("the first event published again with its append header was stored")
+			}
+			h := nats.Header{}
+			for k, v := range first.Header {
+				if k != jetstream.ExpectedLastSubjSeqHeader {
+					h[k] = v
+				}
+			}
+			_, err := js.PublishMsg(ctx, &nats.Msg{Subject: first.Subject, Data: first.Data, Header: h})
 			testenv.Must(t, err)
 		}},
 	} {

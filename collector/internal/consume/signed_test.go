@@ -3,10 +3,12 @@ package consume_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/graygate/graygate/collector/internal/consume"
@@ -52,6 +54,7 @@ func TestRolloutSignatures(t *testing.T) {
 			m.Header, err = events.Sign(kp, body)
 			testenv.Must(t, err)
 		}
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(prev, 10)) // appended as writers append
 		ack, err := js.PublishMsg(ctx, m)
 		testenv.Must(t, err)
 		last = ack.Sequence
@@ -60,7 +63,14 @@ func TestRolloutSignatures(t *testing.T) {
 	first := send(analyzer, 5, last)
 	send(gateway, 50, last)
 	send(nil, 60, last)
-	replay := &nats.Msg{Subject: first.Subject, Data: first.Data, Header: first.Header}
+	// A copy of the first event, stored as only a copy can be: without
+	// the append's header (with it, the server refuses it).
+	replay := &nats.Msg{Subject: first.Subject, Data: first.Data, Header: nats.Header{}}
+	for k, v := range first.Header {
+		if k != jetstream.ExpectedLastSubjSeqHeader {
+			replay.Header[k] = v
+		}
+	}
 	ack, err := js.PublishMsg(ctx, replay)
 	testenv.Must(t, err)
 	last = ack.Sequence
