@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -181,7 +182,10 @@ func metric(t *testing.T, gw *testenv.Gateway, series string) string {
 
 // publishAs stores a rollout event on subject, signed with k (nil:
 // unsigned), with prev as its prev_revision; it returns the sequence.
-func (e *signedEnv) publishAs(k nkeys.KeyPair, subject string, ev *events.RolloutChanged, prev uint64) (uint64, []byte, nats.Header) {
+// With appended, it is stored as every writer appends: with the header
+// Nats-Expected-Last-Subject-Sequence at prev, which the server checks and
+// keeps (readers require it); without, as a raw publish.
+func (e *signedEnv) publishAs(k nkeys.KeyPair, subject string, ev *events.RolloutChanged, prev uint64, appended bool) (uint64, []byte, nats.Header) {
 	e.t.Helper()
 	ev.Revision, ev.PrevRevision = prev, &prev
 	env, err := events.NewEnvelope(events.TypeRolloutChanged, "test/forger", ev, time.Now(), "")
@@ -193,7 +197,15 @@ func (e *signedEnv) publishAs(k nkeys.KeyPair, subject string, ev *events.Rollou
 		msg.Header, err = events.Sign(k, body)
 		testenv.Must(e.t, err)
 	}
-	return e.republish(msg), body, msg.Header
+	if !appended {
+		return e.republish(msg), body, msg.Header
+	}
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(prev, 10))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ack, err := e.js.PublishMsg(ctx, msg)
+	testenv.Must(e.t, err)
+	return ack.Sequence, body, msg.Header
 }
 
 // republish stores msg as it is (a new message id each time).
@@ -274,29 +286,29 @@ func TestE2ESignedRolloutLog(t *testing.T) {
 		send         func() uint64
 	}{
 		{"an analyzer event signed by the gateway's key", "signer", func() uint64 {
-			seq, _, _ := e.publishAs(e.gw1.kp, subject, rollback(), prev)
+			seq, _, _ := e.publishAs(e.gw1.kp, subject, rollback(), prev, true)
 			return seq
 		}},
 		{"an unsigned analyzer event", "signature", func() uint64 {
-			seq, _, _ := e.publishAs(nil, subject, rollback(), prev)
+			seq, _, _ := e.publishAs(nil, subject, rollback(), prev, true)
 			return seq
 		}},
 		{"a signature over other bytes", "signature", func() uint64 {
-			_, _, h := e.publishAs(e.analyzer.kp, "graygate.rollout.scratch", rollback(), 0)
-			_, body, _ := e.publishAs(nil, "graygate.rollout.scratch", &events.RolloutChanged{Deployment: "qwen", Status: events.StatusRolledBack, Reason: "other", Actor: events.ActorAnalyzer}, prev)
+			_, _, h := e.publishAs(e.analyzer.kp, "graygate.rollout.scratch", rollback(), 0, false)
+			_, body, _ := e.publishAs(nil, "graygate.rollout.scratch", &events.RolloutChanged{Deployment: "qwen", Status: events.StatusRolledBack, Reason: "other", Actor: events.ActorAnalyzer}, prev, false)
 			return e.republish(&nats.Msg{Subject: subject, Data: body, Header: h})
 		}},
 		{"another deployment's event signed by the analyzer", "deployment", func() uint64 {
 			ev := rollback()
 			ev.Deployment = "big"
-			seq, _, _ := e.publishAs(e.analyzer.kp, subject, ev, prev)
+			seq, _, _ := e.publishAs(e.analyzer.kp, subject, ev, prev, true)
 			return seq
 		}},
 		{"alice's change published again", "replay", func() uint64 {
 			return e.republish(&nats.Msg{Subject: subject, Data: aliceMsg.Data, Header: aliceMsg.Header})
 		}},
 		{"an analyzer event with a stale prev_revision", "replay", func() uint64 {
-			seq, _, _ := e.publishAs(e.analyzer.kp, subject, rollback(), prev-1)
+			seq, _, _ := e.publishAs(e.analyzer.kp, subject, rollback(), prev-1, false)
 			return seq
 		}},
 	} {
@@ -317,7 +329,7 @@ func TestE2ESignedRolloutLog(t *testing.T) {
 	// The analyzer's key authors analyzer events, appended after the last
 	// message whatever it was.
 	seq, _, _ := e.publishAs(e.analyzer.kp, subject, &events.RolloutChanged{Deployment: "qwen", Percentage: 10,
-		Status: events.StatusActive, Reason: "promoted", Actor: events.ActorAnalyzer}, prev)
+		Status: events.StatusActive, Reason: "promoted", Actor: events.ActorAnalyzer}, prev, true)
 	testenv.WaitFor(t, 5*time.Second, "the analyzer's event", func() bool {
 		r := entryOf(t, gw, "qwen")
 		return r.Revision == seq && r.Percentage == 10 && r.Actor == "analyzer" && r.Note == ""
@@ -350,7 +362,7 @@ func TestE2ESignedRolloutLog(t *testing.T) {
 	}
 	// The old key's events no longer count.
 	seq, _, _ = e.publishAs(e.gw1.kp, subject, &events.RolloutChanged{Deployment: "qwen", Percentage: 50,
-		Status: events.StatusActive, Reason: "old key", Actor: events.ActorAdmin}, r.Revision)
+		Status: events.StatusActive, Reason: "old key", Actor: events.ActorAdmin}, r.Revision, true)
 	testenv.WaitFor(t, 5*time.Second, "the old key's event to be read", func() bool { return entryOf(t, gw, "qwen").Revision == seq })
 	if r := entryOf(t, gw, "qwen"); r.Percentage != 20 || !strings.Contains(r.Note, "rollout_signers") {
 		t.Errorf("after an event signed with the removed key the gateway serves %+v; want 20 %% and a note", r)
