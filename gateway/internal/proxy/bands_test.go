@@ -196,3 +196,24 @@ func TestRefusalParamByEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbeddingsReserveNoOutput: an embedding generates no tokens, so its
+// output reserve is 0 (SPEC §3) even when its body names max_tokens or
+// max_completion_tokens; a request that fits the window is served (it was
+// refused context_length_exceeded for the limit it named).
+func TestEmbeddingsReserveNoOutput(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Deployments["qwen"].ContextWindow = 16
+	g := startGateway(t, cfg)
+	for _, limits := range []string{``, `,"max_tokens":50`, `,"max_completion_tokens":50`, `,"max_output_tokens":50`} {
+		body := `{"model":"agent-chat","input":"hi there"` + limits + `}`
+		if resp, out := postPath(t, g.url, "/v1/embeddings", body); resp.StatusCode != 200 {
+			t.Errorf("embeddings %s: %d %s; want 200", body, resp.StatusCode, out)
+		}
+	}
+	// The same limit on chat still reserves its tokens.
+	if resp, _ := postPath(t, g.url, "/v1/chat/completions", `{"model":"agent-chat","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`); resp.StatusCode != 400 {
+		t.Errorf("chat with max_tokens 50 in a 16-token window: %d; want 400", resp.StatusCode)
+	}
+}

@@ -74,8 +74,13 @@ func (in *Intake) Prepare(c *fiber.Ctx, x *Request) error {
 	if err := read(body, &x.Scan); err != nil {
 		return apierr.BadRequest("%s", err.Error())
 	}
-	if x.EP == upstream.Completions {
+	switch x.EP {
+	case upstream.Completions:
 		x.Scan.DefaultOutputReserve = completionsMaxTokens
+	case upstream.Embeddings:
+		// An embedding generates no tokens: its output reserve is 0 (SPEC
+		// §3), whatever token limits the body names.
+		x.Scan.MaxTokens, x.Scan.MaxCompletionTokens, x.Scan.MaxOutputTokens = scan.Member{}, scan.Member{}, scan.Member{}
 	}
 	rt, err := in.lookupRoute(x, body)
 	if err != nil {
