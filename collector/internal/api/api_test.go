@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -527,5 +528,27 @@ func TestTimesOutsideTheStoredRange(t *testing.T) {
 				t.Errorf("GET %s = %d %s; want 400 bad_request naming %q", tt.path, status, body, tt.param)
 			}
 		})
+	}
+}
+
+// TestMalformedHeadersEchoNoCredentials: a request whose headers do not
+// parse is a 400 that does not quote its header bytes (a bearer token, a
+// session cookie) back (SPEC §11).
+func TestMalformedHeadersEchoNoCredentials(t *testing.T) {
+	s := api.New(fakeReader{}, api.Options{Token: token})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	go s.App().Listener(ln)
+	t.Cleanup(func() { s.App().Shutdown() })
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	testenv.Must(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("GET /v1/samples HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token + "\r\nCookie: graygate_session=" + token +
+		"\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"))
+	testenv.Must(t, err)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	answer, _ := io.ReadAll(conn)
+	if !bytes.HasPrefix(answer, []byte("HTTP/1.1 400")) || bytes.Contains(answer, []byte(token)) {
+		t.Errorf("answered\n%s\nwant a 400 that quotes no header", answer)
 	}
 }

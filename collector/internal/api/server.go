@@ -89,6 +89,7 @@ func New(r Reader, opts Options) *Server {
 	// The console answers a wrong token after a delay on a hijacked
 	// connection, which the server must leave open (console/delay.go).
 	s.app.Server().KeepHijackedConns = true
+	s.app.Server().SecureErrorLogMessage = true // never quote a request's header bytes (a token, a cookie) back
 	// Every answer, the console's too, is kept from caches and from
 	// content sniffing (SPEC §8 rev. 4).
 	s.app.Use(func(c *fiber.Ctx) error {

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -118,5 +120,41 @@ func TestErrorsCarryTheRequestID(t *testing.T) {
 		if resp.StatusCode != c.want || got == "" || c.id != "" && got != c.id {
 			t.Errorf("%s %s (x-request-id %q) = %d, x-request-id %q; want %d and the client's id or a new one", c.method, c.path, c.id, resp.StatusCode, got, c.want)
 		}
+	}
+}
+
+// TestMalformedHeadersEchoNoCredentials: a request whose headers do not
+// parse (two Content-Length headers, a line without a colon) is a 400,
+// and neither its answer nor the gateway's log quotes the header bytes —
+// a client's bearer token or cookie, an operator's admin token (SPEC §11;
+// fasthttp's reason quoted them, found by an audit helper).
+func TestMalformedHeadersEchoNoCredentials(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Gateway.ClientTokens = []config.Secret{"tok-a"}
+	var logs testenv.Buffer
+	s, err := New(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	testenv.Must(t, err)
+	g := serveServer(t, s)
+	const secret = "SECRET-TOKEN-123"
+	for _, c := range []struct{ name, base, head string }{
+		{"two Content-Length headers", g.url, "POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + secret + "\r\nCookie: s=" + secret + "\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n{\"a\":1}"},
+		{"a line without a colon", g.url, "POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + secret + "\r\nbroken line\r\nContent-Length: 2\r\n\r\n{}"},
+		{"the admin listener", g.admin, "PUT /admin/rollouts/qwen HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + secret + "\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n{\"a\":1}"},
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(c.base, "http://"))
+		testenv.Must(t, err)
+		_, err = conn.Write([]byte(c.head))
+		testenv.Must(t, err)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		answer, _ := io.ReadAll(conn)
+		conn.Close()
+		if !bytes.HasPrefix(answer, []byte("HTTP/1.1 400")) || bytes.Contains(answer, []byte(secret)) {
+			t.Errorf("%s: answered\n%s\nwant a 400 that quotes no header", c.name, answer)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("the debug log quotes a credential:\n%s", logs.String())
 	}
 }

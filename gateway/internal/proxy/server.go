@@ -257,6 +257,10 @@ func (s *Server) newClientApp() *fiber.App {
 		ReduceMemoryUsage: true,
 	})
 	app.Server().HeaderReceived = s.clientHeaderReceived
+	// A request whose headers do not parse is refused with fasthttp's
+	// reason, which by default quotes the header bytes — a client's bearer
+	// token or cookie in its error answer and the log (SPEC §11).
+	app.Server().SecureErrorLogMessage = true
 	app.Post("/v1/chat/completions", s.chat)
 	app.Post("/v1/completions", s.completions)
 	app.Post("/v1/embeddings", s.embeddings)

@@ -63,6 +63,7 @@ func (a *API) App() *fiber.App {
 		IdleTimeout:           a.opts.IdleTimeout,
 	})
 	app.Server().HeaderReceived = a.headerReceived
+	app.Server().SecureErrorLogMessage = true // never quote a request's header bytes (an admin token) back
 	app.Get("/metrics", a.metrics)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
 	app.Get("/readyz", a.readyz)
