@@ -31,7 +31,7 @@ const (
 
 // Each stream's max_bytes (SPEC §11 rev. 4): the oldest messages go when
 // a stream is full, so a flood fills a bounded disk, not the server's.
-// Together 57 GiB, below GRAYGATE's 100G of JetStream storage on
+// Together 50 GiB, below GRAYGATE's 100G of JetStream storage on
 // infra/nats (the analyzer's buckets take the rest, README.md "Limits").
 // GRAYGATE_POOLS' 1 GiB holds a day of 100 gateways × 20 deployments
 // at a status of ~3 KB every 10 s (rev. 4).

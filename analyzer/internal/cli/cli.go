@@ -21,7 +21,7 @@ commands:
   simulate replay synthetic traffic through the gates on a simulated clock:
            false rollbacks of a healthy gray per traffic level, and the time
            to roll back each kind of breakage
-           [--days N] [--rates 0.1,1,10,100,1000] [--seed S] [--runs R] [--edge] [--json]
+           [--days N] [--rates 0.1,1,10,100,1000] [--seed S] [--runs R] [--json]
 
 flags (after the command):
   --config FILE      configuration file (default graygate.yaml; simulate:
