@@ -14,12 +14,11 @@ import (
 )
 
 // TestReplayAfterEvictionRefused: an old signed analyzer event, published
-// again by someone holding only NATS
-// publish rights on graygate.rollout.> (no signing key), then 99
-// filler messages so that it is the oldest kept message on the
-// subject (100 kept per subject), is refused by a reader that starts then:
-// it lacks the append header the server checked (until 2026-12-08 every
-// such reader applied it; found by an audit helper).
+// again by someone holding only NATS publish rights on graygate.rollout.>
+// (no signing key), then 99 filler messages so that it is the oldest kept
+// message on the subject (100 kept per subject), is refused by a reader
+// that starts then: it lacks the append header the server checked (until
+// 2026-12-08 every such reader applied it; found by an audit helper).
 func TestReplayAfterEvictionRefused(t *testing.T) {
 	_, js := testenv.NATSServer(t)
 	anKey, _ := nkeys.CreateUser()
