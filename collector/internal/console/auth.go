@@ -359,26 +359,35 @@ func (s *Console) login(c *fiber.Ctx) error {
 	if s.checkToken(token) {
 		return s.signIn(c, next, "", "")
 	}
-	wrong := func(msg string) error {
+	// wrong answers a token that is not the API token (and, as far as
+	// anyone can say, no operator's) after the delay, counted against the
+	// limits.
+	wrong := func(status int, msg string) error {
 		wrongToken = true
-		s.log.Warn("console sign-in refused: wrong token", "source", src)
-		if err := refuse(fiber.StatusUnauthorized, msg); err != nil {
+		if err := refuse(status, msg); err != nil {
 			return err
 		}
 		s.delay.later(c, failDelay)
 		return nil
 	}
 	if s.admin == nil || s.sealer == nil {
-		return wrong("That is not the collector's API token (operators cannot sign in here: " + s.loginPage(c, next, "").Why + ").")
+		s.log.Warn("console sign-in refused: wrong token", "source", src)
+		return wrong(fiber.StatusUnauthorized, "That is not the collector's API token (operators cannot sign in here: "+s.loginPage(c, next, "").Why+").")
 	}
 	op, err := s.admin.whoami(c.UserContext(), token)
 	var ae *adminError
 	switch {
 	case errors.As(err, &ae) && (ae.Status == fiber.StatusUnauthorized || ae.Status == fiber.StatusForbidden):
-		return wrong("That is neither the collector's API token nor an admin token the gateway knows.")
+		s.log.Warn("console sign-in refused: wrong token", "source", src)
+		return wrong(fiber.StatusUnauthorized, "That is neither the collector's API token nor an admin token the gateway knows.")
 	case err != nil:
-		s.log.Warn("console sign-in: the gateway did not say who the token is", "err", err)
-		return refuse(fiber.StatusBadGateway, "The gateway could not be asked who this token belongs to; try again later. ("+err.Error()+")")
+		// Not the API token, and no one to say whether it is an
+		// operator's: delayed and counted like a wrong token, so that an
+		// unreachable gateway does not lift the limit on guessing the API
+		// token. The cause (the admin API's address) is logged, not shown
+		// to a visitor who has not signed in.
+		s.log.Warn("console sign-in: the gateway did not say who the token is", "source", src, "err", err)
+		return wrong(fiber.StatusBadGateway, "The gateway could not be asked who this token belongs to; try again later.")
 	case op == "":
 		return refuse(fiber.StatusForbidden, "That is the gateway's shared admin token, which names no operator: sign in with your own admin token (gateway.admin_tokens_env).")
 	case !events.ValidOperator(op):

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"bytes"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -227,4 +229,41 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestLoginLimitsWithTheGatewayDown: while the gateway's admin API cannot
+// be reached, a token that is not the API token is still counted and
+// delayed like a wrong one (else the API token could be guessed at full
+// speed), and the page does not show the admin API's address.
+func TestLoginLimitsWithTheGatewayDown(t *testing.T) {
+	now := fakeTime
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := down.Addr().String()
+	down.Close() // nothing listens there now
+	c := newClient(t, testAppWith(t, Options{Token: "token-1", AdminURL: "http://" + addr, SessionKey: bytes.Repeat([]byte{5}, 32)}, newMemSessions(), &now))
+	attempt := func(token string) (*http.Response, string) {
+		t.Helper()
+		_, body := c.get("/login")
+		return c.post("/login", url.Values{"csrf": {c.csrf(body)}, "token": {token}})
+	}
+	resp, page := attempt("wrong-aaaaaaaa")
+	if resp.StatusCode != http.StatusBadGateway || strings.Contains(page, addr) || !strings.Contains(page, "could not be asked") {
+		t.Fatalf("a token with the gateway down = %d:\n%s\nwant 502 saying the gateway could not be asked, without its address", resp.StatusCode, page)
+	}
+	if resp, _ := attempt("other-bbbbbbbb"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("right after = %d; want 429 (the attempt counted)", resp.StatusCode)
+	}
+	for i := 1; i < maxFailures; i++ {
+		now = now.Add(failDelay)
+		if resp, _ := attempt("wrong-" + strconv.Itoa(i) + "-cccccccc"); resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("attempt %d = %d; want 502", i+1, resp.StatusCode)
+		}
+	}
+	now = now.Add(failDelay)
+	if resp, _ := attempt("token-1"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("after five unanswered tokens = %d; want 429 until the minute is over", resp.StatusCode)
+	}
 }
