@@ -176,7 +176,7 @@ func viewGate(g events.GateResult) gateView {
 		v.Where = "at p" + trimFloat(*g.Quantile*100, 2)
 	}
 	if g.Band != "" {
-		v.Where = strings.TrimSpace(v.Where + " in band " + g.Band)
+		v.Where = strings.TrimSpace(v.Where + " in band " + text.Escape(g.Band))
 	}
 	layer := func(l *events.LayerResult) *layerView {
 		if l == nil {
@@ -221,7 +221,7 @@ func sentence(g events.GateResult, info gateInfo, v gateView) string {
 		what = strings.Replace(what, "p99", "p"+trimFloat(*g.Quantile*100, 2), 1)
 	}
 	if g.Band != "" {
-		what += " in band " + g.Band
+		what += " in band " + text.Escape(g.Band)
 	}
 	than := ""
 	if info.Than != "" {

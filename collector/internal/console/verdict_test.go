@@ -181,6 +181,22 @@ func TestGateUnits(t *testing.T) {
 	}
 }
 
+// TestGateBandEscaped: a band's name from an event is shown with its
+// control and bidirectional characters made visible (SPEC §8 rev. 4), in
+// the gate's place and its sentence; a name a config allows is shown as
+// it is.
+func TestGateBandEscaped(t *testing.T) {
+	g := gate(events.GateLatencyP99Ratio, events.VerdictFail, 2.1, 1.8, 1.5)
+	g.Quantile = ptr(0.5)
+	for band, want := range map[string]string{"long-32k": "long-32k", "lo\u202eng": `lo\u202eng`} {
+		g.Band = band
+		v := viewGate(g)
+		if !strings.Contains(v.Where, "in band "+want) || !strings.Contains(v.Sentence, "in band "+want) || strings.ContainsRune(v.Where+v.Sentence, '\u202e') {
+			t.Errorf("band %q: where %q, sentence %q; want it shown as %q", band, v.Where, v.Sentence, want)
+		}
+	}
+}
+
 func TestSpan(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		6 * time.Minute: "6m", 17*time.Hour + 12*time.Minute: "17h12m", 45 * time.Second: "45s",
