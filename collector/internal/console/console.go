@@ -334,11 +334,13 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return human(now().Sub(t))
 		},
-		"dur":    func(seconds float64) string { return human(time.Duration(seconds * float64(time.Second))) },
-		"num":    num,
-		"nump":   func(p *float64) string { return nump(p) },
-		"pct":    func(p float64) string { return trimFloat(p, 2) + " %" },
-		"stream": streamClass,
+		"dur":           func(seconds float64) string { return human(time.Duration(seconds * float64(time.Second))) },
+		"num":           num,
+		"triggerName":   triggerName,
+		"triggerValues": triggerValues,
+		"nump":          func(p *float64) string { return nump(p) },
+		"pct":           func(p float64) string { return trimFloat(p, 2) + " %" },
+		"stream":        streamClass,
 		// act pairs a page with one of its actions, for the act-form template.
 		"act": func(page any, action string) actForm { return actForm{Page: page, Action: action} },
 		"needs": func(p *float64) string {

@@ -254,6 +254,22 @@ func sentence(g events.GateResult, info gateInfo, v gateView) string {
 
 // streamClass names a gate's stream class: "streamed", "not streamed",
 // or "" for a gate over every attempt.
+// triggerName is the gate that rolled gray back, with its stream class:
+// "latency_p99_ratio (streamed)".
+func triggerName(t *events.GateTrigger) string {
+	if c := streamClass(t.Stream); c != "" {
+		return string(t.Gate) + " (" + c + ")"
+	}
+	return string(t.Gate)
+}
+
+// triggerValues is the trigger's estimate, bound and threshold in the
+// gate's own unit: "estimate 2.1×, bound 1.8× vs 1.5×".
+func triggerValues(t *events.GateTrigger) string {
+	u := infoOf(t.Gate).Unit
+	return "estimate " + formatIn(u, t.Estimate) + ", bound " + formatIn(u, t.Bound) + " vs " + formatLimit(u, t.Threshold)
+}
+
 func streamClass(b *bool) string {
 	switch {
 	case b == nil:

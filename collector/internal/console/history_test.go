@@ -194,7 +194,10 @@ func TestDescribe(t *testing.T) {
 		{"operator rollback", store.RolloutEvent{Actor: "admin", Operator: "bob", Status: "rolled_back", Reason: "bad"},
 			"rollback", "rolled back by admin (bob): bad"},
 		{"analyzer rollback", store.RolloutEvent{Actor: "analyzer", Status: "rolled_back", Trigger: trig},
-			"rollback", "rollback: schema_failure_rate estimate 0.02, bound 0.011 vs 0"},
+			"rollback", "rollback: schema_failure_rate estimate 2 %, bound 1.1 % vs 0 %"},
+		{"analyzer rollback on a streamed ratio", store.RolloutEvent{Actor: "analyzer", Status: "rolled_back", Trigger: &events.GateTrigger{
+			Gate: events.GateLatencyP99Ratio, Stream: ptr(true), Estimate: 2.1, Bound: 1.8, Threshold: 1.5}},
+			"rollback", "rollback: latency_p99_ratio (streamed) estimate 2.1×, bound 1.8× vs 1.5×"},
 		{"promotion", store.RolloutEvent{Actor: "analyzer", Status: "active", Percentage: 10},
 			"promotion", "promotion to 10 %"},
 		{"escaped", store.RolloutEvent{Actor: "admin", Operator: "a\u202eb", Status: "active", Hold: ptr(true), Reason: "x\u202ey\x1b"},

@@ -304,7 +304,7 @@ func describe(e store.RolloutEvent) eventView {
 	case e.Status == string(events.StatusRolledBack) && e.Trigger != nil:
 		t := e.Trigger
 		v.Kind = "rollback"
-		v.Label = fmt.Sprintf("rollback: %s estimate %s, bound %s vs %s", t.Gate, num(t.Estimate), num(t.Bound), num(t.Threshold))
+		v.Label = "rollback: " + triggerName(t) + " " + triggerValues(t)
 	case e.Status == string(events.StatusRolledBack):
 		v.Kind = "rollback"
 		v.Label = fmt.Sprintf("rolled back by %s: %s", who(e.Actor, e.Operator), text.Escape(e.Reason))

@@ -66,7 +66,7 @@ func verdictOf(s store.RolloutSummary, now time.Time) overall {
 	switch {
 	case s.Last.Status == string(events.StatusRolledBack) && s.Last.Trigger != nil:
 		// Evaluations stop with the rollback: the trigger is the verdict.
-		return overall{verdictFailing, string(s.Last.Trigger.Gate) + " rolled gray back"}
+		return overall{verdictFailing, triggerName(s.Last.Trigger) + " rolled gray back"}
 	case len(failing) > 0:
 		v = overall{verdictFailing, strings.Join(failing, ", ")}
 	case s.Latest == nil:
