@@ -240,7 +240,8 @@ func serveWithEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 	}
 	watchdog := &rollout.Watchdog{Table: table, Signers: signers, After: cfg.Gateway.GrayUnwatchedAfter,
 		HoldAbove: cfg.Gateway.UnwatchedHoldAbove, WatchedAgainAfter: cfg.Gateway.UnwatchedRecoverAfter,
-		Log: log, Gauge: tel.SetUnwatched}
+		MaxGap: 2 * cfg.Analyzer.Interval, // the analyzer sends one every interval
+		Log:    log, Gauge: tel.SetUnwatched}
 	agg := stats.New(stats.Options{Interval: cfg.Gateway.StatsInterval, Publisher: pub, Log: log, Metrics: tel})
 	log.Info("per-arm statistics", "gateway", agg.Gateway(), "stats_interval", cfg.Gateway.StatsInterval.String(),
 		"request_log", cfg.Gateway.RequestLog)

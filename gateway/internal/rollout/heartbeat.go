@@ -34,7 +34,12 @@ type Watchdog struct {
 	HoldAbove float64
 	// WatchedAgainAfter defaults to DefaultWatchedAgainAfter.
 	WatchedAgainAfter time.Duration
-	Log               *slog.Logger
+	// MaxGap is the longest pause between heartbeats that still counts as
+	// heartbeats being back (twice the analyzer's interval, which is how
+	// often it sends one); longer, and WatchedAgainAfter starts over. 0:
+	// WatchedAgainAfter (a single heartbeat then lifts the hold).
+	MaxGap time.Duration
+	Log    *slog.Logger
 	// Gauge, when set, is told 1 while the hold is on and 0 otherwise
 	// (graygate_gray_unwatched).
 	Gauge func(on bool)
@@ -61,6 +66,9 @@ func (w *Watchdog) Run(ctx context.Context, nc *nats.Conn) error {
 	}
 	if w.WatchedAgainAfter <= 0 {
 		w.WatchedAgainAfter = DefaultWatchedAgainAfter
+	}
+	if w.MaxGap <= 0 {
+		w.MaxGap = w.WatchedAgainAfter
 	}
 	if w.Log == nil {
 		w.Log = slog.New(slog.DiscardHandler)
@@ -104,7 +112,7 @@ func (w *Watchdog) beat(h nats.Header, data []byte, now time.Time) {
 		}
 		return
 	}
-	if w.Table.Unwatched() && (w.backSince.IsZero() || now.Sub(w.lastBeat) > w.WatchedAgainAfter) {
+	if w.Table.Unwatched() && (w.backSince.IsZero() || now.Sub(w.lastBeat) > w.MaxGap) {
 		w.backSince = now // heartbeats are back (again)
 	}
 	w.lastBeat = now
@@ -153,11 +161,13 @@ func (w *Watchdog) replayed(hb events.Heartbeat) string {
 }
 
 // check turns the hold on after After without a heartbeat, and off once
-// heartbeats have been back for WatchedAgainAfter.
+// heartbeats have been back for WatchedAgainAfter: coming, none more than
+// MaxGap after the one before, the last one too (SPEC §11 rev. 4: one
+// heartbeat from an analyzer that then died lifted it).
 func (w *Watchdog) check(now time.Time) {
 	w.mu.Lock()
 	silent := now.Sub(w.lastBeat)
-	back := !w.backSince.IsZero() && now.Sub(w.backSince) >= w.WatchedAgainAfter && silent <= w.After
+	back := !w.backSince.IsZero() && now.Sub(w.backSince) >= w.WatchedAgainAfter && silent <= w.MaxGap
 	w.mu.Unlock()
 	on := w.Table.Unwatched()
 	switch {

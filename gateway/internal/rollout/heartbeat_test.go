@@ -134,3 +134,36 @@ func TestWatchdogCountsAHeartbeatOnce(t *testing.T) {
 		t.Errorf("another holder's heartbeats did not count (silent for %v)", silence)
 	}
 }
+
+// TestWatchdogNeedsHeartbeatsToKeepComing: the hold ends only once
+// heartbeats have kept coming for WatchedAgainAfter, none more than MaxGap
+// after the one before; a single heartbeat from an analyzer that then
+// falls silent does not end it (it did: SPEC §11 rev. 4 "until
+// heartbeats have been back for 30 s"; found by an audit helper).
+func TestWatchdogNeedsHeartbeatsToKeepComing(t *testing.T) {
+	nc, _ := testenv.Connect(t, testenv.StartNATS(t).URL)
+	table := NewTable([]string{"small"})
+	table.Set(New("small", 10, Active, 1, events.ActorAdmin, "r", time.Now()))
+	w := &Watchdog{Table: table, After: time.Second, HoldAbove: 10, WatchedAgainAfter: 400 * time.Millisecond, MaxGap: 120 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, nc) }()
+	defer func() { cancel(); <-done }()
+	beat := func() {
+		body, _ := json.Marshal(events.Heartbeat{Holder: "analyzer/test", Time: time.Now().UTC()})
+		testenv.Must(t, nc.Publish(events.SubjectHeartbeat, body))
+	}
+	testenv.WaitFor(t, 5*time.Second, "the hold without heartbeats", table.Unwatched)
+	beat() // one, then silence
+	time.Sleep(700 * time.Millisecond)
+	if !table.Unwatched() {
+		t.Fatal("one heartbeat, then 700 ms of silence, ended the hold")
+	}
+	// Heartbeats every 50 ms: the hold ends after WatchedAgainAfter.
+	for end := time.Now().Add(700 * time.Millisecond); time.Now().Before(end) && table.Unwatched(); time.Sleep(50 * time.Millisecond) {
+		beat()
+	}
+	if table.Unwatched() {
+		t.Error("heartbeats every 50 ms for 700 ms did not end the hold")
+	}
+}
