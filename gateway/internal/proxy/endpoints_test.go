@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -103,6 +104,33 @@ func TestCompletionsAndEmbeddingsSDK(t *testing.T) {
 	for _, r := range recs {
 		if r.Deployment != "qwen" {
 			t.Errorf("record %+v; want deployment qwen", r)
+		}
+	}
+}
+
+// TestGrayEmbeddingsNeedData: a gray embeddings answer is accepted only as
+// a JSON object with the key "data" (SPEC §3), spelled so and not null
+// (its last value when repeated); "DATA" or "Data" fall back (they were
+// served: the decoder matched the key in any case).
+func TestGrayEmbeddingsNeedData(t *testing.T) {
+	primary := testenv.StartMock(t)
+	for _, c := range []struct{ body, arm string }{
+		{`{"object":"list","data":[{"embedding":[1]}]}`, "gray"},
+		{`{"object":"list","DATA":[{"embedding":[1]}]}`, "fallback"},
+		{`{"Data":[1]}`, "fallback"},
+		{`{"data":null}`, "fallback"},
+		{`{"data":null,"data":[1]}`, "gray"},
+		{`{"data":[1],"data":null}`, "fallback"},
+		{`[{"data":[1]}]`, "fallback"},
+	} {
+		gray := startHostile(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, c.body)
+		})
+		g := startGateway(t, grayConfig(t, primary.URL, gray.url, 100))
+		resp, out := postPath(t, g.url, "/v1/embeddings", `{"model":"agent-chat","input":"hi"}`)
+		if got := resp.Header.Get("x-gateway-arm"); resp.StatusCode != 200 || got != c.arm {
+			t.Errorf("gray answering %s: %d arm %q; want %s:\n%s", c.body, resp.StatusCode, got, c.arm, out)
 		}
 	}
 }

@@ -98,9 +98,15 @@ func (s *Flow) readGray(x *Exchange, a *attempt.Attempt, stream bool) []filter.F
 	}
 	x.tally.Fill(m, x.Body, &x.Scan)
 	if x.EP == upstream.Embeddings {
-		// No schema: a 2xx JSON object with "data" is accepted (SPEC §3).
-		var e struct{ Data json.RawMessage }
-		if json.Unmarshal(x.ans, &e) != nil || len(e.Data) == 0 || string(e.Data) == "null" {
+		// No schema: a 2xx JSON object with "data" is accepted (SPEC §3):
+		// that key exactly (a struct field would also match "DATA"), its
+		// last value when repeated.
+		var e map[string]json.RawMessage
+		data := e["data"]
+		if json.Unmarshal(x.ans, &e) == nil {
+			data = e["data"]
+		}
+		if len(data) == 0 || string(data) == "null" {
 			m.Reason, m.ErrorType = events.ReasonInvalidJSON, events.ErrorUpstreamInvalidJSON
 			return []filter.FieldError{{Field: "data", Description: "gray answered embeddings without data"}}
 		}
