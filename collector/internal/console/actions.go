@@ -110,8 +110,8 @@ func (s *Console) act(c *fiber.Ctx) error {
 	if !store.ValidName(dep) {
 		return badParam("deployment", "want a deployment name ([A-Za-z0-9_-]+)")
 	}
-	action := c.FormValue("action")
-	ch, done, err := s.changeOf(action, c.FormValue("reason"), c.FormValue("revision"), c.FormValue("percentage"))
+	action := formValue(c, "action")
+	ch, done, err := s.changeOf(action, formValue(c, "reason"), formValue(c, "revision"), formValue(c, "percentage"))
 	if err != nil {
 		return err
 	}

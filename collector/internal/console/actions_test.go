@@ -158,6 +158,18 @@ func TestOperatorActions(t *testing.T) {
 		t.Errorf("a stale revision = %d (%d calls; want one, not retried):\n%s", resp.StatusCode, len(gw.bodies)-n, page)
 	}
 
+	// The form's fields count only from the body: in the query string (a
+	// URL, which logs keep) the CSRF token and the action are not read.
+	n = len(gw.bodies)
+	q := url.Values{"csrf": {csrf}, "action": {"hold"}, "reason": {"via the query"}, "revision": {"15"}}
+	if resp, _ := alice.post("/deployments/qwen-32k/actions?"+q.Encode(), url.Values{}); resp.StatusCode != http.StatusForbidden || len(gw.bodies) != n {
+		t.Errorf("an action in the query string = %d, %d calls; want 403 and none", resp.StatusCode, len(gw.bodies)-n)
+	}
+	// With the CSRF token in the body, the query's action is not read either.
+	if resp, _ := alice.post("/deployments/qwen-32k/actions?"+q.Encode(), url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusBadRequest || len(gw.bodies) != n {
+		t.Errorf("an action's fields in the query string = %d, %d calls; want 400 and none", resp.StatusCode, len(gw.bodies)-n)
+	}
+
 	// Bad forms: 400 naming the field, nothing sent.
 	n = len(gw.bodies)
 	for name, form := range map[string]url.Values{

@@ -156,12 +156,19 @@ func (s *Console) checkForm(c *fiber.Ctx) error {
 	return nil
 }
 
+// formValue is the form field key of a POST's urlencoded body, and only
+// of its body: fiber's FormValue looks in the query string first, so a
+// CSRF token or a token in a URL (which logs keep) would count.
+func formValue(c *fiber.Ctx, key string) string {
+	return string(c.Request().PostArgs().Peek(key))
+}
+
 // checkPost refuses a signed-in POST whose CSRF token is not its session's.
 func (s *Console) checkPost(c *fiber.Ctx, sess *session) error {
 	if err := s.checkForm(c); err != nil {
 		return err
 	}
-	if !sess.validCSRF(c.FormValue("csrf")) {
+	if !sess.validCSRF(formValue(c, "csrf")) {
 		return errStaleForm
 	}
 	return nil
@@ -325,11 +332,11 @@ func (s *Console) login(c *fiber.Ctx) error {
 		return err
 	}
 	nonce := c.Cookies(s.cookieName(c, csrfCookie))
-	if form := c.FormValue("csrf"); nonce == "" || len(nonce) > 64 || subtle.ConstantTimeCompare([]byte(form), []byte(nonce)) != 1 {
+	if form := formValue(c, "csrf"); nonce == "" || len(nonce) > 64 || subtle.ConstantTimeCompare([]byte(form), []byte(nonce)) != 1 {
 		return errStaleForm
 	}
-	next := safeNext(c.FormValue("next"))
-	token := c.FormValue("token")
+	next := safeNext(formValue(c, "next"))
+	token := formValue(c, "token")
 	refuse := func(status int, msg string) error {
 		return s.render(c, status, "login", s.loginPage(c, next, msg))
 	}
