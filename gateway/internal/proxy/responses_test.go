@@ -369,3 +369,36 @@ func TestResponsesSchemaTargets(t *testing.T) {
 		t.Errorf("chat with a body target: arm %q; want fallback (the chat body breaks the agent schema)", resp.Header.Get("x-gateway-arm"))
 	}
 }
+
+// TestResponsesStreamFinalTextJudged: a gray Responses stream whose
+// deltas hold to the contract but whose response.completed carries
+// another output_text (which the client gets too) falls back, and so does
+// the reverse; a stream whose final text repeats its deltas is served.
+// Only the deltas were judged (found by an audit helper).
+func TestResponsesStreamFinalTextJudged(t *testing.T) {
+	good, _ := respUpstream(t, respAnswer, respGood)
+	const valid = `{\"action\":\"search\",\"parameters\":{\"query\":\"q\"},\"confidence_score\":0.9}`
+	const broken = `{\"b\":1}`
+	completedWith := func(text string) string {
+		return respEvent("response.completed", 3, `"response":{"id":"r","status":"completed","output":[{"type":"message","role":"assistant","content":[`+
+			`{"type":"output_text","text":"`+text+`","annotations":[]}]}],"usage":{"input_tokens":7,"output_tokens":5}},`)
+	}
+	for _, c := range []struct {
+		name, deltas, final, arm string
+	}{
+		{"deltas hold, the final text breaks", valid, broken, "fallback"},
+		{"deltas break, the final text holds", broken, valid, "fallback"},
+		{"the final text repeats the deltas", valid, valid, "gray"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stream := respEvent("response.created", 0, `"response":{"id":"r","output":[],"usage":null},`) +
+				respEvent("response.output_text.delta", 1, `"output_index":0,"delta":"`+c.deltas+`",`) + completedWith(c.final)
+			gray, _ := respUpstream(t, respAnswer, stream)
+			g, _ := startObserved(t, grayConfig(t, good.URL, gray.URL, 0))
+			resp, _ := postResponses(t, g.url, `{"model":"agent-chat","input":"hi","store":false,"stream":true}`, "X-Gray-Rollout", "true")
+			if got := resp.Header.Get("x-gateway-arm"); resp.StatusCode != 200 || got != c.arm {
+				t.Errorf("status %d arm %q; want %s", resp.StatusCode, got, c.arm)
+			}
+		})
+	}
+}

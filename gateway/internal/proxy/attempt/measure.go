@@ -5,6 +5,8 @@
 package attempt
 
 import (
+	"bytes"
+	"slices"
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/filter"
@@ -83,10 +85,16 @@ func (m *Measure) Ended() events.Outcome {
 // assembled). It records in m whether the schema held and, when the
 // answer broke the contract, why (m.Reason) and its error type
 // (upstream_invalid_json or upstream_schema), and returns the reason and
-// what was wrong. Buffered, replayed and observed gray answers are all
-// judged here.
-func (m *Measure) Judge(f *filter.Filter, body []byte, contents [][]byte) (events.SampleReason, []filter.FieldError) {
+// what was wrong. final, when given, holds contents the answer also
+// carries whole (a Responses stream's last response), judged too.
+// Buffered, replayed and observed gray answers are all judged here.
+func (m *Measure) Judge(f *filter.Filter, body []byte, contents [][]byte, final ...[][]byte) (events.SampleReason, []filter.FieldError) {
 	r, errs := f.Check(body, contents)
+	for _, more := range final { // a stream's final text, which the client also gets: it must hold too
+		if r == filter.OK && len(more) > 0 && !slices.EqualFunc(more, contents, bytes.Equal) {
+			r, errs = f.Check(nil, more)
+		}
+	}
 	m.Checked(f, r)
 	if r != filter.OK {
 		m.Reason, m.ErrorType = r, events.ErrorUpstreamSchema

@@ -27,9 +27,13 @@ type Tally struct {
 	FirstArgs      []byte  // decoded arguments of choice 0's first call
 	KeepContent    bool
 	Contents       [][]byte // decoded content per choice (keepContent)
-	Produced       bool     // some content or tool call arrived (TTFT)
-	scratch        []byte
-	Raw            []byte // the stream as received (observe mode), for a sample
+	// Final is, for a Responses API stream whose deltas told the answer,
+	// the output_text of the response that ends it (keepContent): the
+	// client gets it too, so it is judged beside Contents.
+	Final    [][]byte
+	Produced bool // some content or tool call arrived (TTFT)
+	scratch  []byte
+	Raw      []byte // the stream as received (observe mode), for a sample
 	// maxArgs caps firstArgs (max_tool_arguments_bytes; 0: no cap); over is the
 	// cap error once firstArgs, or the number of calls, went past.
 	MaxArgs int
@@ -65,6 +69,10 @@ func (t *Tally) Reset(keepContent bool) {
 		t.Contents[i] = t.Contents[i][:0]
 	}
 	t.Contents = t.Contents[:0]
+	for i := range t.Final {
+		t.Final[i] = t.Final[i][:0]
+	}
+	t.Final = t.Final[:0]
 }
 
 // Drop forgets the buffers that grew past MaxPooledBytes (the tally goes
@@ -82,10 +90,53 @@ func (t *Tally) Drop() {
 	if cap(t.calls) > 64 {
 		t.calls = nil
 	}
-	for i, c := range t.Contents[:cap(t.Contents)] {
-		if cap(c) > MaxPooledBytes {
-			t.Contents[:cap(t.Contents)][i] = nil
+	for _, cs := range [][][]byte{t.Contents[:cap(t.Contents)], t.Final[:cap(t.Final)]} {
+		for i, c := range cs {
+			if cap(c) > MaxPooledBytes {
+				cs[i] = nil
+			}
 		}
+	}
+}
+
+// AddFinal takes in the contents of the response that ends a Responses
+// API stream whose deltas told the answer (a, b as for Add): the text the
+// client also gets whole, kept apart in Final so that it is judged too.
+func (t *Tally) AddFinal(b []byte, a *scan.Answer) {
+	if t.KeepContent {
+		addContents(&t.Final, b, a.Contents)
+	}
+}
+
+// addContents appends each content's decoded text to its choice in dst.
+func addContents(dst *[][]byte, b []byte, cs []scan.Content) {
+	for _, c := range cs {
+		if c.Choice < 0 || c.Choice > 127 {
+			continue
+		}
+		for len(*dst) <= c.Choice {
+			// The buffer a choice had in an earlier answer is reused
+			// (reset emptied it): appending nil would make Unquote grow
+			// a new one for every answer. A choice below this one that
+			// has sent no content yet is nil: it may have none (a choice
+			// that calls tools), and the contract does not check it
+			// (filter.Check).
+			if n := len(*dst); n < cap(*dst) {
+				*dst = (*dst)[:n+1]
+				if n < c.Choice {
+					(*dst)[n] = nil
+				} else {
+					(*dst)[n] = (*dst)[n][:0]
+				}
+			} else {
+				*dst = append(*dst, nil)
+			}
+		}
+		text := (*dst)[c.Choice]
+		if text == nil {
+			text = []byte{} // a content, even an empty one, is not nil
+		}
+		(*dst)[c.Choice], _ = scan.Unquote(text, b[c.Text.Start:c.Text.End])
 	}
 }
 
@@ -109,34 +160,7 @@ func (t *Tally) Add(b []byte, a *scan.Answer) {
 		t.Produced = true
 	}
 	if t.KeepContent {
-		for _, c := range a.Contents {
-			if c.Choice < 0 || c.Choice > 127 {
-				continue
-			}
-			for len(t.Contents) <= c.Choice {
-				// The buffer a choice had in an earlier answer is
-				// reused (reset emptied it): appending nil would
-				// make Unquote grow a new one for every answer. A
-				// choice below this one that has sent no content yet
-				// is nil: it may have none (a choice that calls tools),
-				// and the contract does not check it (filter.Check).
-				if n := len(t.Contents); n < cap(t.Contents) {
-					t.Contents = t.Contents[:n+1]
-					if n < c.Choice {
-						t.Contents[n] = nil
-					} else {
-						t.Contents[n] = t.Contents[n][:0]
-					}
-				} else {
-					t.Contents = append(t.Contents, nil)
-				}
-			}
-			dst := t.Contents[c.Choice]
-			if dst == nil {
-				dst = []byte{} // a content, even an empty one, is not nil
-			}
-			t.Contents[c.Choice], _ = scan.Unquote(dst, b[c.Text.Start:c.Text.End])
-		}
+		addContents(&t.Contents, b, a.Contents)
 	}
 	for _, c := range a.Calls {
 		t.Produced = true

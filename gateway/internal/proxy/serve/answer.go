@@ -43,6 +43,7 @@ func (x *Exchange) takeResponseEvent(data []byte, m *attempt.Measure, sent time.
 		t.Truncated = t.Truncated || a.Truncated
 		if t.Produced { // the deltas told the answer: its usage is what is new
 			t.Usage(a)
+			t.AddFinal(data, a) // and its text, which the client gets too, is judged beside them
 			return eventChunk
 		}
 	}

@@ -116,7 +116,7 @@ func (s *Flow) readGray(x *Exchange, a *attempt.Attempt, stream bool) []filter.F
 	if sse {
 		body = nil // a stream has no body to validate: its assembled contents are checked
 	}
-	_, errs := m.Judge(x.Deployment.FilterFor(x.EP), body, x.tally.Contents)
+	_, errs := m.Judge(x.Deployment.FilterFor(x.EP), body, x.tally.Contents, x.tally.Final)
 	return errs
 }
 

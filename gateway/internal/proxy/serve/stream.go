@@ -378,7 +378,7 @@ func (s *Flow) observedFailure(x *Exchange, src *source) []filter.FieldError {
 		m.Reason, m.ErrorType = events.ReasonInvalidJSON, events.ErrorUpstreamInvalidJSON
 		return []filter.FieldError{{Field: "(stream)", Description: "gray sent an event whose data is not a JSON object"}}
 	}
-	if r, errs := src.Judge(x.Deployment.FilterFor(x.EP), nil, x.tally.Contents); r != filter.OK {
+	if r, errs := src.Judge(x.Deployment.FilterFor(x.EP), nil, x.tally.Contents, x.tally.Final); r != filter.OK {
 		return errs
 	}
 	return nil
