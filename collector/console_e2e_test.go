@@ -396,7 +396,7 @@ func TestE2EConsoleBrowser(t *testing.T) {
 		t.Errorf("schema_failure_rate chart: %d points, %d failing, %d rollback markers; want %d, 4, 1", gate.Dots, gate.Fails, gate.Rollbacks, fx.evaluations)
 	}
 	wantLabels := []string{"config: active 5 %", "promotion to 10 %", "admin: active 20 % — widening after review <b>ok</b>",
-		"rollback: schema_failure_rate estimate 0.082, bound 0.062 vs 0.05"}
+		"rollback: schema_failure_rate estimate 8.2 %, bound 6.2 % vs 5 %"}
 	for _, w := range wantLabels {
 		if !slices.ContainsFunc(gate.Labels, func(l string) bool { return strings.HasPrefix(w, strings.TrimSuffix(l, "…")) }) {
 			t.Errorf("percentage chart labels %q; want one for %q", gate.Labels, w)
