@@ -756,41 +756,26 @@ func (e *evaluator) passOverCache(best *events.GateResult, stream *bool, a float
 // attempts show it. The median, not the p99, so that a healthy class of a
 // few dozen attempts does not block it by chance.
 func (e *evaluator) slowerAtTheMedian(g events.Gate, stream bool) bool {
-	type side struct{ g, p histogram.Log }
-	byClass := map[Class]*side{}
-	at := func(k Class) *side {
-		k.Band = ""
-		s := byClass[k]
-		if s == nil {
-			s = &side{}
-			byClass[k] = s
-		}
-		return s
-	}
-	for k, s := range e.in.Gray {
-		if k.Stream == stream {
-			at(k).g.Merge(histogramOf(g, s))
-		}
-	}
-	for k, s := range e.in.Primary {
-		if k.Stream == stream {
-			at(k).p.Merge(histogramOf(g, s))
-		}
-	}
 	thr := e.c.Threshold(g)
-	for _, s := range byClass {
-		gm, ok := s.g.Quantile(0.5)
-		if !ok {
+	for _, u := range e.units {
+		if u.band || u.k.Stream != stream {
 			continue
 		}
-		if g == events.GateTTFTP99 {
+		gs, ps := e.arms(u.k) // pooled over bands; not yet merged over the cache
+		if gs == nil {
+			continue
+		}
+		gm, ok := histogramOf(g, gs).Quantile(0.5)
+		switch {
+		case !ok:
+		case g == events.GateTTFTP99:
 			if gm > thr*1000 { // the threshold in seconds, the values in ms
 				return true
 			}
-			continue
-		}
-		if pm, ok := s.p.Quantile(0.5); ok && gm > thr*pm {
-			return true
+		case ps != nil:
+			if pm, ok := histogramOf(g, ps).Quantile(0.5); ok && gm > thr*pm {
+				return true
+			}
 		}
 	}
 	return false

@@ -85,15 +85,14 @@ func (m *Measure) Ended() events.Outcome {
 // assembled). It records in m whether the schema held and, when the
 // answer broke the contract, why (m.Reason) and its error type
 // (upstream_invalid_json or upstream_schema), and returns the reason and
-// what was wrong. final, when given, holds contents the answer also
-// carries whole (a Responses stream's last response), judged too.
+// what was wrong. final holds contents the answer also carries whole (a
+// Responses stream's last response; nil for others), judged too when they
+// differ from contents.
 // Buffered, replayed and observed gray answers are all judged here.
-func (m *Measure) Judge(f *filter.Filter, body []byte, contents [][]byte, final ...[][]byte) (events.SampleReason, []filter.FieldError) {
+func (m *Measure) Judge(f *filter.Filter, body []byte, contents, final [][]byte) (events.SampleReason, []filter.FieldError) {
 	r, errs := f.Check(body, contents)
-	for _, more := range final { // a stream's final text, which the client also gets: it must hold too
-		if r == filter.OK && len(more) > 0 && !slices.EqualFunc(more, contents, bytes.Equal) {
-			r, errs = f.Check(nil, more)
-		}
+	if r == filter.OK && len(final) > 0 && !slices.EqualFunc(final, contents, bytes.Equal) {
+		r, errs = f.Check(nil, final) // the client gets this text too: it must hold as well
 	}
 	m.Checked(f, r)
 	if r != filter.OK {

@@ -65,14 +65,15 @@ func (t *Tally) Reset(keepContent bool) {
 	t.Over = nil
 	t.Seq, t.End = 0, scan.EventOther
 	t.Truncated, t.Invalid = false, false
-	for i := range t.Contents {
-		t.Contents[i] = t.Contents[i][:0]
+	t.Contents, t.Final = emptied(t.Contents), emptied(t.Final)
+}
+
+// emptied returns cs with no choice, each buffer kept for reuse.
+func emptied(cs [][]byte) [][]byte {
+	for i := range cs {
+		cs[i] = cs[i][:0]
 	}
-	t.Contents = t.Contents[:0]
-	for i := range t.Final {
-		t.Final[i] = t.Final[i][:0]
-	}
-	t.Final = t.Final[:0]
+	return cs[:0]
 }
 
 // Drop forgets the buffers that grew past MaxPooledBytes (the tally goes

@@ -102,11 +102,8 @@ func (s *Flow) readGray(x *Exchange, a *attempt.Attempt, stream bool) []filter.F
 		// that key exactly (a struct field would also match "DATA"), its
 		// last value when repeated.
 		var e map[string]json.RawMessage
-		data := e["data"]
-		if json.Unmarshal(x.ans, &e) == nil {
-			data = e["data"]
-		}
-		if len(data) == 0 || string(data) == "null" {
+		_ = json.Unmarshal(x.ans, &e) // not a JSON object: e stays nil, without data
+		if data := e["data"]; len(data) == 0 || string(data) == "null" {
 			m.Reason, m.ErrorType = events.ReasonInvalidJSON, events.ErrorUpstreamInvalidJSON
 			return []filter.FieldError{{Field: "data", Description: "gray answered embeddings without data"}}
 		}
