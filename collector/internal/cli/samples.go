@@ -263,6 +263,9 @@ func writeSample(out io.Writer, s store.Sample) error {
 	row("status", status)
 	row("request id", safe(s.RequestID))
 	row("prompt hash", safe(s.PromptHash))
+	if s.ArmPromptVersion != "" || s.ArmPromptHash != "" {
+		row("arm prompt", safe(s.ArmPromptVersion)+" "+safe(s.ArmPromptHash))
+	}
 	row("latency", fmt.Sprintf("%g ms", s.LatencyMillis))
 	row("source", safe(s.Source))
 	payload := fmt.Sprintf("%d bytes", s.StoredBytes)

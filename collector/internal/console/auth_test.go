@@ -90,7 +90,8 @@ func (fakeReader) Sample(_ context.Context, id uuid.UUID) (store.Sample, error) 
 	if id != fakeSampleID {
 		return store.Sample{}, store.ErrNotFound
 	}
-	return store.Sample{SampleSummary: store.SampleSummary{EventID: id.String(), Deployment: "qwen-32k"},
+	return store.Sample{SampleSummary: store.SampleSummary{EventID: id.String(), Deployment: "qwen-32k",
+		Source: "gateway/gw\u202eexe.gnp", ArmPromptVersion: "v1.3\u202e"},
 		ValidationErrors: []events.ValidationError{{Field: "action\u202e", Description: "Invalid type \u2067here\u2069"}},
 		Payload:          "{\"action\": 1, \"note\": \"<script>alert(1)</script> \u202egnp.exe\", \"k\u202e\": \"\u0085\"}"}, nil
 }
@@ -623,7 +624,7 @@ func TestConsoleAuth(t *testing.T) {
 			t.Errorf("GET %s: a control or bidirectional formatting character reached the page as it is", path)
 		}
 		shown := map[string][]string{
-			"/samples/" + fakeSampleID.String(): {`gnp.exe`, `action\u202e`, `\u2067here\u2069`, `k\u202e`, `\u0085`},
+			"/samples/" + fakeSampleID.String(): {`gnp.exe`, `gateway/gw\u202eexe.gnp`, `v1.3\u202e`, `action\u202e`, `\u2067here\u2069`, `k\u202e`, `\u0085`},
 			"/deployments/qwen-32k":             {`by hand \u202egnp.exe`, `10.0.0.7:8000\u202eevil`, `overflow \u202egnp.exe`},
 			"/":                                 {`secret-rollout-reason \u202egnp.exe`, `10.0.0.7:8000\u202eevil`, `overflow \u202egnp.exe`},
 			"/dead-letters":                     {`22P05 \u202e`, `graygate.x\u202e`, `not json \u202e\x1b[2J`},

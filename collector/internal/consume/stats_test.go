@@ -234,7 +234,8 @@ func TestRefusedMessagesBecomeDeadLetters(t *testing.T) {
 
 // An event dated more than 5 minutes ahead (a gateway with a wrong clock)
 // is acknowledged, counted and not stored, and no partition is made for
-// its day.
+// its day; a rollout change is stored however it is dated (every gateway
+// applies it, so its history must hold it).
 func TestFutureEventsSkipped(t *testing.T) {
 	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
 	_, js := testenv.NATSServer(t)
@@ -257,9 +258,13 @@ func TestFutureEventsSkipped(t *testing.T) {
 	d := testenv.Primary("qwen-32k", 2)
 	ok := testenv.Envelope(t, d, now.Add(4*time.Minute), "") // within the 5 minutes
 	publish(t, js, d, ok, ok.ID)
+	r := testenv.Rollout("qwen-32k", 1)
+	renv := testenv.Envelope(t, r, later, "")
+	publish(t, js, r, renv, renv.ID)
 
 	drained(t, js, events.StreamEvents, consume.DefaultConsumer+"-events")
 	drained(t, js, events.StreamStats, consume.DefaultConsumer+"-stats")
+	drained(t, js, events.StreamRollout, consume.DefaultConsumer+"-rollout")
 	if got, want := reqFuture.Get(), uint64(2); got != want {
 		t.Errorf("future request events counted %d; want %d", got, want)
 	}
@@ -271,6 +276,9 @@ func TestFutureEventsSkipped(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM arm_stats`); n != 0 {
 		t.Errorf("arm_stats has %d rows; want 0", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM rollout_events`); n != 1 {
+		t.Errorf("rollout_events has %d rows; want the change dated 3 days ahead", n)
 	}
 	suffix := later.Format("20060102")
 	if n := count(t, pool, `SELECT count(*) FROM pg_class WHERE relname LIKE '%_p' || $1`, suffix); n != 0 {

@@ -73,6 +73,11 @@ type SampleSummary struct {
 	// Replica is the failing attempt's replica, `host:port` (rev. 4); ""
 	// for an arm with a single url and for samples of older gateways.
 	Replica string `json:"replica"`
+	// ArmPromptVersion and ArmPromptHash name the failing arm's prompt
+	// (SPEC §6.6, §7): "" when it has none, and for samples stored before
+	// the collector kept them.
+	ArmPromptVersion string `json:"arm_prompt_version"`
+	ArmPromptHash    string `json:"arm_prompt_hash"`
 }
 
 // Sample is one stored sample with its errors and payload. The payload is in
@@ -105,7 +110,8 @@ type SamplePage struct {
 // summaryColumns are read by scanSummary, in this order.
 const summaryColumns = `event_id, occurred_at, source, request_id, deployment, arm, upstream_model, reason, status,
 	jsonb_array_length(validation_errors), validation_errors->0->>'field', validation_errors->0->>'description',
-	payload_bytes, octet_length(payload), payload_truncated, prompt_hash, latency_ms, coalesce(outcome, ''), coalesce(replica, '')`
+	payload_bytes, octet_length(payload), payload_truncated, prompt_hash, latency_ms, coalesce(outcome, ''), coalesce(replica, ''),
+	coalesce(arm_prompt_version, ''), coalesce(arm_prompt_hash, '')`
 
 func scanSummary(row pgx.Row, extra ...any) (SampleSummary, error) {
 	var s SampleSummary
@@ -114,7 +120,7 @@ func scanSummary(row pgx.Row, extra ...any) (SampleSummary, error) {
 	var field, desc *string
 	dest := append([]any{&id, &s.OccurredAt, &s.Source, &s.RequestID, &s.Deployment, &s.Arm, &s.UpstreamModel,
 		&s.Reason, &status, &s.ErrorCount, &field, &desc, &s.PayloadBytes, &s.StoredBytes, &s.PayloadTruncated,
-		&s.PromptHash, &s.LatencyMillis, &s.Outcome, &s.Replica}, extra...)
+		&s.PromptHash, &s.LatencyMillis, &s.Outcome, &s.Replica, &s.ArmPromptVersion, &s.ArmPromptHash}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return s, err
 	}

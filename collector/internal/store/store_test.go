@@ -6,10 +6,12 @@ import (
 	"errors"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -350,6 +352,29 @@ func TestMaxPayloadBytes(t *testing.T) {
 	got := row(t, pool, "samples", e.Envelope.ID)
 	if got["payload"] != `\x61626364` || got["payload_truncated"] != true || got["payload_bytes"] != 8.0 {
 		t.Errorf("stored payload %v truncated %v bytes %v; want abcd, true, 8", got["payload"], got["payload_truncated"], got["payload_bytes"])
+	}
+}
+
+// The collector's cut never splits a character, so a cut text sample is
+// still read back as text; the failing arm's prompt is kept (SPEC §7).
+func TestSampleCutAndPrompt(t *testing.T) {
+	pool, _ := testenv.Pool(t, store.NewPool, store.Migrate)
+	w := store.NewWriter(pool, store.Options{MaxPayloadBytes: 4})
+	s := testenv.Sample("d", 1, events.ReasonSchemaViolation, events.ArmGray, []byte("abc\u00e9def"))
+	s.ArmPromptVersion, s.ArmPromptHash = "v1.3", strings.Repeat("ab", 32)
+	e := testenv.Event[store.Event](t, s, at, "")
+	if _, err := w.Write(ctx, []store.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.NewReader(pool).Sample(ctx, uuid.MustParse(e.Envelope.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Payload != "abc" || got.PayloadBase64 != "" || !got.PayloadTruncated {
+		t.Errorf("payload %q, base64 %q, truncated %v; want the text abc, cut before the é", got.Payload, got.PayloadBase64, got.PayloadTruncated)
+	}
+	if got.ArmPromptVersion != "v1.3" || got.ArmPromptHash != s.ArmPromptHash {
+		t.Errorf("arm prompt %q %q; want v1.3 and its hash", got.ArmPromptVersion, got.ArmPromptHash)
 	}
 }
 

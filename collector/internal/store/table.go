@@ -36,6 +36,10 @@ type table struct {
 	// hold, as Postgres would (a dead letter), where the row would
 	// otherwise carry it converted.
 	fits func(e Event) error
+	// anyTime stores an event however far ahead of the collector's clock
+	// it is dated: the rollout log is what every gateway applies, and
+	// its history must hold every change, whatever the writer's clock.
+	anyTime bool
 }
 
 // common are the leading columns of every table.
@@ -97,35 +101,38 @@ var tables = []*table{
 		columns: append(common[:len(common):len(common)], "request_id", "deployment", "arm", "upstream_model",
 			"reason", "status", "validation_errors", "payload", "payload_base64", "payload_truncated",
 			"payload_bytes", "prompt_hash", "latency_ms", "outcome", "primary_validation_errors", "primary_payload",
-			"primary_payload_base64", "primary_payload_truncated", "primary_payload_bytes", "replica"),
+			"primary_payload_base64", "primary_payload_truncated", "primary_payload_bytes", "replica",
+			"arm_prompt_version", "arm_prompt_hash"),
 		row: func(e Event, o *Options) []any {
 			s := e.Data.(*events.SampleMalformed)
 			payload, _ := s.RawPayload() // Check decoded it already
 			truncated := s.PayloadTruncated
 			if o.MaxPayloadBytes > 0 && len(payload) > o.MaxPayloadBytes {
-				payload, truncated = payload[:o.MaxPayloadBytes], true
+				payload, truncated = events.TrimCutRune(payload[:o.MaxPayloadBytes]), true
 			}
 			errs := jsonb(s.ValidationErrors) // strings only: cannot fail
 			v := append(commonValues(e, 40), s.RequestID, s.Deployment, string(s.Arm), s.UpstreamModel,
 				string(s.Reason), int32(s.Status), errs, payload, s.PayloadBase64 != "", truncated,
 				s.PayloadBytes, s.PromptHash, s.LatencyMillis, nullString(string(s.Outcome)))
 			if s.Outcome != events.OutcomeSchemaViolationBoth {
-				return append(v, nil, nil, nil, nil, nil, nullString(s.Replica))
+				return append(v, nil, nil, nil, nil, nil, nullString(s.Replica), nullString(s.ArmPromptVersion),
+					nullString(s.ArmPromptHash))
 			}
 			primary, _ := s.RawPrimaryPayload() // Check decoded it already
 			ptrunc := s.PrimaryPayloadTruncated
 			if o.MaxPayloadBytes > 0 && len(primary) > o.MaxPayloadBytes {
-				primary, ptrunc = primary[:o.MaxPayloadBytes], true
+				primary, ptrunc = events.TrimCutRune(primary[:o.MaxPayloadBytes]), true
 			}
 			perrs := jsonb(s.PrimaryValidationErrors)
 			if s.PrimaryValidationErrors == nil {
 				perrs = []byte("[]")
 			}
-			return append(v, perrs, primary, s.PrimaryPayloadBase64 != "", ptrunc, s.PrimaryPayloadBytes, nullString(s.Replica))
+			return append(v, perrs, primary, s.PrimaryPayloadBase64 != "", ptrunc, s.PrimaryPayloadBytes, nullString(s.Replica),
+				nullString(s.ArmPromptVersion), nullString(s.ArmPromptHash))
 		},
 	},
 	{
-		name: "rollout_events", typ: events.TypeRolloutChanged, replaceNUL: true,
+		name: "rollout_events", typ: events.TypeRolloutChanged, replaceNUL: true, anyTime: true,
 		columns: append(common[:len(common):len(common)], "deployment", "percentage", "status", "reason", "actor",
 			"revision", "trigger_gate", "trigger_value", "trigger_bound", "trigger_stream", "trigger_threshold",
 			"trigger_window_seconds", "operator", "hold"),

@@ -150,7 +150,7 @@ func (w *Writer) Write(ctx context.Context, batch []Event) (Result, error) {
 		}
 		at := e.OccurredAt()
 		switch {
-		case at.After(future) || e.Envelope.Time.After(future):
+		case !tables[i].anyTime && (at.After(future) || e.Envelope.Time.After(future)):
 			res.Future[e.Envelope.Type]++
 			continue
 		case tables[i].partitioned && !cutoff.IsZero() && at.Before(cutoff):
