@@ -3,6 +3,11 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
@@ -75,3 +80,51 @@ func checkedSample(payload []byte, original int, truncated bool) error {
 type publisherFunc func(events.Data)
 
 func (f publisherFunc) Publish(d events.Data) { f(d) }
+
+// TestSamplesNeverCarryUpstreamKeys: a gray upstream that echoes the API
+// key it was sent — in a schema-breaking answer or in an error message —
+// never puts the key into a sample (SPEC §11: API keys are never
+// published or stored); the arms' keys are replaced by a mark.
+func TestSamplesNeverCarryUpstreamKeys(t *testing.T) {
+	const grayKey, primaryKey = "sk-gray-secret-0123456789", "sk-primary-secret-9876543210"
+	var status atomic.Int32
+	status.Store(200)
+	gray := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		echo := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		w.Header().Set("Content-Type", "application/json")
+		if s := int(status.Load()); s != 200 {
+			w.WriteHeader(s)
+			fmt.Fprintf(w, `{"error":{"message":"bad key %s","type":"server_error"}}`, echo)
+			return
+		}
+		content, _ := json.Marshal(`{"note":"I was sent ` + echo + ` and ` + primaryKey + `"}`)
+		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":%s}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, content)
+	}))
+	t.Cleanup(gray.Close)
+	primary := testenv.StartMock(t)
+	cfg := grayConfig(t, primary.URL, gray.URL, 0)
+	d := cfg.Deployments["qwen"]
+	d.Primary.APIKey, d.Gray.APIKey, d.Gray.APIKeyEnv = primaryKey, grayKey, "GRAY_KEY"
+	g, rec := startObserved(t, cfg)
+	for _, s := range []int32{200, 500} {
+		status.Store(s)
+		rec.reset()
+		resp, _ := post(t, g.url, chatBody, "X-Gray-Rollout", "true")
+		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != "fallback" {
+			t.Fatalf("gray %d: status %d arm %q; want a fallback", s, resp.StatusCode, resp.Header.Get("x-gateway-arm"))
+		}
+		rec.waitRecords(t, 1)
+		_, _, samples := rec.snapshot()
+		if len(samples) != 1 {
+			t.Fatalf("gray %d: %d samples; want 1", s, len(samples))
+		}
+		smp := samples[0]
+		all := fmt.Sprintf("%s %+v", smp.Payload, smp.Errors)
+		if strings.Contains(all, grayKey) || strings.Contains(all, primaryKey) {
+			t.Errorf("gray %d: the sample carries an upstream key: %s", s, all)
+		}
+		if !strings.Contains(all, "[upstream key]") {
+			t.Errorf("gray %d: no mark where the key stood: %s", s, all)
+		}
+	}
+}

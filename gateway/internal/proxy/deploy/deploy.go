@@ -9,9 +9,11 @@
 package deploy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +57,16 @@ type Deployment struct {
 	StickyToken  bool          // the client's bearer token (chosen by the operator, not the client)
 	ShadowSlots  chan struct{} // bounds shadow copies in flight
 	Stats        *stats.Deployment
+	// Keys are the arms' upstream API keys (MinScrubbedKey bytes or
+	// more): a sample never carries them, even when an upstream echoes
+	// one back (SPEC §11: API keys are never published or stored).
+	Keys [][]byte
 }
+
+// MinScrubbedKey is the shortest API key scrubbed from samples: a
+// shorter one (a placeholder such as "none") would take ordinary words
+// out of every payload.
+const MinScrubbedKey = 8
 
 // Arm is one upstream of a deployment.
 type Arm struct {
@@ -96,9 +107,11 @@ func NewDeployment(d *config.Deployment, o PoolOptions) (*Deployment, error) {
 		return nil, fmt.Errorf("deployment %s primary: %w", d.Name, err)
 	}
 	dep := &Deployment{Name: d.Name, Window: d.ContextWindow, Primary: primary, Rollout: d.Rollout}
+	dep.addKey(d.Primary.APIKey)
 	if d.Gray == nil {
 		return dep, nil
 	}
+	dep.addKey(GrayUpstream(d).APIKey)
 	var shared *pool.Pool
 	if !d.Gray.HasUpstream() {
 		shared = primary.Pool
@@ -148,6 +161,12 @@ func (d *Deployment) FilterFor(ep upstream.Endpoint) *filter.Filter {
 		return d.respFilter
 	}
 	return d.filter
+}
+
+func (d *Deployment) addKey(k config.Secret) {
+	if b := []byte(k.Reveal()); len(b) >= MinScrubbedKey && !slices.ContainsFunc(d.Keys, func(o []byte) bool { return bytes.Equal(o, b) }) {
+		d.Keys = append(d.Keys, b)
+	}
 }
 
 // GrayUpstream returns the deployment's gray upstream; a gray without

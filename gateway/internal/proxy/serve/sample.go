@@ -1,6 +1,10 @@
 package serve
 
 import (
+	"bytes"
+	"slices"
+	"strings"
+
 	"github.com/graygate/graygate/gateway/internal/filter"
 	"github.com/graygate/graygate/gateway/internal/proxy/attempt"
 	"github.com/graygate/graygate/gateway/internal/proxy/record"
@@ -57,14 +61,16 @@ func (s *Flow) newSample(x *Exchange, a *attempt.Attempt, errs []filter.FieldErr
 		ArmPromptVersion: a.Arm.PromptVersion, ArmPromptHash: a.Arm.PromptHash,
 	}
 	if s.obs != nil {
-		smp.Payload, smp.Truncated = s.fitPayload(x.ans)
+		smp.Payload, smp.Truncated = s.fitPayload(x.ans, x.Deployment.Keys)
 	}
 	return smp
 }
 
-// fitPayload returns a copy of raw for a sample: redacted with
-// gateway.redact_samples, cut at gateway.sample_max_bytes (truncated).
-func (s *Flow) fitPayload(raw []byte) (payload []byte, truncated bool) {
+// fitPayload returns a copy of raw for a sample: without keys (the
+// deployment's upstream keys), redacted with gateway.redact_samples, cut
+// at gateway.sample_max_bytes (truncated).
+func (s *Flow) fitPayload(raw []byte, keys [][]byte) (payload []byte, truncated bool) {
+	raw = scrubKeys(raw, keys)
 	limit := int(s.gateway.SampleMaxBytes)
 	if s.gateway.RedactSamples && len(raw) > 0 {
 		return redact.Fit(raw, limit)
@@ -79,8 +85,52 @@ func (s *Flow) fitPayload(raw []byte) (payload []byte, truncated bool) {
 	return append([]byte(nil), payload...), truncated
 }
 
+// keyMark stands in a sample for an upstream API key an upstream echoed.
+var keyMark = []byte("[upstream key]")
+
+// scrubKeys returns b without any of keys (each replaced by keyMark): b
+// itself when it holds none, else a new slice.
+func scrubKeys(b []byte, keys [][]byte) []byte {
+	for _, k := range keys {
+		if bytes.Contains(b, k) {
+			b = bytes.ReplaceAll(b, k, keyMark)
+		}
+	}
+	return b
+}
+
+// scrubErrors returns a sample's validation errors, which can quote the
+// payload, without the deployment's upstream keys: errs itself when they
+// hold none, else a copy.
+func scrubErrors(errs []filter.FieldError, keys [][]byte) []filter.FieldError {
+	var out []filter.FieldError
+	for i, e := range errs {
+		f, d := scrubText(e.Field, keys), scrubText(e.Description, keys)
+		if f == e.Field && d == e.Description {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(errs)
+		}
+		out[i] = filter.FieldError{Field: f, Description: d}
+	}
+	if out == nil {
+		return errs
+	}
+	return out
+}
+
+func scrubText(s string, keys [][]byte) string {
+	for _, k := range keys {
+		s = strings.ReplaceAll(s, string(k), string(keyMark))
+	}
+	return s
+}
+
 // publishSample counts and publishes a sample.
 func (s *Flow) publishSample(x *Exchange, smp *record.Sample) {
+	smp.Errors = scrubErrors(smp.Errors, x.Deployment.Keys)
+	smp.PrimaryErrors = scrubErrors(smp.PrimaryErrors, x.Deployment.Keys)
 	s.tel.Sampled(x.Deployment.Name, string(smp.Reason))
 	if s.obs != nil {
 		s.obs.Sampled(smp)
@@ -179,7 +229,7 @@ func (s *Flow) settle(x *Exchange, m *attempt.Measure) {
 	if p.judged && p.broke {
 		m.Outcome = events.OutcomeSchemaViolationBoth
 		smp.PrimaryErrors = p.errs
-		smp.PrimaryPayload, smp.PrimaryTruncated = s.fitPayload(p.raw)
+		smp.PrimaryPayload, smp.PrimaryTruncated = s.fitPayload(p.raw, x.Deployment.Keys)
 		smp.PrimaryTruncated = smp.PrimaryTruncated || p.rawBytes > len(p.raw)
 		smp.PrimaryPayloadBytes = p.rawBytes
 	}
