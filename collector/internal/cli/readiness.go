@@ -132,17 +132,27 @@ func (w watchedStore) Write(ctx context.Context, batch []store.Event) (store.Res
 }
 
 // check says why the collector is not ready, nil when it is: migrations
-// not applied yet (at start); the event log unreachable for consumeAfter
-// (it cannot consume), or its consumer configured otherwise than declared
-// for as long; Postgres refusing writes and pings for more than
-// writeAfter.
-func (r *readiness) check(migrated, natsDown bool, mismatch string, now time.Time) error {
-	if !migrated {
+// not applied yet, or not every stream consumed yet (at start: started
+// is false until each stream's consumer has been open once, idle says
+// which is not); for consumeAfter, the event log
+// unreachable, a stream not consumed though it is reachable (idle says
+// which and why), or a consumer configured otherwise than declared;
+// Postgres refusing writes and pings for more than writeAfter.
+func (r *readiness) check(migrated, started, natsDown bool, idle, mismatch string, now time.Time) error {
+	switch {
+	case !migrated:
 		return errors.New("migrations not applied yet")
+	case !started && idle != "":
+		return errors.New("not consuming yet: " + idle)
+	case !started:
+		return errors.New("not consuming yet")
 	}
 	var why []error
 	if d := r.held("nats", natsDown, now); d >= consumeAfter {
 		why = append(why, fmt.Errorf("cannot consume: event log unreachable for %s", d.Round(time.Second)))
+	}
+	if d := r.held("idle", idle != "", now); d >= consumeAfter {
+		why = append(why, fmt.Errorf("cannot consume: %s (for %s)", idle, d.Round(time.Second)))
 	}
 	if d := r.held("mismatch", mismatch != "", now); d >= consumeAfter {
 		why = append(why, errors.New("cannot consume: "+mismatch))

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
@@ -121,4 +123,54 @@ func TestReadyzTellsTheTruth(t *testing.T) {
 	t.Logf("Postgres cut %v: /readyz %d %q", time.Since(cut).Round(time.Millisecond), got.code, got.body)
 	pg.Restore()
 	testenv.WaitFor(t, 20*time.Second, "ready again after Postgres", func() bool { return readyzAt(addr).code == 200 })
+}
+
+// SPEC §11 rev. 4: a collector connected to a NATS that cannot serve its
+// streams (here, no JetStream at all) cannot consume, so /readyz answers
+// 503 from the start ("not consuming yet") and for as long as it lasts,
+// naming the stream and why.
+func TestReadyzWhenStreamsCannotBeConsumed(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	addr := testenv.FreeAddr(t)
+	path := filepath.Join(t.TempDir(), "graygate.yaml")
+	cfg := fmt.Sprintf("nats:\n  url: %s\ncollector:\n  listen: %s\n", s.ClientURL(), addr)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DATABASE_URL", testenv.Database(t))
+	t.Setenv("NATS_URL", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--config", path, "--log-level", "error"}, io.Discard, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("collector serve: %v", err)
+		}
+	})
+	start := time.Now()
+	var got answer
+	testenv.WaitFor(t, 30*time.Second, "503 naming a stream not consumed", func() bool {
+		got = readyzAt(addr)
+		if got.code == 200 {
+			t.Fatalf("/readyz 200 %v after start, with no stream it can consume", time.Since(start))
+		}
+		return got.code == 503 && strings.Contains(got.body, "not consuming yet: stream GRAYGATE_")
+	})
+	t.Logf("%v after start: /readyz %d %q", time.Since(start).Round(time.Millisecond), got.code, got.body)
+	for a, k := range watchFor(addr, 6*time.Second) {
+		if a.code != 503 {
+			t.Errorf("/readyz answered %d %q %d times; want 503 while nothing is consumed", a.code, a.body, k)
+		}
+	}
 }

@@ -123,14 +123,24 @@ func serve(ctx context.Context, cfg *config.Config, consumer string, stdout io.W
 			health.postgres(pool.Ping(pctx), time.Now())
 			cancel()
 		}
-		mismatch := ""
+		natsDown := nc != nil && nc.Status() != nats.CONNECTED
+		mismatch, idle, started := "", "", true
 		if c := cons.Load(); c != nil {
+			started = c.Started()
 			if m := c.Mismatched(); len(m) > 0 {
 				streams := slices.Sorted(maps.Keys(m))
 				mismatch = fmt.Sprintf("consumer of %s configured otherwise than declared (%s): remove it and the collector creates it anew", streams[0], m[streams[0]])
 			}
+			// Connected, but a stream's consumer cannot be opened (no
+			// JetStream, a stream without a leader, a permission).
+			if stream, why := c.NotConsuming(); stream != "" && !natsDown && mismatch == "" {
+				idle = "stream " + stream + " not consumed"
+				if why != "" {
+					idle += ": " + why
+				}
+			}
 		}
-		return health.check(migrated.Load(), nc != nil && nc.Status() != nats.CONNECTED, mismatch, now)
+		return health.check(migrated.Load(), started, natsDown, idle, mismatch, now)
 	}
 	srv := api.New(reader, api.Options{
 		Mount:        con.Register,

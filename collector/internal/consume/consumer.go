@@ -103,6 +103,13 @@ type Consumer struct {
 	mu       sync.Mutex
 	declared map[string]jetstream.ConsumerConfig // stream → the configuration its consumer must keep
 	mismatch map[string]string                   // stream → how its consumer differs; absent when it does not
+	// open counts the loops of each stream that hold its consumer open;
+	// failed is the last error that kept a stream's consumer (or, under
+	// "", the streams) from opening, cleared when it opens.
+	open   map[string]int
+	failed map[string]string
+	// ever holds the streams whose consumer has been open at least once.
+	ever map[string]bool
 
 	replayWarned atomic.Bool // the rollout replay check failed once (checkRollout)
 }
@@ -210,6 +217,68 @@ func New(js jetstream.JetStream, s Store, cfg Config) *Consumer {
 	return &Consumer{js: js, store: s, cfg: cfg, log: cfg.Logger, m: cfg.Metrics}
 }
 
+// NotConsuming names a stream the collector does not consume now — no
+// loop of it holds its consumer open — with the last error that kept it
+// from opening ("" when none was seen yet); stream is "" while every
+// stream is consumed. Readiness reads it (SPEC §11 rev. 4: unready while
+// the collector cannot consume).
+func (c *Consumer) NotConsuming() (stream, lastErr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range Streams {
+		if c.open[s.Stream] == 0 {
+			why := c.failed[s.Stream]
+			if why == "" {
+				why = c.failed[""]
+			}
+			return s.Stream, why
+		}
+	}
+	return "", ""
+}
+
+// Started reports whether every stream's consumer has been open at least
+// once: until then the collector has not begun to consume.
+func (c *Consumer) Started() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ever) == len(Streams)
+}
+
+// opened records that one loop of stream holds its consumer open
+// (delta 1) or no longer does (-1).
+func (c *Consumer) opened(stream string, delta int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open == nil {
+		c.open = map[string]int{}
+	}
+	c.open[stream] += delta
+	if delta > 0 {
+		if c.ever == nil {
+			c.ever = map[string]bool{}
+		}
+		c.ever[stream] = true
+		delete(c.failed, stream)
+		delete(c.failed, "")
+	}
+}
+
+// failedWith records err as what keeps stream ("" for every stream) from
+// being consumed, and returns it.
+func (c *Consumer) failedWith(stream string, err error) error {
+	if err == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed == nil {
+		c.failed = map[string]string{}
+	}
+	c.failed[stream] = err.Error()
+	return err
+}
+
 // ConsumerName is the durable name of the consumer of one of Streams.
 func (c *Consumer) ConsumerName(suffix string) string { return c.cfg.Consumer + "-" + suffix }
 
@@ -234,7 +303,7 @@ func (c *Consumer) ConsumerConfig(suffix string) jetstream.ConsumerConfig {
 // returns nil after ctx ends, or the first error that stops a stream.
 func (c *Consumer) Run(ctx context.Context) error {
 	if err := c.retry(ctx, "ensure streams", func(ctx context.Context) error {
-		return events.EnsureStreams(ctx, c.js, c.cfg.Replicas, c.log, streamNames()...)
+		return c.failedWith("", events.EnsureStreams(ctx, c.js, c.cfg.Replicas, c.log, streamNames()...))
 	}); err != nil {
 		return nil // ctx ended
 	}
@@ -322,10 +391,11 @@ func (c *Consumer) runStream(ctx context.Context, stream, suffix string, watch b
 		if err := c.retry(ctx, "open consumer", func(ctx context.Context) error {
 			var err error
 			cons, err = c.consumer(ctx, stream, suffix)
-			return err
+			return c.failedWith(stream, err)
 		}); err != nil {
 			return nil
 		}
+		c.opened(stream, 1)
 		runCtx, stopRun := context.WithCancel(ctx)
 		lagDone := make(chan struct{})
 		go func() {
@@ -333,6 +403,8 @@ func (c *Consumer) runStream(ctx context.Context, stream, suffix string, watch b
 			l.watch(runCtx, cons, suffix, watch, stopRun)
 		}()
 		err := l.run(runCtx, cons)
+		c.opened(stream, -1)
+		c.failedWith(stream, err)
 		stopRun()
 		<-lagDone
 		if err != nil && ctx.Err() == nil {
