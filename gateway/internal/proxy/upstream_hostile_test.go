@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"sync/atomic"
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
@@ -428,6 +429,54 @@ func TestJSONAnswerToAStream(t *testing.T) {
 			}
 			if resp.StatusCode != 200 || !strings.Contains(string(body), `"code":"upstream_error"`) || !strings.Contains(string(body), "primary answered 200") {
 				t.Errorf("after the headers: %d %s; want the stream's error event upstream_error", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestStreamClientLeavesWhileGrayThinks: a streaming client that leaves
+// while a gray attempt is awaited (nothing is sent before gray's verdict
+// in either stream_validation mode) cancels the gray request within
+// about two seconds, not at the rollout timeout, and primary is never
+// asked for a client who is gone.
+func TestStreamClientLeavesWhileGrayThinks(t *testing.T) {
+	for _, mode := range []string{config.StreamBuffer, config.StreamObserve} {
+		t.Run(mode, func(t *testing.T) {
+			gray := startHostile(t, func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+				case <-time.After(20 * time.Second):
+				}
+			})
+			var asked atomic.Int32
+			primary := startHostile(t, func(w http.ResponseWriter, r *http.Request) {
+				asked.Add(1)
+				sseHeaders(w)
+				flushOut(w, contentEvent(200)+"data: [DONE]\n\n")
+			})
+			cfg := grayConfig(t, primary.url, gray.url, 100)
+			d := cfg.Deployments["qwen"]
+			d.Rollout.StreamValidation = mode
+			d.Rollout.Timeout = 8 * time.Second
+			d.Gray.Timeout = 10 * time.Second
+			g, rec := startObserved(t, cfg)
+			head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer %s\r\nX-Gray-Rollout: true\r\nContent-Length: %d\r\n\r\n%s",
+				testerToken, len(streamBody), streamBody)
+			c, _ := rawRequest(t, g.url, head)
+			time.Sleep(200 * time.Millisecond)
+			c.Close()
+			left := time.Now()
+			gray.waitCancelled(t, 4*time.Second, "gray stream attempt whose client left")
+			if took := time.Since(left); took > 2500*time.Millisecond {
+				t.Errorf("gray cancelled %v after the client left; want about two seconds at most", took)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if n := asked.Load(); n != 0 {
+				t.Errorf("primary asked %d times for a client who had left; want never", n)
+			}
+			r := rec.waitRecords(t, 1)[0]
+			if _, _, samples := rec.snapshot(); len(samples) != 0 {
+				t.Errorf("samples %+v after the client left (record %s, gray %+v); want none", samples, r.Arm, r.Gray)
 			}
 		})
 	}

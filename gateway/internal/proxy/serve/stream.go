@@ -33,7 +33,9 @@ type source struct {
 // ForwardStream serves a streaming request. Which upstream streams is
 // decided in the background (openStream). A gray attempt is waited for
 // first, sending nothing (its rollout timeout bounds it), so that the
-// headers name the arm that serves. Then for up to relay.KeepAliveEvery the
+// headers name the arm that serves; the client's connection is watched
+// meanwhile, and its leaving cancels the attempt (SPEC §3: within about
+// two seconds). Then for up to relay.KeepAliveEvery the
 // client gets nothing, so a fast failure keeps its own status; after that
 // the gateway commits to an SSE answer, writes keep-alives while it waits,
 // and reports a later failure as an error event. The exchange x belongs
@@ -43,6 +45,9 @@ func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange) error {
 	done := make(chan source, 1)
 	v := &verdict{decided: make(chan struct{}), name: events.ArmPrimary}
 	go func() { done <- s.openStream(ctx, x, v) }()
+	if x.UseGray {
+		s.awaitVerdict(c, x, v, cancel)
+	}
 	<-v.decided
 	timer := time.NewTimer(relay.KeepAliveEvery)
 	var src *source
@@ -76,6 +81,19 @@ func (s *Flow) ForwardStream(c *fiber.Ctx, x *Exchange) error {
 	b := &sseBody{s: s, x: x, src: src, done: done, conn: c.Context().Conn(), cancel: cancel}
 	c.Context().Response.SetBodyStream(b, -1)
 	return nil
+}
+
+// awaitVerdict waits for gray's verdict v while watching the client's
+// connection: a client that leaves first cancels the gray attempt, and so
+// the primary attempt a fallback would make, through cancel.
+func (s *Flow) awaitVerdict(c *fiber.Ctx, x *Exchange, v *verdict, cancel context.CancelFunc) {
+	left := s.watcher.Add(&x.watch, c.Context().Conn())
+	select {
+	case <-v.decided:
+	case <-left.Done():
+		cancel()
+	}
+	s.watcher.Remove(&x.watch)
 }
 
 // sseBody is a streamed answer as fasthttp's body stream. fasthttp
