@@ -154,6 +154,9 @@ func TestLateUpstreamErrorDefaults(t *testing.T) {
 		{403, "forbidden here", "invalid_request_error", "upstream_403", 403, events.ErrorUpstreamStatus, "forbidden here", ""},
 		{400, `{"error":{"message":"bad max_tokens","type":"invalid_request_error","param":"max_tokens","code":null}}`,
 			"invalid_request_error", "upstream_400", 400, events.ErrorUpstreamStatus, "bad max_tokens", "max_tokens"},
+		// vLLM's and SGLang's top-level error object.
+		{400, `{"object":"error","message":"max_tokens is too large","type":"BadRequestError","param":"max_tokens","code":400}`,
+			"BadRequestError", "400", 400, events.ErrorUpstreamStatus, "max_tokens is too large", "max_tokens"},
 		// A 4xx is never the gateway's server_error/upstream_error, even
 		// where the upstream's own object says so.
 		{409, `{"error":{"message":"conflict","type":"server_error","code":"upstream_error"}}`,

@@ -126,16 +126,26 @@ type upstreamError struct {
 	Param   json.RawMessage `json:"param"`
 }
 
-// upstreamErrorObject reads body's {"error": {…}} object; ok is false
-// when body is not an OpenAI error envelope.
+// upstreamErrorObject reads body's error object: an OpenAI envelope
+// {"error": {…}}, or the top-level {"object": "error", "message", "type",
+// "param", "code"} that vLLM and SGLang answer with; ok is false when body
+// is neither.
 func upstreamErrorObject(body []byte) (e upstreamError, ok bool) {
 	var env struct {
-		Error *upstreamError `json:"error"`
+		Error  *upstreamError `json:"error"`
+		Object string         `json:"object"`
+		upstreamError
 	}
-	if !scan.Valid(body) || json.Unmarshal(body, &env) != nil || env.Error == nil {
+	if !scan.Valid(body) || json.Unmarshal(body, &env) != nil {
 		return e, false
 	}
-	return *env.Error, true
+	switch {
+	case env.Error != nil:
+		return *env.Error, true
+	case env.Object == "error":
+		return env.upstreamError, true
+	}
+	return e, false
 }
 
 func (e upstreamError) code() string  { return scalarText(e.Code) }
