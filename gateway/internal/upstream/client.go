@@ -221,6 +221,11 @@ type Request struct {
 	// request — since the limit is held by the connection's deadlines, as
 	// MaxDuration is.
 	Until time.Time
+	// ConnectBy (zero: none) bounds getting a connection — a dial, its
+	// TLS handshake, or the wait for a free one — besides connect_timeout:
+	// a retry to another replica gets what is left of the arm's
+	// connect_timeout from the first try (SPEC §3 rev. 4).
+	ConnectBy time.Time
 }
 
 // HeaderSetter sets the headers of an upstream request. An interface, not
@@ -290,7 +295,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 		deadline = hard
 	}
 	for {
-		cn, reused, err := c.get(ctx, deadline)
+		cn, reused, err := c.get(ctx, deadline, r.ConnectBy)
 		if err != nil {
 			return nil, err
 		}
@@ -402,29 +407,33 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req *fasthttp.Request,
 // get returns an idle connection, or dials a new one when fewer than
 // max_connections are open; otherwise it waits until a connection goes
 // idle or is closed, at most until deadline or the end of ctx.
-func (c *Client) get(ctx context.Context, deadline time.Time) (*conn, bool, error) {
+func (c *Client) get(ctx context.Context, deadline, by time.Time) (*conn, bool, error) {
 	if cn := c.popIdle(); cn != nil {
 		return cn, true, nil
 	}
 	if c.slots == nil {
 		c.open.Add(1)
-		return c.dial(ctx, deadline)
+		return c.dial(ctx, deadline, by)
 	}
 	select {
 	case c.slots <- struct{}{}:
 		c.open.Add(1)
-		return c.dial(ctx, deadline)
+		return c.dial(ctx, deadline, by)
 	default:
 	}
-	return c.wait(ctx, deadline)
+	return c.wait(ctx, deadline, by)
 }
 
 // wait is get's slow path: max_connections are open and none is idle. It
-// waits at most connect_timeout, and not past deadline.
-func (c *Client) wait(ctx context.Context, deadline time.Time) (*conn, bool, error) {
+// waits at most connect_timeout, and not past deadline or by.
+func (c *Client) wait(ctx context.Context, deadline, by time.Time) (*conn, bool, error) {
 	c.waiting.Add(1)
 	defer c.waiting.Add(-1)
-	timer := time.NewTimer(min(time.Until(deadline), c.connect))
+	wait := min(time.Until(deadline), c.connect)
+	if !by.IsZero() {
+		wait = min(wait, time.Until(by))
+	}
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	busy := func() error {
 		if c.OnBusy != nil {
@@ -441,7 +450,7 @@ func (c *Client) wait(ctx context.Context, deadline time.Time) (*conn, bool, err
 		select {
 		case c.slots <- struct{}{}:
 			c.open.Add(1)
-			return c.dial(ctx, deadline)
+			return c.dial(ctx, deadline, by)
 		case <-c.wake:
 		case <-timer.C:
 			return nil, false, busy()
@@ -490,17 +499,22 @@ func (c *Client) signal() {
 	}
 }
 
-// dial opens a new connection; the caller has taken its slot, which is
-// given back when the dial fails.
-func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, error) {
+// dial opens a new connection, by by when it is set; the caller has
+// taken its slot, which is given back when the dial fails.
+func (c *Client) dial(ctx context.Context, deadline, by time.Time) (*conn, bool, error) {
+	// A dial cut by the header deadline is a timeout; one cut by
+	// connect_timeout (the dialer's Timeout) or by by, before it, is an
+	// unreachable upstream.
+	headerCut := by.IsZero() || !by.Before(deadline)
+	if !headerCut {
+		deadline = by
+	}
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	// The dialer's Timeout is connect_timeout: a dial that fails on it
-	// before the header deadline is an unreachable upstream.
 	nc, err := c.dialer.DialContext(dctx, "tcp", c.addr)
 	if err != nil {
 		c.release()
-		if dctx.Err() == context.DeadlineExceeded {
+		if headerCut && dctx.Err() == context.DeadlineExceeded {
 			return nil, false, fmt.Errorf("%w: connect to %s: %v", ErrTimeout, c.addr, err)
 		}
 		return nil, false, fmt.Errorf("%w: %w: connect to %s: %v", ErrUnreachable, ErrNotSent, c.addr, err)
@@ -516,7 +530,7 @@ func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, bool, err
 		if err != nil {
 			_ = nc.Close()
 			c.release()
-			if dctx.Err() == context.DeadlineExceeded {
+			if headerCut && dctx.Err() == context.DeadlineExceeded {
 				return nil, false, fmt.Errorf("%w: TLS handshake with %s: %v", ErrTimeout, c.addr, err)
 			}
 			return nil, false, fmt.Errorf("%w: %w: TLS handshake with %s: %v", ErrUnreachable, ErrNotSent, c.addr, err)

@@ -77,6 +77,9 @@ func Send(ctx context.Context, arm *deploy.Arm, name events.Arm, req upstream.Re
 		if h != nil {
 			tokens = h.Uncached
 		}
+		if n > 1 { // a retry: what is left of connect_timeout from the first try
+			req.ConnectBy = a.Sent.Add(p.Config().ConnectTimeout)
+		}
 		r.Begin(tokens)
 		p.Sent(r, h)
 		a.Resp, a.Err = r.Client.Do(ctx, req)

@@ -196,3 +196,56 @@ func TestGrayTimeoutsThatEject(t *testing.T) {
 		})
 	}
 }
+
+// tlsListener accepts TCP connections to a TLS upstream and, after
+// answer (a negative one: never), writes bytes that are no TLS record,
+// failing the handshake before one byte of the request was written.
+func tlsListener(t *testing.T, answer time.Duration) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if answer < 0 {
+					io.Copy(io.Discard, c) // until the gateway gives up
+					return
+				}
+				time.Sleep(answer)
+				c.Write([]byte("HTTP/1.1 400 not TLS\r\n\r\n"))
+			}()
+		}
+	}()
+	return "https://" + l.Addr().String()
+}
+
+// TestRetryWithinConnectTimeout: a retry to another replica gets what is
+// left of the arm's connect_timeout from the first try, not a whole one
+// of its own (SPEC §3 rev. 4): a handshake that fails at 0.7 s, then a
+// replica that never finishes its handshake, fail the attempt at about
+// 1 s (connect_timeout), not 1.7 s.
+func TestRetryWithinConnectTimeout(t *testing.T) {
+	a := poolArm(t, config.Upstream{Endpoints: []string{tlsListener(t, 700*time.Millisecond), tlsListener(t, -1)}, RetryBudget: 1})
+	at := Send(context.Background(), a, events.ArmPrimary, upstream.Request{Body: []byte(`{}`)}, nil)
+	if at.Err == nil {
+		t.Fatal("an attempt on two failing replicas answered")
+	}
+	tried := 0
+	for _, r := range a.Pool.Members() {
+		tried += int(r.Requests())
+	}
+	if tried != 2 {
+		t.Fatalf("%d replicas tried; want both (the handshake failure is retried)", tried)
+	}
+	if at.Latency > 1300*time.Millisecond || at.Latency < 900*time.Millisecond {
+		t.Errorf("the attempt failed after %v; want about the 1 s connect_timeout from the first try (%v)", at.Latency, at.Err)
+	}
+}
