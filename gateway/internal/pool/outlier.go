@@ -133,7 +133,12 @@ func (p *Pool) upkeep(now time.Time) {
 			r.servedSince = now
 			p.log.Info("replica ejection ended", "deployment", p.Deployment, "arm", p.Arm, "replica", r.Name)
 		}
-		if r.ejections > 0 && r.state == Healthy && now.Sub(r.servedSince) >= p.cfg.Outlier.Ejection {
+		switch {
+		case r.state != Healthy:
+			// Only time spent healthy decays the count: an ejection that
+			// ended into an unhealthy replica starts its clock when it heals.
+			r.servedSince = now
+		case r.ejections > 0 && now.Sub(r.servedSince) >= p.cfg.Outlier.Ejection:
 			r.ejections--
 			r.servedSince = now
 		}

@@ -316,6 +316,31 @@ func TestPrefixMinMatch(t *testing.T) {
 	}
 }
 
+// TestPrefixMinMatchExactShare: a prefix of exactly min_match of the
+// request's blocks is a match, whatever the float arithmetic makes of the
+// product (0.28 × 25 computes as 7.000000000000001).
+func TestPrefixMinMatchExactShare(t *testing.T) {
+	u := upstreamOf(config.BalancePrefix, fakeURLs(4)...)
+	u.Prefix.MinMatch, u.Prefix.LoadFactor = 0.28, 3
+	p := newPool(t, u, nil)
+	rng := rand.New(rand.NewPCG(7, 8))
+	a := chain(rng, 25)
+	holder := send(p, &pool.Hint{Chain: a})
+	served(holder)
+	decoding(holder, 4) // busier than the others: only a match follows it
+	for _, r := range p.Members() {
+		if r != holder {
+			decoding(r, 1)
+		}
+	}
+	for range 5 {
+		c := append(append([]uint64{}, a[:7]...), chain(rng, 18)...)
+		if send(p, &pool.Hint{Chain: c}) != holder {
+			t.Fatal("7 of 25 blocks held at min_match 0.28: the prefix was not followed")
+		}
+	}
+}
+
 func grep(s, word string) string {
 	var out []string
 	for line := range strings.Lines(s) {
@@ -450,6 +475,44 @@ func TestEjectionEndsAndGrows(t *testing.T) {
 		t.Fatalf("second ejection for %v, want 150ms (2 × 100ms capped)", d)
 	}
 	eventually(t, "the second ejection ends", func() bool { return r.State() == pool.Healthy })
+}
+
+// TestEjectionCountDecaysOnlyWhileHealthy: the ejection count decreases
+// for every `ejection` a replica then stays healthy (SPEC §6.7); time
+// spent unhealthy after an ejection does not count, so a replica that
+// fails again soon after it healed is ejected for twice as long.
+func TestEjectionCountDecaysOnlyWhileHealthy(t *testing.T) {
+	var urls []string
+	var srv []*replicaServer
+	for range 3 {
+		s := newReplicaServer(t)
+		srv = append(srv, s)
+		urls = append(urls, s.URL)
+	}
+	u := upstreamOf(config.BalanceRoundRobin, urls...)
+	u.Outlier.ConsecutiveFailures = 1
+	u.Outlier.Ejection, u.Outlier.MaxEjection = 500*time.Millisecond, 5*time.Second
+	u.Health = &config.HealthCheck{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second, UnhealthyAfter: 1, HealthyAfter: 1}
+	p := newPool(t, u, nil)
+	start(t, p)
+	r := p.Members()[0]
+	eventually(t, "every replica healthy", func() bool { return len(p.Serving()) == 3 })
+	srv[0].status.Store(503)
+	r.Report(pool.Failed, "500")
+	eventually(t, "the ejection ends into an unhealthy replica", func() bool { return r.State() == pool.Unhealthy })
+	time.Sleep(1500 * time.Millisecond) // three ejections' time, unhealthy
+	srv[0].status.Store(200)
+	eventually(t, "healthy again", func() bool { return r.State() == pool.Healthy })
+	time.Sleep(350 * time.Millisecond) // an upkeep or more, healthy for less than one ejection
+	now := time.Now()
+	r.Report(pool.Failed, "500")
+	st := p.Status()[0]
+	if st.EjectedUntil == nil {
+		t.Fatalf("not ejected: %+v", st)
+	}
+	if d := st.EjectedUntil.Sub(now); d < time.Second || d > 1100*time.Millisecond {
+		t.Errorf("second ejection for %v; want 1s (2 × 500ms: the time unhealthy did not decay the count)", d)
+	}
 }
 
 func TestDrainingReplicaFinishesThenLeaves(t *testing.T) {

@@ -134,14 +134,16 @@ func (d *DNS) Members() []string {
 // failure to OnError and the log, as every resolution of Run does; the
 // gateway calls it once before serving so it starts with a member set. It
 // blocks for at most the resolution timeout. A resolution cut short by
-// ctx's end is neither counted nor logged.
+// ctx's cancellation (the pool stopping) is neither counted nor logged;
+// one that ctx's deadline ended (the first, bounded by refresh) is a
+// failure like any other.
 func (d *DNS) Resolve(ctx context.Context) ([]string, error) {
 	d.resolving.Lock()
 	defer d.resolving.Unlock()
 	known := d.Members()
 	members, err := d.lookup(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
 			return known, err
 		}
 		if !d.failing {

@@ -541,19 +541,29 @@ func TestNeverResolved(t *testing.T) {
 }
 
 // TestCanceledIsNoFailure: a resolution cut short by the caller's
-// context (the gateway stopping) is neither counted nor logged.
+// cancellation (the gateway stopping) is neither counted nor logged; one
+// whose deadline passed (the first resolution, bounded by refresh) is a
+// failure, counted and logged.
 func TestCanceledIsNoFailure(t *testing.T) {
 	s := startServer(t, "10.0.0.1")
 	rec := newRecorder()
 	d := newDNS(t, rec.options(s))
 	s.set(late)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
-	defer cancel()
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(10*time.Millisecond, cancel)
 	if _, err := d.Resolve(ctx); err == nil {
-		t.Fatal("Resolve with an ended context: nil error")
+		t.Fatal("Resolve with a cancelled context: nil error")
 	}
 	if _, errs := rec.snapshot(); errs != 0 || rec.log.count("level=WARN") != 0 {
 		t.Errorf("%d errors counted, log %q; want none", errs, rec.log.buf.String())
+	}
+	ctx, stop := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer stop()
+	if _, err := d.Resolve(ctx); err == nil {
+		t.Fatal("Resolve past its deadline: nil error")
+	}
+	if _, errs := rec.snapshot(); errs != 1 || rec.log.count("level=WARN") != 1 {
+		t.Errorf("%d errors counted, log %q; want the timed-out resolution counted and logged", errs, rec.log.buf.String())
 	}
 }
 
