@@ -125,7 +125,7 @@ func writeTable(out io.Writer, s *engine.Status) error {
 			} else {
 				fmt.Fprint(tw, "\t\t\t\t")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", text.Escape(string(g.Gate)), streamCells.Of(g.Stream), valueCell(g.Gate, g.Estimate, true),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", gateCell(g), streamCells.Of(g.Stream), valueCell(g.Gate, g.Estimate, true),
 				valueCell(g.Gate, g.Bound, true), valueCell(g.Gate, &g.Threshold, false), g.GrayN, g.PrimaryN, text.Escape(string(g.Verdict)),
 				layerCell(g.Gate, g.Window), layerCell(g.Gate, g.Epoch), needsCell(g))
 		}
@@ -205,6 +205,16 @@ func epochLine(ev engine.Evaluation) string {
 // layerCell writes one layer's verdict, estimate, bound and gray
 // attempts: "pass est 2.00% bound 11.00% n 12,400"; a ratio gate that
 // failed says at which quantile: "fail at p50 est 2.01x bound 1.52x n …".
+// gateCell names the gate, and the context band whose own test failed
+// it (SPEC §9 "Per band"): a regression on long contexts alone reads
+// apart from one of the whole stream class.
+func gateCell(g events.GateResult) string {
+	if g.Band != "" {
+		return text.Escape(string(g.Gate)) + " (band " + text.Escape(g.Band) + ")"
+	}
+	return text.Escape(string(g.Gate))
+}
+
 func layerCell(g events.Gate, l *events.LayerResult) string {
 	if l == nil {
 		return "-"

@@ -17,6 +17,17 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func f(v float64) *float64 { return &v }
 
+// longBand marks the failing ttft_p99_ratio of gs as failed on the
+// long_context band alone.
+func longBand(gs []events.GateResult) []events.GateResult {
+	for i := range gs {
+		if gs[i].Gate == events.GateTTFTP99Ratio {
+			gs[i].Band = "long_context"
+		}
+	}
+	return gs
+}
+
 func TestWriteTable(t *testing.T) {
 	at := time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
 	yes, no := true, false
@@ -48,7 +59,7 @@ func TestWriteTable(t *testing.T) {
 					Gates:   gates(0, 1234, 60512, P, P, P, P, P, P, N, I), Verdict: I}},
 				{Evaluation: engine.Evaluation{Deployment: "llama-8k", At: at, GrayRequests: 77, PrimaryRequests: 3120,
 					Rollout: &rollout.State{Status: events.StatusRolledBack, Percentage: 0, Revision: 9},
-					Gates:   gates(0.013, 77, 3120, P, F, P, I, I, I, N, I), Verdict: F},
+					Gates:   longBand(gates(0.013, 77, 3120, P, F, P, I, F, I, N, I)), Verdict: F},
 					LastAction: &engine.Action{Kind: engine.ActionRollback, At: at, From: 8, Revision: 9,
 						Reason: "gate schema_failure_rate failed: estimate 1.30%, bound 1.30% above 0.00% over 5m0s (77 gray, 3120 primary attempts)"}},
 			},

@@ -177,10 +177,12 @@ type Engine struct {
 // evaluations.
 type deploymentState struct {
 	last Evaluation
-	// revision is the rollout revision the fields below refer to.
-	revision uint64
+	// state is the rollout state passingSince refers to.
+	state stateKey
 	// passingSince starts the promotion hold: the first of an unbroken run
-	// of passing evaluations since the last rollout change.
+	// of passing evaluations since the rollout's state last changed (its
+	// status, percentage or hold). An event that changes none of them —
+	// a reaffirmation, a message the fold skipped — leaves it running.
 	passingSince time.Time
 	// actedFrom is the rollout revision this analyzer last published a
 	// change from (or failed to, on a conflict): until the log moves past
@@ -193,6 +195,14 @@ type deploymentState struct {
 	// looked at (a regular or an early look): the next look spends the
 	// seconds since (gate.Look).
 	errorsLooked, schemaLooked time.Time
+}
+
+// stateKey is what of a rollout's state starts a fresh promotion hold
+// when it changes (SPEC §9: an operator's change starts a fresh hold).
+type stateKey struct {
+	status     events.RolloutStatus
+	percentage float64
+	hold       bool
 }
 
 // New returns an engine over js. leader decides whether it may publish.

@@ -706,6 +706,51 @@ func TestHoldStopsPromotionNotRollback(t *testing.T) {
 	}
 }
 
+// TestHoldSurvivesAReaffirmation: an event that repeats the rollout's
+// state (a reaffirmation, e.g. after rotating a signing key) is no
+// operator's change: the promotion hold keeps running (SPEC §9). An
+// operator's 0 %, the emergency stop, is never promoted, however long
+// the gates pass on what came before it.
+func TestHoldSurvivesAReaffirmation(t *testing.T) {
+	v := newEnv(t)
+	v.rollout(events.StatusActive, 2, time.Hour)
+	e := v.start(v.name("a"), holding(), func(a *config.Analyzer) {
+		a.Promotion = &config.Promotion{Steps: []float64{1, 2, 5, 10}, Hold: time.Minute}
+		a.Window = time.Hour // the gray statistics stay in the window
+	})
+	e.gates.set(events.VerdictPass)
+	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, nil), entry(events.ArmGray, 100, nil)))
+	v.waitRead(e.Engine, 1)
+	change := func(pct float64) uint64 {
+		_, seq := testenv.Publish(v.t, v.js, events.TypeRolloutChanged, &events.RolloutChanged{
+			Deployment: v.dep, Percentage: pct, Status: events.StatusActive, Reason: "operator", Actor: events.ActorAdmin,
+		}, v.clk.Now(), "", false)
+		return seq
+	}
+	if ev := e.Evaluate(context.Background())[0]; ev.Action != nil || ev.PassingSince == nil {
+		t.Fatalf("first look: action %+v, passing since %v; want the hold started", ev.Action, ev.PassingSince)
+	}
+	v.clk.Advance(50 * time.Second)
+	v.waitRevision(e.Engine, change(2)) // the same state again
+	if ev := e.Evaluate(context.Background())[0]; ev.Action != nil {
+		t.Fatalf("50 s into the hold, after a reaffirmation: action %+v; want none yet", ev.Action)
+	}
+	v.clk.Advance(15 * time.Second)
+	ev := e.Evaluate(context.Background())[0]
+	if ev.Action == nil || ev.Action.Kind != ActionPromotion {
+		t.Fatalf("65 s into the hold: action %+v; want a promotion (the reaffirmation did not restart the hold)", ev.Action)
+	}
+	v.waitRevision(e.Engine, ev.Action.Revision)
+
+	v.waitRevision(e.Engine, change(0)) // the emergency stop
+	for i := range 4 {
+		if ev := e.Evaluate(context.Background())[0]; ev.Action != nil {
+			t.Fatalf("at 0 %%, round %d: action %+v; want none (0 %% is never promoted)", i, ev.Action)
+		}
+		v.clk.Advance(time.Minute)
+	}
+}
+
 // TestTestingIsJudgedNeverPromoted: a deployment in testing is evaluated
 // and published like an active one, never promoted, and rolled back when a
 // gate fails.

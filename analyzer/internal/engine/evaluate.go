@@ -191,8 +191,8 @@ func (e *Engine) evaluate(ctx context.Context, d Deployment, now time.Time, act,
 
 	e.mu.Lock()
 	ds := e.state[d.Name]
-	if ds.revision != st.Revision {
-		ds.revision, ds.passingSince = st.Revision, time.Time{}
+	if k := (stateKey{st.Status, st.Percentage, st.Hold}); ds.state != k {
+		ds.state, ds.passingSince = k, time.Time{}
 	}
 	switch {
 	case urgent:
@@ -315,8 +315,11 @@ func (e *Engine) decide(ctx context.Context, d string, st rollout.State, ev *Eva
 		return a
 	}
 	p := e.cfg.Analyzer.Promotion
-	// A held rollout (SPEC §3 rev. 4) is rolled back above, never promoted.
-	if !promote || st.Testing() || st.Hold || p == nil || ep == nil || !gate.PromotionReady(ev.Gates) || passingSince.IsZero() {
+	// A held rollout (SPEC §3 rev. 4) is rolled back above, never promoted;
+	// nor is one at 0 %, the emergency stop (SPEC §6.1): no gray request
+	// reaches it, so what the gates passed on predates the stop.
+	stopped := st.Percentage == 0
+	if !promote || st.Testing() || st.Hold || stopped || p == nil || ep == nil || !gate.PromotionReady(ev.Gates) || passingSince.IsZero() {
 		return nil
 	}
 	next, ok := gate.NextStep(p, gate.PromotionState{
