@@ -15,9 +15,15 @@ import (
 // scanned scans body, failing the test on an error.
 func scanned(t testing.TB, body string) *scan.Request {
 	t.Helper()
+	return scannedFor(t, scan.Chat, body)
+}
+
+// scannedFor is scanned for a body posted to api.
+func scannedFor(t testing.TB, api scan.API, body string) *scan.Request {
+	t.Helper()
 	var r scan.Request
-	if err := scan.Scan([]byte(body), &r); err != nil {
-		t.Fatalf("scan.Scan(%s): %v", body, err)
+	if err := scan.ScanFor(api, []byte(body), &r); err != nil {
+		t.Fatalf("scan.ScanFor(%d, %s): %v", api, body, err)
 	}
 	return &r
 }
@@ -427,7 +433,7 @@ func TestTokenIDPrompts(t *testing.T) {
 			t.Fatalf("ratio %v not learned: %v", ratio, got)
 		}
 		for _, tt := range tests {
-			req := scanned(t, tt.body)
+			req := scannedFor(t, scan.Completions, tt.body)
 			req.DefaultOutputReserve = 16 // completions' default, as the proxy sets it
 			want := tt.want
 			if want < 0 {
@@ -442,14 +448,14 @@ func TestTokenIDPrompts(t *testing.T) {
 	// An answer to ids alone teaches nothing; one to text and ids learns
 	// from the text's tokens only.
 	e := NewEstimator(metrics.NewSet(), "m")
-	idsOnly := scanned(t, `{"model":"m","prompt":[`+ids+`]}`)
+	idsOnly := scannedFor(t, scan.Completions, `{"model":"m","prompt":[`+ids+`]}`)
 	for range WarmupSamples {
 		e.Observe("m", idsOnly, MinSampleBodyBytes, 1000)
 	}
 	if got := e.BytesPerToken("m"); got != ColdDivisor {
 		t.Errorf("after answers to token ids alone, BytesPerToken = %v; want %v (no sample)", got, ColdDivisor)
 	}
-	mixed := scanned(t, `{"model":"m","prompt":["`+strings.Repeat("a", 6000)+`",[`+ids+`]]}`)
+	mixed := scannedFor(t, scan.Completions, `{"model":"m","prompt":["`+strings.Repeat("a", 6000)+`",[`+ids+`]]}`)
 	for range WarmupSamples {
 		e.Observe("m", mixed, MinSampleBodyBytes, 1000+2000) // 6,000 bytes in 2,000 tokens
 	}

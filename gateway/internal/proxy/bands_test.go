@@ -160,6 +160,9 @@ func TestCompletionsReserveDefaultsTo16(t *testing.T) {
 		{`{"model":"agent-chat","prompt":"abcd"}`, 400},
 		{`{"model":"agent-chat","prompt":"abcd","max_tokens":10}`, 200},
 		{`{"model":"agent-chat","prompt":"abcd","max_tokens":0}`, 200},
+		// The completions API has no max_completion_tokens: max_tokens
+		// stays the reserve beside one.
+		{`{"model":"agent-chat","prompt":"abcd","max_tokens":30000,"max_completion_tokens":1}`, 400},
 	} {
 		resp, out := postPath(t, g.url, "/v1/completions", c.body)
 		if resp.StatusCode != c.want {
@@ -193,6 +196,33 @@ func TestRefusalParamByEndpoint(t *testing.T) {
 		_ = json.Unmarshal([]byte(out), &e)
 		if resp.StatusCode != 400 || e.Error.Code != "context_length_exceeded" || e.Error.Param != c.param {
 			t.Errorf("%s: %d %s; want 400 context_length_exceeded with param %q", c.path, resp.StatusCode, out, c.param)
+		}
+	}
+}
+
+// TestEachEndpointMeasuresItsOwnText: the estimate reads the key of the
+// endpoint's own API (SPEC §3, §5.3) — completions' prompt, embeddings'
+// input, chat's messages — and another API's key beside it, which the
+// engine does not read, neither replaces nor adds to the measured text.
+func TestEachEndpointMeasuresItsOwnText(t *testing.T) {
+	mock := testenv.StartMock(t)
+	cfg := testConfig(mock.URL)
+	cfg.Deployments["qwen"].ContextWindow = 16
+	g := startGateway(t, cfg)
+	long := strings.Repeat("a", 4000)
+	for _, c := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/v1/completions", `{"model":"agent-chat","prompt":"` + long + `","input":"x","max_tokens":1}`, 400},
+		{"/v1/completions", `{"model":"agent-chat","prompt":"x","messages":[{"role":"user","content":"` + long + `"}],"max_tokens":1}`, 200},
+		{"/v1/embeddings", `{"model":"agent-chat","input":"` + long + `","prompt":"x"}`, 400},
+		{"/v1/embeddings", `{"model":"agent-chat","input":"x","prompt":"` + long + `"}`, 200},
+		{"/v1/chat/completions", `{"model":"agent-chat","messages":[{"role":"user","content":"hi"}],"prompt":"` + long + `","max_tokens":1}`, 200},
+	} {
+		resp, out := postPath(t, g.url, c.path, c.body)
+		if resp.StatusCode != c.want {
+			t.Errorf("%s %s: %d %s; want %d", c.path, apierr.Clip(c.body, 120), resp.StatusCode, apierr.Clip(string(out), 200), c.want)
 		}
 	}
 }

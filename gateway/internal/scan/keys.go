@@ -19,7 +19,7 @@ func (s *scanner) classifyKey(start, end int) (key, Param) {
 	if !ok {
 		return keyOther, 0
 	}
-	if s.responses {
+	if s.api == Responses {
 		switch string(name) {
 		case "input":
 			return keyInput, 0
@@ -51,10 +51,21 @@ func (s *scanner) classifyKey(start, end int) (key, Param) {
 	case "stream_options":
 		return keyStreamOptions, 0
 	case "messages":
+		if s.api != Chat {
+			return keyOther, 0
+		}
 		return keyMessages, 0
 	case "tools":
 		return keyTools, 0
-	case "prompt", "input":
+	case "prompt":
+		if s.api != Completions {
+			return keyOther, 0
+		}
+		return keyPrompt, 0
+	case "input":
+		if s.api != Embeddings {
+			return keyOther, 0
+		}
 		return keyPrompt, 0
 	case "cache_salt":
 		return keyCacheSalt, 0

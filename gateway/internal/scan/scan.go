@@ -45,21 +45,38 @@ const (
 // JSON, ErrNotObject when the top level is not an object, ErrTooDeep,
 // ErrInvalidUTF8, or a *DuplicateKeyError for a repeated routing key.
 // Scan does not retain body.
-func Scan(body []byte, r *Request) error { return scanBody(body, r, false) }
+// It reads body as a chat completion's (ScanFor names another API).
+func Scan(body []byte, r *Request) error { return ScanFor(Chat, body, r) }
 
 // ScanResponses is Scan for a Responses API body (POST /v1/responses): it
 // reads "input" as items and text parts, "instructions", the routing key
 // "max_output_tokens" and the keys that say whether the request is
 // stateful ("store", "previous_response_id", "conversation"), and leaves
 // chat's "messages" and completions' "prompt" alone.
-func ScanResponses(body []byte, r *Request) error { return scanBody(body, r, true) }
+func ScanResponses(body []byte, r *Request) error { return ScanFor(Responses, body, r) }
 
-func scanBody(body []byte, r *Request, responses bool) error {
+// API is the endpoint a body is posted to: it decides which key carries
+// the text the estimate measures (SPEC §3, §5.3), as the engine reads
+// only its own API's keys.
+type API uint8
+
+const (
+	Chat        API = iota // "messages"
+	Completions            // "prompt"
+	Embeddings             // "input"
+	Responses              // "input" items and "instructions" (ScanResponses)
+)
+
+// ScanFor is Scan for a body posted to api: another API's text key
+// ("prompt" in a chat body, "messages" or "input" in a completions body)
+// is some other key, measured by nothing.
+func ScanFor(api API, body []byte, r *Request) error {
 	*r = Request{}
 	if !utf8.Valid(body) {
 		return ErrInvalidUTF8
 	}
-	s := scanner{b: body, responses: responses}
+	responses := api == Responses
+	s := scanner{b: body, api: api}
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		if s.i < len(s.b) && s.validValue() {
@@ -148,8 +165,7 @@ func (r *Request) record(k key, p Param, m Member, b []byte) error {
 
 // slots is, for each key, the Request field that holds its member: read
 // once from the fields' key tags, each name classified as a body's key
-// is (classifyKey, the one table of names), for a chat and a responses
-// body.
+// is (classifyKey, the one table of names), for a body of every API.
 var slots = keySlots()
 
 // keySlot is where a key's member is kept: the offset of its field in a
@@ -170,8 +186,8 @@ func keySlots() (slots [numKeys]keySlot) {
 		}
 		names, opt, _ := strings.Cut(tag, ",")
 		for _, name := range strings.Fields(names) {
-			for _, responses := range []bool{false, true} {
-				s := scanner{b: []byte(`"` + name + `"`), responses: responses}
+			for _, api := range []API{Chat, Completions, Embeddings, Responses} {
+				s := scanner{b: []byte(`"` + name + `"`), api: api}
 				if k, _ := s.classifyKey(0, len(s.b)); k != keyOther && k != keyParam {
 					slots[k].offset = f.Offset
 					if opt == "routing" {
@@ -223,8 +239,8 @@ func (s *scanner) promptText(r *Request) (Kind, error) {
 type scanner struct {
 	b []byte
 	i int
-	// responses: the body is a Responses API request (ScanResponses).
-	responses bool
+	// api is the endpoint the body is posted to (ScanFor).
+	api API
 }
 
 func (s *scanner) peek() byte {

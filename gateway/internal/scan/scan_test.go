@@ -266,6 +266,36 @@ func FuzzScan(f *testing.F) {
 	})
 }
 
+// FuzzScanFor: a body posted to completions or embeddings is accepted or
+// refused as a chat body is, with the same sampling parameters and close;
+// only the text measured differs, and it never exceeds the body.
+func FuzzScanFor(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","prompt":"abcd","input":"x","messages":[{"role":"user","content":"hi"}],"temperature":0.5}`,
+		`{"model":"m","input":["a",[1,2]],"prompt":[[1,2],[3]],"top_k":4}`,
+		`{"prompt":"x","input":"y"}`, `{"prompt":1}`, `{"input":{}}`,
+	} {
+		f.Add(byte(1), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, a byte, body []byte) {
+		api := Completions + API(a%2)
+		var chat, r Request
+		errChat, err := Scan(body, &chat), ScanFor(api, body, &r)
+		if (errChat == nil) != (err == nil) {
+			t.Fatalf("chat: %v; API %d: %v", errChat, api, err)
+		}
+		if err != nil {
+			return
+		}
+		if r.Params != chat.Params || r.Close != chat.Close || r.Model != chat.Model {
+			t.Fatalf("API %d read the sampling parameters, model or close otherwise than chat", api)
+		}
+		if r.TextBytes < 0 || r.TextBytes > int64(len(body)) || r.Messages.Present() {
+			t.Fatalf("API %d: text %d bytes of %d, messages %v", api, r.TextBytes, len(body), r.Messages.Present())
+		}
+	})
+}
+
 // TestControlAt: the eight-bytes-at-a-time search finds the first byte
 // below 0x20 exactly where a byte-by-byte loop does, at every position and
 // next to bytes that could fool it (0x20, 0x7f, 0x80, 0xff).

@@ -67,16 +67,24 @@ type Rejection struct {
 func (in *Intake) Prepare(c *fiber.Ctx, x *Request) error {
 	k := &x.Call
 	body := x.Body
-	read := scan.Scan
-	if x.EP == upstream.Responses {
-		read = scan.ScanResponses
+	api := scan.Chat
+	switch x.EP {
+	case upstream.Completions:
+		api = scan.Completions
+	case upstream.Embeddings:
+		api = scan.Embeddings
+	case upstream.Responses:
+		api = scan.Responses
 	}
-	if err := read(body, &x.Scan); err != nil {
+	if err := scan.ScanFor(api, body, &x.Scan); err != nil {
 		return apierr.BadRequest("%s", err.Error())
 	}
 	switch x.EP {
 	case upstream.Completions:
+		// The completions API has max_tokens alone (default 16, SPEC §3):
+		// a max_completion_tokens beside it is no limit the engine reads.
 		x.Scan.DefaultOutputReserve = completionsMaxTokens
+		x.Scan.MaxCompletionTokens = scan.Member{}
 	case upstream.Embeddings:
 		// An embedding generates no tokens: its output reserve is 0 (SPEC
 		// §3), whatever token limits the body names.
