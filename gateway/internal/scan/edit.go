@@ -1,6 +1,9 @@
 package scan
 
-import "strconv"
+import (
+	"bytes"
+	"strconv"
+)
 
 // Edit replaces body[Start:End] with the bytes Text; Start == End inserts.
 type Edit struct {
@@ -180,12 +183,41 @@ func (e *Edits) sorted() []Edit {
 }
 
 // AppendNumber appends v in the shortest JSON form that reads back to the
-// same float64 (whole numbers without a fraction: 40, not 40.0).
+// same float64 (SPEC §4): whole numbers without a fraction (40, not 40.0),
+// else the shorter of the plain and the exponent form (0.7, 1e-7,
+// 123456789012345680000), the plain one at equal length (0.01, not 1e-2).
 func AppendNumber(dst []byte, v float64) []byte {
 	if v == float64(int64(v)) && v > -1e15 && v < 1e15 {
 		return strconv.AppendInt(dst, int64(v), 10)
 	}
-	return strconv.AppendFloat(dst, v, 'g', -1, 64)
+	var eb, fb [40]byte
+	e := shortExponent(strconv.AppendFloat(eb[:0], v, 'e', -1, 64))
+	f := strconv.AppendFloat(fb[:0], v, 'f', -1, 64)
+	if len(e) < len(f) {
+		return append(dst, e...)
+	}
+	return append(dst, f...)
+}
+
+// shortExponent drops what strconv adds to an exponent (1e-07, 1e+21):
+// a plus sign and leading zeros (1e-7, 1e21).
+func shortExponent(b []byte) []byte {
+	e := bytes.IndexByte(b, 'e')
+	if e < 0 {
+		return b
+	}
+	digits := e + 1
+	if b[digits] == '-' {
+		digits++
+	}
+	keep := e + 1
+	if b[keep] == '+' || b[keep] == '-' {
+		keep++
+	}
+	for keep < len(b)-1 && b[keep] == '0' {
+		keep++
+	}
+	return append(b[:digits], b[keep:]...)
 }
 
 // ApplyReplacing is Apply with one more replacement, body[start:end] →

@@ -2,6 +2,9 @@ package scan
 
 import (
 	"bytes"
+	"math"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -77,5 +80,39 @@ func TestMapWith(t *testing.T) {
 				t.Errorf("mapped [%d:%d] of %s; want %s", s, e, out, c.want)
 			}
 		})
+	}
+}
+
+// TestAppendNumberShortest: an injected number is written in the shortest
+// form that reads back to the same value (SPEC §4): no exponent sign or
+// leading zero strconv would add (1e-7, not 1e-07), whole numbers without
+// a fraction.
+func TestAppendNumberShortest(t *testing.T) {
+	for v, want := range map[float64]string{
+		0.0000001: "1e-7", -0.00001: "-1e-5", 1e21: "1e21", -1.5e300: "-1.5e300", 5e-324: "5e-324", 0.001: "1e-3", 0.01: "0.01",
+		0.7: "0.7", 40: "40", -3: "-3", 1e15: "1e15", 1.25e-10: "1.25e-10", 123456789012345680000: "123456789012345680000",
+		0.0001234: "1.234e-4", 1.5e16: "1.5e16", 0.01234: "0.01234",
+	} {
+		got := string(AppendNumber([]byte("x"), v))
+		if got != "x"+want {
+			t.Errorf("AppendNumber(%v) = %s; want %s", v, got[1:], want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		v := math.Float64frombits(rng.Uint64())
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		b := AppendNumber(nil, v)
+		back, err := strconv.ParseFloat(string(b), 64)
+		if err != nil || back != v || bytes.Contains(b, []byte("e+")) || bytes.Contains(b, []byte("e0")) || bytes.Contains(b, []byte("e-0")) {
+			t.Fatalf("AppendNumber(%v) = %s (reads back %v, %v)", v, b, back, err)
+		}
+		for _, form := range []byte{'g', 'e', 'f'} {
+			if g := strconv.FormatFloat(v, form, -1, 64); len(b) > len(g) {
+				t.Fatalf("AppendNumber(%v) = %s, longer than %s", v, b, g)
+			}
+		}
 	}
 }

@@ -211,7 +211,7 @@ func TestEditsApply(t *testing.T) {
 	e.Reset()
 	e.InsertMember(&empty, "n", 1)
 	e.InsertMember(&empty, "temperature", 1e-7)
-	if got := string(e.Apply(nil, []byte(`{ }`))); got != `{ "n":1,"temperature":1e-07}` {
+	if got := string(e.Apply(nil, []byte(`{ }`))); got != `{ "n":1,"temperature":1e-7}` {
 		t.Errorf("Apply on empty object = %s", got)
 	}
 }
