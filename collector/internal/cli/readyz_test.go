@@ -42,6 +42,32 @@ func watchFor(addr string, d time.Duration) map[answer]int {
 	return out
 }
 
+// serveCollector runs `collector serve` on natsURL and databaseURL until
+// the test ends, and returns its listen address.
+func serveCollector(t *testing.T, natsURL, databaseURL string) string {
+	t.Helper()
+	addr := testenv.FreeAddr(t)
+	path := filepath.Join(t.TempDir(), "graygate.yaml")
+	cfg := fmt.Sprintf("nats:\n  url: %s\ncollector:\n  listen: %s\n", natsURL, addr)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DATABASE_URL", databaseURL)
+	t.Setenv("NATS_URL", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--config", path, "--log-level", "error"}, io.Discard, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("collector serve: %v", err)
+		}
+	})
+	return addr
+}
+
 // SPEC §11 rev. 4, through HTTP on a collector serving for real (its
 // Postgres behind a TCP proxy the test cuts): /readyz stays 200 through a
 // NATS outage of 1.5 s; answers 503 "cannot consume" once NATS has been
@@ -57,25 +83,7 @@ func TestReadyzTellsTheTruth(t *testing.T) {
 	pg := testenv.NewProxy(t, u.Host)
 	u.Host = pg.Addr
 	n := testenv.StartNATS(t)
-	addr := testenv.FreeAddr(t)
-	path := filepath.Join(t.TempDir(), "graygate.yaml")
-	cfg := fmt.Sprintf("nats:\n  url: %s\ncollector:\n  listen: %s\n", n.URL, addr)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("DATABASE_URL", u.String())
-	t.Setenv("NATS_URL", "")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, []string{"serve", "--config", path, "--log-level", "error"}, io.Discard, io.Discard)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("collector serve: %v", err)
-		}
-	})
+	addr := serveCollector(t, n.URL, u.String())
 	testenv.WaitFor(t, 30*time.Second, "ready", func() bool { return readyzAt(addr).code == 200 })
 
 	n.Stop()
@@ -139,25 +147,7 @@ func TestReadyzWhenStreamsCannotBeConsumed(t *testing.T) {
 		t.Fatal("nats server not ready")
 	}
 	t.Cleanup(s.Shutdown)
-	addr := testenv.FreeAddr(t)
-	path := filepath.Join(t.TempDir(), "graygate.yaml")
-	cfg := fmt.Sprintf("nats:\n  url: %s\ncollector:\n  listen: %s\n", s.ClientURL(), addr)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("DATABASE_URL", testenv.Database(t))
-	t.Setenv("NATS_URL", "")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, []string{"serve", "--config", path, "--log-level", "error"}, io.Discard, io.Discard)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("collector serve: %v", err)
-		}
-	})
+	addr := serveCollector(t, s.ClientURL(), testenv.Database(t))
 	start := time.Now()
 	var got answer
 	testenv.WaitFor(t, 30*time.Second, "503 naming a stream not consumed", func() bool {

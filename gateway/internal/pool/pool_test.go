@@ -482,13 +482,7 @@ func TestEjectionEndsAndGrows(t *testing.T) {
 // spent unhealthy after an ejection does not count, so a replica that
 // fails again soon after it healed is ejected for twice as long.
 func TestEjectionCountDecaysOnlyWhileHealthy(t *testing.T) {
-	var urls []string
-	var srv []*replicaServer
-	for range 3 {
-		s := newReplicaServer(t)
-		srv = append(srv, s)
-		urls = append(urls, s.URL)
-	}
+	srv, urls := replicaServers(t, 3)
 	u := upstreamOf(config.BalanceRoundRobin, urls...)
 	u.Outlier.ConsecutiveFailures = 1
 	u.Outlier.Ejection, u.Outlier.MaxEjection = 500*time.Millisecond, 5*time.Second
@@ -641,14 +635,19 @@ func newReplicaServer(t *testing.T) *replicaServer {
 	return s
 }
 
-func TestHealthChecks(t *testing.T) {
-	var urls []string
-	var srv []*replicaServer
-	for range 3 {
+// replicaServers starts n replica servers and returns them with their
+// URLs.
+func replicaServers(t *testing.T, n int) (srv []*replicaServer, urls []string) {
+	for range n {
 		s := newReplicaServer(t)
 		srv = append(srv, s)
 		urls = append(urls, s.URL)
 	}
+	return srv, urls
+}
+
+func TestHealthChecks(t *testing.T) {
+	srv, urls := replicaServers(t, 3)
 	u := upstreamOf(config.BalanceRoundRobin, urls...)
 	u.Health = &config.HealthCheck{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second, UnhealthyAfter: 3, HealthyAfter: 2}
 	p := newPool(t, u, nil)
