@@ -244,6 +244,11 @@ type Verifier struct {
 	Signers events.Signers
 }
 
+// expectedLastSubjSeqSubjHeader makes the server check the expected last
+// subject sequence against another subject's last message (nats-server
+// 2.11 and later).
+const expectedLastSubjSeqSubjHeader = "Nats-Expected-Last-Subject-Sequence-Subject"
+
 // Check judges a message stored at seq on deployment's rollout subject,
 // with headers h and body data; prev is the sequence of the message
 // before it on that subject (0 when none, PrevUnknown when the reader
@@ -267,6 +272,14 @@ func (v Verifier) Check(deployment string, prev, seq uint64, h nats.Header, data
 	switch p := ev.PrevRevision; {
 	case p == nil:
 		return Verdict{Signer: signer, Reason: ReasonReplay, Note: "a signed rollout event without prev_revision"}
+	case len(h.Values(jetstream.ExpectedLastSubjSeqHeader)) > 1 || len(h.Values(expectedLastSubjSeqSubjHeader)) > 0:
+		// The server compares the expected sequence with the last message
+		// of the subject the second header names (any subject), not this
+		// one's: with it, an old event whose prev_revision is 0 could be
+		// stored again. An append never sets it, nor the first twice.
+		return Verdict{Signer: signer, Reason: ReasonReplay,
+			Note: "a rollout event stored with " + expectedLastSubjSeqSubjHeader + " or more than one " +
+				jetstream.ExpectedLastSubjSeqHeader + ", which no append sets: replayed"}
 	case h.Get(jetstream.ExpectedLastSubjSeqHeader) != strconv.FormatUint(*p, 10):
 		// Every append sets this header to the event's prev_revision, and
 		// the server stores the message only while the subject's last one

@@ -61,6 +61,16 @@ func withAppendHeader(m msg, v string) msg {
 	return msg{m.body, h}
 }
 
+// withHeader returns m with header k added as v.
+func withHeader(m msg, k, v string) msg {
+	h := nats.Header{}
+	for key, vs := range m.h {
+		h[key] = append([]string(nil), vs...)
+	}
+	h.Add(k, v)
+	return msg{m.body, h}
+}
+
 func u(v uint64) *uint64 { return &v }
 
 // TestVerifierCheck: with signers, an event counts only when its
@@ -101,6 +111,12 @@ func TestVerifierCheck(t *testing.T) {
 		{"a copy as the first retained, without the append header", withAppendHeader(good, ""), PrevUnknown, 9, ReasonReplay, "not stored as its append asked", true},
 		{"a copy whose append header is not its prev_revision", withAppendHeader(good, "8"), PrevUnknown, 9, ReasonReplay, "not stored as its append asked", true},
 		{"signed without prev_revision", pair(signed(t, analyzer, rollback, nil)), 7, 9, ReasonReplay, "without prev_revision", true},
+		// The server checks the expected sequence against the subject
+		// this header names: a first event (prev_revision 0) published
+		// again with it is stored whatever its own subject holds.
+		{"a copy stored against another subject's sequence", withHeader(pair(signed(t, analyzer, rollback, u(0))), expectedLastSubjSeqSubjHeader, "graygate.rollout.none"),
+			PrevUnknown, 9, ReasonReplay, "which no append sets", true},
+		{"two append headers", withHeader(good, jetstream.ExpectedLastSubjSeqHeader, "7"), 7, 9, ReasonReplay, "which no append sets", true},
 		{"another deployment's", pair(signed(t, analyzer, other, u(7))), 7, 9, ReasonDeployment, "deployment e", false},
 		{"not an event", msg{[]byte(`{"x":1}`), good.h}, 7, 9, ReasonUndecodable, "not a valid rollout event", false},
 	} {

@@ -10,6 +10,7 @@ import (
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 )
 
@@ -19,7 +20,20 @@ import (
 // message on the subject (100 kept per subject), is refused by a reader
 // that starts then: it lacks the append header the server checked (until
 // 2026-12-08 every such reader applied it; found by an audit helper).
-func TestReplayAfterEvictionRefused(t *testing.T) {
+func TestReplayAfterEvictionRefused(t *testing.T) { replayAfterEviction(t, false) }
+
+// TestSeedReplayAgainstAnotherSubjectRefused: the same with a deployment's
+// first event (prev_revision 0, the config seed), published again with
+// the append header 0 and Nats-Expected-Last-Subject-Sequence-Subject
+// naming an empty subject, which the server checks instead of the
+// event's own: stored, it is still refused by a reader that starts after
+// the fillers (found by an audit helper, 2026-12-07).
+func TestSeedReplayAgainstAnotherSubjectRefused(t *testing.T) { replayAfterEviction(t, true) }
+
+// replayAfterEviction replays an old signed event — the analyzer's
+// promotion, or with seed the config's first event — then pushes
+// everything before it out, and checks a reader starting then refuses it.
+func replayAfterEviction(t *testing.T, seed bool) {
 	_, js := testenv.NATSServer(t)
 	anKey, _ := nkeys.CreateUser()
 	gwKey, _ := nkeys.CreateUser()
@@ -32,7 +46,7 @@ func TestReplayAfterEvictionRefused(t *testing.T) {
 
 	start := func() (*Log, *Table, func()) {
 		table := NewTable([]string{"d"})
-		l, err := NewLog(js, table, map[string]float64{"d": 0}, 1, time.Minute, "gw", discard)
+		l, err := NewLog(js, table, map[string]float64{"d": 30}, 1, time.Minute, "gw", discard)
 		testenv.Must(t, err)
 		l.Sign(signers, gwKey)
 		c, stop := context.WithCancel(ctx)
@@ -43,15 +57,19 @@ func TestReplayAfterEvictionRefused(t *testing.T) {
 	}
 	_, table1, stop1 := start()
 	defer stop1()
-	seed := table1.Get("d").Revision
+	first := table1.Get("d").Revision
 
 	// The analyzer promotes d to 50 % (signed, legit).
 	rev1, err := Append(ctx, js, "analyzer/a", anKey, &events.RolloutChanged{Deployment: "d", Percentage: 50,
-		Status: events.StatusActive, Reason: "promote", Actor: events.ActorAnalyzer, Lease: &events.LeaseRef{Holder: "a", Revision: 1}}, seed)
+		Status: events.StatusActive, Reason: "promote", Actor: events.ActorAnalyzer, Lease: &events.LeaseRef{Holder: "a", Revision: 1}}, first)
 	testenv.Must(t, err)
 	// Capture the stored message (body and signature headers), as any reader can.
 	s, _ := js.Stream(ctx, events.StreamRollout)
-	old, err := s.GetMsg(ctx, rev1)
+	captured := rev1
+	if seed {
+		captured = first
+	}
+	old, err := s.GetMsg(ctx, captured)
 	testenv.Must(t, err)
 	// An operator rolls it back (signed by the gateway key).
 	rev2, err := Append(ctx, js, "gateway/x", gwKey, &events.RolloutChanged{Deployment: "d", Percentage: 0,
@@ -63,6 +81,10 @@ func TestReplayAfterEvictionRefused(t *testing.T) {
 	replay := &nats.Msg{Subject: events.RolloutSubject("d"), Data: old.Data, Header: nats.Header{}}
 	replay.Header.Set(events.HeaderSignature, old.Header.Get(events.HeaderSignature))
 	replay.Header.Set(events.HeaderSigner, old.Header.Get(events.HeaderSigner))
+	if seed {
+		replay.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		replay.Header.Set("Nats-Expected-Last-Subject-Sequence-Subject", "graygate.rollout.nothing-here")
+	}
 	ack, err := js.PublishMsg(ctx, replay)
 	testenv.Must(t, err)
 	for i := 0; i < 99; i++ {
@@ -78,7 +100,7 @@ func TestReplayAfterEvictionRefused(t *testing.T) {
 	// is the oldest kept message, and it is refused as a replay.
 	_, table2, stop2 := start()
 	defer stop2()
-	if st := table2.Get("d"); st.Status == events.StatusActive || st.Percentage == 50 || st.Actor == events.ActorAnalyzer {
+	if st := table2.Get("d"); st.Status == events.StatusActive || st.Percentage == 50 || st.Percentage == 30 || st.Actor == events.ActorAnalyzer {
 		t.Errorf("a gateway started after the copy (stored at %d) and 99 fillers: %+v; want the copy refused as replayed", ack.Sequence, st)
 	}
 }
