@@ -182,7 +182,7 @@ func TestWriteEveryField(t *testing.T) {
 					"latency_ms": 812.5, "outcome": "schema_violation_both",
 					"primary_validation_errors": []any{map[string]any{"field": "(finish_reason)", "description": "primary's answer was cut by the client's token limit"}},
 					"primary_payload":           `\x5375726521`, "primary_payload_base64": false, "primary_payload_truncated": true,
-					"primary_payload_bytes": 9.0, "replica": "10.0.0.21:8000"})},
+					"primary_payload_bytes": 9.0, "replica": "10.0.0.21:8000", "arm_prompt_version": "v1.3", "arm_prompt_hash": armPromptHash})},
 				{"samples", 4, with(common(4), map[string]any{"request_id": "smp-qwen-32k-5", "deployment": "qwen-32k",
 					"arm": "shadow", "upstream_model": "qwen2.5-32b-v2", "reason": "invalid_json", "status": 200.0,
 					"validation_errors": []any{
@@ -191,7 +191,8 @@ func TestWriteEveryField(t *testing.T) {
 					"payload": `\xff00`, "payload_base64": true, "payload_truncated": false,
 					"payload_bytes": 2.0, "prompt_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 					"latency_ms": 812.5, "outcome": nil, "primary_validation_errors": nil, "primary_payload": nil,
-					"primary_payload_base64": nil, "primary_payload_truncated": nil, "primary_payload_bytes": nil, "replica": nil})},
+					"primary_payload_base64": nil, "primary_payload_truncated": nil, "primary_payload_bytes": nil, "replica": nil,
+					"arm_prompt_version": nil, "arm_prompt_hash": nil})},
 				{"rollout_events", 5, with(common(5), map[string]any{"deployment": "qwen-32k", "percentage": 12.34,
 					"status": "rolled_back", "reason": "schema drift", "actor": "analyzer", "revision": 41.0,
 					"trigger_gate": "schema_failure_rate", "trigger_value": 0.02, "trigger_bound": 0.011,
@@ -253,10 +254,15 @@ func bothSample(s *events.SampleMalformed) *events.SampleMalformed {
 }
 
 // withReplica sets a sample's replica (rev. 4).
+// withReplica sets the failing attempt's replica, and its arm's prompt.
 func withReplica(s *events.SampleMalformed, replica string) *events.SampleMalformed {
 	s.Replica = replica
+	s.ArmPromptVersion, s.ArmPromptHash = "v1.3", armPromptHash
 	return s
 }
+
+// armPromptHash is the failing arm's prompt hash withReplica sets.
+var armPromptHash = strings.Repeat("0f", 32)
 
 // One batch holding the same event twice stores it once.
 func TestWriteDuplicateInBatch(t *testing.T) {
