@@ -251,7 +251,7 @@ func (l *Log) runWatch(ctx context.Context) {
 		}
 		r := rolloutlog.Reader{Stream: stream, Next: l.folded.Load() + 1}
 		rolloutlog.Follow(ctx, bell, func(ctx context.Context) (int, error) {
-			n, err := r.Read(ctx, func(msg *jetstream.RawStreamMsg) { l.apply(msg.Subject, msg.Header, msg.Data, msg.Sequence) })
+			n, err := r.Read(ctx, func(msg *jetstream.RawStreamMsg) { l.apply(msg.Subject, msg.Header, msg.Data, msg.Sequence, true) })
 			if err == nil {
 				l.read()
 			}
@@ -393,7 +393,7 @@ func (l *Log) foldSubject(ctx context.Context, stream jetstream.Stream, subject 
 // catchUp folds every message stored after the last one read, and
 // returns how many it read.
 func (l *Log) catchUp(ctx context.Context) (int, error) {
-	n, err := l.reader.Read(ctx, func(msg *jetstream.RawStreamMsg) { l.apply(msg.Subject, msg.Header, msg.Data, msg.Sequence) })
+	n, err := l.reader.Read(ctx, func(msg *jetstream.RawStreamMsg) { l.apply(msg.Subject, msg.Header, msg.Data, msg.Sequence, false) })
 	if err == nil {
 		l.read()
 	}
@@ -433,15 +433,18 @@ func (l *Log) follow(ctx context.Context, bell <-chan struct{}) {
 
 // apply folds one stored message on subject into the table: a rollout
 // event is applied, anything else skipped (the revision moves, a note
-// says why; SPEC §11 rev. 3).
-func (l *Log) apply(subject string, h nats.Header, data []byte, seq uint64) {
+// says why; SPEC §11 rev. 3). The second follower (watched) adds only to
+// a deployment whose state is known: one the table forgot (cut off from
+// the log) is folded again from its retained log by sync, never rebuilt
+// from the one message the watcher happens to read first.
+func (l *Log) apply(subject string, h nats.Header, data []byte, seq uint64, watched bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.folded.Store(max(l.folded.Load(), seq))
 	deployment := rolloutlog.Deployment(subject)
 	cur := l.table.Get(deployment)
-	if cur == nil {
-		return // a deployment this gateway does not serve
+	if cur == nil || watched && !cur.Known {
+		return // a deployment this gateway does not serve, or one sync folds
 	}
 	if cur.Known && seq <= cur.Revision {
 		return // the other follower applied it first
