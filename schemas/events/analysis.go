@@ -137,7 +137,7 @@ type GateResult struct {
 	// many more gray requests it needs to pass or fail at the current
 	// estimates; nil when it cannot decide at all (or is decided, with
 	// Epoch set, when it is 0).
-	NeedsGray *float64 `json:"needs_gray"`
+	NeedsGray *float64 `json:"needs_gray" schema:"optional"`
 	// Why (rev. 4), for a gate undecided on the epoch, says why NeedsGray
 	// is nil (no amount of data decides it at the current estimates) or
 	// far off (a p99 just below the censoring limit), and what

@@ -63,11 +63,11 @@ type RequestCompleted struct {
 	// `host:port` (SPEC §6.7); "" when the arm is a single url (and in
 	// events of gateways before rev. 4). On a fallback it is primary's;
 	// Gray.Replica is the gray attempt's. (rev. 4)
-	Replica string `json:"replica"`
+	Replica string `json:"replica" schema:"optional"`
 	// CachedTokens is the answer's usage.prompt_tokens_details.cached_tokens,
 	// the prompt tokens the engine served from its prefix cache; nil when
 	// the answer did not report it (and before rev. 4). (rev. 4)
-	CachedTokens *int64 `json:"cached_tokens"`
+	CachedTokens *int64 `json:"cached_tokens" schema:"optional"`
 }
 
 // MaxReplicaLen bounds a replica's name (`host:port`, an IPv6 host in
@@ -97,7 +97,7 @@ type GrayAttempt struct {
 	ArmPromptHash    string `json:"arm_prompt_hash"`
 	// Replica is the gray replica the attempt went to; "" for a single
 	// url. (rev. 4)
-	Replica string `json:"replica"`
+	Replica string `json:"replica" schema:"optional"`
 }
 
 // EventType returns TypeRequestCompleted.

@@ -51,7 +51,7 @@ type SampleMalformed struct {
 	LatencyMillis float64 `json:"latency_ms"`
 	// Replica is the replica of the failing attempt's pool, `host:port`
 	// (SPEC §6.7); "" for a single url and from gateways before rev. 4.
-	Replica string `json:"replica"`
+	Replica string `json:"replica" schema:"optional"`
 
 	// Outcome (rev. 3) is how the failed attempt counts in the per-arm
 	// statistics: a contract failure is OutcomeSchemaViolation or

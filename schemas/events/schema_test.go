@@ -437,3 +437,62 @@ func TestSchemaAgreesWithCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestOlderEventsStillRead: an event as an earlier revision wrote it —
+// statistics without rev. 3's arm_fingerprint, late_headers and the two
+// new outcomes, request and sample events without rev. 4's replica and
+// cached_tokens, evaluations without rev. 3's needs_gray — passes both
+// Check and its JSON Schema (SPEC §7: readers take older gateways'
+// events; the code and the schemas agree).
+func TestOlderEventsStillRead(t *testing.T) {
+	drop := func(m map[string]any, keys ...string) {
+		for _, k := range keys {
+			delete(m, k)
+		}
+	}
+	older := map[string]func(map[string]any){
+		events.TypeStatsInterval: func(m map[string]any) {
+			for _, a := range m["arms"].([]any) {
+				arm := a.(map[string]any)
+				drop(arm, "band", "cached", "arm_fingerprint", "late_headers")
+				o := arm["outcomes"].(map[string]any)
+				arm["requests"] = arm["requests"].(float64) - o["schema_violation_both"].(float64) - o["truncated"].(float64)
+				drop(o, "schema_violation_both", "truncated")
+			}
+		},
+		events.TypeRequestCompleted: func(m map[string]any) {
+			drop(m, "replica", "cached_tokens")
+			if g, ok := m["gray"].(map[string]any); ok {
+				drop(g, "replica")
+			}
+		},
+		events.TypeSampleMalformed: func(m map[string]any) { drop(m, "replica") },
+		events.TypeAnalysisEvaluated: func(m map[string]any) {
+			drop(m, "epoch", "step_since", "step_seconds", "passing_since", "promotion")
+			for _, g := range m["gates"].([]any) {
+				drop(g.(map[string]any), "needs_gray", "why", "window", "epoch", "quantile", "band")
+			}
+		},
+	}
+	for _, d := range full() {
+		strip, ok := older[d.EventType()]
+		if !ok {
+			continue
+		}
+		t.Run(d.EventType(), func(t *testing.T) {
+			b, _ := json.Marshal(d)
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			strip(m)
+			b, _ = json.Marshal(m)
+			if err := events.Validate(d.EventType(), b); err != nil {
+				t.Errorf("the schema refuses an older event: %v", err)
+			}
+			if _, err := events.DecodeData(events.Envelope{ID: "older", Type: d.EventType(), Data: b}); err != nil {
+				t.Errorf("Check refuses an older event: %v", err)
+			}
+		})
+	}
+}

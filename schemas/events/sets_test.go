@@ -59,8 +59,10 @@ var schemaSets = map[string][]string{
 	"replicas.status.schema.json#/definitions/arm/properties/arm":       wire(PoolArms),
 	"replicas.status.schema.json#/definitions/arm/properties/balance":   wire(Balances),
 	"replicas.status.schema.json#/definitions/replica/properties/state": wire(ReplicaStates),
-	// The outcomes are an object's required members, not an enum.
-	"stats.interval.schema.json#/definitions/arm/properties/outcomes/required": wire(AllOutcomes),
+	// The outcomes are an object's required members, not an enum: all but
+	// the two rev. 3 added, which statistics of older gateways lack.
+	"stats.interval.schema.json#/definitions/arm/properties/outcomes/required": wire(slices.DeleteFunc(slices.Clone(AllOutcomes),
+		func(o Outcome) bool { return o == OutcomeSchemaViolationBoth || o == OutcomeTruncated })),
 }
 
 // enums collects every enum below v (and the outcomes' required members)

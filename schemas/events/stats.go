@@ -63,7 +63,7 @@ type ArmStats struct {
 	// configured (config.Upstream.Fingerprint). "" in the statistics of
 	// gateways older than rev. 3, which did not write it. Shadow entries
 	// carry the gray arm's.
-	ArmFingerprint string `json:"arm_fingerprint"`
+	ArmFingerprint string `json:"arm_fingerprint" schema:"optional"`
 	// Requests counts the attempts; the outcomes sum to it.
 	Requests int64    `json:"requests"`
 	Outcomes Outcomes `json:"outcomes"`
@@ -85,7 +85,7 @@ type ArmStats struct {
 	// stream_validation observe streams, primary's attempts that gray
 	// would have had to beat (SPEC §9 rev. 3, gate 5 counts them as
 	// timeouts). 0 in the statistics of gateways older than rev. 3.
-	LateHeaders int64 `json:"late_headers"`
+	LateHeaders int64 `json:"late_headers" schema:"optional"`
 	// ToolSteps sums the tool steps of the attempts that returned an answer.
 	ToolSteps CountSum `json:"tool_steps"`
 }
@@ -106,8 +106,8 @@ type Outcomes struct {
 	Cancelled       int64 `json:"cancelled"`
 	// SchemaViolationBoth and Truncated are the rev. 3 outcomes: they
 	// count as attempts in gates 2 and 5, never as failures.
-	SchemaViolationBoth int64 `json:"schema_violation_both"`
-	Truncated           int64 `json:"truncated"`
+	SchemaViolationBoth int64 `json:"schema_violation_both" schema:"optional"`
+	Truncated           int64 `json:"truncated" schema:"optional"`
 }
 
 // Add counts one attempt that ended in o (an invalid o is not counted).
