@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -145,9 +147,24 @@ func (s *Console) act(c *fiber.Ctx) error {
 		return s.render(c, fiber.StatusBadGateway, "action", res)
 	default:
 		s.log.Warn("console action: the gateway cannot be reached", "deployment", dep, "action", action, "err", err)
-		res.Failure = "The gateway's admin API could not be reached or did not answer: " + text.Escape(err.Error()) + ". Reload the page to see whether the change was recorded."
+		// The cause names the admin API's address: logged, not shown.
+		res.Failure = "The gateway's admin API " + unreachable(err) + ". Reload the page to see whether the change was recorded."
 		return s.render(c, fiber.StatusBadGateway, "action", res)
 	}
+}
+
+// unreachable says how the admin API failed to answer, without its
+// address: it refused the connection, did not answer in time, or could
+// not be reached.
+func unreachable(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused the connection (is the gateway running?)"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "did not answer in time"
+	}
+	return "could not be reached or did not answer"
 }
 
 // conflict explains a revision conflict: the rollout's revision now, and

@@ -259,6 +259,16 @@ func TestOperatorActions(t *testing.T) {
 	if resp, _ := newClient(t, app2).login("api-token"); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("the API token without a key = %d; want 303", resp.StatusCode)
 	}
+
+	// The gateway stops: bob's action is a 502 that says how it failed,
+	// never the admin API's address (logged instead).
+	srv.Close()
+	_, bbody = bob.get("/deployments/qwen-32k")
+	resp, page = post(bob, url.Values{"csrf": {bob.csrf(bbody)}, "action": {"hold"}, "reason": {"x"}, "revision": {"15"}})
+	host := strings.TrimPrefix(srv.URL, "http://")
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(page, "refused the connection") || strings.Contains(page, host) {
+		t.Errorf("an action with the gateway down = %d; want 502 saying the connection was refused, without %s:\n%s", resp.StatusCode, host, page)
+	}
 }
 
 func jsonNum(v any) string { b, _ := json.Marshal(v); return string(b) }

@@ -64,7 +64,7 @@ func (a *adminClient) call(ctx context.Context, method, path, token string, body
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		// The URL error names the URL, never the header.
-		return fmt.Errorf("%w: %v", errUnreachable, errors.Unwrap(err))
+		return fmt.Errorf("%w: %w", errUnreachable, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer+1))

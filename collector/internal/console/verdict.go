@@ -38,7 +38,8 @@ type overall struct {
 // apply. A stale evaluation says how old it is.
 func verdictOf(s store.RolloutSummary, now time.Time) overall {
 	var failing, undecided []string
-	if e := s.Latest; e != nil {
+	latest := currentEvaluation(s)
+	if e := latest; e != nil {
 		for _, g := range e.Gates {
 			name := string(g.Gate)
 			if c := streamClass(g.Stream); c != "" {
@@ -67,22 +68,37 @@ func verdictOf(s store.RolloutSummary, now time.Time) overall {
 	case s.Last.Status == string(events.StatusRolledBack) && s.Last.Trigger != nil:
 		// Evaluations stop with the rollback: the trigger is the verdict.
 		return overall{verdictFailing, triggerName(s.Last.Trigger) + " rolled gray back"}
+	case s.Last.Status == string(events.StatusRolledBack):
+		// By an operator: what the gates said before says nothing now.
+		return overall{verdictNone, "rolled back by " + holder(s.Last)}
 	case len(failing) > 0:
 		v = overall{verdictFailing, strings.Join(failing, ", ")}
-	case s.Latest == nil:
+	case latest == nil && s.Latest != nil:
+		return overall{verdictNone, "no evaluation since the rollout was resumed"}
+	case latest == nil:
 		return overall{verdictNone, "no evaluation yet"}
 	case len(undecided) > 0:
 		v = overall{verdictWatching, strings.Join(undecided, "; ")}
 	default:
 		v = overall{verdictPassing, "every gate passed"}
-		if s.Latest.Epoch == nil {
+		if latest.Epoch == nil {
 			v.Text = "every gate passed on the window (no epoch evidence from this analyzer)"
 		}
 	}
-	if s.Latest != nil && now.Sub(s.Latest.OccurredAt) > staleAfter {
-		v.Text += fmt.Sprintf(" (last evaluated %s ago)", span(now.Sub(s.Latest.OccurredAt)))
+	if latest != nil && now.Sub(latest.OccurredAt) > staleAfter {
+		v.Text += fmt.Sprintf(" (last evaluated %s ago)", span(now.Sub(latest.OccurredAt)))
 	}
 	return v
+}
+
+// currentEvaluation is the latest evaluation when it was made on the
+// rollout's current epoch, nil when it predates the last resume (its
+// gates judged the previous version of the rollout) or there is none.
+func currentEvaluation(s store.RolloutSummary) *store.Evaluation {
+	if e := s.Latest; e != nil && !e.OccurredAt.Before(s.EpochStart) {
+		return e
+	}
+	return nil
 }
 
 // nextStep says what happens next to a deployment and what it waits
@@ -101,8 +117,14 @@ func nextStep(s store.RolloutSummary, v overall, now time.Time) string {
 	if s.Held() {
 		return "held by " + holder(*s.HoldEvent) + ": no promotion until released (a failing gate still rolls back)"
 	}
-	e := s.Latest
-	if e == nil {
+	if s.Last.Percentage == 0 && s.Last.Status == string(events.StatusActive) {
+		return "none: 0 % is the emergency stop; gray gets no traffic, so nothing is judged or promoted until an operator sets a percentage"
+	}
+	e := currentEvaluation(s)
+	switch {
+	case e == nil && s.Latest != nil:
+		return "unknown: waits for the first evaluation since the rollout was resumed"
+	case e == nil:
 		return "unknown: no evaluation yet"
 	}
 	rule := e.Promotion
@@ -124,7 +146,10 @@ func nextStep(s store.RolloutSummary, v overall, now time.Time) string {
 	hold := time.Duration(rule.HoldSeconds * float64(time.Second))
 	var holdLeft time.Duration
 	holdRun := false
-	if e.PassingSince != nil {
+	// A hold that began before the step's percentage was set is over: an
+	// operator's change starts a fresh one (SPEC §9), which the next
+	// evaluation shows.
+	if e.PassingSince != nil && !e.PassingSince.Before(s.StepStart) {
 		holdRun = true
 		holdLeft = hold - now.Sub(*e.PassingSince)
 	}

@@ -43,6 +43,10 @@ func TestVerdictOf(t *testing.T) {
 	stale.Latest.OccurredAt = vnow.Add(-2 * time.Hour)
 	noEval := summary(5)
 	noEval.Latest = nil
+	byHand := summary(0, pass)
+	byHand.Last.Status, byHand.Last.Actor, byHand.Last.Operator = "rolled_back", "admin", "alice"
+	resumed := summary(1, failing)
+	resumed.EpochStart = vnow.Add(-30 * time.Second) // after the evaluation, a minute old
 	tests := []struct {
 		name string
 		s    store.RolloutSummary
@@ -59,6 +63,8 @@ func TestVerdictOf(t *testing.T) {
 		{"rolled back names the trigger", rolled, verdictFailing, "gray_error_rate rolled gray back"},
 		{"stale evaluation", stale, verdictPassing, "every gate passed (last evaluated 2h ago)"},
 		{"no evaluation", noEval, verdictNone, "no evaluation yet"},
+		{"rolled back by an operator", byHand, verdictNone, "rolled back by admin:alice"},
+		{"resumed since the evaluation", resumed, verdictNone, "no evaluation since the rollout was resumed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,6 +124,16 @@ func TestNextStep(t *testing.T) {
 			"none: rolled back, gray serves nothing until an operator resumes it"},
 		{"testing", with(0, func(s *store.RolloutSummary) { s.Last.Status = "testing" }),
 			"none: testing sends gray only the requests that force it; it is never promoted"},
+		{"the emergency stop", with(0, passing(4*time.Minute)),
+			"none: 0 % is the emergency stop; gray gets no traffic, so nothing is judged or promoted until an operator sets a percentage"},
+		{"resumed since the evaluation", with(5, func(s *store.RolloutSummary) {
+			passing(2 * time.Hour)(s)
+			s.EpochStart = vnow.Add(-30 * time.Second)
+		}), "unknown: waits for the first evaluation since the rollout was resumed"},
+		{"an operator's step since the hold began", with(5, func(s *store.RolloutSummary) {
+			passing(9 * time.Minute)(s)
+			s.StepStart = vnow.Add(-3 * time.Minute)
+		}), "10 % after a 10m hold, which starts once every gate passes on the epoch"},
 		{"failing", with(5, func(s *store.RolloutSummary) {
 			s.Latest.Gates = []events.GateResult{gate(events.GateGrayErrorRate, events.VerdictFail, 0.2, 0.1, 0.05)}
 		}), "10 % blocked: a failing gate rolls gray back"},
