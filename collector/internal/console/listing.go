@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/url"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -16,6 +17,21 @@ type listing struct {
 	Next, First string
 	// Paged is set on every page but the first.
 	Paged bool
+	// pinned holds the time filters as the first page resolved them
+	// (RFC 3339): the next pages' links carry them, so "since=1h" means
+	// the same hour on every page, not an hour before each click.
+	pinned map[string]string
+}
+
+// pin records that the time filter k, when given, resolved to t.
+func (l *listing) pin(k string, t time.Time) {
+	if l.Filter[k] == "" || t.IsZero() {
+		return
+	}
+	if l.pinned == nil {
+		l.pinned = map[string]string{}
+	}
+	l.pinned[k] = t.UTC().Format(time.RFC3339Nano)
 }
 
 func readListing(c *fiber.Ctx, params []string) listing {
@@ -50,6 +66,9 @@ func (l *listing) link(path string, params []string, next string) {
 	}
 	l.First = path + "?" + q.Encode()
 	if next != "" {
+		for k, v := range l.pinned {
+			q.Set(k, v)
+		}
 		q.Set("cursor", next)
 		l.Next = path + "?" + q.Encode()
 	}

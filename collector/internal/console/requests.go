@@ -52,6 +52,7 @@ func (s *Console) requests(c *fiber.Ctx) error {
 		return err
 	}
 	p.Requests = page.Requests
+	p.pin("since", f.Since)
 	p.link("/requests", requestParams, page.NextCursor)
 	if len(p.Requests) == 0 && !p.Paged {
 		found, err := s.r.AnyRequests(c.UserContext())

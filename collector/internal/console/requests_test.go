@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -139,16 +140,18 @@ func TestRequestsPage(t *testing.T) {
 		t.Errorf("GET /requests with every filter = %d, asked %+v; want %+v", resp.StatusCode, asked, want)
 	}
 
-	// Pages: the first links to the next with the same filters and the
-	// cursor; the next links back to the first without it.
+	// Pages: the first links to the next with the same filters (since as
+	// the first page resolved it) and the cursor; the next links back to
+	// the first of the same window without it.
 	_, body = c.get("/requests?limit=1&since=1h&outcome=")
-	next := `/requests?cursor=` + fb.EventID + `&amp;limit=1&amp;since=1h`
+	since := url.QueryEscape(fakeTime.Add(-time.Hour).UTC().Format(time.RFC3339Nano))
+	next := `/requests?cursor=` + fb.EventID + `&amp;limit=1&amp;since=` + since
 	if !strings.Contains(body, `<a class="next" href="`+next+`"`) || strings.Contains(body, "« newest") {
 		t.Errorf("first page of one: want a link to %s and none to the newest:\n%s", next, body)
 	}
 	_, body = c.get(strings.ReplaceAll(next, "&amp;", "&"))
 	if !strings.Contains(body, `data-event-id="`+failed.EventID+`"`) || strings.Contains(body, `data-event-id="`+fb.EventID+`"`) ||
-		!strings.Contains(body, `href="/requests?limit=1&amp;since=1h">« newest`) || strings.Contains(body, `class="next"`) {
+		!strings.Contains(body, `href="/requests?limit=1&amp;since=`+since+`">« newest`) || strings.Contains(body, `class="next"`) {
 		t.Errorf("second (last) page: want the second request, a link to the first page and none to a next:\n%s", body)
 	}
 

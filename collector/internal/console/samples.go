@@ -46,6 +46,8 @@ func (s *Console) samples(c *fiber.Ctx) error {
 		return err
 	}
 	p.Samples = page.Samples
+	p.pin("since", f.Since)
+	p.pin("until", f.Until)
 	p.link("/samples", sampleParams, page.NextCursor)
 	return s.render(c, fiber.StatusOK, "samples", p)
 }
