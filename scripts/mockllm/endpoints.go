@@ -47,6 +47,17 @@ func promptStrings(raw json.RawMessage) []string {
 	return out
 }
 
+// textPrompt reports whether raw is a prompt of text: a string or an
+// array of strings.
+func textPrompt(raw json.RawMessage) bool {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return true
+	}
+	var many []string
+	return json.Unmarshal(raw, &many) == nil
+}
+
 // textPrelude reads the body and the settings, and answers errors; ok
 // false means the answer was written.
 func (s *Server) textPrelude(w http.ResponseWriter, r *http.Request) (textRequest, Settings, []string, bool) {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -60,6 +62,9 @@ func parseEngineRequest(body []byte, kind engineKind) (prompt []byte, p parsedRe
 		return nil, p, 0, fmt.Errorf("max_tokens must be in [1, %d], got %d", maxCompletionTokens, maxTokens)
 	}
 	if kind == kindText {
+		if !textPrompt(req.Prompt) {
+			return nil, p, 0, errors.New("prompt must be a string or an array of strings (this engine mock serves no token ids)")
+		}
 		// An array of prompts is one sequence: their concatenation.
 		for _, t := range promptStrings(req.Prompt) {
 			prompt = append(prompt, t...)
@@ -150,7 +155,7 @@ func (s *Server) serveEngine(w http.ResponseWriter, r *http.Request, start time.
 		a.gen = s.content.get(&set, &req)
 	}
 	if kind == kindText {
-		a.id = "cmpl-" + a.id
+		a.id = "cmpl-" + strings.TrimPrefix(a.id, "chatcmpl-")
 	}
 
 	wait := func() (int, error) {

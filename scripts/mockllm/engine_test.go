@@ -442,6 +442,18 @@ func TestEngineTooBigWaits(t *testing.T) {
 	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "context_length_exceeded") {
 		t.Errorf("a 1,025-token sequence in a 1,024-token cache = %d %s; want 400 context_length_exceeded", r.status, r.body)
 	}
+	// A prompt that is not text (token ids, an object) is refused, not
+	// served as an empty prompt that skips the cache and the prefill.
+	for _, prompt := range []string{`[1,2,3,4]`, `{"x":1}`, `[["a"]]`} {
+		r := ts.do(t, http.MethodPost, "/v1/completions", `{"model":"m","max_tokens":1,"prompt":`+prompt+`}`, nil)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "prompt must be a string") {
+			t.Errorf("prompt %s = %d %s; want 400 naming the prompt", prompt, r.status, r.body)
+		}
+	}
+	if r := ts.do(t, http.MethodPost, "/v1/completions", completionBody("hello", 1), nil); !strings.Contains(string(r.body), `"id":"cmpl-`) ||
+		strings.Contains(string(r.body), "chatcmpl") {
+		t.Errorf("a text completion's id: %s; want cmpl-…, not cmpl-chatcmpl-…", r.body)
+	}
 }
 
 // TestEngineStreamFollowsSteps checks a chat stream's shape and timing: one
