@@ -15,9 +15,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
-	"sync/atomic"
 	"time"
 
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
