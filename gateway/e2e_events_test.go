@@ -117,6 +117,12 @@ func TestE2ERolloutOwnedByTheEventLog(t *testing.T) {
 		{"unknown deployment", `{"percentage": 5}`, 404, "unknown_deployment"},
 		{"percentage out of range", `{"percentage": 101}`, 400, "bad_request"},
 		{"three decimals", `{"percentage": 1.005}`, 400, "bad_request"},
+		// Judged as written: a float64 would round these to valid values.
+		{"a hair past two decimals", `{"percentage": 10.000000001, "reason": "r"}`, 400, "bad_request"},
+		{"below the smallest float", `{"percentage": 1e-400, "reason": "r"}`, 400, "bad_request"},
+		// The second object would be dropped unread.
+		{"two objects", `{"percentage": 5, "reason": "r"}{"status": "rolled_back"}`, 400, "bad_request"},
+		{"text after the object", `{"percentage": 5, "reason": "r"} and more`, 400, "bad_request"},
 		{"stale expected revision", fmt.Sprintf(`{"percentage": 5, "expected_revision": %d}`, r.Revision+7), 409, "revision_conflict"},
 	}
 	for _, c := range cases {

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -42,14 +45,30 @@ type RolloutLog interface {
 
 // rolloutChange is the body of PUT /admin/rollouts/{deployment}.
 type rolloutChange struct {
-	Percentage       *float64 `json:"percentage"`
-	Status           *string  `json:"status"`
-	Hold             *bool    `json:"hold"`
-	Reason           string   `json:"reason"`
-	ExpectedRevision *uint64  `json:"expected_revision"`
+	Percentage       *percentage `json:"percentage"`
+	Status           *string     `json:"status"`
+	Hold             *bool       `json:"hold"`
+	Reason           string      `json:"reason"`
+	ExpectedRevision *uint64     `json:"expected_revision"`
 	// operator is the name of the operator whose token made the request
 	// (never read from the body; SPEC §11 rev. 4).
 	operator string
+}
+
+// percentage is a change's percentage, judged on the number as written
+// (SPEC §3: 400 for one outside 0–100 or with more than two decimals):
+// 10.000000001 or 1e-400 is refused, where a float64 would round it to a
+// valid value.
+type percentage float64
+
+func (p *percentage) UnmarshalJSON(b []byte) error {
+	r, ok := new(big.Rat).SetString(string(b))
+	if !ok || r.Sign() < 0 || r.Cmp(big.NewRat(100, 1)) > 0 || !new(big.Rat).Mul(r, big.NewRat(100, 1)).IsInt() {
+		return fmt.Errorf("percentage must be between 0 and 100 with at most two decimals, got %s", apierr.QuoteShort(b))
+	}
+	f, _ := r.Float64()
+	*p = percentage(f)
+	return nil
 }
 
 // How long a change may take, waiting for its turn included, and how
@@ -167,6 +186,10 @@ func (a *API) readChange(c *fiber.Ctx, name, what string, v any, optional bool, 
 		if err := dec.Decode(v); err != nil {
 			return apierr.BadRequest("%s: %s", what, apierr.Clip(err.Error(), 200))
 		}
+		if _, err := dec.Token(); err != io.EOF {
+			// A second object would be dropped unread: {…}{"status":…}.
+			return apierr.BadRequest("%s: one JSON object, and nothing after it", what)
+		}
 	}
 	if err := checkText("reason", *reason); err != nil {
 		return err
@@ -235,7 +258,7 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 			return nil, apierr.BadRequest("\"status\": \"active\" needs the percentage to serve at")
 		}
 	}
-	if ch.Percentage != nil && !events.ValidPercentage(*ch.Percentage) {
+	if ch.Percentage != nil && !events.ValidPercentage(float64(*ch.Percentage)) {
 		return nil, apierr.BadRequest("percentage must be between 0 and 100 with at most two decimals, got %v", *ch.Percentage)
 	}
 	if ch.ExpectedRevision != nil && *ch.ExpectedRevision != cur.Revision {
@@ -243,7 +266,7 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 	}
 	pct := cur.Percentage
 	if ch.Percentage != nil {
-		p := *ch.Percentage
+		p := float64(*ch.Percentage)
 		if (cur.Status == rollout.RolledBack || cur.Status == rollout.Testing) && status != rollout.Active {
 			code, what := CodeRolledBack, "rolled back"
 			if cur.Status == rollout.Testing {
