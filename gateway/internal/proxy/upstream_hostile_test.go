@@ -22,6 +22,7 @@ import (
 
 	"github.com/graygate/graygate/gateway/internal/proxy/apierr"
 	"github.com/graygate/graygate/schemas/config"
+	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 )
 
@@ -480,4 +481,67 @@ func TestStreamClientLeavesWhileGrayThinks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStallAfterTheEndIsNoFailure: an upstream that stalls after the
+// event that ends its stream (data: [DONE]; on /v1/responses the
+// response.completed event) holds the client at most endLinger, and the
+// answer the client has whole is no failure: no error event, the request
+// recorded 200 with the upstream's usage. A gray stream that does the
+// same in buffer mode is served, not fallen back from.
+func TestStallAfterTheEndIsNoFailure(t *testing.T) {
+	chatStream := contentEvent(200) +
+		`data: {"object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}` + "\n\n" +
+		"data: [DONE]\n\n"
+	for _, c := range []struct{ name, path, body, stream string }{
+		{"chat", "/v1/chat/completions", streamBody, chatStream},
+		{"responses", "/v1/responses", `{"model":"agent-chat","stream":true,"input":"hi"}`, respGood},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u := startHostile(t, func(w http.ResponseWriter, r *http.Request) {
+				sseHeaders(w)
+				flushOut(w, c.stream)
+				select {
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+			})
+			cfg := testConfig(u.url)
+			cfg.Deployments["qwen"].Primary.StreamIdleTimeout = 3 * time.Second
+			g, _, _, _, evs := pairGateway(t, cfg)
+			start := time.Now()
+			resp, out := postPath(t, g.url, c.path, c.body)
+			if took := time.Since(start); took > 1500*time.Millisecond {
+				t.Errorf("the stream ended %v after it was sent; want within about endLinger of its last event", took)
+			}
+			if resp.StatusCode != 200 || bytes.Contains(out, []byte(`"error"`)) {
+				t.Errorf("status %d, stream:\n%s\nwant 200 and no error event", resp.StatusCode, out)
+			}
+			rc := waitRequestEvent(t, evs)
+			if rc.Status != 200 || rc.ErrorType != events.ErrorNone || rc.PromptTokens != 7 || rc.UsageEstimated {
+				t.Errorf("request event status %d error %s prompt %d estimated %v; want 200 none 7 false", rc.Status, rc.ErrorType, rc.PromptTokens, rc.UsageEstimated)
+			}
+		})
+	}
+	t.Run("gray buffered", func(t *testing.T) {
+		gray := startHostile(t, func(w http.ResponseWriter, r *http.Request) {
+			sseHeaders(w)
+			flushOut(w, `data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"{\"action\":\"search\",\"parameters\":{\"query\":\"q\"},\"confidence_score\":0.9}"}}]}`+"\n\n"+
+				`data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"+"data: [DONE]\n\n")
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		})
+		primary := testenv.StartMock(t)
+		cfg := grayConfig(t, primary.URL, gray.url, 0)
+		cfg.Deployments["qwen"].Rollout.Timeout = 2 * time.Second
+		g, _ := startObserved(t, cfg)
+		start := time.Now()
+		resp, out := post(t, g.url, streamBody, "X-Gray-Rollout", "true")
+		t.Logf("served in %v", time.Since(start))
+		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-arm") != "gray" {
+			t.Errorf("status %d arm %q:\n%s\nwant gray's stream served", resp.StatusCode, resp.Header.Get("x-gateway-arm"), out)
+		}
+	})
 }

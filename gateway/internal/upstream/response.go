@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -210,6 +211,16 @@ func (r *Response) IsEventStream() bool {
 // Abort closes the connection; a Read blocked in another goroutine returns
 // ErrAborted. Close must still be called.
 func (r *Response) Abort() { r.conn.abort(nil) }
+
+// Linger bounds each later read of the body to d at most: for what may
+// follow an event stream's last event (the chunked body's end, which a
+// healthy upstream sends with it), so that an upstream that stalls
+// after its answer holds the stream d, not its stream_idle_timeout.
+func (r *Response) Linger(d time.Duration) {
+	if r.conn.idle <= 0 || d < r.conn.idle {
+		r.conn.idle = d
+	}
+}
 
 // Close releases the response. A connection whose body was read to its end
 // goes back to the pool, any other is closed. A second Close does nothing:

@@ -48,7 +48,14 @@ type Tally struct {
 	// Invalid: an event of an observed stream whose data is not a JSON
 	// object (it went to the client; the attempt is invalid_json).
 	Invalid bool
+	// Done: the stream's data: [DONE] arrived (chat, completions).
+	Done bool
 }
+
+// Ended reports whether the stream said it is over: data: [DONE], or
+// the Responses API event that ends a response. What an upstream does
+// after that (stalls, resets) fails no answer the client has whole.
+func (t *Tally) Ended() bool { return t.Done || t.End.Ends() }
 
 type callKey struct{ choice, index int }
 
@@ -64,7 +71,7 @@ func (t *Tally) Reset(keepContent bool) {
 	t.KeepContent = keepContent
 	t.Over = nil
 	t.Seq, t.End = 0, scan.EventOther
-	t.Truncated, t.Invalid = false, false
+	t.Truncated, t.Invalid, t.Done = false, false, false
 	t.Contents, t.Final = emptied(t.Contents), emptied(t.Final)
 }
 

@@ -83,7 +83,11 @@ const (
 // m.TTFT, measured from sent, at the first content or tool call.
 func (x *Exchange) takeEvent(ev []byte, m *attempt.Measure, sent time.Time) eventKind {
 	data := relay.EventData(ev)
-	if data == nil || bytes.Equal(data, relay.DoneMarker) {
+	if data == nil {
+		return eventOther
+	}
+	if bytes.Equal(data, relay.DoneMarker) {
+		x.tally.Done = true
 		return eventOther
 	}
 	if x.EP == upstream.Responses {

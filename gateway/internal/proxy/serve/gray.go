@@ -132,6 +132,7 @@ func failed(m *attempt.Measure, f attempt.Failure) []filter.FieldError {
 // is held whole, so it is capped at l.answer, and an event at l.event.
 func readStream(resp interface {
 	Read([]byte) (int, error)
+	Linger(time.Duration)
 }, x *Exchange, sent time.Time, m *attempt.Measure, l limits) (invalid bool, err error) {
 	parsed := 0
 	for {
@@ -157,6 +158,9 @@ func readStream(resp interface {
 			if x.takeEvent(ev, m, sent) == eventInvalid {
 				invalid = true
 			}
+			if x.tally.Ended() {
+				resp.Linger(endLinger)
+			}
 			if x.tally.Over != nil {
 				return invalid, x.tally.Over
 			}
@@ -167,8 +171,9 @@ func readStream(resp interface {
 		if len(x.ans)-parsed > l.event {
 			return invalid, attempt.OverCap("an SSE event", l.event)
 		}
-		if errors.Is(rerr, io.EOF) {
-			// A stream with no output has no TTFT (SPEC §7), as primary's.
+		if errors.Is(rerr, io.EOF) || rerr != nil && x.tally.Ended() {
+			// A stream with no output has no TTFT (SPEC §7), as primary's;
+			// one that stalled or broke after its end event is whole.
 			return invalid, nil
 		}
 		if rerr != nil {

@@ -426,6 +426,12 @@ func (s *Flow) mirrorIf(x *Exchange, primary *attempt.Measure) {
 	}
 }
 
+// endLinger is how long the rest of a stream's body may take after its
+// last event (data: [DONE], or the Responses API's end of a response):
+// a healthy upstream ends the body with it; one that stalls after its
+// answer is cut then, and the answer, which the client has whole, stands.
+const endLinger = 250 * time.Millisecond
+
 // pipe relays the upstream's events to the client as they arrive, one
 // flush per read. It strips the usage chunk the gateway asked for when the
 // client did not, measures TTFT at the first content, and tallies the
@@ -497,12 +503,21 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) {
 				werr = r.Write(buf[run:at])
 				run = at + len(ev)
 			}
+			if x.tally.Ended() {
+				src.Resp.Linger(endLinger)
+			}
 		}
 		if capped == nil && len(rest) > s.limits.event {
 			capped = attempt.OverCap("an SSE event", s.limits.event)
 		}
 		if capped != nil {
 			rerr = capped
+		}
+		if rerr != nil && capped == nil && x.tally.Ended() && !r.Left() && !r.Halted() {
+			// The upstream stalled or broke after the event that ends the
+			// stream: the client has the whole answer, which ends here.
+			src.Resp.Abort()
+			buf, rest, rerr = buf[:len(buf)-len(rest)], nil, io.EOF
 		}
 		if rerr != nil {
 			m.Latency = time.Since(src.Sent)
