@@ -545,3 +545,32 @@ func TestStallAfterTheEndIsNoFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamsReuseUpstreamConnections: a healthy upstream ends its body
+// with the stream's last event, so the connection goes back to the pool
+// within endLinger: twenty streams one after another open one
+// connection, not twenty.
+func TestStreamsReuseUpstreamConnections(t *testing.T) {
+	var opened atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		sseHeaders(w)
+		flushOut(w, contentEvent(200)+"data: [DONE]\n\n")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	g := startGateway(t, testConfig(srv.URL))
+	for i := range 20 {
+		if resp, out := post(t, g.url, streamBody); resp.StatusCode != 200 || !bytes.Contains(out, []byte("[DONE]")) {
+			t.Fatalf("stream %d: %d %s", i, resp.StatusCode, out)
+		}
+	}
+	if n := opened.Load(); n != 1 {
+		t.Errorf("%d upstream connections for 20 streams in a row; want 1, reused", n)
+	}
+}

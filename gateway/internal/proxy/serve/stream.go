@@ -513,7 +513,7 @@ func (s *Flow) pipe(r *relay.Relay, x *Exchange, src *source) {
 		if capped != nil {
 			rerr = capped
 		}
-		if rerr != nil && capped == nil && x.tally.Ended() && !r.Left() && !r.Halted() {
+		if rerr != nil && !errors.Is(rerr, io.EOF) && capped == nil && x.tally.Ended() && !r.Left() && !r.Halted() {
 			// The upstream stalled or broke after the event that ends the
 			// stream: the client has the whole answer, which ends here.
 			src.Resp.Abort()
