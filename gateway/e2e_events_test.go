@@ -47,6 +47,7 @@ type rolloutView struct {
 	Revision   uint64  `json:"revision"`
 	Actor      string  `json:"actor"`
 	Known      bool    `json:"known"`
+	UpdatedAt  string  `json:"updated_at"`
 }
 
 func admin(t *testing.T, gw *testenv.Gateway, method, path, body string) (int, []byte) {
@@ -144,6 +145,11 @@ func TestE2ERolloutOwnedByTheEventLog(t *testing.T) {
 		t.Fatalf("PUT 100%% = %d %s", code, b)
 	}
 	testenv.WaitFor(t, 2*time.Second, "gray at 100%", func() bool { return rolloutOf(t, gw).Percentage == 100 })
+	// The answer is the entry as stored: its time is the event's.
+	var put rolloutView
+	if err := json.Unmarshal(b, &put); err != nil || put.UpdatedAt == "" || put.UpdatedAt != rolloutOf(t, gw).UpdatedAt {
+		t.Errorf("PUT answered updated_at %q; GET says %q for the same revision", put.UpdatedAt, rolloutOf(t, gw).UpdatedAt)
+	}
 	if resp := chat(t, gw); resp.Header.Get("x-gateway-arm") != "fallback" {
 		t.Errorf("arm %q; want fallback (gray breaks the schema)", resp.Header.Get("x-gateway-arm"))
 	}

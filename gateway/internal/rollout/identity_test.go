@@ -96,7 +96,7 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 	actx, acancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer acancel()
 	rev, err := l.Append(actx, &events.RolloutChanged{Deployment: "qwen", Percentage: 0, Status: events.StatusRolledBack,
-		Reason: "test", Actor: events.ActorAdmin}, table.Get("qwen").Revision)
+		Reason: "test", Actor: events.ActorAdmin}, table.Get("qwen").Revision, time.Now())
 	if err != nil {
 		t.Fatalf("the gateway appends a rollback: %v", err)
 	}
@@ -150,7 +150,7 @@ func TestGatewayOnTheShippedNATS(t *testing.T) {
 		// The next change is accepted, and reaches the gateway at once.
 		start := time.Now()
 		rev, err = l.Append(actx, &events.RolloutChanged{Deployment: "qwen", Percentage: 20, Status: events.StatusActive,
-			Reason: "after " + w.name, Actor: events.ActorAdmin}, table.Get("qwen").Revision)
+			Reason: "after " + w.name, Actor: events.ActorAdmin}, table.Get("qwen").Revision, time.Now())
 		if err != nil {
 			t.Fatalf("append after a malformed message from the %s: %v", w.name, err)
 		}

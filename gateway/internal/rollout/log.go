@@ -482,10 +482,16 @@ var (
 // (nil: unsigned; SPEC §7 rev. 4). It blocks until the event is stored or
 // ctx is done.
 func Append(ctx context.Context, js jetstream.JetStream, source string, key nkeys.KeyPair, ev *events.RolloutChanged, expected uint64) (uint64, error) {
+	return AppendAt(ctx, js, source, key, ev, expected, time.Now())
+}
+
+// AppendAt is Append with the event's time at (stored at microsecond
+// precision, events.NewEnvelope), so that an answer can say it.
+func AppendAt(ctx context.Context, js jetstream.JetStream, source string, key nkeys.KeyPair, ev *events.RolloutChanged, expected uint64, at time.Time) (uint64, error) {
 	ev.Revision = expected
 	ev.PrevRevision = &expected
 	ev.Percentage = math.Round(ev.Percentage*100) / 100
-	seq, _, err := events.PublishSigned(ctx, js, source, ev, time.Now(), key, jetstream.WithExpectLastSequencePerSubject(expected))
+	seq, _, err := events.PublishSigned(ctx, js, source, ev, at, key, jetstream.WithExpectLastSequencePerSubject(expected))
 	switch {
 	case err == nil:
 		return seq, nil
@@ -498,9 +504,10 @@ func Append(ctx context.Context, js jetstream.JetStream, source string, key nkey
 	}
 }
 
-// Append stores ev through this log's connection (see the function Append).
-func (l *Log) Append(ctx context.Context, ev *events.RolloutChanged, expected uint64) (uint64, error) {
-	return Append(ctx, l.js, l.source, l.key, ev, expected)
+// Append stores ev through this log's connection (see the function Append),
+// dated at.
+func (l *Log) Append(ctx context.Context, ev *events.RolloutChanged, expected uint64, at time.Time) (uint64, error) {
+	return AppendAt(ctx, l.js, l.source, l.key, ev, expected, at)
 }
 
 // KeepApart keeps the watch connection on another NATS server than the

@@ -58,7 +58,8 @@ func (a *API) reaffirm(c *fiber.Ctx) error {
 		hold := cur.Hold
 		ev := &events.RolloutChanged{Deployment: name, Percentage: cur.Percentage, Status: cur.Status,
 			Reason: reason, Actor: events.ActorAdmin, Operator: operator(c), Hold: &hold}
-		rev, err := a.log.Append(ctx, ev, cur.Revision)
+		now := time.Now().UTC().Truncate(time.Microsecond) // the stored event's time
+		rev, err := a.log.Append(ctx, ev, cur.Revision, now)
 		switch {
 		case errors.Is(err, rollout.ErrRevisionConflict):
 			return errMoved
@@ -68,6 +69,6 @@ func (a *API) reaffirm(c *fiber.Ctx) error {
 		}
 		a.logger.Info("rollout re-affirmed", "deployment", name, "revision", rev, "operator", ev.Operator)
 		return c.JSON(&events.RolloutEntry{Deployment: name, Percentage: ev.Percentage, Status: ev.Status, Revision: rev,
-			Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, Hold: hold, UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano), Known: true})
+			Reason: ev.Reason, Actor: ev.Actor, Operator: ev.Operator, Hold: hold, UpdatedAt: now.Format(time.RFC3339Nano), Known: true})
 	})
 }

@@ -38,7 +38,7 @@ const (
 // log's last message for it, and revision atLeast. Fresh reports whether
 // the gateway's state reflects the log.
 type RolloutLog interface {
-	Append(ctx context.Context, ev *events.RolloutChanged, expected uint64) (uint64, error)
+	Append(ctx context.Context, ev *events.RolloutChanged, expected uint64, at time.Time) (uint64, error)
 	Last(ctx context.Context, deployment string, atLeast uint64) (events.RolloutState, error)
 	Fresh() bool
 }
@@ -297,7 +297,7 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 	if ch.Hold != nil {
 		hold = *ch.Hold
 	}
-	now := time.Now()
+	now := time.Now().UTC().Truncate(time.Microsecond) // the stored event's time
 	var rev uint64
 	if a.log == nil {
 		// Events are off: the configuration and this API own the state.
@@ -307,7 +307,7 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 		a.rollouts.Set(st)
 	} else {
 		var err error
-		rev, err = a.log.Append(ctx, ev, cur.Revision)
+		rev, err = a.log.Append(ctx, ev, cur.Revision, now)
 		switch {
 		case errors.Is(err, rollout.ErrRevisionConflict):
 			return nil, errMoved
