@@ -2,8 +2,6 @@ package rollout
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -18,10 +16,7 @@ import (
 // would drop its hold — and the re-read folds the retained log, so the
 // state is what the log says (found by an audit helper, 2026-12-07).
 func TestWatcherNeverRebuildsAForgottenState(t *testing.T) {
-	_, js := testenv.NATSServer(t)
-	table := NewTable([]string{"d"})
-	l, err := NewLog(js, table, map[string]float64{"d": 5}, 1, time.Minute, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	testenv.Must(t, err)
+	l, table, js := testLog(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	testenv.Must(t, l.sync(ctx))

@@ -8,19 +8,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/graygate/graygate/schemas/events"
 	"github.com/graygate/graygate/scripts/testenv"
 )
+
+// testLog is a log of deployment "d", seeded at pct, on a NATS server of
+// the test's own, with its table; it is not running.
+func testLog(t *testing.T, pct float64) (*Log, *Table, jetstream.JetStream) {
+	t.Helper()
+	_, js := testenv.NATSServer(t)
+	table := NewTable([]string{"d"})
+	l, err := NewLog(js, table, map[string]float64{"d": pct}, 1, time.Minute, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	testenv.Must(t, err)
+	return l, table, js
+}
 
 // TestLastWaitsForTheView: Last returns the deployment's state once the
 // view has folded the log's last message for it (at once when it has),
 // waits for a revision asked for that the log has not stored yet until it
 // is, and gives up with ErrUnavailable when it never comes.
 func TestLastWaitsForTheView(t *testing.T) {
-	_, js := testenv.NATSServer(t)
-	table := NewTable([]string{"d"})
-	l, err := NewLog(js, table, map[string]float64{"d": 5}, 1, time.Minute, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	testenv.Must(t, err)
+	l, _, js := testLog(t, 5)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
