@@ -105,6 +105,11 @@ func TestOperatorActions(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("deployment page = %d", resp.StatusCode)
 	}
+	// An auto-refresh chosen on the page survives a change of range.
+	if _, page := alice.get("/deployments/qwen-32k?refresh=30"); !strings.Contains(page, `?range=7d&refresh=30"`) ||
+		!strings.Contains(page, `http-equiv="refresh" content="30"`) {
+		t.Errorf("the deployment page at refresh=30: its range links drop the refresh, or it does not reload:\n%s", page)
+	}
 	var forms []string
 	for _, m := range formAction.FindAllStringSubmatch(body, -1) {
 		forms = append(forms, m[1])

@@ -94,7 +94,7 @@ func As(err error) *Error {
 	if errors.As(err, &fe) {
 		switch fe.Code {
 		case fiber.StatusRequestEntityTooLarge:
-			return &Error{Status: fe.Code, Code: CodePayloadTooLarge, Type: "invalid_request_error", Msg: "request body is larger than gateway.max_body_bytes"}
+			return &Error{Status: fe.Code, Code: CodePayloadTooLarge, Type: "invalid_request_error", Msg: "request body is larger than this listener accepts (gateway.max_body_bytes on the client listener, 4 MiB on the admin listener)"}
 		case fiber.StatusNotFound:
 			return &Error{Status: fe.Code, Code: CodeNotFound, Type: "invalid_request_error", Msg: fe.Message}
 		case fiber.StatusMethodNotAllowed:
