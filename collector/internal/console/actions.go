@@ -193,7 +193,9 @@ func (s *Console) changeOf(action, reason, revision, percentage string) (events.
 	case reason == "":
 		return events.RolloutChange{}, "", badParam("reason", "required: say why; it is stored with the change")
 	case len(reason) > maxReasonBytes:
-		return events.RolloutChange{}, "", badParam("reason", "at most "+strconv.Itoa(maxReasonBytes)+" bytes")
+		// The form's maxlength counts characters; the log counts bytes.
+		return events.RolloutChange{}, "", badParam("reason", "at most "+strconv.Itoa(maxReasonBytes)+" bytes, and this one is "+
+			strconv.Itoa(len(reason))+" (a character outside ASCII takes 2 to 4): go back and shorten it")
 	}
 	if err := text.Check("reason", reason); err != nil {
 		return events.RolloutChange{}, "", httpError(fiber.StatusBadRequest, err.Error())

@@ -187,10 +187,14 @@ func TestOperatorActions(t *testing.T) {
 		"action":     {"action": {"delete"}, "reason": {"x"}, "revision": {"15"}},
 		"bidi":       {"action": {"hold"}, "reason": {"a\u202eb"}, "revision": {"15"}},
 		"long":       {"action": {"hold"}, "reason": {strings.Repeat("x", events.MaxReasonBytes+1)}, "revision": {"15"}},
+		// 600 characters, 1,200 bytes: within the form's maxlength.
+		"long in bytes": {"action": {"hold"}, "reason": {strings.Repeat("é", 600)}, "revision": {"15"}},
 	} {
 		form.Set("csrf", csrf)
 		if resp, page := post(alice, form); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("bad %s = %d; want 400:\n%s", name, resp.StatusCode, page)
+		} else if strings.HasPrefix(name, "long") && !strings.Contains(page, "this one is ") {
+			t.Errorf("bad %s: the page does not say how long the reason is:\n%s", name, page)
 		}
 	}
 	if resp, _ := post(alice, url.Values{"action": {"hold"}, "reason": {"x"}, "revision": {"15"}}); resp.StatusCode != http.StatusForbidden {
