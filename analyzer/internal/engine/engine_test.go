@@ -721,17 +721,11 @@ func TestHoldSurvivesAReaffirmation(t *testing.T) {
 	e.gates.set(events.VerdictPass)
 	v.publishStats(v.stat("gw-1", time.Second, entry(events.ArmPrimary, 100, nil), entry(events.ArmGray, 100, nil)))
 	v.waitRead(e.Engine, 1)
-	change := func(pct float64) uint64 {
-		_, seq := testenv.Publish(v.t, v.js, events.TypeRolloutChanged, &events.RolloutChanged{
-			Deployment: v.dep, Percentage: pct, Status: events.StatusActive, Reason: "operator", Actor: events.ActorAdmin,
-		}, v.clk.Now(), "", false)
-		return seq
-	}
 	if ev := e.Evaluate(context.Background())[0]; ev.Action != nil || ev.PassingSince == nil {
 		t.Fatalf("first look: action %+v, passing since %v; want the hold started", ev.Action, ev.PassingSince)
 	}
 	v.clk.Advance(50 * time.Second)
-	v.waitRevision(e.Engine, change(2)) // the same state again
+	v.waitRevision(e.Engine, v.rollout(events.StatusActive, 2, 0)) // the same state again
 	if ev := e.Evaluate(context.Background())[0]; ev.Action != nil {
 		t.Fatalf("50 s into the hold, after a reaffirmation: action %+v; want none yet", ev.Action)
 	}
@@ -742,7 +736,7 @@ func TestHoldSurvivesAReaffirmation(t *testing.T) {
 	}
 	v.waitRevision(e.Engine, ev.Action.Revision)
 
-	v.waitRevision(e.Engine, change(0)) // the emergency stop
+	v.waitRevision(e.Engine, v.rollout(events.StatusActive, 0, 0)) // the emergency stop
 	for i := range 4 {
 		if ev := e.Evaluate(context.Background())[0]; ev.Action != nil {
 			t.Fatalf("at 0 %%, round %d: action %+v; want none (0 %% is never promoted)", i, ev.Action)

@@ -258,9 +258,6 @@ func (a *API) changeRollout(ctx context.Context, name string, cur *rollout.State
 			return nil, apierr.BadRequest("\"status\": \"active\" needs the percentage to serve at")
 		}
 	}
-	if ch.Percentage != nil && !events.ValidPercentage(float64(*ch.Percentage)) {
-		return nil, apierr.BadRequest("percentage must be between 0 and 100 with at most two decimals, got %v", *ch.Percentage)
-	}
 	if ch.ExpectedRevision != nil && *ch.ExpectedRevision != cur.Revision {
 		return nil, revisionConflict(name, *ch.ExpectedRevision, cur.Revision)
 	}
